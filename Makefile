@@ -1,0 +1,44 @@
+# quantkit — the two commands of the README:
+#   make demo   install what is missing, build, run the main job on the bundled model and data
+#   make test   the whole test suite (what CI runs)
+# Other targets: build, asan (sanitizer build + unit tests), bench, zoo, fuzz, clean.
+
+PRESET ?= dev
+BUILD_DIR := build/$(PRESET)
+JOBS ?= $(shell nproc)
+export CCACHE_DIR ?= $(CURDIR)/.cache/ccache
+
+.PHONY: all setup build test demo asan bench zoo fuzz clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	@cmake --preset $(PRESET) >/dev/null
+	@cmake --build --preset $(PRESET) -j $(JOBS)
+
+test: build
+	@PATH=$(CURDIR)/.venv/bin:$$PATH ctest --preset $(PRESET) --timeout 1800
+
+demo: build
+	@bash scripts/demo.sh $(BUILD_DIR)
+
+asan: setup
+	@cmake --preset asan-ubsan >/dev/null
+	@cmake --build --preset asan-ubsan -j $(JOBS)
+	@ctest --preset asan-ubsan
+
+bench: build
+	@bash bench/run.sh $(BUILD_DIR)
+
+zoo: setup
+	@.venv/bin/python python/zoo/train_all.py
+
+fuzz: setup
+	@cmake --preset fuzz >/dev/null
+	@cmake --build --preset fuzz -j $(JOBS)
+
+clean:
+	rm -rf build

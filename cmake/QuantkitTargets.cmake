@@ -1,0 +1,49 @@
+# Helpers that give every quantkit target the same warnings, sanitizer and include settings.
+
+function(quantkit_target_defaults target)
+  target_compile_features(${target} PUBLIC cxx_std_17)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  if(QUANTKIT_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(QUANTKIT_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer
+                                             -fno-sanitize-recover=undefined)
+    target_link_options(${target} PUBLIC -fsanitize=address,undefined)
+  endif()
+endfunction()
+
+# quantkit_add_library(name SOURCES ... DEPS ... [PRIVATE_DEPS ...])
+function(quantkit_add_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  quantkit_target_defaults(${name})
+endfunction()
+
+# quantkit_add_test(name SOURCES ... DEPS ... LABELS ...)
+# Registers each gtest case with CTest (gtest_discover_tests) under the given labels.
+function(quantkit_add_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_definitions(${name} PRIVATE
+    QK_SOURCE_DIR="${PROJECT_SOURCE_DIR}" QK_BINARY_DIR="${PROJECT_BINARY_DIR}"
+    QK_TESTVECTORS_DIR="${PROJECT_SOURCE_DIR}/../shared/testvectors")
+  quantkit_target_defaults(${name})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 600)
+  endif()
+  gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+                       DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# quantkit_add_tool(name SOURCES ... DEPS ...)
+function(quantkit_add_tool name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  quantkit_target_defaults(${name})
+endfunction()

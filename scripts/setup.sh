@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what quantkit needs on a Debian 12 machine, idempotently:
+#   1. the Debian packages of the build and of the offline data (apt-get, only those missing);
+#   2. a project venv (.venv) with the Python test oracles pinned from PyPI; it sees Debian's
+#      python3-torch/torchvision (system site packages), which train and export the model zoo.
+# Fast when everything is present (it only runs dpkg-query and a stamp check).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEB_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config clang
+  libtorch-dev libonnx-dev libprotobuf-dev protobuf-compiler
+  libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
+  zlib1g-dev libssl-dev libpng-dev libjpeg-dev
+  python3 python3-venv python3-pip python3-numpy python3-torch python3-torchvision
+  libonnx-testdata dataset-fashion-mnist
+)
+PY_REQUIREMENTS=python/requirements.txt
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The venv uses Debian's interpreter so that python3-torch (a Debian package) is importable.
+PY=/usr/bin/python3
+stamp=.venv/.requirements.sha256
+want=$(sha256sum "$PY_REQUIREMENTS" | cut -d' ' -f1)
+if [[ ! -x .venv/bin/python || ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+  echo "setup: creating .venv (onnx, onnxruntime, numpy from PyPI)"
+  rm -rf .venv
+  "$PY" -m venv --system-site-packages .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r "$PY_REQUIREMENTS"
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,20 @@
+// Small helpers shared by the subcommands: printing a Status as one line and mapping it to the
+// documented exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+#include "quantkit/status.h"
+
+namespace quantkit::cli {
+
+// What a subcommand runs once its options are parsed; returns the process exit code.
+using RunFn = std::function<int()>;
+
+// Prints "quantkit: <message>" to stderr for a failed status; returns its exit code (0 if OK).
+int Report(const Status& status);
+
+}  // namespace quantkit::cli
