@@ -6,7 +6,11 @@
 PRESET ?= dev
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
-export CCACHE_DIR ?= $(CURDIR)/.cache/ccache
+# ccache keeps its default directory (~/.cache/ccache) so fresh clones (CI) and worktrees share it;
+# paths are made relative to the checkout so they hit across clone locations.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
+export CCACHE_MAXSIZE ?= 5G
 
 .PHONY: all setup build test demo asan bench zoo fuzz clean
 
