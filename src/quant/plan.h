@@ -1,0 +1,87 @@
+// QuantPlan: the hub every input format becomes and every output is produced from
+// (docs/architecture.md, decision 4).
+//
+// Per tensor (keyed by ONNX value name) it says whether the tensor is quantized and why not,
+// the quantized dtype, the scale(s) and zero-point(s), the per-channel axis, and where the numbers
+// came from. Scale is the primary number: it is what a Q/DQ node or a TensorRT cache stores, so
+// cache -> plan -> cache and Q/DQ -> plan -> Q/DQ are bit-exact. amax is kept beside it as the
+// calibrated clipping threshold (for range files and reports):
+//
+//     symmetric int8:  scale = float32(amax) / 127.0f,  zero_point = 0,  q = clamp(rne(x/scale), -128, 127)
+//
+// A plan never holds a zero, negative, infinite or NaN scale for a quantized tensor
+// (ValidatePlan checks it; degenerate calibrations are marked not-quantized with a reason).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "quantkit/status.h"
+
+namespace quantkit::quant {
+
+enum class QuantDType { kInt8, kUint8 };
+
+enum class TensorRole {
+  kActivation,  // produced at run time (includes graph inputs)
+  kWeight,      // constant input of a weighted op (per-channel by default)
+};
+
+const char* QuantDTypeName(QuantDType dtype);
+const char* TensorRoleName(TensorRole role);
+Result<QuantDType> ParseQuantDType(const std::string& s);
+Result<TensorRole> ParseTensorRole(const std::string& s);
+
+struct TensorQuant {
+  std::string tensor;
+  bool quantized = true;
+  std::string reason;  // why it is not quantized, or a diagnostic worth reporting
+  TensorRole role = TensorRole::kActivation;
+  QuantDType dtype = QuantDType::kInt8;
+  std::vector<float> scale;           // 1 element: per tensor; N: per channel along axis
+  std::vector<float> amax;            // same length as scale (derived as scale*127 if unknown)
+  std::vector<int32_t> zero_point;    // same length as scale; all 0 for symmetric int8
+  int64_t axis = -1;                  // per-channel axis; -1 for per tensor
+  std::string source;                 // "max", "entropy", "percentile:99.99", "qdq:<node>", "cache"
+
+  bool per_channel() const { return scale.size() > 1 || axis >= 0; }
+};
+
+// Where the numbers came from, written into every output that can carry it.
+struct Provenance {
+  std::string model_sha256;
+  std::string data_description;
+  std::string data_sha256;
+  std::string method;
+  std::string quantkit_version;
+  int64_t num_samples = 0;
+};
+
+struct QuantPlan {
+  Provenance provenance;
+  std::map<std::string, TensorQuant> tensors;  // sorted: deterministic outputs
+  // Nodes kept in higher precision (mixed-precision fallback), with the reason for each.
+  std::map<std::string, std::string> float_nodes;
+
+  const TensorQuant* Find(const std::string& tensor) const;
+  // Adds or replaces a per-tensor symmetric int8 entry from a calibrated amax.
+  // A non-finite or non-positive amax yields quantized = false with a reason (never a bad scale).
+  TensorQuant& SetActivationAmax(const std::string& tensor, float amax, const std::string& source);
+  // Adds or replaces a symmetric int8 entry from a stored scale (Q/DQ model, cache).
+  TensorQuant& SetScale(const std::string& tensor, std::vector<float> scale, int64_t axis,
+                        TensorRole role, const std::string& source);
+  size_t NumQuantized() const;
+};
+
+// float32(amax) / 127.0f — the TensorRT scale of a symmetric int8 range (calibration-spec §1.1).
+float ScaleFromAmax(float amax);
+// scale * 127 computed in double, rounded to float32.
+float AmaxFromScale(float scale);
+
+// Checks every quantized entry: scales finite and > 0, amax/zero_point sizes match, zero points
+// in range, axis >= 0 when per channel. Messages name the tensor.
+Status ValidatePlan(const QuantPlan& plan);
+
+}  // namespace quantkit::quant
