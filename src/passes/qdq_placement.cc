@@ -1,0 +1,95 @@
+#include "passes/qdq_placement.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "common/check.h"
+
+namespace quantkit::passes {
+namespace {
+
+bool IsFloatConstant(const ir::Value* v) {
+  return v && v->is_constant() && v->initializer.has_value() &&
+         v->initializer->dtype() == ir::DType::kFloat;
+}
+
+// Per-channel axis of a weight input, following the ONNX/TensorRT conventions (R1).
+int64_t WeightAxis(const ir::Node& node, const ir::Value& weight) {
+  const int64_t rank = weight.initializer->rank();
+  const std::string& op = node.op_type();
+  if (op == "Conv") return 0;
+  if (op == "ConvTranspose") return 1;
+  if (op == "Gemm") return node.GetInt("transB", 0) != 0 ? 0 : 1;
+  if (op == "MatMul") return rank >= 2 ? rank - 1 : -1;  // output columns of a (.., K, N) weight
+  return -1;
+}
+
+bool IsConv(const ir::Value* v) {
+  return v && v->producer() && v->producer()->domain().empty() &&
+         (v->producer()->op_type() == "Conv" || v->producer()->op_type() == "ConvTranspose");
+}
+
+}  // namespace
+
+Result<std::vector<QdqSite>> FindQdqSites(const ir::Graph& graph, const PlacementOptions& options) {
+  QK_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, graph.TopologicalOrder());
+  std::unordered_map<const ir::Node*, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
+
+  std::vector<QdqSite> sites;
+  auto add_activation = [&](ir::Node* node, int index) {
+    ir::Value* v = node->input(static_cast<size_t>(index));
+    if (!v || v->is_constant()) return;
+    sites.push_back(QdqSite{node, index, v->name(), quant::TensorRole::kActivation, -1});
+  };
+
+  for (ir::Node* node : order) {
+    // R5 first: the cheapest and most explicit decision.
+    if (!node->domain().empty() || options.exclude_nodes.count(node->name) ||
+        options.exclude_op_types.count(node->op_type())) {
+      continue;
+    }
+    const std::string& op = node->op_type();
+    if (options.weighted_op_types.count(op)) {
+      // R1: activation inputs and constant weights (inputs 0 and 1); bias (input 2) stays float.
+      for (int i = 0; i < 2 && i < static_cast<int>(node->num_inputs()); ++i) {
+        ir::Value* v = node->input(static_cast<size_t>(i));
+        if (!v) continue;
+        if (IsFloatConstant(v)) {
+          const int64_t axis = options.per_channel_weights ? WeightAxis(*node, *v) : -1;
+          sites.push_back(QdqSite{node, i, v->name(), quant::TensorRole::kWeight, axis});
+        } else {
+          add_activation(node, i);
+        }
+      }
+    } else if (options.pool_op_types.count(op)) {
+      add_activation(node, 0);  // R2
+    } else if (op == "Add" && options.quantize_residual_add && node->num_inputs() == 2) {
+      // R3: quantize the skip branch only.
+      ir::Value* a = node->input(0);
+      ir::Value* b = node->input(1);
+      if (!a || !b || a->is_constant() || b->is_constant()) continue;
+      const bool conv_a = IsConv(a);
+      const bool conv_b = IsConv(b);
+      if (!conv_a && !conv_b) continue;
+      int skip = conv_a ? 1 : 0;
+      if (conv_a && conv_b) {
+        skip = position[a->producer()] < position[b->producer()] ? 0 : 1;
+      }
+      add_activation(node, skip);
+    }
+  }
+  return sites;
+}
+
+std::vector<std::string> ActivationTensors(const std::vector<QdqSite>& sites) {
+  std::vector<std::string> names;
+  for (const QdqSite& s : sites) {
+    if (s.role == quant::TensorRole::kActivation) names.push_back(s.tensor);
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+}  // namespace quantkit::passes

@@ -1,0 +1,52 @@
+// Where TensorRT explicit quantization wants Q/DQ pairs (calibration-spec §5), decided once and
+// shared by calibration (which tensors need statistics) and InsertQdq (where to put the pairs).
+//
+// Rules (TensorRT's "inputs and weights" recipe, as ModelOpt implements it):
+//   R1  weighted ops (Conv, ConvTranspose, Gemm, MatMul): quantize the activation inputs per tensor
+//       and constant weights per channel (axis: Conv 0, ConvTranspose 1, Gemm 0 if transB else 1,
+//       MatMul 1 for a 2-D weight, rank-2 for higher ranks); biases stay float.
+//   R2  AveragePool / GlobalAveragePool inputs are quantized (they run in INT8 after a conv).
+//   R3  residual Add: only the skip branch is quantized, so TensorRT fuses Conv + Add. The
+//       "backbone" input is the one produced by a Conv (through BatchNormalization / Relu / Clip
+//       is NOT followed: the fused epilogue is Conv -> Add); when both come from Convs, the later
+//       Conv in topological order is the backbone. An Add fed by no Conv stays float.
+//   R4  LayerNormalization, Softmax and every other op stay float (no Q/DQ) unless the user
+//       adds the op type.
+//   R5  excluded nodes (by name) and op types are skipped entirely.
+// A site is one (consumer node, input index); tensors with several sites share one Q/DQ pair.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "quant/plan.h"
+#include "quantkit/status.h"
+
+namespace quantkit::passes {
+
+struct PlacementOptions {
+  std::set<std::string> weighted_op_types{"Conv", "ConvTranspose", "Gemm", "MatMul"};
+  std::set<std::string> pool_op_types{"AveragePool", "GlobalAveragePool"};
+  bool quantize_residual_add = true;
+  bool per_channel_weights = true;
+  std::set<std::string> exclude_nodes;     // node names kept in float
+  std::set<std::string> exclude_op_types;  // op types kept in float
+};
+
+struct QdqSite {
+  ir::Node* consumer = nullptr;
+  int input_index = 0;
+  std::string tensor;
+  quant::TensorRole role = quant::TensorRole::kActivation;
+  int64_t axis = -1;  // per-channel axis for weights; -1 per tensor
+};
+
+// Sites in topological order of their consumers. Fails only on a cyclic graph.
+Result<std::vector<QdqSite>> FindQdqSites(const ir::Graph& graph, const PlacementOptions& options);
+
+// Names of the activation tensors that need statistics (deduplicated, sorted).
+std::vector<std::string> ActivationTensors(const std::vector<QdqSite>& sites);
+
+}  // namespace quantkit::passes
