@@ -1,0 +1,174 @@
+#include "passes/extract_qdq.h"
+
+#include <cmath>
+#include <set>
+#include <unordered_map>
+
+#include "common/check.h"
+#include "passes/qdq_pairs.h"
+
+namespace quantkit::passes {
+namespace {
+
+// Integer range of a quantized dtype as ONNX QuantizeLinear saturates it.
+std::pair<int32_t, int32_t> QRange(ir::DType dtype) {
+  switch (dtype) {
+    case ir::DType::kInt8: return {-128, 127};
+    case ir::DType::kUint8: return {0, 255};
+    case ir::DType::kInt16: return {-32768, 32767};
+    case ir::DType::kUint16: return {0, 65535};
+    default: return {0, 0};
+  }
+}
+
+const std::set<std::string>& ShapeOps() {
+  static const std::set<std::string> ops{"Reshape", "Flatten", "Transpose", "Squeeze",
+                                         "Unsqueeze", "Identity", "MaxPool"};
+  return ops;
+}
+
+// Adds the unit's entry to the plan; returns false (with a note) when it has no usable numbers.
+bool AddUnit(const QdqUnit& u, quant::QuantPlan* plan, ExtractReport* report) {
+  const std::string name = u.q ? u.x->name() : u.y->name();
+  if (!u.constant_params || u.scale.empty()) {
+    report->notes.push_back(name + ": scale or zero point is not a constant; not extracted");
+    return false;
+  }
+  const auto [qmin, qmax] = QRange(u.quant_dtype);
+  if (qmin == qmax) {
+    report->notes.push_back(fmt::format("{}: {} quantization is not convertible to int8", name,
+                                        ir::DTypeName(u.quant_dtype)));
+    return false;
+  }
+  std::vector<float> scale = u.scale;
+  std::string reason;
+  if (!u.symmetric()) {
+    // Cover the same real interval with a symmetric int8 grid.
+    for (size_t i = 0; i < scale.size(); ++i) {
+      const double s = u.scale[i];
+      const double lo = s * (qmin - u.zero_point[i]);
+      const double hi = s * (qmax - u.zero_point[i]);
+      scale[i] = static_cast<float>(std::max(std::fabs(lo), std::fabs(hi))) / 127.0f;
+    }
+    reason = fmt::format("converted from {} with zero point {} to symmetric int8",
+                         ir::DTypeName(u.quant_dtype), u.zero_point.front());
+    ++report->converted_asymmetric;
+  }
+  const quant::TensorRole role = u.weight ? quant::TensorRole::kWeight : quant::TensorRole::kActivation;
+  quant::TensorQuant& t =
+      plan->SetScale(name, scale, u.axis, role, "qdq:" + (u.q ? u.q->name : u.dq->name));
+  t.reason = reason;
+  for (float s : scale) {
+    if (!(s > 0.0f) || !std::isfinite(s)) {
+      t.quantized = false;
+      t.reason = fmt::format("scale {} is not finite and positive", s);
+    }
+  }
+  ++(u.weight ? report->weights : report->activations);
+  return true;
+}
+
+class Propagator {
+ public:
+  Propagator(const ir::Graph& graph, quant::QuantPlan* plan, ExtractReport* report,
+             std::unordered_map<const ir::Value*, const ir::Value*> alias)
+      : graph_(graph), plan_(plan), report_(report), alias_(std::move(alias)) {}
+
+  void Run() {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (const ir::Node* node : graph_.nodes()) changed |= Visit(*node);
+    }
+  }
+
+ private:
+  // The float tensor a value stands for once Q/DQ are stripped.
+  const ir::Value* Resolve(const ir::Value* v) const {
+    auto it = alias_.find(v);
+    return it == alias_.end() ? v : it->second;
+  }
+  const quant::TensorQuant* Entry(const ir::Value* v) const {
+    const quant::TensorQuant* t = v ? plan_->Find(Resolve(v)->name()) : nullptr;
+    return t && t->quantized && !t->per_channel() && t->role == quant::TensorRole::kActivation ? t : nullptr;
+  }
+  bool Copy(const ir::Value* to, const quant::TensorQuant& from, const std::string& op) {
+    const ir::Value* target = Resolve(to);
+    if (!target || target->is_constant() || plan_->Find(target->name())) return false;
+    if (target->type.kind == ir::TypeInfo::Kind::kTensor && target->type.dtype != ir::DType::kFloat &&
+        target->type.dtype != ir::DType::kUndefined) {
+      return false;  // shape tensors etc. are never quantized
+    }
+    quant::TensorQuant& t = plan_->SetScale(target->name(), from.scale, -1, quant::TensorRole::kActivation,
+                                            "propagated:" + op + " from " + from.tensor);
+    t.amax = from.amax;
+    ++report_->propagated;
+    return true;
+  }
+  bool Visit(const ir::Node& node) {
+    if (!node.domain().empty() || node.num_inputs() == 0 || !node.output(0)) return false;
+    const std::string& op = node.op_type();
+    const ir::Value* in = node.input(0);
+    const ir::Value* out = node.output(0);
+    bool changed = false;
+    if (ShapeOps().count(op) || op == "Relu") {
+      if (const auto* e = Entry(in)) changed |= Copy(out, *e, op);
+      if (const auto* e = Entry(out)) changed |= Copy(in, *e, op);
+    } else if (op == "Clip") {
+      if (const auto* e = Entry(in)) changed |= Copy(out, *e, op);
+      if (const auto* e = Entry(out)) {
+        if (ClipWithin(node, e->amax.front())) changed |= Copy(in, *e, op);
+      }
+    } else if (op == "Concat") {
+      const quant::TensorQuant* first = Entry(in);
+      bool equal = first != nullptr;
+      for (const ir::Value* v : node.inputs()) {
+        const auto* e = Entry(v);
+        equal = equal && e && e->scale == first->scale;
+      }
+      if (equal) changed |= Copy(out, *first, op);
+      if (const auto* e = Entry(out)) {
+        for (const ir::Value* v : node.inputs()) changed |= Copy(v, *e, op);
+      }
+    }
+    return changed;
+  }
+  // Clip bounds (opset >= 11: inputs 1 and 2; older: attributes) inside [-amax, amax].
+  static bool ClipWithin(const ir::Node& node, float amax) {
+    auto bound = [&](size_t index, const char* attr, float fallback) {
+      const ir::Value* v = node.input(index);
+      if (v && v->initializer && v->initializer->dtype() == ir::DType::kFloat &&
+          v->initializer->numel() == 1) {
+        return v->initializer->data_as<float>()[0];
+      }
+      return node.GetFloat(attr, fallback);
+    };
+    const float lo = bound(1, "min", -INFINITY);
+    const float hi = bound(2, "max", INFINITY);
+    return lo >= -amax && hi <= amax;
+  }
+
+  const ir::Graph& graph_;
+  quant::QuantPlan* plan_;
+  ExtractReport* report_;
+  std::unordered_map<const ir::Value*, const ir::Value*> alias_;
+};
+
+}  // namespace
+
+Result<quant::QuantPlan> ExtractQdqPlan(const ir::Graph& graph, const ExtractOptions& options,
+                                        ExtractReport* report) {
+  ExtractReport local;
+  if (!report) report = &local;
+  quant::QuantPlan plan;
+  plan.provenance.method = "qdq";
+  std::unordered_map<const ir::Value*, const ir::Value*> alias;
+  for (const QdqUnit& u : FindQdqUnits(graph)) {
+    if (!AddUnit(u, &plan, report)) continue;
+    if (u.q && u.dq_params_match) alias[u.y] = u.x;
+  }
+  if (options.propagate) Propagator(graph, &plan, report, std::move(alias)).Run();
+  return plan;
+}
+
+}  // namespace quantkit::passes
