@@ -94,6 +94,12 @@ class Linter {
       qtype = n.input(0)->type.dtype;
     }
     if (!zp && is_q && !n.has_attr("output_dtype")) qtype = ir::DType::kUint8;
+    if (qtype == ir::DType::kInt32 || qtype == ir::DType::kInt16 || qtype == ir::DType::kUint16) {
+      Add("QK002", Severity::kError, n, fmt::format("quantizes to {}", ir::DTypeName(qtype)),
+          "TensorRT's Q/DQ layers support INT8, FP8 and INT4 only (an int32 DQ is usually a "
+          "quantized bias)",
+          "keep biases in float; TensorRT picks their precision itself");
+    }
     if (qtype == ir::DType::kUint8) {
       Add("QK002", Severity::kError, n,
           fmt::format("quantizes to uint8{}", zp ? "" : " (no zero point given: ONNX defaults to uint8)"),

@@ -4,7 +4,7 @@
 //
 // Rules (severity):
 //   QK001 error    non-zero zero point            TensorRT supports symmetric quantization only
-//   QK002 error    uint8 Q/DQ                     TensorRT has no UINT8 quantization
+//   QK002 error    uint8/int16/int32 Q/DQ         TensorRT quantizes to INT8/FP8/INT4 only
 //   QK003 error    scale <= 0, NaN or Inf          "Scale coefficients must all be positive"
 //   QK004 error    scale/zero point not constant  must be build-time constants
 //   QK005 error    per-channel on an activation   per-channel is supported for weights only

@@ -35,14 +35,26 @@ Status VerifyQdq(const Node& node) {
                      "I6: {}: scale '{}' has rank {}, expected 0 or 1", node.Describe(),
                      scale->name(), scale_rank);
   }
-  if (zero_point && zero_point->type.has_shape) {
-    QK_RETURN_IF_NOT(zero_point->type.dims == scale->type.dims, StatusCode::kInvalidModel,
+  // Element counts, not shapes: exporters (onnxruntime) pair a [1] scale with a scalar zero
+  // point, which every runtime accepts.
+  auto numel = [](const TypeInfo& t) -> int64_t {
+    int64_t n = 1;
+    for (const Dim& d : t.dims) {
+      if (!d.is_known()) return -1;
+      n *= d.value;
+    }
+    return n;
+  };
+  if (zero_point && zero_point->type.has_shape && numel(zero_point->type) >= 0 &&
+      numel(scale->type) >= 0) {
+    QK_RETURN_IF_NOT(numel(zero_point->type) == numel(scale->type), StatusCode::kInvalidModel,
                      "I6: {}: zero-point '{}' shape {} differs from scale shape {}",
                      node.Describe(), zero_point->name(), zero_point->type.ToString(),
                      scale->type.ToString());
   }
   const Value* x = node.input(0);
-  if (!blocked && scale_rank == 1 && x && x->type.has_shape && scale->type.dims[0].is_known()) {
+  if (!blocked && scale_rank == 1 && x && x->type.has_shape && scale->type.dims[0].is_known() &&
+      scale->type.dims[0].value > 1) {
     const auto rank = static_cast<int64_t>(x->type.dims.size());
     int64_t axis = node.GetInt("axis", 1);
     if (axis < 0) axis += rank;

@@ -8,9 +8,9 @@
 //       points back at that slot; each output's producer is the node that lists it;
 //   I4  the graph is acyclic;
 //   I5  the opset imports cover every domain used by a node (Model-level check);
-//   I6  Q/DQ scale and zero-point shapes are legal: scale and zero-point have equal shapes,
-//       rank 0/1 (or the input's rank for blocked quantization), and a 1-D scale matches the
-//       input's size on `axis` where both are known.
+//   I6  Q/DQ scale and zero-point shapes are legal: scale and zero-point have as many elements,
+//       rank 0/1 (or the input's rank for blocked quantization), and a 1-D scale of more than
+//       one element matches the input's size on `axis` where both are known.
 //
 // Subgraphs are verified recursively.
 #pragma once

@@ -34,6 +34,13 @@ bool AddUnit(const QdqUnit& u, quant::QuantPlan* plan, ExtractReport* report) {
     report->notes.push_back(name + ": scale or zero point is not a constant; not extracted");
     return false;
   }
+  if (u.quant_dtype == ir::DType::kInt32) {
+    // onnxruntime stores quantized biases as int32 behind a DQ; TensorRT keeps biases in float
+    // and derives their precision itself, so they have no place in the plan (StripQdq
+    // dequantizes them).
+    report->notes.push_back(name + ": int32 (bias) quantization is not part of a TensorRT plan; kept float");
+    return false;
+  }
   const auto [qmin, qmax] = QRange(u.quant_dtype);
   if (qmin == qmax) {
     report->notes.push_back(fmt::format("{}: {} quantization is not convertible to int8", name,

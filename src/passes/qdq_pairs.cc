@@ -28,6 +28,7 @@ bool ReadZeroPoints(const ir::Value* v, std::vector<int32_t>* out, ir::DType* dt
       case ir::DType::kUint8: out->push_back(t.data_as<uint8_t>()[i]); break;
       case ir::DType::kInt16: out->push_back(t.data_as<int16_t>()[i]); break;
       case ir::DType::kUint16: out->push_back(t.data_as<uint16_t>()[i]); break;
+      case ir::DType::kInt32: out->push_back(t.data_as<int32_t>()[i]); break;  // quantized biases
       default: return false;  // float8 / int4: reported by lint, not converted
     }
   }
@@ -83,6 +84,8 @@ std::vector<QdqUnit> FindQdqUnits(const ir::Graph& graph) {
     } else if (dq->input(0)->is_constant()) {
       u.x = dq->input(0);
       FillParams(dq, u.x, &u);
+      // Without a zero point the stored data's dtype is the quantized dtype (int32 biases).
+      if (!dq->input(2)) u.quant_dtype = u.x->initializer ? u.x->initializer->dtype() : u.quant_dtype;
       u.weight = true;
     } else {
       continue;  // DQ of a runtime integer tensor (QOperator graphs): not a Q/DQ unit

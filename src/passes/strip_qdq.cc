@@ -10,9 +10,11 @@ namespace {
 // y = (q - z) * s per channel along `axis` (-1: one scale), computed in float as ONNX does.
 Result<ir::Tensor> DequantizeConstant(const QdqUnit& u) {
   const ir::Tensor& q = *u.x->initializer;
-  QK_RETURN_IF_NOT(q.dtype() == ir::DType::kInt8 || q.dtype() == ir::DType::kUint8,
-                   StatusCode::kUnsupported, "weight '{}' is {}; only int8/uint8 are dequantized",
-                   u.x->name(), ir::DTypeName(q.dtype()));
+  QK_RETURN_IF_NOT(q.dtype() == ir::DType::kInt8 || q.dtype() == ir::DType::kUint8 ||
+                       q.dtype() == ir::DType::kInt32,
+                   StatusCode::kUnsupported,
+                   "weight '{}' is {}; only int8/uint8/int32 are dequantized", u.x->name(),
+                   ir::DTypeName(q.dtype()));
   ir::Tensor out(ir::DType::kFloat, q.dims());
   int64_t inner = 1;
   int64_t channels = 1;
@@ -29,7 +31,12 @@ Result<ir::Tensor> DequantizeConstant(const QdqUnit& u) {
   float* dst = out.mutable_data_as<float>();
   for (int64_t i = 0; i < q.numel(); ++i) {
     const int64_t c = channels == 1 ? 0 : (i / inner) % channels;
-    const int32_t v = q.dtype() == ir::DType::kInt8 ? q.data_as<int8_t>()[i] : q.data_as<uint8_t>()[i];
+    int32_t v = 0;
+    switch (q.dtype()) {
+      case ir::DType::kInt8: v = q.data_as<int8_t>()[i]; break;
+      case ir::DType::kUint8: v = q.data_as<uint8_t>()[i]; break;
+      default: v = q.data_as<int32_t>()[i]; break;
+    }
     dst[i] = static_cast<float>(v - u.zero_point[static_cast<size_t>(c)]) *
              u.scale[static_cast<size_t>(c)];
   }
@@ -65,6 +72,8 @@ Result<StripReport> StripQdq(ir::Model& model) {
                             graph.InsertNodeBefore(u.q, "Identity", {u.x},
                                                    {graph.UniqueValueName(y_name + "_float")}, "",
                                                    graph.UniqueNodeName(u.dq->name + "_Identity")));
+        id->output(0)->type = u.y->type;  // graph outputs must keep their declared type
+        id->output(0)->doc_string = u.y->doc_string;
         graph.ReplaceAllUsesWith(u.y, id->output(0));
         QK_RETURN_IF_ERROR(graph.RemoveNode(u.dq));
         QK_RETURN_IF_ERROR(graph.RenameValue(id->output(0), y_name));

@@ -70,6 +70,7 @@ struct QatNet {
     gemm->SetAttr(Attribute::Int("transB", 1));
     ir::Node* q = g.AddNode("QuantizeLinear", {gemm->output(0), Scalar(g, "o_s", 0.2f), Zp(g, "o_z", DType::kInt8, {}, 0)}, {"o_q"}, "", "o_Q").value();
     ir::Node* dq = g.AddNode("DequantizeLinear", {q->output(0), g.FindValue("o_s"), g.FindValue("o_z")}, {"out"}, "", "o_DQ").value();
+    dq->output(0)->type = ir::TypeInfo::Tensor(DType::kFloat, {ir::Dim::Symbolic("N"), ir::Dim::Known(3)});
     g.AddOutput(dq->output(0));
     EXPECT_TRUE(ir::Verify(model).ok()) << ir::Verify(model).ToString();
   }
@@ -158,6 +159,7 @@ TEST(StripQdq, LeavesTheEquivalentFloatModel) {
   ASSERT_EQ(g.outputs().size(), 1u);
   EXPECT_EQ(g.outputs()[0]->name(), "out");  // output name kept through an Identity
   EXPECT_EQ(g.outputs()[0]->producer()->op_type(), "Identity");
+  EXPECT_EQ(g.outputs()[0]->type.ToString(), "float[N,3]");  // declared type kept
   EXPECT_EQ(g.FindValue("x_s"), nullptr);  // scale initializers removed
   EXPECT_EQ(g.FindValue("Wfc_q"), nullptr);
   EXPECT_TRUE(ir::Verify(net.model).ok());

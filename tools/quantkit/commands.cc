@@ -2,12 +2,16 @@
 
 namespace quantkit::cli {
 
-// Add a subcommand: declare its Setup function here and call it below (explicit, no static
-// self-registration).
+// Add a subcommand: implement Setup<Name> in cmd_<name>.cc, declare it here and call it below
+// (explicit, no static self-registration). Order = order in --help.
+void SetupConvert(CLI::App& app, RunFn* run);
+void SetupLint(CLI::App& app, RunFn* run);
+void SetupCache(CLI::App& app, RunFn* run);
 
 void RegisterCommands(CLI::App& app, RunFn* run) {
-  (void)app;
-  (void)run;
+  SetupConvert(app, run);
+  SetupLint(app, run);
+  SetupCache(app, run);
 }
 
 }  // namespace quantkit::cli

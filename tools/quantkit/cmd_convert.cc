@@ -1,0 +1,59 @@
+// quantkit convert IN OUT [--model FLOAT.onnx] [--trt-version V] [--calibrator C]
+//                  [--layer-precisions] [--float-precision fp16|fp32]
+#include <cstdio>
+
+#include "analysis/convert.h"
+#include "cli_util.h"
+
+namespace quantkit::cli {
+
+void SetupConvert(CLI::App& app, RunFn* run) {
+  struct Options {
+    analysis::ConvertOptions convert;
+    std::string trt_version = formats::kDefaultTrtVersion;
+    std::string calibrator = "EntropyCalibration2";
+    bool layer_precisions = false;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "convert",
+      "Convert quantization parameters between formats (kind from the extension):\n"
+      "  Q/DQ .onnx -> .cache | .json | .txt      extract scales (e.g. from a QAT export)\n"
+      "  Q/DQ .onnx -> .onnx                      strip Q/DQ; also writes <stem>.cache/.plan.json/.ranges.txt\n"
+      "  .cache | .json | .txt -> .cache | .json | .txt\n"
+      "  .cache | .json | .txt -> .onnx --model FLOAT.onnx   write a Q/DQ model for TensorRT");
+  cmd->add_option("input", opts->convert.input, "input file")->required();
+  cmd->add_option("output", opts->convert.output, "output file (written atomically)")->required();
+  cmd->add_option("--model", opts->convert.model, "float ONNX model (plan -> Q/DQ ONNX)");
+  cmd->add_option("--trt-version", opts->trt_version,
+                  "TensorRT version the cache is for (header TRT-<NV_TENSORRT_VERSION>-...)")
+      ->capture_default_str();
+  cmd->add_option("--calibrator", opts->calibrator, "cache header calibrator: EntropyCalibration2 | MinMaxCalibration")
+      ->capture_default_str();
+  cmd->add_flag("--layer-precisions", opts->layer_precisions,
+                "print the trtexec --layerPrecisions string for the layers kept in float");
+  cmd->add_option("--float-precision", opts->convert.float_precision,
+                  "precision named in --layerPrecisions for float layers")
+      ->check(CLI::IsMember({"fp16", "fp32"}))
+      ->capture_default_str();
+  cmd->callback([run, opts] {
+    *run = [opts]() -> int {
+      auto version = formats::ParseTrtVersion(opts->trt_version);
+      if (!version.ok()) return Report(version.status());
+      auto calibrator = formats::ParseTrtCalibrator(opts->calibrator);
+      if (!calibrator.ok()) return Report(calibrator.status());
+      opts->convert.cache = {*version, *calibrator};
+      auto result = analysis::Convert(opts->convert);
+      if (!result.ok()) return Report(result.status());
+      for (const std::string& m : result->messages) std::printf("%s\n", m.c_str());
+      for (const std::string& f : result->written) std::printf("wrote %s\n", f.c_str());
+      if (opts->layer_precisions) {
+        std::printf("--precisionConstraints=obey --layerPrecisions=%s\n",
+                    result->layer_precisions.c_str());
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace quantkit::cli
