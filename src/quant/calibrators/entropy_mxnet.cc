@@ -43,10 +43,20 @@ float EntropyCpp(std::vector<float>* p, std::vector<float>* q) {
   for (float v : *p) p_sum += v;
   for (float v : *q) q_sum += v;
   float ret = 0.f;
+  // Runs of equal (p, q) pairs (the smoothed empty bins of sparse histograms) reuse the last term:
+  // the same inputs give the same float, so the sequential sum is unchanged and most logs vanish.
+  float last_p = -1.f, last_q = -1.f, last_term = 0.f;
   for (size_t i = 0; i < p->size(); ++i) {
     (*p)[i] /= p_sum;
     (*q)[i] /= q_sum;
-    if ((*p)[i] != 0.f && (*q)[i] != 0.f) ret += (*p)[i] * std::log((*p)[i] / (*q)[i]);
+    const float pi = (*p)[i], qi = (*q)[i];
+    if (pi == 0.f || qi == 0.f) continue;
+    if (pi != last_p || qi != last_q) {
+      last_p = pi;
+      last_q = qi;
+      last_term = pi * std::log(pi / qi);
+    }
+    ret += last_term;
   }
   return ret;
 }

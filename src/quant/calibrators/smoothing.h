@@ -39,20 +39,32 @@ inline double KlDivergence(const std::vector<float>& p, const std::vector<float>
     // onnxruntime's in-tree entropy: float32 normalisation, log and pairwise sum.
     const float sp = PairwiseSum(p.data(), n), sq = PairwiseSum(q.data(), n);
     std::vector<float> vec(p.size());
+    float last_p = -1.f, last_q = -1.f, last = 0.f;  // equal inputs -> equal term (no log)
     for (size_t j = 0; j < p.size(); ++j) {
       const float pk = p[j] / sp, qk = q[j] / sq;
-      vec[j] = (pk > 0 && qk > 0) ? pk * std::log(pk / qk)
+      if (pk != last_p || qk != last_q) {
+        last_p = pk;
+        last_q = qk;
+        last = (pk > 0 && qk > 0) ? pk * std::log(pk / qk)
                : (pk == 0 && qk >= 0) ? 0.0f : std::numeric_limits<float>::infinity();
+      }
+      vec[j] = last;
     }
     return PairwiseSum(vec.data(), n);
   }
   std::vector<double> pd(p.begin(), p.end()), qd(q.begin(), q.end());
   const double sp = PairwiseSum(pd.data(), n), sq = PairwiseSum(qd.data(), n);
   std::vector<double> vec(p.size());
+  double last_p = -1.0, last_q = -1.0, last = 0.0;
   for (size_t j = 0; j < p.size(); ++j) {
     const double pk = pd[j] / sp, qk = qd[j] / sq;
-    vec[j] = (pk > 0 && qk > 0) ? pk * std::log(pk / qk)
+    if (pk != last_p || qk != last_q) {
+      last_p = pk;
+      last_q = qk;
+      last = (pk > 0 && qk > 0) ? pk * std::log(pk / qk)
              : (pk == 0 && qk >= 0) ? 0.0 : std::numeric_limits<double>::infinity();
+    }
+    vec[j] = last;
   }
   return PairwiseSum(vec.data(), n);
 }
