@@ -73,4 +73,12 @@ PerChannelStats PerChannelAbsMaxCollector::Finalize() const {
   return s;
 }
 
+PerChannelAbsMaxCollector PerChannelAbsMaxCollector::FromStats(const PerChannelStats& stats) {
+  PerChannelAbsMaxCollector c(stats.axis);
+  c.resolved_ = !stats.amax.empty();
+  c.amax_ = stats.amax;
+  c.nonfinite_ = stats.nonfinite_count;
+  return c;
+}
+
 }  // namespace quantkit::quant

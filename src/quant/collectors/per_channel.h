@@ -30,6 +30,8 @@ class PerChannelAbsMaxCollector {
   Status Observe(const TensorView& tensor);
   Status Merge(const PerChannelAbsMaxCollector& other);
   PerChannelStats Finalize() const;
+  // Restores a collector from finalized statistics (used by the .qkstats reader).
+  static PerChannelAbsMaxCollector FromStats(const PerChannelStats& stats);
 
  private:
   int64_t axis_;
