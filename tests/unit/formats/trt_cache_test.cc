@@ -16,7 +16,7 @@ namespace {
 using nlohmann::json;
 
 json LoadCacheVectors() {
-  const std::string dir = quantkit::testing::TestVectorsDir();
+  const std::string dir = quantkit::testing::FindTestVectorsDir();
   EXPECT_FALSE(dir.empty()) << "shared/testvectors not found";
   std::ifstream in(dir + "/cache_lines.json");
   EXPECT_TRUE(in.good());
@@ -77,7 +77,7 @@ TEST(TrtCacheVectors, ReaderSplitsOnLastColonSpace) {
 }
 
 TEST(TrtCacheVectors, WritesTheTv2ExampleFileByteForByte) {
-  const std::string dir = quantkit::testing::TestVectorsDir();
+  const std::string dir = quantkit::testing::FindTestVectorsDir();
   auto expected = ReadFileToString(dir + "/tv2_pq_entropy.trt8601.cache");
   ASSERT_TRUE(expected.ok());
   quant::QuantPlan plan;

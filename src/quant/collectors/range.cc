@@ -1,0 +1,60 @@
+#include "quant/collectors/range.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace quantkit::quant {
+
+bool RangeStats::operator==(const RangeStats& o) const {
+  return count == o.count && nan_count == o.nan_count && posinf_count == o.posinf_count &&
+         neginf_count == o.neginf_count && zero_count == o.zero_count && min == o.min &&
+         max == o.max && amax == o.amax;
+}
+
+void RangeCollector::Observe(FloatSpan values) {
+  RangeStats& s = stats_;
+  s.count += static_cast<int64_t>(values.size);
+  float mn = s.min, mx = s.max;
+  int64_t zeros = 0;
+  bool special = false;
+  for (float v : values) {
+    // One branch-free pass for the common case; NaN/Inf are rare and recounted below.
+    special |= !std::isfinite(v);
+    zeros += (v == 0.0f);
+    mn = std::isfinite(v) ? std::min(mn, v) : mn;
+    mx = std::isfinite(v) ? std::max(mx, v) : mx;
+  }
+  if (special) {
+    for (float v : values) {
+      if (std::isnan(v)) ++s.nan_count;
+      else if (v == std::numeric_limits<float>::infinity()) ++s.posinf_count;
+      else if (v == -std::numeric_limits<float>::infinity()) ++s.neginf_count;
+    }
+  }
+  s.zero_count += zeros;
+  // -0.0 vs +0.0: min/max of equal zeros would depend on order; normalise to +0.0.
+  s.min = mn == 0.0f ? 0.0f : mn;
+  s.max = mx == 0.0f ? 0.0f : mx;
+  if (s.min <= s.max) s.amax = std::max(std::fabs(s.min), std::fabs(s.max));
+}
+
+void RangeCollector::Merge(const RangeCollector& other) {
+  RangeStats& s = stats_;
+  const RangeStats& o = other.stats_;
+  s.count += o.count;
+  s.nan_count += o.nan_count;
+  s.posinf_count += o.posinf_count;
+  s.neginf_count += o.neginf_count;
+  s.zero_count += o.zero_count;
+  s.min = std::min(s.min, o.min);
+  s.max = std::max(s.max, o.max);
+  s.amax = std::max(s.amax, o.amax);
+}
+
+RangeCollector RangeCollector::FromStats(const RangeStats& stats) {
+  RangeCollector c;
+  c.stats_ = stats;
+  return c;
+}
+
+}  // namespace quantkit::quant

@@ -1,0 +1,139 @@
+#include "quant/reference_histograms.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/check.h"
+
+namespace quantkit::quant {
+namespace {
+
+// numpy's PW_BLOCKSIZE and unroll factor (numpy/core/src/umath/loops_utils.h.src).
+constexpr int64_t kPairwiseBlock = 128;
+constexpr int64_t kPairwiseUnroll = 8;
+
+template <typename T>
+T PairwiseSumImpl(const T* a, int64_t n) {
+  if (n < kPairwiseUnroll) {
+    T res = 0;
+    for (int64_t i = 0; i < n; ++i) res += a[i];
+    return res;
+  }
+  if (n <= kPairwiseBlock) {
+    T r[kPairwiseUnroll];
+    for (int64_t j = 0; j < kPairwiseUnroll; ++j) r[j] = a[j];
+    int64_t i = kPairwiseUnroll;
+    for (; i < n - (n % kPairwiseUnroll); i += kPairwiseUnroll) {
+      for (int64_t j = 0; j < kPairwiseUnroll; ++j) r[j] += a[i + j];
+    }
+    T res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += a[i];
+    return res;
+  }
+  int64_t n2 = n / 2;
+  n2 -= n2 % kPairwiseUnroll;
+  return PairwiseSumImpl(a, n2) + PairwiseSumImpl(a + n2, n - n2);
+}
+
+// Index of the bin holding v under E[k] <= v < E[k+1] (last bin closed), or -1 if outside.
+inline int64_t FindBin(const std::vector<double>& e, double v) {
+  const int64_t n = static_cast<int64_t>(e.size()) - 1;
+  if (!(v >= e[0]) || !(v <= e[n])) return -1;
+  const double width = e[n] - e[0];
+  int64_t k = width > 0 ? static_cast<int64_t>((v - e[0]) / width * static_cast<double>(n)) : 0;
+  k = std::clamp<int64_t>(k, 0, n - 1);
+  // The estimate can be off by an ulp near an edge; the edges themselves decide (spec §9.1).
+  while (k > 0 && v < e[k]) --k;
+  while (k < n - 1 && v >= e[k + 1]) ++k;
+  return k;
+}
+
+}  // namespace
+
+float PairwiseSum(const float* values, int64_t n) { return PairwiseSumImpl(values, n); }
+double PairwiseSum(const double* values, int64_t n) { return PairwiseSumImpl(values, n); }
+
+std::vector<double> NumpyUniformEdgesF32(float lo, float hi, int64_t num_bins) {
+  QK_CHECK(num_bins >= 1, "num_bins {} < 1", num_bins);
+  std::vector<double> edges(static_cast<size_t>(num_bins) + 1);
+  // numpy.linspace: step = (stop - start) / div; y = arange(num) * step + start; y[-1] = stop.
+  const double start = lo, stop = hi;
+  const double step = (stop - start) / static_cast<double>(num_bins);
+  for (int64_t k = 0; k <= num_bins; ++k) {
+    const double y = step != 0 ? static_cast<double>(k) * step + start
+                               : static_cast<double>(k) * (stop - start) / num_bins + start;
+    edges[static_cast<size_t>(k)] = static_cast<double>(static_cast<float>(y));
+  }
+  edges.back() = static_cast<double>(hi);
+  return edges;
+}
+
+int64_t AccumulateOnEdges(FloatSpan values, bool absolute, Histogram* hist) {
+  int64_t dropped = 0;
+  for (float x : values) {
+    const double v = absolute ? std::fabs(static_cast<double>(x)) : static_cast<double>(x);
+    const int64_t k = FindBin(hist->edges, v);
+    if (k < 0) {
+      ++dropped;
+    } else {
+      ++hist->counts[static_cast<size_t>(k)];
+    }
+  }
+  return dropped;
+}
+
+Histogram NumpyHistogram(FloatSpan values, int64_t num_bins, float lo, float hi, bool absolute) {
+  QK_CHECK(lo <= hi, "range [{}, {}] is empty", lo, hi);
+  if (lo == hi) {  // numpy widens an empty range by 0.5 on each side
+    lo = static_cast<float>(static_cast<double>(lo) - 0.5);
+    hi = static_cast<float>(static_cast<double>(hi) + 0.5);
+  }
+  Histogram h;
+  h.counts.assign(static_cast<size_t>(num_bins), 0);
+  h.edges = NumpyUniformEdgesF32(lo, hi, num_bins);
+  h.edge_dtype = EdgeDType::kFloat32;
+  AccumulateOnEdges(values, absolute, &h);
+  return h;
+}
+
+namespace {
+void SignedRange(FloatSpan values, float* mn, float* mx) {
+  *mn = std::numeric_limits<float>::infinity();
+  *mx = -std::numeric_limits<float>::infinity();
+  for (float v : values) {
+    if (std::isnan(v)) continue;
+    *mn = std::min(*mn, v);
+    *mx = std::max(*mx, v);
+  }
+}
+}  // namespace
+
+Histogram PqAbsHistogram(FloatSpan values, int64_t num_bins) {
+  float lo = std::numeric_limits<float>::infinity(), hi = 0.0f;
+  for (float v : values) {
+    if (std::isnan(v)) continue;
+    lo = std::min(lo, std::fabs(v));
+    hi = std::max(hi, std::fabs(v));
+  }
+  if (values.size == 0 || lo > hi) lo = hi = 0.0f;
+  Histogram h = NumpyHistogram(values, num_bins, lo, hi, /*absolute=*/true);
+  float mn = 0, mx = 0;
+  SignedRange(values, &mn, &mx);
+  h.observed_min = mn;
+  h.observed_max = mx;
+  return h;
+}
+
+Histogram SignedSymmetricHistogram(FloatSpan values, int64_t num_bins) {
+  float mn = 0, mx = 0;
+  SignedRange(values, &mn, &mx);
+  if (mn > mx) mn = mx = 0.0f;
+  const float t = std::max(std::fabs(mn), std::fabs(mx));
+  Histogram h = NumpyHistogram(values, num_bins, -t, t, /*absolute=*/false);
+  h.observed_min = mn;
+  h.observed_max = mx;
+  return h;
+}
+
+}  // namespace quantkit::quant

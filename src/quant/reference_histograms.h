@@ -1,0 +1,43 @@
+// Reference-compatible histograms: the exact binning of numpy 1.24 that pytorch-quantization,
+// onnxruntime, TVM and MXNet use (calibration-spec §9.1), so that the calibrators reproduce their
+// numbers bit for bit when fed the same data in one shot.
+//
+//   edges  = float64 linspace(lo, hi, n+1) rounded to float32 (last edge = hi exactly)
+//   bin(v) = k with E[k] <= v < E[k+1]; the last bin is closed; v outside [E[0], E[n]] dropped.
+//
+// These need all the data at once (their range comes from the data). For streaming,
+// partition-invariant collection use StreamingHistogram and re-bin (collectors/histogram.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "quant/histogram.h"
+#include "quant/span.h"
+
+namespace quantkit::quant {
+
+// numpy.linspace(lo, hi, n + 1) in float64, each value rounded to float32 (as double).
+std::vector<double> NumpyUniformEdgesF32(float lo, float hi, int64_t num_bins);
+
+// np.histogram(values, num_bins, range=(lo, hi)) for float32 data. If `absolute`, bins |v|.
+// NaN values are never counted. Requires num_bins >= 1 and lo <= hi (lo == hi is widened by
+// ±0.5 as numpy does).
+Histogram NumpyHistogram(FloatSpan values, int64_t num_bins, float lo, float hi, bool absolute);
+
+// Bins `values` (|values| if absolute) into an existing histogram's float32/float64 edges with the
+// same E[k] <= v < E[k+1] rule; returns the number of values dropped (outside the edges or NaN).
+int64_t AccumulateOnEdges(FloatSpan values, bool absolute, Histogram* hist);
+
+// pytorch-quantization numpy path / onnxruntime collect_absolute_value, one shot:
+// np.histogram(|x|, num_bins) over [min|x|, max|x|]; observed_min/max = signed data range.
+Histogram PqAbsHistogram(FloatSpan values, int64_t num_bins);
+// onnxruntime collect_value / TVM / MXNet, one shot: np.histogram(x, num_bins, range=(-T, T)),
+// T = max(|min|, |max|) as float32.
+Histogram SignedSymmetricHistogram(FloatSpan values, int64_t num_bins);
+
+// numpy's pairwise summation (the order np.sum / np.mean use for a contiguous 1-D array).
+float PairwiseSum(const float* values, int64_t n);
+double PairwiseSum(const double* values, int64_t n);
+
+}  // namespace quantkit::quant
