@@ -8,6 +8,7 @@
 
 #include "common/check.h"
 #include "common/file_util.h"
+#include "quant/params.h"
 
 namespace quantkit::formats {
 namespace {
@@ -88,19 +89,12 @@ Result<TrtCalibrator> ParseTrtCalibrator(const std::string& name) {
                     name);
 }
 
-std::string EncodeScaleHex(float scale) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &scale, sizeof(bits));
-  return fmt::format("{:08x}", bits);
-}
+std::string EncodeScaleHex(float scale) { return quant::EncodeScaleBitsHex(scale); }
 
 Result<float> DecodeScaleHex(const std::string& hex) {
-  QK_RETURN_IF_NOT(!hex.empty() && hex.size() <= 8 &&
-                       hex.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos,
-                   StatusCode::kInvalidModel, "'{}' is not 1-8 hexadecimal digits", hex);
-  const auto bits = static_cast<uint32_t>(std::stoul(hex, nullptr, 16));
-  float scale = 0.0f;
-  std::memcpy(&scale, &bits, sizeof(scale));
+  auto scale = quant::DecodeTrtScaleHex(hex);
+  // A bad value in a cache file is a bad input file, not a bad argument.
+  if (!scale.ok()) return Status(StatusCode::kInvalidModel, scale.status().message());
   return scale;
 }
 

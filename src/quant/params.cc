@@ -138,12 +138,13 @@ float Dequantize(int32_t q, float scale, int32_t zero_point) {
   return static_cast<float>(q - zero_point) * scale;
 }
 
-std::string EncodeTrtScaleHex(float amax) {
-  const float scale = amax / kInt8SymmetricBound;
+std::string EncodeScaleBitsHex(float scale) {
   char buf[16];
   std::snprintf(buf, sizeof(buf), "%08x", Bits(scale));
   return buf;
 }
+
+std::string EncodeTrtScaleHex(float amax) { return EncodeScaleBitsHex(amax / kInt8SymmetricBound); }
 
 Result<float> DecodeTrtScaleHex(const std::string& hex) {
   QK_RETURN_IF_NOT(!hex.empty() && hex.size() <= 8, StatusCode::kInvalidArgument,

@@ -67,7 +67,10 @@ int32_t QuantizeValue(float x, float scale, int32_t zero_point, QuantRange range
 // x = (q - zero_point) · scale in float32.
 float Dequantize(int32_t q, float scale, int32_t zero_point);
 
-// TensorRT calibration cache value: "%08x" of the bits of float32(amax) / 127.0f.
+// "%08x" of the bits of a float32 scale: a TensorRT calibration-cache value (zero-padded, as
+// strict readers need an even digit count).
+std::string EncodeScaleBitsHex(float scale);
+// TensorRT calibration cache value of an amax: EncodeScaleBitsHex(float32(amax) / 127.0f).
 std::string EncodeTrtScaleHex(float amax);
 // Parses 1..8 hex digits (lowercase or uppercase, no 0x) into the float32 scale they encode.
 Result<float> DecodeTrtScaleHex(const std::string& hex);
