@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 DEB_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang
   libtorch-dev libonnx-dev libprotobuf-dev protobuf-compiler
-  libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libzip-dev
   zlib1g-dev libssl-dev libpng-dev libjpeg-dev
   python3 python3-venv python3-pip python3-numpy python3-torch python3-torchvision
   libonnx-testdata dataset-fashion-mnist

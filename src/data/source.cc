@@ -1,0 +1,368 @@
+#include "data/source.h"
+
+#include <zip.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "common/check.h"
+#include "common/sha256.h"
+#include "data/npy.h"
+#include "data/source_internal.h"
+
+namespace quantkit::data {
+namespace fs = std::filesystem;
+
+std::vector<InputSpec> ModelInputs(const ir::Model& model) {
+  std::vector<InputSpec> out;
+  for (const ir::Value* v : model.graph->inputs()) {
+    if (v->is_initializer()) continue;
+    InputSpec s;
+    s.name = v->name();
+    s.dtype = v->type.dtype == ir::DType::kUndefined ? ir::DType::kFloat : v->type.dtype;
+    if (auto dims = v->type.ConcreteDims()) s.dims = *dims;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+namespace internal {
+
+Result<ir::Tensor> Conform(ir::Tensor t, const InputSpec& spec, bool batched,
+                           const std::string& origin, std::string* note) {
+  if (t.dtype() != spec.dtype) {
+    const bool float_widening = spec.dtype == ir::DType::kFloat &&
+                                (t.dtype() == ir::DType::kDouble || t.dtype() == ir::DType::kFloat16);
+    QK_RETURN_IF_NOT(float_widening, StatusCode::kInvalidArgument,
+                     "{}: input '{}' expects {} but the data is {} (convert it; quantkit does not "
+                     "guess preprocessing such as 0-255 -> 0-1)",
+                     origin, spec.name, ir::DTypeName(spec.dtype), ir::DTypeName(t.dtype()));
+    QK_ASSIGN_OR_RETURN(std::vector<float> values, ToFloat32(t));
+    ir::Tensor f = ir::Tensor::FromVector<float>(ir::DType::kFloat, t.dims(), values);
+    if (note) *note = fmt::format("{} converted from {} to float", origin, ir::DTypeName(t.dtype()));
+    t = std::move(f);
+  }
+  // Per-sample dims: drop the leading sample dim of batched arrays.
+  std::vector<int64_t> sample(t.dims().begin() + (batched ? 1 : 0), t.dims().end());
+  if (!spec.dims.empty()) {
+    const std::vector<int64_t> want(spec.dims.begin() + 1, spec.dims.end());
+    bool ok = sample.size() == want.size();
+    for (size_t i = 0; ok && i < want.size(); ++i) ok = want[i] < 0 || want[i] == sample[i];
+    if (!ok) {
+      auto fmt_dims = [](const std::vector<int64_t>& d) {
+        std::string s = "[";
+        for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + (d[i] < 0 ? std::string("?") : std::to_string(d[i]));
+        return s + "]";
+      };
+      return MakeStatus(StatusCode::kInvalidArgument,
+                        "{}: input '{}' expects samples of shape {} (model input {}) but the data "
+                        "has {} {}",
+                        origin, spec.name, fmt_dims(want), fmt_dims(spec.dims),
+                        batched ? "samples of shape" : "a sample of shape", fmt_dims(sample));
+    }
+  }
+  return t;
+}
+
+Result<ir::Tensor> StackRows(const std::vector<const ir::Tensor*>& rows, const std::string& name) {
+  QK_RETURN_IF_NOT(!rows.empty(), StatusCode::kInternal, "StackRows: no rows");
+  const ir::Tensor& first = *rows.front();
+  std::vector<int64_t> dims{static_cast<int64_t>(rows.size())};
+  dims.insert(dims.end(), first.dims().begin(), first.dims().end());
+  ir::Tensor out(first.dtype(), dims);
+  uint8_t* dst = static_cast<uint8_t*>(out.mutable_data());
+  for (const ir::Tensor* r : rows) {
+    QK_RETURN_IF_NOT(r->dims() == first.dims() && r->dtype() == first.dtype(),
+                     StatusCode::kInvalidArgument,
+                     "input '{}': samples differ in shape ({} vs {} elements); use --batch-size 1",
+                     name, r->numel(), first.numel());
+    std::memcpy(dst, r->data(), r->nbytes());
+    dst += r->nbytes();
+  }
+  return out;
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::Conform;
+
+// Arrays held in memory, one per input, leading dim = samples.
+class ArraySource final : public Source {
+ public:
+  ArraySource(std::vector<std::pair<std::string, ir::Tensor>> arrays, std::string description,
+              std::string fingerprint)
+      : arrays_(std::move(arrays)), description_(std::move(description)), fingerprint_(std::move(fingerprint)) {}
+
+  int64_t num_samples() const override { return arrays_.empty() ? 0 : arrays_.front().second.dims()[0]; }
+  std::vector<std::string> input_names() const override {
+    std::vector<std::string> names;
+    for (const auto& [n, t] : arrays_) names.push_back(n);
+    return names;
+  }
+  Result<Batch> Read(int64_t start, int64_t count) const override {
+    QK_RETURN_IF_NOT(start >= 0 && count > 0 && start + count <= num_samples(), StatusCode::kInternal,
+                     "ArraySource: samples [{}, {}) out of range", start, start + count);
+    Batch b;
+    b.size = count;
+    for (const auto& [name, t] : arrays_) {
+      std::vector<int64_t> dims = t.dims();
+      dims[0] = count;
+      ir::Tensor slice(t.dtype(), dims);
+      const size_t row = t.nbytes() / static_cast<size_t>(t.dims()[0]);
+      std::memcpy(slice.mutable_data(), static_cast<const uint8_t*>(t.data()) + row * start, row * count);
+      b.inputs.emplace_back(name, std::move(slice));
+    }
+    return b;
+  }
+  std::string Describe() const override { return description_; }
+  std::string Fingerprint() const override { return fingerprint_; }
+
+ private:
+  std::vector<std::pair<std::string, ir::Tensor>> arrays_;
+  std::string description_;
+  std::string fingerprint_;
+};
+
+// One file per sample (DIR/*.npy for a single-input model).
+class SampleFileSource final : public Source {
+ public:
+  SampleFileSource(std::vector<std::string> files, InputSpec spec, std::string description, std::string fingerprint)
+      : files_(std::move(files)), spec_(std::move(spec)), description_(std::move(description)),
+        fingerprint_(std::move(fingerprint)) {}
+  int64_t num_samples() const override { return static_cast<int64_t>(files_.size()); }
+  std::vector<std::string> input_names() const override { return {spec_.name}; }
+  Result<Batch> Read(int64_t start, int64_t count) const override {
+    std::vector<ir::Tensor> samples;
+    for (int64_t i = start; i < start + count; ++i) {
+      const std::string& f = files_[static_cast<size_t>(i)];
+      QK_ASSIGN_OR_RETURN(ir::Tensor t, ReadNpy(f));
+      QK_ASSIGN_OR_RETURN(t, Conform(std::move(t), spec_, /*batched=*/false, f, nullptr));
+      samples.push_back(std::move(t));
+    }
+    std::vector<const ir::Tensor*> rows;
+    for (const auto& s : samples) rows.push_back(&s);
+    Batch b;
+    b.size = count;
+    QK_ASSIGN_OR_RETURN(ir::Tensor stacked, internal::StackRows(rows, spec_.name));
+    b.inputs.emplace_back(spec_.name, std::move(stacked));
+    return b;
+  }
+  std::string Describe() const override { return description_; }
+  std::string Fingerprint() const override { return fingerprint_; }
+
+ private:
+  std::vector<std::string> files_;
+  InputSpec spec_;
+  std::string description_;
+  std::string fingerprint_;
+};
+
+class TakeSource final : public Source {
+ public:
+  TakeSource(std::unique_ptr<Source> inner, int64_t n) : inner_(std::move(inner)), n_(n) {}
+  int64_t num_samples() const override { return n_; }
+  std::vector<std::string> input_names() const override { return inner_->input_names(); }
+  Result<Batch> Read(int64_t start, int64_t count) const override {
+    QK_RETURN_IF_NOT(start + count <= n_, StatusCode::kInternal, "TakeSource: out of range");
+    return inner_->Read(start, count);
+  }
+  std::string Describe() const override {
+    return fmt::format("first {} of {}", n_, inner_->Describe());
+  }
+  std::string Fingerprint() const override { return inner_->Fingerprint() + ":" + std::to_string(n_); }
+
+ private:
+  std::unique_ptr<Source> inner_;
+  int64_t n_;
+};
+
+const InputSpec* FindSpec(const std::vector<InputSpec>& inputs, const std::string& name) {
+  for (const InputSpec& s : inputs) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+// Validates per-input arrays (batched) and builds an ArraySource.
+Result<std::unique_ptr<Source>> MakeArraySource(std::vector<std::pair<std::string, ir::Tensor>> arrays,
+                                                const std::vector<InputSpec>& inputs,
+                                                const std::string& origin) {
+  std::vector<std::pair<std::string, ir::Tensor>> conformed;
+  Sha256 hash;
+  std::vector<std::string> notes;
+  int64_t n = -1;
+  for (const InputSpec& spec : inputs) {
+    auto it = std::find_if(arrays.begin(), arrays.end(), [&](const auto& a) { return a.first == spec.name; });
+    if (it == arrays.end() && arrays.size() == 1 && inputs.size() == 1) it = arrays.begin();
+    QK_RETURN_IF_NOT(it != arrays.end(), StatusCode::kInvalidArgument,
+                     "{}: no data for model input '{}' (give NAME=FILE.npy for each input)", origin,
+                     spec.name);
+    ir::Tensor t = std::move(it->second);
+    QK_RETURN_IF_NOT(t.rank() >= 1, StatusCode::kInvalidArgument,
+                     "{}: array for input '{}' is a scalar", origin, spec.name);
+    // An array with the model's rank is a batch of samples; one rank lower is a single sample.
+    const bool batched = spec.dims.empty() || t.rank() == static_cast<int64_t>(spec.dims.size());
+    if (!batched) {
+      std::vector<int64_t> dims{1};
+      dims.insert(dims.end(), t.dims().begin(), t.dims().end());
+      ir::Tensor one(t.dtype(), dims);
+      std::memcpy(one.mutable_data(), t.data(), t.nbytes());
+      t = std::move(one);
+    }
+    std::string note;
+    QK_ASSIGN_OR_RETURN(t, Conform(std::move(t), spec, /*batched=*/true, origin, &note));
+    if (!note.empty()) notes.push_back(note);
+    QK_RETURN_IF_NOT(n < 0 || t.dims()[0] == n, StatusCode::kInvalidArgument,
+                     "{}: input '{}' has {} samples but another input has {}", origin, spec.name,
+                     t.dims()[0], n);
+    n = t.dims()[0];
+    hash.Update(spec.name);
+    hash.Update(t.data(), t.nbytes());
+    conformed.emplace_back(spec.name, std::move(t));
+  }
+  QK_RETURN_IF_NOT(n > 0, StatusCode::kInvalidArgument, "{}: the data holds no samples", origin);
+  std::string description = fmt::format("{} ({} samples)", origin, n);
+  for (const std::string& note : notes) description += "; " + note;
+  return std::unique_ptr<Source>(new ArraySource(std::move(conformed), description, hash.HexDigest()));
+}
+
+Result<std::vector<std::pair<std::string, ir::Tensor>>> ReadNpz(const std::string& path) {
+  int err = 0;
+  zip_t* archive = zip_open(path.c_str(), ZIP_RDONLY, &err);
+  if (!archive) {
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, err);
+    Status st = MakeStatus(err == ZIP_ER_NOENT ? StatusCode::kNotFound : StatusCode::kInvalidModel,
+                           "{}: not a readable .npz archive: {}", path, zip_error_strerror(&ze));
+    zip_error_fini(&ze);
+    return st;
+  }
+  std::vector<std::pair<std::string, ir::Tensor>> arrays;
+  Status status;
+  const zip_int64_t n = zip_get_num_entries(archive, 0);
+  for (zip_int64_t i = 0; i < n && status.ok(); ++i) {
+    zip_stat_t st;
+    if (zip_stat_index(archive, static_cast<zip_uint64_t>(i), 0, &st) != 0) continue;
+    std::string name = st.name;
+    if (name.size() < 4 || name.compare(name.size() - 4, 4, ".npy") != 0) continue;
+    // Bounded by the archive's declared size; the npy parser re-checks against it.
+    constexpr zip_uint64_t kMaxEntry = zip_uint64_t{1} << 34;
+    if (st.size > kMaxEntry) {
+      status = MakeStatus(StatusCode::kResourceExhausted, "{}: entry '{}' is {} bytes", path, name, st.size);
+      break;
+    }
+    std::vector<uint8_t> bytes(static_cast<size_t>(st.size));
+    zip_file_t* f = zip_fopen_index(archive, static_cast<zip_uint64_t>(i), 0);
+    const zip_int64_t got = f ? zip_fread(f, bytes.data(), bytes.size()) : -1;
+    if (f) zip_fclose(f);
+    if (got != static_cast<zip_int64_t>(bytes.size())) {
+      status = MakeStatus(StatusCode::kInvalidModel, "{}: entry '{}' is truncated or corrupt", path, name);
+      break;
+    }
+    auto t = ParseNpy(bytes.data(), bytes.size(), path + ":" + name);
+    if (!t.ok()) {
+      status = t.status();
+      break;
+    }
+    arrays.emplace_back(name.substr(0, name.size() - 4), std::move(*t));
+  }
+  zip_discard(archive);
+  QK_RETURN_IF_ERROR(status);
+  return arrays;
+}
+
+bool HasSuffix(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Result<std::unique_ptr<Source>> OpenDirectory(const std::string& dir, const std::vector<InputSpec>& inputs) {
+  std::vector<std::string> npy;
+  bool has_test_sets = false;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && HasSuffix(name, ".npy")) npy.push_back(entry.path().string());
+    if (entry.is_directory() && name.rfind("test_data_set_", 0) == 0) has_test_sets = true;
+  }
+  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot list directory: {}", dir, ec.message());
+  std::sort(npy.begin(), npy.end());
+  if (has_test_sets) return internal::OpenTensorProtoDir(dir, inputs);
+  QK_RETURN_IF_NOT(!npy.empty(), StatusCode::kInvalidArgument,
+                   "{}: empty data directory (no .npy files and no test_data_set_* folders)", dir);
+  // DIR/<input>.npy for every input: arrays with a leading sample dimension.
+  bool per_input = true;
+  for (const InputSpec& s : inputs) per_input &= fs::exists(fs::path(dir) / (s.name + ".npy"));
+  if (per_input) {
+    std::vector<std::pair<std::string, ir::Tensor>> arrays;
+    for (const InputSpec& s : inputs) {
+      QK_ASSIGN_OR_RETURN(ir::Tensor t, ReadNpy((fs::path(dir) / (s.name + ".npy")).string()));
+      arrays.emplace_back(s.name, std::move(t));
+    }
+    return MakeArraySource(std::move(arrays), inputs, dir);
+  }
+  QK_RETURN_IF_NOT(inputs.size() == 1, StatusCode::kInvalidArgument,
+                   "{}: a model with {} inputs needs DIR/<input>.npy for each input", dir, inputs.size());
+  Sha256 hash;
+  for (const std::string& f : npy) {
+    hash.Update(fs::path(f).filename().string());
+    hash.Update(std::to_string(fs::file_size(f, ec)));
+  }
+  // Check the first sample now so a mismatch fails before any compute.
+  QK_ASSIGN_OR_RETURN(ir::Tensor first, ReadNpy(npy.front()));
+  QK_RETURN_IF_ERROR(Conform(std::move(first), inputs.front(), false, npy.front(), nullptr).status());
+  const std::string description = fmt::format("{} ({} samples, one .npy per sample)", dir, npy.size());
+  return std::unique_ptr<Source>(new SampleFileSource(std::move(npy), inputs.front(), description, hash.HexDigest()));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Source>> OpenSource(const std::string& spec, const std::vector<InputSpec>& inputs) {
+  QK_RETURN_IF_NOT(!spec.empty(), StatusCode::kInvalidArgument, "no data given (--data)");
+  QK_RETURN_IF_NOT(!inputs.empty(), StatusCode::kInvalidArgument, "the model has no inputs to feed");
+  if (spec.rfind("fashion-mnist", 0) == 0) return internal::OpenFashionMnist(spec, inputs);
+  if (spec.find('=') != std::string::npos) {
+    std::vector<std::pair<std::string, ir::Tensor>> arrays;
+    size_t pos = 0;
+    while (pos <= spec.size()) {
+      size_t end = spec.find(',', pos);
+      if (end == std::string::npos) end = spec.size();
+      const std::string item = spec.substr(pos, end - pos);
+      const size_t eq = item.find('=');
+      QK_RETURN_IF_NOT(eq != std::string::npos && eq > 0, StatusCode::kInvalidArgument,
+                       "data item '{}' is not NAME=FILE.npy", item);
+      const std::string name = item.substr(0, eq);
+      QK_RETURN_IF_NOT(FindSpec(inputs, name), StatusCode::kInvalidArgument,
+                       "data names input '{}' but the model has no such input", name);
+      QK_ASSIGN_OR_RETURN(ir::Tensor t, ReadNpy(item.substr(eq + 1)));
+      arrays.emplace_back(name, std::move(t));
+      pos = end + 1;
+    }
+    return MakeArraySource(std::move(arrays), inputs, spec);
+  }
+  std::error_code ec;
+  if (fs::is_directory(spec, ec)) return OpenDirectory(spec, inputs);
+  QK_RETURN_IF_NOT(fs::exists(spec, ec), StatusCode::kNotFound, "{}: no such file or directory", spec);
+  if (HasSuffix(spec, ".npz")) {
+    QK_ASSIGN_OR_RETURN(auto arrays, ReadNpz(spec));
+    return MakeArraySource(std::move(arrays), inputs, spec);
+  }
+  QK_RETURN_IF_NOT(HasSuffix(spec, ".npy"), StatusCode::kInvalidArgument,
+                   "{}: unknown data file kind (.npy, .npz, a directory, or fashion-mnist:SPLIT)", spec);
+  QK_ASSIGN_OR_RETURN(ir::Tensor t, ReadNpy(spec));
+  std::vector<std::pair<std::string, ir::Tensor>> arrays;
+  arrays.emplace_back(inputs.front().name, std::move(t));
+  QK_RETURN_IF_NOT(inputs.size() == 1, StatusCode::kInvalidArgument,
+                   "{}: the model has {} inputs; give NAME=FILE.npy for each", spec, inputs.size());
+  return MakeArraySource(std::move(arrays), inputs, spec);
+}
+
+std::unique_ptr<Source> Take(std::unique_ptr<Source> source, int64_t n) {
+  if (n <= 0 || n >= source->num_samples()) return source;
+  return std::make_unique<TakeSource>(std::move(source), n);
+}
+
+}  // namespace quantkit::data

@@ -1,0 +1,68 @@
+// Data sources: where calibration and evaluation samples come from, declared once and read the
+// same way by `calibrate`, `eval` and `diagnose`.
+//
+// A Source holds N samples with random access by index, so batching (--batch-size), sample caps
+// (--samples) and sharding never depend on the kind of source. Each sample maps every model
+// input name to a tensor WITHOUT the batch dimension; Read() stacks samples into a batch.
+//
+// Spec strings (ParseSourceSpec):
+//   NAME=FILE.npy[,NAME=FILE.npy...]  one array per input; leading dim = samples
+//   FILE.npy                          single-input models
+//   FILE.npz                          one array per input, keys = input names
+//   DIR                               DIR/<input>.npy per input, or DIR/*.npy one sample per file
+//                                     (sorted by name), or DIR/test_data_set_*/input_K.pb
+//   fashion-mnist[:calib|val|test|train]   Debian's Fashion-MNIST with the zoo's fixed splits
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "quantkit/status.h"
+
+namespace quantkit::data {
+
+struct Batch {
+  std::vector<std::pair<std::string, ir::Tensor>> inputs;  // stacked [B, ...]
+  std::optional<ir::Tensor> labels;                        // int64 [B] when the data has labels
+  int64_t size = 0;
+};
+
+class Source {
+ public:
+  virtual ~Source() = default;
+  virtual int64_t num_samples() const = 0;
+  // Input names this source provides.
+  virtual std::vector<std::string> input_names() const = 0;
+  // Samples [start, start+count) stacked along a new leading batch dimension.
+  virtual Result<Batch> Read(int64_t start, int64_t count) const = 0;
+  // One line for reports and provenance: "fashion-mnist:calib (2048 samples)".
+  virtual std::string Describe() const = 0;
+  // Identifies the content (file names, sizes and a hash of the bytes read at open time).
+  virtual std::string Fingerprint() const = 0;
+};
+
+// The model inputs a source must feed: name, dtype and dims (-1 for dynamic).
+struct InputSpec {
+  std::string name;
+  ir::DType dtype = ir::DType::kFloat;
+  std::vector<int64_t> dims;
+};
+// Non-initializer graph inputs of a model.
+std::vector<InputSpec> ModelInputs(const ir::Model& model);
+
+// Opens a source and checks it against the model inputs: every input fed, per-sample dtype and
+// fixed dims matching (float16/float64 data is converted to float32 with a note in Describe()).
+// Errors name the file, the input and the shapes/dtypes seen and expected.
+Result<std::unique_ptr<Source>> OpenSource(const std::string& spec,
+                                           const std::vector<InputSpec>& inputs);
+
+// Limits a source to its first `n` samples (n <= 0: all).
+std::unique_ptr<Source> Take(std::unique_ptr<Source> source, int64_t n);
+
+}  // namespace quantkit::data

@@ -1,0 +1,26 @@
+// Pieces shared by the source implementations (not part of the public data API).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/source.h"
+
+namespace quantkit::data::internal {
+
+// Checks dtype and per-sample dims against the model input (float16/float64 -> float32).
+// `batched`: the leading dim of `t` counts samples. `note` receives a conversion note.
+Result<ir::Tensor> Conform(ir::Tensor t, const InputSpec& spec, bool batched,
+                           const std::string& origin, std::string* note);
+// Stacks equally shaped samples into [N, ...].
+Result<ir::Tensor> StackRows(const std::vector<const ir::Tensor*>& rows, const std::string& name);
+
+// DIR/test_data_set_*/input_K.pb (the ONNX backend-test layout): one sample set per folder.
+Result<std::unique_ptr<Source>> OpenTensorProtoDir(const std::string& dir,
+                                                   const std::vector<InputSpec>& inputs);
+// fashion-mnist[:calib|val|test|train]
+Result<std::unique_ptr<Source>> OpenFashionMnist(const std::string& spec,
+                                                 const std::vector<InputSpec>& inputs);
+
+}  // namespace quantkit::data::internal
