@@ -43,10 +43,10 @@ def sha256(path):
 
 
 def _stamp_expected(name, opset):
-    import torch
-    import torchvision
-    return {"model": name, "opset": opset, "seed": SEED, "torch": torch.__version__,
-            "torchvision": torchvision.__version__, "input": ["N", 3, 224, 224]}
+    # Package metadata, not torch.__version__: checking a cached file must not pay for importing torch.
+    from importlib.metadata import version
+    return {"model": name, "opset": opset, "seed": SEED, "torch": version("torch"),
+            "torchvision": version("torchvision"), "input": ["N", 3, 224, 224]}
 
 
 def _is_current(path, name, opset):
@@ -84,8 +84,6 @@ def _check(path, model, x):
 
 def ensure(name, opset, force=False, log=print):
     """Returns the path of <name>.opset<opset>.onnx in the cache, exporting it if needed."""
-    import torch
-    import torchvision
     if name not in MODELS:
         raise ValueError(f"unknown model '{name}' (known: {', '.join(MODELS)})")
     if opset not in OPSETS:
@@ -94,6 +92,8 @@ def ensure(name, opset, force=False, log=print):
     if not force and _is_current(path, name, opset):
         return path
     os.makedirs(cache_dir(), exist_ok=True)
+    import torch
+    import torchvision
     torch.set_num_threads(int(os.environ.get("QUANTKIT_THREADS", "1")))
     torch.manual_seed(SEED)
     model = getattr(torchvision.models, name)(weights=None).eval()
