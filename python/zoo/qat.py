@@ -16,7 +16,6 @@ Recipe (eager-mode torch.ao.quantization, torch 1.13):
   5. export the prepared (not converted) model to ONNX opset 13: every FakeQuantize becomes a
      QuantizeLinear/DequantizeLinear pair with an int8 zero point of 0.
 """
-import collections
 import os
 import time
 
@@ -28,6 +27,7 @@ from torch.ao import quantization as tq
 
 import eval_ort
 import models
+from onnx_util import qdq_summary
 
 NAME = "resnet_small_qat"
 BASE = "resnet_small"
@@ -94,37 +94,6 @@ def build(state_dict):
     model.train()
     tq.prepare_qat(model, inplace=True)
     return model
-
-
-def qdq_summary(path):
-    """Counts Q/DQ nodes and checks their zero points (int8 and all zero). Works on the raw ONNX."""
-    import onnx
-    from onnx import numpy_helper
-    m = onnx.load(path)
-    consts = {t.name: t for t in m.graph.initializer}
-    for n in m.graph.node:
-        if n.op_type == "Constant":
-            consts[n.output[0]] = next(a.t for a in n.attribute if a.name == "value")
-    # torch's exporter shares deduplicated constants through Identity nodes: follow them.
-    alias = {n.output[0]: n.input[0] for n in m.graph.node if n.op_type == "Identity"}
-
-    def const(name):
-        while name in alias:
-            name = alias[name]
-        return consts[name]
-
-    ops = collections.Counter(n.op_type for n in m.graph.node)
-    zp_types, nonzero, per_axis = set(), 0, 0
-    for n in m.graph.node:
-        if n.op_type not in ("QuantizeLinear", "DequantizeLinear"):
-            continue
-        zp = const(n.input[2])
-        zp_types.add(onnx.TensorProto.DataType.Name(zp.data_type))
-        nonzero += int(np.count_nonzero(numpy_helper.to_array(zp)))
-        per_axis += int(len(zp.dims) == 1 and zp.dims[0] > 1)
-    return {"quantize_linear": ops["QuantizeLinear"], "dequantize_linear": ops["DequantizeLinear"],
-            "zero_point_dtypes": sorted(zp_types), "nonzero_zero_points": nonzero,
-            "per_axis_qdq_nodes": per_axis}
 
 
 def run(train_xy, xs, ta):

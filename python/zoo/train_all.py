@@ -11,8 +11,6 @@ onnxruntime by eval_ort.evaluate). 'resnet_small_qat' fine-tunes resnet_small wi
 quantization (qat.py) and needs resnet_small trained in the same checkout (out/zoo/*.pt).
 """
 import argparse
-import collections
-import hashlib
 import json
 import math
 import os
@@ -26,6 +24,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import data  # noqa: E402
 import eval_ort  # noqa: E402
+from onnx_util import onnx_summary, sha256  # noqa: E402
 import models  # noqa: E402
 
 ZOO_DIR = os.path.join(data.REPO, "models", "zoo")
@@ -39,9 +38,9 @@ THREADS = 1
 RECIPES = {
     "plain_cnn": dict(epochs=4, lr=3e-3, wd=1e-4, seed=1, opset=13, keep_bn=False),
     "resnet_small": dict(epochs=2, lr=3e-3, wd=1e-4, seed=2, opset=13, keep_bn=False),
-    "mobilenetv2_small": dict(epochs=2, lr=4e-3, wd=1e-4, seed=3, opset=13, keep_bn=False),
-    "efficientnet_small": dict(epochs=2, lr=4e-3, wd=1e-4, seed=4, opset=13, keep_bn=True),
-    "vit_tiny": dict(epochs=2, lr=2e-3, wd=5e-2, seed=5, opset=17, keep_bn=False),
+    "mobilenetv2_small": dict(epochs=1, lr=4e-3, wd=1e-4, seed=3, opset=13, keep_bn=False),
+    "efficientnet_small": dict(epochs=1, lr=4e-3, wd=1e-4, seed=4, opset=13, keep_bn=True),
+    "vit_tiny": dict(epochs=1, lr=2e-3, wd=5e-2, seed=5, opset=17, keep_bn=False),
 }
 BATCH = 128
 ORDER = ["plain_cnn", "resnet_small", "resnet_small_qat", "efficientnet_small", "mobilenetv2_small", "vit_tiny"]
@@ -107,22 +106,6 @@ def export_onnx(model, path, opset, keep_bn):
                       dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}},
                       training=mode, do_constant_folding=True)
     os.replace(tmp, path)
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def onnx_summary(path):
-    import onnx
-    m = onnx.load(path)
-    ops = collections.Counter(n.op_type for n in m.graph.node)
-    opset = next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
-    return dict(sorted(ops.items())), opset
 
 
 def load_manifest():

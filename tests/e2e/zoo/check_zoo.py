@@ -17,8 +17,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 sys.path.insert(0, os.path.join(REPO, "python", "zoo"))
 import data  # noqa: E402
 import eval_ort  # noqa: E402
-from train_all import sha256  # noqa: E402
-from qat import qdq_summary  # noqa: E402
+from onnx_util import qdq_summary, sha256  # noqa: E402
 
 
 def main():
