@@ -271,6 +271,19 @@ Value* Graph::AddInitializer(const std::string& value_name, Tensor tensor) {
   return v;
 }
 
+Value* Graph::AddSparseInitializer(const std::string& value_name,
+                                   std::shared_ptr<SparseTensor> tensor) {
+  Value* v = GetOrCreateValue(value_name);
+  if (!v->is_initializer()) initializer_order_.push_back(v);
+  if (v->type.kind == TypeInfo::Kind::kNone) {
+    std::vector<Dim> dims;
+    for (int64_t d : tensor->dims) dims.push_back(Dim::Known(d));
+    v->type = TypeInfo::Tensor(tensor->values.dtype(), std::move(dims));
+  }
+  v->sparse_initializer = std::move(tensor);
+  return v;
+}
+
 std::vector<Value*> Graph::initializers() const {
   std::vector<Value*> out;
   for (Value* v : initializer_order_) {

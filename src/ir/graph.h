@@ -245,6 +245,9 @@ class Graph {
   void ClearOutputs() { outputs_.clear(); }
   // Creates (or reuses) a value holding `tensor` as an initializer.
   Value* AddInitializer(const std::string& name, Tensor tensor);
+  // Same for a sparse initializer (a dense value stored sparsely); keeps the shared order so
+  // export writes initializers and sparse initializers as they were added.
+  Value* AddSparseInitializer(const std::string& name, std::shared_ptr<SparseTensor> tensor);
   // Initializer values in the order they were added (export order).
   std::vector<Value*> initializers() const;
   std::vector<Value*> sparse_initializers() const;
