@@ -34,6 +34,7 @@ KernelTable BuildTable() {
   AppendControlFlowKernels(table);
   AppendRnnKernels(table);
   AppendResizeKernels(table);
+  AppendMiscKernels(table);
   return table;
 }
 

@@ -145,7 +145,10 @@ Result<KernelPtr> MakeConvTranspose(const KernelInit& init) {
     if (!target.empty()) {
       for (size_t i = 0; i < n; ++i) {
         const int64_t total = s[i] * (in[i] - 1) + op[i] + ((k[i] - 1) * d[i] + 1) - target[i];
-        p[i] = g.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+        // Python's floor division, as the reference: a negative total (output_shape larger
+        // than the full result) pads at the end.
+        const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+        p[i] = g.auto_pad == "SAME_UPPER" ? half : total - half;
         p[i + n] = total - p[i];
       }
     } else if (!g.pads.empty() && g.auto_pad == "NOTSET") {

@@ -17,5 +17,6 @@ void AppendQuantKernels(KernelTable& table);
 void AppendControlFlowKernels(KernelTable& table);
 void AppendRnnKernels(KernelTable& table);
 void AppendResizeKernels(KernelTable& table);
+void AppendMiscKernels(KernelTable& table);
 
 }  // namespace quantkit::runtime

@@ -15,7 +15,7 @@ namespace {
 
 using Out = std::vector<at::Tensor>;
 
-enum class Red { kMean, kSum, kMax, kMin, kProd, kL1, kL2, kLogSumExp, kSumSquare };
+enum class Red { kMean, kSum, kMax, kMin, kProd, kL1, kL2, kLogSumExp, kSumSquare, kLogSum };
 
 at::Tensor Reduce(Red op, const at::Tensor& x, std::vector<int64_t> dims, bool keep) {
   const at::ScalarType dtype = x.scalar_type();
@@ -29,7 +29,7 @@ at::Tensor Reduce(Red op, const at::Tensor& x, std::vector<int64_t> dims, bool k
     const double inf = std::numeric_limits<double>::infinity();
     switch (op) {
       case Red::kProd: fill = 1; break;
-      case Red::kMax: case Red::kLogSumExp: fill = -inf; break;
+      case Red::kMax: case Red::kLogSumExp: case Red::kLogSum: fill = -inf; break;
       case Red::kMin: fill = inf; break;
       case Red::kMean: fill = std::nan(""); break;
       default: break;
@@ -60,6 +60,7 @@ at::Tensor Reduce(Red op, const at::Tensor& x, std::vector<int64_t> dims, bool k
       return at::sqrt(at::sum(v * v, dims, keep));
     case Red::kLogSumExp: return at::logsumexp(v, dims, keep);
     case Red::kSumSquare: return at::sum(v * v, dims, keep).to(dtype);
+    case Red::kLogSum: return at::log(at::sum(v, dims, keep));
   }
   return v;
 }
@@ -119,6 +120,7 @@ void AppendReduceKernels(KernelTable& t) {
   t.push_back({"", "ReduceL2", 1, kLatestOpset, MakeReduce<Red::kL2>});
   t.push_back({"", "ReduceLogSumExp", 1, kLatestOpset, MakeReduce<Red::kLogSumExp>});
   t.push_back({"", "ReduceSumSquare", 1, kLatestOpset, MakeReduce<Red::kSumSquare>});
+  t.push_back({"", "ReduceLogSum", 1, kLatestOpset, MakeReduce<Red::kLogSum>});
   t.push_back({"", "ArgMax", 1, kLatestOpset, MakeArg<true>});
   t.push_back({"", "ArgMin", 1, kLatestOpset, MakeArg<false>});
 }

@@ -290,8 +290,10 @@ Result<KernelPtr> MakeConstant(const KernelInit& init) {
 Result<KernelPtr> MakeDropout(const KernelInit&) {
   return MakeKernel([](KernelContext& c) {
     const at::Tensor& x = c.in(0);
-    if (c.has(2)) {
-      QK_KERNEL_CHECK(!ToInt64Vector(c.in(2)).at(0), "training_mode=true is not supported (inference only)");
+    if (c.has(2) && ToInt64Vector(c.in(2)).at(0) != 0) {
+      // Training mode is random unless the ratio is 0 (then it is the identity as well).
+      const double ratio = c.has(1) ? ToDoubleVector(c.in(1)).at(0) : 0.5;
+      QK_KERNEL_CHECK(ratio == 0, "training_mode=true with ratio {} is not supported (inference only)", ratio);
     }
     Out out{x};
     if (c.num_outputs() > 1) out.push_back(at::ones(x.sizes(), x.options().dtype(at::kBool)));
