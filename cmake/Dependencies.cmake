@@ -7,7 +7,10 @@ find_package(CLI11 2.1 REQUIRED)
 find_package(Protobuf 3.21 REQUIRED)
 find_package(ONNX REQUIRED)           # libonnx-dev: targets onnx, onnx_proto (ONNX_NAMESPACE=onnx, ONNX_ML=1)
 find_package(ZLIB REQUIRED)           # gzip-compressed IDX files
-find_package(libzip REQUIRED)         # .npz archives (libzip-dev)
+# .npz archives (libzip-dev). Through pkg-config: Debian's libzip CMake config references the
+# zipcmp/zipmerge/ziptool binaries of other packages and fails without them.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
 find_package(OpenSSL REQUIRED)        # SHA-256 for model/data provenance
 # libtorch: Debian's libtorch-dev (CPU) or an official/pip libtorch via -DCMAKE_PREFIX_PATH (CUDA builds).
 find_package(Torch REQUIRED)

@@ -187,8 +187,10 @@ const InputSpec* FindSpec(const std::vector<InputSpec>& inputs, const std::strin
   return nullptr;
 }
 
+}  // namespace
+
 // Validates per-input arrays (batched) and builds an ArraySource.
-Result<std::unique_ptr<Source>> MakeArraySource(std::vector<std::pair<std::string, ir::Tensor>> arrays,
+Result<std::unique_ptr<Source>> internal::MakeArraySource(std::vector<std::pair<std::string, ir::Tensor>> arrays,
                                                 const std::vector<InputSpec>& inputs,
                                                 const std::string& origin) {
   std::vector<std::pair<std::string, ir::Tensor>> conformed;
@@ -229,6 +231,9 @@ Result<std::unique_ptr<Source>> MakeArraySource(std::vector<std::pair<std::strin
   for (const std::string& note : notes) description += "; " + note;
   return std::unique_ptr<Source>(new ArraySource(std::move(conformed), description, hash.HexDigest()));
 }
+
+namespace {
+using internal::MakeArraySource;
 
 Result<std::vector<std::pair<std::string, ir::Tensor>>> ReadNpz(const std::string& path) {
   int err = 0;

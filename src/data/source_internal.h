@@ -16,6 +16,12 @@ Result<ir::Tensor> Conform(ir::Tensor t, const InputSpec& spec, bool batched,
 // Stacks equally shaped samples into [N, ...].
 Result<ir::Tensor> StackRows(const std::vector<const ir::Tensor*>& rows, const std::string& name);
 
+// Arrays keyed by input name (a single unnamed array feeds a single-input model); an array of
+// the model's rank is a batch of samples, one rank lower a single sample.
+Result<std::unique_ptr<Source>> MakeArraySource(std::vector<std::pair<std::string, ir::Tensor>> arrays,
+                                                const std::vector<InputSpec>& inputs,
+                                                const std::string& origin);
+
 // DIR/test_data_set_*/input_K.pb (the ONNX backend-test layout): one sample set per folder.
 Result<std::unique_ptr<Source>> OpenTensorProtoDir(const std::string& dir,
                                                    const std::vector<InputSpec>& inputs);

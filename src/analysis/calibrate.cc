@@ -1,0 +1,239 @@
+#include "analysis/calibrate.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <unordered_set>
+
+#include "common/check.h"
+#include "common/file_util.h"
+#include "common/progress.h"
+#include "common/sha256.h"
+#include "data/source.h"
+#include "formats/qkstats.h"
+#include "formats/ranges.h"
+#include "onnx/export.h"
+#include "onnx/import.h"
+#include "passes/insert_qdq.h"
+#include "passes/promote_constants.h"
+#include "quant/method_amax.h"
+#include "quantkit/version.h"
+#include "runtime/interpreter.h"
+
+namespace quantkit::analysis {
+namespace {
+
+namespace fs = std::filesystem;
+
+Result<ir::Model> LoadPromoted(const std::string& path) {
+  QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(path));
+  QK_RETURN_IF_ERROR(passes::PromoteConstants(*model.graph).WithContext(path));
+  return model;
+}
+
+// Routes the watched activations of each run into their collectors (views are float, in place).
+class CollectingObserver final : public runtime::Observer {
+ public:
+  explicit CollectingObserver(std::map<std::string, quant::TensorCollector>* collectors)
+      : collectors_(collectors) {}
+  bool Wants(const std::string& name) const override { return collectors_->count(name) != 0; }
+  bool WantsFloat() const override { return true; }
+  Status OnTensor(const std::string& name, const ir::Node* producer,
+                  const runtime::TensorView& view) override {
+    auto it = collectors_->find(name);
+    if (it == collectors_->end()) return Status::Ok();
+    quant::TensorView v{quant::FloatSpan(view.data_as<float>(), static_cast<size_t>(view.numel())),
+                        view.shape};
+    return it->second.Observe(v).WithContext(fmt::format("tensor '{}'", name));
+  }
+
+ private:
+  std::map<std::string, quant::TensorCollector>* collectors_;
+};
+
+// Runs the data through the model once, filling one collector per activation.
+Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
+                         const std::vector<std::string>& activations, formats::StatsFile* stats,
+                         CalibrateResult* result, std::string* data_description,
+                         std::string* data_fingerprint) {
+  const std::vector<data::InputSpec> inputs = data::ModelInputs(model);
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, data::OpenSource(options.data, inputs));
+  source = data::Take(std::move(source), options.samples);
+  *data_description = source->Describe();
+  *data_fingerprint = source->Fingerprint();
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interpreter,
+                      runtime::Interpreter::Create(std::move(model)));
+  for (const std::string& name : activations) stats->tensors.emplace(name, quant::TensorCollector());
+  CollectingObserver observer(&stats->tensors);
+  runtime::RunOptions run_options;
+  run_options.observers = {&observer};
+
+  const int64_t n = source->num_samples();
+  QK_RETURN_IF_NOT(n > 0, StatusCode::kInvalidArgument, "{}: no samples", *data_description);
+  Progress progress("calibrate", n, "samples");
+  if (!options.progress) progress.set_enabled(false);
+  for (int64_t start = 0; start < n; start += options.batch_size) {
+    const int64_t count = std::min(options.batch_size, n - start);
+    QK_ASSIGN_OR_RETURN(data::Batch batch, source->Read(start, count));
+    std::vector<runtime::NamedTensor> feeds;
+    for (auto& [name, tensor] : batch.inputs) feeds.push_back({name, std::move(tensor)});
+    auto outputs = interpreter->Run(feeds, run_options);
+    if (!outputs.ok()) {
+      return outputs.status().WithContext(fmt::format("samples {}-{}", start, start + count - 1));
+    }
+    progress.Advance(count);
+  }
+  progress.Finish();
+  result->samples = n;
+  return Status::Ok();
+}
+
+const quant::MethodRequest& MethodFor(const std::string& tensor, const std::string& consumer_op,
+                                      const CalibrateOptions& options) {
+  if (auto it = options.method_overrides.find(tensor); it != options.method_overrides.end()) {
+    return it->second;
+  }
+  if (auto it = options.method_overrides.find(consumer_op); it != options.method_overrides.end()) {
+    return it->second;
+  }
+  return options.method;
+}
+
+std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
+                      const passes::InsertQdqReport* inserted) {
+  std::string s = fmt::format("quantkit {} calibrate\nmodel: {}\ndata: {}\nmethod: {}\n",
+                              QUANTKIT_VERSION, options.model, r.plan.provenance.data_description,
+                              r.plan.provenance.method);
+  int act = 0, weights = 0, kept = 0;
+  for (const auto& [name, t] : r.plan.tensors) {
+    if (!t.quantized) {
+      ++kept;
+    } else if (t.role == quant::TensorRole::kWeight) {
+      ++weights;
+    } else {
+      ++act;
+    }
+  }
+  s += fmt::format("quantized: {} activations (per tensor), {} weights (per channel); {} kept in float\n",
+                   act, weights, kept);
+  if (inserted) {
+    s += fmt::format("Q/DQ pairs: {} on activations, {} on weights\n", inserted->activation_pairs,
+                     inserted->weight_pairs);
+  }
+  for (const auto& [name, t] : r.plan.tensors) {
+    if (!t.quantized) s += fmt::format("  float: {}: {}\n", name, t.reason);
+  }
+  if (!options.placement.exclude_nodes.empty() || !options.placement.exclude_op_types.empty()) {
+    s += "excluded by request:";
+    for (const auto& n : options.placement.exclude_nodes) s += " node " + n;
+    for (const auto& o : options.placement.exclude_op_types) s += " op " + o;
+    s += "\n";
+  }
+  for (const std::string& w : r.warnings) s += "warning: " + w + "\n";
+  if (r.samples > 0) {
+    s += fmt::format("{} samples in {:.2f} s ({:.1f} samples/s), peak RSS {}\n", r.samples, r.seconds,
+                     static_cast<double>(r.samples) / std::max(r.seconds, 1e-9),
+                     FormatBytes(r.peak_rss_bytes));
+  }
+  return s;
+}
+
+}  // namespace
+
+Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
+  QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument,
+                   "--batch-size must be positive, got {}", options.batch_size);
+  QK_RETURN_IF_NOT(!options.data.empty() || !options.from_stats.empty(), StatusCode::kInvalidArgument,
+                   "give calibration data (--data) or statistics (--from-stats)");
+  const auto start = std::chrono::steady_clock::now();
+  CalibrateResult result;
+  QK_ASSIGN_OR_RETURN(std::string model_sha, Sha256OfFile(options.model));
+  QK_ASSIGN_OR_RETURN(ir::Model model, LoadPromoted(options.model));
+  QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
+                      passes::FindQdqSites(*model.graph, options.placement));
+  const std::vector<std::string> activations = passes::ActivationTensors(sites);
+  std::map<std::string, std::string> consumer_op;
+  for (const passes::QdqSite& s : sites) consumer_op.emplace(s.tensor, s.consumer->op_type());
+
+  formats::StatsFile stats;
+  stats.model_sha256 = model_sha;
+  std::string data_description, data_fingerprint;
+  if (!options.from_stats.empty()) {
+    QK_ASSIGN_OR_RETURN(stats, formats::MergeStatsFiles(options.from_stats, model_sha));
+    data_description = fmt::format("statistics from {} file(s)", options.from_stats.size());
+    for (const std::string& f : options.from_stats) data_description += " " + f;
+    data_fingerprint = "qkstats";
+  } else {
+    QK_RETURN_IF_ERROR(CollectStatistics(options, std::move(model), activations, &stats, &result,
+                                         &data_description, &data_fingerprint));
+  }
+  if (!options.stats_out.empty()) {
+    QK_RETURN_IF_ERROR(formats::WriteStatsFile(options.stats_out, stats));
+    result.written.push_back(options.stats_out);
+  }
+
+  // Plan: activations from the statistics, weights per channel from the initializers.
+  quant::QuantPlan& plan = result.plan;
+  plan.provenance = {model_sha, data_description, data_fingerprint,
+                     quant::MethodLabel(options.method), QUANTKIT_VERSION, result.samples};
+  for (const std::string& name : activations) {
+    auto it = stats.tensors.find(name);
+    if (it == stats.tensors.end()) {
+      result.warnings.push_back(fmt::format("tensor '{}' has no statistics (not produced by the "
+                                            "run, or missing from the .qkstats files)", name));
+      continue;
+    }
+    const quant::RangeStats& range = it->second.range();
+    const quant::MethodRequest& method = MethodFor(name, consumer_op[name], options);
+    QK_ASSIGN_OR_RETURN(quant::CalibResult amax, quant::AmaxFromCollector(it->second, method));
+    quant::TensorQuant& t = plan.SetActivationAmax(name, amax.amax, quant::MethodLabel(method));
+    const int64_t nonfinite = range.nan_count + range.posinf_count + range.neginf_count;
+    if (nonfinite > 0) {
+      const std::string w = fmt::format("tensor '{}': {} NaN and {} Inf of {} values were left out "
+                                        "of its statistics",
+                                        name, range.nan_count, range.posinf_count + range.neginf_count,
+                                        range.count);
+      result.warnings.push_back(w);
+      t.reason = t.reason.empty() ? w : t.reason + "; " + w;
+    }
+    if (!t.quantized) {
+      result.warnings.push_back(fmt::format("tensor '{}' never varies (amax {}): kept in float, no "
+                                            "zero scale written",
+                                            name, range.amax));
+    }
+  }
+  // Weights come from the model file, whatever the statistics source.
+  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, LoadPromoted(options.model));
+  QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> qdq_sites,
+                      passes::FindQdqSites(*qdq_model.graph, options.placement));
+  QK_RETURN_IF_ERROR(passes::AddWeightScales(*qdq_model.graph, qdq_sites, &plan));
+  QK_RETURN_IF_ERROR(quant::ValidatePlan(plan));
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.peak_rss_bytes = PeakRssBytes();
+
+  if (options.output_dir.empty()) {
+    result.summary = Summarize(options, result, nullptr);
+    return result;
+  }
+  std::error_code ec;
+  fs::create_directories(options.output_dir, ec);
+  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}",
+                   options.output_dir, ec.message());
+  const fs::path dir(options.output_dir);
+  QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, passes::InsertQdq(qdq_model, plan, qdq_sites));
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, (dir / "model.qdq.onnx").string()));
+  QK_RETURN_IF_ERROR(formats::WriteTrtCache((dir / "calib.cache").string(), plan, options.cache));
+  QK_RETURN_IF_ERROR(formats::WriteRangesText((dir / "ranges.txt").string(), plan));
+  QK_RETURN_IF_ERROR(formats::WritePlanJson((dir / "plan.json").string(), plan));
+  result.summary = Summarize(options, result, &inserted);
+  QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "summary.txt").string(), result.summary));
+  for (const char* f : {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"}) {
+    result.written.push_back((dir / f).string());
+  }
+  return result;
+}
+
+}  // namespace quantkit::analysis

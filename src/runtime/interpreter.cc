@@ -1,0 +1,462 @@
+// Plan building (kernel resolution, slot assignment, liveness) and execution of ir graphs.
+//
+// A graph compiles to a SubgraphPlan: every value gets a slot index; each step names its input
+// and output slots and the slots whose last consumer it is (freed right after it runs). Values
+// captured from an enclosing graph (If/Loop bodies) are resolved by name through the chain of
+// calling frames when the subgraph starts; the enclosing node counts as a consumer of each
+// capture, so liveness keeps them alive until that node has run.
+#include "runtime/interpreter.h"
+
+#include <c10/core/InferenceMode.h>
+
+#include <cstdio>
+#include <new>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/check.h"
+#include "runtime/aten_bridge.h"
+#include "runtime/interpreter_aten.h"
+#include "runtime/kernel.h"
+#include "runtime/registry.h"
+
+namespace quantkit::runtime {
+
+namespace {
+
+// A failure inside a (possibly nested) step, already formatted with the node it happened at.
+struct NodeFailure {
+  Status status;
+};
+
+std::string DescribeNode(const ir::Node& node, int64_t opset) {
+  std::string name = node.name;
+  if (name.empty() && node.output(0)) name = "<producing " + node.output(0)->name() + ">";
+  std::string op = node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
+  return fmt::format("node '{}' ({}, opset {})", name, op, opset);
+}
+
+bool LooksLikeOom(const std::string& msg) {
+  return msg.find("alloc") != std::string::npos || msg.find("not enough memory") != std::string::npos ||
+         msg.find("out of memory") != std::string::npos;
+}
+
+}  // namespace
+
+class SubgraphPlan {
+ public:
+  struct Step {
+    const ir::Node* node = nullptr;
+    int64_t opset = 0;
+    KernelPtr kernel;
+    std::vector<int> inputs;   // -1: omitted optional input
+    std::vector<int> outputs;  // -1: omitted optional output
+    std::vector<int> free_after;
+    std::string where;
+  };
+
+  const ir::Graph* graph = nullptr;
+  std::vector<Step> steps;
+  std::vector<std::string> slot_names;
+  std::vector<const ir::Node*> slot_producer;
+  std::unordered_map<std::string, int> slot_by_name;
+  std::vector<int> input_slots;
+  std::vector<int> output_slots;
+  std::vector<std::pair<int, at::Tensor>> constants;    // initializers, wrapped without copy
+  std::vector<std::pair<int, std::string>> local_captures;  // slots filled from outer frames
+  std::vector<std::string> captures;  // every name resolved outside this graph (transitive)
+  std::vector<bool> is_free_at_start;  // unused constants/inputs, dropped before the first step
+};
+
+namespace {
+
+struct Frame {
+  const SubgraphPlan* plan = nullptr;
+  std::vector<at::Tensor> slots;
+  const Frame* parent = nullptr;
+};
+
+class PlanBuilder {
+ public:
+  explicit PlanBuilder(const ir::Model& model) : model_(model) {}
+
+  Result<std::shared_ptr<SubgraphPlan>> Build(const ir::Graph& graph) {
+    auto plan = std::make_shared<SubgraphPlan>();
+    plan->graph = &graph;
+    std::unordered_map<const ir::Value*, int> slot_of;
+    auto slot = [&](const ir::Value* v) {
+      auto it = slot_of.find(v);
+      if (it != slot_of.end()) return it->second;
+      const int s = static_cast<int>(plan->slot_names.size());
+      slot_of.emplace(v, s);
+      plan->slot_names.push_back(v->name());
+      plan->slot_producer.push_back(v->producer());
+      plan->slot_by_name[v->name()] = s;
+      return s;
+    };
+    for (const ir::Value* v : graph.inputs()) plan->input_slots.push_back(slot(v));
+    for (const ir::Value* v : graph.initializers()) {
+      QK_ASSIGN_OR_RETURN(at::Tensor t, WrapTensor(*v->initializer, "initializer '" + v->name() + "'"));
+      plan->constants.emplace_back(slot(v), t);
+    }
+    if (!graph.sparse_initializers().empty()) {
+      return MakeStatus(StatusCode::kUnsupported, "sparse initializer '{}' is not supported",
+                        graph.sparse_initializers().front()->name());
+    }
+    for (const ir::Value* v : graph.values()) {
+      if (v->is_outer_scope()) {
+        plan->local_captures.emplace_back(slot(v), v->name());
+        plan->captures.push_back(v->name());
+      }
+    }
+    QK_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, graph.TopologicalOrder());
+    std::vector<std::vector<int>> implicit_inputs;
+    for (const ir::Node* node : order) {
+      SubgraphPlan::Step step;
+      step.node = node;
+      step.opset = model_.OpsetFor(node->domain());
+      step.where = DescribeNode(*node, step.opset);
+      KernelFactory factory = FindKernel(ir::CanonicalDomain(node->domain()), node->op_type(), step.opset);
+      if (factory == nullptr) {
+        return MakeStatus(StatusCode::kUnsupported, "unsupported op '{}' (domain '{}', opset {}) at node '{}'",
+                          node->op_type(), node->domain().empty() ? "ai.onnx" : node->domain(),
+                          step.opset, node->name);
+      }
+      std::vector<std::shared_ptr<const SubgraphPlan>> subplans;
+      KernelInit init{*node, step.opset, nullptr};
+      init.compile_subgraph = [this, &subplans](const ir::Graph& g)
+          -> Result<std::shared_ptr<const SubgraphPlan>> {
+        QK_ASSIGN_OR_RETURN(std::shared_ptr<SubgraphPlan> sub, Build(g));
+        subplans.push_back(sub);
+        return std::shared_ptr<const SubgraphPlan>(sub);
+      };
+      QK_ASSIGN_OR_RETURN(step.kernel, factory(init));
+      for (const ir::Value* v : node->inputs()) step.inputs.push_back(v ? slot(v) : -1);
+      for (const ir::Value* v : node->outputs()) step.outputs.push_back(v ? slot(v) : -1);
+      // Captures of the bodies: consumers here, or captures of this graph in turn.
+      std::vector<int> implicit;
+      for (const auto& sub : subplans) {
+        for (const std::string& name : sub->captures) {
+          auto it = plan->slot_by_name.find(name);
+          if (it != plan->slot_by_name.end()) {
+            implicit.push_back(it->second);
+          } else {
+            plan->captures.push_back(name);
+          }
+        }
+      }
+      implicit_inputs.push_back(std::move(implicit));
+      plan->steps.push_back(std::move(step));
+    }
+    for (const ir::Value* v : graph.outputs()) plan->output_slots.push_back(slot(v));
+
+    // Liveness: a slot is freed after its last consumer; graph outputs are never freed.
+    const size_t n = plan->slot_names.size();
+    std::vector<int> last_use(n, -1);
+    std::vector<bool> keep(n, false);
+    for (int s : plan->output_slots) keep[s] = true;
+    for (size_t i = 0; i < plan->steps.size(); ++i) {
+      for (int s : plan->steps[i].inputs) if (s >= 0) last_use[s] = static_cast<int>(i);
+      for (int s : implicit_inputs[i]) last_use[s] = static_cast<int>(i);
+    }
+    for (size_t i = 0; i < plan->steps.size(); ++i) {
+      for (int s : plan->steps[i].outputs) if (s >= 0 && last_use[s] < 0) last_use[s] = static_cast<int>(i);
+    }
+    plan->is_free_at_start.assign(n, false);
+    for (size_t s = 0; s < n; ++s) {
+      if (keep[s]) continue;
+      if (last_use[s] >= 0) {
+        plan->steps[last_use[s]].free_after.push_back(static_cast<int>(s));
+      } else {
+        plan->is_free_at_start[s] = true;
+      }
+    }
+    return plan;
+  }
+
+ private:
+  const ir::Model& model_;
+};
+
+struct RunState {
+  const AtenRunOptions* options = nullptr;
+  std::vector<std::vector<Observer*>> watchers;  // per top-level slot
+};
+
+Status Notify(RunState& state, const SubgraphPlan& plan, int slot, at::Tensor& value) {
+  const std::string& name = plan.slot_names[slot];
+  const ir::Node* producer = plan.slot_producer[slot];
+  if (state.options->hook) QK_RETURN_IF_ERROR(state.options->hook(name, producer, value));
+  for (Observer* obs : state.watchers[slot]) {
+    at::Tensor t = value.device().is_cpu() ? value : value.cpu();
+    if (obs->WantsFloat() && t.scalar_type() != at::kFloat && !t.is_complex()) t = t.to(at::kFloat);
+    t = t.contiguous();
+    TensorView view{FromScalarType(t.scalar_type()), t.sizes().vec(), t.data_ptr()};
+    QK_RETURN_IF_ERROR(obs->OnTensor(name, producer, view));
+  }
+  return Status::Ok();
+}
+
+void FillConstants(const SubgraphPlan& plan, Frame& frame) {
+  frame.slots.assign(plan.slot_names.size(), at::Tensor());
+  for (const auto& [s, t] : plan.constants) {
+    if (!plan.is_free_at_start[s]) frame.slots[s] = t;
+  }
+}
+
+void Execute(Frame& frame, RunState* state) {
+  const SubgraphPlan& plan = *frame.plan;
+  std::vector<at::Tensor> inputs;
+  for (const SubgraphPlan::Step& step : plan.steps) {
+    inputs.assign(step.inputs.size(), at::Tensor());
+    for (size_t j = 0; j < step.inputs.size(); ++j) {
+      const int s = step.inputs[j];
+      if (s < 0) continue;
+      if (!frame.slots[s].defined()) {
+        throw NodeFailure{Status(StatusCode::kInvalidArgument,
+                                 fmt::format("{}: input '{}' has no value (not fed or not produced)",
+                                             step.where, plan.slot_names[s]))};
+      }
+      inputs[j] = frame.slots[s];
+    }
+    std::vector<at::Tensor> outputs;
+    try {
+      KernelContext ctx(inputs, step.outputs.size(), &frame);
+      outputs = step.kernel->Compute(ctx);
+    } catch (const NodeFailure&) {
+      throw;
+    } catch (const KernelError& e) {
+      throw NodeFailure{Status(StatusCode::kInvalidArgument, step.where + ": " + e.what())};
+    } catch (const c10::Error& e) {
+      const std::string msg = e.what_without_backtrace();
+      throw NodeFailure{Status(LooksLikeOom(msg) ? StatusCode::kResourceExhausted : StatusCode::kInvalidArgument,
+                               step.where + ": " + msg)};
+    } catch (const std::bad_alloc&) {
+      throw NodeFailure{Status(StatusCode::kResourceExhausted, step.where + ": out of memory")};
+    }
+    inputs.clear();
+    for (size_t j = 0; j < step.outputs.size(); ++j) {
+      const int s = step.outputs[j];
+      if (s < 0) continue;
+      if (j >= outputs.size() || !outputs[j].defined()) {
+        throw NodeFailure{Status(StatusCode::kInternal,
+                                 fmt::format("{}: output {} ('{}') was not produced", step.where, j,
+                                             plan.slot_names[s]))};
+      }
+      frame.slots[s] = std::move(outputs[j]);
+      if (state != nullptr && (state->options->hook || !state->watchers[s].empty())) {
+        Status st = Notify(*state, plan, s, frame.slots[s]);
+        if (!st.ok()) throw NodeFailure{st};
+      }
+    }
+    for (int s : step.free_after) frame.slots[s] = at::Tensor();
+  }
+}
+
+}  // namespace
+
+std::vector<at::Tensor> KernelContext::RunSubgraph(const SubgraphPlan& plan,
+                                                   const std::vector<at::Tensor>& inputs) const {
+  Frame child;
+  child.plan = &plan;
+  child.parent = static_cast<const Frame*>(frame_);
+  FillConstants(plan, child);
+  QK_KERNEL_CHECK(inputs.size() <= plan.input_slots.size(), "subgraph takes {} inputs, got {}",
+                  plan.input_slots.size(), inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) child.slots[plan.input_slots[i]] = inputs[i];
+  for (const auto& [s, name] : plan.local_captures) {
+    for (const Frame* f = child.parent; f != nullptr; f = f->parent) {
+      auto it = f->plan->slot_by_name.find(name);
+      if (it != f->plan->slot_by_name.end() && f->slots[it->second].defined()) {
+        child.slots[s] = f->slots[it->second];
+        break;
+      }
+    }
+    QK_KERNEL_CHECK(child.slots[s].defined(), "outer-scope value '{}' is not available", name);
+  }
+  Execute(child, nullptr);
+  std::vector<at::Tensor> out;
+  for (int s : plan.output_slots) {
+    QK_KERNEL_CHECK(child.slots[s].defined(), "subgraph output '{}' has no value", plan.slot_names[s]);
+    out.push_back(child.slots[s]);
+  }
+  return out;
+}
+
+const at::Tensor& KernelContext::in(size_t i) const {
+  QK_KERNEL_CHECK(has(i), "required input {} is missing", i);
+  return inputs_[i];
+}
+
+// ------------------------------------------------------------------------------- Interpreter
+
+struct Interpreter::Impl {
+  std::shared_ptr<const ir::Model> model;
+  InterpreterOptions options;
+  std::shared_ptr<SubgraphPlan> plan;
+  std::vector<std::string> input_names;   // required feeds
+  std::vector<std::string> output_names;
+
+  void Warn(const std::string& msg) const {
+    if (options.warn) {
+      options.warn(msg);
+    } else {
+      std::fprintf(stderr, "quantkit: warning: %s\n", msg.c_str());
+    }
+  }
+  Status CheckInput(const ir::Value& v, const at::Tensor& t) const;
+  Result<std::vector<at::Tensor>> Run(const std::vector<std::pair<std::string, at::Tensor>>& inputs,
+                                      const AtenRunOptions& options) const;
+};
+
+Status Interpreter::Impl::CheckInput(const ir::Value& v, const at::Tensor& t) const {
+  const ir::TypeInfo& type = v.type;
+  if (!type.is_tensor()) return Status::Ok();
+  const ir::DType got = FromScalarType(t.scalar_type());
+  if (type.dtype != ir::DType::kUndefined && got != type.dtype) {
+    return MakeStatus(StatusCode::kInvalidArgument, "input '{}' has dtype {}, expected {}", v.name(),
+                      ir::DTypeName(got), type.ToString());
+  }
+  if (!type.has_shape) return Status::Ok();
+  bool ok = static_cast<size_t>(t.dim()) == type.dims.size();
+  for (size_t i = 0; ok && i < type.dims.size(); ++i) {
+    if (type.dims[i].is_known() && type.dims[i].value != t.size(static_cast<int64_t>(i))) ok = false;
+  }
+  if (!ok) {
+    return MakeStatus(StatusCode::kInvalidArgument, "input '{}' has shape [{}], expected {}", v.name(),
+                      fmt::join(t.sizes(), ","), type.ToString());
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
+    const std::vector<std::pair<std::string, at::Tensor>>& inputs, const AtenRunOptions& opts) const {
+  const SubgraphPlan& p = *plan;
+  Frame frame;
+  frame.plan = &p;
+  FillConstants(p, frame);
+  std::unordered_set<std::string> fed;
+  for (const auto& [name, t] : inputs) {
+    const ir::Value* v = nullptr;
+    for (const ir::Value* in : p.graph->inputs()) {
+      if (in->name() == name) v = in;
+    }
+    if (v == nullptr) {
+      return MakeStatus(StatusCode::kInvalidArgument, "unknown input '{}'; the model's inputs are: {}",
+                        name, fmt::join(input_names, ", "));
+    }
+    if (!fed.insert(name).second) {
+      return MakeStatus(StatusCode::kInvalidArgument, "input '{}' is given twice", name);
+    }
+    QK_RETURN_IF_ERROR(CheckInput(*v, t));
+    if (options.check_finite_inputs && t.is_floating_point() && t.numel() > 0) {
+      const int64_t nan = at::isnan(t).sum().item<int64_t>();
+      const int64_t inf = at::isinf(t).sum().item<int64_t>();
+      if (nan + inf > 0) {
+        Warn(fmt::format("input '{}' contains {} NaN and {} Inf values (continuing)", name, nan, inf));
+      }
+    }
+    const int s = p.slot_by_name.at(name);
+    if (!p.is_free_at_start[s]) frame.slots[s] = t;
+  }
+  for (const std::string& name : input_names) {
+    if (!fed.count(name)) {
+      const ir::Value* v = p.graph->FindValue(name);
+      return MakeStatus(StatusCode::kInvalidArgument, "missing input '{}' ({})", name,
+                        v ? v->type.ToString() : "?");
+    }
+  }
+  RunState state;
+  state.options = &opts;
+  const bool notify = opts.hook || !opts.observers.empty();
+  state.watchers.resize(p.slot_names.size());
+  for (Observer* obs : opts.observers) {
+    for (size_t s = 0; s < p.slot_names.size(); ++s) {
+      if (obs->Wants(p.slot_names[s])) state.watchers[s].push_back(obs);
+    }
+  }
+  try {
+    if (notify) {
+      for (int s : p.input_slots) {
+        if (frame.slots[s].defined()) QK_RETURN_IF_ERROR(Notify(state, p, s, frame.slots[s]));
+      }
+    }
+    Execute(frame, notify ? &state : nullptr);
+  } catch (const NodeFailure& f) {
+    return f.status;
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what_without_backtrace();
+    return Status(LooksLikeOom(msg) ? StatusCode::kResourceExhausted : StatusCode::kInternal, msg);
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kResourceExhausted, "out of memory");
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, e.what());
+  }
+  std::vector<at::Tensor> out;
+  for (int s : p.output_slots) {
+    if (!frame.slots[s].defined()) {
+      return MakeStatus(StatusCode::kInvalidArgument, "graph output '{}' was not computed", p.slot_names[s]);
+    }
+    out.push_back(frame.slots[s]);
+  }
+  return out;
+}
+
+Interpreter::Interpreter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Interpreter::~Interpreter() = default;
+
+Result<std::unique_ptr<Interpreter>> Interpreter::Create(std::shared_ptr<const ir::Model> model,
+                                                         InterpreterOptions options) {
+  if (!model || !model->graph) return Status(StatusCode::kInvalidArgument, "no model");
+  auto impl = std::make_unique<Impl>();
+  impl->model = model;
+  impl->options = std::move(options);
+  try {
+    PlanBuilder builder(*model);
+    QK_ASSIGN_OR_RETURN(impl->plan, builder.Build(*model->graph));
+  } catch (const c10::Error& e) {
+    return Status(StatusCode::kInvalidModel, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, e.what());
+  }
+  for (const ir::Value* v : model->graph->inputs()) {
+    if (!v->is_initializer()) impl->input_names.push_back(v->name());
+  }
+  for (const ir::Value* v : model->graph->outputs()) impl->output_names.push_back(v->name());
+  return std::unique_ptr<Interpreter>(new Interpreter(std::move(impl)));
+}
+
+Result<std::unique_ptr<Interpreter>> Interpreter::Create(ir::Model&& model, InterpreterOptions options) {
+  return Create(std::make_shared<const ir::Model>(std::move(model)), std::move(options));
+}
+
+const std::vector<std::string>& Interpreter::input_names() const { return impl_->input_names; }
+const std::vector<std::string>& Interpreter::output_names() const { return impl_->output_names; }
+const ir::Model& Interpreter::model() const { return *impl_->model; }
+
+Result<std::vector<NamedTensor>> Interpreter::Run(const std::vector<NamedTensor>& inputs,
+                                                  const RunOptions& options) const {
+  c10::InferenceMode guard;
+  std::vector<std::pair<std::string, at::Tensor>> feeds;
+  for (const NamedTensor& in : inputs) {
+    QK_ASSIGN_OR_RETURN(at::Tensor t, WrapTensor(in.tensor, "input '" + in.name + "'"));
+    feeds.emplace_back(in.name, t);
+  }
+  AtenRunOptions aten_options;
+  aten_options.observers = options.observers;
+  QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> outs, impl_->Run(feeds, aten_options));
+  std::vector<NamedTensor> result;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    QK_ASSIGN_OR_RETURN(ir::Tensor t, ToIrTensor(outs[i], "output '" + impl_->output_names[i] + "'"));
+    result.push_back({impl_->output_names[i], std::move(t)});
+  }
+  return result;
+}
+
+Result<std::vector<at::Tensor>> RunAten(const Interpreter& interpreter,
+                                        const std::vector<std::pair<std::string, at::Tensor>>& inputs,
+                                        const AtenRunOptions& options) {
+  return interpreter.impl().Run(inputs, options);
+}
+
+}  // namespace quantkit::runtime

@@ -1,0 +1,72 @@
+// runtime::Interpreter executes an ir::Model by calling ATen operators (ATen-free header).
+//
+//   auto interp = Interpreter::Create(model);            // resolves every kernel up front
+//   auto outs = (*interp)->Run({{"x", tensor}}, {.observers = {&collector}});
+//
+// Create() builds one Kernel per node (subgraphs of If/Loop included) and validates attributes;
+// an unsupported op fails here, before any compute, with
+//   unsupported op 'X' (domain 'ai.onnx', opset N) at node 'Y'.
+// Run() checks input names, dtypes and ranks/fixed dims, warns about NaN/Inf in float inputs,
+// executes nodes in topological order and frees every intermediate after its last consumer, so
+// peak memory follows liveness, not graph size. Shapes may change from run to run. Run() is
+// const and may be called concurrently from several threads.
+//
+// Errors: kInvalidArgument for bad inputs or data-dependent failures, kResourceExhausted for
+// allocation failures, kUnsupported for ops/dtypes the runtime lacks; messages name the node.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "quantkit/status.h"
+#include "runtime/observer.h"
+
+namespace quantkit::runtime {
+
+struct NamedTensor {
+  std::string name;
+  ir::Tensor tensor;
+};
+
+struct InterpreterOptions {
+  // Receives warnings (NaN/Inf in inputs...). Default: "quantkit: warning: ..." on stderr.
+  std::function<void(const std::string&)> warn;
+  // Scan float inputs for NaN/Inf before each run (one pass over the inputs).
+  bool check_finite_inputs = true;
+};
+
+struct RunOptions {
+  std::vector<Observer*> observers;  // not owned; called in order for each produced tensor
+};
+
+class Interpreter {
+ public:
+  struct Impl;
+
+  static Result<std::unique_ptr<Interpreter>> Create(std::shared_ptr<const ir::Model> model,
+                                                     InterpreterOptions options = {});
+  static Result<std::unique_ptr<Interpreter>> Create(ir::Model&& model,
+                                                     InterpreterOptions options = {});
+  ~Interpreter();
+
+  // Graph inputs a caller must feed (initializers that are also inputs are optional overrides).
+  const std::vector<std::string>& input_names() const;
+  const std::vector<std::string>& output_names() const;
+  const ir::Model& model() const;
+
+  // Outputs in graph-output order.
+  Result<std::vector<NamedTensor>> Run(const std::vector<NamedTensor>& inputs,
+                                       const RunOptions& options = {}) const;
+
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit Interpreter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace quantkit::runtime

@@ -1,0 +1,57 @@
+#include "runtime/kernel.h"
+
+namespace quantkit::runtime {
+
+std::string KernelInit::Where() const {
+  std::string name = node.name;
+  if (name.empty() && node.output(0)) name = "<producing " + node.output(0)->name() + ">";
+  const std::string op = node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
+  return fmt::format("node '{}' ({}, opset {})", name, op, opset);
+}
+
+std::string KernelInit::InputName(size_t i) const {
+  const ir::Value* v = node.input(i);
+  return v ? v->name() : std::string();
+}
+
+const ir::Tensor* KernelInit::ConstInput(size_t i) const {
+  const ir::Value* v = node.input(i);
+  if (v == nullptr || !v->is_constant() || !v->initializer) return nullptr;
+  return &*v->initializer;
+}
+
+int64_t NormAxis(int64_t axis, int64_t rank) {
+  QK_KERNEL_CHECK(axis >= -rank && axis < std::max<int64_t>(rank, 1),
+                  "axis {} is out of range for rank {}", axis, rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
+std::vector<int64_t> ToInt64Vector(const at::Tensor& t) {
+  at::Tensor c = t.to(at::kLong).contiguous().reshape({-1});
+  const int64_t* p = c.data_ptr<int64_t>();
+  return std::vector<int64_t>(p, p + c.numel());
+}
+
+std::vector<double> ToDoubleVector(const at::Tensor& t) {
+  at::Tensor c = t.to(at::kDouble).contiguous().reshape({-1});
+  const double* p = c.data_ptr<double>();
+  return std::vector<double>(p, p + c.numel());
+}
+
+bool OnnxToScalarType(int64_t onnx_dtype, at::ScalarType* out) {
+  switch (onnx_dtype) {
+    case 1: *out = at::kFloat; return true;
+    case 2: *out = at::kByte; return true;
+    case 3: *out = at::kChar; return true;
+    case 5: *out = at::kShort; return true;
+    case 6: *out = at::kInt; return true;
+    case 7: *out = at::kLong; return true;
+    case 9: *out = at::kBool; return true;
+    case 10: *out = at::kHalf; return true;
+    case 11: *out = at::kDouble; return true;
+    case 16: *out = at::kBFloat16; return true;
+    default: return false;
+  }
+}
+
+}  // namespace quantkit::runtime

@@ -1,0 +1,217 @@
+// Losses, integer/quantized linear algebra and small utility ops: NegativeLogLikelihoodLoss,
+// SoftmaxCrossEntropyLoss, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, EyeLike,
+// Shrink, Det, Compress, ReverseSequence, LRN, Hann/Hamming/BlackmanWindow.
+#include <ATen/core/Reduction.h>
+
+#include <cmath>
+#include <limits>
+
+#include "runtime/kernel.h"
+#include "runtime/ops/ops.h"
+
+namespace quantkit::runtime {
+namespace {
+
+using Out = std::vector<at::Tensor>;
+
+Result<int64_t> ReadReduction(const KernelInit& init) {
+  const std::string r = init.node.GetString("reduction", "mean");
+  if (r == "none") return static_cast<int64_t>(at::Reduction::None);
+  if (r == "mean") return static_cast<int64_t>(at::Reduction::Mean);
+  if (r == "sum") return static_cast<int64_t>(at::Reduction::Sum);
+  return init.Error(StatusCode::kInvalidModel, "unknown reduction '{}'", r);
+}
+
+// No ignore_index attribute: no target value is ignored.
+int64_t ReadIgnoreIndex(const KernelInit& init) {
+  return init.node.GetInt("ignore_index", std::numeric_limits<int64_t>::min());
+}
+
+// ONNX defined both losses after PyTorch's, so ATen's nll_loss_nd matches them (weighted mean
+// divides by the sum of the weights of the non-ignored targets).
+Result<KernelPtr> MakeNll(const KernelInit& init) {
+  QK_ASSIGN_OR_RETURN(int64_t reduction, ReadReduction(init));
+  const int64_t ignore = ReadIgnoreIndex(init);
+  return MakeKernel([=](KernelContext& c) {
+    at::Tensor w = c.has(2) ? c.in(2) : at::Tensor();
+    return Out{at::nll_loss_nd(c.in(0), c.in(1).to(at::kLong), w, reduction, ignore)};
+  });
+}
+
+Result<KernelPtr> MakeSce(const KernelInit& init) {
+  QK_ASSIGN_OR_RETURN(int64_t reduction, ReadReduction(init));
+  const int64_t ignore = ReadIgnoreIndex(init);
+  return MakeKernel([=](KernelContext& c) {
+    at::Tensor log_prob = at::log_softmax(c.in(0), 1);
+    at::Tensor w = c.has(2) ? c.in(2) : at::Tensor();
+    Out out{at::nll_loss_nd(log_prob, c.in(1).to(at::kLong), w, reduction, ignore)};
+    if (c.num_outputs() > 1) out.push_back(log_prob);
+    return out;
+  });
+}
+
+// y = saturate(round(x / scale) + zp) with scale = (max(0, max x) - min(0, min x)) / 255.
+Result<KernelPtr> MakeDynamicQuantize(const KernelInit&) {
+  return MakeKernel([](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    const double lo = std::min(0.0, x.numel() ? x.min().item<double>() : 0.0);
+    const double hi = std::max(0.0, x.numel() ? x.max().item<double>() : 0.0);
+    const float scale = static_cast<float>((hi - lo) / 255.0);
+    const float safe = scale == 0 ? 1.0f : scale;
+    const float zp = std::clamp(std::nearbyint(static_cast<float>(-lo) / safe), 0.0f, 255.0f);
+    at::Tensor y = at::clamp(at::round(x / safe) + zp, 0, 255).to(at::kByte);
+    return Out{y, at::scalar_tensor(scale, at::kFloat), at::scalar_tensor(zp, at::kFloat).to(at::kByte)};
+  });
+}
+
+// Integer products are computed in double (exact below 2^53) because ATen's integer matmul is
+// not available for every CPU build.
+at::Tensor Centered(const at::Tensor& q, const at::Tensor& zp, bool per_row) {
+  at::Tensor v = q.to(at::kDouble);
+  if (!zp.defined()) return v;
+  at::Tensor z = zp.to(at::kDouble);
+  if (per_row && z.dim() == 1 && z.numel() > 1) z = z.unsqueeze(-1);
+  return v - z;
+}
+
+Result<KernelPtr> MakeMatMulInteger(const KernelInit&) {
+  return MakeKernel([](KernelContext& c) {
+    at::Tensor a = Centered(c.in(0), c.has(2) ? c.in(2) : at::Tensor(), true);
+    at::Tensor b = Centered(c.in(1), c.has(3) ? c.in(3) : at::Tensor(), false);
+    return Out{at::matmul(a, b).round().to(at::kInt)};
+  });
+}
+
+Result<KernelPtr> MakeQLinearMatMul(const KernelInit&) {
+  return MakeKernel([](KernelContext& c) {
+    at::Tensor a = Centered(c.in(0), c.in(2), true) * c.in(1).to(at::kDouble);
+    at::Tensor b = Centered(c.in(3), c.in(5), false) * c.in(4).to(at::kDouble);
+    const at::Tensor& yzp = c.in(7);
+    at::Tensor y = at::round(at::matmul(a, b) / c.in(6).to(at::kDouble)) + yzp.to(at::kDouble);
+    const bool u8 = yzp.scalar_type() == at::kByte;
+    return Out{at::clamp(y, u8 ? 0 : -128, u8 ? 255 : 127).to(yzp.scalar_type())};
+  });
+}
+
+Result<KernelPtr> MakeEyeLike(const KernelInit& init) {
+  const int64_t k = init.node.GetInt("k", 0);
+  const int64_t dtype = init.node.GetInt("dtype", 0);
+  at::ScalarType st = at::kFloat;
+  const bool has_dtype = dtype != 0;
+  if (has_dtype && !OnnxToScalarType(dtype, &st)) {
+    return init.Error(StatusCode::kUnsupported, "dtype {} is not supported", dtype);
+  }
+  return MakeKernel([=](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    QK_KERNEL_CHECK(x.dim() == 2, "input must be 2-D, got rank {}", x.dim());
+    at::Tensor e = at::ones({x.size(0), x.size(1)}, at::kDouble).triu(k).tril(k);
+    return Out{e.to(has_dtype ? st : x.scalar_type())};
+  });
+}
+
+Result<KernelPtr> MakeShrink(const KernelInit& init) {
+  const double bias = init.node.GetFloat("bias", 0.0f);
+  const double lambd = init.node.GetFloat("lambd", 0.5f);
+  return MakeKernel([=](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    at::Tensor xd = x.to(at::kDouble);
+    at::Tensor y = at::where(xd < -lambd, xd + bias, at::where(xd > lambd, xd - bias, at::zeros_like(xd)));
+    return Out{y.to(x.scalar_type())};
+  });
+}
+
+Result<KernelPtr> MakeDet(const KernelInit&) {
+  return MakeKernel([](KernelContext& c) { return Out{at::linalg_det(c.in(0))}; });
+}
+
+Result<KernelPtr> MakeCompress(const KernelInit& init) {
+  const bool has_axis = init.node.has_attr("axis");
+  const int64_t axis = init.node.GetInt("axis", 0);
+  return MakeKernel([=](KernelContext& c) {
+    at::Tensor x = has_axis ? c.in(0) : c.in(0).reshape({-1});
+    const int64_t a = has_axis ? NormAxis(axis, x.dim()) : 0;
+    at::Tensor cond = c.in(1).to(at::kBool).reshape({-1});
+    QK_KERNEL_CHECK(cond.numel() <= x.size(a), "condition has {} values for axis size {}", cond.numel(), x.size(a));
+    return Out{x.index_select(a, at::nonzero(cond).reshape({-1}))};
+  });
+}
+
+Result<KernelPtr> MakeReverseSequence(const KernelInit& init) {
+  const int64_t batch_axis = init.node.GetInt("batch_axis", 1);
+  const int64_t time_axis = init.node.GetInt("time_axis", 0);
+  return MakeKernel([=](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    const int64_t bt = NormAxis(batch_axis, x.dim()), tt = NormAxis(time_axis, x.dim());
+    const int64_t steps = x.size(tt);
+    at::Tensor lens = c.in(1).to(at::kLong).reshape({1, -1});   // [1, B]
+    at::Tensor t = at::arange(steps, at::kLong).reshape({-1, 1});  // [T, 1]
+    at::Tensor src = at::where(t < lens, lens - 1 - t, t);         // [T, B]
+    std::vector<int64_t> shape(x.dim(), 1);
+    shape[tt] = steps;
+    shape[bt] = x.size(bt);
+    if (tt > bt) src = src.t();
+    return Out{at::gather(x, tt, src.reshape(shape).expand(x.sizes()).contiguous())};
+  });
+}
+
+// LRN: y = x / (bias + alpha / size * sum of x^2 over the channel window)^beta.
+Result<KernelPtr> MakeLrn(const KernelInit& init) {
+  const int64_t size = init.node.GetInt("size", 0);
+  const double alpha = init.node.GetFloat("alpha", 1e-4f);
+  const double beta = init.node.GetFloat("beta", 0.75f);
+  const double bias = init.node.GetFloat("bias", 1.0f);
+  if (size <= 0) return init.Error(StatusCode::kInvalidModel, "size must be positive");
+  return MakeKernel([=](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    const int64_t before = (size - 1) / 2, after = size - 1 - before;
+    std::vector<int64_t> pads(2 * (x.dim() - 2), 0);
+    pads.push_back(before);
+    pads.push_back(after);
+    at::Tensor sq = at::constant_pad_nd(x * x, pads, 0).unfold(1, size, 1).sum(-1);
+    return Out{x / at::pow(sq * (alpha / size) + bias, beta)};
+  });
+}
+
+enum class Window { kHann, kHamming, kBlackman };
+
+template <Window kind>
+Result<KernelPtr> MakeWindow(const KernelInit& init) {
+  const bool periodic = init.node.GetInt("periodic", 1) != 0;
+  at::ScalarType st = at::kFloat;
+  if (!OnnxToScalarType(init.node.GetInt("output_datatype", 1), &st)) {
+    return init.Error(StatusCode::kUnsupported, "unsupported output_datatype");
+  }
+  return MakeKernel([=](KernelContext& c) {
+    const int64_t n = ToInt64Vector(c.in(0)).at(0);
+    const double denom = periodic ? n : n - 1;
+    at::Tensor k = at::arange(n, at::kDouble) * (2 * M_PI / denom);
+    at::Tensor w;
+    switch (kind) {
+      case Window::kHann: w = 0.5 - 0.5 * at::cos(k); break;
+      case Window::kHamming: w = 25.0 / 46 - 21.0 / 46 * at::cos(k); break;
+      case Window::kBlackman: w = 0.42 - 0.5 * at::cos(k) + 0.08 * at::cos(2 * k); break;
+    }
+    return Out{w.to(st)};
+  });
+}
+
+}  // namespace
+
+void AppendMiscKernels(KernelTable& t) {
+  t.push_back({"", "NegativeLogLikelihoodLoss", 12, kLatestOpset, MakeNll});
+  t.push_back({"", "SoftmaxCrossEntropyLoss", 12, kLatestOpset, MakeSce});
+  t.push_back({"", "DynamicQuantizeLinear", 11, kLatestOpset, MakeDynamicQuantize});
+  t.push_back({"", "MatMulInteger", 10, kLatestOpset, MakeMatMulInteger});
+  t.push_back({"", "QLinearMatMul", 10, kLatestOpset, MakeQLinearMatMul});
+  t.push_back({"", "EyeLike", 9, kLatestOpset, MakeEyeLike});
+  t.push_back({"", "Shrink", 9, kLatestOpset, MakeShrink});
+  t.push_back({"", "Det", 11, kLatestOpset, MakeDet});
+  t.push_back({"", "Compress", 9, kLatestOpset, MakeCompress});
+  t.push_back({"", "ReverseSequence", 10, kLatestOpset, MakeReverseSequence});
+  t.push_back({"", "LRN", 1, kLatestOpset, MakeLrn});
+  t.push_back({"", "HannWindow", 17, kLatestOpset, MakeWindow<Window::kHann>});
+  t.push_back({"", "HammingWindow", 17, kLatestOpset, MakeWindow<Window::kHamming>});
+  t.push_back({"", "BlackmanWindow", 17, kLatestOpset, MakeWindow<Window::kBlackman>});
+}
+
+}  // namespace quantkit::runtime

@@ -1,0 +1,92 @@
+// QuantizeLinear / DequantizeLinear (opsets 10, 13, 19, 21):
+//   q = saturate(round_half_to_even(x / scale) + zero_point)     r = (q - zero_point) * scale
+// per tensor (scalar scale), per axis (1-D scale along `axis`, 13+) or blocked (scale has the
+// input's shape with dim `axis` divided by block_size, 21+). Saturation clamps to the output
+// type's range [qmin, qmax]. Supported quantized types: int8, uint8, int16 (uint16, int4 and
+// float8 have no ATen 1.13 dtype).
+#include "runtime/kernel.h"
+#include "runtime/ops/ops.h"
+
+namespace quantkit::runtime {
+namespace {
+
+using Out = std::vector<at::Tensor>;
+
+// Broadcasts a scale / zero-point tensor against x for per-tensor, per-axis or blocked layouts.
+at::Tensor Align(const at::Tensor& s, const at::Tensor& x, int64_t axis, int64_t block) {
+  if (s.numel() == 1 && block == 0) return s.reshape({});
+  const int64_t a = NormAxis(axis, x.dim());
+  if (s.dim() <= 1 && block == 0) {
+    QK_KERNEL_CHECK(s.numel() == x.size(a), "per-axis scale has {} values, axis {} has size {}",
+                    s.numel(), a, x.size(a));
+    std::vector<int64_t> shape(x.dim(), 1);
+    shape[a] = -1;
+    return s.reshape(shape);
+  }
+  QK_KERNEL_CHECK(block > 0 && s.dim() == x.dim(), "blocked scale of rank {} needs block_size > 0 and rank {}",
+                  s.dim(), x.dim());
+  return s.repeat_interleave(block, a).narrow(a, 0, x.size(a));
+}
+
+bool QuantRange(at::ScalarType t, double* lo, double* hi) {
+  switch (t) {
+    case at::kByte: *lo = 0; *hi = 255; return true;
+    case at::kChar: *lo = -128; *hi = 127; return true;
+    case at::kShort: *lo = -32768; *hi = 32767; return true;
+    case at::kInt: *lo = -2147483648.0; *hi = 2147483647.0; return true;
+    default: return false;
+  }
+}
+
+Result<KernelPtr> MakeQuantize(const KernelInit& init) {
+  const int64_t axis = init.node.GetInt("axis", 1);
+  const int64_t block = init.node.GetInt("block_size", 0);
+  const int64_t output_dtype = init.node.GetInt("output_dtype", 0);
+  at::ScalarType out_type = at::kByte;
+  if (output_dtype != 0 && !OnnxToScalarType(output_dtype, &out_type)) {
+    return init.Error(StatusCode::kUnsupported, "output_dtype {} is not supported", output_dtype);
+  }
+  if (const ir::Value* zp = init.node.input(2); zp && zp->type.is_tensor() &&
+      zp->type.dtype != ir::DType::kUndefined) {
+    switch (zp->type.dtype) {
+      case ir::DType::kUint8: case ir::DType::kInt8: case ir::DType::kInt16: break;
+      default:
+        return init.Error(StatusCode::kUnsupported, "zero point '{}' has unsupported dtype {}",
+                          zp->name(), ir::DTypeName(zp->type.dtype));
+    }
+  }
+  const bool has_output_dtype = output_dtype != 0;
+  return MakeKernel([=](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    at::ScalarType qt = c.has(2) ? c.in(2).scalar_type() : out_type;
+    if (!c.has(2) && !has_output_dtype) qt = at::kByte;
+    double lo, hi;
+    QK_KERNEL_CHECK(QuantRange(qt, &lo, &hi), "unsupported quantized dtype {}", c10::toString(qt));
+    at::Tensor scale = Align(c.in(1), x, axis, block);
+    // Divide in the scale's precision (float), like the reference implementation.
+    at::Tensor q = at::round(x.to(scale.scalar_type()) / scale);
+    if (c.has(2)) q = q + Align(c.in(2), x, axis, block).to(q.scalar_type());
+    return Out{at::clamp(q, lo, hi).to(qt)};
+  });
+}
+
+Result<KernelPtr> MakeDequantize(const KernelInit& init) {
+  const int64_t axis = init.node.GetInt("axis", 1);
+  const int64_t block = init.node.GetInt("block_size", 0);
+  return MakeKernel([=](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    at::Tensor scale = Align(c.in(1), x, axis, block);
+    at::Tensor v = x.to(at::kInt);
+    if (c.has(2)) v = v - Align(c.in(2), x, axis, block).to(at::kInt);
+    return Out{v.to(scale.scalar_type()) * scale};
+  });
+}
+
+}  // namespace
+
+void AppendQuantKernels(KernelTable& t) {
+  t.push_back({"", "QuantizeLinear", 10, kLatestOpset, MakeQuantize});
+  t.push_back({"", "DequantizeLinear", 10, kLatestOpset, MakeDequantize});
+}
+
+}  // namespace quantkit::runtime

@@ -1,0 +1,77 @@
+// quantkit calibrate MODEL --data SPEC [-o DIR] [--method M] [--samples N] [--batch-size B] ...
+#include <cstdio>
+
+#include "analysis/calibrate.h"
+#include "cli_util.h"
+#include "quant/method_amax.h"
+
+namespace quantkit::cli {
+
+void SetupCalibrate(CLI::App& app, RunFn* run) {
+  struct Options {
+    analysis::CalibrateOptions calibrate;
+    std::string method = "max";
+    std::vector<std::string> overrides, exclude;
+    std::string trt_version = formats::kDefaultTrtVersion;
+    std::string calibrator = "EntropyCalibration2";
+    bool quiet = false;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate",
+      "Calibrate an FP32 ONNX model on real data and write TensorRT's INT8 artifacts:\n"
+      "model.qdq.onnx, calib.cache, ranges.txt, plan.json, summary.txt");
+  cmd->add_option("model", opts->calibrate.model, "FP32 ONNX model")->required();
+  cmd->add_option("--data", opts->calibrate.data,
+                  "calibration data: NAME=FILE.npy,..., FILE.npy, FILE.npz, a directory (DIR/<input>.npy, "
+                  "DIR/*.npy, DIR/test_data_set_*/input_K.pb) or fashion-mnist[:calib|val|test|train]");
+  cmd->add_option("-o,--output-dir", opts->calibrate.output_dir, "directory for the artifacts");
+  cmd->add_option("--method", opts->method, "max | entropy | percentile[:P] | mse")->capture_default_str();
+  cmd->add_option("--override", opts->overrides,
+                  "per-tensor method, TENSOR=METHOD or OPTYPE=METHOD (op type of the consumer)");
+  cmd->add_option("--exclude", opts->exclude, "node names or op types kept in float");
+  cmd->add_option("--samples", opts->calibrate.samples, "use the first N samples (0: all)")->capture_default_str();
+  cmd->add_option("--batch-size", opts->calibrate.batch_size, "samples per model run")->capture_default_str();
+  cmd->add_option("--stats", opts->calibrate.stats_out, "also write the statistics (.qkstats)");
+  cmd->add_option("--from-stats", opts->calibrate.from_stats,
+                  "skip the model run: merge these .qkstats shards instead");
+  cmd->add_option("--trt-version", opts->trt_version, "TensorRT version the cache is for")->capture_default_str();
+  cmd->add_option("--calibrator", opts->calibrator, "cache header calibrator")->capture_default_str();
+  cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
+  cmd->callback([run, opts] {
+    *run = [opts]() -> int {
+      analysis::CalibrateOptions& c = opts->calibrate;
+      auto method = quant::ParseMethod(opts->method);
+      if (!method.ok()) return Report(method.status());
+      c.method = *method;
+      for (const std::string& o : opts->overrides) {
+        const size_t eq = o.rfind('=');
+        if (eq == std::string::npos || eq == 0) {
+          return Report(Status(StatusCode::kInvalidArgument, "--override '" + o + "' is not NAME=METHOD"));
+        }
+        auto m = quant::ParseMethod(o.substr(eq + 1));
+        if (!m.ok()) return Report(m.status());
+        c.method_overrides[o.substr(0, eq)] = *m;
+      }
+      for (const std::string& e : opts->exclude) {
+        // Op types start with an upper-case letter and contain no '/' or '.': ONNX node names
+        // from exporters (/layer1/Conv) never look like that, and both sets are applied anyway.
+        c.placement.exclude_nodes.insert(e);
+        c.placement.exclude_op_types.insert(e);
+      }
+      auto version = formats::ParseTrtVersion(opts->trt_version);
+      if (!version.ok()) return Report(version.status());
+      auto calibrator = formats::ParseTrtCalibrator(opts->calibrator);
+      if (!calibrator.ok()) return Report(calibrator.status());
+      c.cache = {*version, *calibrator};
+      c.progress = !opts->quiet;
+      auto result = analysis::Calibrate(c);
+      if (!result.ok()) return Report(result.status());
+      std::fputs(result->summary.c_str(), stdout);
+      for (const std::string& f : result->written) std::printf("wrote %s\n", f.c_str());
+      return 0;
+    };
+  });
+}
+
+}  // namespace quantkit::cli
