@@ -4,10 +4,10 @@ namespace quantkit::cli {
 
 // Add a subcommand: declare its Setup function here and call it below (explicit, no static
 // self-registration).
+void SetupInspect(CLI::App& app, RunFn* run);
 
 void RegisterCommands(CLI::App& app, RunFn* run) {
-  (void)app;
-  (void)run;
+  SetupInspect(app, run);
 }
 
 }  // namespace quantkit::cli
