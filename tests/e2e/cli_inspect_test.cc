@@ -116,18 +116,23 @@ TEST_F(CliInspect, TruncatedModel) {
   ExpectOneLineError(File("cut.onnx"), "not a valid ONNX protobuf");
 }
 
-TEST_F(CliInspect, GraphThatViolatesSsa) {
+// An opset-17 model with one untyped graph input 'x'.
+ir::Model ModelWithInputX() {
   ir::Model m;
   m.SetOpset("", 17);
-  ir::Value* x = m.graph->CreateValue("x");
-  m.graph->AddInput(x);
+  m.graph->AddInput(m.graph->CreateValue("x"));
+  return m;
+}
+
+TEST_F(CliInspect, GraphThatViolatesSsa) {
+  // The IR cannot hold two producers of one value, so the second producer's output is renamed
+  // onto 'y' in the serialized bytes.
+  ir::Model m = ModelWithInputX();
+  ir::Value* x = m.graph->FindValue("x");
   m.graph->AddOutput(m.graph->AddNode("Relu", {x}, {"y"}, "", "first").value()->output(0));
-  ASSERT_TRUE(onnx_io::ExportModel(m, File("ssa.onnx")).ok());
-  // Rename the second producer's output onto 'y' by patching the serialized names.
-  std::string bytes = ReadFileToString(File("ssa.onnx")).value();
   ASSERT_TRUE(m.graph->AddNode("Neg", {x}, {"z"}, "", "second").ok());
   ASSERT_TRUE(onnx_io::ExportModel(m, File("ssa.onnx")).ok());
-  bytes = ReadFileToString(File("ssa.onnx")).value();
+  std::string bytes = ReadFileToString(File("ssa.onnx")).value();
   const size_t z = bytes.find("\x12\x01z");  // NodeProto.output = "z"
   ASSERT_NE(z, std::string::npos);
   bytes[z + 2] = 'y';
@@ -136,10 +141,8 @@ TEST_F(CliInspect, GraphThatViolatesSsa) {
 }
 
 TEST_F(CliInspect, ExternalDataFileTooShort) {
-  ir::Model m;
-  m.SetOpset("", 17);
-  ir::Value* x = m.graph->CreateValue("x");
-  m.graph->AddInput(x);
+  ir::Model m = ModelWithInputX();
+  ir::Value* x = m.graph->FindValue("x");
   ir::Value* w = m.graph->AddInitializer("w", ir::Tensor(ir::DType::kFloat, {4096}));
   m.graph->AddOutput(m.graph->AddNode("Add", {x, w}, {"y"}).value()->output(0));
   onnx_io::ExportOptions options;
