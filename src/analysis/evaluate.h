@@ -1,0 +1,46 @@
+// `quantkit eval`: runs a model over a data source with quantkit's interpreter and reports
+// classification accuracy (top-1/top-5 against the source's labels) and, with a reference model
+// (e.g. the FP32 model beside its Q/DQ twin), how closely the outputs agree: argmax agreement,
+// cosine similarity, SQNR and max |error| of the first output.
+//
+// A Q/DQ model runs as written: its QuantizeLinear/DequantizeLinear nodes perform symmetric int8
+// fake quantization (round half to even, saturation), i.e. INT8 simulation.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "quantkit/status.h"
+
+namespace quantkit::analysis {
+
+struct EvalOptions {
+  std::string model;
+  std::string data;
+  std::string reference_model;  // optional: compare outputs against this model
+  int64_t samples = 0;
+  int64_t batch_size = 64;
+  bool progress = true;
+};
+
+struct Agreement {
+  double argmax_agreement = 0;  // share of samples with the same argmax
+  double cosine = 0;            // over all outputs, flattened
+  double sqnr_db = 0;           // 10 log10(|ref|^2 / |out - ref|^2)
+  double max_abs_error = 0;
+};
+
+struct EvalResult {
+  int64_t samples = 0;
+  std::optional<double> top1, top5;  // when the data has labels
+  std::optional<Agreement> agreement;
+  std::vector<int64_t> predictions;  // argmax per sample
+  double seconds = 0;
+};
+
+Result<EvalResult> Evaluate(const EvalOptions& options);
+std::string FormatEval(const EvalOptions& options, const EvalResult& result);
+
+}  // namespace quantkit::analysis

@@ -1,0 +1,57 @@
+// quantkit eval MODEL --data SPEC [--reference FP32.onnx] [--samples N] [--batch-size B] [--json]
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/evaluate.h"
+#include "cli_util.h"
+#include "data/npy.h"
+
+namespace quantkit::cli {
+
+void SetupEval(CLI::App& app, RunFn* run) {
+  struct Options {
+    analysis::EvalOptions eval;
+    bool json = false, quiet = false;
+    std::string predictions;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "eval", "Evaluate a model (FP32, or a Q/DQ model = INT8 simulation) on data with quantkit's "
+              "interpreter: top-1/top-5 with labels, agreement with --reference");
+  cmd->add_option("model", opts->eval.model, "ONNX model")->required();
+  cmd->add_option("--data", opts->eval.data, "data, as for calibrate (e.g. fashion-mnist:test)")->required();
+  cmd->add_option("--reference", opts->eval.reference_model, "model to compare outputs with (e.g. the FP32 model)");
+  cmd->add_option("--samples", opts->eval.samples, "use the first N samples (0: all)");
+  cmd->add_option("--batch-size", opts->eval.batch_size, "samples per run")->capture_default_str();
+  cmd->add_option("--save-predictions", opts->predictions, "write the argmax per sample as int64 .npy");
+  cmd->add_flag("--json", opts->json, "print JSON");
+  cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
+  cmd->callback([run, opts] {
+    *run = [opts]() -> int {
+      opts->eval.progress = !opts->quiet;
+      auto r = analysis::Evaluate(opts->eval);
+      if (!r.ok()) return Report(r.status());
+      if (!opts->predictions.empty()) {
+        auto t = ir::Tensor::FromVector<int64_t>(ir::DType::kInt64,
+                                                 {static_cast<int64_t>(r->predictions.size())},
+                                                 r->predictions);
+        if (int rc = Report(data::WriteNpy(opts->predictions, t))) return rc;
+      }
+      if (opts->json) {
+        nlohmann::json j{{"samples", r->samples}, {"seconds", r->seconds}};
+        if (r->top1) j["top1"] = *r->top1, j["top5"] = *r->top5;
+        if (r->agreement) {
+          j["agreement"] = {{"argmax", r->agreement->argmax_agreement}, {"cosine", r->agreement->cosine},
+                            {"sqnr_db", r->agreement->sqnr_db}, {"max_abs_error", r->agreement->max_abs_error}};
+        }
+        std::printf("%s\n", j.dump(1).c_str());
+      } else {
+        std::fputs(analysis::FormatEval(opts->eval, *r).c_str(), stdout);
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace quantkit::cli
