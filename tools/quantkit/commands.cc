@@ -4,10 +4,10 @@ namespace quantkit::cli {
 
 // Add a subcommand: declare its Setup function here and call it below (explicit, no static
 // self-registration).
+void SetupTensorCalib(CLI::App& app, RunFn* run);
 
 void RegisterCommands(CLI::App& app, RunFn* run) {
-  (void)app;
-  (void)run;
+  SetupTensorCalib(app, run);
 }
 
 }  // namespace quantkit::cli
