@@ -35,14 +35,14 @@ struct PqEntropyState {
   std::vector<double> prefix_plogp;
   int64_t total = 0;
   int64_t levels = 0;
+  int level_shift = 0;  // levels = 2^level_shift
+  // Per-level cache of log(S_k / nz_k) keyed by the level's bin range: from one candidate to the
+  // next about half of the levels keep their range, so their log is reused.
+  std::vector<int64_t> cache_begin, cache_end;
+  std::vector<double> cache_log;
 };
 
-// Level k of candidate i covers bins [LevelStart(k), LevelStart(k+1)).
-inline int64_t LevelStart(int64_t k, int64_t i, int64_t levels) {
-  return (k * i + levels - 1) / levels;
-}
-
-double FastDivergence(const PqEntropyState& s, int64_t i) {
+double FastDivergence(PqEntropyState& s, int64_t i) {
   const int64_t outliers = s.total - s.prefix[static_cast<size_t>(i)];
   const int64_t last = s.bins[static_cast<size_t>(i - 1)];
   const int64_t q_total = s.prefix[static_cast<size_t>(i)];
@@ -52,15 +52,26 @@ double FastDivergence(const PqEntropyState& s, int64_t i) {
   double plogp = s.prefix_plogp[static_cast<size_t>(i - 1)] +
                  (p_last > 0 ? p_last * std::log(p_last) : 0.0);
   double plogq = 0.0;
+  // Level k covers bins [ceil(k i / L), ceil((k+1) i / L)); L is a power of two (shift, no idiv).
+  const int64_t round_up = s.levels - 1;
+  int64_t a = 0;
   for (int64_t k = 0; k < s.levels; ++k) {
-    const int64_t a = LevelStart(k, i, s.levels), b = LevelStart(k + 1, i, s.levels);
-    if (a >= b) continue;
-    const int64_t sum = s.prefix[static_cast<size_t>(b)] - s.prefix[static_cast<size_t>(a)];
-    const int64_t nz = s.prefix_nz[static_cast<size_t>(b)] - s.prefix_nz[static_cast<size_t>(a)];
-    if (nz == 0) continue;
-    double p_sum = static_cast<double>(sum);
-    if (b == i) p_sum += static_cast<double>(outliers);
-    plogq += p_sum * std::log(static_cast<double>(sum) / static_cast<double>(nz));
+    const int64_t b = ((k + 1) * i + round_up) >> s.level_shift;
+    if (a < b) {
+      const int64_t sum = s.prefix[static_cast<size_t>(b)] - s.prefix[static_cast<size_t>(a)];
+      if (sum != 0) {
+        const size_t kk = static_cast<size_t>(k);
+        if (s.cache_begin[kk] != a || s.cache_end[kk] != b) {
+          const int64_t nz = s.prefix_nz[static_cast<size_t>(b)] - s.prefix_nz[static_cast<size_t>(a)];
+          s.cache_begin[kk] = a;
+          s.cache_end[kk] = b;
+          s.cache_log[kk] = std::log(static_cast<double>(sum) / static_cast<double>(nz));
+        }
+        const double p_sum = static_cast<double>(b == i ? sum + outliers : sum);
+        plogq += p_sum * s.cache_log[kk];
+      }
+    }
+    a = b;
   }
   const double sp = static_cast<double>(s.total);
   return (plogp - plogq) / sp - std::log(sp) + std::log(static_cast<double>(q_total));
@@ -118,7 +129,11 @@ Result<CalibResult> EntropyAmax(const Histogram& hist, const EntropyOptions& opt
   PqEntropyState s;
   s.bins = hist.counts;
   if (n >= 2) s.bins[0] = s.bins[1];  // the reference discards the (usually huge) zero bin
-  s.levels = int64_t{1} << (options.num_bits - 1 + (options.is_unsigned ? 1 : 0));
+  s.level_shift = options.num_bits - 1 + (options.is_unsigned ? 1 : 0);
+  s.levels = int64_t{1} << s.level_shift;
+  s.cache_begin.assign(static_cast<size_t>(s.levels), -1);
+  s.cache_end.assign(static_cast<size_t>(s.levels), -1);
+  s.cache_log.assign(static_cast<size_t>(s.levels), 0.0);
   s.prefix.assign(static_cast<size_t>(n) + 1, 0);
   s.prefix_nz.assign(static_cast<size_t>(n) + 1, 0);
   s.prefix_plogp.assign(static_cast<size_t>(n) + 1, 0.0);
