@@ -27,6 +27,9 @@ namespace {
 // recomputed exactly.
 constexpr double kRefineTolerance = 1e-9;
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// Upper bound of the log memo (entries of 8 bytes); beyond it (few levels and very many bins)
+// logarithms are computed directly.
+constexpr int64_t kMaxMemoEntries = int64_t{1} << 22;
 
 struct PqEntropyState {
   std::vector<int64_t> bins;    // H with H[0] := H[1]
@@ -36,13 +39,15 @@ struct PqEntropyState {
   int64_t total = 0;
   int64_t levels = 0;
   int level_shift = 0;  // levels = 2^level_shift
-  // Per-level cache of log(S_k / nz_k) keyed by the level's bin range: from one candidate to the
-  // next about half of the levels keep their range, so their log is reused.
-  std::vector<int64_t> cache_begin, cache_end;
-  std::vector<double> cache_log;
+  // Memo of log(S / nz) for a level covering bins [a, a + d). Every candidate has levels of only
+  // two widths (floor and ceil of i/L), so over the whole search there are at most
+  // ~(n+1)·(n/L + 2) distinct levels (35k for 2048 bins) against ~n·L level evaluations: each
+  // logarithm is computed once. NaN = not computed yet.
+  int64_t memo_stride = 0;
+  std::vector<double> memo_log;
 };
 
-double FastDivergence(PqEntropyState& s, int64_t i) {
+double FastDivergence(PqEntropyState& s, int64_t i) {  // mutates the memo only
   const int64_t outliers = s.total - s.prefix[static_cast<size_t>(i)];
   const int64_t last = s.bins[static_cast<size_t>(i - 1)];
   const int64_t q_total = s.prefix[static_cast<size_t>(i)];
@@ -60,15 +65,14 @@ double FastDivergence(PqEntropyState& s, int64_t i) {
     if (a < b) {
       const int64_t sum = s.prefix[static_cast<size_t>(b)] - s.prefix[static_cast<size_t>(a)];
       if (sum != 0) {
-        const size_t kk = static_cast<size_t>(k);
-        if (s.cache_begin[kk] != a || s.cache_end[kk] != b) {
+        double lq = s.memo_log.empty() ? std::numeric_limits<double>::quiet_NaN()
+                                       : s.memo_log[static_cast<size_t>(a * s.memo_stride + (b - a))];
+        if (std::isnan(lq)) {
           const int64_t nz = s.prefix_nz[static_cast<size_t>(b)] - s.prefix_nz[static_cast<size_t>(a)];
-          s.cache_begin[kk] = a;
-          s.cache_end[kk] = b;
-          s.cache_log[kk] = std::log(static_cast<double>(sum) / static_cast<double>(nz));
+          lq = std::log(static_cast<double>(sum) / static_cast<double>(nz));
+          if (!s.memo_log.empty()) s.memo_log[static_cast<size_t>(a * s.memo_stride + (b - a))] = lq;
         }
-        const double p_sum = static_cast<double>(b == i ? sum + outliers : sum);
-        plogq += p_sum * s.cache_log[kk];
+        plogq += static_cast<double>(b == i ? sum + outliers : sum) * lq;
       }
     }
     a = b;
@@ -131,9 +135,11 @@ Result<CalibResult> EntropyAmax(const Histogram& hist, const EntropyOptions& opt
   if (n >= 2) s.bins[0] = s.bins[1];  // the reference discards the (usually huge) zero bin
   s.level_shift = options.num_bits - 1 + (options.is_unsigned ? 1 : 0);
   s.levels = int64_t{1} << s.level_shift;
-  s.cache_begin.assign(static_cast<size_t>(s.levels), -1);
-  s.cache_end.assign(static_cast<size_t>(s.levels), -1);
-  s.cache_log.assign(static_cast<size_t>(s.levels), 0.0);
+  s.memo_stride = (n + s.levels - 1) / s.levels + 2;  // widths 0 .. ceil(n/L) + 1
+  if ((n + 1) * s.memo_stride <= kMaxMemoEntries) {
+    s.memo_log.assign(static_cast<size_t>((n + 1) * s.memo_stride),
+                      std::numeric_limits<double>::quiet_NaN());
+  }
   s.prefix.assign(static_cast<size_t>(n) + 1, 0);
   s.prefix_nz.assign(static_cast<size_t>(n) + 1, 0);
   s.prefix_plogp.assign(static_cast<size_t>(n) + 1, 0.0);
