@@ -75,23 +75,26 @@ void BM_EntropyPq2048(benchmark::State& state) {
 }
 BENCHMARK(BM_EntropyPq2048)->Unit(benchmark::kMicrosecond);
 
-void BM_EntropyOrt2048(benchmark::State& state) {
-  Histogram h = HeavyTailed(1024);
-  Histogram s;  // mirror to a signed 2048-bin histogram
-  s.counts.assign(h.counts.rbegin(), h.counts.rend());
+// Signed histogram mirrored around 0 from an |x| one: 2n bins, or 2n-1 (odd, centre = bin 0).
+Histogram Mirror(const Histogram& h, bool odd) {
+  Histogram s;
+  s.counts.assign(h.counts.rbegin(), h.counts.rend() - (odd ? 1 : 0));
   s.counts.insert(s.counts.end(), h.counts.begin(), h.counts.end());
-  for (int64_t k = 0; k <= 2048; ++k) s.edges.push_back((k - 1024) / 128.0);
+  const double half = static_cast<double>(s.counts.size()) / 2.0;
+  const double w = h.edges[1] - h.edges[0];
+  for (size_t k = 0; k <= s.counts.size(); ++k) s.edges.push_back((static_cast<double>(k) - half) * w);
+  return s;
+}
+
+void BM_EntropyOrt2048(benchmark::State& state) {
+  const Histogram s = Mirror(HeavyTailed(1024), /*odd=*/false);
   for (auto _ : state) benchmark::DoNotOptimize(OrtEntropyRange(s, {}));
   state.SetLabel("onnxruntime entropy, 2048 bins, 128 levels, float32 KL");
 }
 BENCHMARK(BM_EntropyOrt2048)->Unit(benchmark::kMillisecond);
 
 void BM_MinimizeKl8001(benchmark::State& state) {
-  Histogram h = HeavyTailed(4001);
-  Histogram s;
-  for (int64_t k = 4000; k >= 1; --k) s.counts.push_back(h.counts[static_cast<size_t>(k)]);
-  s.counts.insert(s.counts.end(), h.counts.begin(), h.counts.end());
-  for (int64_t k = 0; k <= 8001; ++k) s.edges.push_back((k - 4000.5) / 500.0);
+  const Histogram s = Mirror(HeavyTailed(4001), /*odd=*/true);
   for (auto _ : state) benchmark::DoNotOptimize(MinimizeKlThreshold(s, {}));
   state.SetLabel("MXNet/TVM MinimizeKL, 8001 bins, 255 levels");
 }
