@@ -18,12 +18,32 @@
 namespace quantkit::quant {
 
 // numpy.linspace(lo, hi, n + 1) in float64, each value rounded to float32 (as double).
-std::vector<double> NumpyUniformEdgesF32(float lo, float hi, int64_t num_bins);
+std::vector<double> NumpyUniformEdgesF32(double lo, double hi, int64_t num_bins);
 
-// np.histogram(values, num_bins, range=(lo, hi)) for float32 data. If `absolute`, bins |v|.
-// NaN values are never counted. Requires num_bins >= 1 and lo <= hi (lo == hi is widened by
-// ±0.5 as numpy does).
-Histogram NumpyHistogram(FloatSpan values, int64_t num_bins, float lo, float hi, bool absolute);
+// np.histogram(values, num_bins, range=(lo, hi)) for float32 data: float32 edges, values kept
+// when lo <= v <= hi (compared in double, as numpy compares with the range scalars). If
+// `absolute`, bins |v|. NaN values are never counted. Requires num_bins >= 1 and lo <= hi
+// (lo == hi is widened by ±0.5 as numpy does).
+Histogram NumpyHistogram(FloatSpan values, int64_t num_bins, double lo, double hi, bool absolute);
+
+// onnxruntime HistogramCollector.collect_value + merge_histogram (spec §4 D), one Observe per
+// collect_data() call: the signed histogram over (-T, T) regrows by whole bins on each side, with
+// onnxruntime's float32/float64 arithmetic, so the result equals onnxruntime's for the same batches.
+class OrtSignedStreamHistogram {
+ public:
+  explicit OrtSignedStreamHistogram(int64_t num_bins) : num_bins_(num_bins) {}
+  void Observe(FloatSpan batch);
+  // The histogram with observed_min / observed_max set.
+  const Histogram& histogram() const { return hist_; }
+  double threshold() const { return t_; }
+
+ private:
+  int64_t num_bins_;
+  Histogram hist_;
+  bool empty_ = true;
+  double t_ = 0.0;     // T, a float32 value until the first regrowth, float64 afterwards
+  bool t_is_f32_ = true;
+};
 
 // Bins `values` (|values| if absolute) into an existing histogram's float32/float64 edges with the
 // same E[k] <= v < E[k+1] rule; returns the number of values dropped (outside the edges or NaN).

@@ -188,13 +188,26 @@ Vector LoadVector(const std::string& dir, int id) {
   v.data = testing::LoadF32(dir + "/tv" + std::to_string(id) + ".f32le.bin");
   v.hists = tv::LoadHistograms(dir, id);
   // One-shot histograms are rebuilt from the data (the JSON copies are compared separately), so
-  // these checks cover collection + calibration; streaming ones come from the JSON.
+  // these checks cover collection + calibration.
   v.hists["tv" + std::to_string(id) + ".pq_abs_2048"] = PqAbsHistogram(FloatSpan(v.data), 2048);
   v.hists["tv" + std::to_string(id) + ".ort_abs_2048"] = PqAbsHistogram(FloatSpan(v.data), 2048);
   for (int64_t n : {128, 2048, 8001}) {
     const std::string id_s = n == 8001 ? "tv" + std::to_string(id) + ".signed_8001"
                                        : "tv" + std::to_string(id) + ".ort_signed_" + std::to_string(n);
     v.hists[id_s] = SignedSymmetricHistogram(FloatSpan(v.data), n);
+  }
+  if (id == 2) {
+    // The signed stream histograms (onnxruntime merge_histogram, MXNet combine_histogram) are
+    // rebuilt from the 4 batches too; the pytorch-quantization / onnxruntime |x| stream
+    // histograms (float64 np.arange growth) come from the JSON.
+    for (const auto& [name, bins] : std::map<std::string, int64_t>{{"tv2.stream.ort_signed", 2048},
+                                                                   {"tv2.stream.mxnet_signed", 8001}}) {
+      OrtSignedStreamHistogram stream(bins);
+      for (size_t off = 0; off < v.data.size(); off += 25000) {
+        stream.Observe(FloatSpan(v.data.data() + off, std::min<size_t>(25000, v.data.size() - off)));
+      }
+      v.hists[name] = stream.histogram();
+    }
   }
   return v;
 }
@@ -263,6 +276,28 @@ TEST(ReferenceHistograms, MatchTheOneShotReferenceHistograms) {
         EXPECT_EQ(h.observed_max, ref[name].observed_max);
       }
     }
+  }
+}
+
+// onnxruntime's streaming signed histogram (merge_histogram), fed the 4 TV2 batches, equals the
+// reference stream histogram exactly; so does MXNet's combine_histogram (same logic, 8001 bins).
+TEST(ReferenceHistograms, OrtSignedStreamMatchesTheReferenceStream) {
+  const std::string dir = tv::Dir();
+  ASSERT_FALSE(dir.empty());
+  const std::vector<float> data = testing::LoadF32(dir + "/tv2.f32le.bin");
+  ASSERT_EQ(data.size(), 100000u);
+  auto ref = tv::LoadHistograms(dir, 2);
+  for (const auto& [id, bins] : std::map<std::string, int64_t>{{"tv2.stream.ort_signed", 2048},
+                                                               {"tv2.stream.mxnet_signed", 8001}}) {
+    SCOPED_TRACE(id);
+    OrtSignedStreamHistogram stream(bins);
+    for (size_t off = 0; off < data.size(); off += 25000) stream.Observe(FloatSpan(data.data() + off, 25000));
+    const Histogram& h = stream.histogram();
+    ASSERT_TRUE(ref.count(id));
+    EXPECT_EQ(h.counts, ref[id].counts);
+    EXPECT_EQ(h.edges, ref[id].edges);
+    EXPECT_EQ(h.observed_min, -16.0);
+    EXPECT_EQ(h.observed_max, 20.0);
   }
 }
 
