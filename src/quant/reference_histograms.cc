@@ -200,4 +200,76 @@ void OrtSignedStreamHistogram::Observe(FloatSpan batch) {
   hist_.observed_max = std::max(hist_.observed_max, static_cast<double>(mx));
 }
 
+namespace {
+
+// np.arange(start, stop, step) for numpy-scalar arguments promoted to a float64 array: the
+// length ceil((stop - start) / step) and the second element start + step are computed in the
+// arguments' own precision (float32 while the edges are float32), then DOUBLE_fill writes
+// start + i * (a[1] - a[0]).
+std::vector<double> NumpyArange(double start, double stop, double step, bool float32_args) {
+  double span = 0, second = 0;
+  if (float32_args) {
+    const float s = static_cast<float>(start), e = static_cast<float>(stop), d = static_cast<float>(step);
+    span = static_cast<double>((e - s) / d);
+    second = static_cast<double>(s + d);
+  } else {
+    span = (stop - start) / step;
+    second = start + step;
+  }
+  const double len = std::ceil(span);
+  std::vector<double> out;
+  if (!(len > 0)) return out;
+  out.resize(static_cast<size_t>(len));
+  out[0] = start;
+  if (out.size() > 1) out[1] = second;
+  const double delta = out.size() > 1 ? out[1] - out[0] : 0.0;
+  for (size_t i = 2; i < out.size(); ++i) out[i] = start + static_cast<double>(i) * delta;
+  return out;
+}
+
+}  // namespace
+
+void AbsStreamHistogram::Observe(FloatSpan batch) {
+  if (batch.size == 0) return;
+  float mn = 0, mx = 0;
+  SignedRange(batch, &mn, &mx);
+  if (empty_) {
+    hist_ = PqAbsHistogram(batch, num_bins_);
+    empty_ = false;
+    return;
+  }
+  float amax = 0.0f;
+  for (float v : batch) amax = std::max(amax, std::fabs(v));
+  std::vector<double>& e = hist_.edges;
+  const bool f32 = hist_.edge_dtype == EdgeDType::kFloat32;
+  if (static_cast<double>(amax) > e.back()) {
+    // width, E[-1] + width and max + width in the edges' precision.
+    double w, start, stop;
+    if (f32) {
+      const float wf = static_cast<float>(e[1]) - static_cast<float>(e[0]);
+      w = wf;
+      start = static_cast<float>(static_cast<float>(e.back()) + wf);
+      stop = static_cast<float>(amax + wf);
+    } else {
+      w = e[1] - e[0];
+      start = e.back() + w;
+      stop = static_cast<double>(amax) + w;
+    }
+    const std::vector<double> more = NumpyArange(start, stop, w, f32);
+    e.insert(e.end(), more.begin(), more.end());
+    hist_.edge_dtype = EdgeDType::kFloat64;  // np.hstack with the float64 arange
+  }
+  // np.histogram(|x|, bins=E): E[k] <= v < E[k+1], last bin closed, outside dropped.
+  std::vector<int64_t> old = std::move(hist_.counts);
+  hist_.counts.assign(e.size() - 1, 0);
+  AccumulateOnEdges(batch, /*absolute=*/true, &hist_);
+  for (size_t k = 0; k < old.size(); ++k) hist_.counts[k] += old[k];
+  if (flavor_ == AbsStreamFlavor::kOnnxRuntime) {
+    for (double& x : e) x = static_cast<double>(static_cast<float>(x));
+    hist_.edge_dtype = EdgeDType::kFloat32;
+  }
+  hist_.observed_min = std::min(hist_.observed_min, static_cast<double>(mn));
+  hist_.observed_max = std::max(hist_.observed_max, static_cast<double>(mx));
+}
+
 }  // namespace quantkit::quant

@@ -56,6 +56,27 @@ Histogram PqAbsHistogram(FloatSpan values, int64_t num_bins);
 // T = max(|min|, |max|) as float32.
 Histogram SignedSymmetricHistogram(FloatSpan values, int64_t num_bins);
 
+// pytorch-quantization HistogramCalibrator.collect (numpy path, spec §4 A) and onnxruntime
+// collect_absolute_value (§4 C), one Observe per batch / collect_data() call: an |x| histogram
+// started with np.histogram(|x|, n) on the first batch and extended with
+// np.arange(E[-1] + w, max + w, w) (float64) when a batch exceeds the last edge; old counts are
+// added to the first bins, values below E[0] are dropped. kOnnxRuntime casts the edges back to
+// float32 after every batch (TV2: the 20.0 sample falls beyond the last edge 19.99971).
+enum class AbsStreamFlavor { kPytorchQuantization, kOnnxRuntime };
+
+class AbsStreamHistogram {
+ public:
+  AbsStreamHistogram(int64_t num_bins, AbsStreamFlavor flavor) : num_bins_(num_bins), flavor_(flavor) {}
+  void Observe(FloatSpan batch);
+  const Histogram& histogram() const { return hist_; }
+
+ private:
+  int64_t num_bins_;
+  AbsStreamFlavor flavor_;
+  Histogram hist_;
+  bool empty_ = true;
+};
+
 // numpy's pairwise summation (the order np.sum / np.mean use for a contiguous 1-D array).
 float PairwiseSum(const float* values, int64_t n);
 double PairwiseSum(const double* values, int64_t n);

@@ -197,12 +197,20 @@ Vector LoadVector(const std::string& dir, int id) {
     v.hists[id_s] = SignedSymmetricHistogram(FloatSpan(v.data), n);
   }
   if (id == 2) {
-    // The signed stream histograms (onnxruntime merge_histogram, MXNet combine_histogram) are
-    // rebuilt from the 4 batches too; the pytorch-quantization / onnxruntime |x| stream
-    // histograms (float64 np.arange growth) come from the JSON.
+    // The stream histograms are rebuilt from the 4 batches too (onnxruntime merge_histogram,
+    // MXNet combine_histogram, pytorch-quantization / onnxruntime |x| growth).
     for (const auto& [name, bins] : std::map<std::string, int64_t>{{"tv2.stream.ort_signed", 2048},
                                                                    {"tv2.stream.mxnet_signed", 8001}}) {
       OrtSignedStreamHistogram stream(bins);
+      for (size_t off = 0; off < v.data.size(); off += 25000) {
+        stream.Observe(FloatSpan(v.data.data() + off, std::min<size_t>(25000, v.data.size() - off)));
+      }
+      v.hists[name] = stream.histogram();
+    }
+    for (const auto& [name, flavor] : std::map<std::string, AbsStreamFlavor>{
+             {"tv2.stream.pq_abs", AbsStreamFlavor::kPytorchQuantization},
+             {"tv2.stream.ort_abs", AbsStreamFlavor::kOnnxRuntime}}) {
+      AbsStreamHistogram stream(2048, flavor);
       for (size_t off = 0; off < v.data.size(); off += 25000) {
         stream.Observe(FloatSpan(v.data.data() + off, std::min<size_t>(25000, v.data.size() - off)));
       }
@@ -298,6 +306,29 @@ TEST(ReferenceHistograms, OrtSignedStreamMatchesTheReferenceStream) {
     EXPECT_EQ(h.edges, ref[id].edges);
     EXPECT_EQ(h.observed_min, -16.0);
     EXPECT_EQ(h.observed_max, 20.0);
+  }
+}
+
+// pytorch-quantization's |x| growth (float64 np.arange edges) and onnxruntime's (edges cast back
+// to float32, dropping the 20.0 sample) reproduce the reference stream histograms exactly.
+TEST(ReferenceHistograms, AbsStreamsMatchTheReferenceStreams) {
+  const std::string dir = tv::Dir();
+  ASSERT_FALSE(dir.empty());
+  const std::vector<float> data = testing::LoadF32(dir + "/tv2.f32le.bin");
+  ASSERT_EQ(data.size(), 100000u);
+  auto ref = tv::LoadHistograms(dir, 2);
+  for (const auto& [id, flavor] : std::map<std::string, AbsStreamFlavor>{
+           {"tv2.stream.pq_abs", AbsStreamFlavor::kPytorchQuantization},
+           {"tv2.stream.ort_abs", AbsStreamFlavor::kOnnxRuntime}}) {
+    SCOPED_TRACE(id);
+    AbsStreamHistogram stream(2048, flavor);
+    for (size_t off = 0; off < data.size(); off += 25000) stream.Observe(FloatSpan(data.data() + off, 25000));
+    const Histogram& h = stream.histogram();
+    ASSERT_TRUE(ref.count(id));
+    EXPECT_EQ(h.counts, ref[id].counts);
+    EXPECT_EQ(h.edges, ref[id].edges);
+    EXPECT_EQ(h.edge_dtype, ref[id].edge_dtype);
+    EXPECT_EQ(h.Total(), flavor == AbsStreamFlavor::kOnnxRuntime ? 99999 : 100000);
   }
 }
 
