@@ -141,6 +141,17 @@ Outcome Run(const Vector& v, const std::string& impl, const std::string& key, co
 
 bool IsResult(const json& j) { return j.is_object() && (j.contains("amax") || j.contains("range")); }
 
+// TV2's streaming variant: 4 consecutive batches of 25 000 (tv2_input.json), one Observe each.
+constexpr size_t kTv2BatchSize = 25000;
+
+template <typename Stream>
+Histogram FeedTv2Batches(Stream stream, const std::vector<float>& data) {
+  for (size_t off = 0; off < data.size(); off += kTv2BatchSize) {
+    stream.Observe(FloatSpan(data.data() + off, std::min(kTv2BatchSize, data.size() - off)));
+  }
+  return stream.histogram();
+}
+
 void CheckEntry(const Vector& v, const std::string& section, const std::string& impl,
                 const std::string& key, const json& entry, int* checked,
                 std::vector<std::string>* unsupported) {
@@ -201,20 +212,12 @@ Vector LoadVector(const std::string& dir, int id) {
     // MXNet combine_histogram, pytorch-quantization / onnxruntime |x| growth).
     for (const auto& [name, bins] : std::map<std::string, int64_t>{{"tv2.stream.ort_signed", 2048},
                                                                    {"tv2.stream.mxnet_signed", 8001}}) {
-      OrtSignedStreamHistogram stream(bins);
-      for (size_t off = 0; off < v.data.size(); off += 25000) {
-        stream.Observe(FloatSpan(v.data.data() + off, std::min<size_t>(25000, v.data.size() - off)));
-      }
-      v.hists[name] = stream.histogram();
+      v.hists[name] = FeedTv2Batches(OrtSignedStreamHistogram(bins), v.data);
     }
     for (const auto& [name, flavor] : std::map<std::string, AbsStreamFlavor>{
              {"tv2.stream.pq_abs", AbsStreamFlavor::kPytorchQuantization},
              {"tv2.stream.ort_abs", AbsStreamFlavor::kOnnxRuntime}}) {
-      AbsStreamHistogram stream(2048, flavor);
-      for (size_t off = 0; off < v.data.size(); off += 25000) {
-        stream.Observe(FloatSpan(v.data.data() + off, std::min<size_t>(25000, v.data.size() - off)));
-      }
-      v.hists[name] = stream.histogram();
+      v.hists[name] = FeedTv2Batches(AbsStreamHistogram(2048, flavor), v.data);
     }
   }
   return v;
@@ -298,9 +301,7 @@ TEST(ReferenceHistograms, OrtSignedStreamMatchesTheReferenceStream) {
   for (const auto& [id, bins] : std::map<std::string, int64_t>{{"tv2.stream.ort_signed", 2048},
                                                                {"tv2.stream.mxnet_signed", 8001}}) {
     SCOPED_TRACE(id);
-    OrtSignedStreamHistogram stream(bins);
-    for (size_t off = 0; off < data.size(); off += 25000) stream.Observe(FloatSpan(data.data() + off, 25000));
-    const Histogram& h = stream.histogram();
+    const Histogram h = FeedTv2Batches(OrtSignedStreamHistogram(bins), data);
     ASSERT_TRUE(ref.count(id));
     EXPECT_EQ(h.counts, ref[id].counts);
     EXPECT_EQ(h.edges, ref[id].edges);
@@ -321,9 +322,7 @@ TEST(ReferenceHistograms, AbsStreamsMatchTheReferenceStreams) {
            {"tv2.stream.pq_abs", AbsStreamFlavor::kPytorchQuantization},
            {"tv2.stream.ort_abs", AbsStreamFlavor::kOnnxRuntime}}) {
     SCOPED_TRACE(id);
-    AbsStreamHistogram stream(2048, flavor);
-    for (size_t off = 0; off < data.size(); off += 25000) stream.Observe(FloatSpan(data.data() + off, 25000));
-    const Histogram& h = stream.histogram();
+    const Histogram h = FeedTv2Batches(AbsStreamHistogram(2048, flavor), data);
     ASSERT_TRUE(ref.count(id));
     EXPECT_EQ(h.counts, ref[id].counts);
     EXPECT_EQ(h.edges, ref[id].edges);
