@@ -1,7 +1,5 @@
 #include "data/npy.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +7,7 @@
 #include <fstream>
 #include <limits>
 
+#include "common/file_util.h"
 #include "common/check.h"
 
 namespace quantkit::data {
@@ -294,16 +293,7 @@ Status WriteNpy(const std::string& path, const ir::Tensor& t) {
   bytes += static_cast<char>(header.size() >> 8);
   bytes += header;
   bytes.append(static_cast<const char*>(t.data()), t.nbytes());
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  QK_RETURN_IF_NOT(f != nullptr, StatusCode::kIoError, "{}: cannot create {}", path, tmp);
-  const bool wrote = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!wrote || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return MakeStatus(StatusCode::kIoError, "{}: write failed", path);
-  }
-  return Status::Ok();
+  return WriteFileAtomic(path, bytes);
 }
 
 Result<std::vector<float>> ToFloat32(const ir::Tensor& t) {

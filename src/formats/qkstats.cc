@@ -1,7 +1,5 @@
 #include "formats/qkstats.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -11,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/file_util.h"
 #include "common/check.h"
 
 namespace quantkit::formats {
@@ -235,16 +234,7 @@ Result<StatsFile> ParseStats(const std::string& text, const std::string& source,
 
 Status WriteStatsFile(const std::string& path, const StatsFile& stats) {
   const std::string text = SerializeStats(stats);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  QK_RETURN_IF_NOT(f != nullptr, StatusCode::kIoError, "{}: cannot create {}", path, tmp);
-  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!wrote || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return MakeStatus(StatusCode::kIoError, "{}: write failed", path);
-  }
-  return Status::Ok();
+  return WriteFileAtomic(path, text);
 }
 
 Result<StatsFile> ReadStatsFile(const std::string& path, const std::string& expected_model_sha256) {

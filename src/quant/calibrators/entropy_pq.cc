@@ -27,6 +27,9 @@ namespace {
 // recomputed exactly.
 constexpr double kRefineTolerance = 1e-9;
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// Upper bound of the log memo (entries of 8 bytes); beyond it (few levels and very many bins)
+// logarithms are computed directly.
+constexpr int64_t kMaxMemoEntries = int64_t{1} << 22;
 
 struct PqEntropyState {
   std::vector<int64_t> bins;    // H with H[0] := H[1]
@@ -35,14 +38,16 @@ struct PqEntropyState {
   std::vector<double> prefix_plogp;
   int64_t total = 0;
   int64_t levels = 0;
+  int level_shift = 0;  // levels = 2^level_shift
+  // Memo of log(S / nz) for a level covering bins [a, a + d). Every candidate has levels of only
+  // two widths (floor and ceil of i/L), so over the whole search there are at most
+  // ~(n+1)·(n/L + 2) distinct levels (35k for 2048 bins) against ~n·L level evaluations: each
+  // logarithm is computed once. NaN = not computed yet.
+  int64_t memo_stride = 0;
+  std::vector<double> memo_log;
 };
 
-// Level k of candidate i covers bins [LevelStart(k), LevelStart(k+1)).
-inline int64_t LevelStart(int64_t k, int64_t i, int64_t levels) {
-  return (k * i + levels - 1) / levels;
-}
-
-double FastDivergence(const PqEntropyState& s, int64_t i) {
+double FastDivergence(PqEntropyState& s, int64_t i) {  // mutates the memo only
   const int64_t outliers = s.total - s.prefix[static_cast<size_t>(i)];
   const int64_t last = s.bins[static_cast<size_t>(i - 1)];
   const int64_t q_total = s.prefix[static_cast<size_t>(i)];
@@ -51,17 +56,35 @@ double FastDivergence(const PqEntropyState& s, int64_t i) {
   const double p_last = static_cast<double>(last + outliers);
   double plogp = s.prefix_plogp[static_cast<size_t>(i - 1)] +
                  (p_last > 0 ? p_last * std::log(p_last) : 0.0);
-  double plogq = 0.0;
+  double plogq_even = 0.0, plogq_odd = 0.0;  // two chains: half the add latency
+  // Level k covers bins [ceil(k i / L), ceil((k+1) i / L)); L is a power of two (shift, no idiv).
+  const int64_t round_up = s.levels - 1;
+  const int64_t* prefix = s.prefix.data();
+  double* memo = s.memo_log.empty() ? nullptr : s.memo_log.data();
+  int64_t a = 0, prefix_a = 0;  // prefix[a] carried from the previous level
   for (int64_t k = 0; k < s.levels; ++k) {
-    const int64_t a = LevelStart(k, i, s.levels), b = LevelStart(k + 1, i, s.levels);
-    if (a >= b) continue;
-    const int64_t sum = s.prefix[static_cast<size_t>(b)] - s.prefix[static_cast<size_t>(a)];
-    const int64_t nz = s.prefix_nz[static_cast<size_t>(b)] - s.prefix_nz[static_cast<size_t>(a)];
-    if (nz == 0) continue;
-    double p_sum = static_cast<double>(sum);
-    if (b == i) p_sum += static_cast<double>(outliers);
-    plogq += p_sum * std::log(static_cast<double>(sum) / static_cast<double>(nz));
+    const int64_t b = ((k + 1) * i + round_up) >> s.level_shift;
+    const int64_t prefix_b = prefix[b];
+    const int64_t sum = prefix_b - prefix_a;  // 0 also when the level is empty (a == b)
+    if (sum != 0) {
+      double* slot = memo ? memo + (b - a) * s.memo_stride + a : nullptr;
+      double lq = slot ? *slot : std::numeric_limits<double>::quiet_NaN();
+      if (std::isnan(lq)) {
+        const int64_t nz = s.prefix_nz[static_cast<size_t>(b)] - s.prefix_nz[static_cast<size_t>(a)];
+        lq = std::log(static_cast<double>(sum) / static_cast<double>(nz));
+        if (slot) *slot = lq;
+      }
+      const double term = static_cast<double>(b == i ? sum + outliers : sum) * lq;
+      if (k & 1) {
+        plogq_odd += term;
+      } else {
+        plogq_even += term;
+      }
+    }
+    a = b;
+    prefix_a = prefix_b;
   }
+  const double plogq = plogq_even + plogq_odd;
   const double sp = static_cast<double>(s.total);
   return (plogp - plogq) / sp - std::log(sp) + std::log(static_cast<double>(q_total));
 }
@@ -118,7 +141,15 @@ Result<CalibResult> EntropyAmax(const Histogram& hist, const EntropyOptions& opt
   PqEntropyState s;
   s.bins = hist.counts;
   if (n >= 2) s.bins[0] = s.bins[1];  // the reference discards the (usually huge) zero bin
-  s.levels = int64_t{1} << (options.num_bits - 1 + (options.is_unsigned ? 1 : 0));
+  s.level_shift = options.num_bits - 1 + (options.is_unsigned ? 1 : 0);
+  s.levels = int64_t{1} << s.level_shift;
+  // Rows by width, columns by start: a candidate walks two rows left to right (cache friendly).
+  s.memo_stride = n + 1;
+  const int64_t widths = (n + s.levels - 1) / s.levels + 2;  // 0 .. ceil(n/L) + 1
+  if (widths * s.memo_stride <= kMaxMemoEntries) {
+    s.memo_log.assign(static_cast<size_t>(widths * s.memo_stride),
+                      std::numeric_limits<double>::quiet_NaN());
+  }
   s.prefix.assign(static_cast<size_t>(n) + 1, 0);
   s.prefix_nz.assign(static_cast<size_t>(n) + 1, 0);
   s.prefix_plogp.assign(static_cast<size_t>(n) + 1, 0.0);

@@ -31,42 +31,34 @@ bool SmoothNumpy(const std::vector<T>& p, std::vector<float>* out) {
   return true;
 }
 
-// KL(p/Σp || q/Σq) for positive (smoothed) inputs.
-inline double KlDivergence(const std::vector<float>& p, const std::vector<float>& q,
-                           KlPrecision precision) {
+// KL(p/Σp || q/Σq) with scipy's rel_entr rules in precision T: normalisation, log and numpy's
+// pairwise sums all in T. Equal consecutive (p, q) pairs (the smoothed empty bins of sparse
+// histograms) reuse the previous term: same inputs, same value, far fewer logs.
+template <typename T>
+double KlDivergenceIn(const std::vector<float>& p, const std::vector<float>& q) {
   const int64_t n = static_cast<int64_t>(p.size());
-  if (precision == KlPrecision::kFloat32) {
-    // onnxruntime's in-tree entropy: float32 normalisation, log and pairwise sum.
-    const float sp = PairwiseSum(p.data(), n), sq = PairwiseSum(q.data(), n);
-    std::vector<float> vec(p.size());
-    float last_p = -1.f, last_q = -1.f, last = 0.f;  // equal inputs -> equal term (no log)
-    for (size_t j = 0; j < p.size(); ++j) {
-      const float pk = p[j] / sp, qk = q[j] / sq;
-      if (pk != last_p || qk != last_q) {
-        last_p = pk;
-        last_q = qk;
-        last = (pk > 0 && qk > 0) ? pk * std::log(pk / qk)
-               : (pk == 0 && qk >= 0) ? 0.0f : std::numeric_limits<float>::infinity();
-      }
-      vec[j] = last;
-    }
-    return PairwiseSum(vec.data(), n);
-  }
-  std::vector<double> pd(p.begin(), p.end()), qd(q.begin(), q.end());
-  const double sp = PairwiseSum(pd.data(), n), sq = PairwiseSum(qd.data(), n);
-  std::vector<double> vec(p.size());
-  double last_p = -1.0, last_q = -1.0, last = 0.0;
+  std::vector<T> pt(p.begin(), p.end()), qt(q.begin(), q.end());
+  const T sp = PairwiseSum(pt.data(), n), sq = PairwiseSum(qt.data(), n);
+  std::vector<T> vec(p.size());
+  T last_p = -1, last_q = -1, last = 0;
   for (size_t j = 0; j < p.size(); ++j) {
-    const double pk = pd[j] / sp, qk = qd[j] / sq;
+    const T pk = pt[j] / sp, qk = qt[j] / sq;
     if (pk != last_p || qk != last_q) {
       last_p = pk;
       last_q = qk;
       last = (pk > 0 && qk > 0) ? pk * std::log(pk / qk)
-             : (pk == 0 && qk >= 0) ? 0.0 : std::numeric_limits<double>::infinity();
+             : (pk == 0 && qk >= 0) ? T(0) : std::numeric_limits<T>::infinity();
     }
     vec[j] = last;
   }
-  return PairwiseSum(vec.data(), n);
+  return static_cast<double>(PairwiseSum(vec.data(), n));
+}
+
+// kFloat32: onnxruntime's in-tree entropy (newer releases); kFloat64: scipy.stats.entropy.
+inline double KlDivergence(const std::vector<float>& p, const std::vector<float>& q,
+                           KlPrecision precision) {
+  return precision == KlPrecision::kFloat32 ? KlDivergenceIn<float>(p, q)
+                                            : KlDivergenceIn<double>(p, q);
 }
 
 }  // namespace quantkit::quant::internal

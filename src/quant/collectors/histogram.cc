@@ -68,33 +68,35 @@ void StreamingHistogram::GrowTo(int new_exp) {
 
 void StreamingHistogram::Observe(FloatSpan values) {
   if (values.size == 0) return;
-  // Pass 1: the batch's largest finite |x| (vectorisable), and whether anything is non-finite.
+  // Pass 1: the batch's largest finite |x| (vectorisable), whether anything is non-finite, and
+  // the signed zeros (pass 2 bins them into bin 0 and takes them back out, to stay branch-free).
   float amax = 0.0f;
   bool special = false;
+  int64_t zero_pos = 0, zero_neg = 0;
   for (float v : values) {
     const float a = std::fabs(v);
     special |= !(a <= std::numeric_limits<float>::max());
     amax = a <= std::numeric_limits<float>::max() ? std::max(amax, a) : amax;
+    zero_pos += (v == 0.0f) & !std::signbit(v);
+    zero_neg += (v == 0.0f) & std::signbit(v);
   }
   if (amax > 0.0f) GrowTo(RangeExpFor(amax));
   // Pass 2: bin. The scale 2^(L-e) is exact, so |x| * scale is exact in double and its
-  // truncation is floor(|x| / w). Index 2N collects exact zeros (kept apart from bin 0).
+  // truncation is floor(|x| / w). The sign picks the half without a branch (random signs would
+  // mispredict half the time).
   const int64_t n = bins_per_sign();
   const double scale = std::ldexp(1.0, log2_bins_ - range_exp_);
   int64_t* pos = pos_.data();
   int64_t* neg = neg_.data();
   if (!special) {
     for (float v : values) {
-      const double a = std::fabs(static_cast<double>(v)) * scale;
-      const int64_t k = static_cast<int64_t>(a);
-      if (v > 0.0f) {
-        ++pos[k];
-      } else if (v < 0.0f) {
-        ++neg[k];
-      } else {
-        ++zeros_;
-      }
+      const int64_t k = static_cast<int64_t>(std::fabs(static_cast<double>(v)) * scale);
+      int64_t* half = std::signbit(v) ? neg : pos;
+      ++half[k];
     }
+    pos[0] -= zero_pos;
+    neg[0] -= zero_neg;
+    zeros_ += zero_pos + zero_neg;
   } else {
     for (float v : values) {
       if (!std::isfinite(v)) {

@@ -141,6 +141,17 @@ Outcome Run(const Vector& v, const std::string& impl, const std::string& key, co
 
 bool IsResult(const json& j) { return j.is_object() && (j.contains("amax") || j.contains("range")); }
 
+// TV2's streaming variant: 4 consecutive batches of 25 000 (tv2_input.json), one Observe each.
+constexpr size_t kTv2BatchSize = 25000;
+
+template <typename Stream>
+Histogram FeedTv2Batches(Stream stream, const std::vector<float>& data) {
+  for (size_t off = 0; off < data.size(); off += kTv2BatchSize) {
+    stream.Observe(FloatSpan(data.data() + off, std::min(kTv2BatchSize, data.size() - off)));
+  }
+  return stream.histogram();
+}
+
 void CheckEntry(const Vector& v, const std::string& section, const std::string& impl,
                 const std::string& key, const json& entry, int* checked,
                 std::vector<std::string>* unsupported) {
@@ -188,13 +199,26 @@ Vector LoadVector(const std::string& dir, int id) {
   v.data = testing::LoadF32(dir + "/tv" + std::to_string(id) + ".f32le.bin");
   v.hists = tv::LoadHistograms(dir, id);
   // One-shot histograms are rebuilt from the data (the JSON copies are compared separately), so
-  // these checks cover collection + calibration; streaming ones come from the JSON.
+  // these checks cover collection + calibration.
   v.hists["tv" + std::to_string(id) + ".pq_abs_2048"] = PqAbsHistogram(FloatSpan(v.data), 2048);
   v.hists["tv" + std::to_string(id) + ".ort_abs_2048"] = PqAbsHistogram(FloatSpan(v.data), 2048);
   for (int64_t n : {128, 2048, 8001}) {
     const std::string id_s = n == 8001 ? "tv" + std::to_string(id) + ".signed_8001"
                                        : "tv" + std::to_string(id) + ".ort_signed_" + std::to_string(n);
     v.hists[id_s] = SignedSymmetricHistogram(FloatSpan(v.data), n);
+  }
+  if (id == 2) {
+    // The stream histograms are rebuilt from the 4 batches too (onnxruntime merge_histogram,
+    // MXNet combine_histogram, pytorch-quantization / onnxruntime |x| growth).
+    for (const auto& [name, bins] : std::map<std::string, int64_t>{{"tv2.stream.ort_signed", 2048},
+                                                                   {"tv2.stream.mxnet_signed", 8001}}) {
+      v.hists[name] = FeedTv2Batches(OrtSignedStreamHistogram(bins), v.data);
+    }
+    for (const auto& [name, flavor] : std::map<std::string, AbsStreamFlavor>{
+             {"tv2.stream.pq_abs", AbsStreamFlavor::kPytorchQuantization},
+             {"tv2.stream.ort_abs", AbsStreamFlavor::kOnnxRuntime}}) {
+      v.hists[name] = FeedTv2Batches(AbsStreamHistogram(2048, flavor), v.data);
+    }
   }
   return v;
 }
@@ -263,6 +287,47 @@ TEST(ReferenceHistograms, MatchTheOneShotReferenceHistograms) {
         EXPECT_EQ(h.observed_max, ref[name].observed_max);
       }
     }
+  }
+}
+
+// onnxruntime's streaming signed histogram (merge_histogram), fed the 4 TV2 batches, equals the
+// reference stream histogram exactly; so does MXNet's combine_histogram (same logic, 8001 bins).
+TEST(ReferenceHistograms, OrtSignedStreamMatchesTheReferenceStream) {
+  const std::string dir = tv::Dir();
+  ASSERT_FALSE(dir.empty());
+  const std::vector<float> data = testing::LoadF32(dir + "/tv2.f32le.bin");
+  ASSERT_EQ(data.size(), 100000u);
+  auto ref = tv::LoadHistograms(dir, 2);
+  for (const auto& [id, bins] : std::map<std::string, int64_t>{{"tv2.stream.ort_signed", 2048},
+                                                               {"tv2.stream.mxnet_signed", 8001}}) {
+    SCOPED_TRACE(id);
+    const Histogram h = FeedTv2Batches(OrtSignedStreamHistogram(bins), data);
+    ASSERT_TRUE(ref.count(id));
+    EXPECT_EQ(h.counts, ref[id].counts);
+    EXPECT_EQ(h.edges, ref[id].edges);
+    EXPECT_EQ(h.observed_min, -16.0);
+    EXPECT_EQ(h.observed_max, 20.0);
+  }
+}
+
+// pytorch-quantization's |x| growth (float64 np.arange edges) and onnxruntime's (edges cast back
+// to float32, dropping the 20.0 sample) reproduce the reference stream histograms exactly.
+TEST(ReferenceHistograms, AbsStreamsMatchTheReferenceStreams) {
+  const std::string dir = tv::Dir();
+  ASSERT_FALSE(dir.empty());
+  const std::vector<float> data = testing::LoadF32(dir + "/tv2.f32le.bin");
+  ASSERT_EQ(data.size(), 100000u);
+  auto ref = tv::LoadHistograms(dir, 2);
+  for (const auto& [id, flavor] : std::map<std::string, AbsStreamFlavor>{
+           {"tv2.stream.pq_abs", AbsStreamFlavor::kPytorchQuantization},
+           {"tv2.stream.ort_abs", AbsStreamFlavor::kOnnxRuntime}}) {
+    SCOPED_TRACE(id);
+    const Histogram h = FeedTv2Batches(AbsStreamHistogram(2048, flavor), data);
+    ASSERT_TRUE(ref.count(id));
+    EXPECT_EQ(h.counts, ref[id].counts);
+    EXPECT_EQ(h.edges, ref[id].edges);
+    EXPECT_EQ(h.edge_dtype, ref[id].edge_dtype);
+    EXPECT_EQ(h.Total(), flavor == AbsStreamFlavor::kOnnxRuntime ? 99999 : 100000);
   }
 }
 
