@@ -5,9 +5,10 @@ namespace quantkit::cli {
 // Add a subcommand: declare its Setup function here and call it below (explicit, no static
 // self-registration).
 
+void SetupRun(CLI::App& app, RunFn* run);
+
 void RegisterCommands(CLI::App& app, RunFn* run) {
-  (void)app;
-  (void)run;
+  SetupRun(app, run);
 }
 
 }  // namespace quantkit::cli

@@ -92,29 +92,76 @@ std::vector<int64_t> AtenPadList(const std::vector<int64_t>& p) {
   return r;
 }
 
+at::Tensor ConvForward(const Geometry& g, int64_t group, at::Tensor x, const at::Tensor& w,
+                       const at::Tensor& b) {
+  const std::vector<int64_t> in = Spatial(x);
+  QK_KERNEL_CHECK(w.dim() == x.dim(), "W has rank {}, X has rank {}", w.dim(), x.dim());
+  const std::vector<int64_t> k = g.kernel.empty() ? w.sizes().slice(2).vec() : g.kernel;
+  std::vector<int64_t> s, d;
+  std::vector<int64_t> p = g.Resolve(in, k, &s, &d);
+  const size_t n = in.size();
+  std::vector<int64_t> sym(n, 0);
+  bool symmetric = true;
+  for (size_t i = 0; i < n; ++i) symmetric = symmetric && p[i] == p[i + n];
+  if (symmetric) {
+    for (size_t i = 0; i < n; ++i) sym[i] = p[i];
+  } else {
+    x = at::constant_pad_nd(x, AtenPadList(p), 0);
+  }
+  return at::convolution(x, w, b, s, sym, d, false, std::vector<int64_t>(n, 0), group);
+}
+
 Result<KernelPtr> MakeConv(const KernelInit& init) {
   QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
   const int64_t group = init.node.GetInt("group", 1);
   if (group < 1) return init.Error(StatusCode::kInvalidModel, "group must be >= 1, got {}", group);
   return MakeKernel([g, group](KernelContext& c) {
-    at::Tensor x = c.in(0);
-    const at::Tensor& w = c.in(1);
-    const std::vector<int64_t> in = Spatial(x);
-    QK_KERNEL_CHECK(w.dim() == x.dim(), "W has rank {}, X has rank {}", w.dim(), x.dim());
-    const std::vector<int64_t> k = g.kernel.empty() ? w.sizes().slice(2).vec() : g.kernel;
-    std::vector<int64_t> s, d;
-    std::vector<int64_t> p = g.Resolve(in, k, &s, &d);
-    std::vector<int64_t> sym(in.size(), 0);
-    const size_t n = in.size();
-    bool symmetric = true;
-    for (size_t i = 0; i < n; ++i) symmetric = symmetric && p[i] == p[i + n];
-    if (symmetric) {
-      for (size_t i = 0; i < n; ++i) sym[i] = p[i];
-    } else {
-      x = at::constant_pad_nd(x, AtenPadList(p), 0);
-    }
-    at::Tensor b = c.has(2) ? c.in(2) : at::Tensor();
-    return Out{at::convolution(x, w, b, s, sym, d, false, std::vector<int64_t>(n, 0), group)};
+    return Out{ConvForward(g, group, c.in(0), c.in(1), c.has(2) ? c.in(2) : at::Tensor())};
+  });
+}
+
+// Integer operands minus their zero points (the weight's per output channel), in double: exact
+// for 8-bit products summed below 2^53, and ATen has no integer convolution on CPU.
+at::Tensor Centered(const at::Tensor& q, const at::Tensor& zp, bool per_channel_dim0) {
+  at::Tensor v = q.to(at::kDouble);
+  if (!zp.defined()) return v;
+  at::Tensor z = zp.to(at::kDouble);
+  if (per_channel_dim0 && z.numel() > 1) {
+    std::vector<int64_t> shape(q.dim(), 1);
+    shape[0] = -1;
+    z = z.reshape(shape);
+  } else {
+    z = z.reshape({});
+  }
+  return v - z;
+}
+
+Result<KernelPtr> MakeConvInteger(const KernelInit& init) {
+  QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
+  const int64_t group = init.node.GetInt("group", 1);
+  return MakeKernel([g, group](KernelContext& c) {
+    at::Tensor x = Centered(c.in(0), c.has(2) ? c.in(2) : at::Tensor(), false);
+    at::Tensor w = Centered(c.in(1), c.has(3) ? c.in(3) : at::Tensor(), true);
+    return Out{ConvForward(g, group, x, w, at::Tensor()).round().to(at::kInt)};
+  });
+}
+
+// QLinearConv(x, xs, xzp, w, ws, wzp, ys, yzp, B): requantized integer convolution.
+Result<KernelPtr> MakeQLinearConv(const KernelInit& init) {
+  QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
+  const int64_t group = init.node.GetInt("group", 1);
+  return MakeKernel([g, group](KernelContext& c) {
+    at::Tensor x = Centered(c.in(0), c.in(2), false);
+    at::Tensor w = Centered(c.in(3), c.in(5), true);
+    at::Tensor acc = ConvForward(g, group, x, w, c.has(8) ? c.in(8).to(at::kDouble) : at::Tensor());
+    std::vector<int64_t> shape(acc.dim(), 1);
+    shape[1] = -1;
+    at::Tensor ws = c.in(4).to(at::kDouble);
+    ws = ws.numel() > 1 ? ws.reshape(shape) : ws.reshape({});
+    at::Tensor y = at::round(acc * c.in(1).to(at::kDouble) * ws / c.in(6).to(at::kDouble)) +
+                   c.in(7).to(at::kDouble);
+    const bool u8 = c.in(7).scalar_type() == at::kByte;
+    return Out{at::clamp(y, u8 ? 0 : -128, u8 ? 255 : 127).to(c.in(7).scalar_type())};
   });
 }
 
@@ -277,14 +324,51 @@ at::Tensor AveragePool(at::Tensor x, const Geometry& g, bool include_pad) {
   return y;
 }
 
+// Dilated average pooling (opset 19), which ATen's avg_pool lacks: window sums and window
+// counts are depthwise convolutions with a dilated all-ones kernel. ceil_mode windows that run
+// past the padded input count only what they cover.
+at::Tensor DilatedAveragePool(const at::Tensor& x, const Geometry& g, bool include_pad) {
+  const std::vector<int64_t> in = Spatial(x);
+  const size_t n = in.size();
+  std::vector<int64_t> s, d;
+  std::vector<int64_t> p = g.Resolve(in, g.kernel, &s, &d);
+  std::vector<int64_t> full = p, ones_shape(x.dim(), 1), wshape = {x.size(1), 1};
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t span = in[i] + p[i] + p[i + n], eff = (g.kernel[i] - 1) * d[i] + 1;
+    const int64_t num = span - eff;
+    const int64_t out = (g.ceil_mode ? (num + s[i] - 1) / s[i] : num / s[i]) + 1;
+    full[i + n] += std::max<int64_t>(0, (out - 1) * s[i] + eff - span);  // ceil_mode overhang
+    ones_shape[2 + i] = in[i];
+    wshape.push_back(g.kernel[i]);
+  }
+  const std::vector<int64_t> zero(n, 0);
+  auto window_sum = [&](const at::Tensor& v, int64_t groups) {
+    std::vector<int64_t> ws = wshape;
+    ws[0] = groups;
+    return at::convolution(v, at::ones(ws, v.options()), {}, s, zero, d, false, zero, groups);
+  };
+  at::Tensor sum = window_sum(at::constant_pad_nd(x, AtenPadList(full), 0), x.size(1));
+  at::Tensor ones = at::ones(ones_shape, x.options());
+  at::Tensor mask;
+  if (include_pad) {
+    std::vector<int64_t> overhang(2 * n, 0);
+    for (size_t i = 0; i < n; ++i) overhang[i + n] = full[i + n] - p[i + n];
+    mask = at::constant_pad_nd(at::constant_pad_nd(ones, AtenPadList(p), 1), AtenPadList(overhang), 0);
+  } else {
+    mask = at::constant_pad_nd(ones, AtenPadList(full), 0);
+  }
+  return sum / window_sum(mask, 1);
+}
+
 Result<KernelPtr> MakeAveragePool(const KernelInit& init) {
   QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
   if (g.kernel.empty()) return init.Error(StatusCode::kInvalidModel, "missing attribute kernel_shape");
-  for (int64_t d : g.dilations) {
-    if (d != 1) return init.Error(StatusCode::kUnsupported, "AveragePool with dilations != 1");
-  }
+  bool dilated = false;
+  for (int64_t d : g.dilations) dilated = dilated || d != 1;
   const bool include_pad = init.node.GetInt("count_include_pad", 0) != 0;
-  return MakeKernel([g, include_pad](KernelContext& c) { return Out{AveragePool(c.in(0), g, include_pad)}; });
+  return MakeKernel([g, include_pad, dilated](KernelContext& c) {
+    return Out{dilated ? DilatedAveragePool(c.in(0), g, include_pad) : AveragePool(c.in(0), g, include_pad)};
+  });
 }
 
 // LpPool: (sum over the window of |x|^p)^(1/p) = (avg(|x|^p) * window)^(1/p), pads counted as 0.
@@ -325,6 +409,8 @@ Result<KernelPtr> MakeGlobalPool(const KernelInit& init) {
 
 void AppendConvKernels(KernelTable& t) {
   t.push_back({"", "Conv", 1, kLatestOpset, MakeConv});
+  t.push_back({"", "ConvInteger", 10, kLatestOpset, MakeConvInteger});
+  t.push_back({"", "QLinearConv", 10, kLatestOpset, MakeQLinearConv});
   t.push_back({"", "ConvTranspose", 1, kLatestOpset, MakeConvTranspose});
   t.push_back({"", "MaxPool", 1, kLatestOpset, MakeMaxPool});
   t.push_back({"", "AveragePool", 1, kLatestOpset, MakeAveragePool});

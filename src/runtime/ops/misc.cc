@@ -195,6 +195,25 @@ Result<KernelPtr> MakeWindow(const KernelInit& init) {
   });
 }
 
+// GridSample (16, 20): ONNX took PyTorch's definition, so ATen's grid_sampler matches it.
+Result<KernelPtr> MakeGridSample(const KernelInit& init) {
+  std::string mode = init.node.GetString("mode", init.opset >= 20 ? "linear" : "bilinear");
+  const std::string padding = init.node.GetString("padding_mode", "zeros");
+  const bool align = init.node.GetInt("align_corners", 0) != 0;
+  int64_t m = -1, p = -1;
+  if (mode == "bilinear" || mode == "linear") m = 0;
+  if (mode == "nearest") m = 1;
+  if (mode == "bicubic" || mode == "cubic") m = 2;
+  if (padding == "zeros") p = 0;
+  if (padding == "border") p = 1;
+  if (padding == "reflection") p = 2;
+  if (m < 0 || p < 0) return init.Error(StatusCode::kInvalidModel, "unknown mode '{}' or padding_mode '{}'", mode, padding);
+  return MakeKernel([=](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    return Out{at::grid_sampler(x, c.in(1).to(x.scalar_type()), m, p, align)};
+  });
+}
+
 }  // namespace
 
 void AppendMiscKernels(KernelTable& t) {
@@ -203,6 +222,7 @@ void AppendMiscKernels(KernelTable& t) {
   t.push_back({"", "DynamicQuantizeLinear", 11, kLatestOpset, MakeDynamicQuantize});
   t.push_back({"", "MatMulInteger", 10, kLatestOpset, MakeMatMulInteger});
   t.push_back({"", "QLinearMatMul", 10, kLatestOpset, MakeQLinearMatMul});
+  t.push_back({"", "GridSample", 16, kLatestOpset, MakeGridSample});
   t.push_back({"", "EyeLike", 9, kLatestOpset, MakeEyeLike});
   t.push_back({"", "Shrink", 9, kLatestOpset, MakeShrink});
   t.push_back({"", "Det", 11, kLatestOpset, MakeDet});

@@ -1,0 +1,33 @@
+// NumPy .npy files (format versions 1.0, 2.0, 3.0) as ir::Tensor.
+//
+// Supported dtypes: float16/32/64, int8/16/32/64, uint8/16/32/64, bool; either byte order
+// (big-endian data is swapped to host order); C or Fortran order (Fortran data is transposed to
+// row-major). Files are treated as hostile: the magic, version, header length, header syntax,
+// keys, shape (non-negative, no overflow) and the data size are checked against the file size
+// before anything is allocated. Errors are one line and start with the file name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/tensor.h"
+#include "quantkit/status.h"
+
+namespace quantkit::data {
+
+// Largest header accepted (numpy itself writes < 64 KiB headers; v2/v3 allow 4 GiB).
+inline constexpr uint32_t kMaxNpyHeaderBytes = 1u << 20;
+
+Result<ir::Tensor> ReadNpy(const std::string& path);
+// Parses an in-memory .npy image; `source` names it in errors.
+Result<ir::Tensor> ParseNpy(const uint8_t* bytes, size_t size, const std::string& source);
+
+// Writes a little-endian, C-order version-1.0 .npy file (numeric dtypes above), atomically.
+Status WriteNpy(const std::string& path, const ir::Tensor& tensor);
+
+// Converts any numeric tensor to float32 values (float64 rounds to nearest, integers convert as
+// static_cast<float>, float16 exactly).
+Result<std::vector<float>> ToFloat32(const ir::Tensor& tensor);
+
+}  // namespace quantkit::data
