@@ -324,10 +324,10 @@ at::Tensor AveragePool(at::Tensor x, const Geometry& g, bool include_pad) {
   return y;
 }
 
-// Dilated average pooling (opset 19), which ATen's avg_pool lacks: window sums and window
-// counts are depthwise convolutions with a dilated all-ones kernel. ceil_mode windows that run
-// past the padded input count only what they cover.
-at::Tensor DilatedAveragePool(const at::Tensor& x, const Geometry& g, bool include_pad) {
+// Window sums over zero-padded input for dilated windows (which ATen's avg_pool lacks): a
+// depthwise convolution with a dilated all-ones kernel. ceil_mode windows that run past the
+// padded input are completed with zeros. `count` gets the number of real (non-pad) elements.
+at::Tensor DilatedWindowSum(const at::Tensor& x, const Geometry& g, at::Tensor* count) {
   const std::vector<int64_t> in = Spatial(x);
   const size_t n = in.size();
   std::vector<int64_t> s, d;
@@ -347,17 +347,20 @@ at::Tensor DilatedAveragePool(const at::Tensor& x, const Geometry& g, bool inclu
     ws[0] = groups;
     return at::convolution(v, at::ones(ws, v.options()), {}, s, zero, d, false, zero, groups);
   };
-  at::Tensor sum = window_sum(at::constant_pad_nd(x, AtenPadList(full), 0), x.size(1));
-  at::Tensor ones = at::ones(ones_shape, x.options());
-  at::Tensor mask;
-  if (include_pad) {
-    std::vector<int64_t> overhang(2 * n, 0);
-    for (size_t i = 0; i < n; ++i) overhang[i + n] = full[i + n] - p[i + n];
-    mask = at::constant_pad_nd(at::constant_pad_nd(ones, AtenPadList(p), 1), AtenPadList(overhang), 0);
-  } else {
-    mask = at::constant_pad_nd(ones, AtenPadList(full), 0);
+  if (count != nullptr) {
+    *count = window_sum(at::constant_pad_nd(at::ones(ones_shape, x.options()), AtenPadList(full), 0), 1);
   }
-  return sum / window_sum(mask, 1);
+  return window_sum(at::constant_pad_nd(x, AtenPadList(full), 0), x.size(1));
+}
+
+// Dilated average (opset 19): count_include_pad=1 divides by the kernel size, as the reference.
+at::Tensor DilatedAveragePool(const at::Tensor& x, const Geometry& g, bool include_pad) {
+  at::Tensor count;
+  at::Tensor sum = DilatedWindowSum(x, g, include_pad ? nullptr : &count);
+  if (!include_pad) return sum / count;
+  int64_t window = 1;
+  for (int64_t k : g.kernel) window *= k;
+  return sum / static_cast<double>(window);
 }
 
 Result<KernelPtr> MakeAveragePool(const KernelInit& init) {
@@ -375,15 +378,31 @@ Result<KernelPtr> MakeAveragePool(const KernelInit& init) {
 Result<KernelPtr> MakeLpPool(const KernelInit& init) {
   QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
   if (g.kernel.empty()) return init.Error(StatusCode::kInvalidModel, "missing attribute kernel_shape");
-  for (int64_t d : g.dilations) {
-    if (d != 1) return init.Error(StatusCode::kUnsupported, "LpPool with dilations != 1");
-  }
+  bool dilated = false;
+  for (int64_t d : g.dilations) dilated = dilated || d != 1;
   const double p = static_cast<double>(init.node.GetInt("p", 2));
-  return MakeKernel([g, p](KernelContext& c) {
+  return MakeKernel([g, p, dilated](KernelContext& c) {
+    if (dilated) return Out{at::pow(DilatedWindowSum(at::pow(at::abs(c.in(0)), p), g, nullptr), 1.0 / p)};
     int64_t window = 1;
     for (int64_t k : g.kernel) window *= k;
     at::Tensor y = AveragePool(at::pow(at::abs(c.in(0)), p), g, /*include_pad=*/true);
     return Out{at::pow(y * static_cast<double>(window), 1.0 / p)};
+  });
+}
+
+// Col2Im (18), 2-D images: ATen's col2im (the inverse of im2col / unfold) with symmetric pads.
+Result<KernelPtr> MakeCol2Im(const KernelInit& init) {
+  const std::vector<int64_t> dil = init.node.GetInts("dilations", {1, 1});
+  const std::vector<int64_t> pads = init.node.GetInts("pads", {0, 0, 0, 0});
+  const std::vector<int64_t> strides = init.node.GetInts("strides", {1, 1});
+  if (dil.size() != 2 || strides.size() != 2 || pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3]) {
+    return init.Error(StatusCode::kUnsupported, "only 2-D Col2Im with symmetric pads is supported");
+  }
+  return MakeKernel([=](KernelContext& c) {
+    const std::vector<int64_t> image = ToInt64Vector(c.in(1));
+    const std::vector<int64_t> block = ToInt64Vector(c.in(2));
+    QK_KERNEL_CHECK(image.size() == 2 && block.size() == 2, "only 2-D Col2Im is supported");
+    return Out{at::col2im(c.in(0), image, block, dil, {pads[0], pads[1]}, strides)};
   });
 }
 
@@ -415,6 +434,7 @@ void AppendConvKernels(KernelTable& t) {
   t.push_back({"", "MaxPool", 1, kLatestOpset, MakeMaxPool});
   t.push_back({"", "AveragePool", 1, kLatestOpset, MakeAveragePool});
   t.push_back({"", "LpPool", 2, kLatestOpset, MakeLpPool});
+  t.push_back({"", "Col2Im", 18, kLatestOpset, MakeCol2Im});
   t.push_back({"", "GlobalAveragePool", 1, kLatestOpset, MakeGlobalPool<GlobalKind::kAvg>});
   t.push_back({"", "GlobalMaxPool", 1, kLatestOpset, MakeGlobalPool<GlobalKind::kMax>});
   t.push_back({"", "GlobalLpPool", 2, kLatestOpset, MakeGlobalPool<GlobalKind::kLp>});
