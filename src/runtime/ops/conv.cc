@@ -1,4 +1,5 @@
-// Convolution and pooling: Conv, ConvTranspose, MaxPool, AveragePool, LpPool, Global*Pool.
+// Convolution and pooling: Conv, ConvInteger, QLinearConv, ConvTranspose, Col2Im, MaxPool,
+// AveragePool, LpPool, Global*Pool.
 //
 // ONNX allows asymmetric and auto (SAME_UPPER / SAME_LOWER) padding; ATen only symmetric. When
 // the resolved pads are asymmetric (or larger than ATen accepts) the input is padded explicitly
@@ -120,28 +121,14 @@ Result<KernelPtr> MakeConv(const KernelInit& init) {
   });
 }
 
-// Integer operands minus their zero points (the weight's per output channel), in double: exact
-// for 8-bit products summed below 2^53, and ATen has no integer convolution on CPU.
-at::Tensor Centered(const at::Tensor& q, const at::Tensor& zp, bool per_channel_dim0) {
-  at::Tensor v = q.to(at::kDouble);
-  if (!zp.defined()) return v;
-  at::Tensor z = zp.to(at::kDouble);
-  if (per_channel_dim0 && z.numel() > 1) {
-    std::vector<int64_t> shape(q.dim(), 1);
-    shape[0] = -1;
-    z = z.reshape(shape);
-  } else {
-    z = z.reshape({});
-  }
-  return v - z;
-}
-
+// Integer convolutions run in double on the centered operands (exact for 8-bit products summed
+// below 2^53; ATen has no integer convolution on CPU). W's zero point is per output channel.
 Result<KernelPtr> MakeConvInteger(const KernelInit& init) {
   QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
   const int64_t group = init.node.GetInt("group", 1);
   return MakeKernel([g, group](KernelContext& c) {
-    at::Tensor x = Centered(c.in(0), c.has(2) ? c.in(2) : at::Tensor(), false);
-    at::Tensor w = Centered(c.in(1), c.has(3) ? c.in(3) : at::Tensor(), true);
+    at::Tensor x = CenterZeroPoint(c.in(0), c.has(2) ? c.in(2) : at::Tensor(), 0);
+    at::Tensor w = CenterZeroPoint(c.in(1), c.has(3) ? c.in(3) : at::Tensor(), 0);
     return Out{ConvForward(g, group, x, w, at::Tensor()).round().to(at::kInt)};
   });
 }
@@ -151,17 +138,16 @@ Result<KernelPtr> MakeQLinearConv(const KernelInit& init) {
   QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
   const int64_t group = init.node.GetInt("group", 1);
   return MakeKernel([g, group](KernelContext& c) {
-    at::Tensor x = Centered(c.in(0), c.in(2), false);
-    at::Tensor w = Centered(c.in(3), c.in(5), true);
+    at::Tensor x = CenterZeroPoint(c.in(0), c.in(2), 0);
+    at::Tensor w = CenterZeroPoint(c.in(3), c.in(5), 0);
     at::Tensor acc = ConvForward(g, group, x, w, c.has(8) ? c.in(8).to(at::kDouble) : at::Tensor());
+    // The accumulator (bias included) is in units of x_scale * w_scale; w_scale may be per
+    // output channel (dim 1 of the result).
+    at::Tensor ws = c.in(4).to(at::kDouble);
     std::vector<int64_t> shape(acc.dim(), 1);
     shape[1] = -1;
-    at::Tensor ws = c.in(4).to(at::kDouble);
     ws = ws.numel() > 1 ? ws.reshape(shape) : ws.reshape({});
-    at::Tensor y = at::round(acc * c.in(1).to(at::kDouble) * ws / c.in(6).to(at::kDouble)) +
-                   c.in(7).to(at::kDouble);
-    const bool u8 = c.in(7).scalar_type() == at::kByte;
-    return Out{at::clamp(y, u8 ? 0 : -128, u8 ? 255 : 127).to(c.in(7).scalar_type())};
+    return Out{Requantize(acc * c.in(1).to(at::kDouble).reshape({}) * ws, c.in(6), c.in(7))};
   });
 }
 

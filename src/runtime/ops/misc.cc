@@ -64,32 +64,21 @@ Result<KernelPtr> MakeDynamicQuantize(const KernelInit&) {
   });
 }
 
-// Integer products are computed in double (exact below 2^53) because ATen's integer matmul is
-// not available for every CPU build.
-at::Tensor Centered(const at::Tensor& q, const at::Tensor& zp, bool per_row) {
-  at::Tensor v = q.to(at::kDouble);
-  if (!zp.defined()) return v;
-  at::Tensor z = zp.to(at::kDouble);
-  if (per_row && z.dim() == 1 && z.numel() > 1) z = z.unsqueeze(-1);
-  return v - z;
-}
-
+// Integer products run in double on the centered operands (exact below 2^53; ATen's integer
+// matmul is not available in every CPU build). A's zero point is per row, B's per column.
 Result<KernelPtr> MakeMatMulInteger(const KernelInit&) {
   return MakeKernel([](KernelContext& c) {
-    at::Tensor a = Centered(c.in(0), c.has(2) ? c.in(2) : at::Tensor(), true);
-    at::Tensor b = Centered(c.in(1), c.has(3) ? c.in(3) : at::Tensor(), false);
+    at::Tensor a = CenterZeroPoint(c.in(0), c.has(2) ? c.in(2) : at::Tensor(), -2);
+    at::Tensor b = CenterZeroPoint(c.in(1), c.has(3) ? c.in(3) : at::Tensor(), -1);
     return Out{at::matmul(a, b).round().to(at::kInt)};
   });
 }
 
 Result<KernelPtr> MakeQLinearMatMul(const KernelInit&) {
   return MakeKernel([](KernelContext& c) {
-    at::Tensor a = Centered(c.in(0), c.in(2), true) * c.in(1).to(at::kDouble);
-    at::Tensor b = Centered(c.in(3), c.in(5), false) * c.in(4).to(at::kDouble);
-    const at::Tensor& yzp = c.in(7);
-    at::Tensor y = at::round(at::matmul(a, b) / c.in(6).to(at::kDouble)) + yzp.to(at::kDouble);
-    const bool u8 = yzp.scalar_type() == at::kByte;
-    return Out{at::clamp(y, u8 ? 0 : -128, u8 ? 255 : 127).to(yzp.scalar_type())};
+    at::Tensor a = CenterZeroPoint(c.in(0), c.in(2), -2) * c.in(1).to(at::kDouble);
+    at::Tensor b = CenterZeroPoint(c.in(3), c.in(5), -1) * c.in(4).to(at::kDouble);
+    return Out{Requantize(at::matmul(a, b), c.in(6), c.in(7))};
   });
 }
 
