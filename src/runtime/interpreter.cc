@@ -29,13 +29,6 @@ struct NodeFailure {
   Status status;
 };
 
-std::string DescribeNode(const ir::Node& node, int64_t opset) {
-  std::string name = node.name;
-  if (name.empty() && node.output(0)) name = "<producing " + node.output(0)->name() + ">";
-  std::string op = node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
-  return fmt::format("node '{}' ({}, opset {})", name, op, opset);
-}
-
 bool LooksLikeOom(const std::string& msg) {
   return msg.find("alloc") != std::string::npos || msg.find("not enough memory") != std::string::npos ||
          msg.find("out of memory") != std::string::npos;
@@ -120,7 +113,7 @@ class PlanBuilder {
       if (factory == nullptr) {
         return MakeStatus(StatusCode::kUnsupported, "unsupported op '{}' (domain '{}', opset {}) at node '{}'",
                           node->op_type(), node->domain().empty() ? "ai.onnx" : node->domain(),
-                          step.opset, node->name);
+                          step.opset, DisplayName(*node));
       }
       std::vector<std::shared_ptr<const SubgraphPlan>> subplans;
       KernelInit init{*node, step.opset, nullptr};

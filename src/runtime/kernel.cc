@@ -2,12 +2,17 @@
 
 namespace quantkit::runtime {
 
-std::string KernelInit::Where() const {
-  std::string name = node.name;
-  if (name.empty() && node.output(0)) name = "<producing " + node.output(0)->name() + ">";
-  const std::string op = node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
-  return fmt::format("node '{}' ({}, opset {})", name, op, opset);
+std::string DisplayName(const ir::Node& node) {
+  if (!node.name.empty() || !node.output(0)) return node.name;
+  return "<producing " + node.output(0)->name() + ">";
 }
+
+std::string DescribeNode(const ir::Node& node, int64_t opset) {
+  const std::string op = node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
+  return fmt::format("node '{}' ({}, opset {})", DisplayName(node), op, opset);
+}
+
+std::string KernelInit::Where() const { return DescribeNode(node, opset); }
 
 std::string KernelInit::InputName(size_t i) const {
   const ir::Value* v = node.input(i);

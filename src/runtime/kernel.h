@@ -105,6 +105,11 @@ using KernelFactory = Result<KernelPtr> (*)(const KernelInit&);
 
 // --- helpers shared by the op files ---
 
+// The node's name, or "<producing OUT>" for unnamed nodes (common in exported models).
+std::string DisplayName(const ir::Node& node);
+// "node 'conv1' (Conv, opset 11)": the prefix of every message about a node.
+std::string DescribeNode(const ir::Node& node, int64_t opset);
+
 // Normalises a possibly negative axis against `rank`; throws KernelError when out of range.
 int64_t NormAxis(int64_t axis, int64_t rank);
 // Reads a 1-D (or scalar) integer tensor as int64 values.
