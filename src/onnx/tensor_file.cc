@@ -31,7 +31,11 @@ Result<ir::Tensor> ReadTensorProtoFile(const std::string& path) {
   // External data is not allowed for standalone tensor files (no base directory).
   ExternalDataContext ctx;
   ctx.load = false;
-  return TensorFromProto(&proto, &ctx, path);
+  try {
+    return TensorFromProto(&proto, &ctx, path);
+  } catch (const std::bad_alloc&) {
+    return MakeStatus(StatusCode::kResourceExhausted, "{}: tensor too large", path);
+  }
 }
 
 }  // namespace quantkit::onnx_io

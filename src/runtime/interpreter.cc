@@ -29,13 +29,6 @@ struct NodeFailure {
   Status status;
 };
 
-std::string DescribeNode(const ir::Node& node, int64_t opset) {
-  std::string name = node.name;
-  if (name.empty() && node.output(0)) name = "<producing " + node.output(0)->name() + ">";
-  std::string op = node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
-  return fmt::format("node '{}' ({}, opset {})", name, op, opset);
-}
-
 bool LooksLikeOom(const std::string& msg) {
   return msg.find("alloc") != std::string::npos || msg.find("not enough memory") != std::string::npos ||
          msg.find("out of memory") != std::string::npos;
@@ -120,7 +113,7 @@ class PlanBuilder {
       if (factory == nullptr) {
         return MakeStatus(StatusCode::kUnsupported, "unsupported op '{}' (domain '{}', opset {}) at node '{}'",
                           node->op_type(), node->domain().empty() ? "ai.onnx" : node->domain(),
-                          step.opset, node->name);
+                          step.opset, DisplayName(*node));
       }
       std::vector<std::shared_ptr<const SubgraphPlan>> subplans;
       KernelInit init{*node, step.opset, nullptr};
@@ -250,6 +243,19 @@ void Execute(Frame& frame, RunState* state) {
       }
     }
     for (int s : step.free_after) frame.slots[s] = at::Tensor();
+    if (state != nullptr && state->options->stats != nullptr) {
+      // Bytes of distinct storages, so views (Reshape, Transpose) are not counted twice.
+      std::unordered_set<const void*> seen;
+      int64_t bytes = 0, count = 0;
+      for (const at::Tensor& t : frame.slots) {
+        if (!t.defined()) continue;
+        ++count;
+        if (seen.insert(t.storage().data()).second) bytes += static_cast<int64_t>(t.storage().nbytes());
+      }
+      RunStats& st = *state->options->stats;
+      st.peak_live_bytes = std::max(st.peak_live_bytes, bytes);
+      st.peak_live_values = std::max(st.peak_live_values, count);
+    }
   }
 }
 
@@ -368,7 +374,7 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
   }
   RunState state;
   state.options = &opts;
-  const bool notify = opts.hook || !opts.observers.empty();
+  const bool notify = opts.hook || !opts.observers.empty() || opts.stats != nullptr;
   state.watchers.resize(p.slot_names.size());
   for (Observer* obs : opts.observers) {
     for (size_t s = 0; s < p.slot_names.size(); ++s) {
@@ -444,6 +450,7 @@ Result<std::vector<NamedTensor>> Interpreter::Run(const std::vector<NamedTensor>
   }
   AtenRunOptions aten_options;
   aten_options.observers = options.observers;
+  aten_options.stats = options.stats;
   QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> outs, impl_->Run(feeds, aten_options));
   std::vector<NamedTensor> result;
   for (size_t i = 0; i < outs.size(); ++i) {

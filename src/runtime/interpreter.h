@@ -39,8 +39,16 @@ struct InterpreterOptions {
   bool check_finite_inputs = true;
 };
 
+// Memory accounting of one run (filled when RunOptions::stats is set; costs a pass over the
+// live values after each node, so only ask for it in tests and benchmarks).
+struct RunStats {
+  int64_t peak_live_bytes = 0;   // max over steps of the bytes held by live values
+  int64_t peak_live_values = 0;  // max over steps of the number of live values
+};
+
 struct RunOptions {
   std::vector<Observer*> observers;  // not owned; called in order for each produced tensor
+  RunStats* stats = nullptr;
 };
 
 class Interpreter {

@@ -20,6 +20,7 @@ struct AtenRunOptions {
   // may replace `value`. Runs before the observers.
   std::function<Status(const std::string& name, const ir::Node* producer, at::Tensor& value)>
       hook;
+  RunStats* stats = nullptr;
 };
 
 // Runs with at::Tensor inputs (any device/strides; dtypes must match the graph's inputs).

@@ -2,12 +2,17 @@
 
 namespace quantkit::runtime {
 
-std::string KernelInit::Where() const {
-  std::string name = node.name;
-  if (name.empty() && node.output(0)) name = "<producing " + node.output(0)->name() + ">";
-  const std::string op = node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
-  return fmt::format("node '{}' ({}, opset {})", name, op, opset);
+std::string DisplayName(const ir::Node& node) {
+  if (!node.name.empty() || !node.output(0)) return node.name;
+  return "<producing " + node.output(0)->name() + ">";
 }
+
+std::string DescribeNode(const ir::Node& node, int64_t opset) {
+  const std::string op = node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
+  return fmt::format("node '{}' ({}, opset {})", DisplayName(node), op, opset);
+}
+
+std::string KernelInit::Where() const { return DescribeNode(node, opset); }
 
 std::string KernelInit::InputName(size_t i) const {
   const ir::Value* v = node.input(i);
@@ -36,6 +41,34 @@ std::vector<double> ToDoubleVector(const at::Tensor& t) {
   at::Tensor c = t.to(at::kDouble).contiguous().reshape({-1});
   const double* p = c.data_ptr<double>();
   return std::vector<double>(p, p + c.numel());
+}
+
+at::Tensor CenterZeroPoint(const at::Tensor& q, const at::Tensor& zp, int64_t axis) {
+  at::Tensor v = q.to(at::kDouble);
+  if (!zp.defined()) return v;
+  at::Tensor z = zp.to(at::kDouble);
+  if (z.numel() == 1) return v - z.reshape({});
+  std::vector<int64_t> shape(q.dim(), 1);
+  shape[NormAxis(axis, q.dim())] = -1;
+  return v - z.reshape(shape);
+}
+
+bool QuantRange(at::ScalarType t, double* lo, double* hi) {
+  switch (t) {
+    case at::kByte: *lo = 0; *hi = 255; return true;
+    case at::kChar: *lo = -128; *hi = 127; return true;
+    case at::kShort: *lo = -32768; *hi = 32767; return true;
+    case at::kInt: *lo = -2147483648.0; *hi = 2147483647.0; return true;
+    default: return false;
+  }
+}
+
+at::Tensor Requantize(const at::Tensor& real, const at::Tensor& y_scale, const at::Tensor& y_zero_point) {
+  double lo, hi;
+  QK_KERNEL_CHECK(QuantRange(y_zero_point.scalar_type(), &lo, &hi), "unsupported quantized dtype {}",
+                  c10::toString(y_zero_point.scalar_type()));
+  at::Tensor y = at::round(real / y_scale.to(at::kDouble)) + y_zero_point.to(at::kDouble);
+  return at::clamp(y, lo, hi).to(y_zero_point.scalar_type());
 }
 
 bool OnnxToScalarType(int64_t onnx_dtype, at::ScalarType* out) {

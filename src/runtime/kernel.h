@@ -105,11 +105,26 @@ using KernelFactory = Result<KernelPtr> (*)(const KernelInit&);
 
 // --- helpers shared by the op files ---
 
+// The node's name, or "<producing OUT>" for unnamed nodes (common in exported models).
+std::string DisplayName(const ir::Node& node);
+// "node 'conv1' (Conv, opset 11)": the prefix of every message about a node.
+std::string DescribeNode(const ir::Node& node, int64_t opset);
+
 // Normalises a possibly negative axis against `rank`; throws KernelError when out of range.
 int64_t NormAxis(int64_t axis, int64_t rank);
 // Reads a 1-D (or scalar) integer tensor as int64 values.
 std::vector<int64_t> ToInt64Vector(const at::Tensor& t);
 std::vector<double> ToDoubleVector(const at::Tensor& t);
+// --- quantized arithmetic shared by QuantizeLinear and the QLinear*/…Integer ops ---
+
+// q - zero_point in double (exact for 8/16-bit integers). `zp` is undefined (zero), a single
+// value, or a 1-D vector along dim `axis` of q (per row / per output channel).
+at::Tensor CenterZeroPoint(const at::Tensor& q, const at::Tensor& zp, int64_t axis);
+// [qmin, qmax] of an integer quantized type; false for other types.
+bool QuantRange(at::ScalarType t, double* lo, double* hi);
+// saturate(round_half_to_even(real / y_scale) + y_zero_point), in y_zero_point's dtype.
+at::Tensor Requantize(const at::Tensor& real, const at::Tensor& y_scale, const at::Tensor& y_zero_point);
+
 // The ONNX dtype attribute value (TensorProto.DataType) as an ATen scalar type; false if none.
 bool OnnxToScalarType(int64_t onnx_dtype, at::ScalarType* out);
 

@@ -11,6 +11,7 @@ void SetupLint(CLI::App& app, RunFn* run);
 void SetupCache(CLI::App& app, RunFn* run);
 void SetupInspect(CLI::App& app, RunFn* run);
 void SetupTensorCalib(CLI::App& app, RunFn* run);
+void SetupRun(CLI::App& app, RunFn* run);
 
 void RegisterCommands(CLI::App& app, RunFn* run) {
   SetupCalibrate(app, run);
@@ -20,6 +21,7 @@ void RegisterCommands(CLI::App& app, RunFn* run) {
   SetupCache(app, run);
   SetupInspect(app, run);
   SetupTensorCalib(app, run);
+  SetupRun(app, run);
 }
 
 }  // namespace quantkit::cli

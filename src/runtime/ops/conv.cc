@@ -1,4 +1,5 @@
-// Convolution and pooling: Conv, ConvTranspose, MaxPool, AveragePool, LpPool, Global*Pool.
+// Convolution and pooling: Conv, ConvInteger, QLinearConv, ConvTranspose, Col2Im, MaxPool,
+// AveragePool, LpPool, Global*Pool.
 //
 // ONNX allows asymmetric and auto (SAME_UPPER / SAME_LOWER) padding; ATen only symmetric. When
 // the resolved pads are asymmetric (or larger than ATen accepts) the input is padded explicitly
@@ -92,29 +93,61 @@ std::vector<int64_t> AtenPadList(const std::vector<int64_t>& p) {
   return r;
 }
 
+at::Tensor ConvForward(const Geometry& g, int64_t group, at::Tensor x, const at::Tensor& w,
+                       const at::Tensor& b) {
+  const std::vector<int64_t> in = Spatial(x);
+  QK_KERNEL_CHECK(w.dim() == x.dim(), "W has rank {}, X has rank {}", w.dim(), x.dim());
+  const std::vector<int64_t> k = g.kernel.empty() ? w.sizes().slice(2).vec() : g.kernel;
+  std::vector<int64_t> s, d;
+  std::vector<int64_t> p = g.Resolve(in, k, &s, &d);
+  const size_t n = in.size();
+  std::vector<int64_t> sym(n, 0);
+  bool symmetric = true;
+  for (size_t i = 0; i < n; ++i) symmetric = symmetric && p[i] == p[i + n];
+  if (symmetric) {
+    for (size_t i = 0; i < n; ++i) sym[i] = p[i];
+  } else {
+    x = at::constant_pad_nd(x, AtenPadList(p), 0);
+  }
+  return at::convolution(x, w, b, s, sym, d, false, std::vector<int64_t>(n, 0), group);
+}
+
 Result<KernelPtr> MakeConv(const KernelInit& init) {
   QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
   const int64_t group = init.node.GetInt("group", 1);
   if (group < 1) return init.Error(StatusCode::kInvalidModel, "group must be >= 1, got {}", group);
   return MakeKernel([g, group](KernelContext& c) {
-    at::Tensor x = c.in(0);
-    const at::Tensor& w = c.in(1);
-    const std::vector<int64_t> in = Spatial(x);
-    QK_KERNEL_CHECK(w.dim() == x.dim(), "W has rank {}, X has rank {}", w.dim(), x.dim());
-    const std::vector<int64_t> k = g.kernel.empty() ? w.sizes().slice(2).vec() : g.kernel;
-    std::vector<int64_t> s, d;
-    std::vector<int64_t> p = g.Resolve(in, k, &s, &d);
-    std::vector<int64_t> sym(in.size(), 0);
-    const size_t n = in.size();
-    bool symmetric = true;
-    for (size_t i = 0; i < n; ++i) symmetric = symmetric && p[i] == p[i + n];
-    if (symmetric) {
-      for (size_t i = 0; i < n; ++i) sym[i] = p[i];
-    } else {
-      x = at::constant_pad_nd(x, AtenPadList(p), 0);
-    }
-    at::Tensor b = c.has(2) ? c.in(2) : at::Tensor();
-    return Out{at::convolution(x, w, b, s, sym, d, false, std::vector<int64_t>(n, 0), group)};
+    return Out{ConvForward(g, group, c.in(0), c.in(1), c.has(2) ? c.in(2) : at::Tensor())};
+  });
+}
+
+// Integer convolutions run in double on the centered operands (exact for 8-bit products summed
+// below 2^53; ATen has no integer convolution on CPU). W's zero point is per output channel.
+Result<KernelPtr> MakeConvInteger(const KernelInit& init) {
+  QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
+  const int64_t group = init.node.GetInt("group", 1);
+  return MakeKernel([g, group](KernelContext& c) {
+    at::Tensor x = CenterZeroPoint(c.in(0), c.has(2) ? c.in(2) : at::Tensor(), 0);
+    at::Tensor w = CenterZeroPoint(c.in(1), c.has(3) ? c.in(3) : at::Tensor(), 0);
+    return Out{ConvForward(g, group, x, w, at::Tensor()).round().to(at::kInt)};
+  });
+}
+
+// QLinearConv(x, xs, xzp, w, ws, wzp, ys, yzp, B): requantized integer convolution.
+Result<KernelPtr> MakeQLinearConv(const KernelInit& init) {
+  QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
+  const int64_t group = init.node.GetInt("group", 1);
+  return MakeKernel([g, group](KernelContext& c) {
+    at::Tensor x = CenterZeroPoint(c.in(0), c.in(2), 0);
+    at::Tensor w = CenterZeroPoint(c.in(3), c.in(5), 0);
+    at::Tensor acc = ConvForward(g, group, x, w, c.has(8) ? c.in(8).to(at::kDouble) : at::Tensor());
+    // The accumulator (bias included) is in units of x_scale * w_scale; w_scale may be per
+    // output channel (dim 1 of the result).
+    at::Tensor ws = c.in(4).to(at::kDouble);
+    std::vector<int64_t> shape(acc.dim(), 1);
+    shape[1] = -1;
+    ws = ws.numel() > 1 ? ws.reshape(shape) : ws.reshape({});
+    return Out{Requantize(acc * c.in(1).to(at::kDouble).reshape({}) * ws, c.in(6), c.in(7))};
   });
 }
 
@@ -277,29 +310,85 @@ at::Tensor AveragePool(at::Tensor x, const Geometry& g, bool include_pad) {
   return y;
 }
 
+// Window sums over zero-padded input for dilated windows (which ATen's avg_pool lacks): a
+// depthwise convolution with a dilated all-ones kernel. ceil_mode windows that run past the
+// padded input are completed with zeros. `count` gets the number of real (non-pad) elements.
+at::Tensor DilatedWindowSum(const at::Tensor& x, const Geometry& g, at::Tensor* count) {
+  const std::vector<int64_t> in = Spatial(x);
+  const size_t n = in.size();
+  std::vector<int64_t> s, d;
+  std::vector<int64_t> p = g.Resolve(in, g.kernel, &s, &d);
+  std::vector<int64_t> full = p, ones_shape(x.dim(), 1), wshape = {x.size(1), 1};
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t span = in[i] + p[i] + p[i + n], eff = (g.kernel[i] - 1) * d[i] + 1;
+    const int64_t num = span - eff;
+    const int64_t out = (g.ceil_mode ? (num + s[i] - 1) / s[i] : num / s[i]) + 1;
+    full[i + n] += std::max<int64_t>(0, (out - 1) * s[i] + eff - span);  // ceil_mode overhang
+    ones_shape[2 + i] = in[i];
+    wshape.push_back(g.kernel[i]);
+  }
+  const std::vector<int64_t> zero(n, 0);
+  auto window_sum = [&](const at::Tensor& v, int64_t groups) {
+    std::vector<int64_t> ws = wshape;
+    ws[0] = groups;
+    return at::convolution(v, at::ones(ws, v.options()), {}, s, zero, d, false, zero, groups);
+  };
+  if (count != nullptr) {
+    *count = window_sum(at::constant_pad_nd(at::ones(ones_shape, x.options()), AtenPadList(full), 0), 1);
+  }
+  return window_sum(at::constant_pad_nd(x, AtenPadList(full), 0), x.size(1));
+}
+
+// Dilated average (opset 19): count_include_pad=1 divides by the kernel size, as the reference.
+at::Tensor DilatedAveragePool(const at::Tensor& x, const Geometry& g, bool include_pad) {
+  at::Tensor count;
+  at::Tensor sum = DilatedWindowSum(x, g, include_pad ? nullptr : &count);
+  if (!include_pad) return sum / count;
+  int64_t window = 1;
+  for (int64_t k : g.kernel) window *= k;
+  return sum / static_cast<double>(window);
+}
+
 Result<KernelPtr> MakeAveragePool(const KernelInit& init) {
   QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
   if (g.kernel.empty()) return init.Error(StatusCode::kInvalidModel, "missing attribute kernel_shape");
-  for (int64_t d : g.dilations) {
-    if (d != 1) return init.Error(StatusCode::kUnsupported, "AveragePool with dilations != 1");
-  }
+  bool dilated = false;
+  for (int64_t d : g.dilations) dilated = dilated || d != 1;
   const bool include_pad = init.node.GetInt("count_include_pad", 0) != 0;
-  return MakeKernel([g, include_pad](KernelContext& c) { return Out{AveragePool(c.in(0), g, include_pad)}; });
+  return MakeKernel([g, include_pad, dilated](KernelContext& c) {
+    return Out{dilated ? DilatedAveragePool(c.in(0), g, include_pad) : AveragePool(c.in(0), g, include_pad)};
+  });
 }
 
 // LpPool: (sum over the window of |x|^p)^(1/p) = (avg(|x|^p) * window)^(1/p), pads counted as 0.
 Result<KernelPtr> MakeLpPool(const KernelInit& init) {
   QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
   if (g.kernel.empty()) return init.Error(StatusCode::kInvalidModel, "missing attribute kernel_shape");
-  for (int64_t d : g.dilations) {
-    if (d != 1) return init.Error(StatusCode::kUnsupported, "LpPool with dilations != 1");
-  }
+  bool dilated = false;
+  for (int64_t d : g.dilations) dilated = dilated || d != 1;
   const double p = static_cast<double>(init.node.GetInt("p", 2));
-  return MakeKernel([g, p](KernelContext& c) {
+  return MakeKernel([g, p, dilated](KernelContext& c) {
+    if (dilated) return Out{at::pow(DilatedWindowSum(at::pow(at::abs(c.in(0)), p), g, nullptr), 1.0 / p)};
     int64_t window = 1;
     for (int64_t k : g.kernel) window *= k;
     at::Tensor y = AveragePool(at::pow(at::abs(c.in(0)), p), g, /*include_pad=*/true);
     return Out{at::pow(y * static_cast<double>(window), 1.0 / p)};
+  });
+}
+
+// Col2Im (18), 2-D images: ATen's col2im (the inverse of im2col / unfold) with symmetric pads.
+Result<KernelPtr> MakeCol2Im(const KernelInit& init) {
+  const std::vector<int64_t> dil = init.node.GetInts("dilations", {1, 1});
+  const std::vector<int64_t> pads = init.node.GetInts("pads", {0, 0, 0, 0});
+  const std::vector<int64_t> strides = init.node.GetInts("strides", {1, 1});
+  if (dil.size() != 2 || strides.size() != 2 || pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3]) {
+    return init.Error(StatusCode::kUnsupported, "only 2-D Col2Im with symmetric pads is supported");
+  }
+  return MakeKernel([=](KernelContext& c) {
+    const std::vector<int64_t> image = ToInt64Vector(c.in(1));
+    const std::vector<int64_t> block = ToInt64Vector(c.in(2));
+    QK_KERNEL_CHECK(image.size() == 2 && block.size() == 2, "only 2-D Col2Im is supported");
+    return Out{at::col2im(c.in(0), image, block, dil, {pads[0], pads[1]}, strides)};
   });
 }
 
@@ -325,10 +414,13 @@ Result<KernelPtr> MakeGlobalPool(const KernelInit& init) {
 
 void AppendConvKernels(KernelTable& t) {
   t.push_back({"", "Conv", 1, kLatestOpset, MakeConv});
+  t.push_back({"", "ConvInteger", 10, kLatestOpset, MakeConvInteger});
+  t.push_back({"", "QLinearConv", 10, kLatestOpset, MakeQLinearConv});
   t.push_back({"", "ConvTranspose", 1, kLatestOpset, MakeConvTranspose});
   t.push_back({"", "MaxPool", 1, kLatestOpset, MakeMaxPool});
   t.push_back({"", "AveragePool", 1, kLatestOpset, MakeAveragePool});
   t.push_back({"", "LpPool", 2, kLatestOpset, MakeLpPool});
+  t.push_back({"", "Col2Im", 18, kLatestOpset, MakeCol2Im});
   t.push_back({"", "GlobalAveragePool", 1, kLatestOpset, MakeGlobalPool<GlobalKind::kAvg>});
   t.push_back({"", "GlobalMaxPool", 1, kLatestOpset, MakeGlobalPool<GlobalKind::kMax>});
   t.push_back({"", "GlobalLpPool", 2, kLatestOpset, MakeGlobalPool<GlobalKind::kLp>});

@@ -70,10 +70,18 @@ Result<KernelPtr> MakeLeakyRelu(const KernelInit& init) {
   return MakeKernel([alpha](KernelContext& c) { return Out{at::leaky_relu(c.in(0), alpha)}; });
 }
 
-Result<KernelPtr> MakePRelu(const KernelInit&) {
-  return MakeKernel([](KernelContext& c) {
+// Before opset 7 a 1-D slope of size C applies per channel (axis 1), not to the last axis.
+Result<KernelPtr> MakePRelu(const KernelInit& init) {
+  const bool legacy = init.opset < 7;
+  return MakeKernel([legacy](KernelContext& c) {
     const at::Tensor& x = c.in(0);
-    return Out{at::where(x < 0, x * c.in(1), x)};
+    at::Tensor slope = c.in(1);
+    if (legacy && slope.dim() == 1 && x.dim() > 2 && slope.numel() == x.size(1)) {
+      std::vector<int64_t> shape(x.dim() - 1, 1);
+      shape[0] = -1;
+      slope = slope.reshape(shape);
+    }
+    return Out{at::where(x < 0, x * slope, x)};
   });
 }
 
@@ -151,14 +159,24 @@ Result<KernelPtr> MakeClip(const KernelInit& init) {
 enum class BinOp { kAdd, kSub, kMul, kDiv, kPow, kEq, kLt, kLe, kGt, kGe, kAnd, kOr, kXor,
                    kBitAnd, kBitOr, kBitXor };
 
+// Before opset 7, broadcast=1 with `axis` aligns B's dims with A's starting at `axis` (instead
+// of numpy's trailing alignment).
+at::Tensor LegacyAlign(const at::Tensor& a, const at::Tensor& b, int64_t axis) {
+  if (axis < 0) return b;  // no legacy axis (the attribute itself is non-negative here)
+  const int64_t ax = axis;
+  std::vector<int64_t> shape(ax, 1);
+  for (int64_t d : b.sizes()) shape.push_back(d);
+  while (static_cast<int64_t>(shape.size()) < a.dim()) shape.push_back(1);
+  return b.reshape(shape);
+}
+
 template <BinOp op>
 Result<KernelPtr> Binary(const KernelInit& init) {
-  if (init.opset < 7 && init.node.GetInt("broadcast", 0) != 0 && init.node.has_attr("axis")) {
-    return init.Error(StatusCode::kUnsupported, "legacy broadcast with axis (opset < 7)");
-  }
-  return MakeKernel([](KernelContext& c) {
+  const bool legacy_axis = init.opset < 7 && init.node.GetInt("broadcast", 0) != 0 && init.node.has_attr("axis");
+  const int64_t axis = legacy_axis ? init.node.GetInt("axis", 0) : -1;
+  return MakeKernel([axis](KernelContext& c) {
     const at::Tensor& a = c.in(0);
-    const at::Tensor& b = c.in(1);
+    const at::Tensor b = LegacyAlign(a, c.in(1), axis);
     switch (op) {
       case BinOp::kAdd: return Out{at::add(a, b)};
       case BinOp::kSub: return Out{at::sub(a, b)};

@@ -64,32 +64,21 @@ Result<KernelPtr> MakeDynamicQuantize(const KernelInit&) {
   });
 }
 
-// Integer products are computed in double (exact below 2^53) because ATen's integer matmul is
-// not available for every CPU build.
-at::Tensor Centered(const at::Tensor& q, const at::Tensor& zp, bool per_row) {
-  at::Tensor v = q.to(at::kDouble);
-  if (!zp.defined()) return v;
-  at::Tensor z = zp.to(at::kDouble);
-  if (per_row && z.dim() == 1 && z.numel() > 1) z = z.unsqueeze(-1);
-  return v - z;
-}
-
+// Integer products run in double on the centered operands (exact below 2^53; ATen's integer
+// matmul is not available in every CPU build). A's zero point is per row, B's per column.
 Result<KernelPtr> MakeMatMulInteger(const KernelInit&) {
   return MakeKernel([](KernelContext& c) {
-    at::Tensor a = Centered(c.in(0), c.has(2) ? c.in(2) : at::Tensor(), true);
-    at::Tensor b = Centered(c.in(1), c.has(3) ? c.in(3) : at::Tensor(), false);
+    at::Tensor a = CenterZeroPoint(c.in(0), c.has(2) ? c.in(2) : at::Tensor(), -2);
+    at::Tensor b = CenterZeroPoint(c.in(1), c.has(3) ? c.in(3) : at::Tensor(), -1);
     return Out{at::matmul(a, b).round().to(at::kInt)};
   });
 }
 
 Result<KernelPtr> MakeQLinearMatMul(const KernelInit&) {
   return MakeKernel([](KernelContext& c) {
-    at::Tensor a = Centered(c.in(0), c.in(2), true) * c.in(1).to(at::kDouble);
-    at::Tensor b = Centered(c.in(3), c.in(5), false) * c.in(4).to(at::kDouble);
-    const at::Tensor& yzp = c.in(7);
-    at::Tensor y = at::round(at::matmul(a, b) / c.in(6).to(at::kDouble)) + yzp.to(at::kDouble);
-    const bool u8 = yzp.scalar_type() == at::kByte;
-    return Out{at::clamp(y, u8 ? 0 : -128, u8 ? 255 : 127).to(yzp.scalar_type())};
+    at::Tensor a = CenterZeroPoint(c.in(0), c.in(2), -2) * c.in(1).to(at::kDouble);
+    at::Tensor b = CenterZeroPoint(c.in(3), c.in(5), -1) * c.in(4).to(at::kDouble);
+    return Out{Requantize(at::matmul(a, b), c.in(6), c.in(7))};
   });
 }
 
@@ -195,6 +184,25 @@ Result<KernelPtr> MakeWindow(const KernelInit& init) {
   });
 }
 
+// GridSample (16, 20): ONNX took PyTorch's definition, so ATen's grid_sampler matches it.
+Result<KernelPtr> MakeGridSample(const KernelInit& init) {
+  std::string mode = init.node.GetString("mode", init.opset >= 20 ? "linear" : "bilinear");
+  const std::string padding = init.node.GetString("padding_mode", "zeros");
+  const bool align = init.node.GetInt("align_corners", 0) != 0;
+  int64_t m = -1, p = -1;
+  if (mode == "bilinear" || mode == "linear") m = 0;
+  if (mode == "nearest") m = 1;
+  if (mode == "bicubic" || mode == "cubic") m = 2;
+  if (padding == "zeros") p = 0;
+  if (padding == "border") p = 1;
+  if (padding == "reflection") p = 2;
+  if (m < 0 || p < 0) return init.Error(StatusCode::kInvalidModel, "unknown mode '{}' or padding_mode '{}'", mode, padding);
+  return MakeKernel([=](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    return Out{at::grid_sampler(x, c.in(1).to(x.scalar_type()), m, p, align)};
+  });
+}
+
 }  // namespace
 
 void AppendMiscKernels(KernelTable& t) {
@@ -203,6 +211,7 @@ void AppendMiscKernels(KernelTable& t) {
   t.push_back({"", "DynamicQuantizeLinear", 11, kLatestOpset, MakeDynamicQuantize});
   t.push_back({"", "MatMulInteger", 10, kLatestOpset, MakeMatMulInteger});
   t.push_back({"", "QLinearMatMul", 10, kLatestOpset, MakeQLinearMatMul});
+  t.push_back({"", "GridSample", 16, kLatestOpset, MakeGridSample});
   t.push_back({"", "EyeLike", 9, kLatestOpset, MakeEyeLike});
   t.push_back({"", "Shrink", 9, kLatestOpset, MakeShrink});
   t.push_back({"", "Det", 11, kLatestOpset, MakeDet});

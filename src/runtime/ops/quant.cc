@@ -28,16 +28,6 @@ at::Tensor Align(const at::Tensor& s, const at::Tensor& x, int64_t axis, int64_t
   return s.repeat_interleave(block, a).narrow(a, 0, x.size(a));
 }
 
-bool QuantRange(at::ScalarType t, double* lo, double* hi) {
-  switch (t) {
-    case at::kByte: *lo = 0; *hi = 255; return true;
-    case at::kChar: *lo = -128; *hi = 127; return true;
-    case at::kShort: *lo = -32768; *hi = 32767; return true;
-    case at::kInt: *lo = -2147483648.0; *hi = 2147483647.0; return true;
-    default: return false;
-  }
-}
-
 Result<KernelPtr> MakeQuantize(const KernelInit& init) {
   const int64_t axis = init.node.GetInt("axis", 1);
   const int64_t block = init.node.GetInt("block_size", 0);

@@ -36,15 +36,18 @@ struct ResizeAttrs {
   std::vector<float> attr_scales;
 };
 
-double Coordinate(const ResizeAttrs& a, double o, int64_t in, int64_t out, double scale,
-                  double roi_start, double roi_end) {
+// `out` is the unrounded output length scale * in, as in the reference implementation (it
+// matters for align_corners and tf_crop_and_resize with scales that do not divide evenly).
+double Coordinate(const ResizeAttrs& a, double o, int64_t in, double out, int64_t out_int,
+                  double scale, double roi_start, double roi_end) {
   const std::string& m = a.coord;
+  if (m == "tf_half_pixel_for_nn") return (o + 0.5) / scale;
   if (m == "half_pixel") return (o + 0.5) / scale - 0.5;
   if (m == "pytorch_half_pixel") return out > 1 ? (o + 0.5) / scale - 0.5 : 0.0;
-  if (m == "align_corners") return out == 1 ? 0.0 : o * (in - 1) / static_cast<double>(out - 1);
+  if (m == "align_corners") return out == 1 ? 0.0 : o * (in - 1) / (out - 1);
   if (m == "asymmetric") return o / scale;
   if (m == "half_pixel_symmetric") {
-    const double adjustment = out / (scale * in);
+    const double adjustment = out_int / out;
     const double center = in / 2.0;
     const double offset = center * (1 - adjustment);
     return offset + (o + 0.5) / scale - 0.5;
@@ -78,7 +81,7 @@ at::Tensor AxisWeights(const ResizeAttrs& a, int64_t in, int64_t out, double sca
   outside->assign(out, false);
   const double s = a.antialias ? std::min(scale, 1.0) : 1.0;
   for (int64_t o = 0; o < out; ++o) {
-    const double x = Coordinate(a, static_cast<double>(o), in, out, scale, roi_start, roi_end);
+    const double x = Coordinate(a, static_cast<double>(o), in, scale * in, out, scale, roi_start, roi_end);
     if (a.coord == "tf_crop_and_resize" && (x < 0 || x > in - 1)) {
       (*outside)[o] = true;
       continue;
@@ -218,9 +221,6 @@ Result<ResizeAttrs> ReadAttrs(const KernelInit& init, bool upsample) {
                                   "tf_crop_and_resize", "half_pixel_symmetric", "tf_half_pixel_for_nn"};
   if (std::find(std::begin(kCoords), std::end(kCoords), a.coord) == std::end(kCoords)) {
     return init.Error(StatusCode::kInvalidModel, "unknown coordinate_transformation_mode '{}'", a.coord);
-  }
-  if (a.coord == "tf_half_pixel_for_nn") {
-    return init.Error(StatusCode::kUnsupported, "coordinate_transformation_mode 'tf_half_pixel_for_nn'");
   }
   if (a.aspect != "stretch" && a.aspect != "not_larger" && a.aspect != "not_smaller") {
     return init.Error(StatusCode::kInvalidModel, "unknown keep_aspect_ratio_policy '{}'", a.aspect);
