@@ -14,11 +14,13 @@ temporary name, checked with onnxruntime (loads, runs a batch of 2, finite outpu
 within EXPORT_TOLERANCE), then renamed, so the cache never holds a partial or unchecked file.
 """
 import argparse
-import hashlib
 import json
 import os
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "zoo"))
+from onnx_util import sha256  # noqa: E402
 
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "squeezenet1_1",
           "shufflenet_v2_x1_0", "vit_b_16"]
@@ -32,14 +34,6 @@ EXPORT_TOLERANCE = 1e-3
 def cache_dir():
     root = os.environ.get("QUANTKIT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "quantkit")
     return os.path.join(root, "models")
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _stamp_expected(name, opset):
