@@ -5,7 +5,9 @@
 
 Writes ${QUANTKIT_CACHE:-$HOME/.cache/quantkit}/models/<name>.opset<N>.onnx and prints one path
 per line (tests and benchmarks call this, or import ensure()). Nothing is downloaded: weights are
-random (torch.manual_seed(SEED), torchvision's own initialisation), the model is in eval mode, the
+random (torch.manual_seed(SEED), torchvision's own initialisation, except that all-zero Linear
+weights, such as vit_b_16's head, are redrawn from N(0, 0.02) so that outputs are not constant
+zeros), the model is in eval mode, the
 input is float32 [N, 3, 224, 224] with a dynamic batch N, named 'input'; the output 'output'.
 
 A file is reused when its stamp (<file>.stamp.json) names the same torch/torchvision versions,
@@ -29,6 +31,7 @@ SEED = 0
 # Max |ORT - torch| relative to max |torch| on the check batch: float32 reassociation across
 # dozens of layers of random-weight networks, not an accuracy claim.
 EXPORT_TOLERANCE = 1e-3
+INIT = "torchvision default; all-zero Linear weights redrawn from N(0, 0.02)"
 
 
 def cache_dir():
@@ -40,7 +43,7 @@ def _stamp_expected(name, opset):
     # Package metadata, not torch.__version__: checking a cached file must not pay for importing torch.
     from importlib.metadata import version
     return {"model": name, "opset": opset, "seed": SEED, "torch": version("torch"),
-            "torchvision": version("torchvision"), "input": ["N", 3, 224, 224]}
+            "torchvision": version("torchvision"), "input": ["N", 3, 224, 224], "init": INIT}
 
 
 def _is_current(path, name, opset):
@@ -91,6 +94,10 @@ def ensure(name, opset, force=False, log=print):
     torch.set_num_threads(int(os.environ.get("QUANTKIT_THREADS", "1")))
     torch.manual_seed(SEED)
     model = getattr(torchvision.models, name)(weights=None).eval()
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear) and not module.weight.any():
+                module.weight.normal_(0.0, 0.02)
     x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(SEED + 1))
     tmp = f"{path}.tmp{os.getpid()}"
     t0 = time.time()
