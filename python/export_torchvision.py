@@ -7,7 +7,10 @@ Writes ${QUANTKIT_CACHE:-$HOME/.cache/quantkit}/models/<name>.opset<N>.onnx and 
 per line (tests and benchmarks call this, or import ensure()). Nothing is downloaded: weights are
 random (torch.manual_seed(SEED), torchvision's own initialisation, except that all-zero Linear
 weights, such as vit_b_16's head, are redrawn from N(0, 0.02) so that outputs are not constant
-zeros), the model is in eval mode, the
+zeros, and BatchNorm running statistics are set by one train-mode pass over CALIB_IMAGES seeded
+N(0, 1) images: with the default statistics (mean 0, var 1) random MobileNets and EfficientNets
+shrink their activations to ~1e-9..1e-14, useless for range calibration), the model is in eval
+mode, the
 input is float32 [N, 3, 224, 224] with a dynamic batch N, named 'input'; the output 'output'.
 
 A file is reused when its stamp (<file>.stamp.json) names the same torch/torchvision versions,
@@ -31,7 +34,9 @@ SEED = 0
 # Max |ORT - torch| relative to max |torch| on the check batch: float32 reassociation across
 # dozens of layers of random-weight networks, not an accuracy claim.
 EXPORT_TOLERANCE = 1e-3
-INIT = "torchvision default; all-zero Linear weights redrawn from N(0, 0.02)"
+CALIB_IMAGES = 8
+INIT = ("torchvision default; all-zero Linear weights redrawn from N(0, 0.02); BatchNorm running stats "
+        f"from one train-mode pass over {CALIB_IMAGES} seeded N(0, 1) images")
 
 
 def cache_dir():
@@ -98,6 +103,14 @@ def ensure(name, opset, force=False, log=print):
         for module in model.modules():
             if isinstance(module, torch.nn.Linear) and not module.weight.any():
                 module.weight.normal_(0.0, 0.02)
+        norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+        if norms:
+            for m in norms:
+                m.reset_running_stats()
+                m.momentum = None  # cumulative average: the statistics of exactly this pass
+            model.train()
+            model(torch.randn(CALIB_IMAGES, 3, 224, 224, generator=torch.Generator().manual_seed(SEED + 2)))
+            model.eval()
     x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(SEED + 1))
     tmp = f"{path}.tmp{os.getpid()}"
     t0 = time.time()
