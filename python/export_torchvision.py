@@ -5,7 +5,12 @@
 
 Writes ${QUANTKIT_CACHE:-$HOME/.cache/quantkit}/models/<name>.opset<N>.onnx and prints one path
 per line (tests and benchmarks call this, or import ensure()). Nothing is downloaded: weights are
-random (torch.manual_seed(SEED), torchvision's own initialisation), the model is in eval mode, the
+random (torch.manual_seed(SEED), torchvision's own initialisation, except that all-zero Linear
+weights, such as vit_b_16's head, are redrawn from N(0, 0.02) so that outputs are not constant
+zeros, and BatchNorm running statistics are set by one train-mode pass over CALIB_IMAGES seeded
+N(0, 1) images: with the default statistics (mean 0, var 1) random MobileNets and EfficientNets
+shrink their activations to ~1e-9..1e-14, useless for range calibration), the model is in eval
+mode, the
 input is float32 [N, 3, 224, 224] with a dynamic batch N, named 'input'; the output 'output'.
 
 A file is reused when its stamp (<file>.stamp.json) names the same torch/torchvision versions,
@@ -14,11 +19,13 @@ temporary name, checked with onnxruntime (loads, runs a batch of 2, finite outpu
 within EXPORT_TOLERANCE), then renamed, so the cache never holds a partial or unchecked file.
 """
 import argparse
-import hashlib
 import json
 import os
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "zoo"))
+from onnx_util import sha256  # noqa: E402
 
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "squeezenet1_1",
           "shufflenet_v2_x1_0", "vit_b_16"]
@@ -27,6 +34,9 @@ SEED = 0
 # Max |ORT - torch| relative to max |torch| on the check batch: float32 reassociation across
 # dozens of layers of random-weight networks, not an accuracy claim.
 EXPORT_TOLERANCE = 1e-3
+CALIB_IMAGES = 8
+INIT = ("torchvision default; all-zero Linear weights redrawn from N(0, 0.02); BatchNorm running stats "
+        f"from one train-mode pass over {CALIB_IMAGES} seeded N(0, 1) images")
 
 
 def cache_dir():
@@ -34,19 +44,11 @@ def cache_dir():
     return os.path.join(root, "models")
 
 
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _stamp_expected(name, opset):
     # Package metadata, not torch.__version__: checking a cached file must not pay for importing torch.
     from importlib.metadata import version
     return {"model": name, "opset": opset, "seed": SEED, "torch": version("torch"),
-            "torchvision": version("torchvision"), "input": ["N", 3, 224, 224]}
+            "torchvision": version("torchvision"), "input": ["N", 3, 224, 224], "init": INIT}
 
 
 def _is_current(path, name, opset):
@@ -97,6 +99,18 @@ def ensure(name, opset, force=False, log=print):
     torch.set_num_threads(int(os.environ.get("QUANTKIT_THREADS", "1")))
     torch.manual_seed(SEED)
     model = getattr(torchvision.models, name)(weights=None).eval()
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear) and not module.weight.any():
+                module.weight.normal_(0.0, 0.02)
+        norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+        if norms:
+            for m in norms:
+                m.reset_running_stats()
+                m.momentum = None  # cumulative average: the statistics of exactly this pass
+            model.train()
+            model(torch.randn(CALIB_IMAGES, 3, 224, 224, generator=torch.Generator().manual_seed(SEED + 2)))
+            model.eval()
     x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(SEED + 1))
     tmp = f"{path}.tmp{os.getpid()}"
     t0 = time.time()
