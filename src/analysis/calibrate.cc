@@ -18,7 +18,7 @@
 #include "onnx/export.h"
 #include "onnx/import.h"
 #include "passes/insert_qdq.h"
-#include "passes/promote_constants.h"
+#include "passes/fold_identity.h"
 #include "quant/method_amax.h"
 #include "quantkit/version.h"
 #include "runtime/interpreter.h"
@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 
 Result<ir::Model> LoadPromoted(const std::string& path) {
   QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(path));
-  QK_RETURN_IF_ERROR(passes::PromoteConstants(*model.graph).WithContext(path));
+  QK_RETURN_IF_ERROR(passes::PrepareConstants(*model.graph).WithContext(path));
   return model;
 }
 

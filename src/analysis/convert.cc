@@ -11,7 +11,7 @@
 #include "onnx/import.h"
 #include "passes/extract_qdq.h"
 #include "passes/insert_qdq.h"
-#include "passes/promote_constants.h"
+#include "passes/fold_identity.h"
 #include "passes/strip_qdq.h"
 
 namespace quantkit::analysis {
@@ -25,7 +25,7 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 Result<ir::Model> LoadModel(const std::string& path) {
   QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(path));
-  QK_RETURN_IF_ERROR(passes::PromoteConstants(*model.graph).WithContext(path));
+  QK_RETURN_IF_ERROR(passes::PrepareConstants(*model.graph).WithContext(path));
   return model;
 }
 
@@ -157,8 +157,16 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
         "warning: {} of {} plan tensors match no tensor of {} (names must match the model)",
         unmatched, plan.tensors.size(), options.model));
   }
-  QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
-                      passes::FindQdqSites(*model.graph, options.placement));
+  std::vector<passes::QdqSite> sites;
+  if (options.placement_from_plan) {
+    sites = passes::SitesFromPlan(*model.graph, plan);
+    QK_RETURN_IF_NOT(!sites.empty(), StatusCode::kInvalidArgument,
+                     "{}: no entry extracted from a Q/DQ model matches a tensor of {} (use the "
+                     "default --placement tensorrt for calibrated plans)",
+                     options.input, options.model);
+  } else {
+    QK_ASSIGN_OR_RETURN(sites, passes::FindQdqSites(*model.graph, options.placement));
+  }
   QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.graph, sites, &plan));
   QK_ASSIGN_OR_RETURN(passes::InsertQdqReport ins, passes::InsertQdq(model, plan, sites));
   result.messages.push_back(fmt::format("inserted {} activation and {} weight Q/DQ pairs; {} sites "

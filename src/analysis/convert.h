@@ -30,6 +30,9 @@ struct ConvertOptions {
   std::string model;  // float model for plan -> Q/DQ ONNX
   formats::TrtCacheWriteOptions cache;
   passes::PlacementOptions placement;
+  // plan -> Q/DQ ONNX: false = TensorRT's recipe (qdq_placement.h); true = exactly the tensors
+  // the plan extracted from a Q/DQ model (reproduces that model's fake quantization).
+  bool placement_from_plan = false;
   std::string float_precision = "fp16";  // for the --layerPrecisions string
 };
 

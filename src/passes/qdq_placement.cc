@@ -82,6 +82,19 @@ Result<std::vector<QdqSite>> FindQdqSites(const ir::Graph& graph, const Placemen
   return sites;
 }
 
+std::vector<QdqSite> SitesFromPlan(const ir::Graph& graph, const quant::QuantPlan& plan) {
+  std::vector<QdqSite> sites;
+  for (const auto& [name, entry] : plan.tensors) {
+    if (!entry.quantized || entry.source.rfind("qdq:", 0) != 0) continue;
+    const ir::Value* v = graph.FindValue(name);
+    if (!v) continue;
+    for (const ir::Use& use : v->uses()) {
+      sites.push_back(QdqSite{use.node, use.input_index, name, entry.role, entry.axis});
+    }
+  }
+  return sites;
+}
+
 std::vector<std::string> ActivationTensors(const std::vector<QdqSite>& sites) {
   std::vector<std::string> names;
   for (const QdqSite& s : sites) {

@@ -46,6 +46,11 @@ struct QdqSite {
 // Sites in topological order of their consumers. Fails only on a cyclic graph.
 Result<std::vector<QdqSite>> FindQdqSites(const ir::Graph& graph, const PlacementOptions& options);
 
+// Sites that put Q/DQ exactly where the plan's entries came from a Q/DQ model (source "qdq:"),
+// at every consumer of each such tensor: re-inserting an extracted plan this way reproduces the
+// original model's fake quantization. Entries that were propagated or calibrated are skipped.
+std::vector<QdqSite> SitesFromPlan(const ir::Graph& graph, const quant::QuantPlan& plan);
+
 // Names of the activation tensors that need statistics (deduplicated, sorted).
 std::vector<std::string> ActivationTensors(const std::vector<QdqSite>& sites);
 

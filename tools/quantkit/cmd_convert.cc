@@ -13,6 +13,7 @@ void SetupConvert(CLI::App& app, RunFn* run) {
     std::string trt_version = formats::kDefaultTrtVersion;
     std::string calibrator = "EntropyCalibration2";
     bool layer_precisions = false;
+    std::string placement = "tensorrt";
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -30,6 +31,11 @@ void SetupConvert(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   cmd->add_option("--calibrator", opts->calibrator, "cache header calibrator: EntropyCalibration2 | MinMaxCalibration")
       ->capture_default_str();
+  cmd->add_option("--placement", opts->placement,
+                  "plan -> Q/DQ ONNX: 'tensorrt' (TensorRT's recipe) or 'plan' (exactly where the "
+                  "plan's Q/DQ-extracted scales were: reproduces a QAT model)")
+      ->check(CLI::IsMember({"tensorrt", "plan"}))
+      ->capture_default_str();
   cmd->add_flag("--layer-precisions", opts->layer_precisions,
                 "print the trtexec --layerPrecisions string for the layers kept in float");
   cmd->add_option("--float-precision", opts->convert.float_precision,
@@ -43,6 +49,7 @@ void SetupConvert(CLI::App& app, RunFn* run) {
       auto calibrator = formats::ParseTrtCalibrator(opts->calibrator);
       if (!calibrator.ok()) return Report(calibrator.status());
       opts->convert.cache = {*version, *calibrator};
+      opts->convert.placement_from_plan = opts->placement == "plan";
       auto result = analysis::Convert(opts->convert);
       if (!result.ok()) return Report(result.status());
       for (const std::string& m : result->messages) std::printf("%s\n", m.c_str());

@@ -5,7 +5,7 @@
 #include "analysis/qdq_lint.h"
 #include "cli_util.h"
 #include "onnx/import.h"
-#include "passes/promote_constants.h"
+#include "passes/fold_identity.h"
 
 namespace quantkit::cli {
 
@@ -24,7 +24,7 @@ void SetupLint(CLI::App& app, RunFn* run) {
     *run = [opts]() -> int {
       auto model = onnx_io::ImportModel(opts->model);
       if (!model.ok()) return Report(model.status());
-      if (int rc = Report(passes::PromoteConstants(*model->graph).WithContext(opts->model))) return rc;
+      if (int rc = Report(passes::PrepareConstants(*model->graph).WithContext(opts->model))) return rc;
       const analysis::LintReport report = analysis::LintQdqModel(*model);
       const std::string text =
           opts->json ? analysis::FormatLintJson(report) : analysis::FormatLintText(report);
