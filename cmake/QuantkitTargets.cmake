@@ -11,6 +11,12 @@ function(quantkit_target_defaults target)
                                              -fno-sanitize-recover=undefined)
     target_link_options(${target} PUBLIC -fsanitize=address,undefined)
   endif()
+  if(QUANTKIT_FUZZ)
+    # Coverage instrumentation for libFuzzer plus ASan/UBSan; fuzz targets add -fsanitize=fuzzer.
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link,address,undefined
+                                             -fno-omit-frame-pointer)
+    target_link_options(${target} PUBLIC -fsanitize=address,undefined)
+  endif()
 endfunction()
 
 # quantkit_add_library(name SOURCES ... DEPS ... [PRIVATE_DEPS ...])

@@ -210,6 +210,18 @@ Status Exporter::ExportModel(const ir::Model& model, ::onnx::ModelProto* proto) 
     p->set_value(value);
   }
   QK_RETURN_IF_NOT(model.graph != nullptr, StatusCode::kInvalidArgument, "model has no graph");
+  // Refuse before copying gigabytes into a protobuf that cannot be serialized anyway.
+  uint64_t inline_bytes = 0;
+  ir::ForEachGraph(*model.graph, [&](ir::Graph& g) {
+    for (const ir::Value* v : g.initializers()) {
+      const uint64_t n = v->initializer->nbytes();
+      if (data_file_ == nullptr || n < options_.size_threshold) inline_bytes += n;
+    }
+  });
+  QK_RETURN_IF_NOT(inline_bytes <= kMaxProtoBytes, StatusCode::kResourceExhausted,
+                   "the model's inline weights are {} bytes, over protobuf's 2 GB limit: export "
+                   "with external data (ExportOptions::external_data)",
+                   inline_bytes);
   QK_RETURN_IF_ERROR(ExportGraph(*model.graph, proto->mutable_graph()));
   for (const std::string& f : model.functions) {
     QK_RETURN_IF_NOT(proto->add_functions()->ParseFromString(f), StatusCode::kInternal,

@@ -289,26 +289,32 @@ Result<ir::SparseTensor> SparseTensorFromProto(::onnx::SparseTensorProto* proto,
   return sparse;
 }
 
-void TensorToProto(const ir::Tensor& tensor, ::onnx::TensorProto* proto) {
+namespace {
+// Everything but the data: dims, dtype, name, doc string and IR-10 metadata.
+void TensorHeaderToProto(const ir::Tensor& tensor, ::onnx::TensorProto* proto) {
   for (int64_t d : tensor.dims()) proto->add_dims(d);
   proto->set_data_type(static_cast<int32_t>(tensor.dtype()));
   if (!tensor.name.empty()) proto->set_name(tensor.name);
   if (!tensor.doc_string.empty()) proto->set_doc_string(tensor.doc_string);
+  WriteUnknownStringPairs(tensor.metadata_props, kTensorMetadataProps,
+                          proto->mutable_unknown_fields());
+}
+}  // namespace
+
+void TensorToProto(const ir::Tensor& tensor, ::onnx::TensorProto* proto) {
+  TensorHeaderToProto(tensor, proto);
   if (tensor.dtype() == DType::kString) {
     for (const std::string& s : tensor.strings()) proto->add_string_data(s);
   } else {
-    proto->set_raw_data(tensor.data(), tensor.nbytes());
+    // (An empty tensor may have no buffer at all: never hand a null pointer to the string.)
+    proto->set_raw_data(tensor.nbytes() ? static_cast<const char*>(tensor.data()) : "",
+                        tensor.nbytes());
   }
-  WriteUnknownStringPairs(tensor.metadata_props, kTensorMetadataProps,
-                          proto->mutable_unknown_fields());
 }
 
 void TensorToExternalProto(const ir::Tensor& tensor, const std::string& location, uint64_t offset,
                            ::onnx::TensorProto* proto) {
-  for (int64_t d : tensor.dims()) proto->add_dims(d);
-  proto->set_data_type(static_cast<int32_t>(tensor.dtype()));
-  if (!tensor.name.empty()) proto->set_name(tensor.name);
-  if (!tensor.doc_string.empty()) proto->set_doc_string(tensor.doc_string);
+  TensorHeaderToProto(tensor, proto);
   proto->set_data_location(::onnx::TensorProto::EXTERNAL);
   auto add = [proto](const std::string& key, const std::string& value) {
     auto* entry = proto->add_external_data();
@@ -318,8 +324,6 @@ void TensorToExternalProto(const ir::Tensor& tensor, const std::string& location
   add("location", location);
   add("offset", std::to_string(offset));
   add("length", std::to_string(tensor.nbytes()));
-  WriteUnknownStringPairs(tensor.metadata_props, kTensorMetadataProps,
-                          proto->mutable_unknown_fields());
 }
 
 void SparseTensorToProto(const ir::SparseTensor& tensor, ::onnx::SparseTensorProto* proto) {
