@@ -1,6 +1,6 @@
 // Losses, integer/quantized linear algebra and small utility ops: NegativeLogLikelihoodLoss,
 // SoftmaxCrossEntropyLoss, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, NonMaxSuppression,
-// GridSample, EyeLike,
+// GridSample, AffineGrid, CenterCropPad, EyeLike,
 // Shrink, Det, Compress, ReverseSequence, LRN, Hann/Hamming/BlackmanWindow.
 #include <ATen/core/Reduction.h>
 
@@ -267,6 +267,43 @@ Result<KernelPtr> MakeNonMaxSuppression(const KernelInit& init) {
   });
 }
 
+// AffineGrid (20): ONNX took PyTorch's affine_grid, so ATen's generator matches it.
+Result<KernelPtr> MakeAffineGrid(const KernelInit& init) {
+  const bool align = init.node.GetInt("align_corners", 0) != 0;
+  return MakeKernel([align](KernelContext& c) {
+    return Out{at::affine_grid_generator(c.in(0), ToInt64Vector(c.in(1)), align)};
+  });
+}
+
+// CenterCropPad (18): per axis, crop (centered, extra element dropped at the end) or zero-pad
+// (centered, extra element added at the end) to the requested size.
+Result<KernelPtr> MakeCenterCropPad(const KernelInit& init) {
+  const std::vector<int64_t> axes_attr = init.node.GetInts("axes");
+  return MakeKernel([axes_attr](KernelContext& c) {
+    at::Tensor x = c.in(0);
+    const std::vector<int64_t> shape = ToInt64Vector(c.in(1));
+    std::vector<int64_t> axes = axes_attr;
+    if (axes.empty()) {
+      for (int64_t i = 0; i < x.dim(); ++i) axes.push_back(i);
+    }
+    QK_KERNEL_CHECK(axes.size() == shape.size(), "shape has {} values for {} axes", shape.size(), axes.size());
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const int64_t a = NormAxis(axes[i], x.dim());
+      const int64_t dim = x.size(a), want = shape[i];
+      if (want < dim) {
+        x = x.narrow(a, (dim - want) / 2, want);
+      } else if (want > dim) {
+        std::vector<int64_t> pads(2 * (x.dim() - 1 - a), 0);
+        const int64_t before = (want - dim) / 2;
+        pads.push_back(before);
+        pads.push_back(want - dim - before);
+        x = at::constant_pad_nd(x, pads, 0);
+      }
+    }
+    return Out{x};
+  });
+}
+
 }  // namespace
 
 void AppendMiscKernels(KernelTable& t) {
@@ -277,6 +314,8 @@ void AppendMiscKernels(KernelTable& t) {
   t.push_back({"", "QLinearMatMul", 10, kLatestOpset, MakeQLinearMatMul});
   t.push_back({"", "GridSample", 16, kLatestOpset, MakeGridSample});
   t.push_back({"", "NonMaxSuppression", 10, kLatestOpset, MakeNonMaxSuppression});
+  t.push_back({"", "AffineGrid", 20, kLatestOpset, MakeAffineGrid});
+  t.push_back({"", "CenterCropPad", 18, kLatestOpset, MakeCenterCropPad});
   t.push_back({"", "EyeLike", 9, kLatestOpset, MakeEyeLike});
   t.push_back({"", "Shrink", 9, kLatestOpset, MakeShrink});
   t.push_back({"", "Det", 11, kLatestOpset, MakeDet});
