@@ -1,4 +1,4 @@
-// Control flow: If and Loop. Bodies are compiled into plans when the kernel is built (so an
+// Control flow: If, Loop, Scan. Bodies are compiled into plans when the kernel is built (so an
 // unsupported op inside a body fails before any compute) and run through
 // KernelContext::RunSubgraph, which resolves the bodies' outer-scope captures from the calling
 // frames.
@@ -71,11 +71,68 @@ Result<KernelPtr> MakeLoop(const KernelInit& init) {
   });
 }
 
+// Scan (9+): body(state..., scan_in_elems...) -> (state..., scan_out_elems...), iterated over
+// the scan axis of every scan input (reversed where scan_input_directions is 1); scan outputs are
+// stacked along scan_output_axes (in reverse for scan_output_directions 1).
+Result<KernelPtr> MakeScan(const KernelInit& init) {
+  QK_ASSIGN_OR_RETURN(std::shared_ptr<const SubgraphPlan> body, Compile(init, "body"));
+  const int64_t num_scan = init.node.GetInt("num_scan_inputs", -1);
+  const int64_t num_inputs = static_cast<int64_t>(init.node.num_inputs());
+  if (num_scan < 1 || num_scan > num_inputs) {
+    return init.Error(StatusCode::kInvalidModel, "num_scan_inputs={} for {} inputs", num_scan, num_inputs);
+  }
+  const size_t num_state = static_cast<size_t>(num_inputs - num_scan);
+  const size_t num_scan_out = init.node.num_outputs() - num_state;
+  auto attr = [&](const char* name, size_t n) {
+    std::vector<int64_t> v = init.node.GetInts(name);
+    if (v.empty()) v.assign(n, 0);
+    return v;
+  };
+  const std::vector<int64_t> in_axes = attr("scan_input_axes", num_scan);
+  const std::vector<int64_t> in_dirs = attr("scan_input_directions", num_scan);
+  const std::vector<int64_t> out_axes = attr("scan_output_axes", num_scan_out);
+  const std::vector<int64_t> out_dirs = attr("scan_output_directions", num_scan_out);
+  if (in_axes.size() != static_cast<size_t>(num_scan) || out_axes.size() != num_scan_out) {
+    return init.Error(StatusCode::kInvalidModel, "scan axes/directions do not match the scan inputs/outputs");
+  }
+  return MakeKernel([=](KernelContext& c) {
+    std::vector<at::Tensor> state;
+    for (size_t i = 0; i < num_state; ++i) state.push_back(c.in(i));
+    std::vector<at::Tensor> xs;
+    std::vector<int64_t> axes;
+    int64_t steps = -1;
+    for (int64_t j = 0; j < num_scan; ++j) {
+      xs.push_back(c.in(num_state + j));
+      axes.push_back(NormAxis(in_axes[j], xs.back().dim()));
+      const int64_t len = xs.back().size(axes.back());
+      QK_KERNEL_CHECK(steps < 0 || steps == len, "scan inputs have different lengths {} and {}", steps, len);
+      steps = len;
+    }
+    std::vector<std::vector<at::Tensor>> outs(num_scan_out);
+    for (int64_t t = 0; t < steps; ++t) {
+      std::vector<at::Tensor> args = state;
+      for (int64_t j = 0; j < num_scan; ++j) args.push_back(xs[j].select(axes[j], in_dirs[j] ? steps - 1 - t : t));
+      std::vector<at::Tensor> r = c.RunSubgraph(*body, args);
+      for (size_t i = 0; i < num_state; ++i) state[i] = r[i];
+      for (size_t k = 0; k < num_scan_out; ++k) outs[k].push_back(r[num_state + k]);
+    }
+    Out result = state;
+    for (size_t k = 0; k < num_scan_out; ++k) {
+      QK_KERNEL_CHECK(!outs[k].empty(), "Scan over an empty sequence has no scan-output shape");
+      if (out_dirs[k]) std::reverse(outs[k].begin(), outs[k].end());
+      const int64_t rank = outs[k][0].dim() + 1;
+      result.push_back(at::stack(outs[k], NormAxis(out_axes[k], rank)));
+    }
+    return result;
+  });
+}
+
 }  // namespace
 
 void AppendControlFlowKernels(KernelTable& t) {
   t.push_back({"", "If", 1, kLatestOpset, MakeIf});
   t.push_back({"", "Loop", 1, kLatestOpset, MakeLoop});
+  t.push_back({"", "Scan", 9, kLatestOpset, MakeScan});
 }
 
 }  // namespace quantkit::runtime

@@ -1,5 +1,5 @@
 // Convolution and pooling: Conv, ConvInteger, QLinearConv, ConvTranspose, Col2Im, MaxPool,
-// AveragePool, LpPool, Global*Pool.
+// MaxUnpool, AveragePool, LpPool, Global*Pool.
 //
 // ONNX allows asymmetric and auto (SAME_UPPER / SAME_LOWER) padding; ATen only symmetric. When
 // the resolved pads are asymmetric (or larger than ATen accepts) the input is padded explicitly
@@ -392,6 +392,39 @@ Result<KernelPtr> MakeCol2Im(const KernelInit& init) {
   });
 }
 
+// MaxUnpool (9, 11): scatters X into zeros at MaxPool's indices, which are flat over the whole
+// [N, C, spatial...] pooled input of the default size (in - 1) * stride + kernel - pads, so one
+// flat scatter covers every layout. A larger output_shape then zero-pads each spatial dim at the
+// end (as the reference does).
+Result<KernelPtr> MakeMaxUnpool(const KernelInit& init) {
+  QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
+  if (g.kernel.empty()) return init.Error(StatusCode::kInvalidModel, "missing attribute kernel_shape");
+  return MakeKernel([g](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    const std::vector<int64_t> in = Spatial(x);
+    const size_t n = in.size();
+    std::vector<int64_t> shape = {x.size(0), x.size(1)};
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t s = g.strides.empty() ? 1 : g.strides[i];
+      const int64_t pb = g.pads.empty() ? 0 : g.pads[i], pe = g.pads.empty() ? 0 : g.pads[i + n];
+      shape.push_back((in[i] - 1) * s + g.kernel[i] - pb - pe);
+    }
+    int64_t total = 1;
+    for (int64_t d : shape) total *= d;
+    at::Tensor out = at::zeros({total}, x.options());
+    out.scatter_(0, c.in(1).to(at::kLong).reshape({-1}), x.reshape({-1}));
+    out = out.reshape(shape);
+    if (c.has(2)) {
+      const std::vector<int64_t> want = ToInt64Vector(c.in(2));
+      QK_KERNEL_CHECK(want.size() == shape.size(), "output_shape has {} dims, expected {}", want.size(), shape.size());
+      std::vector<int64_t> pads(2 * n, 0);
+      for (size_t i = 0; i < n; ++i) pads[i + n] = want[2 + i] - shape[2 + i];
+      out = at::constant_pad_nd(out, AtenPadList(pads), 0);
+    }
+    return Out{out};
+  });
+}
+
 enum class GlobalKind { kAvg, kMax, kLp };
 
 template <GlobalKind kind>
@@ -420,6 +453,7 @@ void AppendConvKernels(KernelTable& t) {
   t.push_back({"", "MaxPool", 1, kLatestOpset, MakeMaxPool});
   t.push_back({"", "AveragePool", 1, kLatestOpset, MakeAveragePool});
   t.push_back({"", "LpPool", 2, kLatestOpset, MakeLpPool});
+  t.push_back({"", "MaxUnpool", 9, kLatestOpset, MakeMaxUnpool});
   t.push_back({"", "Col2Im", 18, kLatestOpset, MakeCol2Im});
   t.push_back({"", "GlobalAveragePool", 1, kLatestOpset, MakeGlobalPool<GlobalKind::kAvg>});
   t.push_back({"", "GlobalMaxPool", 1, kLatestOpset, MakeGlobalPool<GlobalKind::kMax>});

@@ -1,5 +1,5 @@
 // Indexing: Slice, Gather, GatherElements, GatherND, ScatterElements (and legacy Scatter),
-// ScatterND, OneHot. Negative indices count from the end of the indexed axis.
+// ScatterND, OneHot, Unique. Negative indices count from the end of the indexed axis.
 #include <limits>
 
 #include "runtime/kernel.h"
@@ -192,6 +192,32 @@ Result<KernelPtr> MakeOneHot(const KernelInit& init) {
   });
 }
 
+// Unique (11): unique values (or slices along `axis`), ascending when sorted=1, else in order
+// of first occurrence; plus first-occurrence indices, inverse indices and counts (all int64).
+Result<KernelPtr> MakeUnique(const KernelInit& init) {
+  const bool has_axis = init.node.has_attr("axis");
+  const int64_t axis = init.node.GetInt("axis", 0);
+  const bool sorted = init.node.GetInt("sorted", 1) != 0;
+  return MakeKernel([=](KernelContext& c) {
+    at::Tensor x = has_axis ? c.in(0) : c.in(0).reshape({-1});
+    const int64_t a = has_axis ? NormAxis(axis, x.dim()) : 0;
+    auto [y, inverse, counts] = at::unique_dim(x, a, /*sorted=*/true, /*return_inverse=*/true, /*return_counts=*/true);
+    inverse = inverse.reshape({-1});
+    const int64_t n = inverse.numel(), k = y.size(a);
+    // First occurrence of each unique entry: the smallest position mapping to it.
+    at::Tensor first = at::full({k}, n, at::kLong).scatter_reduce(0, inverse, at::arange(n, at::kLong), "amin");
+    if (!sorted) {
+      at::Tensor perm = at::argsort(first);
+      at::Tensor rank = at::empty_like(perm).scatter_(0, perm, at::arange(k, at::kLong));
+      y = y.index_select(a, perm);
+      first = first.index_select(0, perm);
+      counts = counts.index_select(0, perm);
+      inverse = rank.index_select(0, inverse);
+    }
+    return Out{y, first, inverse, counts};
+  });
+}
+
 }  // namespace
 
 void AppendIndexKernels(KernelTable& t) {
@@ -203,6 +229,7 @@ void AppendIndexKernels(KernelTable& t) {
   t.push_back({"", "ScatterElements", 11, kLatestOpset, MakeScatterElements});
   t.push_back({"", "ScatterND", 11, kLatestOpset, MakeScatterND});
   t.push_back({"", "OneHot", 9, kLatestOpset, MakeOneHot});
+  t.push_back({"", "Unique", 11, kLatestOpset, MakeUnique});
 }
 
 }  // namespace quantkit::runtime

@@ -1,8 +1,10 @@
 // Losses, integer/quantized linear algebra and small utility ops: NegativeLogLikelihoodLoss,
-// SoftmaxCrossEntropyLoss, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, EyeLike,
+// SoftmaxCrossEntropyLoss, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, NonMaxSuppression,
+// GridSample, AffineGrid, CenterCropPad, EyeLike,
 // Shrink, Det, Compress, ReverseSequence, LRN, Hann/Hamming/BlackmanWindow.
 #include <ATen/core/Reduction.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -203,6 +205,105 @@ Result<KernelPtr> MakeGridSample(const KernelInit& init) {
   });
 }
 
+// NonMaxSuppression (10, 11): per (batch, class), greedy selection in descending score order
+// (ties: lower box index first) of boxes with score > score_threshold whose IoU with every
+// box already selected is <= iou_threshold, at most max_output_boxes_per_class of them.
+// Output [selected, 3] = (batch, class, box). ATen has no NMS, and the selection is sequential,
+// so it runs on the host over a float copy of boxes and scores.
+Result<KernelPtr> MakeNonMaxSuppression(const KernelInit& init) {
+  const bool center = init.node.GetInt("center_point_box", 0) != 0;
+  return MakeKernel([center](KernelContext& c) {
+    at::Tensor boxes = c.in(0).to(at::kFloat).contiguous();
+    at::Tensor scores = c.in(1).to(at::kFloat).contiguous();
+    QK_KERNEL_CHECK(boxes.dim() == 3 && boxes.size(2) == 4 && scores.dim() == 3, "boxes must be [B, N, 4] and scores [B, C, N]");
+    const int64_t max_out = c.has(2) && c.in(2).numel() ? ToInt64Vector(c.in(2)).at(0) : 0;
+    const double iou_max = c.has(3) && c.in(3).numel() ? ToDoubleVector(c.in(3)).at(0) : 0.0;
+    const bool has_score_min = c.has(4) && c.in(4).numel();
+    const double score_min = has_score_min ? ToDoubleVector(c.in(4)).at(0) : 0.0;
+    const int64_t nb = boxes.size(0), n = boxes.size(1), nc = scores.size(1);
+    QK_KERNEL_CHECK(scores.size(0) == nb && scores.size(2) == n, "scores shape does not match boxes");
+    // Corners (y0, x0, y1, x1) with y0 <= y1, x0 <= x1.
+    auto corners = [&](const float* b) {
+      std::array<float, 4> r;
+      if (center) {
+        r = {b[1] - b[3] / 2, b[0] - b[2] / 2, b[1] + b[3] / 2, b[0] + b[2] / 2};
+      } else {
+        r = {std::min(b[0], b[2]), std::min(b[1], b[3]), std::max(b[0], b[2]), std::max(b[1], b[3])};
+      }
+      return r;
+    };
+    auto iou = [](const std::array<float, 4>& a, const std::array<float, 4>& b) {
+      const float ih = std::max(0.0f, std::min(a[2], b[2]) - std::max(a[0], b[0]));
+      const float iw = std::max(0.0f, std::min(a[3], b[3]) - std::max(a[1], b[1]));
+      const float inter = ih * iw;
+      const float uni = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
+      return uni > 0 ? inter / uni : 0.0f;
+    };
+    std::vector<int64_t> out;
+    const float* bp = boxes.data_ptr<float>();
+    const float* sp = scores.data_ptr<float>();
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int64_t k = 0; k < nc && max_out > 0; ++k) {
+        const float* s = sp + (b * nc + k) * n;
+        std::vector<int64_t> order;
+        for (int64_t i = 0; i < n; ++i) {
+          if (!has_score_min || s[i] > score_min) order.push_back(i);
+        }
+        std::stable_sort(order.begin(), order.end(), [s](int64_t x, int64_t y) { return s[x] > s[y]; });
+        std::vector<std::array<float, 4>> kept;
+        for (int64_t i : order) {
+          if (static_cast<int64_t>(kept.size()) >= max_out) break;
+          const std::array<float, 4> box = corners(bp + (b * n + i) * 4);
+          bool keep = true;
+          for (const auto& other : kept) keep = keep && iou(box, other) <= iou_max;
+          if (!keep) continue;
+          kept.push_back(box);
+          out.insert(out.end(), {b, k, i});
+        }
+      }
+    }
+    const int64_t rows = static_cast<int64_t>(out.size() / 3);
+    return Out{at::tensor(out, at::kLong).reshape({rows, 3})};
+  });
+}
+
+// AffineGrid (20): ONNX took PyTorch's affine_grid, so ATen's generator matches it.
+Result<KernelPtr> MakeAffineGrid(const KernelInit& init) {
+  const bool align = init.node.GetInt("align_corners", 0) != 0;
+  return MakeKernel([align](KernelContext& c) {
+    return Out{at::affine_grid_generator(c.in(0), ToInt64Vector(c.in(1)), align)};
+  });
+}
+
+// CenterCropPad (18): per axis, crop (centered, extra element dropped at the end) or zero-pad
+// (centered, extra element added at the end) to the requested size.
+Result<KernelPtr> MakeCenterCropPad(const KernelInit& init) {
+  const std::vector<int64_t> axes_attr = init.node.GetInts("axes");
+  return MakeKernel([axes_attr](KernelContext& c) {
+    at::Tensor x = c.in(0);
+    const std::vector<int64_t> shape = ToInt64Vector(c.in(1));
+    std::vector<int64_t> axes = axes_attr;
+    if (axes.empty()) {
+      for (int64_t i = 0; i < x.dim(); ++i) axes.push_back(i);
+    }
+    QK_KERNEL_CHECK(axes.size() == shape.size(), "shape has {} values for {} axes", shape.size(), axes.size());
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const int64_t a = NormAxis(axes[i], x.dim());
+      const int64_t dim = x.size(a), want = shape[i];
+      if (want < dim) {
+        x = x.narrow(a, (dim - want) / 2, want);
+      } else if (want > dim) {
+        std::vector<int64_t> pads(2 * (x.dim() - 1 - a), 0);
+        const int64_t before = (want - dim) / 2;
+        pads.push_back(before);
+        pads.push_back(want - dim - before);
+        x = at::constant_pad_nd(x, pads, 0);
+      }
+    }
+    return Out{x};
+  });
+}
+
 }  // namespace
 
 void AppendMiscKernels(KernelTable& t) {
@@ -212,6 +313,9 @@ void AppendMiscKernels(KernelTable& t) {
   t.push_back({"", "MatMulInteger", 10, kLatestOpset, MakeMatMulInteger});
   t.push_back({"", "QLinearMatMul", 10, kLatestOpset, MakeQLinearMatMul});
   t.push_back({"", "GridSample", 16, kLatestOpset, MakeGridSample});
+  t.push_back({"", "NonMaxSuppression", 10, kLatestOpset, MakeNonMaxSuppression});
+  t.push_back({"", "AffineGrid", 20, kLatestOpset, MakeAffineGrid});
+  t.push_back({"", "CenterCropPad", 18, kLatestOpset, MakeCenterCropPad});
   t.push_back({"", "EyeLike", 9, kLatestOpset, MakeEyeLike});
   t.push_back({"", "Shrink", 9, kLatestOpset, MakeShrink});
   t.push_back({"", "Det", 11, kLatestOpset, MakeDet});
