@@ -7,7 +7,9 @@ set -euo pipefail
 BUILD_DIR=${1:-build/dev}
 echo "== microbenchmarks"
 "$BUILD_DIR/bench/quant/quant_bench" --benchmark_min_time=0.2
-if [[ -x "$BUILD_DIR/bench/runtime/runtime_bench" ]]; then "$BUILD_DIR/bench/runtime/runtime_bench"; fi
+echo "== FP32 latency: quantkit interpreter vs onnxruntime (batch 1 and 8)"
+.venv/bin/python bench/runtime/ort_latency.py --runtime-bench "$BUILD_DIR/bench/runtime/runtime_bench" \
+  --models "${BENCH_RUNTIME_MODELS:-resnet18,mobilenet_v2,mobilenet_v3_small,efficientnet_b0,squeezenet1_1,shufflenet_v2_x1_0}"
 echo "== calibration: quantkit vs onnxruntime.quantization"
 .venv/bin/python bench/peer_calibrate.py --quantkit "$BUILD_DIR/tools/quantkit/quantkit" \
   --models "${BENCH_MODELS:-plain_cnn,resnet18}" --samples "${BENCH_SAMPLES:-256,1024,4096}" \

@@ -1,7 +1,7 @@
-// Latency of Interpreter::Run, batch 1, float32 [1, 3, 224, 224], on every model in
+// Latency of Interpreter::Run, batch 1 and 8 (benchmark arg), float32 [B, 3, 224, 224], on every model in
 // ${QUANTKIT_CACHE:-~/.cache/quantkit}/models (written by python/export_torchvision.py).
 // Counters: peak_live_MB (liveness-tracked activations + weights views) per run.
-// The onnxruntime peer numbers come from bench/runtime/ort_latency.py on the same files.
+// bench/runtime/ort_latency.py runs this and onnxruntime side by side and prints the ratios.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -28,7 +28,7 @@ void RunModel(benchmark::State& state, const std::string& path) {
   if (!model.ok()) return state.SkipWithError(model.status().ToString().c_str());
   auto interp = Interpreter::Create(std::move(model).value());
   if (!interp.ok()) return state.SkipWithError(interp.status().ToString().c_str());
-  quantkit::ir::Tensor x(quantkit::ir::DType::kFloat, {1, 3, 224, 224});
+  quantkit::ir::Tensor x(quantkit::ir::DType::kFloat, {state.range(0), 3, 224, 224});
   float* p = x.mutable_data_as<float>();
   for (int64_t i = 0; i < x.numel(); ++i) p[i] = static_cast<float>((i * 7919) % 255) / 255.0f;
   const std::string name = (*interp)->input_names().at(0);
@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
       const std::string path = e.path().string();
       benchmark::RegisterBenchmark(e.path().stem().string().c_str(),
                                    [path](benchmark::State& s) { RunModel(s, path); })
+          ->Arg(1)
+          ->Arg(8)
           ->Unit(benchmark::kMillisecond)
           ->MinTime(2.0);
     }

@@ -66,6 +66,14 @@ Result<ir::Tensor> Conform(ir::Tensor t, const InputSpec& spec, bool batched,
   return t;
 }
 
+ir::Tensor WithLeadingDim(ir::Tensor t) {
+  std::vector<int64_t> dims{1};
+  dims.insert(dims.end(), t.dims().begin(), t.dims().end());
+  ir::Tensor one(t.dtype(), dims);
+  std::memcpy(one.mutable_data(), t.data(), t.nbytes());
+  return one;
+}
+
 Result<ir::Tensor> StackRows(const std::vector<const ir::Tensor*>& rows, const std::string& name) {
   QK_RETURN_IF_NOT(!rows.empty(), StatusCode::kInternal, "StackRows: no rows");
   const ir::Tensor& first = *rows.front();
@@ -208,13 +216,7 @@ Result<std::unique_ptr<Source>> internal::MakeArraySource(std::vector<std::pair<
                      "{}: array for input '{}' is a scalar", origin, spec.name);
     // An array with the model's rank is a batch of samples; one rank lower is a single sample.
     const bool batched = spec.dims.empty() || t.rank() == static_cast<int64_t>(spec.dims.size());
-    if (!batched) {
-      std::vector<int64_t> dims{1};
-      dims.insert(dims.end(), t.dims().begin(), t.dims().end());
-      ir::Tensor one(t.dtype(), dims);
-      std::memcpy(one.mutable_data(), t.data(), t.nbytes());
-      t = std::move(one);
-    }
+    if (!batched) t = internal::WithLeadingDim(std::move(t));
     std::string note;
     QK_ASSIGN_OR_RETURN(t, Conform(std::move(t), spec, /*batched=*/true, origin, &note));
     if (!note.empty()) notes.push_back(note);

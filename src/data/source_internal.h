@@ -13,6 +13,8 @@ namespace quantkit::data::internal {
 // `batched`: the leading dim of `t` counts samples. `note` receives a conversion note.
 Result<ir::Tensor> Conform(ir::Tensor t, const InputSpec& spec, bool batched,
                            const std::string& origin, std::string* note);
+// A single sample as a batch of one: [d0, ...] -> [1, d0, ...].
+ir::Tensor WithLeadingDim(ir::Tensor t);
 // Stacks equally shaped samples into [N, ...].
 Result<ir::Tensor> StackRows(const std::vector<const ir::Tensor*>& rows, const std::string& name);
 

@@ -32,13 +32,7 @@ Result<std::unique_ptr<Source>> OpenTensorProtoDir(const std::string& dir,
       QK_ASSIGN_OR_RETURN(ir::Tensor t, onnx_io::ReadTensorProtoFile(file));
       const bool batched = inputs[k].dims.empty() || t.rank() == static_cast<int64_t>(inputs[k].dims.size());
       QK_ASSIGN_OR_RETURN(t, Conform(std::move(t), inputs[k], batched, file, nullptr));
-      if (!batched) {
-        std::vector<int64_t> dims{1};
-        dims.insert(dims.end(), t.dims().begin(), t.dims().end());
-        ir::Tensor one(t.dtype(), dims);
-        std::memcpy(one.mutable_data(), t.data(), t.nbytes());
-        t = std::move(one);
-      }
+      if (!batched) t = WithLeadingDim(std::move(t));
       per_input[k].push_back(std::move(t));
     }
   }
