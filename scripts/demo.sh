@@ -37,4 +37,4 @@ printf '%-18s %8s %8s %8s %10s\n' "method" "FP32" "INT8" "delta" "agreement"
 printf '%s' "$rows"
 echo
 echo "Artifacts (TensorRT): $OUT/<method>/{model.qdq.onnx,calib.cache,ranges.txt,plan.json,summary.txt}"
-echo "Build an engine: trtexec --onnx=$OUT/entropy/model.qdq.onnx --int8   (explicit quantization)"
+echo "Build an engine: trtexec --onnx=$OUT/entropy+input_max/model.qdq.onnx --int8   (explicit quantization)"
