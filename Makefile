@@ -29,6 +29,8 @@ test: build
 demo: build
 	@bash scripts/demo.sh $(BUILD_DIR)
 
+# The asan-ubsan test preset sets ASAN_OPTIONS=allocator_may_return_null=1 so that huge requests
+# fail like the real allocator and the out-of-memory tests exercise quantkit's own error path.
 asan: setup
 	@cmake --preset asan-ubsan >/dev/null
 	@cmake --build --preset asan-ubsan -j $(JOBS)
