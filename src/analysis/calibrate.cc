@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "analysis/model_loading.h"
 #include "common/check.h"
 #include "common/file_util.h"
 #include "common/progress.h"
@@ -16,9 +17,7 @@
 #include "formats/qkstats.h"
 #include "formats/ranges.h"
 #include "onnx/export.h"
-#include "onnx/import.h"
 #include "passes/insert_qdq.h"
-#include "passes/fold_identity.h"
 #include "quant/method_amax.h"
 #include "quantkit/version.h"
 #include "runtime/interpreter.h"
@@ -27,12 +26,6 @@ namespace quantkit::analysis {
 namespace {
 
 namespace fs = std::filesystem;
-
-Result<ir::Model> LoadPromoted(const std::string& path) {
-  QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(path));
-  QK_RETURN_IF_ERROR(passes::PrepareConstants(*model.graph).WithContext(path));
-  return model;
-}
 
 // Routes the watched activations of each run into their collectors (views are float, in place).
 class CollectingObserver final : public runtime::Observer {
@@ -151,7 +144,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   CalibrateResult result;
   QK_ASSIGN_OR_RETURN(std::string model_sha, Sha256OfFile(options.model));
-  QK_ASSIGN_OR_RETURN(ir::Model model, LoadPromoted(options.model));
+  QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
                       passes::FindQdqSites(*model.graph, options.placement));
   const std::vector<std::string> activations = passes::ActivationTensors(sites);
@@ -206,7 +199,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
     }
   }
   // Weights come from the model file, whatever the statistics source.
-  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, LoadPromoted(options.model));
+  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, LoadModelForQuantization(options.model));
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> qdq_sites,
                       passes::FindQdqSites(*qdq_model.graph, options.placement));
   QK_RETURN_IF_ERROR(passes::AddWeightScales(*qdq_model.graph, qdq_sites, &plan));

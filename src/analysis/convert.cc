@@ -6,12 +6,11 @@
 #include <set>
 
 #include "common/check.h"
+#include "analysis/model_loading.h"
 #include "formats/ranges.h"
 #include "onnx/export.h"
-#include "onnx/import.h"
 #include "passes/extract_qdq.h"
 #include "passes/insert_qdq.h"
-#include "passes/fold_identity.h"
 #include "passes/strip_qdq.h"
 
 namespace quantkit::analysis {
@@ -21,12 +20,6 @@ namespace fs = std::filesystem;
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-Result<ir::Model> LoadModel(const std::string& path) {
-  QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(path));
-  QK_RETURN_IF_ERROR(passes::PrepareConstants(*model.graph).WithContext(path));
-  return model;
 }
 
 Result<quant::QuantPlan> ReadPlan(const std::string& path, ArtifactKind kind) {
@@ -102,7 +95,7 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
   ConvertResult result;
 
   if (in_kind == ArtifactKind::kOnnx) {
-    QK_ASSIGN_OR_RETURN(ir::Model model, LoadModel(options.input));
+    QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.input));
     passes::ExtractReport report;
     QK_ASSIGN_OR_RETURN(quant::QuantPlan plan,
                         passes::ExtractQdqPlan(*model.graph, {}, &report));
@@ -147,7 +140,7 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
   QK_RETURN_IF_NOT(!options.model.empty(), StatusCode::kInvalidArgument,
                    "writing a Q/DQ model from {} needs the float model: --model FLOAT.onnx",
                    options.input);
-  QK_ASSIGN_OR_RETURN(ir::Model model, LoadModel(options.model));
+  QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
   int unmatched = 0;
   for (const auto& [name, t] : plan.tensors) {
     if (!model.graph->FindValue(name)) ++unmatched;

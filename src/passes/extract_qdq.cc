@@ -6,20 +6,10 @@
 
 #include "common/check.h"
 #include "passes/qdq_pairs.h"
+#include "quant/params.h"
 
 namespace quantkit::passes {
 namespace {
-
-// Integer range of a quantized dtype as ONNX QuantizeLinear saturates it.
-std::pair<int32_t, int32_t> QRange(ir::DType dtype) {
-  switch (dtype) {
-    case ir::DType::kInt8: return {-128, 127};
-    case ir::DType::kUint8: return {0, 255};
-    case ir::DType::kInt16: return {-32768, 32767};
-    case ir::DType::kUint16: return {0, 65535};
-    default: return {0, 0};
-  }
-}
 
 const std::set<std::string>& ShapeOps() {
   static const std::set<std::string> ops{"Reshape", "Flatten", "Transpose", "Squeeze",
@@ -41,12 +31,14 @@ bool AddUnit(const QdqUnit& u, quant::QuantPlan* plan, ExtractReport* report) {
     report->notes.push_back(name + ": int32 (bias) quantization is not part of a TensorRT plan; kept float");
     return false;
   }
-  const auto [qmin, qmax] = QRange(u.quant_dtype);
-  if (qmin == qmax) {
+  const Result<quant::QuantRange> range = quant::RangeFor(u.quant_dtype);
+  if (!range.ok()) {
     report->notes.push_back(fmt::format("{}: {} quantization is not convertible to int8", name,
                                         ir::DTypeName(u.quant_dtype)));
     return false;
   }
+  const int32_t qmin = range->min;
+  const int32_t qmax = range->max;
   std::vector<float> scale = u.scale;
   std::string reason;
   if (!u.symmetric()) {

@@ -3,6 +3,7 @@
 #include "common/check.h"
 #include "ir/verifier.h"
 #include "passes/qdq_pairs.h"
+#include "quant/params.h"
 
 namespace quantkit::passes {
 namespace {
@@ -37,8 +38,7 @@ Result<ir::Tensor> DequantizeConstant(const QdqUnit& u) {
       case ir::DType::kUint8: v = q.data_as<uint8_t>()[i]; break;
       default: v = q.data_as<int32_t>()[i]; break;
     }
-    dst[i] = static_cast<float>(v - u.zero_point[static_cast<size_t>(c)]) *
-             u.scale[static_cast<size_t>(c)];
+    dst[i] = quant::Dequantize(v, u.scale[static_cast<size_t>(c)], u.zero_point[static_cast<size_t>(c)]);
   }
   return out;
 }

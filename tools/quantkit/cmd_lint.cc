@@ -4,8 +4,7 @@
 
 #include "analysis/qdq_lint.h"
 #include "cli_util.h"
-#include "onnx/import.h"
-#include "passes/fold_identity.h"
+#include "analysis/model_loading.h"
 
 namespace quantkit::cli {
 
@@ -22,9 +21,8 @@ void SetupLint(CLI::App& app, RunFn* run) {
   cmd->add_flag("--json", opts->json, "print the findings as JSON");
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      auto model = onnx_io::ImportModel(opts->model);
+      auto model = analysis::LoadModelForQuantization(opts->model);
       if (!model.ok()) return Report(model.status());
-      if (int rc = Report(passes::PrepareConstants(*model->graph).WithContext(opts->model))) return rc;
       const analysis::LintReport report = analysis::LintQdqModel(*model);
       const std::string text =
           opts->json ? analysis::FormatLintJson(report) : analysis::FormatLintText(report);
