@@ -86,6 +86,43 @@ TEST(EntropyAmax, FastSearchMatchesTheLiteralLoopOnRandomHistograms) {
   }
 }
 
+// The search has three code paths chosen by the shape of the problem: the offset table
+// (L <= 1024 levels, the 8-bit case), boundary arithmetic (more levels), and direct logarithms
+// when the level-term table would be too large (very many bins per level). Each must pick the
+// literal loop's bin.
+TEST(EntropyAmax, EveryCodePathMatchesTheLiteralLoop) {
+  struct Case {
+    int num_bits;
+    bool is_unsigned;
+    int64_t bins, start;
+  };
+  const Case cases[] = {
+      {8, false, 300, 128},   // offset table, q in {1, 2}
+      {5, false, 200, 3},     // candidates below L: zero-width levels
+      {11, true, 2100, 2048}, // 2048 levels: boundary arithmetic
+      {2, false, 3000, 2},    // 2 levels, 3000 bins: the table would exceed its cap
+  };
+  std::mt19937 rng(7);
+  for (const Case& c : cases) {
+    std::vector<int64_t> counts(static_cast<size_t>(c.bins));
+    for (int64_t k = 0; k < c.bins; ++k) {
+      counts[static_cast<size_t>(k)] =
+          (rng() % 5 == 0) ? 0 : static_cast<int64_t>(5000.0 / (1.0 + 0.02 * k) * (rng() % 100) / 50.0);
+    }
+    counts.back() += 3;
+    const Histogram h = Uniform(counts, 0.01);
+    EntropyOptions o;
+    o.num_bits = c.num_bits;
+    o.is_unsigned = c.is_unsigned;
+    o.start_bin = c.start;
+    auto r = EntropyAmax(h, o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const int64_t levels = int64_t{1} << (c.num_bits - 1 + (c.is_unsigned ? 1 : 0));
+    EXPECT_EQ(r->index, BruteForcePqEntropy(h, c.start, levels))
+        << c.num_bits << " bits, " << c.bins << " bins";
+  }
+}
+
 TEST(EntropyAmax, ClipsALoneOutlierAndHonoursTheThresholdRule) {
   std::vector<int64_t> c(2048, 0);
   for (int k = 0; k < 600; ++k) c[static_cast<size_t>(k)] = 1000 - k;
