@@ -1,7 +1,7 @@
 # quantkit — the two commands of the README:
 #   make demo   install what is missing, build, run the main job on the bundled model and data
 #   make test   the whole test suite (what CI runs)
-# Other targets: build, asan (sanitizer build + unit tests), bench, zoo, fuzz, clean.
+# Other targets: build, asan (sanitizer build + unit tests), bench, zoo, zoo-table, fuzz, clean.
 
 PRESET ?= dev
 BUILD_DIR := build/$(PRESET)
@@ -12,7 +12,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_MAXSIZE ?= 5G
 
-.PHONY: all setup build test demo asan bench zoo fuzz clean
+.PHONY: all setup build test demo asan bench zoo zoo-table fuzz clean
 
 all: build
 
@@ -41,6 +41,11 @@ bench: build
 
 zoo: setup
 	@.venv/bin/python python/zoo/train_all.py
+
+# docs/zoo-table.md: every zoo model x every method, per-tensor weights, fallback (full test split).
+zoo-table: build
+	@.venv/bin/python python/zoo_table.py $(BUILD_DIR)/tools/quantkit/quantkit --markdown docs/zoo-table.md \
+		--json docs/zoo-table.json
 
 fuzz: setup
 	@cmake --preset fuzz >/dev/null

@@ -110,8 +110,9 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
       ++act;
     }
   }
-  s += fmt::format("quantized: {} activations (per tensor), {} weights (per channel); {} kept in float\n",
-                   act, weights, kept);
+  s += fmt::format("quantized: {} activations (per tensor), {} weights ({}); {} kept in float\n",
+                   act, weights,
+                   options.placement.per_channel_weights ? "per channel" : "per tensor", kept);
   if (inserted) {
     s += fmt::format("Q/DQ pairs: {} on activations, {} on weights\n", inserted->activation_pairs,
                      inserted->weight_pairs);

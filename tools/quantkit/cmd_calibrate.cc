@@ -14,6 +14,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
     std::vector<std::string> overrides, exclude;
     std::string trt_version = formats::kDefaultTrtVersion;
     std::string calibrator = "EntropyCalibration2";
+    std::string weights = "per-channel";
     bool quiet = false;
   };
   auto opts = std::make_shared<Options>();
@@ -30,6 +31,9 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option("--override", opts->overrides,
                   "per-tensor method, TENSOR=METHOD or OPTYPE=METHOD (op type of the consumer)");
   cmd->add_option("--exclude", opts->exclude, "node names or op types kept in float");
+  cmd->add_option("--weights", opts->weights, "weight scales: per-channel (TensorRT's recommendation) | per-tensor")
+      ->check(CLI::IsMember({"per-channel", "per-tensor"}))
+      ->capture_default_str();
   cmd->add_option("--samples", opts->calibrate.samples, "use the first N samples (0: all)")->capture_default_str();
   cmd->add_option("--batch-size", opts->calibrate.batch_size, "samples per model run")->capture_default_str();
   cmd->add_option("--stats", opts->calibrate.stats_out, "also write the statistics (.qkstats)");
@@ -59,6 +63,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
         c.placement.exclude_nodes.insert(e);
         c.placement.exclude_op_types.insert(e);
       }
+      c.placement.per_channel_weights = opts->weights == "per-channel";
       auto version = formats::ParseTrtVersion(opts->trt_version);
       if (!version.ok()) return Report(version.status());
       auto calibrator = formats::ParseTrtCalibrator(opts->calibrator);

@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "commands.h"
+#include "runtime/threads.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -10,12 +11,23 @@ int main(int argc, char** argv) {
       "Run 'quantkit SUBCOMMAND --help' for the options of each subcommand."};
   app.set_version_flag("--version", "quantkit " QK_VERSION);
   app.require_subcommand(0, 1);
+  // Accepted before or after the subcommand (fallthrough): quantkit calibrate ... --threads 4.
+  int threads = 0;
+  app.add_option("--threads", threads,
+                 "compute threads for model runs (0: every CPU this process may use)")
+      ->envname("QUANTKIT_THREADS")
+      ->capture_default_str();
+  app.fallthrough();
   quantkit::cli::RunFn run;
   quantkit::cli::RegisterCommands(app, &run);
   CLI11_PARSE(app, argc, argv);
   if (!run) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
+  }
+  if (quantkit::Status st = quantkit::runtime::SetComputeThreads(threads); !st.ok()) {
+    std::fprintf(stderr, "quantkit: %s\n", st.ToString().c_str());
+    return 2;
   }
   try {
     return run();

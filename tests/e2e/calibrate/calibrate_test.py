@@ -8,7 +8,8 @@ Checks, with onnxruntime as the oracle:
      giving the same outputs as quantkit's own simulation of the same plan (`quantkit run`).
   3. The cache holds exactly the Q/DQ model's activation scales (bit for bit) under the requested
      TensorRT header; ranges.txt holds amax = the plan's amax.
-  4. --stats then --from-stats (the statistics split in two shards) gives the identical plan.
+  4. --stats then --from-stats (the statistics split in two shards) gives the identical plan;
+     --weights per-tensor gives one scale per weight.
   5. Bad data: wrong shape, wrong dtype, empty folder -> exit 2 with one line naming the input;
      NaN in data -> a warning naming the tensor; a model input that never varies -> kept float.
 argv[1] = quantkit binary, argv[2] = repository root.
@@ -120,6 +121,21 @@ def main():
         merged = json.load(open(os.path.join(d, "m", "plan.json")))["tensors"]
         one = json.load(open(os.path.join(d, "one", "plan.json")))["tensors"]
         assert merged == one, "sharded statistics must give the same plan as one pass"
+
+        # 4b. --weights per-tensor: one scale per weight (= its abs max / 127), same activation plan.
+        pt = os.path.join(d, "pt")
+        run(["calibrate", MODEL, "--from-stats", s1, s2, "--method", "percentile:99.9", "--weights", "per-tensor",
+             "-o", pt, "-q"])
+        pt_plan = json.load(open(os.path.join(pt, "plan.json")))["tensors"]
+        weights = [n for n, t in pt_plan.items() if t["role"] == "weight"]
+        assert weights and all(len(pt_plan[n]["scale"]) == 1 for n in weights), weights
+        for n in weights:
+            w = onnx.numpy_helper.to_array(next(i for i in onnx.load(MODEL).graph.initializer if i.name == n))
+            assert np.float32(pt_plan[n]["amax"][0]) == np.abs(w).max(), n
+        assert {n: t for n, t in pt_plan.items() if n not in weights} == \
+            {n: t for n, t in merged.items() if t["role"] != "weight"}
+        run(["lint", os.path.join(pt, "model.qdq.onnx")])
+        ort_run(os.path.join(pt, "model.qdq.onnx"), x[:8])
 
         # 5. bad input.
         np.save(os.path.join(d, "bad_shape.npy"), np.zeros((4, 3, 28, 28), np.float32))

@@ -176,5 +176,15 @@ TEST_F(CliInspect, TorchvisionResnet18) {
   EXPECT_GT(j["weights"]["initializers"]["bytes"].get<uint64_t>(), 44'000'000u);
 }
 
+// --threads is global, accepted after the subcommand, and validated before any work.
+TEST_F(CliInspect, ThreadsOptionIsValidated) {
+  const std::string model = std::string(kNodeTests) + "/test_relu/model.onnx";
+  EXPECT_EQ(Run("inspect '" + model + "' --threads 2").exit_code, 0);
+  const CommandResult bad = Run("inspect '" + model + "' --threads -1");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--threads must be >= 0"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.err.find('\n'), bad.err.size() - 1) << "more than one line: " << bad.err;
+}
+
 }  // namespace
 }  // namespace quantkit

@@ -1,0 +1,32 @@
+#include "runtime/threads.h"
+
+#include <ATen/Parallel.h>
+#include <sched.h>
+
+#include <thread>
+
+#include "common/check.h"
+
+namespace quantkit::runtime {
+
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc > 0 ? static_cast<int>(hc) : 1;
+}
+
+Status SetComputeThreads(int threads) {
+  QK_RETURN_IF_NOT(threads >= 0, StatusCode::kInvalidArgument,
+                   "--threads must be >= 0 (0: every usable CPU), got {}", threads);
+  at::set_num_threads(threads == 0 ? UsableCpus() : threads);
+  return Status::Ok();
+}
+
+int ComputeThreads() { return at::get_num_threads(); }
+
+}  // namespace quantkit::runtime

@@ -1,0 +1,19 @@
+// Process-wide compute threads of the runtime (ATen intra-op parallelism).
+//
+// ATen's own default is not the machine's core count everywhere: Debian's libtorch 1.13 starts
+// with one OpenMP thread on a 2-core machine (omp_get_max_threads() == 1), which halves
+// calibration and evaluation throughput against onnxruntime (two threads there). quantkit sets
+// the count explicitly: every CPU this process may run on, unless the user asks otherwise.
+#pragma once
+
+#include "quantkit/status.h"
+
+namespace quantkit::runtime {
+
+// CPUs in this process's affinity mask (at least 1).
+int UsableCpus();
+// 0 selects UsableCpus(). Must be called before the first model run to take effect everywhere.
+Status SetComputeThreads(int threads);
+int ComputeThreads();
+
+}  // namespace quantkit::runtime
