@@ -81,7 +81,8 @@ TEST(Simulate, FoldedWeightsGiveTheSameOutputsAsTheQdqModel) {
   ASSERT_TRUE(gemm->input(1)->initializer.has_value());
   const float* fq = gemm->input(1)->initializer->data_as<float>();
   const quant::TensorQuant& w = *plan2.Find("W");
-  const float* orig = GemmModel().graph->FindValue("W")->initializer->data_as<float>();
+  const ir::Model original = GemmModel();
+  const float* orig = original.graph->FindValue("W")->initializer->data_as<float>();
   for (int i = 0; i < 12; ++i) {
     const float s = w.scale[i / 3];
     EXPECT_EQ(fq[i], quant::Dequantize(quant::QuantizeValue(orig[i], s, 0, {-128, 127}), s, 0)) << i;
