@@ -140,7 +140,9 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument,
                    "--batch-size must be positive, got {}", options.batch_size);
-  QK_RETURN_IF_NOT(!options.data.empty() || !options.from_stats.empty(), StatusCode::kInvalidArgument,
+  QK_RETURN_IF_NOT(!options.data.empty() || !options.from_stats.empty() ||
+                       (options.shared_stats && options.shared_stats->filled),
+                   StatusCode::kInvalidArgument,
                    "give calibration data (--data) or statistics (--from-stats)");
   const auto start = std::chrono::steady_clock::now();
   CalibrateResult result;
@@ -160,9 +162,17 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
     data_description = fmt::format("statistics from {} file(s)", options.from_stats.size());
     for (const std::string& f : options.from_stats) data_description += " " + f;
     data_fingerprint = "qkstats";
+  } else if (options.shared_stats && options.shared_stats->filled) {
+    stats = options.shared_stats->stats;
+    data_description = options.shared_stats->data_description;
+    data_fingerprint = options.shared_stats->data_fingerprint;
+    result.samples = options.shared_stats->samples;
   } else {
     QK_RETURN_IF_ERROR(CollectStatistics(options, std::move(model), activations, &stats, &result,
                                          &data_description, &data_fingerprint));
+    if (options.shared_stats) {
+      *options.shared_stats = {stats, data_description, data_fingerprint, result.samples, true};
+    }
   }
   if (!options.stats_out.empty()) {
     QK_RETURN_IF_ERROR(formats::WriteStatsFile(options.stats_out, stats));

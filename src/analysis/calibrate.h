@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/qkstats.h"
 #include "formats/trt_cache.h"
 #include "passes/qdq_placement.h"
 #include "quant/plan.h"
@@ -25,6 +26,15 @@
 #include "quantkit/status.h"
 
 namespace quantkit::analysis {
+
+// Statistics of one calibration pass kept in memory, so several methods can be computed from it
+// (calibrate --compare-methods): the first Calibrate() fills it, later ones skip the model run.
+struct SharedStats {
+  formats::StatsFile stats;
+  std::string data_description, data_fingerprint;
+  int64_t samples = 0;
+  bool filled = false;
+};
 
 struct CalibrateOptions {
   std::string model;
@@ -40,6 +50,7 @@ struct CalibrateOptions {
   std::vector<std::string> from_stats;
   formats::TrtCacheWriteOptions cache;
   bool progress = true;        // bar on a terminal (quiet when piped regardless)
+  SharedStats* shared_stats = nullptr;  // not owned; see SharedStats
 };
 
 struct CalibrateResult {

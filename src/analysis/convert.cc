@@ -46,6 +46,13 @@ Status WritePlan(const std::string& path, ArtifactKind kind, const quant::QuantP
   return Status(StatusCode::kInternal, "WritePlan: not a plan file");
 }
 
+std::string Stem(const std::string& path) {
+  fs::path p(path);
+  return (p.parent_path() / p.stem()).string();
+}
+
+}  // namespace
+
 // Weighted ops none of whose inputs the plan quantizes, plus the plan's float-kept nodes: the
 // layers TensorRT should keep in higher precision.
 std::string LayerPrecisions(const ir::Graph& graph, const quant::QuantPlan& plan,
@@ -66,13 +73,6 @@ std::string LayerPrecisions(const ir::Graph& graph, const quant::QuantPlan& plan
   for (const std::string& l : layers) out += (out.empty() ? "" : ",") + l + ":" + precision;
   return out;
 }
-
-std::string Stem(const std::string& path) {
-  fs::path p(path);
-  return (p.parent_path() / p.stem()).string();
-}
-
-}  // namespace
 
 Result<ArtifactKind> ArtifactKindFromPath(const std::string& path) {
   if (EndsWith(path, ".onnx")) return ArtifactKind::kOnnx;
@@ -158,9 +158,14 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
                      "default --placement tensorrt for calibrated plans)",
                      options.input, options.model);
   } else {
-    QK_ASSIGN_OR_RETURN(sites, passes::FindQdqSites(*model.graph, options.placement));
+    // A fallback plan's float-kept nodes get no Q/DQ (as `quantkit fallback` simulated them).
+    passes::PlacementOptions placement = options.placement;
+    for (const auto& [node, reason] : plan.float_nodes) placement.exclude_nodes.insert(node);
+    QK_ASSIGN_OR_RETURN(sites, passes::FindQdqSites(*model.graph, placement));
   }
   QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.graph, sites, &plan));
+  // Before insertion: afterwards the weighted ops read *_dequantized values the plan does not name.
+  result.layer_precisions = LayerPrecisions(*model.graph, plan, options.float_precision);
   QK_ASSIGN_OR_RETURN(passes::InsertQdqReport ins, passes::InsertQdq(model, plan, sites));
   result.messages.push_back(fmt::format("inserted {} activation and {} weight Q/DQ pairs; {} sites "
                                         "left in float",
@@ -168,7 +173,6 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
   for (const std::string& s : ins.skipped) result.messages.push_back("  float: " + s);
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, options.output));
   result.written.push_back(options.output);
-  result.layer_precisions = LayerPrecisions(*model.graph, plan, options.float_precision);
   return result;
 }
 

@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "formats/trt_cache.h"
+#include "ir/graph.h"
 #include "passes/qdq_placement.h"
+#include "quant/plan.h"
 #include "quantkit/status.h"
 
 namespace quantkit::analysis {
@@ -43,5 +45,11 @@ struct ConvertResult {
 };
 
 Result<ConvertResult> Convert(const ConvertOptions& options);
+
+// trtexec --layerPrecisions value ("node:precision,..."): the plan's float_nodes plus the
+// weighted ops (Conv, ConvTranspose, Gemm, MatMul) none of whose activation inputs the plan
+// quantizes. `graph` is the float model (before Q/DQ insertion: inputs keep the plan's names).
+std::string LayerPrecisions(const ir::Graph& graph, const quant::QuantPlan& plan,
+                            const std::string& precision);
 
 }  // namespace quantkit::analysis

@@ -41,11 +41,21 @@ Result<Rows> AsRows(const runtime::NamedTensor& out, int64_t batch) {
 
 Result<EvalResult> Evaluate(const EvalOptions& options) {
   QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be positive");
-  QK_ASSIGN_OR_RETURN(auto interpreter, Load(options.model));
-  std::unique_ptr<runtime::Interpreter> reference;
-  if (!options.reference_model.empty()) {
-    QK_ASSIGN_OR_RETURN(reference, Load(options.reference_model));
+  std::unique_ptr<runtime::Interpreter> interpreter, reference;
+  if (!options.plan.empty()) {
+    QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, ReadPlanFile(options.plan));
+    QK_ASSIGN_OR_RETURN(ir::Model simulated, BuildSimulationModel(options.model, plan, options.simulation));
+    QK_ASSIGN_OR_RETURN(interpreter, runtime::Interpreter::Create(std::move(simulated)));
+    QK_ASSIGN_OR_RETURN(reference, Load(options.reference_model.empty() ? options.model : options.reference_model));
+  } else {
+    QK_ASSIGN_OR_RETURN(interpreter, Load(options.model));
+    if (!options.reference_model.empty()) {
+      QK_ASSIGN_OR_RETURN(reference, Load(options.reference_model));
+    }
   }
+  QK_RETURN_IF_NOT(options.metrics.empty() || reference, StatusCode::kInvalidArgument,
+                   "metrics compare with a reference: give --reference or --plan");
+  for (Metric* m : options.metrics) m->Reset();
   QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
                       data::OpenSource(options.data, data::ModelInputs(interpreter->model())));
   source = data::Take(std::move(source), options.samples);
@@ -64,6 +74,8 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     for (auto& [name, t] : batch.inputs) feeds.push_back({name, std::move(t)});
     QK_ASSIGN_OR_RETURN(auto outs, interpreter->Run(feeds));
     QK_ASSIGN_OR_RETURN(Rows rows, AsRows(outs.front(), count));
+    result.output_width = rows.width;
+    if (options.keep_outputs) result.outputs.insert(result.outputs.end(), rows.data, rows.data + count * rows.width);
     for (int64_t b = 0; b < count; ++b) {
       const float* row = rows.data + b * rows.width;
       const int64_t pred = std::max_element(row, row + rows.width) - row;
@@ -98,6 +110,13 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
           max_err = std::max(max_err, std::fabs(e));
         }
       }
+      const MetricBatch mb{rows.data, ref.data, count, rows.width,
+                           batch.labels ? batch.labels->data_as<int64_t>() : nullptr};
+      for (Metric* m : options.metrics) {
+        QK_RETURN_IF_NOT(!m->needs_labels() || mb.labels, StatusCode::kInvalidArgument,
+                         "metric '{}' needs labelled data", m->name());
+        QK_RETURN_IF_ERROR(m->Update(mb));
+      }
     }
     progress.Advance(count);
   }
@@ -115,19 +134,23 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     a.max_abs_error = max_err;
     result.agreement = a;
   }
+  for (Metric* m : options.metrics) result.metrics[m->name()] = m->Value();
   return result;
 }
 
 std::string FormatEval(const EvalOptions& options, const EvalResult& r) {
-  std::string s = fmt::format("model: {}\ndata: {} ({} samples, {:.2f} s, {:.1f} samples/s)\n",
+  std::string s = options.plan.empty() ? "" : fmt::format("plan: {} (simulated INT8)\n", options.plan);
+  s += fmt::format("model: {}\ndata: {} ({} samples, {:.2f} s, {:.1f} samples/s)\n",
                               options.model, options.data, r.samples, r.seconds,
                               static_cast<double>(r.samples) / std::max(r.seconds, 1e-9));
   if (r.top1) s += fmt::format("top-1: {:.4f}\ntop-5: {:.4f}\n", *r.top1, *r.top5);
   if (r.agreement) {
     s += fmt::format("vs {}: argmax agreement {:.4f}, cosine {:.6f}, SQNR {:.2f} dB, max |error| {:.4g}\n",
-                     options.reference_model, r.agreement->argmax_agreement, r.agreement->cosine,
+                     options.reference_model.empty() ? options.model + " (FP32)" : options.reference_model,
+                     r.agreement->argmax_agreement, r.agreement->cosine,
                      r.agreement->sqnr_db, r.agreement->max_abs_error);
   }
+  for (const auto& [name, v] : r.metrics) s += fmt::format("{}: {:.6g}\n", name, v);
   return s;
 }
 

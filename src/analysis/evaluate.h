@@ -4,14 +4,20 @@
 // cosine similarity, SQNR and max |error| of the first output.
 //
 // A Q/DQ model runs as written: its QuantizeLinear/DequantizeLinear nodes perform symmetric int8
-// fake quantization (round half to even, saturation), i.e. INT8 simulation.
+// fake quantization (round half to even, saturation), i.e. INT8 simulation. With a plan
+// (--plan plan.json | cache | ranges | Q/DQ .onnx) the float model runs with that plan's Q/DQ
+// (analysis/simulate.h) and is compared with itself in FP32 unless --reference says otherwise.
+// Extra metrics (analysis/metrics.h) see every batch of outputs, FP32 reference and labels.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "analysis/metrics.h"
+#include "analysis/simulate.h"
 #include "quantkit/status.h"
 
 namespace quantkit::analysis {
@@ -20,9 +26,13 @@ struct EvalOptions {
   std::string model;
   std::string data;
   std::string reference_model;  // optional: compare outputs against this model
+  std::string plan;             // optional: simulate this plan on `model` (the FP32 model)
+  SimulationOptions simulation;
+  std::vector<Metric*> metrics;  // not owned; need a reference (the FP32 model with a plan)
   int64_t samples = 0;
   int64_t batch_size = 64;
   bool progress = true;
+  bool keep_outputs = false;     // fill EvalResult::outputs (the first output, flattened per sample)
 };
 
 struct Agreement {
@@ -36,7 +46,10 @@ struct EvalResult {
   int64_t samples = 0;
   std::optional<double> top1, top5;  // when the data has labels
   std::optional<Agreement> agreement;
+  std::map<std::string, double> metrics;  // by Metric::name()
   std::vector<int64_t> predictions;  // argmax per sample
+  std::vector<float> outputs;        // [samples, output_width] when keep_outputs
+  int64_t output_width = 0;
   double seconds = 0;
 };
 

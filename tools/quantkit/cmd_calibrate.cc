@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "analysis/calibrate.h"
+#include "analysis/compare_methods.h"
 #include "cli_util.h"
 #include "quant/method_amax.h"
 
@@ -16,6 +17,9 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
     std::string calibrator = "EntropyCalibration2";
     std::string weights = "per-channel";
     bool quiet = false;
+    bool compare = false, json = false;
+    std::string holdout, metric;
+    int64_t holdout_samples = 0;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -41,6 +45,12 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
                   "skip the model run: merge these .qkstats shards instead");
   cmd->add_option("--trt-version", opts->trt_version, "TensorRT version the cache is for")->capture_default_str();
   cmd->add_option("--calibrator", opts->calibrator, "cache header calibrator")->capture_default_str();
+  cmd->add_flag("--compare-methods", opts->compare,
+                "calibrate once, evaluate max/entropy/percentile:99.99/mse on --holdout, keep the best");
+  cmd->add_option("--holdout", opts->holdout, "held-out data for --compare-methods (default fashion-mnist:val)");
+  cmd->add_option("--holdout-samples", opts->holdout_samples, "first N held-out samples (0: all)");
+  cmd->add_option("--metric", opts->metric, "--compare-methods metric: top1 (default with labels), agreement, rel_mse");
+  cmd->add_flag("--json", opts->json, "--compare-methods: print the table as JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
@@ -70,6 +80,23 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       if (!calibrator.ok()) return Report(calibrator.status());
       c.cache = {*version, *calibrator};
       c.progress = !opts->quiet;
+      if (opts->compare) {
+        analysis::CompareMethodsOptions cm;
+        cm.calibrate = c;
+        cm.holdout = opts->holdout;
+        cm.holdout_samples = opts->holdout_samples;
+        cm.metric = opts->metric;
+        auto r = analysis::CompareMethods(cm);
+        if (!r.ok()) return Report(r.status());
+        if (opts->json) {
+          std::printf("%s\n", analysis::CompareMethodsJson(*r).c_str());
+          return 0;
+        }
+        std::fputs(analysis::FormatCompareMethods(*r).c_str(), stdout);
+        std::fputs(r->best_result.summary.c_str(), stdout);
+        for (const std::string& f : r->best_result.written) std::printf("wrote %s\n", f.c_str());
+        return 0;
+      }
       auto result = analysis::Calibrate(c);
       if (!result.ok()) return Report(result.status());
       std::fputs(result->summary.c_str(), stdout);

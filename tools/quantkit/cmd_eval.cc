@@ -1,4 +1,4 @@
-// quantkit eval MODEL --data SPEC [--reference FP32.onnx] [--samples N] [--batch-size B] [--json]
+// quantkit eval MODEL --data SPEC [--plan PLAN] [--reference FP32.onnx] [--metric M]... [--samples N] [--json]
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -13,7 +13,8 @@ void SetupEval(CLI::App& app, RunFn* run) {
   struct Options {
     analysis::EvalOptions eval;
     bool json = false, quiet = false;
-    std::string predictions;
+    std::string predictions, outputs, placement = "auto";
+    std::vector<std::string> metric_names;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -22,14 +23,34 @@ void SetupEval(CLI::App& app, RunFn* run) {
   cmd->add_option("model", opts->eval.model, "ONNX model")->required();
   cmd->add_option("--data", opts->eval.data, "data, as for calibrate (e.g. fashion-mnist:test)")->required();
   cmd->add_option("--reference", opts->eval.reference_model, "model to compare outputs with (e.g. the FP32 model)");
+  cmd->add_option("--plan", opts->eval.plan,
+                  "simulate this plan on MODEL (the FP32 model): plan .json, TensorRT cache, ranges .txt, "
+                  "or a Q/DQ .onnx (QAT) to take the scales from; compared with MODEL in FP32");
+  cmd->add_option("--placement", opts->placement,
+                  "where --plan's Q/DQ go: auto (plan's own sites when it came from a Q/DQ model), "
+                  "tensorrt, plan")->capture_default_str();
+  cmd->add_option("--metric", opts->metric_names, "extra metrics vs the reference: top1, agreement, rel_mse");
   cmd->add_option("--samples", opts->eval.samples, "use the first N samples (0: all)");
   cmd->add_option("--batch-size", opts->eval.batch_size, "samples per run")->capture_default_str();
   cmd->add_option("--save-predictions", opts->predictions, "write the argmax per sample as int64 .npy");
+  cmd->add_option("--save-outputs", opts->outputs, "write the first output as float32 [samples, width] .npy");
   cmd->add_flag("--json", opts->json, "print JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
       opts->eval.progress = !opts->quiet;
+      auto mode = analysis::ParsePlacementMode(opts->placement);
+      if (!mode.ok()) return Report(mode.status());
+      opts->eval.simulation.mode = *mode;
+      std::vector<std::unique_ptr<analysis::Metric>> metrics;
+      opts->eval.metrics.clear();
+      for (const std::string& name : opts->metric_names) {
+        auto m = analysis::MakeMetric(name);
+        if (!m.ok()) return Report(m.status());
+        opts->eval.metrics.push_back(m->get());
+        metrics.push_back(std::move(*m));
+      }
+      opts->eval.keep_outputs = !opts->outputs.empty();
       auto r = analysis::Evaluate(opts->eval);
       if (!r.ok()) return Report(r.status());
       if (!opts->predictions.empty()) {
@@ -38,6 +59,10 @@ void SetupEval(CLI::App& app, RunFn* run) {
                                                  r->predictions);
         if (int rc = Report(data::WriteNpy(opts->predictions, t))) return rc;
       }
+      if (!opts->outputs.empty()) {
+        auto t = ir::Tensor::FromVector<float>(ir::DType::kFloat, {r->samples, r->output_width}, r->outputs);
+        if (int rc = Report(data::WriteNpy(opts->outputs, t))) return rc;
+      }
       if (opts->json) {
         nlohmann::json j{{"samples", r->samples}, {"seconds", r->seconds}};
         if (r->top1) j["top1"] = *r->top1, j["top5"] = *r->top5;
@@ -45,6 +70,8 @@ void SetupEval(CLI::App& app, RunFn* run) {
           j["agreement"] = {{"argmax", r->agreement->argmax_agreement}, {"cosine", r->agreement->cosine},
                             {"sqnr_db", r->agreement->sqnr_db}, {"max_abs_error", r->agreement->max_abs_error}};
         }
+        if (!r->metrics.empty()) j["metrics"] = r->metrics;
+        if (!opts->eval.plan.empty()) j["plan"] = opts->eval.plan;
         std::printf("%s\n", j.dump(1).c_str());
       } else {
         std::fputs(analysis::FormatEval(opts->eval, *r).c_str(), stdout);

@@ -1,0 +1,81 @@
+#include "analysis/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/check.h"
+
+namespace quantkit::analysis {
+namespace {
+
+int64_t Argmax(const float* row, int64_t width) {
+  return std::max_element(row, row + width) - row;
+}
+
+}  // namespace
+
+Status Top1Metric::Update(const MetricBatch& b) {
+  QK_RETURN_IF_NOT(b.labels != nullptr, StatusCode::kInvalidArgument,
+                   "metric 'top1' needs labelled data (use 'agreement' or 'rel_mse' without labels)");
+  for (int64_t i = 0; i < b.batch; ++i) {
+    correct_ += Argmax(b.output + i * b.width, b.width) == b.labels[i] ? 1 : 0;
+  }
+  total_ += b.batch;
+  return Status::Ok();
+}
+
+Status AgreementMetric::Update(const MetricBatch& b) {
+  for (int64_t i = 0; i < b.batch; ++i) {
+    agree_ += Argmax(b.output + i * b.width, b.width) == Argmax(b.reference + i * b.width, b.width);
+  }
+  total_ += b.batch;
+  return Status::Ok();
+}
+
+Status RelativeMseMetric::Update(const MetricBatch& b) {
+  for (int64_t i = 0; i < b.batch * b.width; ++i) {
+    const double e = static_cast<double>(b.output[i]) - b.reference[i];
+    err2_ += e * e;
+    ref2_ += static_cast<double>(b.reference[i]) * b.reference[i];
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Metric>> MakeMetric(const std::string& name) {
+  if (name == "top1") return std::unique_ptr<Metric>(new Top1Metric());
+  if (name == "agreement") return std::unique_ptr<Metric>(new AgreementMetric());
+  if (name == "rel_mse" || name == "rel-mse") return std::unique_ptr<Metric>(new RelativeMseMetric());
+  return MakeStatus(StatusCode::kInvalidArgument, "unknown metric '{}' (built in: top1, agreement, rel_mse)",
+                    name);
+}
+
+std::vector<std::string> BuiltinMetricNames() { return {"top1", "agreement", "rel_mse"}; }
+
+void ErrorStats::Add(const float* out, const float* ref, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double o = out[i], r = ref[i], e = o - r;
+    err2 += e * e;
+    ref2 += r * r;
+    out2 += o * o;
+    dot += o * r;
+    max_abs = std::max(max_abs, std::fabs(e));
+  }
+  count += n;
+}
+
+double ErrorStats::sqnr_db() const {
+  if (err2 == 0) return INFINITY;
+  return ref2 > 0 ? 10.0 * std::log10(ref2 / err2) : -INFINITY;
+}
+
+double ErrorStats::cosine() const {
+  if (ref2 == 0 && out2 == 0) return 1.0;
+  return dot / std::max(std::sqrt(ref2 * out2), 1e-300);
+}
+
+double ErrorStats::relative_mse() const {
+  if (ref2 == 0) return err2 > 0 ? INFINITY : 0.0;
+  return err2 / ref2;
+}
+
+}  // namespace quantkit::analysis

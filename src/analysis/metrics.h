@@ -1,0 +1,102 @@
+// Accuracy metrics of a quantized model against its FP32 twin, computed batch by batch.
+//
+// A Metric sees, per batch, the first output of the model under test, the FP32 model's output
+// for the same samples and the labels when the data has them. Users plug their own in C++:
+//
+//   class Top2 : public analysis::Metric {
+//     std::string name() const override { return "top2"; }
+//     ... Reset/Update/Value ...
+//   };
+//   evaluator->Evaluate(model, {&top1, &my_top2});
+//
+// Loss() turns a value into "how much worse than FP32" for budgets (fallback search): points
+// (x100) for higher-is-better shares, the plain difference otherwise.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quantkit/status.h"
+
+namespace quantkit::analysis {
+
+struct MetricBatch {
+  const float* output = nullptr;     // [batch, width] of the model under test
+  const float* reference = nullptr;  // [batch, width] of the FP32 model
+  int64_t batch = 0;
+  int64_t width = 0;
+  const int64_t* labels = nullptr;   // [batch], or nullptr without labels
+};
+
+class Metric {
+ public:
+  virtual ~Metric() = default;
+  virtual std::string name() const = 0;
+  virtual void Reset() = 0;
+  virtual Status Update(const MetricBatch& batch) = 0;
+  virtual double Value() const = 0;
+  virtual bool higher_is_better() const { return true; }
+  virtual bool needs_labels() const { return false; }
+  // How much worse `value` is than the FP32 model's `fp32_value` (>= 0 when worse).
+  virtual double Loss(double value, double fp32_value) const {
+    return higher_is_better() ? 100.0 * (fp32_value - value) : value - fp32_value;
+  }
+};
+
+// Share of samples whose argmax equals the label (needs labels).
+class Top1Metric final : public Metric {
+ public:
+  std::string name() const override { return "top1"; }
+  bool needs_labels() const override { return true; }
+  void Reset() override { correct_ = total_ = 0; }
+  Status Update(const MetricBatch& b) override;
+  double Value() const override { return total_ ? static_cast<double>(correct_) / total_ : 0.0; }
+
+ private:
+  int64_t correct_ = 0, total_ = 0;
+};
+
+// "Output agreement": share of samples whose argmax equals the FP32 model's argmax.
+class AgreementMetric final : public Metric {
+ public:
+  std::string name() const override { return "agreement"; }
+  void Reset() override { agree_ = total_ = 0; }
+  Status Update(const MetricBatch& b) override;
+  double Value() const override { return total_ ? static_cast<double>(agree_) / total_ : 0.0; }
+
+ private:
+  int64_t agree_ = 0, total_ = 0;
+};
+
+// Relative MSE of the outputs: sum (out - ref)^2 / sum ref^2 (0 = identical).
+class RelativeMseMetric final : public Metric {
+ public:
+  std::string name() const override { return "rel_mse"; }
+  bool higher_is_better() const override { return false; }
+  void Reset() override { err2_ = ref2_ = 0; }
+  Status Update(const MetricBatch& b) override;
+  double Value() const override { return ref2_ > 0 ? err2_ / ref2_ : (err2_ > 0 ? INFINITY : 0.0); }
+
+ private:
+  double err2_ = 0, ref2_ = 0;
+};
+
+// Built-in metrics by name: "top1", "agreement", "rel_mse" (also "rel-mse").
+Result<std::unique_ptr<Metric>> MakeMetric(const std::string& name);
+std::vector<std::string> BuiltinMetricNames();
+
+// Error statistics of a tensor against its FP32 value, accumulated over batches.
+struct ErrorStats {
+  double err2 = 0, ref2 = 0, out2 = 0, dot = 0, max_abs = 0;
+  int64_t count = 0;
+
+  void Add(const float* out, const float* ref, int64_t n);
+  double sqnr_db() const;      // 10 log10(sum ref^2 / sum err^2); +inf when exact
+  double cosine() const;       // 1 when both are all zero
+  double relative_mse() const; // sum err^2 / sum ref^2
+};
+
+}  // namespace quantkit::analysis

@@ -1,0 +1,76 @@
+// Evaluates QuantPlans (and Q/DQ models) against the FP32 model on one data set, many times:
+// the base of `eval --plan`, `calibrate --compare-methods`, `analyze` and `fallback`.
+//
+// The data is read once and kept in memory, the FP32 model runs once and its first output is
+// cached, so each trial costs exactly one run of the simulated model over the samples (no FP32
+// re-run, no data decoding). Trials run the Q/DQ model of analysis/simulate.h.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analysis/metrics.h"
+#include "analysis/simulate.h"
+#include "data/source.h"
+#include "ir/graph.h"
+#include "quant/plan.h"
+#include "quantkit/status.h"
+#include "runtime/observer.h"
+
+namespace quantkit::analysis {
+
+struct PlanEvalOptions {
+  std::string model;  // the FP32 model
+  std::string data;   // data::OpenSource spec
+  int64_t samples = 0;
+  int64_t batch_size = 64;
+  SimulationOptions simulation;
+};
+
+struct TrialResult {
+  std::map<std::string, double> metrics;  // by Metric::name()
+  ErrorStats output;                      // first output vs FP32
+  double seconds = 0;
+};
+
+class PlanEvaluator {
+ public:
+  // Per-batch observer for trials that watch activations (nullptr: none).
+  using ObserverFor = std::function<runtime::Observer*(size_t batch_index)>;
+
+  static Result<std::unique_ptr<PlanEvaluator>> Create(const PlanEvalOptions& options);
+
+  // The FP32 model itself (its metrics: top-1 with labels; agreement is 1 by definition).
+  Result<TrialResult> EvaluateFp32(const std::vector<Metric*>& metrics) const;
+  Result<TrialResult> EvaluatePlan(const quant::QuantPlan& plan, const std::vector<Metric*>& metrics,
+                                   const ObserverFor& observer = nullptr) const;
+  // Any model with the FP32 model's inputs (e.g. a Q/DQ model as written).
+  Result<TrialResult> EvaluateModel(ir::Model model, const std::vector<Metric*>& metrics,
+                                    const ObserverFor& observer = nullptr) const;
+  // Runs the FP32 model again over the cached batches with an observer (to capture activations).
+  Status RunFp32(const ObserverFor& observer) const;
+
+  const PlanEvalOptions& options() const { return options_; }
+  const ir::Model& float_model() const { return *float_model_; }
+  bool has_labels() const { return has_labels_; }
+  int64_t num_samples() const { return num_samples_; }
+  size_t num_batches() const { return batches_.size(); }
+  const std::string& data_description() const { return data_description_; }
+  double fp32_seconds() const { return fp32_seconds_; }  // one FP32 pass (excludes data loading)
+
+ private:
+  PlanEvalOptions options_;
+  std::shared_ptr<const ir::Model> float_model_;
+  std::vector<data::Batch> batches_;
+  std::vector<ir::Tensor> reference_;  // FP32 first output per batch
+  int64_t num_samples_ = 0, width_ = 0;
+  bool has_labels_ = false;
+  std::string data_description_;
+  double fp32_seconds_ = 0;
+};
+
+}  // namespace quantkit::analysis

@@ -1,0 +1,63 @@
+// INT8 simulation of a QuantPlan on the float model, exactly as TensorRT's explicit mode computes
+// it: symmetric int8, round half to even, saturation to [-128, 127], per-channel weights, bias in
+// float.
+//
+// Why a Q/DQ model and not a hook on tensors: the placement (passes/qdq_placement.h) quantizes a
+// tensor only on the edges into quantized consumers (a residual Add's backbone input, a Softmax or
+// a float-kept node read the float tensor). Building the very Q/DQ graph that `calibrate` exports
+// (passes/insert_qdq.h) and running it makes "simulation == exported Q/DQ ONNX in onnxruntime"
+// true by construction; the only difference is that weight Q/DQ pairs are folded into
+// fake-quantized initializers once at setup (same float values, computed with quant/params.h),
+// so a run pays only for activation fake quantization.
+#pragma once
+
+#include <string>
+
+#include "ir/graph.h"
+#include "passes/insert_qdq.h"
+#include "passes/qdq_placement.h"
+#include "quant/plan.h"
+#include "quantkit/status.h"
+
+namespace quantkit::analysis {
+
+enum class PlacementMode {
+  kAuto,      // kPlan when the plan was extracted from a Q/DQ model (sources "qdq:"), else kTensorRT
+  kTensorRT,  // passes::FindQdqSites (TensorRT's recipe), plan.float_nodes excluded
+  kPlan,      // passes::SitesFromPlan: exactly where the plan's Q/DQ model had them
+};
+
+// "auto" | "tensorrt" | "plan" (the CLI's --placement).
+Result<PlacementMode> ParsePlacementMode(const std::string& text);
+
+struct SimulationOptions {
+  passes::PlacementOptions placement;
+  PlacementMode mode = PlacementMode::kAuto;
+};
+
+// The Q/DQ sites a plan gets on `graph`: placement options plus the plan's float_nodes excluded.
+Result<std::vector<passes::QdqSite>> SimulationSites(const ir::Graph& graph,
+                                                     const quant::QuantPlan& plan,
+                                                     const SimulationOptions& options);
+
+// Inserts the plan's Q/DQ pairs into `model` (a float model loaded with
+// LoadModelForQuantization). Missing weight entries are filled per channel from the weights, as
+// calibrate does (*plan is updated). This is the model `calibrate`/`fallback` export.
+Result<passes::InsertQdqReport> InsertPlanQdq(ir::Model& model, quant::QuantPlan* plan,
+                                              const SimulationOptions& options);
+
+// Replaces every DequantizeLinear(QuantizeLinear(constant W)) by one initializer holding the
+// fake-quantized weights (float32 math of quant::QuantizeValue / quant::Dequantize, as the two
+// nodes compute). Returns the number of pairs folded.
+Result<int> FoldWeightQdq(ir::Model& model);
+
+// Reads a plan from any format the hub knows, by extension: plan .json, TensorRT cache
+// (.cache/.calib/.table), ranges text (.txt/.ranges), or a Q/DQ .onnx (e.g. a QAT export: its
+// scales are extracted, and kAuto placement then puts Q/DQ back exactly where that model had them).
+Result<quant::QuantPlan> ReadPlanFile(const std::string& path);
+
+// Load + InsertPlanQdq + FoldWeightQdq: the model a simulation runs.
+Result<ir::Model> BuildSimulationModel(const std::string& float_model_path, const quant::QuantPlan& plan,
+                                       const SimulationOptions& options);
+
+}  // namespace quantkit::analysis

@@ -1,0 +1,105 @@
+#include "analysis/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace quantkit::analysis {
+namespace {
+
+// 3 samples x 3 classes. Reference argmaxes: 0, 1, 2. Output argmaxes: 0, 2, 2. Labels: 0, 1, 1.
+const float kRef[] = {3, 1, 0, /**/ 0, 2, 1, /**/ 0, 0, 1};
+const float kOut[] = {3, 1, 0, /**/ 0, 1, 2, /**/ 0, 0, 1};
+const int64_t kLabels[] = {0, 1, 1};
+
+MetricBatch Batch(const int64_t* labels = kLabels) { return {kOut, kRef, 3, 3, labels}; }
+
+TEST(Metrics, Top1CountsArgmaxEqualToLabel) {
+  Top1Metric m;
+  m.Reset();
+  ASSERT_TRUE(m.Update(Batch()).ok());
+  EXPECT_DOUBLE_EQ(m.Value(), 1.0 / 3.0);  // only sample 0 is right
+  // Loss in points against an FP32 value: FP32 gets samples 0 and 1 right.
+  EXPECT_DOUBLE_EQ(m.Loss(m.Value(), 2.0 / 3.0), 100.0 / 3.0);
+}
+
+TEST(Metrics, Top1WithoutLabelsIsAClearError) {
+  Top1Metric m;
+  Status s = m.Update(Batch(nullptr));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("labelled"), std::string::npos) << s.ToString();
+}
+
+TEST(Metrics, AgreementComparesArgmaxWithReferenceAcrossBatches) {
+  AgreementMetric m;
+  m.Reset();
+  ASSERT_TRUE(m.Update(Batch(nullptr)).ok());
+  EXPECT_DOUBLE_EQ(m.Value(), 2.0 / 3.0);
+  const MetricBatch same{kRef, kRef, 3, 3, nullptr};
+  ASSERT_TRUE(m.Update(same).ok());
+  EXPECT_DOUBLE_EQ(m.Value(), 5.0 / 6.0);
+  m.Reset();
+  EXPECT_DOUBLE_EQ(m.Value(), 0.0);
+}
+
+TEST(Metrics, RelativeMseIsErrorEnergyOverReferenceEnergy) {
+  RelativeMseMetric m;
+  m.Reset();
+  ASSERT_TRUE(m.Update(Batch()).ok());
+  // Sample 1 differs by (0, -1, +1): error energy 2; reference energy 9+1+4+1+1 = 16.
+  EXPECT_DOUBLE_EQ(m.Value(), 2.0 / 16.0);
+  EXPECT_FALSE(m.higher_is_better());
+  EXPECT_DOUBLE_EQ(m.Loss(0.125, 0.0), 0.125);
+}
+
+TEST(Metrics, MakeMetricKnowsTheBuiltinsAndRejectsOthers) {
+  for (const std::string& n : BuiltinMetricNames()) {
+    auto m = MakeMetric(n);
+    ASSERT_TRUE(m.ok()) << n;
+    EXPECT_EQ((*m)->name(), n);
+  }
+  EXPECT_FALSE(MakeMetric("top7").ok());
+}
+
+TEST(Metrics, ErrorStatsSqnrCosineRelativeMse) {
+  ErrorStats e;
+  const float ref[] = {1, 2, 2};
+  const float out[] = {1, 2, 3};
+  e.Add(out, ref, 3);
+  EXPECT_DOUBLE_EQ(e.relative_mse(), 1.0 / 9.0);
+  EXPECT_NEAR(e.sqnr_db(), 10 * std::log10(9.0), 1e-12);
+  EXPECT_NEAR(e.cosine(), 11.0 / (3.0 * std::sqrt(14.0)), 1e-12);
+  EXPECT_DOUBLE_EQ(e.max_abs, 1.0);
+  ErrorStats exact;
+  exact.Add(ref, ref, 3);
+  EXPECT_TRUE(std::isinf(exact.sqnr_db()));
+  EXPECT_DOUBLE_EQ(exact.cosine(), 1.0);
+}
+
+// A user-defined metric plugs in through the same interface.
+class MeanLogitMetric final : public Metric {
+ public:
+  std::string name() const override { return "mean_logit"; }
+  void Reset() override { sum_ = 0, n_ = 0; }
+  Status Update(const MetricBatch& b) override {
+    for (int64_t i = 0; i < b.batch * b.width; ++i) sum_ += b.output[i];
+    n_ += b.batch * b.width;
+    return Status::Ok();
+  }
+  double Value() const override { return n_ ? sum_ / n_ : 0; }
+
+ private:
+  double sum_ = 0;
+  int64_t n_ = 0;
+};
+
+TEST(Metrics, UserMetricUsesTheDefaultLoss) {
+  MeanLogitMetric m;
+  m.Reset();
+  ASSERT_TRUE(m.Update(Batch()).ok());
+  EXPECT_DOUBLE_EQ(m.Value(), 8.0 / 9.0);  // sum of kOut / 9
+  EXPECT_DOUBLE_EQ(m.Loss(0.5, 1.0), 50.0);  // higher is better by default: points
+}
+
+}  // namespace
+}  // namespace quantkit::analysis

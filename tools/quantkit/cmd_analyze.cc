@@ -1,0 +1,73 @@
+// quantkit analyze MODEL --plan PLAN --data SPEC [--samples N] [--metric M] [--top K] [--json]
+#include <cstdio>
+
+#include "analysis/layer_analysis.h"
+#include "analysis/plan_eval.h"
+#include "analysis/simulate.h"
+#include "cli_util.h"
+
+namespace quantkit::cli {
+
+void SetupAnalyze(CLI::App& app, RunFn* run) {
+  struct Options {
+    analysis::PlanEvalOptions eval;
+    std::string plan, placement = "auto";
+    std::vector<std::string> metrics;
+    size_t top = 20;
+    bool json = false, quiet = false, no_accumulated = false;
+  };
+  auto opts = std::make_shared<Options>();
+  opts->eval.samples = 256;
+  CLI::App* cmd = app.add_subcommand(
+      "analyze", "Per-tensor INT8 error of a plan: each quantized tensor alone and accumulated along the "
+                 "graph, as SQNR/cosine/relative MSE at the tensor and at the output, saturation and "
+                 "range use; ranked worst first, with the ONNX nodes that read each tensor");
+  cmd->add_option("model", opts->eval.model, "FP32 ONNX model")->required();
+  cmd->add_option("--plan", opts->plan, "plan .json, TensorRT cache, ranges .txt or Q/DQ .onnx")->required();
+  cmd->add_option("--data", opts->eval.data, "data, as for calibrate (e.g. fashion-mnist:val)")->required();
+  cmd->add_option("--samples", opts->eval.samples, "first N samples (0: all)")->capture_default_str();
+  cmd->add_option("--batch-size", opts->eval.batch_size, "samples per run")->capture_default_str();
+  cmd->add_option("--placement", opts->placement, "auto, tensorrt or plan")->capture_default_str();
+  cmd->add_option("--metric", opts->metrics, "metrics per trial (default: top1 with labels, agreement)");
+  cmd->add_option("--top", opts->top, "rows in the table (0: all)")->capture_default_str();
+  cmd->add_flag("--no-accumulated", opts->no_accumulated, "skip the accumulated (prefix) runs: half the time");
+  cmd->add_flag("--json", opts->json, "print JSON");
+  cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
+  cmd->callback([run, opts] {
+    *run = [opts]() -> int {
+      auto mode = analysis::ParsePlacementMode(opts->placement);
+      if (!mode.ok()) return Report(mode.status());
+      opts->eval.simulation.mode = *mode;
+      auto plan = analysis::ReadPlanFile(opts->plan);
+      if (!plan.ok()) return Report(plan.status());
+      auto evaluator = analysis::PlanEvaluator::Create(opts->eval);
+      if (!evaluator.ok()) return Report(evaluator.status());
+      std::vector<std::string> names = opts->metrics;
+      if (names.empty()) {
+        if ((*evaluator)->has_labels()) names.push_back("top1");
+        names.push_back("agreement");
+      }
+      std::vector<std::unique_ptr<analysis::Metric>> owned;
+      std::vector<analysis::Metric*> metrics;
+      for (const std::string& n : names) {
+        auto m = analysis::MakeMetric(n);
+        if (!m.ok()) return Report(m.status());
+        metrics.push_back(m->get());
+        owned.push_back(std::move(*m));
+      }
+      analysis::AnalyzeOptions options;
+      options.accumulated = !opts->no_accumulated;
+      options.progress = !opts->quiet;
+      auto r = analysis::AnalyzeLayers(**evaluator, *plan, metrics, options);
+      if (!r.ok()) return Report(r.status());
+      if (opts->json) {
+        std::printf("%s\n", analysis::AnalyzeJson(*r).c_str());
+      } else {
+        std::fputs(analysis::FormatAnalyzeTable(*r, opts->top ? opts->top : r->rows.size()).c_str(), stdout);
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace quantkit::cli

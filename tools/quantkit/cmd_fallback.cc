@@ -1,0 +1,68 @@
+// quantkit fallback MODEL --plan PLAN --data SPEC --budget B [--metric M] [-o DIR] [--json]
+#include <cstdio>
+
+#include "analysis/fallback.h"
+#include "analysis/plan_eval.h"
+#include "analysis/simulate.h"
+#include "cli_util.h"
+
+namespace quantkit::cli {
+
+void SetupFallback(CLI::App& app, RunFn* run) {
+  struct Options {
+    analysis::PlanEvalOptions eval;
+    analysis::FallbackOptions fallback;
+    std::string plan, placement = "auto", metric;
+    bool json = false, quiet = false;
+  };
+  auto opts = std::make_shared<Options>();
+  opts->eval.samples = 1000;
+  CLI::App* cmd = app.add_subcommand(
+      "fallback", "Find a small set of layers to keep in float so that INT8 comes within --budget of FP32: "
+                  "rank layers by the accuracy each recovers alone, greedy on the ranking, then drop "
+                  "unneeded picks; writes the plan, the Q/DQ model and trtexec --layerPrecisions");
+  cmd->add_option("model", opts->eval.model, "FP32 ONNX model")->required();
+  cmd->add_option("--plan", opts->plan, "plan .json, TensorRT cache, ranges .txt or Q/DQ .onnx")->required();
+  cmd->add_option("--data", opts->eval.data, "evaluation data (held out from calibration, e.g. fashion-mnist:val)")
+      ->required();
+  cmd->add_option("--samples", opts->eval.samples, "first N samples (0: all)")->capture_default_str();
+  cmd->add_option("--batch-size", opts->eval.batch_size, "samples per run")->capture_default_str();
+  cmd->add_option("--budget", opts->fallback.budget,
+                  "allowed loss vs FP32: top1/agreement in points (0.5 = 0.5%), rel_mse as a ratio")
+      ->capture_default_str();
+  cmd->add_option("--metric", opts->metric, "top1 (default with labels), agreement (default without), rel_mse");
+  cmd->add_option("--max-float", opts->fallback.max_float_layers, "at most N float layers (0: no limit)");
+  cmd->add_option("--float-precision", opts->fallback.float_precision, "precision in --layerPrecisions")
+      ->capture_default_str();
+  cmd->add_option("--placement", opts->placement, "auto, tensorrt or plan")->capture_default_str();
+  cmd->add_option("-o,--output-dir", opts->fallback.output_dir,
+                  "write plan.json, model.qdq.onnx, layer_precisions.txt, fallback.json");
+  cmd->add_flag("--json", opts->json, "print the search report as JSON");
+  cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
+  cmd->callback([run, opts] {
+    *run = [opts]() -> int {
+      auto mode = analysis::ParsePlacementMode(opts->placement);
+      if (!mode.ok()) return Report(mode.status());
+      opts->eval.simulation.mode = *mode;
+      auto plan = analysis::ReadPlanFile(opts->plan);
+      if (!plan.ok()) return Report(plan.status());
+      auto evaluator = analysis::PlanEvaluator::Create(opts->eval);
+      if (!evaluator.ok()) return Report(evaluator.status());
+      const std::string name =
+          !opts->metric.empty() ? opts->metric : ((*evaluator)->has_labels() ? "top1" : "agreement");
+      auto metric = analysis::MakeMetric(name);
+      if (!metric.ok()) return Report(metric.status());
+      auto r = analysis::RunFallback(**evaluator, *plan, metric->get(), opts->fallback);
+      if (!r.ok()) return Report(r.status());
+      if (opts->json) {
+        std::printf("%s\n", analysis::FallbackJson(*r).c_str());
+      } else {
+        std::fputs(analysis::FormatFallback(*r).c_str(), stdout);
+      }
+      // Exit 1 when the budget is out of reach, so scripts notice.
+      return r->search.within_budget ? 0 : 1;
+    };
+  });
+}
+
+}  // namespace quantkit::cli
