@@ -61,11 +61,9 @@ double ShareAbove(const quant::StreamingHistogram& h, double threshold) {
   double above = 0.0;
   const int64_t bins = h.bins_per_sign();
   for (int64_t k = 0; k < bins; ++k) {
-    const double lo = static_cast<double>(k) * w, hi = lo + w;
-    if (hi <= threshold) continue;
-    const double frac = lo >= threshold ? 1.0 : (hi - threshold) / w;
-    above += frac * static_cast<double>(h.positive()[static_cast<size_t>(k)] +
-                                        h.negative()[static_cast<size_t>(k)]);
+    if (static_cast<double>(k) * w < threshold) continue;
+    above += static_cast<double>(h.positive()[static_cast<size_t>(k)] +
+                                 h.negative()[static_cast<size_t>(k)]);
   }
   return above / static_cast<double>(total);
 }

@@ -31,8 +31,10 @@ std::vector<double> RobustZ(const std::vector<double>& v);
 // Same, but measured against the median/MAD of `base` (how far new values lie from a set).
 std::vector<double> RobustZAgainst(const std::vector<double>& values, const std::vector<double>& base);
 
-// Share of the finite values summarised by `h` whose |x| exceeds `threshold` (fine bins straddling
-// the threshold count in proportion to the part above it).
+// Share of the finite values summarised by `h` whose |x| exceeds `threshold`, counting the fine
+// bins that lie wholly above it: the bin holding the threshold is left out, so values equal to
+// the threshold (a spike at the max, e.g. saturated pixels) are never counted as clipped; the
+// share is low by at most that one fine bin (1/2^14 of the range).
 double ShareAbove(const quant::StreamingHistogram& h, double threshold);
 
 // Jensen-Shannon divergence in bits (0 = identical, 1 = disjoint) between the signed value

@@ -32,8 +32,8 @@ inline constexpr double kCancellationAtol = 1e-5;
 // (long conv/linear sums); ATen on another build/ISA reorders those sums.
 inline constexpr double kPytorchSuiteAtol = 1e-5;
 
-// diagnose: ShareAbove counts the fine bin straddling a threshold in proportion; with 2^14 fine
-// bins per sign the share may move by one fine bin's content (about 1/16384 of uniform data).
+// diagnose: ShareAbove leaves out the fine bin holding the threshold; with 2^14 fine bins per
+// sign that is about 1/16384 of uniform data.
 inline constexpr double kShareAboveAbs = 1e-3;
 // diagnose: Jensen-Shannon divergence of identical histograms is 0 up to float rounding of the
 // normalised bins.

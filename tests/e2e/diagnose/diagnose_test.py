@@ -2,7 +2,7 @@
 diagnosis must name it (finding codes in --json); a clean calibration set gets a clean bill.
 
 Cases (small: few samples, the zoo's plain CNN and two tiny models written with onnx.helper):
-  clean         fashion-mnist:calib (512) vs fashion-mnist:val: clean, sufficient, SVGs parse
+  clean         fashion-mnist:calib (all 2048) vs fashion-mnist:val: clean, sufficient, SVGs parse
   too few       8 samples -> too_few_samples, suggested N > 8
   rescaled      calib x255 / x+1 vs the normalized reference -> scale_mismatch / shift_mismatch,
                 distribution_shift, reference_clipping
@@ -109,7 +109,7 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         # clean: enough samples, same distribution as the reference, SVG pictures well formed.
         out = os.path.join(d, "clean")
-        r = diagnose([PLAIN, "--data", "fashion-mnist:calib", "--samples", "512", "--reference-data",
+        r = diagnose([PLAIN, "--data", "fashion-mnist:calib", "--reference-data",
                       "fashion-mnist:val", "--reference-samples", "256", "-o", out])
         check("clean: clean bill", r["clean"] and not problems(r), r)
         check("clean: samples enough", r["sufficiency"]["enough"] and "samples_enough" in codes(r), r)
