@@ -369,8 +369,9 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
   }
   if (!o.reference_data.empty()) {
     std::vector<const TensorDiagnosis*> clip, shift;
+    const double clip_limit = std::max(kReferenceClipShare, 2.0 / static_cast<double>(n + 1));
     for (const TensorDiagnosis& t : r.tensors) {
-      if (t.ref_clip_share > kReferenceClipShare) clip.push_back(&t);
+      if (t.ref_clip_share - t.clip_share > clip_limit) clip.push_back(&t);
       if (t.ref_js_bits > kShiftJsBits) shift.push_back(&t);
     }
     std::sort(clip.begin(), clip.end(), [](auto* a, auto* b) { return a->ref_clip_share > b->ref_clip_share; });
@@ -379,7 +380,8 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
       std::vector<std::string> s;
       for (auto* t : clip) s.push_back(fmt::format("{} ({:.2f}% beyond {:.4g})", t->name, 100 * t->ref_clip_share, t->amax));
       F.push_back({"reference_clipping", "warning", clip.front()->name,
-                   fmt::format("the reference data would be clipped by the calibrated scales: {}", Names(s))});
+                   fmt::format("the reference data would be clipped by the calibrated scales (beyond what "
+                               "calibration itself clips, > {:.2f}%): {}", 100.0 * clip_limit, Names(s))});
     }
     if (!shift.empty()) {
       std::vector<std::string> s;

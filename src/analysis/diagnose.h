@@ -59,7 +59,9 @@ struct TensorDiagnosis {
   std::map<std::string, double> cv;             // per method: CV over half-subsets
   int64_t channels = 0, dead_channels = 0;      // per-channel (axis 1) of rank >= 3 tensors
   double outlier_ratio = 1;                     // max / percentile-99.99 amax
-  double entropy_clip_share = 0;                // share of |x| beyond the entropy amax
+  double entropy_clip_share = 0;                // share of |x| beyond the entropy amax (0 unless
+                                                // entropy amax < 0.8 max)
+  double clip_share = 0;                        // calibration values beyond amax
   double ref_clip_share = -1;                   // reference values beyond amax (-1: no reference)
   double ref_js_bits = -1;                      // JS divergence calibration vs reference
   float ref_amax = 0;

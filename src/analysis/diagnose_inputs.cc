@@ -229,20 +229,21 @@ void CheckInputSet(const InputStats& s, const std::string& label, std::vector<Fi
   }
   const bool spatial = !s.sample_dims.empty() && s.sample_dims.back() >= 4 && s.channel_axis != 2 &&
                        s.constant_samples < s.samples;
-  if (spatial && std::fabs(s.lag1_corr) < kNoiseCorrelation) {
+  // Interleaved channels first: their rows alternate between channels and look uncorrelated.
+  if (spatial && s.channel_axis == 0 && s.channel_mean.size() >= 2 && s.lag1_absdiff > 0 &&
+      s.lagc_absdiff < kLayoutLagRatio * s.lag1_absdiff) {
+    Add(out, "layout_swapped", "warning", s.input,
+        fmt::format("{} data for '{}' looks like NHWC (interleaved channels) reshaped to NCHW: values "
+                    "{} apart along a row agree better than neighbours (mean |diff| {:.4g} vs {:.4g}); "
+                    "transpose (0,3,1,2) instead of reshaping",
+                    label, s.input, s.channel_mean.size(), s.lagc_absdiff, s.lag1_absdiff));
+  } else if (spatial && std::fabs(s.lag1_corr) < kNoiseCorrelation) {
     const char* kind = s.kurtosis < -0.9 ? "uniform noise"
                        : std::fabs(s.kurtosis) < 0.5 ? "gaussian noise" : "uncorrelated values";
     Add(out, "random_data", "warning", s.input,
         fmt::format("{} data for '{}' looks like {}: adjacent values are uncorrelated (median "
                     "correlation {:.3f}, excess kurtosis {:.2f}); real images correlate strongly",
                     label, s.input, kind, s.lag1_corr, s.kurtosis));
-  } else if (spatial && s.channel_axis == 0 && s.channel_mean.size() >= 2 && s.lag1_absdiff > 0 &&
-             s.lagc_absdiff < kLayoutLagRatio * s.lag1_absdiff) {
-    Add(out, "layout_swapped", "warning", s.input,
-        fmt::format("{} data for '{}' looks like NHWC (interleaved channels) reshaped to NCHW: values "
-                    "{} apart along a row agree better than neighbours (mean |diff| {:.4g} vs {:.4g}); "
-                    "transpose (0,3,1,2) instead of reshaping",
-                    label, s.input, s.channel_mean.size(), s.lagc_absdiff, s.lag1_absdiff));
   }
 }
 

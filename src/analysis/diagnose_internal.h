@@ -12,7 +12,11 @@ namespace quantkit::analysis::diagnose_internal {
 // Thresholds (docs/diagnose.md).
 inline constexpr double kOutlierRatio = 4.0;       // max / p99.99 above this: outliers dominate
 inline constexpr double kEntropyClipShare = 0.01;  // entropy clipping more than 1% of the values
-inline constexpr double kReferenceClipShare = 0.001;  // reference values beyond amax
+inline constexpr double kEntropyClipAmaxRatio = 0.8;  // ... with its amax below 80% of max
+// Reference values beyond amax, in excess of the calibration set's own share: at least 0.1%, and
+// at least 2/(N+1) — a new sample exceeds the max of N same-distribution samples with
+// probability 1/(N+1), so small sets see some clipping by chance alone.
+inline constexpr double kReferenceClipShare = 0.001;
 inline constexpr double kShiftJsBits = 0.05;       // JS divergence counted as a distribution shift
 inline constexpr double kSampleOutlierZ = 6.0;     // robust z of a sample's mean or std
 inline constexpr double kBatchTolerance = 1e-3;    // relative amax/output difference batch 1 vs B

@@ -172,7 +172,7 @@ std::string DiagnoseJson(const DiagnoseResult& r) {
                        {"ci_high", t.ci_high}, {"ci_rel", Num(t.ci_rel)}, {"cv", cv},
                        {"channels", t.channels}, {"dead_channels", t.dead_channels},
                        {"outlier_ratio", Num(t.outlier_ratio)}, {"entropy_clip_share", Num(t.entropy_clip_share)},
-                       {"reference_clip_share", Num(t.ref_clip_share)}, {"reference_js_bits", Num(t.ref_js_bits)},
+                       {"clip_share", Num(t.clip_share)}, {"reference_clip_share", Num(t.ref_clip_share)}, {"reference_js_bits", Num(t.ref_js_bits)},
                        {"recommended_method", t.recommended_method}, {"recommendation", t.recommendation}});
   }
   j["tensors"] = tensors;

@@ -90,7 +90,10 @@ std::vector<double> SignedDistribution(const quant::StreamingHistogram& h, float
 double JensenShannonBits(const quant::StreamingHistogram& a, float a_range,
                          const quant::StreamingHistogram& b, float b_range, int64_t bins) {
   if (a.binned_count() == 0 || b.binned_count() == 0) return 0.0;
-  bins = std::max<int64_t>(2, bins);
+  // Few values over many bins inflate the divergence (empty bins on one side only): use about
+  // sqrt(values) bins, between 16 and `bins`.
+  const double fewest = static_cast<double>(std::min(a.binned_count(), b.binned_count()));
+  bins = std::clamp<int64_t>(static_cast<int64_t>(std::sqrt(fewest)), std::min<int64_t>(16, bins), std::max<int64_t>(bins, 2));
   float t = std::max(a_range, b_range);
   if (!(t > 0.0f)) t = 1.0f;
   const std::vector<double> p = SignedDistribution(a, t, bins), q = SignedDistribution(b, t, bins);

@@ -38,8 +38,9 @@ std::vector<double> RobustZAgainst(const std::vector<double>& values, const std:
 double ShareAbove(const quant::StreamingHistogram& h, double threshold);
 
 // Jensen-Shannon divergence in bits (0 = identical, 1 = disjoint) between the signed value
-// distributions of two histograms, both re-binned to `bins` bins over (-t, t), t = the larger
-// of the two ranges. 0 when either is empty.
+// distributions of two histograms, both re-binned over (-t, t), t = the larger of the two
+// ranges, into min(`bins`, max(16, sqrt(fewer values))) bins (so small tensors are not judged
+// shifted by sampling noise alone). 0 when either is empty.
 double JensenShannonBits(const quant::StreamingHistogram& a, float a_range,
                          const quant::StreamingHistogram& b, float b_range, int64_t bins = 256);
 

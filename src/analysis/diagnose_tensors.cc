@@ -123,7 +123,11 @@ Result<TensorDiagnosis> AnalyzeTensor(const std::string& name,
   const float p9999 = t.method_amax["percentile:99.99"];
   t.outlier_ratio = p9999 > 0 ? t.range.amax / p9999 : 1.0;
   const float entropy = t.method_amax["entropy"];
-  t.entropy_clip_share = entropy > 0 ? ShareAbove(full->histogram(), entropy) : 0.0;
+  // Only a real cut counts: entropy a little below max clipping a thin tail is its design.
+  t.entropy_clip_share = entropy > 0 && entropy < kEntropyClipAmaxRatio * t.range.amax
+                             ? ShareAbove(full->histogram(), entropy)
+                             : 0.0;
+  t.clip_share = t.amax > 0 ? ShareAbove(full->histogram(), t.amax) : 0.0;
   if (!full->histogram().empty_range() && t.range.amax > 0) {
     t.abs_hist = full->histogram().RebinAbs(kHistogramBins, t.range.amax).counts;
   }
