@@ -13,6 +13,7 @@
 #include "analysis/model_loading.h"
 #include "common/check.h"
 #include "common/file_util.h"
+#include "data/npy.h"
 #include "data/source.h"
 #include "quant/collectors/per_channel.h"
 #include "quant/method_amax.h"
@@ -68,10 +69,34 @@ std::vector<std::string> BatchMixingNodes(const ir::Graph& graph) {
   return reasons;
 }
 
+// The commonest layout mistake fails before any statistics: a single .npy of NHWC images for an
+// NCHW model (or the reverse). Says so instead of only "shape mismatch".
+std::string LayoutHint(const std::string& spec, const std::vector<data::InputSpec>& inputs) {
+  if (inputs.size() != 1 || spec.size() < 4 || spec.compare(spec.size() - 4, 4, ".npy") != 0) return "";
+  auto t = data::ReadNpy(spec);
+  const std::vector<int64_t>& want = inputs[0].dims;
+  if (!t.ok() || t->rank() != 4 || want.size() != 4) return "";
+  const std::vector<int64_t>& d = t->dims();
+  auto same = [](int64_t model_dim, int64_t data_dim) { return model_dim < 0 || model_dim == data_dim; };
+  if (same(want[1], d[3]) && same(want[2], d[1]) && same(want[3], d[2]) && d[3] <= 4) {
+    return "the data looks NHWC (channels last) for an NCHW model: transpose it with (0, 3, 1, 2)";
+  }
+  if (same(want[3], d[1]) && same(want[1], d[2]) && same(want[2], d[3]) && d[1] <= 4) {
+    return "the data looks NCHW (channels first) for an NHWC model: transpose it with (0, 2, 3, 1)";
+  }
+  return "";
+}
+
 Result<std::unique_ptr<data::Source>> Open(const std::string& spec, const ir::Model& model,
                                            int64_t samples) {
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> s, data::OpenSource(spec, data::ModelInputs(model)));
-  return data::Take(std::move(s), samples);
+  const std::vector<data::InputSpec> inputs = data::ModelInputs(model);
+  auto s = data::OpenSource(spec, inputs);
+  if (!s.ok()) {
+    const std::string hint = LayoutHint(spec, inputs);
+    if (hint.empty()) return s.status();
+    return Status(s.status().code(), fmt::format("{} ({}; layout_swapped)", s.status().message(), hint));
+  }
+  return data::Take(std::move(*s), samples);
 }
 
 // Flattened float outputs of a pass, in sample order.
@@ -149,7 +174,7 @@ void SampleOutliers(const std::vector<InputStats>& sets, const std::vector<Input
   }
 }
 
-std::string Names(const std::vector<std::string>& v, size_t limit = 5) {
+std::string Names(const std::vector<std::string>& v, size_t limit = 5) {  // "a, b (+3 more)"
   std::string s;
   for (size_t i = 0; i < v.size() && i < limit; ++i) s += (i ? ", " : "") + v[i];
   if (v.size() > limit) s += fmt::format(" (+{} more)", v.size() - limit);

@@ -203,10 +203,14 @@ std::string DiagnoseText(const DiagnoseResult& r) {
     s += fmt::format("input '{}': {} scale, mean {:.4g} std {:.4g} range [{:.4g}, {:.4g}]\n", in.input, in.scale,
                      in.mean, in.std, in.min, in.max);
   }
-  s += "\ntensor                          amax      95% interval        cv      recommended\n";
+  size_t width = 6;
+  for (const TensorDiagnosis& t : r.tensors) width = std::max(width, std::min<size_t>(t.name.size(), 48));
+  s += fmt::format("\n{:<{}}  {:>9}  {:>21}  {:>7}  recommended\n", "tensor", width, "amax", "95% interval", "cv");
   for (const TensorDiagnosis& t : r.tensors) {
     auto cv = t.cv.find(r.method);
-    s += fmt::format("{:<30} {:>9.4g}  [{:>8.4g}, {:>8.4g}]  {:>6.2f}%  {}\n", t.name.substr(0, 30), t.amax, t.ci_low,
+    // Long names keep their end (the distinguishing part of exporter names).
+    const std::string name = t.name.size() <= width ? t.name : "..." + t.name.substr(t.name.size() - width + 3);
+    s += fmt::format("{:<{}}  {:>9.4g}  [{:>8.4g}, {:>8.4g}]  {:>6.2f}%  {}\n", name, width, t.amax, t.ci_low,
                      t.ci_high, cv == t.cv.end() ? 0.0 : 100.0 * cv->second, t.recommended_method);
   }
   s += "\n";

@@ -10,7 +10,7 @@ Cases (small: few samples, the zoo's plain CNN and two tiny models written with 
   entropy       plain CNN with --method entropy: the input's entropy amax clips the foreground
                 (known finding, ~7.7 top-1 points) -> entropy_clips, recommended max
   channels      3-channel model: BGR calibration vs RGB reference / --expect mean -> channel_order_swapped;
-                NHWC bytes reshaped to NCHW -> layout_swapped
+                NHWC bytes reshaped to NCHW -> layout_swapped; an NHWC .npy for NCHW -> exit 2 naming it
   bn-train      BatchNormalization training_mode=1 -> batch_dependent_graph + batch_dependent
   samples       constant, duplicated, noise and outlier samples -> their codes
   bad input     missing model, bad --expect -> one line, nonzero exit (2 for --expect)
@@ -182,6 +182,11 @@ def main():
         nhwc = np.ascontiguousarray(rgb.transpose(0, 2, 3, 1)).reshape(rgb.shape)  # reshape, not transpose
         r = diagnose([tiny, "--data", save(d, "nhwc.npy", nhwc)])
         check("NHWC reshaped: layout_swapped", "layout_swapped" in problems(r), r)
+
+        # NHWC images for the NCHW zoo model fail the shape check; the error says why
+        p = diagnose([PLAIN, "--data", save(d, "calib_nhwc.npy", calib[:16].transpose(0, 2, 3, 1))], expect_rc=2)
+        check("NHWC file for NCHW model: layout hint", len(p.stderr.strip().splitlines()) == 1
+              and "NHWC" in p.stderr and "layout_swapped" in p.stderr)
 
         # training-mode BatchNormalization: graph check and measured batch-1 vs batch-B difference
         bn = tiny_model(os.path.join(d, "bn_train.onnx"), bn_training=True)
