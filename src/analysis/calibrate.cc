@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "analysis/collect_pass.h"
 #include "analysis/model_loading.h"
 #include "common/check.h"
 #include "common/file_util.h"
@@ -27,26 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Routes the watched activations of each run into their collectors (views are float, in place).
-class CollectingObserver final : public runtime::Observer {
- public:
-  explicit CollectingObserver(std::map<std::string, quant::TensorCollector>* collectors)
-      : collectors_(collectors) {}
-  bool Wants(const std::string& name) const override { return collectors_->count(name) != 0; }
-  bool WantsFloat() const override { return true; }
-  Status OnTensor(const std::string& name, const ir::Node* producer,
-                  const runtime::TensorView& view) override {
-    auto it = collectors_->find(name);
-    if (it == collectors_->end()) return Status::Ok();
-    quant::TensorView v{quant::FloatSpan(view.data_as<float>(), static_cast<size_t>(view.numel())),
-                        view.shape};
-    return it->second.Observe(v).WithContext(fmt::format("tensor '{}'", name));
-  }
-
- private:
-  std::map<std::string, quant::TensorCollector>* collectors_;
-};
-
 // Runs the data through the model once, filling one collector per activation.
 Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
                          const std::vector<std::string>& activations, formats::StatsFile* stats,
@@ -61,25 +42,11 @@ Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
                       runtime::Interpreter::Create(std::move(model)));
   for (const std::string& name : activations) stats->tensors.emplace(name, quant::TensorCollector());
   CollectingObserver observer(&stats->tensors);
-  runtime::RunOptions run_options;
-  run_options.observers = {&observer};
-
+  PassOptions pass;
+  pass.batch_size = options.batch_size;
+  pass.progress = options.progress;
+  QK_RETURN_IF_ERROR(RunPass(*interpreter, *source, pass, {&observer}));
   const int64_t n = source->num_samples();
-  QK_RETURN_IF_NOT(n > 0, StatusCode::kInvalidArgument, "{}: no samples", *data_description);
-  Progress progress("calibrate", n, "samples");
-  if (!options.progress) progress.set_enabled(false);
-  for (int64_t start = 0; start < n; start += options.batch_size) {
-    const int64_t count = std::min(options.batch_size, n - start);
-    QK_ASSIGN_OR_RETURN(data::Batch batch, source->Read(start, count));
-    std::vector<runtime::NamedTensor> feeds;
-    for (auto& [name, tensor] : batch.inputs) feeds.push_back({name, std::move(tensor)});
-    auto outputs = interpreter->Run(feeds, run_options);
-    if (!outputs.ok()) {
-      return outputs.status().WithContext(fmt::format("samples {}-{}", start, start + count - 1));
-    }
-    progress.Advance(count);
-  }
-  progress.Finish();
   result->samples = n;
   return Status::Ok();
 }

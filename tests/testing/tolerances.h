@@ -32,4 +32,11 @@ inline constexpr double kCancellationAtol = 1e-5;
 // (long conv/linear sums); ATen on another build/ISA reorders those sums.
 inline constexpr double kPytorchSuiteAtol = 1e-5;
 
+// diagnose: ShareAbove leaves out the fine bin holding the threshold; with 2^14 fine bins per
+// sign that is about 1/16384 of uniform data.
+inline constexpr double kShareAboveAbs = 1e-3;
+// diagnose: Jensen-Shannon divergence of identical histograms is 0 up to float rounding of the
+// normalised bins.
+inline constexpr double kJsIdenticalAbs = 1e-12;
+
 }  // namespace quantkit::testing

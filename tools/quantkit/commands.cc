@@ -5,6 +5,7 @@ namespace quantkit::cli {
 // Add a subcommand: implement Setup<Name> in cmd_<name>.cc, declare it here and call it below
 // (explicit, no static self-registration). Order = order in --help.
 void SetupCalibrate(CLI::App& app, RunFn* run);
+void SetupDiagnose(CLI::App& app, RunFn* run);
 void SetupEval(CLI::App& app, RunFn* run);
 void SetupAnalyze(CLI::App& app, RunFn* run);
 void SetupFallback(CLI::App& app, RunFn* run);
@@ -17,6 +18,7 @@ void SetupRun(CLI::App& app, RunFn* run);
 
 void RegisterCommands(CLI::App& app, RunFn* run) {
   SetupCalibrate(app, run);
+  SetupDiagnose(app, run);
   SetupEval(app, run);
   SetupAnalyze(app, run);
   SetupFallback(app, run);

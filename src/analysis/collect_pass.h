@@ -1,0 +1,59 @@
+// One streaming pass of a data source through a model, shared by `calibrate` and `diagnose`:
+// batches are read from the source, fed to the interpreter and every watched activation is routed
+// into a quant::TensorCollector by CollectingObserver. Callers may switch the collector set between
+// batches (diagnose keeps one set per chunk of samples) and look at each batch's inputs/outputs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "data/source.h"
+#include "quant/collectors/tensor_collector.h"
+#include "quantkit/status.h"
+#include "runtime/interpreter.h"
+#include "runtime/observer.h"
+
+namespace quantkit::analysis {
+
+using CollectorMap = std::map<std::string, quant::TensorCollector>;
+
+// Routes the watched activations of each run into their collectors (views are float, in place).
+// The watched names are the keys of the map given at construction; set_target() switches to
+// another map with the same keys (a new chunk) without changing what is watched.
+class CollectingObserver final : public runtime::Observer {
+ public:
+  explicit CollectingObserver(CollectorMap* collectors) : collectors_(collectors) {}
+  void set_target(CollectorMap* collectors) { collectors_ = collectors; }
+  bool Wants(const std::string& name) const override { return collectors_->count(name) != 0; }
+  bool WantsFloat() const override { return true; }
+  Status OnTensor(const std::string& name, const ir::Node* producer,
+                  const runtime::TensorView& view) override;
+
+ private:
+  CollectorMap* collectors_;
+};
+
+struct PassOptions {
+  int64_t batch_size = 32;
+  // > 0: no batch straddles a multiple of chunk_size, so per-chunk statistics stay exact.
+  int64_t chunk_size = 0;
+  std::string label = "calibrate";  // progress-bar label
+  bool progress = true;
+};
+
+struct PassHooks {
+  // Before each run, with the batch's first sample index (switch collectors, inspect inputs).
+  std::function<Status(int64_t start, const data::Batch& batch)> before_run;
+  // After each run, with the model outputs.
+  std::function<Status(int64_t start, const std::vector<runtime::NamedTensor>& outputs)> after_run;
+};
+
+// Runs every sample of `source` through `interpreter` once. Errors name the sample range.
+Status RunPass(const runtime::Interpreter& interpreter, const data::Source& source,
+               const PassOptions& options, const std::vector<runtime::Observer*>& observers,
+               const PassHooks& hooks = {});
+
+}  // namespace quantkit::analysis

@@ -1,0 +1,167 @@
+// Unit tests of diagnose's statistics and input checks (no model run): each builds the defect
+// on purpose and asserts the finding code, and a well-formed counterpart that gets none.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "analysis/diagnose_inputs.h"
+#include "analysis/diagnose_stats.h"
+#include "testing/tolerances.h"
+
+namespace quantkit::analysis {
+namespace {
+
+bool Has(const std::vector<Finding>& f, const std::string& code) {
+  return std::any_of(f.begin(), f.end(), [&](const Finding& x) { return x.code == code; });
+}
+
+// Smooth "images" [n, c, h, w]: a per-channel offset plus a random low-frequency pattern, so
+// adjacent pixels correlate like natural images and channel means differ.
+std::vector<float> SmoothImages(int n, int c, int h, int w, uint32_t seed, std::vector<float> offsets) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n * c * h * w));
+  for (int s = 0; s < n; ++s) {
+    const float fx = 0.1f + 0.3f * u(rng), fy = 0.1f + 0.3f * u(rng), ph = 6.0f * u(rng);
+    for (int ch = 0; ch < c; ++ch) {
+      for (int y = 0; y < h; ++y) {
+        for (int x = 0; x < w; ++x) {
+          v[static_cast<size_t>(((s * c + ch) * h + y) * w + x)] =
+              offsets[static_cast<size_t>(ch)] + 0.1f * std::sin(fx * x + fy * y + ph);
+        }
+      }
+    }
+  }
+  return v;
+}
+
+InputStats StatsOf(const std::vector<float>& v, std::vector<int64_t> dims) {
+  InputStatsAccumulator acc("x");
+  EXPECT_TRUE(acc.Add(ir::Tensor::FromVector(ir::DType::kFloat, dims, v)).ok());
+  return acc.Finalize();
+}
+
+TEST(DiagnoseStats, QuantileAndRobustZ) {
+  EXPECT_DOUBLE_EQ(Quantile({4, 1, 3, 2}, 0.5), 2.5);  // numpy.quantile([1,2,3,4], 0.5)
+  EXPECT_DOUBLE_EQ(Quantile({1, 2, 3, 4}, 1.0), 4.0);
+  std::vector<double> v;
+  for (int i = 0; i < 100; ++i) v.push_back(i % 10);
+  v.push_back(1000);
+  const std::vector<double> z = RobustZ(v);
+  EXPECT_GT(z.back(), 6.0);
+  for (size_t i = 0; i + 1 < z.size(); ++i) EXPECT_LT(std::fabs(z[i]), 3.0) << i;
+  EXPECT_NEAR(CoefficientOfVariation({1, 1, 1}), 0.0, 0.0);
+  EXPECT_GT(CoefficientOfVariation({1, 2, 3}), 0.3);
+}
+
+TEST(DiagnoseStats, ShareAboveAndJensenShannon) {
+  std::vector<float> x;
+  for (int i = 0; i < 10000; ++i) x.push_back(static_cast<float>(i) / 10000.0f);
+  quant::StreamingHistogram h;
+  h.Observe(quant::FloatSpan(x));
+  EXPECT_NEAR(ShareAbove(h, 0.9), 0.1, testing::kShareAboveAbs);
+  EXPECT_NEAR(ShareAbove(h, 2.0), 0.0, 0.0);
+  EXPECT_NEAR(JensenShannonBits(h, 1.0f, h, 1.0f), 0.0, testing::kJsIdenticalAbs);
+  std::vector<float> neg(x.size());
+  std::transform(x.begin(), x.end(), neg.begin(), [](float v) { return -v - 0.5f; });
+  quant::StreamingHistogram hn;
+  hn.Observe(quant::FloatSpan(neg));
+  EXPECT_GT(JensenShannonBits(h, 1.0f, hn, 1.5f), 0.95);  // disjoint supports: ~1 bit
+}
+
+TEST(DiagnoseInputs, CleanImagesHaveNoFindings) {
+  const InputStats s = StatsOf(SmoothImages(32, 3, 16, 16, 1, {0.2f, 0.5f, 0.8f}), {32, 3, 16, 16});
+  EXPECT_EQ(s.scale, "0-1");
+  EXPECT_EQ(s.channel_axis, 0);
+  EXPECT_EQ(s.channel_mean.size(), 3u);
+  std::vector<Finding> f;
+  CheckInputSet(s, "calibration", &f);
+  CompareInputSets(s, "calibration", s, "reference", &f);
+  EXPECT_TRUE(f.empty()) << f.front().code << ": " << f.front().message;
+}
+
+TEST(DiagnoseInputs, RandomConstantDuplicatedSamples) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> noise(16 * 3 * 16 * 16);
+  for (float& v : noise) v = u(rng);
+  std::vector<Finding> f;
+  const InputStats n = StatsOf(noise, {16, 3, 16, 16});
+  CheckInputSet(n, "calibration", &f);
+  ASSERT_TRUE(Has(f, "random_data"));
+  EXPECT_NE(f.front().message.find("uniform noise"), std::string::npos) << f.front().message;
+
+  std::vector<float> imgs = SmoothImages(8, 1, 16, 16, 2, {0.5f});
+  std::fill(imgs.begin(), imgs.begin() + 256, 0.25f);             // sample 0 constant
+  std::copy(imgs.begin() + 256, imgs.begin() + 512, imgs.begin() + 512);  // sample 2 = sample 1
+  f.clear();
+  const InputStats s = StatsOf(imgs, {8, 1, 16, 16});
+  EXPECT_EQ(s.constant_samples, 1);
+  EXPECT_EQ(s.duplicate_samples, 1);
+  CheckInputSet(s, "calibration", &f);
+  EXPECT_TRUE(Has(f, "constant_samples"));
+  EXPECT_TRUE(Has(f, "duplicate_samples"));
+  EXPECT_FALSE(Has(f, "random_data"));
+}
+
+TEST(DiagnoseInputs, LayoutSwapped) {
+  // Build NHWC images and reinterpret their bytes as NCHW (reshape instead of transpose).
+  const std::vector<float> nchw = SmoothImages(8, 3, 16, 16, 4, {0.1f, 0.5f, 0.9f});
+  std::vector<float> nhwc(nchw.size());
+  for (int s = 0; s < 8; ++s)
+    for (int c = 0; c < 3; ++c)
+      for (int p = 0; p < 256; ++p) nhwc[static_cast<size_t>((s * 256 + p) * 3 + c)] = nchw[static_cast<size_t>((s * 3 + c) * 256 + p)];
+  std::vector<Finding> f;
+  CheckInputSet(StatsOf(nhwc, {8, 3, 16, 16}), "calibration", &f);
+  EXPECT_TRUE(Has(f, "layout_swapped"));
+  f.clear();
+  CheckInputSet(StatsOf(nchw, {8, 3, 16, 16}), "calibration", &f);
+  EXPECT_FALSE(Has(f, "layout_swapped"));
+}
+
+TEST(DiagnoseInputs, ScaleShiftAndChannelOrder) {
+  const std::vector<float> ref = SmoothImages(16, 3, 16, 16, 5, {0.2f, 0.5f, 0.8f});
+  const InputStats r = StatsOf(ref, {16, 3, 16, 16});
+  auto compare = [&](const std::vector<float>& d) {
+    std::vector<Finding> f;
+    CompareInputSets(StatsOf(d, {16, 3, 16, 16}), "calibration", r, "reference", &f);
+    return f;
+  };
+  std::vector<float> x255 = ref, shifted = ref;
+  for (float& v : x255) v *= 255.0f;
+  for (float& v : shifted) v += 1.0f;
+  auto f = compare(x255);
+  ASSERT_TRUE(Has(f, "scale_mismatch"));
+  EXPECT_NE(f.front().message.find("0-255"), std::string::npos) << f.front().message;
+  EXPECT_TRUE(Has(compare(shifted), "shift_mismatch"));
+  const std::vector<float> bgr = SmoothImages(16, 3, 16, 16, 6, {0.8f, 0.5f, 0.2f});
+  f = compare(bgr);
+  EXPECT_TRUE(Has(f, "channel_order_swapped"));
+  EXPECT_FALSE(Has(f, "scale_mismatch"));
+}
+
+TEST(DiagnoseInputs, Expectation) {
+  auto e = ParseExpectation("range=0:1");
+  ASSERT_TRUE(e.ok());
+  std::vector<float> x = SmoothImages(8, 1, 16, 16, 7, {0.5f});
+  for (float& v : x) v *= 255.0f;
+  std::vector<Finding> f;
+  CheckExpectation(StatsOf(x, {8, 1, 16, 16}), "calibration", *e, &f);
+  ASSERT_TRUE(Has(f, "expectation_mismatch"));
+  EXPECT_NE(f.front().message.find("0-255 data for a 0-1 model"), std::string::npos) << f.front().message;
+  auto ms = ParseExpectation("mean=0.2/0.5/0.8,std=0.07/0.07/0.07");
+  ASSERT_TRUE(ms.ok());
+  f.clear();
+  CheckExpectation(StatsOf(SmoothImages(16, 3, 16, 16, 8, {0.8f, 0.5f, 0.2f}), {16, 3, 16, 16}), "calibration",
+                   *ms, &f);
+  EXPECT_TRUE(Has(f, "channel_order_swapped"));
+  EXPECT_FALSE(ParseExpectation("range=1:0").ok());
+  EXPECT_FALSE(ParseExpectation("mean=a").ok());
+  EXPECT_FALSE(ParseExpectation("gamma=2").ok());
+  EXPECT_FALSE(ParseExpectation("mean=1/2,std=1").ok());
+}
+
+}  // namespace
+}  // namespace quantkit::analysis
