@@ -233,8 +233,14 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
           "stripped {} Q/DQ pairs, dequantized {} stored weights, {} left in place",
           strip.pairs_removed, strip.weights_dequantized, strip.left_in_place));
       if (options.qdq_output) {
-        // Re-insert symmetric int8 Q/DQ exactly where the source quantized.
-        const std::vector<passes::QdqSite> sites = passes::SitesFromPlan(*model.graph, plan);
+        // Re-insert symmetric int8 Q/DQ: TensorRT's recipe by default (lint-clean placements,
+        // the plan's scales), or exactly where the source quantized (--placement plan).
+        std::vector<passes::QdqSite> sites;
+        if (options.placement_from_plan) {
+          sites = passes::SitesFromPlan(*model.graph, plan);
+        } else {
+          QK_ASSIGN_OR_RETURN(sites, passes::FindQdqSites(*model.graph, options.placement));
+        }
         QK_RETURN_IF_NOT(!sites.empty(), StatusCode::kInvalidArgument,
                          "{}: no quantized tensor to place Q/DQ on", options.input);
         QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.graph, sites, &plan));

@@ -13,8 +13,9 @@
 //   QOperator ONNX (QLinearConv, QGemm, ConvInteger, ... as onnxruntime writes them) -> any of the
 //                                         above: rewritten to Q/DQ first (passes/qop_to_qdq.h),
 //                                         then handled as a Q/DQ model
-//   ONNX -> ONNX with qdq_output          a TensorRT Q/DQ model (symmetric int8 at the tensors the
-//                                         source quantized) instead of the float model
+//   ONNX -> ONNX with qdq_output          a TensorRT Q/DQ model (symmetric int8, the extracted scales,
+//                                         placed by `placement` or, with placement_from_plan,
+//                                         where the source quantized) instead of the float model
 // Asymmetric sources (uint8, non-zero zero points) become symmetric int8 by the rule of
 // quant/symmetric_conversion.h; ConvertResult::costs says per tensor what that costs.
 #pragma once
@@ -43,8 +44,7 @@ struct ConvertOptions {
   // the plan extracted from a Q/DQ model (reproduces that model's fake quantization).
   bool placement_from_plan = false;
   std::string float_precision = "fp16";  // for the --layerPrecisions string
-  // ONNX -> ONNX: write the Q/DQ model TensorRT builds (placement from the plan) rather than the
-  // float model.
+  // ONNX -> ONNX: write the Q/DQ model TensorRT builds rather than the float model.
   bool qdq_output = false;
 };
 

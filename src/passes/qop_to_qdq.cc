@@ -1,6 +1,7 @@
 #include "passes/qop_to_qdq.h"
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -684,6 +685,17 @@ Result<int> NormalizeTorchQdq(ir::Model& model) {
         c->initializer->name = name;
         ++removed;
         continue;
+      }
+    }
+    // Q/DQ without `axis` whose scale / zero point has shape [1]: per tensor for onnxruntime,
+    // but a 1-D scale reads as per-axis (default axis 1) elsewhere; use rank-0 copies.
+    if ((n->op_type() == "DequantizeLinear" || n->op_type() == "QuantizeLinear") && !n->has_attr("axis")) {
+      for (size_t i = 1; i < 3 && i < n->num_inputs(); ++i) {
+        ir::Value* v = n->input(i);
+        if (!v || !v->is_constant() || v->initializer->rank() != 1 || v->initializer->numel() != 1) continue;
+        ir::Tensor scalar(v->initializer->dtype(), {});
+        std::memcpy(scalar.mutable_data(), v->initializer->data(), scalar.nbytes());
+        g.SetNodeInput(n, i, g.AddInitializer(g.UniqueValueName(v->name() + "_scalar"), std::move(scalar)));
       }
     }
     // Q -> Cast(to = Q's dtype): the Cast changes nothing.

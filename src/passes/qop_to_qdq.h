@@ -49,7 +49,8 @@ bool HasIntegerOps(const ir::Graph& graph);
 // hide the pairs from FindQdqUnits:
 //   Q(x) -> Cast(to = Q's own dtype) -> DQ        (a no-op Cast)   ==> Q(x) -> DQ
 //   DQ(b_int32, s, Cast(ConstantOfShape(shape)))  (run-time zero)   ==> constant zero point
-// Folds both (ConstantOfShape/Cast of constants become initializers); returns how many nodes it
+//   Q/DQ without axis, scale or zero point of shape [1] (per tensor)  ==> rank-0 copies
+// Folds them (ConstantOfShape/Cast of constants become initializers); returns how many nodes it
 // removed. Harmless on models without them.
 Result<int> NormalizeTorchQdq(ir::Model& model);
 

@@ -45,8 +45,10 @@ Result<SymmetricConversion> ToSymmetricInt8(float scale, int32_t zero_point, ir:
   const double q_hi = std::min(127.0, std::floor(c.hi / s + 1e-9));
   const double used = std::max(0.0, q_hi - q_lo + 1.0);
   c.wasted_share = 1.0 - used / kInt8Codes;
-  const double new_lo = -128.0 * s;
-  const double new_hi = 127.0 * s;
+  // Values within half a step of the end codes still round to them: only beyond is clipped
+  // (float32 rounding of amax puts 127 s' a few ulps below hi; that costs nothing).
+  const double new_lo = -128.5 * s;
+  const double new_hi = 127.5 * s;
   const double outside = std::max(0.0, new_lo - c.lo) + std::max(0.0, c.hi - new_hi);
   c.clipped_share = outside / (c.hi - c.lo);
   return c;

@@ -9,7 +9,7 @@
 //   scale_ratio   = s' / s                (> 1 means coarser steps)
 //   bits_lost     = log2(scale_ratio)     (resolution lost, in bits)
 //   wasted_share  = share of the 256 int8 codes whose values lie outside [lo, hi]
-//   clipped_share = share of [lo, hi] outside the new representable range [-128 s', 127 s'] (0 by
+//   clipped_share = share of [lo, hi] that saturates: outside [-128.5 s', 127.5 s'] (0 by
 //                   construction; reported so a reader sees it checked)
 // A non-negative source range (lo >= 0, e.g. uint8 with zp 0 after Relu) is the worst case: s'
 // = 255 s / 127, one bit lost, half the int8 codes (the negative ones) never used: the sign bit is

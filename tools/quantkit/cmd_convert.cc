@@ -40,8 +40,8 @@ void SetupConvert(CLI::App& app, RunFn* run) {
       ->check(CLI::IsMember({"tensorrt", "plan"}))
       ->capture_default_str();
   cmd->add_flag("--qdq", opts->convert.qdq_output,
-                "ONNX -> ONNX: write the TensorRT Q/DQ model (symmetric int8 where the source "
-                "quantized) instead of the float model");
+                "ONNX -> ONNX: write the TensorRT Q/DQ model (symmetric int8, the extracted "
+                "scales, placed by --placement) instead of the float model");
   cmd->add_flag("--json", opts->json, "print the result (and per-tensor conversion costs) as JSON");
   cmd->add_flag("--layer-precisions", opts->layer_precisions,
                 "print the trtexec --layerPrecisions string for the layers kept in float");
