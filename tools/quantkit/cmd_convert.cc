@@ -1,5 +1,5 @@
 // quantkit convert IN OUT [--model FLOAT.onnx] [--trt-version V] [--calibrator C]
-//                  [--layer-precisions] [--float-precision fp16|fp32]
+//                  [--layer-precisions] [--float-precision fp16|fp32] [--qdq] [--json]
 #include <cstdio>
 
 #include "analysis/convert.h"
@@ -13,6 +13,7 @@ void SetupConvert(CLI::App& app, RunFn* run) {
     std::string trt_version = formats::kDefaultTrtVersion;
     std::string calibrator = "EntropyCalibration2";
     bool layer_precisions = false;
+    bool json = false;
     std::string placement = "tensorrt";
   };
   auto opts = std::make_shared<Options>();
@@ -22,7 +23,9 @@ void SetupConvert(CLI::App& app, RunFn* run) {
       "  Q/DQ .onnx -> .cache | .json | .txt      extract scales (e.g. from a QAT export)\n"
       "  Q/DQ .onnx -> .onnx                      strip Q/DQ; also writes <stem>.cache/.plan.json/.ranges.txt\n"
       "  .cache | .json | .txt -> .cache | .json | .txt\n"
-      "  .cache | .json | .txt -> .onnx --model FLOAT.onnx   write a Q/DQ model for TensorRT");
+      "  .cache | .json | .txt -> .onnx --model FLOAT.onnx   write a Q/DQ model for TensorRT\n"
+      "  QOperator .onnx (QLinearConv, QGemm, ConvInteger, ...) -> any of the above, as a Q/DQ model;\n"
+      "    asymmetric uint8 becomes symmetric int8 (amax = max(|lo|, |hi|)); the cost is printed per tensor");
   cmd->add_option("input", opts->convert.input, "input file")->required();
   cmd->add_option("output", opts->convert.output, "output file (written atomically)")->required();
   cmd->add_option("--model", opts->convert.model, "float ONNX model (plan -> Q/DQ ONNX)");
@@ -36,6 +39,10 @@ void SetupConvert(CLI::App& app, RunFn* run) {
                   "plan's Q/DQ-extracted scales were: reproduces a QAT model)")
       ->check(CLI::IsMember({"tensorrt", "plan"}))
       ->capture_default_str();
+  cmd->add_flag("--qdq", opts->convert.qdq_output,
+                "ONNX -> ONNX: write the TensorRT Q/DQ model (symmetric int8, the extracted "
+                "scales, placed by --placement) instead of the float model");
+  cmd->add_flag("--json", opts->json, "print the result (and per-tensor conversion costs) as JSON");
   cmd->add_flag("--layer-precisions", opts->layer_precisions,
                 "print the trtexec --layerPrecisions string for the layers kept in float");
   cmd->add_option("--float-precision", opts->convert.float_precision,
@@ -52,6 +59,10 @@ void SetupConvert(CLI::App& app, RunFn* run) {
       opts->convert.placement_from_plan = opts->placement == "plan";
       auto result = analysis::Convert(opts->convert);
       if (!result.ok()) return Report(result.status());
+      if (opts->json) {
+        std::printf("%s", analysis::ConvertResultJson(*result).c_str());
+        return 0;
+      }
       for (const std::string& m : result->messages) std::printf("%s\n", m.c_str());
       for (const std::string& f : result->written) std::printf("wrote %s\n", f.c_str());
       if (opts->layer_precisions) {
