@@ -47,7 +47,7 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     QK_ASSIGN_OR_RETURN(reference, Load(options.reference_model));
   }
   QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
-                      data::OpenSource(options.data, data::ModelInputs(interpreter->model())));
+                      data::OpenSource(options.data, data::ModelInputs(interpreter->model()), options.image));
   source = data::Take(std::move(source), options.samples);
   const int64_t n = source->num_samples();
   EvalResult result;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "data/image_options.h"
 #include "quantkit/status.h"
 
 namespace quantkit::analysis {
@@ -19,6 +20,7 @@ namespace quantkit::analysis {
 struct EvalOptions {
   std::string model;
   std::string data;
+  data::ImageOptions image;    // preprocessing declared for an image-folder --data
   std::string reference_model;  // optional: compare outputs against this model
   int64_t samples = 0;
   int64_t batch_size = 64;

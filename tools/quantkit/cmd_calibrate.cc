@@ -15,6 +15,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
     std::string trt_version = formats::kDefaultTrtVersion;
     std::string calibrator = "EntropyCalibration2";
     bool quiet = false;
+    ImageArgs image;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -24,7 +25,8 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option("model", opts->calibrate.model, "FP32 ONNX model")->required();
   cmd->add_option("--data", opts->calibrate.data,
                   "calibration data: NAME=FILE.npy,..., FILE.npy, FILE.npz, a directory (DIR/<input>.npy, "
-                  "DIR/*.npy, DIR/test_data_set_*/input_K.pb) or fashion-mnist[:calib|val|test|train]");
+                  "DIR/*.npy, DIR/test_data_set_*/input_K.pb), an image folder (DIR/*.jpg or DIR/<class>/*.jpg, "
+                  "see --resize ...), a JSON data config (FILE.json) or fashion-mnist[:calib|val|test|train]");
   cmd->add_option("-o,--output-dir", opts->calibrate.output_dir, "directory for the artifacts");
   cmd->add_option("--method", opts->method, "max | entropy | percentile[:P] | mse")->capture_default_str();
   cmd->add_option("--override", opts->overrides,
@@ -38,8 +40,12 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option("--trt-version", opts->trt_version, "TensorRT version the cache is for")->capture_default_str();
   cmd->add_option("--calibrator", opts->calibrator, "cache header calibrator")->capture_default_str();
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
+  AddImageOptions(cmd, &opts->image);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
+      auto image = ToImageOptions(opts->image);
+      if (!image.ok()) return Report(image.status());
+      opts->calibrate.image = *image;
       analysis::CalibrateOptions& c = opts->calibrate;
       auto method = quant::ParseMethod(opts->method);
       if (!method.ok()) return Report(method.status());

@@ -14,6 +14,7 @@ void SetupEval(CLI::App& app, RunFn* run) {
     analysis::EvalOptions eval;
     bool json = false, quiet = false;
     std::string predictions;
+    ImageArgs image;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -27,8 +28,12 @@ void SetupEval(CLI::App& app, RunFn* run) {
   cmd->add_option("--save-predictions", opts->predictions, "write the argmax per sample as int64 .npy");
   cmd->add_flag("--json", opts->json, "print JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
+  AddImageOptions(cmd, &opts->image);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
+      auto image = ToImageOptions(opts->image);
+      if (!image.ok()) return Report(image.status());
+      opts->eval.image = *image;
       opts->eval.progress = !opts->quiet;
       auto r = analysis::Evaluate(opts->eval);
       if (!r.ok()) return Report(r.status());

@@ -6,6 +6,7 @@ namespace quantkit::cli {
 // (explicit, no static self-registration). Order = order in --help.
 void SetupCalibrate(CLI::App& app, RunFn* run);
 void SetupEval(CLI::App& app, RunFn* run);
+void SetupData(CLI::App& app, RunFn* run);
 void SetupConvert(CLI::App& app, RunFn* run);
 void SetupLint(CLI::App& app, RunFn* run);
 void SetupCache(CLI::App& app, RunFn* run);
@@ -16,6 +17,7 @@ void SetupRun(CLI::App& app, RunFn* run);
 void RegisterCommands(CLI::App& app, RunFn* run) {
   SetupCalibrate(app, run);
   SetupEval(app, run);
+  SetupData(app, run);
   SetupConvert(app, run);
   SetupLint(app, run);
   SetupCache(app, run);
