@@ -34,7 +34,7 @@ Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
                          CalibrateResult* result, std::string* data_description,
                          std::string* data_fingerprint) {
   const std::vector<data::InputSpec> inputs = data::ModelInputs(model);
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, data::OpenSource(options.data, inputs));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, data::OpenSource(options.data, inputs, options.image));
   source = data::Take(std::move(source), options.samples);
   *data_description = source->Describe();
   *data_fingerprint = source->Fingerprint();

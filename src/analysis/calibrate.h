@@ -23,6 +23,7 @@
 #include "passes/qdq_placement.h"
 #include "quant/plan.h"
 #include "quant/tensor_calib.h"
+#include "data/image_options.h"
 #include "quantkit/status.h"
 
 namespace quantkit::analysis {
@@ -39,6 +40,7 @@ struct SharedStats {
 struct CalibrateOptions {
   std::string model;
   std::string data;            // data::OpenSource spec; empty with from_stats
+  data::ImageOptions image;    // preprocessing declared for an image-folder --data
   int64_t samples = 0;         // 0: all the data holds
   int64_t batch_size = 32;
   quant::MethodRequest method; // default: max

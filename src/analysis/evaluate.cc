@@ -57,7 +57,7 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
                    "metrics compare with a reference: give --reference or --plan");
   for (Metric* m : options.metrics) m->Reset();
   QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
-                      data::OpenSource(options.data, data::ModelInputs(interpreter->model())));
+                      data::OpenSource(options.data, data::ModelInputs(interpreter->model()), options.image));
   source = data::Take(std::move(source), options.samples);
   const int64_t n = source->num_samples();
   EvalResult result;

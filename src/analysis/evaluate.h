@@ -18,6 +18,7 @@
 
 #include "analysis/metrics.h"
 #include "analysis/simulate.h"
+#include "data/image_options.h"
 #include "quantkit/status.h"
 
 namespace quantkit::analysis {
@@ -25,6 +26,7 @@ namespace quantkit::analysis {
 struct EvalOptions {
   std::string model;
   std::string data;
+  data::ImageOptions image;    // preprocessing declared for an image-folder --data
   std::string reference_model;  // optional: compare outputs against this model
   std::string plan;             // optional: simulate this plan on `model` (the FP32 model)
   SimulationOptions simulation;

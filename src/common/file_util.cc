@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +45,15 @@ Status WriteAll(int fd, const uint8_t* data, size_t size, const std::string& pat
 
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+void MappedFile::Release(size_t offset, size_t length) const {
+  if (!data_ || offset >= size_ || length == 0) return;
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t begin = offset / page * page;
+  const size_t end = std::min(size_, offset + length);
+  // Pages are file-backed and never written (PROT_READ), so dropping them loses nothing.
+  ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
 }
 
 Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const std::string& path) {

@@ -29,6 +29,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Gives back the resident pages of [offset, offset + length) (madvise MADV_DONTNEED): the
+  // mapping stays valid and re-reads the file on the next access. Readers that stream through a
+  // large file call this on what they consumed, so their RSS does not grow with the file.
+  void Release(size_t offset, size_t length) const;
 
  private:
   MappedFile() = default;

@@ -170,7 +170,19 @@ float HalfToFloat(uint16_t h) {
 
 }  // namespace
 
-Result<ir::Tensor> ParseNpy(const uint8_t* bytes, size_t size, const std::string& source) {
+namespace {
+
+struct NpyLayout {
+  Descr descr;
+  bool fortran = false;
+  std::vector<int64_t> shape;
+  size_t data_offset = 0;
+  uint64_t numel = 0;
+};
+
+// Checks the preamble and header against the file size; nothing is allocated from file values
+// before they are bounded by it.
+Status ParseNpyLayout(const uint8_t* bytes, size_t size, const std::string& source, NpyLayout* out) {
   auto fail = [&](const std::string& what) {
     return Status(StatusCode::kInvalidModel, source + ": " + what);
   };
@@ -189,25 +201,51 @@ Result<ir::Tensor> ParseNpy(const uint8_t* bytes, size_t size, const std::string
   }
   const std::string header(reinterpret_cast<const char*>(bytes + preamble), header_len);
   std::string descr_text, error;
-  bool fortran = false;
-  std::vector<int64_t> shape;
-  if (!HeaderParser(header).Parse(&descr_text, &fortran, &shape, &error)) return fail("bad header: " + error);
-  Descr descr;
-  if (!ParseDescr(descr_text, &descr)) return fail("unsupported dtype '" + descr_text + "'");
+  if (!HeaderParser(header).Parse(&descr_text, &out->fortran, &out->shape, &error)) return fail("bad header: " + error);
+  if (!ParseDescr(descr_text, &out->descr)) return fail("unsupported dtype '" + descr_text + "'");
   // Element count without overflow, bounded by what the file can hold.
-  const size_t data_offset = preamble + header_len;
-  const size_t available = size - data_offset;
+  out->data_offset = preamble + header_len;
+  const size_t available = size - out->data_offset;
   uint64_t numel = 1;
-  for (int64_t d : shape) {
+  for (int64_t d : out->shape) {
     if (d != 0 && numel > available / static_cast<uint64_t>(d)) {
       return fail("shape is larger than the file (" + std::to_string(available) + " data bytes)");
     }
     numel *= static_cast<uint64_t>(d);
   }
-  const uint64_t need = numel * descr.item_size;
+  const uint64_t need = numel * out->descr.item_size;
   if (need != available) {
     return fail("shape needs " + std::to_string(need) + " data bytes but the file has " + std::to_string(available));
   }
+  out->numel = numel;
+  return Status();
+}
+
+// Views the mapping without copying; keeps the file mapped while any tensor uses it.
+class MappedNpyBuffer final : public ir::Buffer {
+ public:
+  explicit MappedNpyBuffer(std::shared_ptr<const MappedFile> file) : file_(std::move(file)) {}
+  const uint8_t* data() const override { return file_->data(); }
+  size_t size() const override { return file_->size(); }
+
+ private:
+  std::shared_ptr<const MappedFile> file_;
+};
+
+}  // namespace
+
+Result<ir::Tensor> ParseNpy(const uint8_t* bytes, size_t size, const std::string& source) {
+  auto fail = [&](const std::string& what) {
+    return Status(StatusCode::kInvalidModel, source + ": " + what);
+  };
+  NpyLayout layout;
+  QK_RETURN_IF_ERROR(ParseNpyLayout(bytes, size, source, &layout));
+  const Descr& descr = layout.descr;
+  const bool fortran = layout.fortran;
+  const std::vector<int64_t>& shape = layout.shape;
+  const size_t data_offset = layout.data_offset;
+  const uint64_t numel = layout.numel;
+  const uint64_t need = numel * descr.item_size;
   ir::Tensor t(descr.dtype, shape);
   uint8_t* out = static_cast<uint8_t*>(t.mutable_data());
   const uint8_t* in = bytes + data_offset;
@@ -254,6 +292,21 @@ Result<ir::Tensor> ReadNpy(const std::string& path) {
   f.read(reinterpret_cast<char*>(bytes.data()), size);
   QK_RETURN_IF_NOT(f.good() || size == 0, StatusCode::kIoError, "{}: read failed", path);
   return ParseNpy(bytes.data(), bytes.size(), path);
+}
+
+Result<ir::Tensor> MapNpy(const std::string& path, std::shared_ptr<const MappedFile>* mapping) {
+  if (mapping) mapping->reset();
+  QK_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::Open(path));
+  NpyLayout layout;
+  QK_RETURN_IF_ERROR(ParseNpyLayout(file->data(), file->size(), path, &layout));
+  // Only what numpy writes by default can be viewed as is: little-endian (or 1-byte) C order.
+  // Anything else (and bool, whose bytes need checking) goes through the copying parser.
+  const bool viewable = (!layout.fortran || layout.shape.size() < 2) &&
+                        (!layout.descr.big_endian || layout.descr.item_size == 1) &&
+                        layout.descr.dtype != ir::DType::kBool && layout.numel > 0;
+  if (!viewable) return ParseNpy(file->data(), file->size(), path);
+  if (mapping) *mapping = file;
+  return ir::Tensor(layout.descr.dtype, layout.shape, std::make_shared<MappedNpyBuffer>(file), layout.data_offset);
 }
 
 Status WriteNpy(const std::string& path, const ir::Tensor& t) {

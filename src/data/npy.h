@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "common/file_util.h"
 #include "ir/tensor.h"
 #include "quantkit/status.h"
 
@@ -20,6 +22,10 @@ namespace quantkit::data {
 inline constexpr uint32_t kMaxNpyHeaderBytes = 1u << 20;
 
 Result<ir::Tensor> ReadNpy(const std::string& path);
+// Like ReadNpy, but memory-maps the file and returns a tensor viewing its data without a copy
+// when the layout allows (little-endian, C order: what numpy writes); `*mapping` then receives
+// the mapping (for MappedFile::Release), else it is reset and the data was copied.
+Result<ir::Tensor> MapNpy(const std::string& path, std::shared_ptr<const MappedFile>* mapping);
 // Parses an in-memory .npy image; `source` names it in errors.
 Result<ir::Tensor> ParseNpy(const uint8_t* bytes, size_t size, const std::string& source);
 

@@ -98,12 +98,15 @@ namespace {
 
 using internal::Conform;
 
-// Arrays held in memory, one per input, leading dim = samples.
+// Arrays, one per input, leading dim = samples: in memory, or views of memory-mapped .npy files
+// whose pages are given back after each batch is copied out (so RSS stays at about one batch).
 class ArraySource final : public Source {
  public:
-  ArraySource(std::vector<std::pair<std::string, ir::Tensor>> arrays, std::string description,
+  ArraySource(std::vector<std::pair<std::string, ir::Tensor>> arrays,
+              std::vector<std::shared_ptr<const MappedFile>> mappings, std::string description,
               std::string fingerprint)
-      : arrays_(std::move(arrays)), description_(std::move(description)), fingerprint_(std::move(fingerprint)) {}
+      : arrays_(std::move(arrays)), mappings_(std::move(mappings)), description_(std::move(description)),
+        fingerprint_(std::move(fingerprint)) {}
 
   int64_t num_samples() const override { return arrays_.empty() ? 0 : arrays_.front().second.dims()[0]; }
   std::vector<std::string> input_names() const override {
@@ -116,12 +119,15 @@ class ArraySource final : public Source {
                      "ArraySource: samples [{}, {}) out of range", start, start + count);
     Batch b;
     b.size = count;
-    for (const auto& [name, t] : arrays_) {
+    for (size_t i = 0; i < arrays_.size(); ++i) {
+      const auto& [name, t] = arrays_[i];
       std::vector<int64_t> dims = t.dims();
       dims[0] = count;
       ir::Tensor slice(t.dtype(), dims);
       const size_t row = t.nbytes() / static_cast<size_t>(t.dims()[0]);
-      std::memcpy(slice.mutable_data(), static_cast<const uint8_t*>(t.data()) + row * start, row * count);
+      const uint8_t* src = static_cast<const uint8_t*>(t.data()) + row * static_cast<size_t>(start);
+      std::memcpy(slice.mutable_data(), src, row * static_cast<size_t>(count));
+      if (const auto& m = mappings_[i]) m->Release(static_cast<size_t>(src - m->data()), row * static_cast<size_t>(count));
       b.inputs.emplace_back(name, std::move(slice));
     }
     return b;
@@ -131,6 +137,7 @@ class ArraySource final : public Source {
 
  private:
   std::vector<std::pair<std::string, ir::Tensor>> arrays_;
+  std::vector<std::shared_ptr<const MappedFile>> mappings_;  // per array; null when in memory
   std::string description_;
   std::string fingerprint_;
 };
@@ -200,8 +207,9 @@ const InputSpec* FindSpec(const std::vector<InputSpec>& inputs, const std::strin
 // Validates per-input arrays (batched) and builds an ArraySource.
 Result<std::unique_ptr<Source>> internal::MakeArraySource(std::vector<std::pair<std::string, ir::Tensor>> arrays,
                                                 const std::vector<InputSpec>& inputs,
-                                                const std::string& origin) {
+                                                const std::string& origin, const Mappings& mappings) {
   std::vector<std::pair<std::string, ir::Tensor>> conformed;
+  std::vector<std::shared_ptr<const MappedFile>> conformed_mappings;
   Sha256 hash;
   std::vector<std::string> notes;
   int64_t n = -1;
@@ -211,6 +219,8 @@ Result<std::unique_ptr<Source>> internal::MakeArraySource(std::vector<std::pair<
     QK_RETURN_IF_NOT(it != arrays.end(), StatusCode::kInvalidArgument,
                      "{}: no data for model input '{}' (give NAME=FILE.npy for each input)", origin,
                      spec.name);
+    auto found = mappings.find(it->first);
+    std::shared_ptr<const MappedFile> mapping = found == mappings.end() ? nullptr : found->second;
     ir::Tensor t = std::move(it->second);
     QK_RETURN_IF_NOT(t.rank() >= 1, StatusCode::kInvalidArgument,
                      "{}: array for input '{}' is a scalar", origin, spec.name);
@@ -224,14 +234,27 @@ Result<std::unique_ptr<Source>> internal::MakeArraySource(std::vector<std::pair<
                      "{}: input '{}' has {} samples but another input has {}", origin, spec.name,
                      t.dims()[0], n);
     n = t.dims()[0];
+    // A conversion or reshape copied the data out of the mapping: nothing to give back then.
+    const auto* bytes = static_cast<const uint8_t*>(t.data());
+    if (mapping && !(bytes >= mapping->data() && bytes + t.nbytes() <= mapping->data() + mapping->size())) {
+      mapping.reset();
+    }
     hash.Update(spec.name);
-    hash.Update(t.data(), t.nbytes());
+    // Hash in chunks, releasing each from a mapped file once hashed: opening stays flat in memory.
+    constexpr size_t kChunk = size_t{64} << 20;
+    for (size_t off = 0; off < t.nbytes(); off += kChunk) {
+      const size_t len = std::min(kChunk, t.nbytes() - off);
+      hash.Update(bytes + off, len);
+      if (mapping) mapping->Release(static_cast<size_t>(bytes + off - mapping->data()), len);
+    }
     conformed.emplace_back(spec.name, std::move(t));
+    conformed_mappings.push_back(std::move(mapping));
   }
   QK_RETURN_IF_NOT(n > 0, StatusCode::kInvalidArgument, "{}: the data holds no samples", origin);
   std::string description = fmt::format("{} ({} samples)", origin, n);
   for (const std::string& note : notes) description += "; " + note;
-  return std::unique_ptr<Source>(new ArraySource(std::move(conformed), description, hash.HexDigest()));
+  return std::unique_ptr<Source>(
+      new ArraySource(std::move(conformed), std::move(conformed_mappings), description, hash.HexDigest()));
 }
 
 namespace {
@@ -305,11 +328,12 @@ Result<std::unique_ptr<Source>> OpenDirectory(const std::string& dir, const std:
   for (const InputSpec& s : inputs) per_input &= fs::exists(fs::path(dir) / (s.name + ".npy"));
   if (per_input) {
     std::vector<std::pair<std::string, ir::Tensor>> arrays;
+    internal::Mappings mappings;
     for (const InputSpec& s : inputs) {
-      QK_ASSIGN_OR_RETURN(ir::Tensor t, ReadNpy((fs::path(dir) / (s.name + ".npy")).string()));
+      QK_ASSIGN_OR_RETURN(ir::Tensor t, MapNpy((fs::path(dir) / (s.name + ".npy")).string(), &mappings[s.name]));
       arrays.emplace_back(s.name, std::move(t));
     }
-    return MakeArraySource(std::move(arrays), inputs, dir);
+    return MakeArraySource(std::move(arrays), inputs, dir, mappings);
   }
   QK_RETURN_IF_NOT(inputs.size() == 1, StatusCode::kInvalidArgument,
                    "{}: a model with {} inputs needs DIR/<input>.npy for each input", dir, inputs.size());
@@ -327,12 +351,27 @@ Result<std::unique_ptr<Source>> OpenDirectory(const std::string& dir, const std:
 
 }  // namespace
 
-Result<std::unique_ptr<Source>> OpenSource(const std::string& spec, const std::vector<InputSpec>& inputs) {
+Result<std::unique_ptr<Source>> OpenSource(const std::string& spec, const std::vector<InputSpec>& inputs,
+                                           const ImageOptions& image) {
   QK_RETURN_IF_NOT(!spec.empty(), StatusCode::kInvalidArgument, "no data given (--data)");
   QK_RETURN_IF_NOT(!inputs.empty(), StatusCode::kInvalidArgument, "the model has no inputs to feed");
+  std::error_code ec;
+  const bool dir = fs::is_directory(spec, ec);
+  const bool images = dir && (image.declared() || internal::IsImageFolder(spec));
+  QK_RETURN_IF_NOT(images || !image.declared(), StatusCode::kInvalidArgument,
+                   "{}: image preprocessing options ({}) apply to image folders only{}", spec, image.Describe(),
+                   HasSuffix(spec, ".json") ? "; declare them in the JSON config" : "");
+  if (images) {
+    QK_RETURN_IF_NOT(inputs.size() == 1, StatusCode::kInvalidArgument,
+                     "{}: the model has {} inputs; map each to its data in a JSON config (--data FILE.json)",
+                     spec, inputs.size());
+    return internal::OpenImageFolder(spec, inputs.front(), image);
+  }
+  if (!dir && HasSuffix(spec, ".json")) return internal::OpenDataConfig(spec, inputs);
   if (spec.rfind("fashion-mnist", 0) == 0) return internal::OpenFashionMnist(spec, inputs);
   if (spec.find('=') != std::string::npos) {
     std::vector<std::pair<std::string, ir::Tensor>> arrays;
+    internal::Mappings mappings;
     size_t pos = 0;
     while (pos <= spec.size()) {
       size_t end = spec.find(',', pos);
@@ -344,27 +383,48 @@ Result<std::unique_ptr<Source>> OpenSource(const std::string& spec, const std::v
       const std::string name = item.substr(0, eq);
       QK_RETURN_IF_NOT(FindSpec(inputs, name), StatusCode::kInvalidArgument,
                        "data names input '{}' but the model has no such input", name);
-      QK_ASSIGN_OR_RETURN(ir::Tensor t, ReadNpy(item.substr(eq + 1)));
+      QK_ASSIGN_OR_RETURN(ir::Tensor t, MapNpy(item.substr(eq + 1), &mappings[name]));
       arrays.emplace_back(name, std::move(t));
       pos = end + 1;
     }
-    return MakeArraySource(std::move(arrays), inputs, spec);
+    return MakeArraySource(std::move(arrays), inputs, spec, mappings);
   }
-  std::error_code ec;
-  if (fs::is_directory(spec, ec)) return OpenDirectory(spec, inputs);
+  if (dir) return OpenDirectory(spec, inputs);
   QK_RETURN_IF_NOT(fs::exists(spec, ec), StatusCode::kNotFound, "{}: no such file or directory", spec);
   if (HasSuffix(spec, ".npz")) {
     QK_ASSIGN_OR_RETURN(auto arrays, ReadNpz(spec));
     return MakeArraySource(std::move(arrays), inputs, spec);
   }
   QK_RETURN_IF_NOT(HasSuffix(spec, ".npy"), StatusCode::kInvalidArgument,
-                   "{}: unknown data file kind (.npy, .npz, a directory, or fashion-mnist:SPLIT)", spec);
-  QK_ASSIGN_OR_RETURN(ir::Tensor t, ReadNpy(spec));
-  std::vector<std::pair<std::string, ir::Tensor>> arrays;
-  arrays.emplace_back(inputs.front().name, std::move(t));
+                   "{}: unknown data file kind (.npy, .npz, .json data config, a directory, or fashion-mnist:SPLIT)", spec);
   QK_RETURN_IF_NOT(inputs.size() == 1, StatusCode::kInvalidArgument,
                    "{}: the model has {} inputs; give NAME=FILE.npy for each", spec, inputs.size());
-  return MakeArraySource(std::move(arrays), inputs, spec);
+  internal::Mappings mappings;
+  QK_ASSIGN_OR_RETURN(ir::Tensor t, MapNpy(spec, &mappings[inputs.front().name]));
+  std::vector<std::pair<std::string, ir::Tensor>> arrays;
+  arrays.emplace_back(inputs.front().name, std::move(t));
+  return MakeArraySource(std::move(arrays), inputs, spec, mappings);
+}
+
+Status DumpSamples(const Source& source, const std::string& dir) {
+  const int64_t n = source.num_samples();
+  QK_RETURN_IF_NOT(n > 0, StatusCode::kInvalidArgument, "{}: no samples", source.Describe());
+  QK_ASSIGN_OR_RETURN(Batch batch, source.Read(0, n));
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create directory: {}", dir, ec.message());
+  for (const auto& [name, t] : batch.inputs) {
+    // Input names may contain '/' or ':' (exporters' names); keep the file name flat.
+    std::string file = name;
+    for (char& c : file) {
+      if (c == '/' || c == '\\' || c == ':') c = '_';
+    }
+    QK_RETURN_IF_ERROR(WriteNpy((fs::path(dir) / (file + ".npy")).string(), t));
+  }
+  if (batch.labels) {
+    QK_RETURN_IF_ERROR(WriteNpy((fs::path(dir) / "labels.npy").string(), *batch.labels));
+  }
+  return Status();
 }
 
 std::unique_ptr<Source> Take(std::unique_ptr<Source> source, int64_t n) {

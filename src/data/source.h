@@ -12,6 +12,18 @@
 //   DIR                               DIR/<input>.npy per input, or DIR/*.npy one sample per file
 //                                     (sorted by name), or DIR/test_data_set_*/input_K.pb
 //   fashion-mnist[:calib|val|test|train]   Debian's Fashion-MNIST with the zoo's fixed splits
+//   DIR of images                     DIR/*.{png,jpg,jpeg} (unlabelled) or DIR/<class>/*.jpg
+//                                     (torchvision ImageFolder labels: index of the sorted class
+//                                     name), preprocessed as declared by ImageOptions
+//   FILE.json                         data config: {"inputs": {NAME: {"images": DIR, "resize":
+//                                     256, "center_crop": 224, "color": "rgb", "layout": "nchw",
+//                                     "scale": 0.00392, "mean": [...], "std": [...]} or
+//                                     {"data": SPEC}}}; a single-input model may give the entry
+//                                     at the top level (docs/data-sources.md)
+//
+// Samples are always in a fixed order (sorted paths, file order); nothing is shuffled.
+// .npy arrays are memory-mapped and read lazily, batch by batch, with the pages already consumed
+// given back, so peak memory does not grow with the file size.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +35,7 @@
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
+#include "data/image_options.h"
 #include "quantkit/status.h"
 
 namespace quantkit::data {
@@ -58,9 +71,17 @@ std::vector<InputSpec> ModelInputs(const ir::Model& model);
 
 // Opens a source and checks it against the model inputs: every input fed, per-sample dtype and
 // fixed dims matching (float16/float64 data is converted to float32 with a note in Describe()).
-// Errors name the file, the input and the shapes/dtypes seen and expected.
+// Errors name the file, the input and the shapes/dtypes seen and expected. `image` is the
+// preprocessing declared on the command line for an image-folder spec; declaring it for any
+// other kind of source (a JSON config carries its own) is an error rather than ignored.
 Result<std::unique_ptr<Source>> OpenSource(const std::string& spec,
-                                           const std::vector<InputSpec>& inputs);
+                                           const std::vector<InputSpec>& inputs,
+                                           const ImageOptions& image = {});
+
+// Writes every sample as the model would receive it: DIR/<input>.npy stacked [N, ...] and, when
+// the data has labels, DIR/labels.npy (int64). Holds all samples in memory: a tool for checking
+// preprocessing on a few images (`quantkit data`), not for whole datasets.
+Status DumpSamples(const Source& source, const std::string& dir);
 
 // Limits a source to its first `n` samples (n <= 0: all).
 std::unique_ptr<Source> Take(std::unique_ptr<Source> source, int64_t n);

@@ -1,10 +1,12 @@
 // Pieces shared by the source implementations (not part of the public data API).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/file_util.h"
 #include "data/source.h"
 
 namespace quantkit::data::internal {
@@ -20,9 +22,12 @@ Result<ir::Tensor> StackRows(const std::vector<const ir::Tensor*>& rows, const s
 
 // Arrays keyed by input name (a single unnamed array feeds a single-input model); an array of
 // the model's rank is a batch of samples, one rank lower a single sample.
+// `mappings` (by array name) are the memory-mapped files the arrays view (data/npy.h MapNpy);
+// their pages are released as the data is consumed.
+using Mappings = std::map<std::string, std::shared_ptr<const MappedFile>>;
 Result<std::unique_ptr<Source>> MakeArraySource(std::vector<std::pair<std::string, ir::Tensor>> arrays,
                                                 const std::vector<InputSpec>& inputs,
-                                                const std::string& origin);
+                                                const std::string& origin, const Mappings& mappings = {});
 
 // DIR/test_data_set_*/input_K.pb (the ONNX backend-test layout): one sample set per folder.
 Result<std::unique_ptr<Source>> OpenTensorProtoDir(const std::string& dir,
@@ -30,5 +35,13 @@ Result<std::unique_ptr<Source>> OpenTensorProtoDir(const std::string& dir,
 // fashion-mnist[:calib|val|test|train]
 Result<std::unique_ptr<Source>> OpenFashionMnist(const std::string& spec,
                                                  const std::vector<InputSpec>& inputs);
+
+// Whether DIR holds .png/.jpg/.jpeg images directly or in class subfolders.
+bool IsImageFolder(const std::string& dir);
+// DIR/*.{png,jpg,jpeg} or DIR/<class>/... (image_source.cc), with the declared preprocessing.
+Result<std::unique_ptr<Source>> OpenImageFolder(const std::string& dir, const InputSpec& spec,
+                                                const ImageOptions& options);
+// FILE.json: {input name -> image folder + preprocessing | data spec} (data_config.cc).
+Result<std::unique_ptr<Source>> OpenDataConfig(const std::string& path, const std::vector<InputSpec>& inputs);
 
 }  // namespace quantkit::data::internal

@@ -20,6 +20,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
     bool compare = false, json = false;
     std::string holdout, metric;
     int64_t holdout_samples = 0;
+    ImageArgs image;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -29,7 +30,8 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option("model", opts->calibrate.model, "FP32 ONNX model")->required();
   cmd->add_option("--data", opts->calibrate.data,
                   "calibration data: NAME=FILE.npy,..., FILE.npy, FILE.npz, a directory (DIR/<input>.npy, "
-                  "DIR/*.npy, DIR/test_data_set_*/input_K.pb) or fashion-mnist[:calib|val|test|train]");
+                  "DIR/*.npy, DIR/test_data_set_*/input_K.pb), an image folder (DIR/*.jpg or DIR/<class>/*.jpg, "
+                  "see --resize ...), a JSON data config (FILE.json) or fashion-mnist[:calib|val|test|train]");
   cmd->add_option("-o,--output-dir", opts->calibrate.output_dir, "directory for the artifacts");
   cmd->add_option("--method", opts->method, "max | entropy | percentile[:P] | mse")->capture_default_str();
   cmd->add_option("--override", opts->overrides,
@@ -52,8 +54,12 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option("--metric", opts->metric, "--compare-methods metric: top1 (default with labels), agreement, rel_mse");
   cmd->add_flag("--json", opts->json, "--compare-methods: print the table as JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
+  AddImageOptions(cmd, &opts->image);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
+      auto image = ToImageOptions(opts->image);
+      if (!image.ok()) return Report(image.status());
+      opts->calibrate.image = *image;
       analysis::CalibrateOptions& c = opts->calibrate;
       auto method = quant::ParseMethod(opts->method);
       if (!method.ok()) return Report(method.status());

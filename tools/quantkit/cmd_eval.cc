@@ -15,6 +15,7 @@ void SetupEval(CLI::App& app, RunFn* run) {
     bool json = false, quiet = false;
     std::string predictions, outputs, placement = "auto";
     std::vector<std::string> metric_names;
+    ImageArgs image;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -36,8 +37,12 @@ void SetupEval(CLI::App& app, RunFn* run) {
   cmd->add_option("--save-outputs", opts->outputs, "write the first output as float32 [samples, width] .npy");
   cmd->add_flag("--json", opts->json, "print JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
+  AddImageOptions(cmd, &opts->image);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
+      auto image = ToImageOptions(opts->image);
+      if (!image.ok()) return Report(image.status());
+      opts->eval.image = *image;
       opts->eval.progress = !opts->quiet;
       auto mode = analysis::ParsePlacementMode(opts->placement);
       if (!mode.ok()) return Report(mode.status());

@@ -9,6 +9,7 @@ void SetupDiagnose(CLI::App& app, RunFn* run);
 void SetupEval(CLI::App& app, RunFn* run);
 void SetupAnalyze(CLI::App& app, RunFn* run);
 void SetupFallback(CLI::App& app, RunFn* run);
+void SetupData(CLI::App& app, RunFn* run);
 void SetupConvert(CLI::App& app, RunFn* run);
 void SetupLint(CLI::App& app, RunFn* run);
 void SetupCache(CLI::App& app, RunFn* run);
@@ -22,6 +23,7 @@ void RegisterCommands(CLI::App& app, RunFn* run) {
   SetupEval(app, run);
   SetupAnalyze(app, run);
   SetupFallback(app, run);
+  SetupData(app, run);
   SetupConvert(app, run);
   SetupLint(app, run);
   SetupCache(app, run);
