@@ -212,6 +212,11 @@ class Rewriter {
     return g_.UniqueNodeName(base);
   }
 
+  // Ops onnxruntime fuses a following Relu into (their QLinear/QGemm forms).
+  static bool FusingOp(const std::string& op) {
+    return op == "Conv" || op == "Gemm" || op == "MatMul" || op == "Add" || op == "Mul";
+  }
+
   // True when the grid's lowest code is real 0 (zero point == qmin): values below 0 saturate.
   static bool FusedRelu(const QParams& p) {
     if (!p.scale || !p.scale->initializer || p.scale->initializer->numel() != 1) return false;
@@ -352,7 +357,7 @@ class Rewriter {
     for (ir::Attribute& a : attrs) f->SetAttr(std::move(a));
     SetFloatType(f->output(0), out_type);
     ir::Value* result = f->output(0);
-    if (out && op != "Relu" && FusedRelu(*out)) {
+    if (out && FusingOp(op) && FusedRelu(*out)) {
       // onnxruntime fuses a following Relu (and the lower bound of Clip(0, 6)) into the integer
       // op: the output grid starts at 0, so saturation does the Relu. A float op does not
       // saturate, so the Relu comes back explicitly; the float tensor keeps the name.
