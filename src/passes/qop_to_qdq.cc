@@ -22,13 +22,17 @@ bool IsDefaultOp(const ir::Node* n, const char* op) {
   return n && n->domain().empty() && n->op_type() == op;
 }
 
-// Ops rewritten here (default domain), and every com.microsoft "Q..." op (QGemm, QLinear*, and
-// the ones we do not convert, which are then reported by name).
+// Ops rewritten here (default domain), and every com.microsoft integer op (QGemm, QLinear*, and
+// the ones we do not convert, which are then reported by name). Not QuickGelu: a float op.
 bool IsIntegerOp(const ir::Node& n) {
   static const std::set<std::string> kDefault{"QLinearConv", "QLinearMatMul", "ConvInteger",
                                               "MatMulInteger", "DynamicQuantizeLinear"};
+  static const std::set<std::string> kMs{"QGemm", "QAttention", "QEmbedLayerNormalization",
+                                         "DynamicQuantizeMatMul", "MatMulIntegerToFloat"};
   if (n.domain().empty()) return kDefault.count(n.op_type()) > 0;
-  return n.domain() == kMsDomain && !n.op_type().empty() && n.op_type()[0] == 'Q';
+  if (n.domain() != kMsDomain) return false;
+  const std::string& op = n.op_type();
+  return kMs.count(op) > 0 || op.rfind("QLinear", 0) == 0 || op.rfind("QOrdered", 0) == 0;
 }
 
 // Ops whose output uses the input's quantization grid unchanged (they move or select elements),
