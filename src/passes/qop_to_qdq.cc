@@ -22,13 +22,17 @@ bool IsDefaultOp(const ir::Node* n, const char* op) {
   return n && n->domain().empty() && n->op_type() == op;
 }
 
-// Ops rewritten here (default domain), and every com.microsoft "Q..." op (QGemm, QLinear*, and
-// the ones we do not convert, which are then reported by name).
+// Ops rewritten here (default domain), and every com.microsoft integer op (QGemm, QLinear*, and
+// the ones we do not convert, which are then reported by name). Not QuickGelu: a float op.
 bool IsIntegerOp(const ir::Node& n) {
   static const std::set<std::string> kDefault{"QLinearConv", "QLinearMatMul", "ConvInteger",
                                               "MatMulInteger", "DynamicQuantizeLinear"};
+  static const std::set<std::string> kMs{"QGemm", "QAttention", "QEmbedLayerNormalization",
+                                         "DynamicQuantizeMatMul", "MatMulIntegerToFloat"};
   if (n.domain().empty()) return kDefault.count(n.op_type()) > 0;
-  return n.domain() == kMsDomain && !n.op_type().empty() && n.op_type()[0] == 'Q';
+  if (n.domain() != kMsDomain) return false;
+  const std::string& op = n.op_type();
+  return kMs.count(op) > 0 || op.rfind("QLinear", 0) == 0 || op.rfind("QOrdered", 0) == 0;
 }
 
 // Ops whose output uses the input's quantization grid unchanged (they move or select elements),
@@ -212,6 +216,11 @@ class Rewriter {
     return g_.UniqueNodeName(base);
   }
 
+  // Ops onnxruntime fuses a following Relu into (their QLinear/QGemm forms).
+  static bool FusingOp(const std::string& op) {
+    return op == "Conv" || op == "Gemm" || op == "MatMul" || op == "Add" || op == "Mul";
+  }
+
   // True when the grid's lowest code is real 0 (zero point == qmin): values below 0 saturate.
   static bool FusedRelu(const QParams& p) {
     if (!p.scale || !p.scale->initializer || p.scale->initializer->numel() != 1) return false;
@@ -352,7 +361,7 @@ class Rewriter {
     for (ir::Attribute& a : attrs) f->SetAttr(std::move(a));
     SetFloatType(f->output(0), out_type);
     ir::Value* result = f->output(0);
-    if (out && op != "Relu" && FusedRelu(*out)) {
+    if (out && FusingOp(op) && FusedRelu(*out)) {
       // onnxruntime fuses a following Relu (and the lower bound of Clip(0, 6)) into the integer
       // op: the output grid starts at 0, so saturation does the Relu. A float op does not
       // saturate, so the Relu comes back explicitly; the float tensor keeps the name.

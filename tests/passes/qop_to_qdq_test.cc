@@ -79,7 +79,7 @@ std::vector<float> RunFloat(const ir::Model& model, const Tensor& x) {
 
 // x [1,2,6,6] -Q(0.05, u8 128)-> QLinearConv(W int8 per-channel [3,2,3,3], B int32, pads 1)
 //   -> y_quantized (0.1, u8 100) -> MaxPool 2x2 -> p_quantized -DQ-> out
-ir::Model QLinearConvModel(int64_t opset) {
+ir::Model QLinearConvModel(int64_t opset, int y_zero_point = kYz) {
   ir::Model m;
   m.SetOpset("", opset);
   ir::Graph& g = *m.graph;
@@ -94,7 +94,7 @@ ir::Model QLinearConvModel(int64_t opset) {
   ir::Value* wz = g.AddInitializer("W_zero_point", Tensor::FromVector<int8_t>(DType::kInt8, {3}, {0, 0, 0}));
   ir::Value* b = g.AddInitializer("B_quantized", Tensor::FromVector<int32_t>(DType::kInt32, {3}, {400, -1000, 2500}));
   ir::Node* conv = g.AddNode("QLinearConv", {q->output(0), xs, xz, w, ws, wz, Scalar(g, "y_scale", kYs),
-                                             U8(g, "y_zero_point", kYz), b},
+                                             U8(g, "y_zero_point", y_zero_point), b},
                              {"y_quantized"}, "", "conv_quant").value();
   conv->SetAttr(Attribute::Ints("pads", {1, 1, 1, 1}));
   conv->SetAttr(Attribute::Ints("kernel_shape", {3, 3}));
@@ -279,6 +279,72 @@ TEST(QOperatorToQdq, DynamicQuantizationBecomesFloatAndIsReported) {
   }
   const double bound = max_w_l1 * (hi - lo) / 255.0 / 2.0 * (1.0 + kFloatSumRel);
   for (size_t i = 0; i < ref.size(); ++i) EXPECT_LE(std::fabs(flt[i] - ref[i]), bound) << "element " << i;
+}
+
+TEST(QOperatorToQdq, FusedReluComesBackAsAnExplicitRelu) {
+  // Output grid uint8 zp 0: the integer op saturates negatives to 0 (onnxruntime's Conv+Relu
+  // fusion). Without the restored Relu the float model would pass negative conv outputs on.
+  const Tensor x = GridInput({1, 2, 6, 6}, 13);
+  ir::Model qop = QLinearConvModel(13, /*y_zero_point=*/0);
+  const std::vector<float> ref = RunFloat(qop, x);
+  ir::Model model = QLinearConvModel(13, /*y_zero_point=*/0);
+  auto report = QOperatorToQdq(model);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->relus_restored, 1);
+  ASSERT_TRUE(StripQdq(model).ok());
+  EXPECT_EQ(CountOps(*model.graph, "Relu"), 1);
+  const ir::Value* y = model.graph->FindValue("y");  // the float tensor is the Relu's output
+  ASSERT_TRUE(y && y->producer());
+  EXPECT_EQ(y->producer()->op_type(), "Relu");
+  const std::vector<float> flt = RunFloat(model, x);
+  ASSERT_EQ(flt.size(), ref.size());
+  int zeros = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_LE(std::fabs(flt[i] - ref[i]), kHalfOutputStep * kYs) << "element " << i;
+    zeros += ref[i] == 0.0f;
+  }
+  EXPECT_GT(zeros, 0) << "the input must produce negative conv outputs for this test to mean anything";
+}
+
+TEST(NormalizeTorchQdq, FoldsNoOpCastAndConstantZeroPoint) {
+  // torch 1.13 FX export: Q(x) -> Cast(to=uint8) -> DQ, and DQ(bias, s, Cast(ConstantOfShape)).
+  ir::Model m;
+  m.SetOpset("", 13);
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.CreateValue("x");
+  x->type = ir::TypeInfo::Tensor(DType::kFloat, {ir::Dim::Known(3)});
+  g.AddInput(x);
+  ir::Value* s = g.AddInitializer("s", Tensor::FromVector<float>(DType::kFloat, {1}, {0.1f}));
+  ir::Node* q = g.AddNode("QuantizeLinear", {x, s, U8(g, "z", 10)}, {"q"}, "", "q").value();
+  ir::Node* cast = g.AddNode("Cast", {q->output(0)}, {"q_cast"}, "", "cast").value();
+  cast->SetAttr(Attribute::Int("to", 2));
+  ir::Node* dq = g.AddNode("DequantizeLinear", {cast->output(0), s, g.FindValue("z")}, {"xd"}, "", "dq").value();
+  ir::Value* shape = g.AddInitializer("shape", Tensor::FromVector<int64_t>(DType::kInt64, {1}, {1}));
+  ir::Node* cos = g.AddNode("ConstantOfShape", {shape}, {"zeros"}, "", "cos").value();
+  ir::Node* zcast = g.AddNode("Cast", {cos->output(0)}, {"bz"}, "", "zcast").value();
+  zcast->SetAttr(Attribute::Int("to", 6));
+  ir::Value* b = g.AddInitializer("b", Tensor::FromVector<int32_t>(DType::kInt32, {3}, {5, -5, 7}));
+  ir::Node* bdq = g.AddNode("DequantizeLinear", {b, s, zcast->output(0)}, {"bd"}, "", "bdq").value();
+  ir::Node* add = g.AddNode("Add", {dq->output(0), bdq->output(0)}, {"y"}, "", "add").value();
+  g.AddOutput(add->output(0));
+  ASSERT_TRUE(ir::Verify(m).ok());
+  auto n = NormalizeTorchQdq(m);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 3);  // the no-op Cast, ConstantOfShape and the Cast of its constant
+  EXPECT_EQ(CountOps(g, "Cast"), 0);
+  EXPECT_EQ(CountOps(g, "ConstantOfShape"), 0);
+  // The bias DQ now reads a constant int32 zero point (rank 0: [1]-shaped per-tensor parameters
+  // become scalars so they do not read as per-axis).
+  const ir::Value* bz = bdq->input(2);
+  ASSERT_TRUE(bz && bz->initializer);
+  EXPECT_EQ(bz->initializer->dtype(), DType::kInt32);
+  EXPECT_EQ(bz->initializer->rank(), 0);
+  EXPECT_EQ(bdq->input(1)->initializer->rank(), 0);
+  ExtractReport er;
+  auto plan = ExtractQdqPlan(g, {}, &er);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(plan->Find("x")) << "Q -> DQ must be a pair again";
+  EXPECT_TRUE(ir::Verify(m).ok()) << ir::Verify(m).ToString();
 }
 
 TEST(QOperatorToQdq, IntegerGraphInputIsUnsupported) {

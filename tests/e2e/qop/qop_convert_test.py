@@ -9,9 +9,13 @@ weights) calibrated on a few Fashion-MNIST samples, and quantize_dynamic. For ea
      sign bit wasted for non-negative uint8 ranges;
   2. `convert qop.onnx plan.json`: every activation scale follows the rule
      amax = max(|s*(qmin-z)|, |s*(qmax-z)|), scale = float32(amax)/127, zero point 0;
-  3. `convert qop.onnx qdq.onnx --qdq`: loads in onnxruntime, `quantkit lint` is clean, and its
+  3. `convert qop.onnx qdq.onnx --qdq`: loads in onnxruntime, `quantkit lint` has no errors
+     (plain_cnn: clean; resnet_small: the projection-shortcut QK009 warnings), and its
      top-1 simulated by `quantkit eval` on fashion-mnist:test is close to the QOperator model's
      top-1 in onnxruntime;
+  3b. mobilenetv2/efficientnet/vit_tiny (QLinearAdd/Mul/Sigmoid/Softmax/Concat, QGemm,
+     QLinearGlobalAveragePool): float and Q/DQ models agree with the QOperator model;
+  3c. a PyTorch FX convert_fx export (torch 1.13: Q/DQ with no-op Casts) converts and lints clean;
   4. dynamic models: activations are reported as dynamic and marked not quantized in the plan;
   5. a hand-made opset-10 QLinearConv (per-channel weights, uint8 zp 128) converts to float;
      writing Q/DQ for it fails with exit 3 (TensorRT Q/DQ needs opset 13).
@@ -188,6 +192,27 @@ def static_case(d, zoo, per_channel, activation_type, calib, xt, yt, lint_rc=0):
     assert abs(ev["top1"] - ref) <= TOP1_DIFF_MAX, (tag, ev["top1"], ref)
 
 
+def float_only_case(d, zoo, calib, xt):
+    """The other zoo models exercise the com.microsoft ops (QLinearAdd/Mul/Sigmoid/Softmax/Concat/
+    GlobalAveragePool, QGemm) and QLinearMatMul: float model and Q/DQ model only (no eval)."""
+    fp = os.path.join(ROOT, "models", "zoo", f"{zoo}.onnx")
+    qop_path = os.path.join(d, f"{zoo}_qop.onnx")
+    name = onnx.load(fp).graph.input[0].name
+    quantize_static(fp, qop_path, Reader(name, calib), quant_format=QuantFormat.QOperator)
+    ms_ops = sorted({n.op_type for n in onnx.load(qop_path).graph.node if n.domain == "com.microsoft"})
+    flt_path = os.path.join(d, f"{zoo}_qop_float.onnx")
+    run(["convert", qop_path, flt_path])
+    onnx.checker.check_model(onnx.load(flt_path), full_check=True)
+    x = xt[:64]
+    c = cosine(infer(flt_path, x), infer(qop_path, x))
+    assert c > COSINE_FLOAT_VS_QOP_MIN, f"{zoo}: float model vs QOperator model cosine {c}"
+    qdq_path = os.path.join(d, f"{zoo}_qop_qdq.onnx")
+    run(["convert", qop_path, qdq_path, "--qdq"])
+    c2 = cosine(infer(qdq_path, x), infer(qop_path, x))
+    assert c2 > COSINE_FLOAT_VS_QOP_MIN, f"{zoo}: Q/DQ model vs QOperator model cosine {c2}"
+    print(f"{zoo}: {ms_ops}: float cosine {c:.5f}, symmetric int8 Q/DQ cosine {c2:.5f}")
+
+
 def dynamic_case(d, zoo, xt):
     fp = os.path.join(ROOT, "models", "zoo", f"{zoo}.onnx")
     dyn = os.path.join(d, f"{zoo}_dyn.onnx")
@@ -283,6 +308,8 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         static_case(d, "plain_cnn", False, QuantType.QUInt8, calib, xt, yt)
         static_case(d, "resnet_small", True, QuantType.QInt8, calib, xt, yt, lint_rc=1)
+        for zoo in ("mobilenetv2_small", "efficientnet_small", "vit_tiny"):
+            float_only_case(d, zoo, calib, xt)
         fx_case(d)
         dynamic_case(d, "plain_cnn", xt)
         dynamic_case(d, "resnet_small", xt)
