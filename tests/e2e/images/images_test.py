@@ -142,6 +142,11 @@ def check_against_torchvision(d):
     assert "no data for model input 'aux'" in p.stderr, p.stderr
     p = run(["data", model, "--data", os.path.join(d, "data.json"), "--resize", "36", "-o", out], expect=2)
     assert "JSON config" in p.stderr, p.stderr
+    # A misspelt key is an error, not a silently skipped preprocessing step.
+    with open(os.path.join(d, "typo.json"), "w") as f:
+        json.dump({"inputs": {"image": {"images": "tree", "resise": 36}, "aux": "aux.npy"}}, f)
+    p = run(["data", model, "--data", os.path.join(d, "typo.json"), "-o", out], expect=2)
+    assert "inputs.image.resise: unknown key" in p.stderr, p.stderr
     return tree
 
 
