@@ -115,6 +115,17 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   CalibrateResult result;
   QK_ASSIGN_OR_RETURN(std::string model_sha, Sha256OfFile(options.model));
   QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
+  // A model that already holds Q/DQ (a QAT export) would get a second quantization stacked on
+  // its own; its scales are the plan, which `convert` extracts.
+  int64_t qdq_nodes = 0;
+  for (const ir::Node* n : model.graph->nodes()) {
+    qdq_nodes += n->op_type() == "QuantizeLinear" || n->op_type() == "DequantizeLinear";
+  }
+  QK_RETURN_IF_NOT(qdq_nodes == 0, StatusCode::kUnsupported,
+                   "{}: the model already has {} QuantizeLinear/DequantizeLinear nodes (a QAT or "
+                   "quantized export); use `quantkit convert` to extract its plan and artifacts, or "
+                   "calibrate the float model",
+                   options.model, qdq_nodes);
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
                       passes::FindQdqSites(*model.graph, options.placement));
   const std::vector<std::string> activations = passes::ActivationTensors(sites);

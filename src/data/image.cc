@@ -3,6 +3,7 @@
 // jpeglib.h needs size_t and FILE declared first.
 #include <cstdio>
 #include <jpeglib.h>
+#include <jerror.h>
 #include <png.h>
 
 #include <algorithm>
@@ -75,7 +76,11 @@ void JpegErrorExit(j_common_ptr cinfo) {
   std::longjmp(err->jump, 1);
 }
 
-void JpegSilence(j_common_ptr, int) {}
+// Warnings are not fatal (PIL also accepts e.g. extraneous bytes before a marker), except a
+// truncated file: libjpeg would pad it with gray, PIL refuses it ("image file is truncated").
+void JpegWarning(j_common_ptr cinfo, int msg_level) {
+  if (msg_level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) JpegErrorExit(cinfo);
+}
 
 Result<Image> DecodeJpeg(const std::string& bytes, const std::string& origin) {
   jpeg_decompress_struct cinfo;
@@ -84,7 +89,7 @@ Result<Image> DecodeJpeg(const std::string& bytes, const std::string& origin) {
   std::string failure;
   cinfo.err = jpeg_std_error(&err.mgr);
   err.mgr.error_exit = JpegErrorExit;
-  err.mgr.emit_message = JpegSilence;  // warnings (e.g. extraneous bytes) are not fatal
+  err.mgr.emit_message = JpegWarning;
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&cinfo);
     return MakeStatus(StatusCode::kInvalidModel, "{}: corrupt JPEG: {}", origin, err.message);

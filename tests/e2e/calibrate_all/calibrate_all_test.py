@@ -1,7 +1,9 @@
 """Issue 6 done-when: `quantkit calibrate` writes every artifact for every zoo model and every
 torchvision export (python/export_torchvision.py MODELS, opset 13, exported on demand into the
 cache like tests/ort/ort_diff.py), and the Q/DQ model passes onnx.checker and loads and runs in
-onnxruntime.
+onnxruntime. A model that already holds Q/DQ (the zoo's QAT export) is refused with one line
+(exit 3) that points to `quantkit convert`, instead of getting a second quantization stacked on
+its own; for the others no QuantizeLinear may consume a DequantizeLinear's output.
 
 Data: SAMPLES seeded N(0, 1) samples at the model's input shape (the batch dim fixed to SAMPLES):
 enough to exercise every collector and writer while keeping the test within its CI budget
@@ -37,9 +39,15 @@ def input_sample(model_path):
     return inp.name, np.random.RandomState(SEED).randn(*dims).astype(np.float32)
 
 
+def has_qdq(model_path):
+    m = onnx.load(model_path, load_external_data=False)
+    return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in m.graph.node)
+
+
 def check(model_path, d):
     name = os.path.basename(model_path)
     inp, x = input_sample(model_path)
+    quantized = has_qdq(model_path)
     xpath = os.path.join(d, "x.npy")
     np.save(xpath, x)
     out = os.path.join(d, name + ".out")
@@ -47,6 +55,13 @@ def check(model_path, d):
     p = subprocess.run([QK, "calibrate", model_path, "--data", xpath, "--samples", str(SAMPLES), "--batch-size",
                         str(SAMPLES), "-o", out, "-q"], capture_output=True, text=True)
     seconds = time.time() - t0
+    if quantized:
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 3 and len(lines) == 1 and "quantkit convert" in lines[0], \
+            f"{name}: expected a one-line refusal (exit 3), got exit {p.returncode}\n{p.stderr}"
+        assert not os.path.exists(out), f"{name}: refused but wrote {out}"
+        print(f"{name}: already quantized, refused: {lines[0]}", flush=True)
+        return
     assert p.returncode == 0, f"{name}: calibrate exit {p.returncode}\n{p.stdout}\n{p.stderr}"
     for f in ARTIFACTS:
         assert os.path.getsize(os.path.join(out, f)) > 0, f"{name}: {f} missing or empty"
@@ -55,6 +70,9 @@ def check(model_path, d):
     onnx.checker.check_model(m, full_check=True)
     nq = sum(n.op_type == "QuantizeLinear" for n in m.graph.node)
     assert nq > 0, f"{name}: no QuantizeLinear in the Q/DQ model"
+    dq_out = {o for n in m.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    stacked = [n.name for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] in dq_out]
+    assert not stacked, f"{name}: Q/DQ stacked on Q/DQ at {stacked[:3]}"
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(qdq, so, providers=["CPUExecutionProvider"])

@@ -142,6 +142,11 @@ def check_against_torchvision(d):
     assert "no data for model input 'aux'" in p.stderr, p.stderr
     p = run(["data", model, "--data", os.path.join(d, "data.json"), "--resize", "36", "-o", out], expect=2)
     assert "JSON config" in p.stderr, p.stderr
+    # A misspelt key is an error, not a silently skipped preprocessing step.
+    with open(os.path.join(d, "typo.json"), "w") as f:
+        json.dump({"inputs": {"image": {"images": "tree", "resise": 36}, "aux": "aux.npy"}}, f)
+    p = run(["data", model, "--data", os.path.join(d, "typo.json"), "-o", out], expect=2)
+    assert "inputs.image.resise: unknown key" in p.stderr, p.stderr
     return tree
 
 
@@ -187,6 +192,13 @@ def check_bad_input(d):
     root = folder("corrupt", [("a.png", good), ("b.png", png_bytes[:60] + b"\x00" * 40)])
     p = run(["calibrate", model, "--data", root, "-q"], expect=2)
     one_line_naming(p, os.path.join(root, "b.png"))
+    # A truncated JPEG: libjpeg would pad it with gray; PIL and quantkit refuse it.
+    jpg = os.path.join(d, "good.jpg")
+    good.save(jpg, quality=90)
+    jpg_bytes = open(jpg, "rb").read()
+    root = folder("truncated", [("a.png", good), ("b.jpg", jpg_bytes[:len(jpg_bytes) // 2])])
+    p = run(["eval", model, "--data", root, "-q"], expect=2)
+    one_line_naming(p, os.path.join(root, "b.jpg"))
     root = folder("notimage", [("a.jpg", b"this is not a JPEG")])
     p = run(["calibrate", model, "--data", root, "-q"], expect=2)
     one_line_naming(p, os.path.join(root, "a.jpg"))
