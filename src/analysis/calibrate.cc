@@ -192,6 +192,16 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> qdq_sites,
                       passes::FindQdqSites(*qdq_model.graph, options.placement));
   QK_RETURN_IF_ERROR(passes::AddWeightScales(*qdq_model.graph, qdq_sites, &plan));
+  // Exclusions travel with the plan, so that simulating or converting it later (eval --plan,
+  // convert) leaves the same nodes without Q/DQ as the model written here.
+  for (const ir::Node* n : qdq_model.graph->nodes()) {
+    if (n->name.empty()) continue;
+    if (options.placement.exclude_nodes.count(n->name)) {
+      plan.float_nodes[n->name] = "excluded by request (--exclude)";
+    } else if (options.placement.exclude_op_types.count(n->op_type())) {
+      plan.float_nodes[n->name] = "op type " + n->op_type() + " excluded by request (--exclude)";
+    }
+  }
   QK_RETURN_IF_ERROR(quant::ValidatePlan(plan));
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.peak_rss_bytes = PeakRssBytes();

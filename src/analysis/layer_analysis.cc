@@ -261,7 +261,7 @@ std::string FormatAnalyzeTable(const AnalyzeResult& r, size_t max_rows) {
     std::string extra;
     for (const auto& [name, v] : row.isolated_metrics) extra += fmt::format(" {}={:.4f}", name, v);
     s += fmt::format("{:>4} {:<28} {:<6} {:>9.2f} {:>9.2f} {:>10.3e} {:>9.2f} {:>10.3e} {:>7.3f} {:>6.2f}  {}{}\n", i + 1,
-                     row.tensor, row.role.substr(0, 6), row.isolated_tensor.sqnr_db, row.isolated_output.sqnr_db,
+                     row.tensor, row.role == "activation" ? "act" : row.role, row.isolated_tensor.sqnr_db, row.isolated_output.sqnr_db,
                      row.isolated_output.rel_mse, row.accumulated_output.sqnr_db, row.accumulated_output.rel_mse,
                      100.0 * row.saturation, row.range_used, Join(row.nodes), extra);
   }

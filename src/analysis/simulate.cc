@@ -141,9 +141,30 @@ Result<quant::QuantPlan> ReadPlanFile(const std::string& path) {
   return Status(StatusCode::kInternal, "ReadPlanFile: unknown kind");
 }
 
+Result<std::vector<std::string>> UnmatchedPlanTensors(const ir::Graph& graph, const quant::QuantPlan& plan,
+                                                      const std::string& model_name) {
+  std::vector<std::string> unmatched;
+  int activations = 0, matched = 0;
+  for (const auto& [name, t] : plan.tensors) {
+    if (!t.quantized) continue;
+    const bool found = graph.FindValue(name) != nullptr;
+    if (!found) unmatched.push_back(name);
+    if (t.role == quant::TensorRole::kActivation) {
+      ++activations;
+      matched += found ? 1 : 0;
+    }
+  }
+  QK_RETURN_IF_NOT(activations == 0 || matched > 0, StatusCode::kInvalidArgument,
+                   "none of the plan's {} quantized activations is a tensor of {} (a plan for another "
+                   "model?)",
+                   activations, model_name);
+  return unmatched;
+}
+
 Result<ir::Model> BuildSimulationModel(const std::string& float_model_path, const quant::QuantPlan& plan,
                                        const SimulationOptions& options) {
   QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(float_model_path));
+  QK_RETURN_IF_ERROR(UnmatchedPlanTensors(*model.graph, plan, float_model_path).status());
   quant::QuantPlan filled = plan;
   QK_RETURN_IF_ERROR(InsertPlanQdq(model, &filled, options).status());
   QK_RETURN_IF_ERROR(FoldWeightQdq(model).status());

@@ -56,6 +56,11 @@ Result<int> FoldWeightQdq(ir::Model& model);
 // scales are extracted, and kAuto placement then puts Q/DQ back exactly where that model had them).
 Result<quant::QuantPlan> ReadPlanFile(const std::string& path);
 
+// Plan entries (quantized) that name no tensor of the graph: a plan for another model, or a model
+// renamed since. Fails when none of the plan's quantized activations is in the graph.
+Result<std::vector<std::string>> UnmatchedPlanTensors(const ir::Graph& graph, const quant::QuantPlan& plan,
+                                                      const std::string& model_name);
+
 // Load + InsertPlanQdq + FoldWeightQdq: the model a simulation runs.
 Result<ir::Model> BuildSimulationModel(const std::string& float_model_path, const quant::QuantPlan& plan,
                                        const SimulationOptions& options);

@@ -48,6 +48,12 @@ void SetupFallback(CLI::App& app, RunFn* run) {
       if (!plan.ok()) return Report(plan.status());
       auto evaluator = analysis::PlanEvaluator::Create(opts->eval);
       if (!evaluator.ok()) return Report(evaluator.status());
+      auto unmatched = analysis::UnmatchedPlanTensors(*(*evaluator)->float_model().graph, *plan, opts->eval.model);
+      if (!unmatched.ok()) return Report(unmatched.status());
+      if (!unmatched->empty()) {
+        std::fprintf(stderr, "quantkit: warning: %zu quantized plan tensors match no tensor of %s (e.g. '%s')\n",
+                     unmatched->size(), opts->eval.model.c_str(), unmatched->front().c_str());
+      }
       const std::string name =
           !opts->metric.empty() ? opts->metric : ((*evaluator)->has_labels() ? "top1" : "agreement");
       auto metric = analysis::MakeMetric(name);

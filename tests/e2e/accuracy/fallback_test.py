@@ -92,6 +92,18 @@ def main():
               f"{ev['agreement']['argmax']:.4f}; {differ} predictions differ from onnxruntime's Q/DQ model")
         assert differ == 0, differ
 
+        # calibrate --exclude travels in the plan, so simulating the plan leaves that node float too.
+        ex = os.path.join(d, "exclude")
+        run(["calibrate", model, "--data", "fashion-mnist:calib", "--samples", "64", "--exclude", readers[0],
+             "-o", ex, "-q"])
+        assert readers[0] in json.load(open(os.path.join(ex, "plan.json")))["float_nodes"]
+        ex_pred = os.path.join(d, "ex_pred.npy")
+        run(["eval", model, "--plan", os.path.join(ex, "plan.json"), "--data", "fashion-mnist:test", "--samples",
+             "500", "-q", "--json", "--save-predictions", ex_pred])
+        s = ort.InferenceSession(os.path.join(ex, "model.qdq.onnx"), so, providers=["CPUExecutionProvider"])
+        theirs = s.run(None, {s.get_inputs()[0].name: np.ascontiguousarray(x[:500])})[0].argmax(1)
+        assert int((np.load(ex_pred) != theirs).sum()) == 0
+
         cm = json.loads(run(["calibrate", model, "--data", "fashion-mnist:calib", "--compare-methods",
                              "--holdout", "fashion-mnist:val", "--holdout-samples", "1000", "-o",
                              os.path.join(d, "best"), "--json", "-q"]))
