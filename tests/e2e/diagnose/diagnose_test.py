@@ -125,6 +125,14 @@ def main():
             ET.parse(os.path.join(out, f))  # raises on malformed XML
         check("clean: report.json equals --json", json.load(open(os.path.join(out, "report.json")))["findings"] == r["findings"])
 
+        # the report does not depend on the batch size (mergeable collectors, chunk-aligned batches)
+        a = diagnose([PLAIN, "--data", "fashion-mnist:calib", "--samples", "128", "--batch-size", "7"])
+        b = diagnose([PLAIN, "--data", "fashion-mnist:calib", "--samples", "128", "--batch-size", "32"])
+        for x in (a, b):
+            x.pop("seconds")
+            x["batch"].pop("batch")
+        check("report independent of --batch-size", a == b)
+
         # too few samples
         r = diagnose([PLAIN, "--data", "fashion-mnist:calib", "--samples", "8", "--batch-check-samples", "0"])
         check("too few: too_few_samples", "too_few_samples" in problems(r) and not r["sufficiency"]["enough"], r)
