@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include "analysis/collect_pass.h"
 #include "analysis/diagnose_internal.h"
@@ -24,14 +26,14 @@ namespace {
 
 using namespace diagnose_internal;  // NOLINT: this file's own helpers
 
-// Per-channel abs-max (axis 1) of every watched tensor of rank >= 3, for dead channels.
+// Per-channel abs-max (axis 1) of every watched rank-4 (NCHW) tensor, for dead channels.
 class ChannelObserver final : public runtime::Observer {
  public:
   explicit ChannelObserver(const CollectorMap* watched) : watched_(watched) {}
   bool Wants(const std::string& name) const override { return watched_->count(name) != 0; }
   bool WantsFloat() const override { return true; }
   Status OnTensor(const std::string& name, const ir::Node*, const runtime::TensorView& view) override {
-    if (view.shape.size() < 3) return Status::Ok();
+    if (view.shape.size() != 4) return Status::Ok();  // NCHW feature maps only (not [B, T, D])
     auto it = channels_.try_emplace(name, quant::PerChannelAbsMaxCollector(1)).first;
     quant::TensorView v{quant::FloatSpan(view.data_as<float>(), static_cast<size_t>(view.numel())),
                         view.shape};
@@ -243,13 +245,28 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
   const Resampling resampling = MakeResampling(chunks, o.bootstrap, o.subsets, o.seed);
   std::vector<int64_t> chunk_end;
   for (int i = 0; i < chunks; ++i) chunk_end.push_back(std::min<int64_t>(n, (i + 1) * k));
+  // Tensors are independent and the chunk collectors are only read: analyse them in parallel
+  // (the histogram methods over the resamples dominate diagnose's run time).
   std::map<std::string, quant::TensorCollector> full;
-  for (const std::string& a : activations) {
-    std::vector<const quant::TensorCollector*> parts;
-    for (const CollectorMap& c : chunk_stats) parts.push_back(&c.at(a));
-    QK_ASSIGN_OR_RETURN(TensorDiagnosis t, AnalyzeTensor(a, parts, chunk_end, resampling, o.method,
-                                                         channels.AmaxOf(a), &full[a]));
-    r.tensors.push_back(std::move(t));
+  for (const std::string& a : activations) full.emplace(a, quant::TensorCollector());
+  std::vector<Result<TensorDiagnosis>> analysed(activations.size(), Status(StatusCode::kInternal, "not run"));
+  std::atomic<size_t> next{0};
+  auto worker = [&]() {
+    for (size_t i = next++; i < activations.size(); i = next++) {
+      const std::string& a = activations[i];
+      std::vector<const quant::TensorCollector*> parts;
+      for (const CollectorMap& c : chunk_stats) parts.push_back(&c.at(a));
+      analysed[i] = AnalyzeTensor(a, parts, chunk_end, resampling, o.method, channels.AmaxOf(a), &full.at(a));
+    }
+  };
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < std::min(threads, activations.size()); ++i) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (Result<TensorDiagnosis>& t : analysed) {
+    if (!t.ok()) return t.status();
+    r.tensors.push_back(std::move(*t));
   }
   chunk_stats.clear();
 

@@ -57,7 +57,7 @@ struct TensorDiagnosis {
   float ci_low = 0, ci_high = 0;                // bootstrap 95% interval of amax
   double ci_rel = 0;                            // (ci_high - ci_low) / 2 / amax
   std::map<std::string, double> cv;             // per method: CV over half-subsets
-  int64_t channels = 0, dead_channels = 0;      // per-channel (axis 1) of rank >= 3 tensors
+  int64_t channels = 0, dead_channels = 0;      // per-channel (axis 1) of rank-4 tensors
   double outlier_ratio = 1;                     // max / percentile-99.99 amax
   double entropy_clip_share = 0;                // share of |x| beyond the entropy amax (0 unless
                                                 // entropy amax < 0.8 max)

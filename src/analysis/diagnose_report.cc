@@ -196,8 +196,8 @@ std::string DiagnoseJson(const DiagnoseResult& r) {
 }
 
 std::string DiagnoseText(const DiagnoseResult& r) {
-  std::string s = fmt::format("diagnose {}\ndata: {} ({} samples in chunks of {}), method {}\n", r.model, r.data,
-                              r.samples, r.chunk_size, r.method);
+  std::string s = fmt::format("diagnose {}\ndata: {}; {} samples used, chunks of {}; method {}\n", r.model,
+                              r.data, r.samples, r.chunk_size, r.method);
   if (!r.reference.empty()) s += fmt::format("reference: {}\n", r.reference);
   for (const InputStats& in : r.inputs) {
     s += fmt::format("input '{}': {} scale, mean {:.4g} std {:.4g} range [{:.4g}, {:.4g}]\n", in.input, in.scale,

@@ -186,14 +186,14 @@ void TensorFindings(const TensorDiagnosis& t, const quant::MethodRequest& method
   if (t.outlier_ratio > kOutlierRatio) {
     add("outliers_dominate_max", is_max ? "warning" : "info",
         fmt::format("tensor '{}': max {:.4g} is {:.3g}x the 99.99th percentile {:.4g}; with max "
-                    "calibration most int8 levels go unused — use {}",
+                    "calibration most int8 levels go unused; recommended: {}",
                     t.name, r.amax, t.outlier_ratio, t.method_amax.at("percentile:99.99"),
                     t.recommended_method));
   }
   if (t.entropy_clip_share > kEntropyClipShare) {
     add("entropy_clips", is_entropy ? "warning" : "info",
         fmt::format("tensor '{}': entropy amax {:.4g} is {:.0f}% of max {:.4g} and clips {:.2f}% of the "
-                    "values (a dense spike below the max dominates the histogram) — use {}",
+                    "values (a dense spike below the max dominates the histogram); recommended: {}",
                     t.name, t.method_amax.at("entropy"), 100.0 * t.method_amax.at("entropy") / r.amax,
                     r.amax, 100.0 * t.entropy_clip_share, t.recommended_method));
   }

@@ -13,6 +13,8 @@ Cases (small: few samples, the zoo's plain CNN and two tiny models written with 
                 NHWC bytes reshaped to NCHW -> layout_swapped; an NHWC .npy for NCHW -> exit 2 naming it
   bn-train      BatchNormalization training_mode=1 -> batch_dependent_graph + batch_dependent
   samples       constant, duplicated, noise and outlier samples -> their codes
+  degenerate    one extreme pixel -> outliers_dominate_max (percentile), NaN -> nonfinite, a
+                dead Relu channel -> dead_channels
   bad input     missing model, bad --expect -> one line, nonzero exit (2 for --expect)
 argv[1] = quantkit binary, argv[2] = repository root.
 """
@@ -65,11 +67,12 @@ def save(d, name, x):
     return path
 
 
-def tiny_model(path, channels=3, size=16, bn_training=False):
+def tiny_model(path, channels=3, size=16, bn_training=False, dead_channel=False):
     """x[N,C,H,W] -> Conv(4) [-> BatchNormalization] -> Relu -> GlobalAveragePool -> Flatten -> Gemm(2)."""
     rng = np.random.default_rng(0)
     inits = [helper.make_tensor("w", TensorProto.FLOAT, [4, channels, 3, 3], rng.normal(0, 0.3, (4, channels, 3, 3)).astype(np.float32).ravel()),
-             helper.make_tensor("b", TensorProto.FLOAT, [4], np.zeros(4, np.float32)),
+             # dead_channel: a bias no input overcomes -> Relu output channel 0 is always zero
+             helper.make_tensor("b", TensorProto.FLOAT, [4], np.array([-100.0 if dead_channel else 0.0, 0, 0, 0], np.float32)),
              helper.make_tensor("fw", TensorProto.FLOAT, [2, 4], rng.normal(0, 0.5, (2, 4)).astype(np.float32).ravel()),
              helper.make_tensor("fb", TensorProto.FLOAT, [2], np.zeros(2, np.float32))]
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv")]
@@ -121,6 +124,15 @@ def main():
         for f in svgs:
             ET.parse(os.path.join(out, f))  # raises on malformed XML
         check("clean: report.json equals --json", json.load(open(os.path.join(out, "report.json")))["findings"] == r["findings"])
+
+        # the report does not depend on the batch size (mergeable collectors, chunk-aligned batches)
+        a = diagnose([PLAIN, "--data", "fashion-mnist:calib", "--samples", "128", "--batch-size", "7"])
+        b = diagnose([PLAIN, "--data", "fashion-mnist:calib", "--samples", "128", "--batch-size", "32"])
+        for x in (a, b):
+            x.pop("seconds")
+            for k in ("batch", "max_rel_amax_diff", "max_output_diff", "worst_tensor"):
+                x["batch"].pop(k)  # the batch-1 vs batch-B check itself uses B = min(--batch-size, 16)
+        check("report independent of --batch-size", a == b)
 
         # too few samples
         r = diagnose([PLAIN, "--data", "fashion-mnist:calib", "--samples", "8", "--batch-check-samples", "0"])
@@ -210,6 +222,25 @@ def main():
         r = diagnose([PLAIN, "--data", save(d, "noise.npy", noise), "--batch-check-samples", "0"])
         check("gaussian noise: random_data", any(f["code"] == "random_data" and "gaussian" in f["message"]
                                                   for f in r["findings"]), r)
+
+        # degenerate tensors: one extreme pixel, a NaN, a dead channel
+        spike = calib[:128].copy()
+        spike[7, 0, 0, 0] = 500.0
+        r = diagnose([PLAIN, "--data", save(d, "spike.npy", spike), "--batch-check-samples", "0"])
+        inp = next(t for t in r["tensors"] if t["name"] == "input")
+        check("one extreme value: outliers_dominate_max, percentile recommended", any(
+            f["code"] == "outliers_dominate_max" and f["subject"] == "input" for f in r["findings"])
+            and inp["recommended_method"].startswith("percentile"), r)
+        nan = calib[:64].copy()
+        nan[5, 0, 3, 3] = np.nan
+        r = diagnose([PLAIN, "--data", save(d, "nan.npy", nan), "--batch-check-samples", "0"])
+        check("NaN: nonfinite error on input", any(f["code"] == "nonfinite" and f["subject"] == "input"
+                                                   and f["severity"] == "error" for f in r["findings"]), r)
+        dead = tiny_model(os.path.join(d, "dead.onnx"), dead_channel=True)
+        r = diagnose([dead, "--data", os.path.join(d, "rgb.npy"), "--batch-check-samples", "0"])
+        relu = next(t for t in r["tensors"] if t["name"] == "r")
+        check("dead channel: dead_channels 1 of 4 on the Relu output", "dead_channels" in codes(r)
+              and relu["dead_channels"] == 1 and relu["channels"] == 4, r)
 
         # bad input: one line, documented exit codes
         p = diagnose([os.path.join(d, "missing.onnx"), "--data", "fashion-mnist:calib"], expect_rc=None)
