@@ -7,6 +7,7 @@
 #include "common/check.h"
 #include "passes/qdq_pairs.h"
 #include "quant/params.h"
+#include "quant/symmetric_conversion.h"
 
 namespace quantkit::passes {
 namespace {
@@ -37,17 +38,16 @@ bool AddUnit(const QdqUnit& u, quant::QuantPlan* plan, ExtractReport* report) {
                                         ir::DTypeName(u.quant_dtype)));
     return false;
   }
-  const int32_t qmin = range->min;
-  const int32_t qmax = range->max;
   std::vector<float> scale = u.scale;
   std::string reason;
   if (!u.symmetric()) {
-    // Cover the same real interval with a symmetric int8 grid.
+    // Cover the same real interval with a symmetric int8 grid (quant/symmetric_conversion.h, the
+    // rule convert reports the cost of). A scale the rule rejects stays as it is and is marked
+    // not quantized below.
     for (size_t i = 0; i < scale.size(); ++i) {
-      const double s = u.scale[i];
-      const double lo = s * (qmin - u.zero_point[i]);
-      const double hi = s * (qmax - u.zero_point[i]);
-      scale[i] = static_cast<float>(std::max(std::fabs(lo), std::fabs(hi))) / 127.0f;
+      const Result<quant::SymmetricConversion> c =
+          quant::ToSymmetricInt8(u.scale[i], u.zero_point[i], u.quant_dtype);
+      if (c.ok()) scale[i] = c->scale_to;
     }
     reason = fmt::format("converted from {} with zero point {} to symmetric int8",
                          ir::DTypeName(u.quant_dtype), u.zero_point.front());

@@ -34,7 +34,7 @@ Result<SymmetricConversion> ToSymmetricInt8(float scale, int32_t zero_point, ir:
     c.amax = AmaxFromScale(scale);
     return c;  // same grid: nothing lost
   }
-  // The same formula as ExtractQdqPlan (passes/extract_qdq.cc), so reports and plans agree.
+  // ExtractQdqPlan (passes/extract_qdq.cc) calls this too, so reports and plans agree.
   c.scale_to = static_cast<float>(std::max(std::fabs(c.lo), std::fabs(c.hi))) / kInt8Max;
   c.amax = AmaxFromScale(c.scale_to);
   c.scale_ratio = static_cast<double>(c.scale_to) / scale;

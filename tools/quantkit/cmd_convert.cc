@@ -65,7 +65,9 @@ void SetupConvert(CLI::App& app, RunFn* run) {
       }
       for (const std::string& m : result->messages) std::printf("%s\n", m.c_str());
       for (const std::string& f : result->written) std::printf("wrote %s\n", f.c_str());
-      if (opts->layer_precisions) {
+      if (opts->layer_precisions && result->layer_precisions.empty()) {
+        std::printf("no layer kept in float: no --layerPrecisions needed\n");
+      } else if (opts->layer_precisions) {
         std::printf("--precisionConstraints=obey --layerPrecisions=%s\n",
                     result->layer_precisions.c_str());
       }

@@ -69,6 +69,11 @@ def main():
                 assert s.size == 1 and f"{s.view(np.uint32)[0]:08x}" == cache[n.input[0]], n.input[0]
                 seen += 1
         assert seen == 17, seen
+        # Every Conv/Gemm of the QAT model reads a quantized activation: no layer for
+        # --layerPrecisions, whether converted to a cache (the Q/DQ graph) or to a float model.
+        for target in (os.path.join(d, "qat.cache"), os.path.join(d, "qat_float2.onnx")):
+            out = run(["convert", src, target, "--layer-precisions"])
+            assert "no layer kept in float" in out, out
         # torch QAT quantizes Conv outputs before residual Adds: lint warns (exit 1), no errors.
         out = run(["lint", src], expect=1)
         assert "QK009" in out and " 0 errors" in out, out
