@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "analysis/simulate.h"
 #include "common/check.h"
 
 namespace quantkit::cli {
@@ -49,6 +50,21 @@ Result<data::ImageOptions> ToImageOptions(const ImageArgs& a) {
     QK_ASSIGN_OR_RETURN(o.std, data::ParseFloatList(a.std, "--std"));
   }
   return o;
+}
+
+Result<PlanEvaluation> OpenPlanEvaluation(const std::string& placement, const std::string& plan_path,
+                                          analysis::PlanEvalOptions eval) {
+  QK_ASSIGN_OR_RETURN(eval.simulation.mode, analysis::ParsePlacementMode(placement));
+  PlanEvaluation r;
+  QK_ASSIGN_OR_RETURN(r.plan, analysis::ReadPlanFile(plan_path));
+  QK_ASSIGN_OR_RETURN(r.evaluator, analysis::PlanEvaluator::Create(eval));
+  QK_ASSIGN_OR_RETURN(std::vector<std::string> unmatched,
+                      analysis::UnmatchedPlanTensors(*r.evaluator->float_model().graph, r.plan, eval.model));
+  if (!unmatched.empty()) {
+    std::fprintf(stderr, "quantkit: warning: %zu quantized plan tensors match no tensor of %s (e.g. '%s')\n",
+                 unmatched.size(), eval.model.c_str(), unmatched.front().c_str());
+  }
+  return r;
 }
 
 }  // namespace quantkit::cli

@@ -5,9 +5,12 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <memory>
 #include <string>
 
+#include "analysis/plan_eval.h"
 #include "data/image_options.h"
+#include "quant/plan.h"
 #include "quantkit/status.h"
 
 namespace quantkit::cli {
@@ -25,5 +28,15 @@ struct ImageArgs {
 };
 void AddImageOptions(CLI::App* cmd, ImageArgs* args);
 Result<data::ImageOptions> ToImageOptions(const ImageArgs& args);
+
+// The shared start of analyze and fallback: --placement, the plan file (any format the hub
+// reads), the evaluator (data and FP32 outputs cached once) and a warning on stderr when quantized
+// plan tensors match no tensor of the model.
+struct PlanEvaluation {
+  quant::QuantPlan plan;
+  std::unique_ptr<analysis::PlanEvaluator> evaluator;
+};
+Result<PlanEvaluation> OpenPlanEvaluation(const std::string& placement, const std::string& plan_path,
+                                          analysis::PlanEvalOptions eval);
 
 }  // namespace quantkit::cli

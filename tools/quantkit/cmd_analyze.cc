@@ -35,22 +35,13 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      auto mode = analysis::ParsePlacementMode(opts->placement);
-      if (!mode.ok()) return Report(mode.status());
-      opts->eval.simulation.mode = *mode;
-      auto plan = analysis::ReadPlanFile(opts->plan);
-      if (!plan.ok()) return Report(plan.status());
-      auto evaluator = analysis::PlanEvaluator::Create(opts->eval);
-      if (!evaluator.ok()) return Report(evaluator.status());
-      auto unmatched = analysis::UnmatchedPlanTensors(*(*evaluator)->float_model().graph, *plan, opts->eval.model);
-      if (!unmatched.ok()) return Report(unmatched.status());
-      if (!unmatched->empty()) {
-        std::fprintf(stderr, "quantkit: warning: %zu quantized plan tensors match no tensor of %s (e.g. '%s')\n",
-                     unmatched->size(), opts->eval.model.c_str(), unmatched->front().c_str());
-      }
+      auto opened = OpenPlanEvaluation(opts->placement, opts->plan, opts->eval);
+      if (!opened.ok()) return Report(opened.status());
+      const quant::QuantPlan& plan = opened->plan;
+      const analysis::PlanEvaluator& evaluator = *opened->evaluator;
       std::vector<std::string> names = opts->metrics;
       if (names.empty()) {
-        if ((*evaluator)->has_labels()) names.push_back("top1");
+        if (evaluator.has_labels()) names.push_back("top1");
         names.push_back("agreement");
       }
       std::vector<std::unique_ptr<analysis::Metric>> owned;
@@ -64,7 +55,7 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
       analysis::AnalyzeOptions options;
       options.accumulated = !opts->no_accumulated;
       options.progress = !opts->quiet;
-      auto r = analysis::AnalyzeLayers(**evaluator, *plan, metrics, options);
+      auto r = analysis::AnalyzeLayers(evaluator, plan, metrics, options);
       if (!r.ok()) return Report(r.status());
       if (opts->json) {
         std::printf("%s\n", analysis::AnalyzeJson(*r).c_str());

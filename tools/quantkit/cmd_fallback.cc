@@ -41,24 +41,15 @@ void SetupFallback(CLI::App& app, RunFn* run) {
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      auto mode = analysis::ParsePlacementMode(opts->placement);
-      if (!mode.ok()) return Report(mode.status());
-      opts->eval.simulation.mode = *mode;
-      auto plan = analysis::ReadPlanFile(opts->plan);
-      if (!plan.ok()) return Report(plan.status());
-      auto evaluator = analysis::PlanEvaluator::Create(opts->eval);
-      if (!evaluator.ok()) return Report(evaluator.status());
-      auto unmatched = analysis::UnmatchedPlanTensors(*(*evaluator)->float_model().graph, *plan, opts->eval.model);
-      if (!unmatched.ok()) return Report(unmatched.status());
-      if (!unmatched->empty()) {
-        std::fprintf(stderr, "quantkit: warning: %zu quantized plan tensors match no tensor of %s (e.g. '%s')\n",
-                     unmatched->size(), opts->eval.model.c_str(), unmatched->front().c_str());
-      }
+      auto opened = OpenPlanEvaluation(opts->placement, opts->plan, opts->eval);
+      if (!opened.ok()) return Report(opened.status());
+      const quant::QuantPlan& plan = opened->plan;
+      const analysis::PlanEvaluator& evaluator = *opened->evaluator;
       const std::string name =
-          !opts->metric.empty() ? opts->metric : ((*evaluator)->has_labels() ? "top1" : "agreement");
+          !opts->metric.empty() ? opts->metric : (evaluator.has_labels() ? "top1" : "agreement");
       auto metric = analysis::MakeMetric(name);
       if (!metric.ok()) return Report(metric.status());
-      auto r = analysis::RunFallback(**evaluator, *plan, metric->get(), opts->fallback);
+      auto r = analysis::RunFallback(evaluator, plan, metric->get(), opts->fallback);
       if (!r.ok()) return Report(r.status());
       if (opts->json) {
         std::printf("%s\n", analysis::FallbackJson(*r).c_str());
