@@ -51,6 +51,23 @@ Result<std::unique_ptr<Metric>> MakeMetric(const std::string& name) {
 
 std::vector<std::string> BuiltinMetricNames() { return {"top1", "agreement", "rel_mse"}; }
 
+Result<std::vector<std::unique_ptr<Metric>>> MakeMetrics(const std::vector<std::string>& names) {
+  std::vector<std::unique_ptr<Metric>> out;
+  for (const std::string& n : names) {
+    QK_ASSIGN_OR_RETURN(std::unique_ptr<Metric> m, MakeMetric(n));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::vector<Metric*> MetricPointers(const std::vector<std::unique_ptr<Metric>>& metrics) {
+  std::vector<Metric*> out;
+  for (const auto& m : metrics) out.push_back(m.get());
+  return out;
+}
+
+std::string DefaultMetricName(bool has_labels) { return has_labels ? "top1" : "agreement"; }
+
 void ErrorStats::Add(const float* out, const float* ref, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const double o = out[i], r = ref[i], e = o - r;

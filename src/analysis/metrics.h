@@ -87,6 +87,12 @@ class RelativeMseMetric final : public Metric {
 // Built-in metrics by name: "top1", "agreement", "rel_mse" (also "rel-mse").
 Result<std::unique_ptr<Metric>> MakeMetric(const std::string& name);
 std::vector<std::string> BuiltinMetricNames();
+// MakeMetric for each name, in order (the first unknown name is the error).
+Result<std::vector<std::unique_ptr<Metric>>> MakeMetrics(const std::vector<std::string>& names);
+std::vector<Metric*> MetricPointers(const std::vector<std::unique_ptr<Metric>>& metrics);
+// What a search or a method comparison optimises when the user names no metric: top-1 when the
+// data has labels, argmax agreement with FP32 otherwise.
+std::string DefaultMetricName(bool has_labels);
 
 // Error statistics of a tensor against its FP32 value, accumulated over batches.
 struct ErrorStats {

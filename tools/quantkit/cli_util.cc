@@ -52,11 +52,20 @@ Result<data::ImageOptions> ToImageOptions(const ImageArgs& a) {
   return o;
 }
 
-Result<PlanEvaluation> OpenPlanEvaluation(const std::string& placement, const std::string& plan_path,
-                                          analysis::PlanEvalOptions eval) {
-  QK_ASSIGN_OR_RETURN(eval.simulation.mode, analysis::ParsePlacementMode(placement));
+void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* a, const std::string& data_help) {
+  cmd->add_option("model", a->eval.model, "FP32 ONNX model")->required();
+  cmd->add_option("--plan", a->plan, "plan .json, TensorRT cache, ranges .txt or Q/DQ .onnx")->required();
+  cmd->add_option("--data", a->eval.data, data_help)->required();
+  cmd->add_option("--samples", a->eval.samples, "first N samples (0: all)")->capture_default_str();
+  cmd->add_option("--batch-size", a->eval.batch_size, "samples per run")->capture_default_str();
+  cmd->add_option("--placement", a->placement, "auto, tensorrt or plan")->capture_default_str();
+}
+
+Result<PlanEvaluation> OpenPlanEvaluation(const PlanEvalArgs& args) {
+  analysis::PlanEvalOptions eval = args.eval;
+  QK_ASSIGN_OR_RETURN(eval.simulation.mode, analysis::ParsePlacementMode(args.placement));
   PlanEvaluation r;
-  QK_ASSIGN_OR_RETURN(r.plan, analysis::ReadPlanFile(plan_path));
+  QK_ASSIGN_OR_RETURN(r.plan, analysis::ReadPlanFile(args.plan));
   QK_ASSIGN_OR_RETURN(r.evaluator, analysis::PlanEvaluator::Create(eval));
   QK_ASSIGN_OR_RETURN(std::vector<std::string> unmatched,
                       analysis::UnmatchedPlanTensors(*r.evaluator->float_model().graph, r.plan, eval.model));

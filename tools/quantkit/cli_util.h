@@ -29,6 +29,14 @@ struct ImageArgs {
 void AddImageOptions(CLI::App* cmd, ImageArgs* args);
 Result<data::ImageOptions> ToImageOptions(const ImageArgs& args);
 
+// The options analyze and fallback share: MODEL, --plan, --data, --samples, --batch-size and
+// --placement. `data_help` describes --data for the subcommand.
+struct PlanEvalArgs {
+  analysis::PlanEvalOptions eval;
+  std::string plan, placement = "auto";
+};
+void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* args, const std::string& data_help);
+
 // The shared start of analyze and fallback: --placement, the plan file (any format the hub
 // reads), the evaluator (data and FP32 outputs cached once) and a warning on stderr when quantized
 // plan tensors match no tensor of the model.
@@ -36,7 +44,6 @@ struct PlanEvaluation {
   quant::QuantPlan plan;
   std::unique_ptr<analysis::PlanEvaluator> evaluator;
 };
-Result<PlanEvaluation> OpenPlanEvaluation(const std::string& placement, const std::string& plan_path,
-                                          analysis::PlanEvalOptions eval);
+Result<PlanEvaluation> OpenPlanEvaluation(const PlanEvalArgs& args);
 
 }  // namespace quantkit::cli

@@ -10,24 +10,18 @@ namespace quantkit::cli {
 
 void SetupAnalyze(CLI::App& app, RunFn* run) {
   struct Options {
-    analysis::PlanEvalOptions eval;
-    std::string plan, placement = "auto";
+    PlanEvalArgs plan_eval;
     std::vector<std::string> metrics;
     size_t top = 20;
     bool json = false, quiet = false, no_accumulated = false;
   };
   auto opts = std::make_shared<Options>();
-  opts->eval.samples = 256;
+  opts->plan_eval.eval.samples = 256;
   CLI::App* cmd = app.add_subcommand(
       "analyze", "Per-tensor INT8 error of a plan: each quantized tensor alone and accumulated along the "
                  "graph, as SQNR/cosine/relative MSE at the tensor and at the output, saturation and "
                  "range use; ranked worst first, with the ONNX nodes that read each tensor");
-  cmd->add_option("model", opts->eval.model, "FP32 ONNX model")->required();
-  cmd->add_option("--plan", opts->plan, "plan .json, TensorRT cache, ranges .txt or Q/DQ .onnx")->required();
-  cmd->add_option("--data", opts->eval.data, "data, as for calibrate (e.g. fashion-mnist:val)")->required();
-  cmd->add_option("--samples", opts->eval.samples, "first N samples (0: all)")->capture_default_str();
-  cmd->add_option("--batch-size", opts->eval.batch_size, "samples per run")->capture_default_str();
-  cmd->add_option("--placement", opts->placement, "auto, tensorrt or plan")->capture_default_str();
+  AddPlanEvalOptions(cmd, &opts->plan_eval, "data, as for calibrate (e.g. fashion-mnist:val)");
   cmd->add_option("--metric", opts->metrics, "metrics per trial (default: top1 with labels, agreement)");
   cmd->add_option("--top", opts->top, "rows in the table (0: all)")->capture_default_str();
   cmd->add_flag("--no-accumulated", opts->no_accumulated, "skip the accumulated (prefix) runs: half the time");
@@ -35,7 +29,7 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      auto opened = OpenPlanEvaluation(opts->placement, opts->plan, opts->eval);
+      auto opened = OpenPlanEvaluation(opts->plan_eval);
       if (!opened.ok()) return Report(opened.status());
       const quant::QuantPlan& plan = opened->plan;
       const analysis::PlanEvaluator& evaluator = *opened->evaluator;
@@ -44,14 +38,9 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
         if (evaluator.has_labels()) names.push_back("top1");
         names.push_back("agreement");
       }
-      std::vector<std::unique_ptr<analysis::Metric>> owned;
-      std::vector<analysis::Metric*> metrics;
-      for (const std::string& n : names) {
-        auto m = analysis::MakeMetric(n);
-        if (!m.ok()) return Report(m.status());
-        metrics.push_back(m->get());
-        owned.push_back(std::move(*m));
-      }
+      auto owned = analysis::MakeMetrics(names);
+      if (!owned.ok()) return Report(owned.status());
+      const std::vector<analysis::Metric*> metrics = analysis::MetricPointers(*owned);
       analysis::AnalyzeOptions options;
       options.accumulated = !opts->no_accumulated;
       options.progress = !opts->quiet;

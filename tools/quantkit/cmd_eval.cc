@@ -47,14 +47,9 @@ void SetupEval(CLI::App& app, RunFn* run) {
       auto mode = analysis::ParsePlacementMode(opts->placement);
       if (!mode.ok()) return Report(mode.status());
       opts->eval.simulation.mode = *mode;
-      std::vector<std::unique_ptr<analysis::Metric>> metrics;
-      opts->eval.metrics.clear();
-      for (const std::string& name : opts->metric_names) {
-        auto m = analysis::MakeMetric(name);
-        if (!m.ok()) return Report(m.status());
-        opts->eval.metrics.push_back(m->get());
-        metrics.push_back(std::move(*m));
-      }
+      auto metrics = analysis::MakeMetrics(opts->metric_names);
+      if (!metrics.ok()) return Report(metrics.status());
+      opts->eval.metrics = analysis::MetricPointers(*metrics);
       opts->eval.keep_outputs = !opts->outputs.empty();
       auto r = analysis::Evaluate(opts->eval);
       if (!r.ok()) return Report(r.status());

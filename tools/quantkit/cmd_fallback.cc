@@ -10,23 +10,19 @@ namespace quantkit::cli {
 
 void SetupFallback(CLI::App& app, RunFn* run) {
   struct Options {
-    analysis::PlanEvalOptions eval;
+    PlanEvalArgs plan_eval;
     analysis::FallbackOptions fallback;
-    std::string plan, placement = "auto", metric;
+    std::string metric;
     bool json = false, quiet = false;
   };
   auto opts = std::make_shared<Options>();
-  opts->eval.samples = 1000;
+  opts->plan_eval.eval.samples = 1000;
   CLI::App* cmd = app.add_subcommand(
       "fallback", "Find a small set of layers to keep in float so that INT8 comes within --budget of FP32: "
                   "rank layers by the accuracy each recovers alone, greedy on the ranking, then drop "
                   "unneeded picks; writes the plan, the Q/DQ model and trtexec --layerPrecisions");
-  cmd->add_option("model", opts->eval.model, "FP32 ONNX model")->required();
-  cmd->add_option("--plan", opts->plan, "plan .json, TensorRT cache, ranges .txt or Q/DQ .onnx")->required();
-  cmd->add_option("--data", opts->eval.data, "evaluation data (held out from calibration, e.g. fashion-mnist:val)")
-      ->required();
-  cmd->add_option("--samples", opts->eval.samples, "first N samples (0: all)")->capture_default_str();
-  cmd->add_option("--batch-size", opts->eval.batch_size, "samples per run")->capture_default_str();
+  AddPlanEvalOptions(cmd, &opts->plan_eval,
+                     "evaluation data (held out from calibration, e.g. fashion-mnist:val)");
   cmd->add_option("--budget", opts->fallback.budget,
                   "allowed loss vs FP32: top1/agreement in points (0.5 = 0.5%), rel_mse as a ratio")
       ->capture_default_str();
@@ -34,19 +30,18 @@ void SetupFallback(CLI::App& app, RunFn* run) {
   cmd->add_option("--max-float", opts->fallback.max_float_layers, "at most N float layers (0: no limit)");
   cmd->add_option("--float-precision", opts->fallback.float_precision, "precision in --layerPrecisions")
       ->capture_default_str();
-  cmd->add_option("--placement", opts->placement, "auto, tensorrt or plan")->capture_default_str();
   cmd->add_option("-o,--output-dir", opts->fallback.output_dir,
                   "write plan.json, model.qdq.onnx, layer_precisions.txt, fallback.json");
   cmd->add_flag("--json", opts->json, "print the search report as JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      auto opened = OpenPlanEvaluation(opts->placement, opts->plan, opts->eval);
+      auto opened = OpenPlanEvaluation(opts->plan_eval);
       if (!opened.ok()) return Report(opened.status());
       const quant::QuantPlan& plan = opened->plan;
       const analysis::PlanEvaluator& evaluator = *opened->evaluator;
       const std::string name =
-          !opts->metric.empty() ? opts->metric : (evaluator.has_labels() ? "top1" : "agreement");
+          !opts->metric.empty() ? opts->metric : analysis::DefaultMetricName(evaluator.has_labels());
       auto metric = analysis::MakeMetric(name);
       if (!metric.ok()) return Report(metric.status());
       auto r = analysis::RunFallback(evaluator, plan, metric->get(), opts->fallback);

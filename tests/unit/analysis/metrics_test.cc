@@ -101,5 +101,18 @@ TEST(Metrics, UserMetricUsesTheDefaultLoss) {
   EXPECT_DOUBLE_EQ(m.Loss(0.5, 1.0), 50.0);  // higher is better by default: points
 }
 
+TEST(Metrics, MakeMetricsBuildsEachNameOrNamesTheUnknownOne) {
+  auto ok = MakeMetrics({"top1", "rel-mse"});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->size(), 2u);
+  const std::vector<Metric*> ptrs = MetricPointers(*ok);
+  EXPECT_EQ(ptrs[1], (*ok)[1].get());
+  auto bad = MakeMetrics({"top1", "bogus"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'bogus'"), std::string::npos) << bad.status().message();
+  EXPECT_EQ(DefaultMetricName(true), "top1");
+  EXPECT_EQ(DefaultMetricName(false), "agreement");
+}
+
 }  // namespace
 }  // namespace quantkit::analysis
