@@ -28,26 +28,33 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Runs the data through the model once, filling one collector per activation.
+// Runs this rank's shard of the data through the model once, filling one collector per
+// activation. Provenance (description, fingerprint, sample count) names the whole data.
 Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
-                         const std::vector<std::string>& activations, formats::StatsFile* stats,
-                         CalibrateResult* result, std::string* data_description,
+                         const std::vector<std::string>& activations, const runtime::Communicator& comm,
+                         formats::StatsFile* stats, CalibrateResult* result, std::string* data_description,
                          std::string* data_fingerprint) {
   const std::vector<data::InputSpec> inputs = data::ModelInputs(model);
   QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, data::OpenSource(options.data, inputs, options.image));
   source = data::Take(std::move(source), options.samples);
   *data_description = source->Describe();
   *data_fingerprint = source->Fingerprint();
+  QK_RETURN_IF_NOT(source->num_samples() > 0, StatusCode::kInvalidArgument, "{}: no samples",
+                   source->Describe());
+  result->samples = source->num_samples();
+  source = ShardForRank(std::move(source), comm, options.batch_size, &result->rank);
   QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interpreter,
                       runtime::Interpreter::Create(std::move(model)));
   for (const std::string& name : activations) stats->tensors.emplace(name, quant::TensorCollector());
+  // A rank with no samples (fewer batches than ranks) contributes empty collectors.
+  if (source->num_samples() == 0) return Status::Ok();
+  const auto start = std::chrono::steady_clock::now();
   CollectingObserver observer(&stats->tensors);
   PassOptions pass;
   pass.batch_size = options.batch_size;
-  pass.progress = options.progress;
+  pass.progress = options.progress && comm.is_root();
   QK_RETURN_IF_ERROR(RunPass(*interpreter, *source, pass, {&observer}));
-  const int64_t n = source->num_samples();
-  result->samples = n;
+  result->rank.work_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
 }
 
@@ -102,56 +109,13 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
   return s;
 }
 
-}  // namespace
-
-Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
-  QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument,
-                   "--batch-size must be positive, got {}", options.batch_size);
-  QK_RETURN_IF_NOT(!options.data.empty() || !options.from_stats.empty() ||
-                       (options.shared_stats && options.shared_stats->filled),
-                   StatusCode::kInvalidArgument,
-                   "give calibration data (--data) or statistics (--from-stats)");
-  const auto start = std::chrono::steady_clock::now();
-  CalibrateResult result;
-  QK_ASSIGN_OR_RETURN(std::string model_sha, Sha256OfFile(options.model));
-  QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
-  // A model that already holds Q/DQ (a QAT export) would get a second quantization stacked on
-  // its own; its scales are the plan, which `convert` extracts.
-  int64_t qdq_nodes = 0;
-  for (const ir::Node* n : model.graph->nodes()) {
-    qdq_nodes += n->op_type() == "QuantizeLinear" || n->op_type() == "DequantizeLinear";
-  }
-  QK_RETURN_IF_NOT(qdq_nodes == 0, StatusCode::kUnsupported,
-                   "{}: the model already has {} QuantizeLinear/DequantizeLinear nodes (a QAT or "
-                   "quantized export); use `quantkit convert` to extract its plan and artifacts, or "
-                   "calibrate the float model",
-                   options.model, qdq_nodes);
-  QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
-                      passes::FindQdqSites(*model.graph, options.placement));
-  const std::vector<std::string> activations = passes::ActivationTensors(sites);
-  std::map<std::string, std::string> consumer_op;
-  for (const passes::QdqSite& s : sites) consumer_op.emplace(s.tensor, s.consumer->op_type());
-
-  formats::StatsFile stats;
-  stats.model_sha256 = model_sha;
-  std::string data_description, data_fingerprint;
-  if (!options.from_stats.empty()) {
-    QK_ASSIGN_OR_RETURN(stats, formats::MergeStatsFiles(options.from_stats, model_sha));
-    data_description = fmt::format("statistics from {} file(s)", options.from_stats.size());
-    for (const std::string& f : options.from_stats) data_description += " " + f;
-    data_fingerprint = "qkstats";
-  } else if (options.shared_stats && options.shared_stats->filled) {
-    stats = options.shared_stats->stats;
-    data_description = options.shared_stats->data_description;
-    data_fingerprint = options.shared_stats->data_fingerprint;
-    result.samples = options.shared_stats->samples;
-  } else {
-    QK_RETURN_IF_ERROR(CollectStatistics(options, std::move(model), activations, &stats, &result,
-                                         &data_description, &data_fingerprint));
-    if (options.shared_stats) {
-      *options.shared_stats = {stats, data_description, data_fingerprint, result.samples, true};
-    }
-  }
+// Rank 0 (or the only process): the plan from the merged statistics, then every artifact.
+Status WriteOutputs(const CalibrateOptions& options, const formats::StatsFile& stats,
+                    const std::string& model_sha, const std::string& data_description,
+                    const std::string& data_fingerprint, const std::vector<std::string>& activations,
+                    const std::map<std::string, std::string>& consumer_op,
+                    std::chrono::steady_clock::time_point start, CalibrateResult* result_out) {
+  CalibrateResult& result = *result_out;
   if (!options.stats_out.empty()) {
     QK_RETURN_IF_ERROR(formats::WriteStatsFile(options.stats_out, stats));
     result.written.push_back(options.stats_out);
@@ -169,7 +133,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
       continue;
     }
     const quant::RangeStats& range = it->second.range();
-    const quant::MethodRequest& method = MethodFor(name, consumer_op[name], options);
+    const quant::MethodRequest& method = MethodFor(name, consumer_op.count(name) ? consumer_op.at(name) : std::string(), options);
     QK_ASSIGN_OR_RETURN(quant::CalibResult amax, quant::AmaxFromCollector(it->second, method));
     quant::TensorQuant& t = plan.SetActivationAmax(name, amax.amax, quant::MethodLabel(method));
     const int64_t nonfinite = range.nan_count + range.posinf_count + range.neginf_count;
@@ -208,7 +172,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
 
   if (options.output_dir.empty()) {
     result.summary = Summarize(options, result, nullptr);
-    return result;
+    return Status::Ok();
   }
   std::error_code ec;
   fs::create_directories(options.output_dir, ec);
@@ -225,6 +189,87 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   for (const char* f : {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"}) {
     result.written.push_back((dir / f).string());
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
+  QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument,
+                   "--batch-size must be positive, got {}", options.batch_size);
+  QK_RETURN_IF_NOT(!options.data.empty() || !options.from_stats.empty() ||
+                       (options.shared_stats && options.shared_stats->filled),
+                   StatusCode::kInvalidArgument,
+                   "give calibration data (--data) or statistics (--from-stats)");
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> comm, OpenCommunicator(options.distributed));
+  QK_RETURN_IF_NOT(comm->world_size() == 1 || (options.from_stats.empty() && !options.shared_stats),
+                   StatusCode::kInvalidArgument,
+                   "a distributed run shards --data across the ranks: --from-stats and --compare-methods "
+                   "run in one process");
+  const auto start = std::chrono::steady_clock::now();
+  CalibrateResult result;
+  std::string model_sha, data_description, data_fingerprint;
+  std::vector<std::string> activations;
+  std::map<std::string, std::string> consumer_op;
+  formats::StatsFile stats;
+  // Every rank loads the model and collects its shard; a failure on any rank stops them all.
+  const Status collected = [&]() -> Status {
+    QK_ASSIGN_OR_RETURN(model_sha, Sha256OfFile(options.model));
+    QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
+    // A model that already holds Q/DQ (a QAT export) would get a second quantization stacked on
+    // its own; its scales are the plan, which `convert` extracts.
+    int64_t qdq_nodes = 0;
+    for (const ir::Node* n : model.graph->nodes()) {
+      qdq_nodes += n->op_type() == "QuantizeLinear" || n->op_type() == "DequantizeLinear";
+    }
+    QK_RETURN_IF_NOT(qdq_nodes == 0, StatusCode::kUnsupported,
+                     "{}: the model already has {} QuantizeLinear/DequantizeLinear nodes (a QAT or "
+                     "quantized export); use `quantkit convert` to extract its plan and artifacts, or "
+                     "calibrate the float model",
+                     options.model, qdq_nodes);
+    QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
+                        passes::FindQdqSites(*model.graph, options.placement));
+    activations = passes::ActivationTensors(sites);
+    for (const passes::QdqSite& s : sites) consumer_op.emplace(s.tensor, s.consumer->op_type());
+    stats.model_sha256 = model_sha;
+    if (!options.from_stats.empty()) {
+      QK_ASSIGN_OR_RETURN(stats, formats::MergeStatsFiles(options.from_stats, model_sha));
+      data_description = fmt::format("statistics from {} file(s)", options.from_stats.size());
+      for (const std::string& f : options.from_stats) data_description += " " + f;
+      data_fingerprint = "qkstats";
+    } else if (options.shared_stats && options.shared_stats->filled) {
+      stats = options.shared_stats->stats;
+      data_description = options.shared_stats->data_description;
+      data_fingerprint = options.shared_stats->data_fingerprint;
+      result.samples = options.shared_stats->samples;
+    } else {
+      QK_RETURN_IF_ERROR(CollectStatistics(options, std::move(model), activations, *comm, &stats, &result,
+                                           &data_description, &data_fingerprint));
+      if (options.shared_stats) {
+        *options.shared_stats = {stats, data_description, data_fingerprint, result.samples, true};
+      }
+    }
+    return Status::Ok();
+  }();
+  QK_RETURN_IF_ERROR(comm->Agree(collected, "collecting statistics"));
+  const auto merge_start = std::chrono::steady_clock::now();
+  Result<formats::StatsFile> merged = MergeStatsOnRoot(*comm, std::move(stats));
+  result.rank.merge_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - merge_start).count();
+  if (!comm->is_root()) {
+    // Wait for rank 0's outcome: its failure to merge or write fails this rank too.
+    QK_RETURN_IF_ERROR(merged.status());
+    QK_RETURN_IF_ERROR(comm->Agree(Status::Ok(), "writing artifacts on rank 0"));
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.peak_rss_bytes = PeakRssBytes();
+    return result;
+  }
+  const auto write_start = std::chrono::steady_clock::now();
+  const Status written = merged.ok() ? WriteOutputs(options, *merged, model_sha, data_description,
+                                                    data_fingerprint, activations, consumer_op, start,
+                                                    &result)
+                                     : merged.status();
+  result.rank.write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
+  QK_RETURN_IF_ERROR(comm->Agree(written, "writing artifacts on rank 0"));
   return result;
 }
 

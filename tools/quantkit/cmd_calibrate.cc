@@ -3,6 +3,7 @@
 
 #include "analysis/calibrate.h"
 #include "analysis/compare_methods.h"
+#include "cli_distributed.h"
 #include "cli_util.h"
 #include "quant/method_amax.h"
 
@@ -55,6 +56,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_flag("--json", opts->json, "--compare-methods: print the table as JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->image);
+  AddDistributedOptions(cmd, &opts->calibrate.distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
       auto image = ToImageOptions(opts->image);
@@ -105,8 +107,12 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       }
       auto result = analysis::Calibrate(c);
       if (!result.ok()) return Report(result.status());
-      std::fputs(result->summary.c_str(), stdout);
-      for (const std::string& f : result->written) std::printf("wrote %s\n", f.c_str());
+      // Rank 0 (or the only process) wrote everything; other ranks report their shard.
+      if (result->rank.rank == 0) {
+        std::fputs(result->summary.c_str(), stdout);
+        for (const std::string& f : result->written) std::printf("wrote %s\n", f.c_str());
+      }
+      if (result->rank.world_size > 1) PrintRankLine(result->rank);
       return 0;
     };
   });
