@@ -9,6 +9,7 @@ QK=$(realpath "$1"); shift
 NPROCS=("$@")
 [ ${#NPROCS[@]} -eq 0 ] && NPROCS=(1 2)
 TORCHRUN=.venv-torch/bin/torchrun
+export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1  # libtorch 1.13 build: rank 0 hosts the store
 MODEL=models/zoo/resnet_small.onnx
 ARGS=(calibrate "$MODEL" --data fashion-mnist:calib --method entropy --batch-size 64 -q)
 out=$(mktemp -d)

@@ -3,6 +3,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -273,6 +274,16 @@ std::unique_ptr<Communicator> SingleProcessCommunicator() { return std::make_uni
 
 Result<std::unique_ptr<Communicator>> Connect(const DistributedEnv& env, const CommunicatorOptions& options) {
   if (env.world_size == 1) return SingleProcessCommunicator();
+#if TORCH_VERSION_MAJOR < 2
+  // torchrun >= 2.x shares its agent's TCPStore with the workers; that store speaks a newer wire
+  // protocol (it opens with a VALIDATE query) than libtorch 1.x's client, which would fail later
+  // with "Broken pipe". With the opt-out, torchrun's rank 0 hosts the store, as torch 1.x did.
+  QK_RETURN_IF_NOT(!env.agent_store, StatusCode::kUnsupported,
+                   "rank {} of {}: torchrun shares its agent's TCPStore (TORCHELASTIC_USE_AGENT_STORE=True), "
+                   "which this quantkit (built on libtorch {}.{}) cannot speak to: launch with "
+                   "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun ... (docs/distributed.md)",
+                   env.rank, env.world_size, TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR);
+#endif
   // Keys of each Connect() in a process get their own namespace in the (possibly shared,
   // long-lived: torchrun's agent) store; every rank counts Connect() calls alike.
   static std::atomic<int> instances{0};

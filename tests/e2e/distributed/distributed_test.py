@@ -40,8 +40,13 @@ def run(cmd, expect=0, env=None):
     return p
 
 
-def torchrun(nproc, args, expect=0):
-    return run([TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", "--no_python", QK] + args, expect)
+# torchrun >= 2.x shares its agent's TCPStore with the workers; quantkit built on Debian's
+# libtorch 1.13 cannot speak its protocol, so the agent is told to let rank 0 host the store.
+TORCHRUN_ENV = dict(os.environ, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
+
+
+def torchrun(nproc, args, expect=0, env=TORCHRUN_ENV):
+    return run([TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", "--no_python", QK] + args, expect, env)
 
 
 def read(path):
@@ -60,6 +65,29 @@ def free_port():
         return s.getsockname()[1]
 
 
+def connected_to(pid, port):
+    """Whether process `pid` holds an established TCP connection to 127.0.0.1:`port`."""
+    inodes = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:  # the process has ended
+        return False
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[3] == "01" and int(cols[2].split(":")[1], 16) == port and cols[9] in inodes:
+                    return True
+    return False
+
+
 def spawn_ranks(world, args, ranks=None):
     """Starts ranks as srun/PyTorchJob would: environment only, no agent."""
     port = free_port()
@@ -69,7 +97,7 @@ def spawn_ranks(world, args, ranks=None):
                    LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         procs[r] = subprocess.Popen([QK] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True, env=env)
-    return procs
+    return procs, port
 
 
 def finish(procs):
@@ -81,19 +109,20 @@ def finish(procs):
 
 
 def check_calibrate_equality(d):
-    base = ["calibrate", MODEL, "--data", "fashion-mnist:calib", "--samples", "600", "--batch-size", "64",
+    base = ["calibrate", MODEL, "--data", "fashion-mnist:calib", "--samples", "384", "--batch-size", "64",
             "--method", "entropy", "-q"]
     one = os.path.join(d, "one")
-    run([QK] + base + ["-o", one, "--stats", os.path.join(one, "s.qkstats")])
+    run([QK] + base + ["-o", one, "--stats", one + ".qkstats"])
     for nproc in (2, 3):
         many = os.path.join(d, f"n{nproc}")
-        p = torchrun(nproc, base + ["-o", many, "--stats", os.path.join(many, "s.qkstats")])
-        assert_same_files(one, many, ARTIFACTS + ["s.qkstats"])
+        p = torchrun(nproc, base + ["-o", many, "--stats", many + ".qkstats"])
+        assert_same_files(one, many, ARTIFACTS)
+        assert read(one + ".qkstats") == read(many + ".qkstats")
         # summary.txt differs from one process only in its timing line.
         strip = lambda t: [l for l in t.splitlines() if " samples/s" not in l]  # noqa: E731
         assert strip(read(os.path.join(one, "summary.txt")).decode()) == \
             strip(read(os.path.join(many, "summary.txt")).decode())
-        assert sorted(os.listdir(many)) == sorted(ARTIFACTS + ["summary.txt", "s.qkstats"]), os.listdir(many)
+        assert sorted(os.listdir(many)) == sorted(ARTIFACTS + ["summary.txt"]), os.listdir(many)
         for r in range(nproc):
             assert f"rank {r}/{nproc}: samples" in p.stderr, p.stderr
         assert p.stdout.count("wrote ") == 6, p.stdout  # rank 0 only
@@ -102,7 +131,7 @@ def check_calibrate_equality(d):
 
 
 def check_eval_equality(d, plan):
-    base = ["eval", MODEL, "--plan", plan, "--data", "fashion-mnist:test", "--samples", "500",
+    base = ["eval", MODEL, "--plan", plan, "--data", "fashion-mnist:test", "--samples", "320",
             "--batch-size", "64", "--metric", "rel_mse", "--metric", "agreement", "--json", "-q"]
     reports = {}
     for nproc in (1, 2):
@@ -113,10 +142,10 @@ def check_eval_equality(d, plan):
         report.pop("seconds")
         reports[nproc] = report
     assert reports[1] == reports[2], reports
-    assert reports[1]["samples"] == 500 and "rel_mse" in reports[1]["metrics"]
+    assert reports[1]["samples"] == 320 and "rel_mse" in reports[1]["metrics"]
     assert read(os.path.join(d, "pred1.npy")) == read(os.path.join(d, "pred2.npy"))
     assert read(os.path.join(d, "out1.npy")) == read(os.path.join(d, "out2.npy"))
-    assert np.load(os.path.join(d, "out2.npy")).shape == (500, 10)
+    assert np.load(os.path.join(d, "out2.npy")).shape == (320, 10)
     print("eval: 2 ranks give the same report, predictions and outputs as one process")
 
 
@@ -138,7 +167,7 @@ def check_faults(d):
             "--dist-timeout", str(DIST_TIMEOUT_S)]
     # a. The last rank's shard holds the bad file: every rank exits 2, naming rank 1 and the file.
     start = time.monotonic()
-    res = finish(spawn_ranks(2, args))
+    res = finish(spawn_ranks(2, args)[0])
     assert time.monotonic() - start < FAULT_BOUND_S
     for r, (code, _, err) in res.items():
         assert code == 2, (r, code, err)
@@ -149,10 +178,14 @@ def check_faults(d):
     assert "s15.npy" in p.stderr, p.stderr
     assert not os.path.exists(out)
     # b. A killed rank: the survivor stops within the bound and names it.
-    slow = ["calibrate", MODEL, "--data", "fashion-mnist:calib", "--batch-size", "8", "-o", out, "-q",
-            "--dist-timeout", str(DIST_TIMEOUT_S)]
-    procs = spawn_ranks(2, slow)
-    time.sleep(3)
+    slow = ["calibrate", MODEL, "--data", "fashion-mnist:calib", "--samples", "1024", "--batch-size", "8",
+            "-o", out, "-q", "--dist-timeout", str(DIST_TIMEOUT_S)]
+    procs, port = spawn_ranks(2, slow)
+    deadline = time.monotonic() + FAULT_BOUND_S
+    while not connected_to(procs[1].pid, port):  # rank 1 has joined: kill it mid-work
+        assert procs[1].poll() is None and time.monotonic() < deadline, "rank 1 never joined"
+        time.sleep(0.1)
+    time.sleep(0.5)
     assert procs[1].poll() is None, "rank 1 ended before it could be killed"
     procs[1].send_signal(signal.SIGKILL)
     start = time.monotonic()
@@ -163,10 +196,17 @@ def check_faults(d):
     assert not os.path.exists(out)
     # c. Rank 1 never starts: the rendezvous ends after --dist-timeout naming it.
     start = time.monotonic()
-    res = finish(spawn_ranks(2, args[:-1] + ["3"], ranks=[0]))
+    res = finish(spawn_ranks(2, args[:-1] + ["3"], ranks=[0])[0])
     assert time.monotonic() - start < FAULT_BOUND_S
     assert res[0][0] == 4 and "rank 1 never joined" in res[0][2], res[0]
     assert not os.path.exists(out)
+    # d. Without the opt-out, torchrun's agent store is refused up front, with the remedy.
+    linked = subprocess.run(["ldd", QK], capture_output=True, text=True).stdout
+    if "libtorch_cpu.so.1." in linked:
+        env = {k: v for k, v in os.environ.items() if k != "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"}
+        p = torchrun(2, args, expect=1, env=env)
+        assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun" in p.stderr, p.stderr
+        assert not os.path.exists(out)
     # 4. --distributed outside a launch: one line, exit 2.
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
     p = run([QK, "calibrate", MODEL, "--data", data, "-o", out, "--distributed"], expect=2, env=env)
