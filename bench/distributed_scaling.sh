@@ -2,12 +2,13 @@
 # Scaling of `quantkit calibrate` under torchrun: 1 process vs N (docs/distributed.md "Scaling").
 # Prints wall time, CPU time (user+sys of all ranks, torchrun's agent included) and each rank's
 # own line (its samples/s, and rank 0's merge + write time).
-# usage: bench/distributed_scaling.sh QUANTKIT [NPROCS...]   (default NPROCS: 1 2)
+# usage: bench/distributed_scaling.sh QUANTKIT [NPROCS...]   (default NPROCS: 1t 1 2)
+#   1t = one process with one compute thread (what each rank of a full machine gets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QK=$(realpath "$1"); shift
 NPROCS=("$@")
-[ ${#NPROCS[@]} -eq 0 ] && NPROCS=(1 2)
+[ ${#NPROCS[@]} -eq 0 ] && NPROCS=(1t 1 2)
 TORCHRUN=.venv-torch/bin/torchrun
 export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1  # libtorch 1.13 build: rank 0 hosts the store
 MODEL=models/zoo/resnet_small.onnx
@@ -24,7 +25,10 @@ measure() {  # label, command...
 }
 measure "torchrun overhead (true)" "$TORCHRUN" --standalone --nproc_per_node=2 --no_python true
 for n in "${NPROCS[@]}"; do
-  if [ "$n" = 1 ]; then
+  if [ "$n" = 1t ]; then
+    measure "1 process, 1 thread" "$QK" "${ARGS[@]}" --threads 1 -o "$out/o1t"
+    grep 'samples/s' "$out/stdout" | sed 's/^/    /'
+  elif [ "$n" = 1 ]; then
     measure "1 process" "$QK" "${ARGS[@]}" -o "$out/o1"
     grep 'samples/s' "$out/stdout" | sed 's/^/    /'
   else

@@ -11,7 +11,8 @@
      that rank and its cause; a killed rank makes the survivor exit non-zero within a bounded
      time naming it; a rank that never starts ends the rendezvous after --dist-timeout; no
      artifact is written in any of them. And under torchrun the failing shard also exits non-zero.
-  4. --distributed without a launch environment is exit 2 with one line.
+  4. --distributed without a launch environment is exit 2 with one line; a subcommand that does
+     not share work (lint here) refuses a launch with exit 3.
 argv: quantkit binary, repository root, torchrun.
 """
 import json
@@ -207,6 +208,10 @@ def check_faults(d):
         p = torchrun(2, args, expect=1, env=env)
         assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun" in p.stderr, p.stderr
         assert not os.path.exists(out)
+    # e. Subcommands that do not share work refuse a launch instead of running N copies.
+    res = finish(spawn_ranks(2, ["lint", MODEL])[0])
+    for r, (code, _, err) in res.items():
+        assert code == 3 and f"this is rank {r} of 2" in err, (r, code, err)
     # 4. --distributed outside a launch: one line, exit 2.
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
     p = run([QK, "calibrate", MODEL, "--data", data, "-o", out, "--distributed"], expect=2, env=env)

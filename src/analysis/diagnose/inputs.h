@@ -1,0 +1,73 @@
+// Model-input statistics for `quantkit diagnose` and the preprocessing checks built on them:
+// value scale (0-1, 0-255, normalized), per-channel mean/std, constant/duplicated samples, random
+// data (no spatial correlation), NHWC data reinterpreted as NCHW, and comparisons between the
+// calibration set, a reference set and a declared expectation (scale, shift, channel order).
+// Everything is computed from the batches as the data source delivers them — no model run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "analysis/diagnose/stats.h"
+#include "ir/tensor.h"
+#include "quantkit/status.h"
+
+namespace quantkit::analysis {
+
+struct InputStats {
+  std::string input;
+  int64_t samples = 0;
+  std::vector<int64_t> sample_dims;  // without the batch dimension
+  int64_t channel_axis = -1;         // in sample_dims; -1: single channel
+  double mean = 0, std = 0, min = 0, max = 0;
+  std::vector<double> channel_mean, channel_std;
+  // Medians over the non-constant samples: Pearson correlation of horizontally adjacent values,
+  // excess kurtosis of the sample's values, mean |x[w] - x[w+1]| and |x[w] - x[w+C]|.
+  double lag1_corr = 0, kurtosis = 0, lag1_absdiff = 0, lagc_absdiff = 0;
+  int64_t constant_samples = 0, duplicate_samples = 0;
+  std::vector<double> sample_mean, sample_std;  // one per sample (outlier detection)
+  std::string scale;  // "0-1", "0-255", "normalized", "other" ("" for an expectation)
+};
+
+class InputStatsAccumulator {
+ public:
+  explicit InputStatsAccumulator(std::string input) { stats_.input = std::move(input); }
+  // A float32 batch [B, ...] of this input (other dtypes are ignored: ids, masks).
+  Status Add(const ir::Tensor& batch);
+  InputStats Finalize() const;
+
+ private:
+  InputStats stats_;
+  std::vector<double> ch_sum_, ch_sumsq_;
+  std::vector<int64_t> ch_count_;
+  std::vector<double> lag1_corr_, kurtosis_, lag1_absdiff_, lagc_absdiff_;
+  std::unordered_map<size_t, int64_t> hashes_;
+  double min_ = 0, max_ = 0;
+  bool any_ = false;
+};
+
+// --expect: "range=LO:HI", "mean=M[/M2/M3],std=S[/S2/S3]" (per channel), or both, comma-separated.
+// mean/std are those of the tensor the model receives (after any normalization).
+struct InputExpectation {
+  bool has_range = false;
+  double lo = 0, hi = 0;
+  std::vector<double> mean, std;
+  bool empty() const { return !has_range && mean.empty() && std.empty(); }
+};
+Result<InputExpectation> ParseExpectation(const std::string& text);
+
+// "0-1", "0-255", "normalized" or "other" from a set's range and moments.
+std::string ClassifyScale(double min, double max, double mean, double std);
+
+// Findings about one set on its own (constant/duplicated samples, random data, swapped layout).
+void CheckInputSet(const InputStats& s, const std::string& set_label, std::vector<Finding>* out);
+// Findings comparing `data` (e.g. calibration) with `ref` (reference data or an expectation):
+// scale, normalization, shift and channel order.
+void CompareInputSets(const InputStats& data, const std::string& data_label, const InputStats& ref,
+                      const std::string& ref_label, std::vector<Finding>* out);
+void CheckExpectation(const InputStats& data, const std::string& data_label,
+                      const InputExpectation& expect, std::vector<Finding>* out);
+
+}  // namespace quantkit::analysis

@@ -1,0 +1,75 @@
+// `quantkit calibrate`: one streaming pass of real data through the FP32 model, statistics for
+// every activation TensorRT will quantize (passes/qdq_placement.h), a QuantPlan from the chosen
+// method, and TensorRT's artifacts written atomically into the output directory:
+//
+//   model.qdq.onnx   Q/DQ model for explicit quantization (TensorRT >= 8; the primary output)
+//   calib.cache      implicit-calibration cache  TRT-<version>-<calibrator>  (TensorRT <= 10, DLA)
+//   ranges.txt       sampleINT8API dynamic ranges  <tensor>:<amax>
+//   plan.json        the QuantPlan with provenance (every scale, source and exclusion reason)
+//   summary.txt      what was quantized, excluded and why; warnings
+//
+// Memory stays flat in the number of samples: collectors keep O(bins) per tensor, never the
+// activations. --stats writes the statistics (.qkstats); --from-stats skips the model run and
+// merges shards, giving exactly the plan one pass over all their data would give.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pipelines/distributed.h"
+#include "formats/qkstats.h"
+#include "formats/trt_cache.h"
+#include "passes/qdq_placement.h"
+#include "quant/plan.h"
+#include "quant/tensor_calib.h"
+#include "data/image_options.h"
+#include "quantkit/status.h"
+
+namespace quantkit::pipelines {
+
+// Statistics of one calibration pass kept in memory, so several methods can be computed from it
+// (calibrate --compare-methods): the first Calibrate() fills it, later ones skip the model run.
+struct SharedStats {
+  formats::StatsFile stats;
+  std::string data_description, data_fingerprint;
+  int64_t samples = 0;
+  bool filled = false;
+};
+
+struct CalibrateOptions {
+  std::string model;
+  std::string data;            // data::OpenSource spec; empty with from_stats
+  data::ImageOptions image;    // preprocessing declared for an image-folder --data
+  int64_t samples = 0;         // 0: all the data holds
+  int64_t batch_size = 32;
+  quant::MethodRequest method; // default: max
+  // Per-tensor overrides by tensor name or by the op type of the tensor's consumer.
+  std::map<std::string, quant::MethodRequest> method_overrides;
+  passes::PlacementOptions placement;
+  std::string output_dir;      // empty: compute the plan only
+  std::string stats_out;       // write .qkstats
+  std::vector<std::string> from_stats;
+  formats::TrtCacheWriteOptions cache;
+  bool progress = true;        // bar on a terminal (quiet when piped regardless)
+  SharedStats* shared_stats = nullptr;  // not owned; see SharedStats
+  // Under torchrun/srun/a PyTorchJob each rank collects its shard, rank 0 merges exactly and
+  // writes everything (analysis/distributed.h); other ranks write nothing.
+  DistributedOptions distributed;
+};
+
+struct CalibrateResult {
+  quant::QuantPlan plan;
+  std::vector<std::string> written;
+  std::vector<std::string> warnings;
+  std::string summary;         // the summary.txt text
+  int64_t samples = 0;
+  double seconds = 0.0;
+  int64_t peak_rss_bytes = 0;
+  RankReport rank;             // this process's part (rank 0 of 1 without a launch)
+};
+
+Result<CalibrateResult> Calibrate(const CalibrateOptions& options);
+
+}  // namespace quantkit::pipelines

@@ -1,0 +1,46 @@
+// `quantkit calibrate --compare-methods`: what users do by hand today — calibrate with every
+// method, evaluate each plan on held-out data, keep the best.
+//
+// One statistics pass (pipelines/calibrate.h SharedStats: the collectors keep histograms, so
+// quant::AmaxFromCollector recomputes any method without re-running the model), one plan per
+// method, each simulated (analysis/simulate.h) on the holdout split against cached FP32 outputs.
+// The best method (lowest loss of the metric vs FP32; ties: lowest output relative MSE) gets its
+// artifacts written to the output directory, as a plain `calibrate` with that method would.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipelines/calibrate.h"
+#include "quant/tensor_calib.h"
+#include "quantkit/status.h"
+
+namespace quantkit::pipelines {
+
+struct CompareMethodsOptions {
+  CalibrateOptions calibrate;              // data, placement, output_dir...; method is ignored
+  std::vector<quant::MethodRequest> methods;  // empty: max, entropy, percentile:99.99, mse
+  std::string holdout;                     // empty: fashion-mnist:val for fashion-mnist data
+  int64_t holdout_samples = 0;
+  std::string metric;                      // empty: top1 with labels, else agreement
+};
+
+struct MethodScore {
+  std::string method;
+  double value = 0, loss = 0, rel_mse = 0, sqnr_db = 0, agreement = 0;
+};
+
+struct CompareMethodsResult {
+  std::string metric, holdout;
+  double fp32_value = 0;
+  std::vector<MethodScore> scores;  // in the order tried
+  std::string best;
+  CalibrateResult best_result;      // the artifacts of the best method
+  double seconds = 0;
+};
+
+Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options);
+std::string FormatCompareMethods(const CompareMethodsResult& r);
+std::string CompareMethodsJson(const CompareMethodsResult& r);
+
+}  // namespace quantkit::pipelines

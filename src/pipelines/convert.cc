@@ -1,0 +1,286 @@
+#include "pipelines/convert.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "common/check.h"
+#include "analysis/model_loading.h"
+#include "formats/plan_files.h"
+#include "formats/ranges.h"
+#include "onnx/export.h"
+#include "passes/extract_qdq.h"
+#include "passes/insert_qdq.h"
+#include "passes/qdq_pairs.h"
+#include "passes/qop_to_qdq.h"
+#include "passes/strip_qdq.h"
+
+namespace quantkit::pipelines {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Per Q/DQ unit (keyed as ExtractQdqPlan keys the plan), the cost of the symmetric-int8 rule;
+// only units whose grid changes are listed. Units extract cannot read are skipped (it notes them).
+std::vector<ConversionCost> ConversionCosts(const ir::Graph& graph) {
+  std::map<std::string, ConversionCost> by_name;
+  for (const passes::QdqUnit& u : passes::FindQdqUnits(graph)) {
+    if (!u.constant_params || u.scale.empty()) continue;
+    ConversionCost cost;
+    cost.tensor = u.q ? u.x->name() : u.y->name();
+    cost.role = u.weight ? quant::TensorRole::kWeight : quant::TensorRole::kActivation;
+    cost.source_dtype = std::string(ir::DTypeName(u.quant_dtype));
+    cost.channels = static_cast<int64_t>(u.scale.size());
+    bool ok = true;
+    for (size_t c = 0; c < u.scale.size() && ok; ++c) {
+      const int32_t z = c < u.zero_point.size() ? u.zero_point[c] : 0;
+      Result<quant::SymmetricConversion> r = quant::ToSymmetricInt8(u.scale[c], z, u.quant_dtype);
+      ok = r.ok();
+      if (ok && (c == 0 || r->bits_lost > cost.worst.bits_lost)) {
+        cost.worst = *r;
+        cost.zero_point = z;
+      }
+    }
+    if (ok && cost.worst.changed) by_name[cost.tensor] = cost;
+  }
+  std::vector<ConversionCost> out;
+  for (auto& [name, c] : by_name) out.push_back(std::move(c));
+  return out;
+}
+
+std::string Stem(const std::string& path) {
+  fs::path p(path);
+  return (p.parent_path() / p.stem()).string();
+}
+
+}  // namespace
+
+// Weighted ops none of whose activation inputs are quantized, plus the plan's float-kept nodes:
+// the layers TensorRT should keep in higher precision. An input counts as quantized when the plan
+// quantizes it (a float graph) or when a DequantizeLinear of a non-constant produces it (a Q/DQ
+// graph, where the op reads the DQ output, a name the plan does not hold; a DQ of a constant is
+// a weight).
+std::string LayerPrecisions(const ir::Graph& graph, const quant::QuantPlan& plan,
+                            const std::string& precision) {
+  auto quantized_activation = [&](const ir::Value* in) {
+    if (!in) return false;
+    const quant::TensorQuant* t = plan.Find(in->name());
+    if (t && t->quantized && t->role == quant::TensorRole::kActivation) return true;
+    const ir::Node* p = in->producer();
+    if (!p || p->op_type() != "DequantizeLinear" || p->inputs().empty()) return false;
+    const ir::Value* x = p->inputs()[0];
+    return x != nullptr && !x->is_constant();
+  };
+  std::set<std::string> layers;
+  for (const auto& [node, reason] : plan.float_nodes) layers.insert(node);
+  for (const ir::Node* n : graph.nodes()) {
+    const std::string& op = n->op_type();
+    if (op != "Conv" && op != "ConvTranspose" && op != "Gemm" && op != "MatMul") continue;
+    bool quantized = false;
+    for (const ir::Value* in : n->inputs()) quantized |= quantized_activation(in);
+    if (!quantized && !n->name.empty()) layers.insert(n->name);
+  }
+  std::string out;
+  for (const std::string& l : layers) out += (out.empty() ? "" : ",") + l + ":" + precision;
+  return out;
+}
+
+std::string DescribeCost(const ConversionCost& c) {
+  const quant::SymmetricConversion& w = c.worst;
+  std::string out = fmt::format(
+      "{} ({}{}): {} zp {} [{:.6g}, {:.6g}] step {:.6g} -> int8 step {:.6g}: x{:.3f} step, {:.2f} "
+      "bits lost, {:.1f}% of int8 codes unused, {:.1f}% of the old range clipped",
+      c.tensor, quant::TensorRoleName(c.role),
+      c.channels > 1 ? fmt::format(", worst of {} channels", c.channels) : "", c.source_dtype,
+      c.zero_point, w.lo, w.hi, w.scale_from, w.scale_to, w.scale_ratio, w.bits_lost,
+      100.0 * w.wasted_share, 100.0 * w.clipped_share);
+  if (w.sign_bit_wasted) {
+    out += "; sign bit wasted: the range is non-negative (e.g. after Relu), symmetric int8 "
+           "spends 1 bit on negatives that never occur";
+  }
+  return out;
+}
+
+std::string ConvertResultJson(const ConvertResult& r) {
+  nlohmann::json costs = nlohmann::json::array();
+  for (const ConversionCost& c : r.costs) {
+    const quant::SymmetricConversion& w = c.worst;
+    costs.push_back({{"tensor", c.tensor},
+                     {"role", quant::TensorRoleName(c.role)},
+                     {"source_dtype", c.source_dtype},
+                     {"zero_point", c.zero_point},
+                     {"channels", c.channels},
+                     {"lo", w.lo},
+                     {"hi", w.hi},
+                     {"scale_from", w.scale_from},
+                     {"scale_to", w.scale_to},
+                     {"amax", w.amax},
+                     {"scale_ratio", w.scale_ratio},
+                     {"bits_lost", w.bits_lost},
+                     {"wasted_share", w.wasted_share},
+                     {"clipped_share", w.clipped_share},
+                     {"sign_bit_wasted", w.sign_bit_wasted}});
+  }
+  nlohmann::json j{{"written", r.written},
+                   {"messages", r.messages},
+                   {"layer_precisions", r.layer_precisions},
+                   {"integer_ops", r.integer_ops},
+                   {"dynamic_tensors", r.dynamic_tensors},
+                   {"conversion_costs", costs}};
+  return j.dump(1) + "\n";
+}
+
+Result<ConvertResult> Convert(const ConvertOptions& options) {
+  QK_ASSIGN_OR_RETURN(formats::ArtifactKind in_kind, formats::ArtifactKindFromPath(options.input));
+  QK_ASSIGN_OR_RETURN(formats::ArtifactKind out_kind, formats::ArtifactKindFromPath(options.output));
+  QK_RETURN_IF_NOT(fs::absolute(options.input) != fs::absolute(options.output),
+                   StatusCode::kInvalidArgument, "{}: input and output are the same file; inputs "
+                   "are never modified", options.input);
+  ConvertResult result;
+
+  if (in_kind == formats::ArtifactKind::kOnnx) {
+    QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.input));
+    QK_ASSIGN_OR_RETURN(int normalized, passes::NormalizeTorchQdq(model));
+    if (normalized) {
+      result.messages.push_back(fmt::format(
+          "folded {} no-op Casts / constant zero points of a PyTorch export", normalized));
+    }
+    if (passes::HasIntegerOps(*model.graph)) {
+      // QOperator model: rewrite to Q/DQ, then everything below applies unchanged.
+      QK_ASSIGN_OR_RETURN(passes::QopReport qop, passes::QOperatorToQdq(model));
+      result.integer_ops = true;
+      result.dynamic_tensors = qop.dynamic_tensors;
+      result.messages.push_back(fmt::format(
+          "integer-operator model: {} integer ops and {} shape ops on integer tensors rewritten "
+          "to float ops with Q/DQ; {} Relus restored (fused into an output range starting at 0)",
+          qop.nodes_converted, qop.passthrough_nodes, qop.relus_restored));
+      for (const std::string& note : qop.notes) result.messages.push_back("warning: " + note);
+    }
+    result.costs = ConversionCosts(*model.graph);
+    passes::ExtractReport report;
+    QK_ASSIGN_OR_RETURN(quant::QuantPlan plan,
+                        passes::ExtractQdqPlan(*model.graph, {}, &report));
+    // DynamicQuantizeLinear computes its scale per batch: nothing static to put in the plan.
+    for (const std::string& name : result.dynamic_tensors) {
+      if (plan.Find(name)) continue;
+      quant::TensorQuant t;
+      t.tensor = name;
+      t.quantized = false;
+      t.reason = "quantized dynamically (DynamicQuantizeLinear): no static scale; calibrate the "
+                 "float model (quantkit calibrate) to quantize it for TensorRT";
+      t.source = "dynamic";
+      plan.tensors[name] = t;
+    }
+    QK_RETURN_IF_NOT(report.activations + report.weights > 0, StatusCode::kInvalidArgument,
+                     "{}: no QuantizeLinear/DequantizeLinear to extract (to quantize a float model "
+                     "use 'quantkit calibrate', or give a cache and --model)",
+                     options.input);
+    plan.provenance.data_description = "extracted from " + options.input;
+    result.messages.push_back(fmt::format(
+        "extracted {} activation and {} weight scales, {} propagated, {} converted from asymmetric",
+        report.activations, report.weights, report.propagated, report.converted_asymmetric));
+    for (const std::string& note : report.notes) result.messages.push_back("warning: " + note);
+    if (!result.dynamic_tensors.empty()) {
+      result.messages.push_back(fmt::format(
+          "{} activations are quantized dynamically (no static scale; marked not quantized in the "
+          "plan — calibrate the float model for them)", result.dynamic_tensors.size()));
+    }
+    if (!result.costs.empty()) {
+      const auto sign = std::count_if(result.costs.begin(), result.costs.end(),
+                                      [](const ConversionCost& c) { return c.worst.sign_bit_wasted; });
+      result.messages.push_back(fmt::format(
+          "{} tensors converted from asymmetric to symmetric int8 ({} lose the sign bit):",
+          result.costs.size(), sign));
+      for (const ConversionCost& c : result.costs) result.messages.push_back("  " + DescribeCost(c));
+    }
+    if (out_kind == formats::ArtifactKind::kOnnx) {
+      QK_ASSIGN_OR_RETURN(passes::StripReport strip, passes::StripQdq(model));
+      result.messages.push_back(fmt::format(
+          "stripped {} Q/DQ pairs, dequantized {} stored weights, {} left in place",
+          strip.pairs_removed, strip.weights_dequantized, strip.left_in_place));
+      if (options.qdq_output) {
+        // Re-insert symmetric int8 Q/DQ: TensorRT's recipe by default (lint-clean placements,
+        // the plan's scales), or exactly where the source quantized (--placement plan).
+        std::vector<passes::QdqSite> sites;
+        if (options.placement_from_plan) {
+          sites = passes::SitesFromPlan(*model.graph, plan);
+        } else {
+          QK_ASSIGN_OR_RETURN(sites, passes::FindQdqSites(*model.graph, options.placement));
+        }
+        QK_RETURN_IF_NOT(!sites.empty(), StatusCode::kInvalidArgument,
+                         "{}: no quantized tensor to place Q/DQ on", options.input);
+        QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.graph, sites, &plan));
+        QK_ASSIGN_OR_RETURN(passes::InsertQdqReport ins, passes::InsertQdq(model, plan, sites));
+        result.messages.push_back(fmt::format(
+            "inserted {} activation and {} weight symmetric int8 Q/DQ pairs; {} sites left in float",
+            ins.activation_pairs, ins.weight_pairs, ins.skipped.size()));
+        for (const std::string& s : ins.skipped) result.messages.push_back("  float: " + s);
+      }
+      QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, options.output));
+      result.written.push_back(options.output);
+      const std::string stem = Stem(options.output);
+      QK_RETURN_IF_ERROR(formats::WriteTrtCache(stem + ".cache", plan, options.cache));
+      QK_RETURN_IF_ERROR(formats::WritePlanJson(stem + ".plan.json", plan));
+      QK_RETURN_IF_ERROR(formats::WriteRangesText(stem + ".ranges.txt", plan));
+      result.written.insert(result.written.end(),
+                            {stem + ".cache", stem + ".plan.json", stem + ".ranges.txt"});
+    } else {
+      QK_RETURN_IF_ERROR(formats::WritePlanFile(options.output, out_kind, plan, options.cache));
+      result.written.push_back(options.output);
+    }
+    result.layer_precisions = LayerPrecisions(*model.graph, plan, options.float_precision);
+    return result;
+  }
+
+  QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, formats::ReadPlanFile(options.input, in_kind));
+  if (out_kind != formats::ArtifactKind::kOnnx) {
+    QK_RETURN_IF_ERROR(formats::WritePlanFile(options.output, out_kind, plan, options.cache));
+    result.written.push_back(options.output);
+    result.messages.push_back(fmt::format("{} tensors ({} quantized)", plan.tensors.size(),
+                                          plan.NumQuantized()));
+    return result;
+  }
+  QK_RETURN_IF_NOT(!options.model.empty(), StatusCode::kInvalidArgument,
+                   "writing a Q/DQ model from {} needs the float model: --model FLOAT.onnx",
+                   options.input);
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.model));
+  int unmatched = 0;
+  for (const auto& [name, t] : plan.tensors) {
+    if (!model.graph->FindValue(name)) ++unmatched;
+  }
+  if (unmatched) {
+    result.messages.push_back(fmt::format(
+        "warning: {} of {} plan tensors match no tensor of {} (names must match the model)",
+        unmatched, plan.tensors.size(), options.model));
+  }
+  std::vector<passes::QdqSite> sites;
+  if (options.placement_from_plan) {
+    sites = passes::SitesFromPlan(*model.graph, plan);
+    QK_RETURN_IF_NOT(!sites.empty(), StatusCode::kInvalidArgument,
+                     "{}: no entry extracted from a Q/DQ model matches a tensor of {} (use the "
+                     "default --placement tensorrt for calibrated plans)",
+                     options.input, options.model);
+  } else {
+    // A fallback plan's float-kept nodes get no Q/DQ (as `quantkit fallback` simulated them).
+    passes::PlacementOptions placement = options.placement;
+    for (const auto& [node, reason] : plan.float_nodes) placement.exclude_nodes.insert(node);
+    QK_ASSIGN_OR_RETURN(sites, passes::FindQdqSites(*model.graph, placement));
+  }
+  QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.graph, sites, &plan));
+  // Before insertion: afterwards the weighted ops read *_dequantized values the plan does not name.
+  result.layer_precisions = LayerPrecisions(*model.graph, plan, options.float_precision);
+  QK_ASSIGN_OR_RETURN(passes::InsertQdqReport ins, passes::InsertQdq(model, plan, sites));
+  result.messages.push_back(fmt::format("inserted {} activation and {} weight Q/DQ pairs; {} sites "
+                                        "left in float",
+                                        ins.activation_pairs, ins.weight_pairs, ins.skipped.size()));
+  for (const std::string& s : ins.skipped) result.messages.push_back("  float: " + s);
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, options.output));
+  result.written.push_back(options.output);
+  return result;
+}
+
+}  // namespace quantkit::pipelines

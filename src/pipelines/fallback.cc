@@ -1,0 +1,154 @@
+#include "pipelines/fallback.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "pipelines/convert.h"
+#include "analysis/model_loading.h"
+#include "common/check.h"
+#include "common/file_util.h"
+#include "common/progress.h"
+#include "formats/ranges.h"
+#include "onnx/export.h"
+
+namespace quantkit::pipelines {
+namespace {
+
+namespace fs = std::filesystem;
+
+quant::QuantPlan WithFloatNodes(const quant::QuantPlan& plan, const FloatSet& nodes, const std::string& reason) {
+  quant::QuantPlan p = plan;
+  for (const std::string& n : nodes) p.float_nodes.emplace(n, reason);
+  return p;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> FallbackCandidates(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan) {
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(evaluator.options().model));
+  QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
+                      analysis::SimulationSites(*model.graph, plan, evaluator.options().simulation));
+  quant::QuantPlan full = plan;
+  QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.graph, sites, &full));
+  std::vector<std::string> nodes;
+  for (const passes::QdqSite& s : sites) {
+    const quant::TensorQuant* t = full.Find(s.tensor);
+    if (!t || !t->quantized || s.consumer->name.empty() || plan.float_nodes.count(s.consumer->name)) continue;
+    if (std::find(nodes.begin(), nodes.end(), s.consumer->name) == nodes.end()) nodes.push_back(s.consumer->name);
+  }
+  return nodes;
+}
+
+Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan, analysis::Metric* metric,
+                                   const FallbackOptions& options) {
+  FallbackResult r;
+  r.metric = metric->name();
+  QK_ASSIGN_OR_RETURN(analysis::TrialResult fp32, evaluator.EvaluateFp32({metric}));
+  r.fp32_value = fp32.metrics.at(r.metric);
+  r.full_eval_seconds = evaluator.fp32_seconds();
+  QK_ASSIGN_OR_RETURN(std::vector<std::string> candidates, FallbackCandidates(evaluator, plan));
+
+  std::map<FloatSet, double> values;  // metric value per evaluated set, for the report
+  Progress progress("fallback", 0, "trials");
+  LossFn loss = [&](const FloatSet& set) -> Result<double> {
+    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator.EvaluatePlan(WithFloatNodes(plan, set, "fallback trial"), {metric}));
+    const double v = t.metrics.at(r.metric);
+    values[set] = v;
+    progress.Advance(1);
+    return metric->Loss(v, r.fp32_value);
+  };
+  QK_ASSIGN_OR_RETURN(r.search, SearchFallback(candidates, loss, {options.budget, options.max_float_layers}));
+  progress.Finish();
+  r.int8_value = values.at({});
+  r.final_value = values.at(r.search.float_layers);
+  r.trial_seconds = r.search.evaluations ? r.search.seconds / r.search.evaluations : 0;
+
+  // The final plan: each float node with the accuracy it recovers alone.
+  r.plan = plan;
+  for (const std::string& n : r.search.float_layers) {
+    double gain = 0;
+    for (const RankedLayer& l : r.search.ranking) {
+      if (l.layer == n) gain = l.gain;
+    }
+    r.plan.float_nodes[n] = fmt::format("fallback: {} loss {:.4g} -> {:.4g} with this node alone in float "
+                                        "(budget {})",
+                                        r.metric, r.search.baseline_loss, r.search.baseline_loss - gain, options.budget);
+  }
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(evaluator.options().model));
+  QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
+                      analysis::SimulationSites(*model.graph, r.plan, evaluator.options().simulation));
+  QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.graph, sites, &r.plan));
+  r.layer_precisions = LayerPrecisions(*model.graph, r.plan, options.float_precision);
+  if (options.output_dir.empty()) return r;
+
+  std::error_code ec;
+  fs::create_directories(options.output_dir, ec);
+  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}", options.output_dir,
+                   ec.message());
+  const fs::path dir(options.output_dir);
+  QK_RETURN_IF_ERROR(passes::InsertQdq(model, r.plan, sites).status());
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, (dir / "model.qdq.onnx").string()));
+  QK_RETURN_IF_ERROR(formats::WritePlanJson((dir / "plan.json").string(), r.plan));
+  QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "layer_precisions.txt").string(), r.layer_precisions + "\n"));
+  for (const char* f : {"model.qdq.onnx", "plan.json", "layer_precisions.txt", "fallback.json"}) {
+    r.written.push_back((dir / f).string());
+  }
+  QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "fallback.json").string(), FallbackJson(r) + "\n"));
+  return r;
+}
+
+std::string FormatFallback(const FallbackResult& r) {
+  const FallbackSearchResult& s = r.search;
+  std::string out = fmt::format("metric {}: FP32 {:.4f}, INT8 {:.4f} (loss {:.4g}), with fallback {:.4f} (loss {:.4g})\n",
+                                r.metric, r.fp32_value, r.int8_value, s.baseline_loss, r.final_value, s.loss);
+  out += "ranking (loss with the node alone in float):\n";
+  for (size_t i = 0; i < s.ranking.size() && i < 10; ++i) {
+    out += fmt::format("  {:>2}. {:<32} loss {:.4g} (gain {:+.4g})\n", i + 1, s.ranking[i].layer,
+                       s.ranking[i].loss_alone, s.ranking[i].gain);
+  }
+  out += "steps:\n";
+  for (const SearchStep& st : s.steps) {
+    if (st.phase == "rank") continue;
+    out += fmt::format("  {:<8} {:<32} -> {} float, loss {:.4g}{} ({:.2f} s)\n", st.phase, st.layer,
+                       st.float_layers.size(), st.loss, st.accepted ? " accepted" : "", st.seconds);
+  }
+  out += fmt::format("{}: {} layer(s) in float:", s.within_budget ? "within budget" : "NOT within budget",
+                     s.float_layers.size());
+  for (const std::string& l : s.float_layers) out += " " + l;
+  out += fmt::format("\n--layerPrecisions={}\n", r.layer_precisions);
+  out += fmt::format("search: {} trials in {:.2f} s ({:.3f} s per trial; one FP32 pass {:.3f} s)\n", s.evaluations,
+                     s.seconds, r.trial_seconds, r.full_eval_seconds);
+  for (const std::string& w : r.written) out += "wrote " + w + "\n";
+  return out;
+}
+
+std::string FallbackJson(const FallbackResult& r) {
+  const FallbackSearchResult& s = r.search;
+  nlohmann::json ranking = nlohmann::json::array(), steps = nlohmann::json::array();
+  for (const RankedLayer& l : s.ranking) ranking.push_back({{"node", l.layer}, {"loss_alone", l.loss_alone}, {"gain", l.gain}});
+  for (const SearchStep& st : s.steps) {
+    steps.push_back({{"phase", st.phase}, {"node", st.layer}, {"float_nodes", st.float_layers}, {"loss", st.loss},
+                     {"accepted", st.accepted}, {"seconds", st.seconds}});
+  }
+  nlohmann::json j{{"metric", r.metric},
+                   {"fp32", r.fp32_value},
+                   {"int8", r.int8_value},
+                   {"final", r.final_value},
+                   {"baseline_loss", s.baseline_loss},
+                   {"loss", s.loss},
+                   {"within_budget", s.within_budget},
+                   {"float_nodes", s.float_layers},
+                   {"layer_precisions", r.layer_precisions},
+                   {"ranking", ranking},
+                   {"steps", steps},
+                   {"trials", s.evaluations},
+                   {"search_seconds", s.seconds},
+                   {"trial_seconds", r.trial_seconds},
+                   {"fp32_pass_seconds", r.full_eval_seconds}};
+  return j.dump(1);
+}
+
+}  // namespace quantkit::pipelines

@@ -1,0 +1,56 @@
+// `quantkit fallback`: the smallest set of layers to keep in float so that the INT8 simulation of
+// a plan comes within a budget of FP32 (pipelines/fallback_search.h on real trials).
+//
+// Candidates are the nodes that read a quantized tensor (what TensorRT can keep in higher
+// precision). A trial keeps a set of nodes in float (plan.float_nodes -> their Q/DQ sites are not
+// inserted) and runs the simulation over the evaluator's cached data, against cached FP32
+// outputs. The loss is the metric's Loss() against FP32: top-1 points with labels, agreement
+// points (100 x share of changed argmaxes) or relative output MSE without.
+//
+// Outputs (written atomically into output_dir when set):
+//   plan.json            the plan with plan.float_nodes (each with its reason)
+//   model.qdq.onnx       the Q/DQ model of that plan
+//   layer_precisions.txt trtexec --layerPrecisions value (float-kept layers)
+//   fallback.json        the search: ranking, every step with its loss and wall time, timings
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pipelines/fallback_search.h"
+#include "analysis/metrics.h"
+#include "analysis/plan_eval.h"
+#include "quant/plan.h"
+#include "quantkit/status.h"
+
+namespace quantkit::pipelines {
+
+struct FallbackOptions {
+  double budget = 0.5;
+  int max_float_layers = 0;
+  std::string output_dir;
+  std::string float_precision = "fp16";
+};
+
+struct FallbackResult {
+  FallbackSearchResult search;
+  quant::QuantPlan plan;  // with float_nodes
+  std::string metric;
+  double fp32_value = 0, int8_value = 0, final_value = 0;
+  double full_eval_seconds = 0;  // one FP32 pass over the data (not repeated by trials)
+  double trial_seconds = 0;      // mean wall time of a trial
+  std::string layer_precisions;
+  std::vector<std::string> written;
+};
+
+// Candidate layers of a plan: named nodes reading a quantized tensor, topological order.
+Result<std::vector<std::string>> FallbackCandidates(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan);
+
+Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan, analysis::Metric* metric,
+                                   const FallbackOptions& options);
+
+std::string FormatFallback(const FallbackResult& r);
+std::string FallbackJson(const FallbackResult& r);
+
+}  // namespace quantkit::pipelines
