@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -9,6 +10,7 @@
 #include <unordered_set>
 
 #include "analysis/collect_pass.h"
+#include "analysis/diagnose_stats.h"
 #include "analysis/model_loading.h"
 #include "common/check.h"
 #include "common/file_util.h"
@@ -27,6 +29,10 @@ namespace quantkit::analysis {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A non-max method that clips more than this share of a tensor's values is reported: diagnose's
+// entropy_clips threshold, the level at which the issue-20 models lost their accuracy.
+constexpr double kClipWarnShare = 0.01;
 
 // Runs the data through the model once, filling one collector per activation.
 Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
@@ -62,6 +68,26 @@ const quant::MethodRequest& MethodFor(const std::string& tensor, const std::stri
   return options.method;
 }
 
+// "3 Conv, 1 Gemm" for the weighted ops that sit in control-flow bodies ("" when none): the user
+// must hear that they were left in float rather than see "0 activations" and no reason.
+std::string WeightedOpsInSubgraphs(ir::Graph& graph, const passes::PlacementOptions& placement) {
+  std::map<std::string, int> counts;
+  for (ir::Node* node : graph.nodes()) {
+    for (ir::Attribute& attr : node->attributes()) {
+      for (auto& sub : attr.graphs) {
+        ir::ForEachGraph(*sub, [&](ir::Graph& g) {
+          for (const ir::Node* n : g.nodes()) {
+            if (placement.weighted_op_types.count(n->op_type())) ++counts[n->op_type()];
+          }
+        });
+      }
+    }
+  }
+  std::string out;
+  for (const auto& [op, n] : counts) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n, op);
+  return out;
+}
+
 std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
                       const passes::InsertQdqReport* inserted) {
   std::string s = fmt::format("quantkit {} calibrate\nmodel: {}\ndata: {}\nmethod: {}\n",
@@ -93,6 +119,7 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
     for (const auto& o : options.placement.exclude_op_types) s += " op " + o;
     s += "\n";
   }
+  for (const std::string& n : r.notes) s += "note: " + n + "\n";
   for (const std::string& w : r.warnings) s += "warning: " + w + "\n";
   if (r.samples > 0) {
     s += fmt::format("{} samples in {:.2f} s ({:.1f} samples/s), peak RSS {}\n", r.samples, r.seconds,
@@ -114,7 +141,13 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   CalibrateResult result;
   QK_ASSIGN_OR_RETURN(std::string model_sha, Sha256OfFile(options.model));
-  QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
+  onnx_io::OpsetUpgrade upgrade;
+  QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model, &upgrade));
+  if (upgrade.upgraded()) {
+    result.notes.push_back(fmt::format("model upgraded from opset {} to {} (onnx version converter, "
+                                       "in memory; the file is unchanged)",
+                                       upgrade.from, upgrade.to));
+  }
   // A model that already holds Q/DQ (a QAT export) would get a second quantization stacked on
   // its own; its scales are the plan, which `convert` extracts.
   int64_t qdq_nodes = 0;
@@ -128,6 +161,11 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
                    options.model, qdq_nodes);
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
                       passes::FindQdqSites(*model.graph, options.placement));
+  if (std::string inside = WeightedOpsInSubgraphs(*model.graph, options.placement); !inside.empty()) {
+    result.warnings.push_back(fmt::format(
+        "{} inside If/Loop/Scan bodies stay in float: Q/DQ placement covers the main graph only{}",
+        inside, sites.empty() ? " (nothing else to quantize: 0 activations)" : ""));
+  }
   const std::vector<std::string> activations = passes::ActivationTensors(sites);
   std::map<std::string, std::string> consumer_op;
   for (const passes::QdqSite& s : sites) consumer_op.emplace(s.tensor, s.consumer->op_type());
@@ -159,6 +197,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
 
   // Plan: activations from the statistics, weights per channel from the initializers.
   quant::QuantPlan& plan = result.plan;
+  std::vector<std::pair<double, std::string>> clipping;  // (share clipped, tensor), non-max methods
   plan.provenance = {model_sha, data_description, data_fingerprint,
                      quant::MethodLabel(options.method), QUANTKIT_VERSION, result.samples};
   for (const std::string& name : activations) {
@@ -171,6 +210,10 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
     const quant::RangeStats& range = it->second.range();
     const quant::MethodRequest& method = MethodFor(name, consumer_op[name], options);
     QK_ASSIGN_OR_RETURN(quant::CalibResult amax, quant::AmaxFromCollector(it->second, method));
+    if (method.method != quant::CalibMethod::kMax && amax.amax > 0) {
+      const double share = ShareAbove(it->second.histogram(), amax.amax);
+      if (share > kClipWarnShare) clipping.emplace_back(share, name);
+    }
     quant::TensorQuant& t = plan.SetActivationAmax(name, amax.amax, quant::MethodLabel(method));
     const int64_t nonfinite = range.nan_count + range.posinf_count + range.neginf_count;
     if (nonfinite > 0) {
@@ -186,6 +229,16 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
                                             "zero scale written",
                                             name, range.amax));
     }
+  }
+  if (!clipping.empty()) {
+    // Entropy's collapse on real models (a dense spike below the max dominating the histogram)
+    // shows as clipping: the user hears it here, not only from `diagnose`.
+    std::sort(clipping.rbegin(), clipping.rend());
+    result.warnings.push_back(fmt::format(
+        "{} tensor(s) clip more than {:.0f}% of their values with {} where max clips none (worst '{}': "
+        "{:.1f}%); compare on held-out data (--compare-methods) before deploying",
+        clipping.size(), 100.0 * kClipWarnShare, quant::MethodLabel(options.method), clipping.front().second,
+        100.0 * clipping.front().first));
   }
   // Weights come from the model file, whatever the statistics source.
   QK_ASSIGN_OR_RETURN(ir::Model qdq_model, LoadModelForQuantization(options.model));

@@ -36,7 +36,7 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   eval_options.simulation.placement = options.calibrate.placement;
   eval_options.simulation.mode = PlacementMode::kTensorRT;
   QK_ASSIGN_OR_RETURN(auto evaluator, PlanEvaluator::Create(eval_options));
-  r.metric = options.metric.empty() ? DefaultMetricName(evaluator->has_labels()) : options.metric;
+  r.metric = options.metric.empty() ? DefaultMetricName(evaluator->has_labels(), evaluator->class_output()) : options.metric;
   QK_ASSIGN_OR_RETURN(std::unique_ptr<Metric> metric, MakeMetric(r.metric));
   AgreementMetric agreement;
   std::vector<Metric*> metrics{metric.get()};

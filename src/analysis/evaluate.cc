@@ -67,58 +67,63 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
   Progress progress("eval", n, "samples");
   if (!options.progress) progress.set_enabled(false);
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t s = 0; s < n; s += options.batch_size) {
-    const int64_t count = std::min(options.batch_size, n - s);
-    QK_ASSIGN_OR_RETURN(data::Batch batch, source->Read(s, count));
-    std::vector<runtime::NamedTensor> feeds;
-    for (auto& [name, t] : batch.inputs) feeds.push_back({name, std::move(t)});
-    QK_ASSIGN_OR_RETURN(auto outs, interpreter->Run(feeds));
-    QK_ASSIGN_OR_RETURN(Rows rows, AsRows(outs.front(), count));
-    result.output_width = rows.width;
-    if (options.keep_outputs) result.outputs.insert(result.outputs.end(), rows.data, rows.data + count * rows.width);
-    for (int64_t b = 0; b < count; ++b) {
-      const float* row = rows.data + b * rows.width;
-      const int64_t pred = std::max_element(row, row + rows.width) - row;
-      result.predictions.push_back(pred);
-      if (batch.labels) {
-        const int64_t label = batch.labels->data_as<int64_t>()[b];
-        ++labelled;
-        correct1 += pred == label ? 1 : 0;
-        // Rank of the label: how many logits beat it (ties count in the label's favour, as
-        // argmax picks the first maximum).
-        int64_t better = 0;
-        for (int64_t c = 0; c < rows.width; ++c) better += row[c] > row[label] ? 1 : 0;
-        correct5 += better < 5 ? 1 : 0;
-      }
-    }
-    if (reference) {
-      QK_ASSIGN_OR_RETURN(auto ref_outs, reference->Run(feeds));
-      QK_ASSIGN_OR_RETURN(Rows ref, AsRows(ref_outs.front(), count));
-      QK_RETURN_IF_NOT(ref.width == rows.width, StatusCode::kInvalidArgument,
-                       "the reference model's first output has {} values per sample, the model's {}",
-                       ref.width, rows.width);
+  // Fixed-batch models cap the batch; samples of different shapes run in runs of equal shapes.
+  const int64_t batch_size = data::EffectiveBatchSize(*source, options.batch_size);
+  for (int64_t s = 0; s < n; s += batch_size) {
+    QK_ASSIGN_OR_RETURN(std::vector<data::Batch> groups,
+                        data::ReadStackable(*source, s, std::min(batch_size, n - s)));
+    for (data::Batch& batch : groups) {
+      const int64_t count = batch.size;
+      std::vector<runtime::NamedTensor> feeds;
+      for (auto& [name, t] : batch.inputs) feeds.push_back({name, std::move(t)});
+      QK_ASSIGN_OR_RETURN(auto outs, interpreter->Run(feeds));
+      QK_ASSIGN_OR_RETURN(Rows rows, AsRows(outs.front(), count));
+      result.output_width = rows.width;
+      if (options.keep_outputs) result.outputs.insert(result.outputs.end(), rows.data, rows.data + count * rows.width);
       for (int64_t b = 0; b < count; ++b) {
-        const float* r = ref.data + b * ref.width;
-        const float* o = rows.data + b * rows.width;
-        agree += (std::max_element(r, r + ref.width) - r) == (std::max_element(o, o + rows.width) - o) ? 1 : 0;
-        for (int64_t c = 0; c < rows.width; ++c) {
-          const double e = static_cast<double>(o[c]) - r[c];
-          dot += static_cast<double>(o[c]) * r[c];
-          norm_out += static_cast<double>(o[c]) * o[c];
-          norm_ref += static_cast<double>(r[c]) * r[c];
-          err2 += e * e;
-          max_err = std::max(max_err, std::fabs(e));
+        const float* row = rows.data + b * rows.width;
+        const int64_t pred = std::max_element(row, row + rows.width) - row;
+        result.predictions.push_back(pred);
+        if (batch.labels) {
+          const int64_t label = batch.labels->data_as<int64_t>()[b];
+          ++labelled;
+          correct1 += pred == label ? 1 : 0;
+          // Rank of the label: how many logits beat it (ties count in the label's favour, as
+          // argmax picks the first maximum).
+          int64_t better = 0;
+          for (int64_t c = 0; c < rows.width; ++c) better += row[c] > row[label] ? 1 : 0;
+          correct5 += better < 5 ? 1 : 0;
         }
       }
-      const MetricBatch mb{rows.data, ref.data, count, rows.width,
-                           batch.labels ? batch.labels->data_as<int64_t>() : nullptr};
-      for (Metric* m : options.metrics) {
-        QK_RETURN_IF_NOT(!m->needs_labels() || mb.labels, StatusCode::kInvalidArgument,
-                         "metric '{}' needs labelled data", m->name());
-        QK_RETURN_IF_ERROR(m->Update(mb));
+      if (reference) {
+        QK_ASSIGN_OR_RETURN(auto ref_outs, reference->Run(feeds));
+        QK_ASSIGN_OR_RETURN(Rows ref, AsRows(ref_outs.front(), count));
+        QK_RETURN_IF_NOT(ref.width == rows.width, StatusCode::kInvalidArgument,
+                         "the reference model's first output has {} values per sample, the model's {}",
+                         ref.width, rows.width);
+        for (int64_t b = 0; b < count; ++b) {
+          const float* r = ref.data + b * ref.width;
+          const float* o = rows.data + b * rows.width;
+          agree += (std::max_element(r, r + ref.width) - r) == (std::max_element(o, o + rows.width) - o) ? 1 : 0;
+          for (int64_t c = 0; c < rows.width; ++c) {
+            const double e = static_cast<double>(o[c]) - r[c];
+            dot += static_cast<double>(o[c]) * r[c];
+            norm_out += static_cast<double>(o[c]) * o[c];
+            norm_ref += static_cast<double>(r[c]) * r[c];
+            err2 += e * e;
+            max_err = std::max(max_err, std::fabs(e));
+          }
+        }
+        const MetricBatch mb{rows.data, ref.data, count, rows.width,
+                             batch.labels ? batch.labels->data_as<int64_t>() : nullptr};
+        for (Metric* m : options.metrics) {
+          QK_RETURN_IF_NOT(!m->needs_labels() || mb.labels, StatusCode::kInvalidArgument,
+                           "metric '{}' needs labelled data", m->name());
+          QK_RETURN_IF_ERROR(m->Update(mb));
+        }
       }
+      progress.Advance(count);
     }
-    progress.Advance(count);
   }
   progress.Finish();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,4 +1,5 @@
 #include "onnx/import.h"
+#include "onnx/opset_upgrade.h"
 
 #include <new>
 #include <unordered_set>
@@ -331,6 +332,24 @@ Result<ir::Model> ImportModel(const std::string& path, const ImportOptions& opti
   return Guarded(path, [&]() -> Result<ir::Model> {
     ::onnx::ModelProto proto;
     QK_RETURN_IF_ERROR(ParseModelProto(file->data(), file->size(), &proto));
+    ExternalDataContext ctx;
+    ctx.base_dir = options.base_dir.empty() ? DirName(path) : options.base_dir;
+    ctx.load = options.load_external_data;
+    QK_ASSIGN_OR_RETURN(ir::Model model, ImportParsed(&proto, &ctx, options));
+    model.source_path = path;
+    return model;
+  });
+}
+
+Result<ir::Model> ImportModelAtLeastOpset(const std::string& path, int64_t min_opset,
+                                          OpsetUpgrade* upgrade, const ImportOptions& options) {
+  auto mapped = MappedFile::Open(path);
+  if (!mapped.ok()) return mapped.status();
+  std::shared_ptr<const MappedFile> file = *std::move(mapped);
+  return Guarded(path, [&]() -> Result<ir::Model> {
+    ::onnx::ModelProto proto;
+    QK_RETURN_IF_ERROR(ParseModelProto(file->data(), file->size(), &proto));
+    QK_RETURN_IF_ERROR(internal::UpgradeProtoOpset(&proto, min_opset, upgrade));
     ExternalDataContext ctx;
     ctx.base_dir = options.base_dir.empty() ? DirName(path) : options.base_dir;
     ctx.load = options.load_external_data;
