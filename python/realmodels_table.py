@@ -183,9 +183,12 @@ def main():
     ap.add_argument("--models", default=",".join(realmodels.MODELS))
     ap.add_argument("--md", help="write the markdown table here")
     ap.add_argument("--json", help="write the rows as JSON here")
+    ap.add_argument("--keep", help="keep quantkit's outputs in KEEP/<model>/ (for python/realmodels_drift.py)")
     args = ap.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep or scratch
+        os.makedirs(tmp, exist_ok=True)
         for name in [m for m in args.models.split(",") if m]:
             row = evaluate(args.quantkit, name, tmp)
             print(json.dumps(row), file=sys.stderr)

@@ -179,7 +179,9 @@ class ModelLayoutSource final : public Source {
       std::memcpy(t.mutable_data(), stacked.data(), stacked.nbytes());
       const std::string& name = rows.front().inputs[k].first;
       const auto it = std::find_if(inputs_.begin(), inputs_.end(), [&](const InputSpec& s) { return s.name == name; });
-      if (it != inputs_.end()) QK_ASSIGN_OR_RETURN(t, SamplesToModelLayout(std::move(t), *it));
+      if (it != inputs_.end()) {
+        QK_ASSIGN_OR_RETURN(t, SamplesToModelLayout(std::move(t), *it));
+      }
       out.inputs.emplace_back(name, std::move(t));
     }
     if (rows.front().labels) {

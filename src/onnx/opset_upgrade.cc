@@ -38,10 +38,13 @@ Status UpgradeProtoOpset(::onnx::ModelProto* proto, int64_t min_opset, OpsetUpgr
   try {
     // Adapters such as Softmax 12 -> 13 need the input's rank; the converter reads it from
     // value_info, which exporters often leave out. Shape inference fills it (best effort: a
-    // model it cannot fully infer is still converted where the adapters need no shapes).
+    // model it cannot fully infer is still converted where the adapters need no shapes), with
+    // data propagation for the Shape -> Slice -> Concat -> Reshape chains of paddle2onnx exports.
     ::onnx::ModelProto inferred = *proto;
     try {
-      ::onnx::shape_inference::InferShapes(inferred);
+      ::onnx::ShapeInferenceOptions infer_options(/*check_type_val=*/false, /*strict_mode_val=*/0,
+                                                  /*data_prop_val=*/true);
+      ::onnx::shape_inference::InferShapes(inferred, ::onnx::OpSchemaRegistry::Instance(), infer_options);
     } catch (const std::exception&) {
       inferred = *proto;
     }
