@@ -22,6 +22,84 @@ int64_t DefaultOpset(const ::onnx::ModelProto& proto) {
   return -1;
 }
 
+bool HasKnownRank(const ::onnx::GraphProto& graph, const std::string& name) {
+  auto known = [&](const auto& values) {
+    for (const auto& v : values) {
+      if (v.name() == name && v.type().tensor_type().has_shape()) return true;
+    }
+    return false;
+  };
+  for (const auto& init : graph.initializer()) {
+    if (init.name() == name) return true;
+  }
+  return known(graph.input()) || known(graph.value_info()) || known(graph.output());
+}
+
+// Before opset 13, Softmax/LogSoftmax/Hardmax normalise over the input flattened to 2-D at
+// `axis`; libonnx 1.12's 12->13 adapter needs the input's rank to rewrite that and aborts when
+// shape inference cannot give it (Reshape targets computed by Shape -> Slice -> Concat, as in
+// paddle2onnx exports). Where the rank is unknown, spell the old semantics out first:
+//   y = Softmax<axis=k>(x)  ->  y = Reshape(Softmax<axis=1>(Flatten<axis=k>(x)), Shape(x))
+// which computes the same values at every opset; the flattened value is declared rank 2, so
+// the adapter only has to turn axis 1 of a 2-D input into axis -1.
+void SpellOutFlattenedNormalisations(::onnx::GraphProto* graph, int64_t opset) {
+  ::google::protobuf::RepeatedPtrField<::onnx::NodeProto> rewritten;
+  for (const ::onnx::NodeProto& node : graph->node()) {
+    const std::string& op = node.op_type();
+    const bool normalisation = op == "Softmax" || op == "LogSoftmax" || op == "Hardmax";
+    if (!normalisation || !IsDefaultDomain(node.domain()) || node.input_size() != 1 || node.output_size() != 1 ||
+        HasKnownRank(*graph, node.input(0))) {
+      *rewritten.Add() = node;
+      continue;
+    }
+    int64_t axis = 1;  // the default before opset 13
+    for (const auto& a : node.attribute()) {
+      if (a.name() == "axis") axis = a.i();
+    }
+    const std::string& x = node.input(0);
+    const std::string& y = node.output(0);
+    const std::string flat = y + "/qk_flatten", soft = y + "/qk_2d", shape = y + "/qk_shape";
+    ::onnx::NodeProto* f = rewritten.Add();
+    f->set_op_type("Flatten");
+    f->set_name(node.name() + "/qk_flatten");
+    f->add_input(x);
+    f->add_output(flat);
+    auto* fa = f->add_attribute();
+    fa->set_name("axis");
+    fa->set_type(::onnx::AttributeProto::INT);
+    fa->set_i(axis);
+    ::onnx::NodeProto* s = rewritten.Add();
+    *s = node;
+    s->set_input(0, flat);
+    s->set_output(0, soft);
+    s->clear_attribute();
+    auto* sa = s->add_attribute();
+    sa->set_name("axis");
+    sa->set_type(::onnx::AttributeProto::INT);
+    sa->set_i(1);
+    ::onnx::NodeProto* sh = rewritten.Add();
+    sh->set_op_type("Shape");
+    sh->set_name(node.name() + "/qk_shape");
+    sh->add_input(x);
+    sh->add_output(shape);
+    ::onnx::NodeProto* r = rewritten.Add();
+    r->set_op_type("Reshape");
+    r->set_name(node.name() + "/qk_reshape");
+    r->add_input(soft);
+    r->add_input(shape);
+    r->add_output(y);
+    // Rank 2, dims unknown: all the adapter needs.
+    ::onnx::ValueInfoProto* vi = graph->add_value_info();
+    vi->set_name(flat);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(::onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim();
+    tt->mutable_shape()->add_dim();
+  }
+  (void)opset;
+  graph->mutable_node()->Swap(&rewritten);
+}
+
 }  // namespace
 
 Status UpgradeProtoOpset(::onnx::ModelProto* proto, int64_t min_opset, OpsetUpgrade* upgrade) {
@@ -48,6 +126,7 @@ Status UpgradeProtoOpset(::onnx::ModelProto* proto, int64_t min_opset, OpsetUpgr
     } catch (const std::exception&) {
       inferred = *proto;
     }
+    SpellOutFlattenedNormalisations(inferred.mutable_graph(), from);
     ::onnx::ModelProto converted =
         ::onnx::version_conversion::ConvertVersion(inferred, static_cast<int>(min_opset));
     QK_RETURN_IF_NOT(DefaultOpset(converted) == min_opset, StatusCode::kUnsupported,
