@@ -42,7 +42,7 @@ bool HasKnownRank(const ::onnx::GraphProto& graph, const std::string& name) {
 //   y = Softmax<axis=k>(x)  ->  y = Reshape(Softmax<axis=1>(Flatten<axis=k>(x)), Shape(x))
 // which computes the same values at every opset; the flattened value is declared rank 2, so
 // the adapter only has to turn axis 1 of a 2-D input into axis -1.
-void SpellOutFlattenedNormalisations(::onnx::GraphProto* graph, int64_t opset) {
+void SpellOutFlattenedNormalisations(::onnx::GraphProto* graph) {
   ::google::protobuf::RepeatedPtrField<::onnx::NodeProto> rewritten;
   for (const ::onnx::NodeProto& node : graph->node()) {
     const std::string& op = node.op_type();
@@ -96,7 +96,6 @@ void SpellOutFlattenedNormalisations(::onnx::GraphProto* graph, int64_t opset) {
     tt->mutable_shape()->add_dim();
     tt->mutable_shape()->add_dim();
   }
-  (void)opset;
   graph->mutable_node()->Swap(&rewritten);
 }
 
@@ -126,7 +125,7 @@ Status UpgradeProtoOpset(::onnx::ModelProto* proto, int64_t min_opset, OpsetUpgr
     } catch (const std::exception&) {
       inferred = *proto;
     }
-    SpellOutFlattenedNormalisations(inferred.mutable_graph(), from);
+    SpellOutFlattenedNormalisations(inferred.mutable_graph());
     ::onnx::ModelProto converted =
         ::onnx::version_conversion::ConvertVersion(inferred, static_cast<int>(min_opset));
     QK_RETURN_IF_NOT(DefaultOpset(converted) == min_opset, StatusCode::kUnsupported,
