@@ -1,4 +1,4 @@
-#include "analysis/calibrate.h"
+#include "pipelines/calibrate.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include <unordered_set>
 
 #include "analysis/collect_pass.h"
-#include "analysis/diagnose_stats.h"
+#include "analysis/diagnose/stats.h"
 #include "analysis/model_loading.h"
 #include "common/check.h"
 #include "common/file_util.h"
@@ -25,7 +25,7 @@
 #include "quantkit/version.h"
 #include "runtime/interpreter.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 namespace {
 
 namespace fs = std::filesystem;
@@ -47,11 +47,11 @@ Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
   QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interpreter,
                       runtime::Interpreter::Create(std::move(model)));
   for (const std::string& name : activations) stats->tensors.emplace(name, quant::TensorCollector());
-  CollectingObserver observer(&stats->tensors);
-  PassOptions pass;
+  analysis::CollectingObserver observer(&stats->tensors);
+  analysis::PassOptions pass;
   pass.batch_size = options.batch_size;
   pass.progress = options.progress;
-  QK_RETURN_IF_ERROR(RunPass(*interpreter, *source, pass, {&observer}));
+  QK_RETURN_IF_ERROR(analysis::RunPass(*interpreter, *source, pass, {&observer}));
   const int64_t n = source->num_samples();
   result->samples = n;
   return Status::Ok();
@@ -142,7 +142,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   CalibrateResult result;
   QK_ASSIGN_OR_RETURN(std::string model_sha, Sha256OfFile(options.model));
   onnx_io::OpsetUpgrade upgrade;
-  QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model, &upgrade));
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.model, &upgrade));
   if (upgrade.upgraded()) {
     result.notes.push_back(fmt::format("model upgraded from opset {} to {} (onnx version converter, "
                                        "in memory; the file is unchanged)",
@@ -211,7 +211,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
     const quant::MethodRequest& method = MethodFor(name, consumer_op[name], options);
     QK_ASSIGN_OR_RETURN(quant::CalibResult amax, quant::AmaxFromCollector(it->second, method));
     if (method.method != quant::CalibMethod::kMax && amax.amax > 0) {
-      const double share = ShareAbove(it->second.histogram(), amax.amax);
+      const double share = analysis::ShareAbove(it->second.histogram(), amax.amax);
       if (share > kClipWarnShare) clipping.emplace_back(share, name);
     }
     quant::TensorQuant& t = plan.SetActivationAmax(name, amax.amax, quant::MethodLabel(method));
@@ -241,7 +241,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
         100.0 * clipping.front().first));
   }
   // Weights come from the model file, whatever the statistics source.
-  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, LoadModelForQuantization(options.model));
+  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(options.model));
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> qdq_sites,
                       passes::FindQdqSites(*qdq_model.graph, options.placement));
   QK_RETURN_IF_ERROR(passes::AddWeightScales(*qdq_model.graph, qdq_sites, &plan));
@@ -281,4 +281,4 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   return result;
 }
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines
