@@ -39,4 +39,12 @@ inline constexpr double kShareAboveAbs = 1e-3;
 // normalised bins.
 inline constexpr double kJsIdenticalAbs = 1e-12;
 
+// Training gradients (tests/unit/runtime/training_test.cc) are checked in float64 against central
+// differences with step h: truncation error ~h^2 |f'''|, rounding ~1e-16/h, both far below these.
+inline constexpr double kFiniteDifferenceStep = 1e-6;
+inline constexpr double kGradCheckAtol = 1e-6;
+inline constexpr double kGradCheckRtol = 1e-5;
+// LSQ scale gradient: a float32 sum of three terms compared with its float64 formula.
+inline constexpr double kLsqGradAtol = 1e-5;
+
 }  // namespace quantkit::testing
