@@ -149,6 +149,9 @@ Result<QatResult> RunQat(const QatOptions& o) {
     QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, analysis::InsertPlanQdq(training, &p, sim));
     QK_RETURN_IF_NOT(inserted.activation_pairs + inserted.weight_pairs > 0, StatusCode::kInvalidArgument,
                      "the plan quantizes nothing in '{}': nothing to fine-tune", o.model);
+    // Frozen weight scales: keep those just filled for BN-folded weights too, so the export
+    // writes the scales training used.
+    if (!o.recompute_weight_scales) train_plan = std::move(p);
   }
   passes::FakeQuantOptions fq_options;
   fq_options.recompute_weight_scales = o.recompute_weight_scales;

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/check.h"
 #include "runtime/aten_bridge.h"
 #include "runtime/interpreter_aten.h"
 

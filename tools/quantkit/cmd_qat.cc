@@ -5,6 +5,7 @@
 #include "cli_util.h"
 #include "common/progress.h"
 #include "pipelines/qat.h"
+#include "quant/method_amax.h"
 
 namespace quantkit::cli {
 
