@@ -12,8 +12,9 @@ no grad), loss = MSE on the logits (label-free), AdamW, 5% linear warm-up then c
       --steps 300 --batch 64 --lr 1e-4 [--threads 2]
 
 Prints the FP32 / PTQ / QAT top-1 on the full test split and the median time per training step
-(teacher forward + student forward + backward + optimizer), the number to compare with
-`quantkit qat`'s training_log.json "seconds_per_step" on the same machine.
+(teacher forward + student forward + backward + optimizer) and its mean CPU time, the numbers to
+compare with `quantkit qat`'s training_log.json "seconds_per_step" / "cpu_seconds_per_step" on the
+same machine.
 """
 import argparse
 import math
@@ -171,7 +172,7 @@ def main():
     warm = int(0.05 * a.steps)
     rng = np.random.default_rng(a.seed)
     perm = rng.permutation(len(xtr))
-    times, losses = [], []
+    times, cpu, losses = [], [], []
     for step in range(a.steps):
         lr = a.lr * (step + 1) / warm if step < warm else \
             0.5 * a.lr * (1 + math.cos(math.pi * (step - warm) / max(a.steps - warm, 1)))
@@ -179,7 +180,7 @@ def main():
             g["lr"] = lr
         off = (step * a.batch) % (len(perm) - a.batch)
         xb = torch.from_numpy(xtr[perm[off:off + a.batch]])
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         with torch.no_grad():
             target = teacher(xb)
         loss = F.mse_loss(student(xb), target)
@@ -187,11 +188,13 @@ def main():
         loss.backward()
         opt.step()
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         losses.append(float(loss))
     qat = top1(student, xt, yt)
     fp32 = top1(teacher, xt, yt)
     print(f"fp32 {fp32:.2f}  ptq {ptq:.2f}  qat {qat:.2f}  loss {losses[0]:.4g} -> {losses[-1]:.4g}  "
-          f"median step {1000 * float(np.median(times[5:])):.1f} ms ({a.threads} threads, batch {a.batch})")
+          f"step: median wall {1000 * float(np.median(times[5:])):.1f} ms, mean CPU (user+sys) "
+          f"{1000 * float(np.mean(cpu[5:])):.1f} ms ({a.threads} threads, batch {a.batch})")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <random>
 
@@ -241,7 +242,8 @@ Result<QatResult> RunQat(const QatOptions& o) {
   const int64_t eval_every = o.eval_every > 0 ? o.eval_every : result.steps_per_epoch;
   Progress bar("qat", total - trainer->steps_done(), "steps");
   if (!o.progress) bar.set_enabled(false);
-  const auto train_start = std::chrono::steady_clock::now();
+  // Time of the training steps alone (batch assembly included, validation and checkpoints not).
+  double train_seconds = 0, cpu_seconds = 0;
   const int64_t first_step = trainer->steps_done();
   std::vector<int64_t> perm;
   int64_t perm_epoch = -1;
@@ -250,6 +252,8 @@ Result<QatResult> RunQat(const QatOptions& o) {
     if (epoch != perm_epoch) perm = Permutation(n, o.seed, epoch), perm_epoch = epoch;
     const int64_t offset = (s % result.steps_per_epoch) * o.batch_size;
     const std::vector<int64_t> idx(perm.begin() + offset, perm.begin() + offset + o.batch_size);
+    const auto step_start = std::chrono::steady_clock::now();
+    const std::clock_t cpu_start = std::clock();
     QK_ASSIGN_OR_RETURN(data::Batch batch, runtime::GatherSamples(*train_src, idx));
     if (!labels.empty()) {
       std::vector<int64_t> l;
@@ -257,6 +261,8 @@ Result<QatResult> RunQat(const QatOptions& o) {
       batch.labels = ir::Tensor::FromVector(ir::DType::kInt64, {o.batch_size}, l);
     }
     QK_ASSIGN_OR_RETURN(runtime::StepResult r, trainer->Step(batch));
+    train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+    cpu_seconds += static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
     if (s == first_step) result.first_loss = r.loss;
     result.final_loss = r.loss;
     log_steps.push_back({{"step", s + 1}, {"epoch", epoch}, {"loss", r.loss}, {"distill", r.distill},
@@ -267,12 +273,23 @@ Result<QatResult> RunQat(const QatOptions& o) {
       QK_RETURN_IF_ERROR(evaluate(s + 1));
       QK_RETURN_IF_ERROR(save_checkpoint());
     }
+    if (o.stop_after > 0 && s + 1 - first_step >= o.stop_after && s + 1 < total) {
+      QK_RETURN_IF_ERROR(save_checkpoint());
+      result.paused = true;
+      break;
+    }
   }
   bar.Finish();
   result.steps = trainer->steps_done();
+  if (result.paused) {
+    result.summary = fmt::format("qat: stopped at step {} of {} (--stop-after); continue with --resume {}\n",
+                                 result.steps, total, checkpoint);
+    result.written.push_back(checkpoint);
+    return result;
+  }
   const int64_t ran = result.steps - first_step;
-  const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - train_start).count();
   result.seconds_per_step = ran > 0 ? train_seconds / static_cast<double>(ran) : 0.0;
+  result.cpu_seconds_per_step = ran > 0 ? cpu_seconds / static_cast<double>(ran) : 0.0;
   if (val_src && !best.empty()) {
     QK_RETURN_IF_ERROR(trainer->SetParameters(best));  // keep the best
     result.val_best = best_metric;
@@ -323,6 +340,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
                      {"steps_per_epoch", result.steps_per_epoch},
                      {"seconds", result.seconds},
                      {"seconds_per_step", result.seconds_per_step},
+                     {"cpu_seconds_per_step", result.cpu_seconds_per_step},
                      {"peak_rss_bytes", result.peak_rss_bytes},
                      {"metric", result.metric},
                      {"best_step", result.best_step},
@@ -335,9 +353,10 @@ Result<QatResult> RunQat(const QatOptions& o) {
   QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "training_log.json").string(), log.dump(1) + "\n"));
 
   std::string& sum = result.summary;
-  sum = fmt::format("qat: {} steps ({:.2f} epochs of {} samples, batch {}), loss {} -> {:.4g}, {:.3f} s/step\n",
+  sum = fmt::format("qat: {} steps ({:.2f} epochs of {} samples, batch {}), loss {:.4g} -> {:.4g}, {:.3f} s/step ({:.3f} s CPU)\n",
                     result.steps, static_cast<double>(result.steps) / static_cast<double>(result.steps_per_epoch), n,
-                    o.batch_size, result.first_loss, result.final_loss, result.seconds_per_step);
+                    o.batch_size, result.first_loss, result.final_loss, result.seconds_per_step,
+                    result.cpu_seconds_per_step);
   sum += fmt::format("  {} BatchNormalization folded, {} weight and {} activation fake-quant pairs, {} parameters\n",
                      result.folded_batch_norms, result.weight_pairs, result.activation_pairs, result.parameters);
   if (result.val_ptq && result.val_best) {

@@ -49,6 +49,8 @@ struct QatOptions {
   int64_t eval_every = 0;         // steps between validations (0: once per epoch)
   std::string output_dir;
   std::string resume;             // checkpoint to continue from
+  int64_t stop_after = 0;         // > 0: stop after this many steps of this run, write only the
+                                  // checkpoint (time-sliced jobs; continue with `resume`)
   bool progress = true;
   std::string device = "cpu";
 };
@@ -68,8 +70,10 @@ struct QatResult {
   int64_t steps_per_epoch = 0;
   double first_loss = 0, final_loss = 0;
   double seconds = 0, seconds_per_step = 0;
+  double cpu_seconds_per_step = 0;  // process CPU time (user+sys, all threads): robust on a shared machine
   int64_t peak_rss_bytes = 0;
   int folded_batch_norms = 0, weight_pairs = 0, activation_pairs = 0, parameters = 0;
+  bool paused = false;                // stopped by stop_after before the last step
   std::vector<std::string> written;
   std::string summary;
 };

@@ -210,21 +210,6 @@ Result<StepResult> QatTrainer::Step(const data::Batch& batch) {
   return r;
 }
 
-Result<ir::Tensor> QatTrainer::Predict(const data::Batch& batch) const {
-  QK_ASSIGN_OR_RETURN(NamedAten feeds, Feeds(batch));
-  ir::Tensor result;
-  QK_RETURN_IF_ERROR(Guarded("QAT predict", [&]() -> Status {
-    at::NoGradGuard no_grad;
-    AtenRunOptions run;
-    const NamedAten params = impl_->ParameterFeeds();
-    run.parameters = &params;
-    QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> s, RunAten(*impl_->student, feeds, run));
-    QK_ASSIGN_OR_RETURN(result, ToIrTensor(s.at(0).detach(), "student output"));
-    return Status::Ok();
-  }));
-  return result;
-}
-
 Result<EvalCounts> QatTrainer::Evaluate(const data::Batch& batch) const {
   QK_ASSIGN_OR_RETURN(NamedAten feeds, Feeds(batch));
   EvalCounts c;

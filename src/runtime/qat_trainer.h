@@ -81,8 +81,6 @@ class QatTrainer {
 
   // Student (and teacher) forward without gradients.
   Result<EvalCounts> Evaluate(const data::Batch& batch) const;
-  // Runs the student without gradients and returns its first output [B, ...].
-  Result<ir::Tensor> Predict(const data::Batch& batch) const;
 
   // Current parameter values (copies), in the order given to Create.
   Result<std::vector<NamedTensor>> Parameters() const;

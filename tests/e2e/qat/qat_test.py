@@ -8,7 +8,8 @@
      (`quantkit eval --save-outputs`), within the bounds calibrate's e2e test uses.
   4. Every artifact is there: model.float.onnx (no Q/DQ), calib.cache, plan.json with the QAT
      provenance, training_log.json with one entry per step; the input model is not modified.
-  5. --resume: 2 steps, then resumed to 4, writes the same Q/DQ model as 4 steps in one run.
+  5. --resume: 4 steps stopped after 2 (--stop-after), then resumed, write the same Q/DQ model as
+     4 steps in one run.
   6. Bad input: an unknown --feature tensor (exit 2), --device cuda (exit 3), a missing plan
      (exit 2 or 4) leave no model.qdq.onnx behind.
 argv[1] = quantkit binary, argv[2] = repository root.
@@ -30,7 +31,7 @@ import data as zoo_data  # noqa: E402
 
 MODEL = os.path.join(ROOT, "models", "zoo", "plain_cnn.onnx")
 TEST_SAMPLES = 1000
-STEPS = 120                  # batches of 64: 15% of one epoch, 1.2% of plain_cnn's 4-epoch training
+STEPS = 60                   # batches of 64: 7% of one epoch, 1.8% of plain_cnn's 4-epoch training
 MIN_PTQ_LOSS = 0.03          # the starting plan must cost at least 3 top-1 points
 MIN_RECOVERED_SHARE = 0.6    # QAT must win back at least 60% of them
 # Same bounds as tests/e2e/calibrate: conv sums in another order may move a value across an int8
@@ -111,7 +112,8 @@ def main():
                   "2048", "--batch-size", "32", "--seed", "3", "-q"]
         a, b = os.path.join(tmp, "a"), os.path.join(tmp, "b")
         run(["qat", MODEL, *common, "--steps", "4", "-o", a])
-        run(["qat", MODEL, *common, "--steps", "2", "-o", b])
+        p = run(["qat", MODEL, *common, "--steps", "4", "--stop-after", "2", "-o", b])
+        assert "stopped at step 2 of 4" in p.stdout and not os.path.exists(os.path.join(b, "model.qdq.onnx"))
         run(["qat", MODEL, *common, "--steps", "4", "--resume", os.path.join(b, "checkpoint.pt"), "-o", b])
         assert sha(os.path.join(a, "model.qdq.onnx")) == sha(os.path.join(b, "model.qdq.onnx")), \
             "resumed run differs from the uninterrupted one"

@@ -267,8 +267,9 @@ TEST(FakeQuantize, LsqScaleGradient) {
   at::Tensor x = at::tensor({0.3f, -0.8f, 100.f}).reshape({1, 3});
   at::Tensor s = at::tensor(0.5f).set_requires_grad(true);
   FakeQuantizeSymmetricInt8(x, s, -1, /*lsq=*/true).sum().backward();
-  // d(q*s)/ds: q - x/s inside (0 - 0.6, -2 + 1.6), the bound outside (127); times 1/sqrt(3*127).
-  const double expected = ((0.0 - 0.6) + (-2.0 + 1.6) + 127.0) / std::sqrt(3.0 * 127.0);
+  // d(q*s)/ds: q - x/s inside (x/s = 0.6 -> q = 1: 0.4; x/s = -1.6 -> q = -2: -0.4), the bound
+  // outside (x/s = 200 -> 127); times 1/sqrt(3 * 127).
+  const double expected = ((1.0 - 0.6) + (-2.0 + 1.6) + 127.0) / std::sqrt(3.0 * 127.0);
   EXPECT_NEAR(s.grad().item<double>(), expected, testing::kLsqGradAtol);
 }
 
