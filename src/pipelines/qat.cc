@@ -3,18 +3,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <random>
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/calibrate.h"
 #include "analysis/model_loading.h"
 #include "analysis/simulate.h"
 #include "common/check.h"
 #include "common/file_util.h"
 #include "common/progress.h"
+#include "pipelines/calibrate.h"
 #include "data/npy.h"
 #include "formats/ranges.h"
 #include "formats/trt_cache.h"
@@ -62,6 +63,55 @@ std::vector<std::string> TrainableParameters(const ir::Graph& g, const passes::F
   return names;
 }
 
+runtime::TrainingBatch ToTraining(data::Batch&& b) {
+  runtime::TrainingBatch t;
+  for (auto& [name, tensor] : b.inputs) t.inputs.push_back({name, std::move(tensor)});
+  t.labels = std::move(b.labels);
+  return t;
+}
+
+// Samples `indices` of `source` stacked into one batch: each Read(i, 1) is a contiguous [1, ...]
+// tensor, so stacking is concatenating their bytes.
+Result<runtime::TrainingBatch> GatherSamples(const data::Source& source, const std::vector<int64_t>& indices) {
+  std::vector<data::Batch> parts;
+  for (int64_t i : indices) {
+    QK_ASSIGN_OR_RETURN(data::Batch b, source.Read(i, 1));
+    QK_RETURN_IF_NOT(parts.empty() || (b.labels.has_value() == parts.front().labels.has_value() &&
+                                       b.inputs.size() == parts.front().inputs.size()),
+                     StatusCode::kInvalidArgument, "{}: sample {} differs in inputs or labels from the first",
+                     source.Describe(), i);
+    parts.push_back(std::move(b));
+  }
+  QK_RETURN_IF_NOT(!parts.empty(), StatusCode::kInvalidArgument, "empty batch");
+  const int64_t n = static_cast<int64_t>(parts.size());
+  auto stack = [&](auto get) -> Result<ir::Tensor> {
+    const ir::Tensor& first = get(parts.front());
+    std::vector<int64_t> dims = first.dims();
+    QK_RETURN_IF_NOT(!dims.empty() && dims[0] == 1, StatusCode::kInternal, "a sample is not [1, ...]");
+    dims[0] = n;
+    ir::Tensor out(first.dtype(), dims);
+    uint8_t* dst = static_cast<uint8_t*>(out.mutable_data());
+    for (const data::Batch& b : parts) {
+      const ir::Tensor& t = get(b);
+      QK_RETURN_IF_NOT(t.dims() == first.dims() && t.dtype() == first.dtype(), StatusCode::kInvalidArgument,
+                       "{}: samples of different shapes cannot share a batch", source.Describe());
+      std::memcpy(dst, t.data(), t.nbytes());
+      dst += t.nbytes();
+    }
+    return out;
+  };
+  runtime::TrainingBatch out;
+  for (size_t k = 0; k < parts.front().inputs.size(); ++k) {
+    QK_ASSIGN_OR_RETURN(ir::Tensor t, stack([k](const data::Batch& b) -> const ir::Tensor& { return b.inputs[k].second; }));
+    out.inputs.push_back({parts.front().inputs[k].first, std::move(t)});
+  }
+  if (parts.front().labels.has_value()) {
+    QK_ASSIGN_OR_RETURN(ir::Tensor l, stack([](const data::Batch& b) -> const ir::Tensor& { return *b.labels; }));
+    out.labels = std::move(l);
+  }
+  return out;
+}
+
 std::vector<int64_t> Permutation(int64_t n, uint64_t seed, int64_t epoch) {
   std::vector<int64_t> p(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = i;
@@ -81,7 +131,7 @@ Result<double> Validate(const runtime::QatTrainer& trainer, const data::Source& 
   for (int64_t start = 0; start < val.num_samples(); start += batch_size) {
     QK_ASSIGN_OR_RETURN(data::Batch b, val.Read(start, std::min(batch_size, val.num_samples() - start)));
     labelled = labelled && b.labels.has_value();
-    QK_ASSIGN_OR_RETURN(runtime::EvalCounts c, trainer.Evaluate(b));
+    QK_ASSIGN_OR_RETURN(runtime::EvalCounts c, trainer.Evaluate(ToTraining(std::move(b))));
     n += c.samples, correct += c.correct, agree += c.agree_teacher;
   }
   QK_RETURN_IF_NOT(n > 0, StatusCode::kInvalidArgument, "validation data '{}' holds no samples", val.Describe());
@@ -121,7 +171,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
   if (!o.plan.empty()) {
     QK_ASSIGN_OR_RETURN(plan, analysis::ReadPlanFile(o.plan));
   } else {
-    analysis::CalibrateOptions c;
+    CalibrateOptions c;
     c.model = o.model;
     c.data = o.calib_data.empty() ? o.data : o.calib_data;
     c.image = o.image;
@@ -129,7 +179,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
     c.method = o.method;
     c.placement = o.placement;
     c.progress = o.progress;
-    QK_ASSIGN_OR_RETURN(analysis::CalibrateResult cal, analysis::Calibrate(c));
+    QK_ASSIGN_OR_RETURN(CalibrateResult cal, Calibrate(c));
     plan = std::move(cal.plan);
   }
   // Weight scales follow the fine-tuned weights unless frozen: drop the plan's so that
@@ -254,7 +304,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
     const std::vector<int64_t> idx(perm.begin() + offset, perm.begin() + offset + o.batch_size);
     const auto step_start = std::chrono::steady_clock::now();
     const std::clock_t cpu_start = std::clock();
-    QK_ASSIGN_OR_RETURN(data::Batch batch, runtime::GatherSamples(*train_src, idx));
+    QK_ASSIGN_OR_RETURN(runtime::TrainingBatch batch, GatherSamples(*train_src, idx));
     if (!labels.empty()) {
       std::vector<int64_t> l;
       for (int64_t i : idx) l.push_back(labels[static_cast<size_t>(i)]);

@@ -36,11 +36,11 @@ Status Guarded(const std::string& what, F&& body) {
   }
 }
 
-Result<NamedAten> Feeds(const data::Batch& batch) {
+Result<NamedAten> Feeds(const TrainingBatch& batch) {
   NamedAten feeds;
-  for (const auto& [name, t] : batch.inputs) {
-    QK_ASSIGN_OR_RETURN(at::Tensor a, WrapTensor(t, "input '" + name + "'"));
-    feeds.emplace_back(name, a);
+  for (const NamedTensor& in : batch.inputs) {
+    QK_ASSIGN_OR_RETURN(at::Tensor a, WrapTensor(in.tensor, "input '" + in.name + "'"));
+    feeds.emplace_back(in.name, a);
   }
   return feeds;
 }
@@ -142,7 +142,7 @@ double QatTrainer::LearningRate(int64_t step) const {
 
 int64_t QatTrainer::steps_done() const { return impl_->step; }
 
-Result<StepResult> QatTrainer::Step(const data::Batch& batch) {
+Result<StepResult> QatTrainer::Step(const TrainingBatch& batch) {
   Impl& m = *impl_;
   const TrainerOptions& o = m.options;
   QK_RETURN_IF_NOT(o.label_weight <= 0 || batch.labels.has_value(), StatusCode::kInvalidArgument,
@@ -210,7 +210,7 @@ Result<StepResult> QatTrainer::Step(const data::Batch& batch) {
   return r;
 }
 
-Result<EvalCounts> QatTrainer::Evaluate(const data::Batch& batch) const {
+Result<EvalCounts> QatTrainer::Evaluate(const TrainingBatch& batch) const {
   QK_ASSIGN_OR_RETURN(NamedAten feeds, Feeds(batch));
   EvalCounts c;
   QK_RETURN_IF_ERROR(Guarded("QAT evaluation", [&]() -> Status {
@@ -322,46 +322,6 @@ Result<CheckpointExtras> QatTrainer::LoadCheckpoint(const std::string& path) {
     return Status::Ok();
   }));
   return extras;
-}
-
-Result<data::Batch> GatherSamples(const data::Source& source, const std::vector<int64_t>& indices) {
-  data::Batch out;
-  std::vector<std::vector<at::Tensor>> parts;
-  std::vector<at::Tensor> labels;
-  std::vector<data::Batch> keep;  // the wrapped bytes must outlive the cat below
-  for (int64_t i : indices) {
-    QK_RETURN_IF_NOT(i >= 0 && i < source.num_samples(), StatusCode::kInvalidArgument,
-                     "sample {} is out of range ({} samples)", i, source.num_samples());
-    QK_ASSIGN_OR_RETURN(data::Batch b, source.Read(i, 1));
-    keep.push_back(std::move(b));
-  }
-  QK_RETURN_IF_NOT(!keep.empty(), StatusCode::kInvalidArgument, "empty batch");
-  const data::Batch& first = keep.front();
-  parts.resize(first.inputs.size());
-  for (const data::Batch& b : keep) {
-    for (size_t k = 0; k < first.inputs.size(); ++k) {
-      QK_ASSIGN_OR_RETURN(at::Tensor t, WrapTensor(b.inputs[k].second, b.inputs[k].first));
-      parts[k].push_back(t);
-    }
-    if (first.labels.has_value()) {
-      QK_RETURN_IF_NOT(b.labels.has_value(), StatusCode::kInvalidArgument, "some samples lack labels");
-      QK_ASSIGN_OR_RETURN(at::Tensor l, WrapTensor(*b.labels, "labels"));
-      labels.push_back(l);
-    }
-  }
-  QK_RETURN_IF_ERROR(Guarded("stacking a batch", [&]() -> Status {
-    for (size_t k = 0; k < parts.size(); ++k) {
-      QK_ASSIGN_OR_RETURN(ir::Tensor t, ToIrTensor(at::cat(parts[k], 0), first.inputs[k].first));
-      out.inputs.emplace_back(first.inputs[k].first, std::move(t));
-    }
-    if (!labels.empty()) {
-      QK_ASSIGN_OR_RETURN(ir::Tensor l, ToIrTensor(at::cat(labels, 0), "labels"));
-      out.labels = std::move(l);
-    }
-    return Status::Ok();
-  }));
-  out.size = static_cast<int64_t>(indices.size());
-  return out;
 }
 
 }  // namespace quantkit::runtime

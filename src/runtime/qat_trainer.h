@@ -19,10 +19,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "data/source.h"
 #include "ir/graph.h"
 #include "quantkit/status.h"
 #include "runtime/interpreter.h"
@@ -45,6 +45,12 @@ struct TrainerOptions {
   double label_weight = 0.0;  // cross-entropy against the batch's labels (required when > 0)
   std::vector<std::string> feature_tensors;  // names present in both graphs
   double feature_weight = 0.0;
+};
+
+// One batch: every model input stacked [B, ...], labels int64 [B] when the data has them.
+struct TrainingBatch {
+  std::vector<NamedTensor> inputs;
+  std::optional<ir::Tensor> labels;
 };
 
 struct StepResult {
@@ -75,12 +81,12 @@ class QatTrainer {
                                                     const TrainerOptions& options);
   ~QatTrainer();
 
-  Result<StepResult> Step(const data::Batch& batch);
+  Result<StepResult> Step(const TrainingBatch& batch);
   int64_t steps_done() const;
   double LearningRate(int64_t step) const;  // the schedule
 
   // Student (and teacher) forward without gradients.
-  Result<EvalCounts> Evaluate(const data::Batch& batch) const;
+  Result<EvalCounts> Evaluate(const TrainingBatch& batch) const;
 
   // Current parameter values (copies), in the order given to Create.
   Result<std::vector<NamedTensor>> Parameters() const;
@@ -94,8 +100,5 @@ class QatTrainer {
   explicit QatTrainer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// Samples `indices` of `source` stacked into one batch (shuffled mini-batches).
-Result<data::Batch> GatherSamples(const data::Source& source, const std::vector<int64_t>& indices);
 
 }  // namespace quantkit::runtime
