@@ -111,9 +111,12 @@ std::vector<std::string> BuiltinMetricNames();
 // MakeMetric for each name, in order (the first unknown name is the error).
 Result<std::vector<std::unique_ptr<Metric>>> MakeMetrics(const std::vector<std::string>& names);
 std::vector<Metric*> MetricPointers(const std::vector<std::unique_ptr<Metric>>& metrics);
-// What a search or a method comparison optimises when the user names no metric: top-1 when the
-// data has labels, argmax agreement with FP32 otherwise.
-std::string DefaultMetricName(bool has_labels);
+// What a search or a method comparison optimises when the user names no metric. Argmax metrics
+// only fit a class vector ([batch, classes] logits): there top-1 when the data has labels, argmax
+// agreement with FP32 otherwise. Any other output (a [B,1] score, a CTC sequence, a detection or
+// segmentation map) gets rel_mse, the output error: argmax over a flattened map or a single
+// score reports "no loss" while the output is ruined.
+std::string DefaultMetricName(bool has_labels, bool class_output);
 
 // Error statistics of a tensor against its FP32 value, accumulated over batches.
 struct ErrorStats {

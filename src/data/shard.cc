@@ -23,6 +23,7 @@ class SliceSource final : public Source {
   std::string Fingerprint() const override {
     return fmt::format("{}:{}-{}", inner_->Fingerprint(), range_.begin, range_.end);
   }
+  int64_t max_batch() const override { return inner_->max_batch(); }
 
  private:
   std::unique_ptr<Source> inner_;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -9,6 +10,7 @@
 #include <unordered_set>
 
 #include "analysis/collect_pass.h"
+#include "analysis/diagnose/stats.h"
 #include "analysis/model_loading.h"
 #include "common/check.h"
 #include "common/file_util.h"
@@ -28,6 +30,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A non-max method that clips more than this share of a tensor's values is reported: diagnose's
+// entropy_clips threshold, the level at which the issue-20 models lost their accuracy.
+constexpr double kClipWarnShare = 0.01;
+
 // Runs this rank's shard of the data through the model once, filling one collector per
 // activation. Provenance (description, fingerprint, sample count) names the whole data.
 Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
@@ -42,7 +48,10 @@ Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
   QK_RETURN_IF_NOT(source->num_samples() > 0, StatusCode::kInvalidArgument, "{}: no samples",
                    source->Describe());
   result->samples = source->num_samples();
-  source = ShardForRank(std::move(source), comm, options.batch_size, &result->rank);
+  // Shards hold whole batches (as the model takes them), so every rank runs the batches one
+  // process would.
+  source = ShardForRank(std::move(source), comm, data::EffectiveBatchSize(*source, options.batch_size),
+                        &result->rank);
   QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interpreter,
                       runtime::Interpreter::Create(std::move(model)));
   for (const std::string& name : activations) stats->tensors.emplace(name, quant::TensorCollector());
@@ -67,6 +76,26 @@ const quant::MethodRequest& MethodFor(const std::string& tensor, const std::stri
     return it->second;
   }
   return options.method;
+}
+
+// "3 Conv, 1 Gemm" for the weighted ops that sit in control-flow bodies ("" when none): the user
+// must hear that they were left in float rather than see "0 activations" and no reason.
+std::string WeightedOpsInSubgraphs(ir::Graph& graph, const passes::PlacementOptions& placement) {
+  std::map<std::string, int> counts;
+  for (ir::Node* node : graph.nodes()) {
+    for (ir::Attribute& attr : node->attributes()) {
+      for (auto& sub : attr.graphs) {
+        ir::ForEachGraph(*sub, [&](ir::Graph& g) {
+          for (const ir::Node* n : g.nodes()) {
+            if (placement.weighted_op_types.count(n->op_type())) ++counts[n->op_type()];
+          }
+        });
+      }
+    }
+  }
+  std::string out;
+  for (const auto& [op, n] : counts) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n, op);
+  return out;
 }
 
 std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
@@ -100,6 +129,7 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
     for (const auto& o : options.placement.exclude_op_types) s += " op " + o;
     s += "\n";
   }
+  for (const std::string& n : r.notes) s += "note: " + n + "\n";
   for (const std::string& w : r.warnings) s += "warning: " + w + "\n";
   if (r.samples > 0) {
     s += fmt::format("{} samples in {:.2f} s ({:.1f} samples/s), peak RSS {}\n", r.samples, r.seconds,
@@ -123,6 +153,7 @@ Status WriteOutputs(const CalibrateOptions& options, const formats::StatsFile& s
 
   // Plan: activations from the statistics, weights per channel from the initializers.
   quant::QuantPlan& plan = result.plan;
+  std::vector<std::pair<double, std::string>> clipping;  // (share clipped, tensor), non-max methods
   plan.provenance = {model_sha, data_description, data_fingerprint,
                      quant::MethodLabel(options.method), QUANTKIT_VERSION, result.samples};
   for (const std::string& name : activations) {
@@ -135,6 +166,10 @@ Status WriteOutputs(const CalibrateOptions& options, const formats::StatsFile& s
     const quant::RangeStats& range = it->second.range();
     const quant::MethodRequest& method = MethodFor(name, consumer_op.count(name) ? consumer_op.at(name) : std::string(), options);
     QK_ASSIGN_OR_RETURN(quant::CalibResult amax, quant::AmaxFromCollector(it->second, method));
+    if (method.method != quant::CalibMethod::kMax && amax.amax > 0) {
+      const double share = analysis::ShareAbove(it->second.histogram(), amax.amax);
+      if (share > kClipWarnShare) clipping.emplace_back(share, name);
+    }
     quant::TensorQuant& t = plan.SetActivationAmax(name, amax.amax, quant::MethodLabel(method));
     const int64_t nonfinite = range.nan_count + range.posinf_count + range.neginf_count;
     if (nonfinite > 0) {
@@ -150,6 +185,16 @@ Status WriteOutputs(const CalibrateOptions& options, const formats::StatsFile& s
                                             "zero scale written",
                                             name, range.amax));
     }
+  }
+  if (!clipping.empty()) {
+    // Entropy's collapse on real models (a dense spike below the max dominating the histogram)
+    // shows as clipping: the user hears it here, not only from `diagnose`.
+    std::sort(clipping.rbegin(), clipping.rend());
+    result.warnings.push_back(fmt::format(
+        "{} tensor(s) clip more than {:.0f}% of their values with {} where max clips none (worst '{}': "
+        "{:.1f}%); compare on held-out data (--compare-methods) before deploying",
+        clipping.size(), 100.0 * kClipWarnShare, quant::MethodLabel(options.method), clipping.front().second,
+        100.0 * clipping.front().first));
   }
   // Weights come from the model file, whatever the statistics source.
   QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(options.model));
@@ -215,7 +260,13 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   // Every rank loads the model and collects its shard; a failure on any rank stops them all.
   const Status collected = [&]() -> Status {
     QK_ASSIGN_OR_RETURN(model_sha, Sha256OfFile(options.model));
-    QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.model));
+    onnx_io::OpsetUpgrade upgrade;
+    QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.model, &upgrade));
+    if (upgrade.upgraded()) {
+      result.notes.push_back(fmt::format("model upgraded from opset {} to {} (onnx version converter, "
+                                         "in memory; the file is unchanged)",
+                                         upgrade.from, upgrade.to));
+    }
     // A model that already holds Q/DQ (a QAT export) would get a second quantization stacked on
     // its own; its scales are the plan, which `convert` extracts.
     int64_t qdq_nodes = 0;
@@ -229,6 +280,11 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
                      options.model, qdq_nodes);
     QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
                         passes::FindQdqSites(*model.graph, options.placement));
+    if (std::string inside = WeightedOpsInSubgraphs(*model.graph, options.placement); !inside.empty()) {
+      result.warnings.push_back(fmt::format(
+          "{} inside If/Loop/Scan bodies stay in float: Q/DQ placement covers the main graph only{}",
+          inside, sites.empty() ? " (nothing else to quantize: 0 activations)" : ""));
+    }
     activations = passes::ActivationTensors(sites);
     for (const passes::QdqSite& s : sites) consumer_op.emplace(s.tensor, s.consumer->op_type());
     stats.model_sha256 = model_sha;

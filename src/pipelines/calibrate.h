@@ -63,6 +63,7 @@ struct CalibrateResult {
   quant::QuantPlan plan;
   std::vector<std::string> written;
   std::vector<std::string> warnings;
+  std::vector<std::string> notes;  // what was done to make the model calibratable (opset upgrade)
   std::string summary;         // the summary.txt text
   int64_t samples = 0;
   double seconds = 0.0;

@@ -104,73 +104,79 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
                         data::OpenSource(options.data, data::ModelInputs(interpreter->model()), options.image));
     source = data::Take(std::move(source), options.samples);
     result.samples = source->num_samples();
-    source = ShardForRank(std::move(source), *comm, options.batch_size, &result.rank);
+    // Fixed-batch models cap the batch; shards hold whole batches, so every rank runs the batches
+    // (and groups of equal shapes) one process would.
+    const int64_t batch_size = data::EffectiveBatchSize(*source, options.batch_size);
+    source = ShardForRank(std::move(source), *comm, batch_size, &result.rank);
     const int64_t n = source->num_samples();
     Progress progress("eval", n, "samples");
     if (!options.progress || !comm->is_root()) progress.set_enabled(false);
     const auto start = std::chrono::steady_clock::now();
-    for (int64_t s = 0; s < n; s += options.batch_size) {
-      const int64_t count = std::min(options.batch_size, n - s);
-      QK_ASSIGN_OR_RETURN(data::Batch batch, source->Read(s, count));
-      std::vector<runtime::NamedTensor> feeds;
-      for (auto& [name, t] : batch.inputs) feeds.push_back({name, std::move(t)});
-      QK_ASSIGN_OR_RETURN(auto outs, interpreter->Run(feeds));
-      QK_ASSIGN_OR_RETURN(Rows rows, AsRows(outs.front(), count));
-      result.output_width = rows.width;
-      if (keep_outputs) result.outputs.insert(result.outputs.end(), rows.data, rows.data + count * rows.width);
-      counts[kSamples] += count;
-      for (int64_t b = 0; b < count; ++b) {
-        const float* row = rows.data + b * rows.width;
-        const int64_t pred = std::max_element(row, row + rows.width) - row;
-        result.predictions.push_back(pred);
-        if (batch.labels) {
-          const int64_t label = batch.labels->data_as<int64_t>()[b];
-          ++counts[kLabelled];
-          counts[kCorrect1] += pred == label ? 1 : 0;
-          // Rank of the label: how many logits beat it (ties count in the label's favour, as
-          // argmax picks the first maximum).
-          int64_t better = 0;
-          for (int64_t c = 0; c < rows.width; ++c) better += row[c] > row[label] ? 1 : 0;
-          counts[kCorrect5] += better < 5 ? 1 : 0;
-        }
-      }
-      if (reference) {
-        QK_ASSIGN_OR_RETURN(auto ref_outs, reference->Run(feeds));
-        QK_ASSIGN_OR_RETURN(Rows ref, AsRows(ref_outs.front(), count));
-        QK_RETURN_IF_NOT(ref.width == rows.width, StatusCode::kInvalidArgument,
-                         "the reference model's first output has {} values per sample, the model's {}",
-                         ref.width, rows.width);
-        double dot = 0, norm_out = 0, norm_ref = 0, err2 = 0;
+    for (int64_t s = 0; s < n; s += batch_size) {
+      QK_ASSIGN_OR_RETURN(std::vector<data::Batch> groups,
+                          data::ReadStackable(*source, s, std::min(batch_size, n - s)));
+      for (data::Batch& batch : groups) {
+        const int64_t count = batch.size;
+        std::vector<runtime::NamedTensor> feeds;
+        for (auto& [name, t] : batch.inputs) feeds.push_back({name, std::move(t)});
+        QK_ASSIGN_OR_RETURN(auto outs, interpreter->Run(feeds));
+        QK_ASSIGN_OR_RETURN(Rows rows, AsRows(outs.front(), count));
+        result.output_width = rows.width;
+        if (keep_outputs) result.outputs.insert(result.outputs.end(), rows.data, rows.data + count * rows.width);
+        counts[kSamples] += count;
         for (int64_t b = 0; b < count; ++b) {
-          const float* r = ref.data + b * ref.width;
-          const float* o = rows.data + b * rows.width;
-          counts[kAgree] +=
-              (std::max_element(r, r + ref.width) - r) == (std::max_element(o, o + rows.width) - o) ? 1 : 0;
-          for (int64_t c = 0; c < rows.width; ++c) {
-            const double e = static_cast<double>(o[c]) - r[c];
-            dot += static_cast<double>(o[c]) * r[c];
-            norm_out += static_cast<double>(o[c]) * o[c];
-            norm_ref += static_cast<double>(r[c]) * r[c];
-            err2 += e * e;
-            max_err = std::max(max_err, std::fabs(e));
+          const float* row = rows.data + b * rows.width;
+          const int64_t pred = std::max_element(row, row + rows.width) - row;
+          result.predictions.push_back(pred);
+          if (batch.labels) {
+            const int64_t label = batch.labels->data_as<int64_t>()[b];
+            ++counts[kLabelled];
+            counts[kCorrect1] += pred == label ? 1 : 0;
+            // Rank of the label: how many logits beat it (ties count in the label's favour, as
+            // argmax picks the first maximum).
+            int64_t better = 0;
+            for (int64_t c = 0; c < rows.width; ++c) better += row[c] > row[label] ? 1 : 0;
+            counts[kCorrect5] += better < 5 ? 1 : 0;
           }
         }
-        sums.values.insert(sums.values.end(), {dot, norm_out, norm_ref, err2});
-        const analysis::MetricBatch mb{rows.data, ref.data, count, rows.width,
-                             batch.labels ? batch.labels->data_as<int64_t>() : nullptr};
-        for (analysis::Metric* m : options.metrics) {
-          QK_RETURN_IF_NOT(!m->needs_labels() || mb.labels, StatusCode::kInvalidArgument,
-                           "metric '{}' needs labelled data", m->name());
-          const bool has_state = !m->State().empty();
-          if (has_state) m->Reset();
-          QK_RETURN_IF_ERROR(m->Update(mb));
-          if (has_state) {
-            const std::vector<double> state = m->State();
-            sums.values.insert(sums.values.end(), state.begin(), state.end());
+        if (reference) {
+          QK_ASSIGN_OR_RETURN(auto ref_outs, reference->Run(feeds));
+          QK_ASSIGN_OR_RETURN(Rows ref, AsRows(ref_outs.front(), count));
+          QK_RETURN_IF_NOT(ref.width == rows.width, StatusCode::kInvalidArgument,
+                           "the reference model's first output has {} values per sample, the model's {}",
+                           ref.width, rows.width);
+          double dot = 0, norm_out = 0, norm_ref = 0, err2 = 0;
+          for (int64_t b = 0; b < count; ++b) {
+            const float* r = ref.data + b * ref.width;
+            const float* o = rows.data + b * rows.width;
+            counts[kAgree] +=
+                (std::max_element(r, r + ref.width) - r) == (std::max_element(o, o + rows.width) - o) ? 1 : 0;
+            for (int64_t c = 0; c < rows.width; ++c) {
+              const double e = static_cast<double>(o[c]) - r[c];
+              dot += static_cast<double>(o[c]) * r[c];
+              norm_out += static_cast<double>(o[c]) * o[c];
+              norm_ref += static_cast<double>(r[c]) * r[c];
+              err2 += e * e;
+              max_err = std::max(max_err, std::fabs(e));
+            }
+          }
+          sums.values.insert(sums.values.end(), {dot, norm_out, norm_ref, err2});
+          const analysis::MetricBatch mb{rows.data, ref.data, count, rows.width,
+                               batch.labels ? batch.labels->data_as<int64_t>() : nullptr};
+          for (analysis::Metric* m : options.metrics) {
+            QK_RETURN_IF_NOT(!m->needs_labels() || mb.labels, StatusCode::kInvalidArgument,
+                             "metric '{}' needs labelled data", m->name());
+            const bool has_state = !m->State().empty();
+            if (has_state) m->Reset();
+            QK_RETURN_IF_ERROR(m->Update(mb));
+            if (has_state) {
+              const std::vector<double> state = m->State();
+              sums.values.insert(sums.values.end(), state.begin(), state.end());
+            }
           }
         }
+        progress.Advance(count);
       }
-      progress.Advance(count);
     }
     progress.Finish();
     result.rank.work_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

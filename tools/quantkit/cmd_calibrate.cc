@@ -52,7 +52,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
                 "calibrate once, evaluate max/entropy/percentile:99.99/mse on --holdout, keep the best");
   cmd->add_option("--holdout", opts->holdout, "held-out data for --compare-methods (default fashion-mnist:val)");
   cmd->add_option("--holdout-samples", opts->holdout_samples, "first N held-out samples (0: all)");
-  cmd->add_option("--metric", opts->metric, "--compare-methods metric: top1 (default with labels), agreement, rel_mse");
+  cmd->add_option("--metric", opts->metric, "--compare-methods metric: top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
   cmd->add_flag("--json", opts->json, "--compare-methods: print the table as JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->image);
