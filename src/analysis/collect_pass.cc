@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "common/check.h"
 #include "common/progress.h"
@@ -18,26 +19,37 @@ Status CollectingObserver::OnTensor(const std::string& name, const ir::Node* /*p
   return it->second.Observe(v).WithContext(fmt::format("tensor '{}'", name));
 }
 
-Status RunPass(const runtime::Interpreter& interpreter, const data::Source& source,
-               const PassOptions& options, const std::vector<runtime::Observer*>& observers,
-               const PassHooks& hooks) {
-  QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument,
-                   "--batch-size must be positive, got {}", options.batch_size);
+BatchReader ReadInOrder(const data::Source& source, const PassOptions& options) {
+  auto start = std::make_shared<int64_t>(0);
   const int64_t n = source.num_samples();
-  QK_RETURN_IF_NOT(n > 0, StatusCode::kInvalidArgument, "{}: no samples", source.Describe());
+  const int64_t batch_size = options.batch_size, chunk_size = options.chunk_size;
+  return [&source, start, n, batch_size, chunk_size]() -> Result<std::optional<data::Batch>> {
+    if (*start >= n) return std::optional<data::Batch>();
+    int64_t count = std::min(batch_size, n - *start);
+    if (chunk_size > 0) count = std::min(count, chunk_size - *start % chunk_size);
+    QK_ASSIGN_OR_RETURN(data::Batch batch, source.Read(*start, count));
+    *start += count;
+    return std::optional<data::Batch>(std::move(batch));
+  };
+}
+
+Result<int64_t> RunBatches(const runtime::Interpreter& interpreter, const BatchReader& next,
+                           int64_t size_hint, const PassOptions& options,
+                           const std::vector<runtime::Observer*>& observers, const PassHooks& hooks) {
   runtime::RunOptions run_options;
   run_options.observers = observers;
-  Progress progress(options.label, n, "samples");
+  Progress progress(options.label, std::max<int64_t>(size_hint, 0), "samples");
   if (!options.progress) progress.set_enabled(false);
-  for (int64_t start = 0; start < n;) {
-    int64_t count = std::min(options.batch_size, n - start);
-    if (options.chunk_size > 0) {
-      count = std::min(count, options.chunk_size - start % options.chunk_size);
-    }
-    QK_ASSIGN_OR_RETURN(data::Batch batch, source.Read(start, count));
-    if (hooks.before_run) QK_RETURN_IF_ERROR(hooks.before_run(start, batch));
+  int64_t start = 0;
+  while (true) {
+    auto batch = next();
+    if (!batch.ok()) return batch.status();
+    if (!batch->has_value()) break;
+    data::Batch& b = **batch;
+    const int64_t count = b.size;
+    if (hooks.before_run) QK_RETURN_IF_ERROR(hooks.before_run(start, b));
     std::vector<runtime::NamedTensor> feeds;
-    for (auto& [name, tensor] : batch.inputs) feeds.push_back({name, std::move(tensor)});
+    for (auto& [name, tensor] : b.inputs) feeds.push_back({name, std::move(tensor)});
     auto outputs = interpreter.Run(feeds, run_options);
     if (!outputs.ok()) {
       return outputs.status().WithContext(fmt::format("samples {}-{}", start, start + count - 1));
@@ -46,8 +58,21 @@ Status RunPass(const runtime::Interpreter& interpreter, const data::Source& sour
     progress.Advance(count);
     start += count;
   }
+  QK_RETURN_IF_NOT(start > 0, StatusCode::kInvalidArgument, "the data holds no samples");
   progress.Finish();
-  return Status::Ok();
+  return start;
+}
+
+Status RunPass(const runtime::Interpreter& interpreter, const data::Source& source,
+               const PassOptions& options, const std::vector<runtime::Observer*>& observers,
+               const PassHooks& hooks) {
+  QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument,
+                   "--batch-size must be positive, got {}", options.batch_size);
+  QK_RETURN_IF_NOT(source.num_samples() > 0, StatusCode::kInvalidArgument, "{}: no samples",
+                   source.Describe());
+  return RunBatches(interpreter, ReadInOrder(source, options), source.num_samples(), options, observers,
+                    hooks)
+      .status();
 }
 
 }  // namespace quantkit::analysis

@@ -16,25 +16,17 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   const auto start = std::chrono::steady_clock::now();
   CompareMethodsResult r;
   std::vector<quant::MethodRequest> methods = options.methods;
-  if (methods.empty()) {
-    for (const char* m : {"max", "entropy", "percentile:99.99", "mse"}) {
-      QK_ASSIGN_OR_RETURN(quant::MethodRequest req, quant::ParseMethod(m));
-      methods.push_back(req);
-    }
-  }
+  if (methods.empty()) methods = quant::AllMethods();
   r.holdout = options.holdout;
-  if (r.holdout.empty()) {
-    QK_RETURN_IF_NOT(options.calibrate.data.rfind("fashion-mnist", 0) == 0, StatusCode::kInvalidArgument,
-                     "--compare-methods needs held-out data: give --holdout SPEC (data the plans were "
-                     "not calibrated on)");
-    r.holdout = "fashion-mnist:val";
-  }
+  QK_RETURN_IF_NOT(!r.holdout.empty(), StatusCode::kInvalidArgument,
+                   "--compare-methods needs held-out data: give --holdout SPEC (data the plans were "
+                   "not calibrated on)");
   analysis::PlanEvalOptions eval_options;
   eval_options.model = options.calibrate.model;
   eval_options.data = r.holdout;
   eval_options.samples = options.holdout_samples;
   eval_options.simulation.placement = options.calibrate.placement;
-  eval_options.simulation.mode = analysis::PlacementMode::kTensorRT;
+  eval_options.simulation.mode = passes::PlacementPolicy::kTensorRT;
   QK_ASSIGN_OR_RETURN(auto evaluator, analysis::PlanEvaluator::Create(eval_options));
   r.metric = options.metric.empty() ? analysis::DefaultMetricName(evaluator->has_labels()) : options.metric;
   QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric, analysis::MakeMetric(r.metric));
@@ -44,16 +36,14 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   QK_ASSIGN_OR_RETURN(analysis::TrialResult fp32, evaluator->EvaluateFp32({metric.get()}));
   r.fp32_value = fp32.metrics.at(r.metric);
 
-  SharedStats shared;
+  // One collection; each method is a BuildPlan over the same statistics (no model run).
+  QK_ASSIGN_OR_RETURN(CalibrationRun run, PrepareCalibration(options.calibrate));
+  r.collect_seconds = run.collect_seconds;
   size_t best = 0;
   for (size_t i = 0; i < methods.size(); ++i) {
-    CalibrateOptions c = options.calibrate;
-    c.method = methods[i];
-    c.output_dir.clear();
-    c.stats_out.clear();
-    c.shared_stats = &shared;
-    QK_ASSIGN_OR_RETURN(CalibrateResult calibrated, Calibrate(c));
-    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(calibrated.plan, metrics));
+    QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(run.statistics, run.model, run.sites,
+                                                   {methods[i], options.calibrate.method_overrides}));
+    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(built.plan, metrics));
     MethodScore s;
     s.method = quant::MethodLabel(methods[i]);
     s.value = t.metrics.at(r.metric);
@@ -61,6 +51,7 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
     s.rel_mse = t.output.relative_mse();
     s.sqnr_db = t.output.sqnr_db();
     s.agreement = t.metrics.at("agreement");
+    s.seconds = t.seconds;
     r.scores.push_back(s);
     const MethodScore& b = r.scores[best];
     if (s.loss < b.loss || (s.loss == b.loss && s.rel_mse < b.rel_mse)) best = i;
@@ -68,8 +59,7 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   r.best = r.scores[best].method;
   CalibrateOptions c = options.calibrate;
   c.method = methods[best];
-  c.shared_stats = &shared;
-  QK_ASSIGN_OR_RETURN(r.best_result, Calibrate(c));
+  QK_ASSIGN_OR_RETURN(r.best_result, FinishCalibration(run, c));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
@@ -82,7 +72,9 @@ std::string FormatCompareMethods(const CompareMethodsResult& r) {
     s += fmt::format("{:<18} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.2f} {:>12.4e}{}\n", m.method, m.value, m.loss,
                      m.agreement, m.sqnr_db, m.rel_mse, m.method == r.best ? "  <- best" : "");
   }
-  s += fmt::format("best: {} ({:.2f} s for {} methods, one statistics pass)\n", r.best, r.seconds, r.scores.size());
+  s += fmt::format("best: {} ({:.2f} s for {} methods: one statistics pass of {:.2f} s, then one "
+                   "simulation each)\n",
+                   r.best, r.seconds, r.scores.size(), r.collect_seconds);
   return s;
 }
 
@@ -91,10 +83,11 @@ std::string CompareMethodsJson(const CompareMethodsResult& r) {
   for (const MethodScore& m : r.scores) {
     scores.push_back({{"method", m.method}, {"value", m.value}, {"loss", m.loss}, {"agreement", m.agreement},
                       {"sqnr_db", std::isfinite(m.sqnr_db) ? nlohmann::json(m.sqnr_db) : nlohmann::json(nullptr)},
-                      {"rel_mse", m.rel_mse}});
+                      {"rel_mse", m.rel_mse}, {"seconds", m.seconds}});
   }
   nlohmann::json j{{"holdout", r.holdout}, {"metric", r.metric},     {"fp32", r.fp32_value},
                    {"methods", scores},    {"best", r.best},         {"seconds", r.seconds},
+                   {"collect_seconds", r.collect_seconds},
                    {"written", r.best_result.written}};
   return j.dump(1);
 }
