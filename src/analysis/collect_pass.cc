@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 #include <memory>
 
 #include "common/check.h"
@@ -20,15 +21,27 @@ Status CollectingObserver::OnTensor(const std::string& name, const ir::Node* /*p
 }
 
 BatchReader ReadInOrder(const data::Source& source, const PassOptions& options) {
-  auto start = std::make_shared<int64_t>(0);
+  struct State {
+    int64_t start = 0;
+    std::deque<data::Batch> pending;
+  };
+  auto state = std::make_shared<State>();
   const int64_t n = source.num_samples();
-  const int64_t batch_size = options.batch_size, chunk_size = options.chunk_size;
-  return [&source, start, n, batch_size, chunk_size]() -> Result<std::optional<data::Batch>> {
-    if (*start >= n) return std::optional<data::Batch>();
-    int64_t count = std::min(batch_size, n - *start);
-    if (chunk_size > 0) count = std::min(count, chunk_size - *start % chunk_size);
-    QK_ASSIGN_OR_RETURN(data::Batch batch, source.Read(*start, count));
-    *start += count;
+  // A model with a fixed batch dim caps the batch; samples that do not stack (varying shapes)
+  // run in runs of equal shapes (data::ReadStackable), so no batch size has to be chosen by hand.
+  const int64_t batch_size = data::EffectiveBatchSize(source, options.batch_size);
+  const int64_t chunk_size = options.chunk_size;
+  return [&source, state, n, batch_size, chunk_size]() -> Result<std::optional<data::Batch>> {
+    while (state->pending.empty()) {
+      if (state->start >= n) return std::optional<data::Batch>();
+      int64_t count = std::min(batch_size, n - state->start);
+      if (chunk_size > 0) count = std::min(count, chunk_size - state->start % chunk_size);
+      QK_ASSIGN_OR_RETURN(std::vector<data::Batch> batches, data::ReadStackable(source, state->start, count));
+      state->start += count;
+      for (data::Batch& b : batches) state->pending.push_back(std::move(b));
+    }
+    data::Batch batch = std::move(state->pending.front());
+    state->pending.pop_front();
     return std::optional<data::Batch>(std::move(batch));
   };
 }

@@ -18,16 +18,25 @@
 #include <string>
 #include <vector>
 
+#include "pipelines/distributed.h"
 #include "formats/qkstats.h"
 #include "formats/trt_cache.h"
 #include "passes/qdq_placement.h"
 #include "quant/plan.h"
 #include "quant/tensor_calib.h"
 #include "data/image_options.h"
-#include "pipelines/calibration_stages.h"
 #include "quantkit/status.h"
 
 namespace quantkit::pipelines {
+
+// Statistics of one calibration pass kept in memory, so several methods can be computed from it
+// (calibrate --compare-methods): the first Calibrate() fills it, later ones skip the model run.
+struct SharedStats {
+  formats::StatsFile stats;
+  std::string data_description, data_fingerprint;
+  int64_t samples = 0;
+  bool filled = false;
+};
 
 struct CalibrateOptions {
   std::string model;
@@ -44,32 +53,24 @@ struct CalibrateOptions {
   std::vector<std::string> from_stats;
   formats::TrtCacheWriteOptions cache;
   bool progress = true;        // bar on a terminal (quiet when piped regardless)
+  SharedStats* shared_stats = nullptr;  // not owned; see SharedStats
+  // Under torchrun/srun/a PyTorchJob each rank collects its shard, rank 0 merges exactly and
+  // writes everything (analysis/distributed.h); other ranks write nothing.
+  DistributedOptions distributed;
 };
 
 struct CalibrateResult {
   quant::QuantPlan plan;
   std::vector<std::string> written;
   std::vector<std::string> warnings;
+  std::vector<std::string> notes;  // what was done to make the model calibratable (opset upgrade)
   std::string summary;         // the summary.txt text
   int64_t samples = 0;
   double seconds = 0.0;
   int64_t peak_rss_bytes = 0;
+  RankReport rank;             // this process's part (rank 0 of 1 without a launch)
 };
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options);
-
-// The two halves of Calibrate, for callers that build several plans from one collection
-// (--compare-methods): the model loaded once, its sites, and the statistics (collected from
-// options.data or merged from options.from_stats; written to options.stats_out when set).
-struct CalibrationRun {
-  LoadedModel model;
-  CalibrationSites sites;
-  Statistics statistics;
-  std::vector<std::string> written;  // the .qkstats file when written
-  double collect_seconds = 0;
-};
-Result<CalibrationRun> PrepareCalibration(const CalibrateOptions& options);
-// BuildPlan with options.method / method_overrides, then the artifacts when output_dir is set.
-Result<CalibrateResult> FinishCalibration(const CalibrationRun& run, const CalibrateOptions& options);
 
 }  // namespace quantkit::pipelines

@@ -26,9 +26,9 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   eval_options.data = r.holdout;
   eval_options.samples = options.holdout_samples;
   eval_options.simulation.placement = options.calibrate.placement;
-  eval_options.simulation.mode = passes::PlacementPolicy::kTensorRT;
+  eval_options.simulation.mode = analysis::PlacementMode::kTensorRT;
   QK_ASSIGN_OR_RETURN(auto evaluator, analysis::PlanEvaluator::Create(eval_options));
-  r.metric = options.metric.empty() ? analysis::DefaultMetricName(evaluator->has_labels()) : options.metric;
+  r.metric = options.metric.empty() ? analysis::DefaultMetricName(evaluator->has_labels(), evaluator->class_output()) : options.metric;
   QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric, analysis::MakeMetric(r.metric));
   analysis::AgreementMetric agreement;
   std::vector<analysis::Metric*> metrics{metric.get()};
@@ -36,14 +36,16 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   QK_ASSIGN_OR_RETURN(analysis::TrialResult fp32, evaluator->EvaluateFp32({metric.get()}));
   r.fp32_value = fp32.metrics.at(r.metric);
 
-  // One collection; each method is a BuildPlan over the same statistics (no model run).
-  QK_ASSIGN_OR_RETURN(CalibrationRun run, PrepareCalibration(options.calibrate));
-  r.collect_seconds = run.collect_seconds;
+  SharedStats shared;
   size_t best = 0;
   for (size_t i = 0; i < methods.size(); ++i) {
-    QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(run.statistics, run.model, run.sites,
-                                                   {methods[i], options.calibrate.method_overrides}));
-    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(built.plan, metrics));
+    CalibrateOptions c = options.calibrate;
+    c.method = methods[i];
+    c.output_dir.clear();
+    c.stats_out.clear();
+    c.shared_stats = &shared;
+    QK_ASSIGN_OR_RETURN(CalibrateResult calibrated, Calibrate(c));
+    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(calibrated.plan, metrics));
     MethodScore s;
     s.method = quant::MethodLabel(methods[i]);
     s.value = t.metrics.at(r.metric);
@@ -51,7 +53,6 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
     s.rel_mse = t.output.relative_mse();
     s.sqnr_db = t.output.sqnr_db();
     s.agreement = t.metrics.at("agreement");
-    s.seconds = t.seconds;
     r.scores.push_back(s);
     const MethodScore& b = r.scores[best];
     if (s.loss < b.loss || (s.loss == b.loss && s.rel_mse < b.rel_mse)) best = i;
@@ -59,7 +60,8 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   r.best = r.scores[best].method;
   CalibrateOptions c = options.calibrate;
   c.method = methods[best];
-  QK_ASSIGN_OR_RETURN(r.best_result, FinishCalibration(run, c));
+  c.shared_stats = &shared;
+  QK_ASSIGN_OR_RETURN(r.best_result, Calibrate(c));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
@@ -72,9 +74,7 @@ std::string FormatCompareMethods(const CompareMethodsResult& r) {
     s += fmt::format("{:<18} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.2f} {:>12.4e}{}\n", m.method, m.value, m.loss,
                      m.agreement, m.sqnr_db, m.rel_mse, m.method == r.best ? "  <- best" : "");
   }
-  s += fmt::format("best: {} ({:.2f} s for {} methods: one statistics pass of {:.2f} s, then one "
-                   "simulation each)\n",
-                   r.best, r.seconds, r.scores.size(), r.collect_seconds);
+  s += fmt::format("best: {} ({:.2f} s for {} methods, one statistics pass)\n", r.best, r.seconds, r.scores.size());
   return s;
 }
 
@@ -83,11 +83,10 @@ std::string CompareMethodsJson(const CompareMethodsResult& r) {
   for (const MethodScore& m : r.scores) {
     scores.push_back({{"method", m.method}, {"value", m.value}, {"loss", m.loss}, {"agreement", m.agreement},
                       {"sqnr_db", std::isfinite(m.sqnr_db) ? nlohmann::json(m.sqnr_db) : nlohmann::json(nullptr)},
-                      {"rel_mse", m.rel_mse}, {"seconds", m.seconds}});
+                      {"rel_mse", m.rel_mse}});
   }
   nlohmann::json j{{"holdout", r.holdout}, {"metric", r.metric},     {"fp32", r.fp32_value},
                    {"methods", scores},    {"best", r.best},         {"seconds", r.seconds},
-                   {"collect_seconds", r.collect_seconds},
                    {"written", r.best_result.written}};
   return j.dump(1);
 }

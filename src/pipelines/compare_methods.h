@@ -1,9 +1,9 @@
 // `quantkit calibrate --compare-methods`: what users do by hand today — calibrate with every
 // method, evaluate each plan on held-out data, keep the best.
 //
-// One statistics pass (pipelines/calibrate.h PrepareCalibration: the collectors keep histograms,
-// so BuildPlan recomputes any method without re-running the model), one plan per method, each
-// simulated (analysis/simulate.h) on the holdout split against cached FP32 outputs.
+// One statistics pass (pipelines/calibrate.h SharedStats: the collectors keep histograms, so
+// quant::AmaxFromCollector recomputes any method without re-running the model), one plan per
+// method, each simulated (analysis/simulate.h) on the holdout split against cached FP32 outputs.
 // The best method (lowest loss of the metric vs FP32; ties: lowest output relative MSE) gets its
 // artifacts written to the output directory, as a plain `calibrate` with that method would.
 #pragma once
@@ -20,7 +20,7 @@ namespace quantkit::pipelines {
 struct CompareMethodsOptions {
   CalibrateOptions calibrate;              // data, placement, output_dir...; method is ignored
   std::vector<quant::MethodRequest> methods;  // empty: max, entropy, percentile:99.99, mse
-  std::string holdout;                     // required: data the plans were not calibrated on
+  std::string holdout;                     // required (the CLI defaults it for fashion-mnist data)
   int64_t holdout_samples = 0;
   std::string metric;                      // empty: top1 with labels, else agreement
 };
@@ -28,7 +28,6 @@ struct CompareMethodsOptions {
 struct MethodScore {
   std::string method;
   double value = 0, loss = 0, rel_mse = 0, sqnr_db = 0, agreement = 0;
-  double seconds = 0;  // the simulated evaluation on the holdout
 };
 
 struct CompareMethodsResult {
@@ -38,7 +37,6 @@ struct CompareMethodsResult {
   std::string best;
   CalibrateResult best_result;      // the artifacts of the best method
   double seconds = 0;
-  double collect_seconds = 0;       // the one statistics pass (model load included)
 };
 
 Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options);
