@@ -24,6 +24,7 @@ build: setup
 	@cmake --build --preset $(PRESET) -j $(JOBS)
 
 test: build
+	@bash scripts/setup_torch.sh
 	@PATH=$(CURDIR)/.venv/bin:$$PATH ctest --preset $(PRESET) --timeout 1800
 
 demo: build

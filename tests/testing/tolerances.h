@@ -39,6 +39,11 @@ inline constexpr double kShareAboveAbs = 1e-3;
 // normalised bins.
 inline constexpr double kJsIdenticalAbs = 1e-12;
 
+// Opset upgrade (onnx version converter): the adapters rewrite Softmax-11 as Flatten -> Softmax ->
+// Reshape and move Reduce* axes into an input, the same float arithmetic in the same order, so
+// the upgraded model's outputs equal the original's up to ATen's reduction order.
+inline constexpr double kOpsetUpgradeAtol = 1e-6;
+
 // Training gradients (tests/unit/runtime/training_test.cc) are checked in float64 against central
 // differences with step h: truncation error ~h^2 |f'''|, rounding ~1e-16/h, both far below these.
 inline constexpr double kFiniteDifferenceStep = 1e-6;
