@@ -432,4 +432,37 @@ std::unique_ptr<Source> Take(std::unique_ptr<Source> source, int64_t n) {
   return std::make_unique<TakeSource>(std::move(source), n);
 }
 
+Result<Batch> ConformBatch(std::vector<std::pair<std::string, ir::Tensor>> arrays,
+                           const std::vector<InputSpec>& inputs, const std::string& origin) {
+  std::string names;
+  for (const InputSpec& in : inputs) names += (names.empty() ? "" : ", ") + in.name;
+  for (const auto& [name, t] : arrays) {
+    const bool known = std::any_of(inputs.begin(), inputs.end(),
+                                   [&](const InputSpec& in) { return in.name == name; });
+    QK_RETURN_IF_NOT(known, StatusCode::kInvalidArgument,
+                     "{}: '{}' is not an input of the model (inputs: {})", origin, name, names);
+  }
+  Batch batch;
+  for (const InputSpec& in : inputs) {
+    auto it = std::find_if(arrays.begin(), arrays.end(), [&](const auto& a) { return a.first == in.name; });
+    QK_RETURN_IF_NOT(it != arrays.end(), StatusCode::kInvalidArgument,
+                     "{}: no array for model input '{}' (the batch has {} of: {})", origin, in.name,
+                     arrays.size(), names);
+    QK_RETURN_IF_NOT(it->second.rank() >= 1, StatusCode::kInvalidArgument,
+                     "{}: input '{}' is a scalar; a batch needs a leading batch dimension", origin,
+                     in.name);
+    const int64_t n = it->second.dims()[0];
+    QK_RETURN_IF_NOT(n > 0, StatusCode::kInvalidArgument, "{}: input '{}' holds no samples", origin,
+                     in.name);
+    QK_RETURN_IF_NOT(batch.size == 0 || batch.size == n, StatusCode::kInvalidArgument,
+                     "{}: input '{}' has {} samples but the others have {}", origin, in.name, n,
+                     batch.size);
+    batch.size = n;
+    QK_ASSIGN_OR_RETURN(ir::Tensor t,
+                        internal::Conform(std::move(it->second), in, /*batched=*/true, origin, nullptr));
+    batch.inputs.emplace_back(in.name, std::move(t));
+  }
+  return batch;
+}
+
 }  // namespace quantkit::data

@@ -86,4 +86,12 @@ Status DumpSamples(const Source& source, const std::string& dir);
 // Limits a source to its first `n` samples (n <= 0: all).
 std::unique_ptr<Source> Take(std::unique_ptr<Source> source, int64_t n);
 
+// Checks a batch handed over by a host program (the Python API: one {input: array} batch of a
+// DataLoader) against the model inputs: every input fed, no unknown name, rank >= 1, one batch
+// size for all inputs, per-sample dtype and dims as OpenSource checks them. float16/float64 data
+// is converted to float32 (a copy); everything else keeps the caller's buffer (no copy).
+// `origin` names the batch in errors ("batch 3").
+Result<Batch> ConformBatch(std::vector<std::pair<std::string, ir::Tensor>> arrays,
+                           const std::vector<InputSpec>& inputs, const std::string& origin);
+
 }  // namespace quantkit::data
