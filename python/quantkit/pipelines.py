@@ -51,6 +51,7 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
     args.samples = samples
     args.batch_size = batch_size
     args.progress = progress
+    _core.check_calibrate_args(args)  # bad options fail before the data is read
     if _data.is_spec(data):
         args.data = os.fspath(data)
         core_plan, info = _core.calibrate(args)

@@ -44,7 +44,8 @@ struct CalibrateArgs {
   int64_t samples = 0, batch_size = 32;
 };
 
-py::tuple CalibrateImpl(const CalibrateArgs& a, const analysis::SharedStats* stats) {
+// Options as the CLI reads them; every error here comes before any compute.
+analysis::CalibrateOptions ToOptions(const CalibrateArgs& a) {
   analysis::CalibrateOptions c;
   c.model = a.model;
   c.data = a.data;
@@ -57,6 +58,11 @@ py::tuple CalibrateImpl(const CalibrateArgs& a, const analysis::SharedStats* sta
   c.stats_out = a.stats_out;
   c.cache = CacheOptions(a.trt_version, a.calibrator);
   c.progress = a.progress;
+  return c;
+}
+
+py::tuple CalibrateImpl(const CalibrateArgs& a, const analysis::SharedStats* stats) {
+  analysis::CalibrateOptions c = ToOptions(a);
   analysis::SharedStats shared;
   if (stats) {
     shared = *stats;
@@ -116,6 +122,7 @@ void BindPipelines(py::module_& m) {
       .def_readwrite("batch_size", &CalibrateArgs::batch_size)
       .def_readwrite("progress", &CalibrateArgs::progress);
 
+  m.def("check_calibrate_args", [](const CalibrateArgs& a) { ToOptions(a); }, py::arg("args"));
   m.def("calibrate", [](const CalibrateArgs& a) { return CalibrateImpl(a, nullptr); }, py::arg("args"));
   m.def("calibrate_from_stats", [](const CalibrateArgs& a, const analysis::SharedStats& stats) {
           return CalibrateImpl(a, &stats);
