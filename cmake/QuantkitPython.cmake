@@ -16,3 +16,13 @@ if(QUANTKIT_PYTHON_TORCH_PREFIX)
   message(STATUS "quantkit: linking the libtorch of ${Python_EXECUTABLE}'s torch (${QUANTKIT_PYTHON_TORCH_PREFIX})")
   list(PREPEND CMAKE_PREFIX_PATH ${QUANTKIT_PYTHON_TORCH_PREFIX})
 endif()
+
+# Builds outside the presets (pip install .) use ccache when there is one, with the presets'
+# settings, so that they share the objects of `make build`.
+if(NOT CMAKE_CXX_COMPILER_LAUNCHER)
+  find_program(QUANTKIT_CCACHE ccache)
+  if(QUANTKIT_CCACHE)
+    set(CMAKE_CXX_COMPILER_LAUNCHER ${CMAKE_COMMAND} -E env CCACHE_BASEDIR=${PROJECT_SOURCE_DIR}
+        CCACHE_NOHASHDIR=1 ${QUANTKIT_CCACHE})
+  endif()
+endif()
