@@ -2,19 +2,19 @@
 // whole computation and returns plain values (a Plan, dicts, JSON text the Python side parses),
 // so python/quantkit wraps them in typed result objects with to_dict().
 //
-// TODO(issue 14): these call the src/analysis workflows through this thin facade; bind the
-// include/quantkit pipelines (CollectStatistics -> BuildPlan -> WriteArtifacts) once they land.
+// TODO(issue 14): these call the src/pipelines workflows through this thin facade; bind the
+// include/quantkit public headers (CollectStatistics -> BuildPlan -> WriteArtifacts) once they land.
 #include <pybind11/stl.h>
 
-#include "analysis/calibrate.h"
-#include "analysis/diagnose.h"
-#include "analysis/evaluate.h"
-#include "analysis/fallback.h"
+#include "analysis/diagnose/diagnose.h"
 #include "analysis/layer_analysis.h"
 #include "analysis/metrics.h"
 #include "analysis/plan_eval.h"
 #include "analysis/simulate.h"
 #include "errors.h"
+#include "pipelines/calibrate.h"
+#include "pipelines/evaluate.h"
+#include "pipelines/fallback.h"
 #include "quant/method_amax.h"
 
 namespace py = pybind11;
@@ -45,8 +45,8 @@ struct CalibrateArgs {
 };
 
 // Options as the CLI reads them; every error here comes before any compute.
-analysis::CalibrateOptions ToOptions(const CalibrateArgs& a) {
-  analysis::CalibrateOptions c;
+pipelines::CalibrateOptions ToOptions(const CalibrateArgs& a) {
+  pipelines::CalibrateOptions c;
   c.model = a.model;
   c.data = a.data;
   c.samples = a.samples;
@@ -61,18 +61,18 @@ analysis::CalibrateOptions ToOptions(const CalibrateArgs& a) {
   return c;
 }
 
-py::tuple CalibrateImpl(const CalibrateArgs& a, const analysis::SharedStats* stats) {
-  analysis::CalibrateOptions c = ToOptions(a);
-  analysis::SharedStats shared;
+py::tuple CalibrateImpl(const CalibrateArgs& a, const pipelines::SharedStats* stats) {
+  pipelines::CalibrateOptions c = ToOptions(a);
+  pipelines::SharedStats shared;
   if (stats) {
     shared = *stats;
     c.shared_stats = &shared;
   }
-  Result<analysis::CalibrateResult> r = [&] {
+  Result<pipelines::CalibrateResult> r = [&] {
     py::gil_scoped_release release;
-    return analysis::Calibrate(c);
+    return pipelines::Calibrate(c);
   }();
-  analysis::CalibrateResult result = Unwrap(std::move(r));
+  pipelines::CalibrateResult result = Unwrap(std::move(r));
   py::dict info;
   info["written"] = result.written;
   info["warnings"] = result.warnings;
@@ -124,13 +124,13 @@ void BindPipelines(py::module_& m) {
 
   m.def("check_calibrate_args", [](const CalibrateArgs& a) { ToOptions(a); }, py::arg("args"));
   m.def("calibrate", [](const CalibrateArgs& a) { return CalibrateImpl(a, nullptr); }, py::arg("args"));
-  m.def("calibrate_from_stats", [](const CalibrateArgs& a, const analysis::SharedStats& stats) {
+  m.def("calibrate_from_stats", [](const CalibrateArgs& a, const pipelines::SharedStats& stats) {
           return CalibrateImpl(a, &stats);
         }, py::arg("args"), py::arg("stats"));
 
   m.def("evaluate", [](const std::string& model, const std::string& data, const std::string& plan,
                        const std::string& reference, int64_t samples, int64_t batch_size, bool progress) {
-          analysis::EvalOptions o;
+          pipelines::EvalOptions o;
           o.model = model;
           o.data = data;
           o.plan = plan;
@@ -138,11 +138,11 @@ void BindPipelines(py::module_& m) {
           o.samples = samples;
           o.batch_size = batch_size;
           o.progress = progress;
-          Result<analysis::EvalResult> r = [&] {
+          Result<pipelines::EvalResult> r = [&] {
             py::gil_scoped_release release;
-            return analysis::Evaluate(o);
+            return pipelines::Evaluate(o);
           }();
-          const analysis::EvalResult e = Unwrap(std::move(r));
+          const pipelines::EvalResult e = Unwrap(std::move(r));
           py::dict d;
           d["samples"] = e.samples;
           d["top1"] = e.top1 ? py::cast(*e.top1) : py::none();
@@ -159,7 +159,7 @@ void BindPipelines(py::module_& m) {
           }
           d["metrics"] = e.metrics;
           d["seconds"] = e.seconds;
-          d["report"] = analysis::FormatEval(o, e);
+          d["report"] = pipelines::FormatEval(o, e);
           return d;
         }, py::arg("model"), py::arg("data"), py::arg("plan"), py::arg("reference"), py::arg("samples"),
         py::arg("batch_size"), py::arg("progress"));
@@ -187,13 +187,13 @@ void BindPipelines(py::module_& m) {
           auto evaluator = Evaluator(model, data, samples, batch_size, placement);
           auto metric_ptr = Unwrap(analysis::MakeMetric(
               metric.empty() ? analysis::DefaultMetricName(evaluator->has_labels()) : metric));
-          analysis::FallbackOptions options;
+          pipelines::FallbackOptions options;
           options.budget = budget;
           options.max_float_layers = max_float_layers;
           options.output_dir = output_dir;
-          analysis::FallbackResult r =
-              Unwrap(analysis::RunFallback(*evaluator, plan, metric_ptr.get(), options));
-          std::string json = analysis::FallbackJson(r), text = analysis::FormatFallback(r);
+          pipelines::FallbackResult r =
+              Unwrap(pipelines::RunFallback(*evaluator, plan, metric_ptr.get(), options));
+          std::string json = pipelines::FallbackJson(r), text = pipelines::FormatFallback(r);
           return std::make_tuple(std::move(r.plan), json, text, r.written);
         }, py::arg("model"), py::arg("plan"), py::arg("data"), py::arg("metric"), py::arg("budget"),
         py::arg("max_float_layers"), py::arg("output_dir"), py::arg("samples"), py::arg("batch_size"),

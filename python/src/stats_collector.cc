@@ -92,11 +92,11 @@ void StatsCollector::ObserveSource(const std::string& spec, const data::ImageOpt
   ThrowIfError(status);
 }
 
-analysis::SharedStats StatsCollector::Finish(const std::string& description) {
+pipelines::SharedStats StatsCollector::Finish(const std::string& description) {
   CheckOpen();
   finished_ = true;
   progress_->Finish();
-  analysis::SharedStats shared;
+  pipelines::SharedStats shared;
   shared.stats = stats_;
   shared.samples = samples_;
   shared.filled = true;
