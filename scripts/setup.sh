@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 DEB_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang
-  libtorch-dev libonnx-dev libprotobuf-dev protobuf-compiler
+  libtorch-dev libgloo-dev libonnx-dev libprotobuf-dev protobuf-compiler
   # ATen's convolutions and matmuls call libblas.so.3; Debian's default is the reference BLAS,
   # 3-30x slower. OpenBLAS takes over the libblas.so.3 alternative (measured in bench/).
   libopenblas0-pthread

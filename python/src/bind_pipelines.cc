@@ -83,10 +83,11 @@ py::tuple CalibrateImpl(const CalibrateArgs& a, const pipelines::SharedStats* st
   return py::make_tuple(std::move(result.plan), info);
 }
 
-std::vector<std::unique_ptr<analysis::Metric>> Metrics(std::vector<std::string> names, bool has_labels) {
-  if (names.empty()) {
-    if (has_labels) names.push_back("top1");
-    names.push_back("agreement");
+std::vector<std::unique_ptr<analysis::Metric>> Metrics(std::vector<std::string> names,
+                                                        const analysis::PlanEvaluator& evaluator) {
+  if (names.empty()) {  // as `quantkit analyze`: agreement beside top-1 on a class vector
+    names.push_back(analysis::DefaultMetricName(evaluator.has_labels(), evaluator.class_output()));
+    if (names.front() == "top1") names.push_back("agreement");
   }
   return Unwrap(analysis::MakeMetrics(names));
 }
@@ -169,7 +170,7 @@ void BindPipelines(py::module_& m) {
                       const std::string& placement, bool accumulated, bool progress) {
           py::gil_scoped_release release;
           auto evaluator = Evaluator(model, data, samples, batch_size, placement);
-          auto metrics = Metrics(metric_names, evaluator->has_labels());
+          auto metrics = Metrics(metric_names, *evaluator);
           analysis::AnalyzeOptions options;
           options.accumulated = accumulated;
           options.progress = progress;
@@ -186,7 +187,7 @@ void BindPipelines(py::module_& m) {
           py::gil_scoped_release release;
           auto evaluator = Evaluator(model, data, samples, batch_size, placement);
           auto metric_ptr = Unwrap(analysis::MakeMetric(
-              metric.empty() ? analysis::DefaultMetricName(evaluator->has_labels()) : metric));
+              metric.empty() ? analysis::DefaultMetricName(evaluator->has_labels(), evaluator->class_output()) : metric));
           pipelines::FallbackOptions options;
           options.budget = budget;
           options.max_float_layers = max_float_layers;
