@@ -17,6 +17,7 @@
 #include "common/progress.h"
 #include "pipelines/calibrate.h"
 #include "data/npy.h"
+#include "data/source.h"
 #include "formats/ranges.h"
 #include "formats/trt_cache.h"
 #include "onnx/export.h"
