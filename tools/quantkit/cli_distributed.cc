@@ -27,7 +27,7 @@ void AddDistributedOptions(CLI::App* cmd, pipelines::DistributedOptions* options
 }
 
 Status CheckDistributedLaunch(const CLI::App& app) {
-  const std::vector<const CLI::App*> chosen = app.get_subcommands();
+  const std::vector<CLI::App*> chosen = app.get_subcommands();
   if (chosen.empty()) return Status::Ok();
   const std::string name = chosen.front()->get_name();
   if (name == "calibrate" || name == "eval") return Status::Ok();
