@@ -40,7 +40,13 @@ Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
   *data_fingerprint = source->Fingerprint();
   QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interpreter,
                       runtime::Interpreter::Create(std::move(model)));
-  for (const std::string& name : activations) stats->tensors.emplace(name, quant::TensorCollector());
+  // Max-only fast path: no histograms when nothing will read them.
+  bool max_only = options.method.method == quant::CalibMethod::kMax && options.stats_out.empty() &&
+                  options.shared_stats == nullptr;
+  for (const auto& [key, m] : options.method_overrides) max_only = max_only && m.method == quant::CalibMethod::kMax;
+  for (const std::string& name : activations) {
+    stats->tensors.emplace(name, max_only ? quant::TensorCollector::RangeOnly() : quant::TensorCollector());
+  }
   CollectingObserver observer(&stats->tensors);
   PassOptions pass;
   pass.batch_size = options.batch_size;

@@ -49,6 +49,9 @@ Result<CalibResult> AmaxFromCollector(const TensorCollector& collector, const Me
     result.hi = range.amax;
     return result;
   }
+  QK_RETURN_IF_NOT(collector.has_histogram(), StatusCode::kInternal,
+                   "method '{}' needs a histogram; the statistics were collected for max only",
+                   MethodLabel(method));
   const Histogram hist = collector.histogram().RebinAbs(kDefaultNumBins, range.amax);
   switch (method.method) {
     case CalibMethod::kEntropy: {
