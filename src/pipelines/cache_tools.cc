@@ -1,4 +1,4 @@
-#include "analysis/cache_tools.h"
+#include "pipelines/cache_tools.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include "common/check.h"
 #include "passes/qdq_placement.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 namespace {
 
 std::string HeaderMeaning(const formats::TrtCache& cache) {
@@ -130,4 +130,4 @@ std::string FormatCacheCheck(const CacheCheck& c) {
   return out;
 }
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -1,4 +1,4 @@
-#include "analysis/calibrate.h"
+#include "pipelines/calibrate.h"
 
 #include <fmt/format.h>
 
@@ -23,7 +23,7 @@
 #include "quantkit/version.h"
 #include "runtime/interpreter.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 namespace {
 
 namespace fs = std::filesystem;
@@ -43,15 +43,17 @@ Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
   // Max-only fast path: no histograms when nothing will read them.
   bool max_only = options.method.method == quant::CalibMethod::kMax && options.stats_out.empty() &&
                   options.shared_stats == nullptr;
-  for (const auto& [key, m] : options.method_overrides) max_only = max_only && m.method == quant::CalibMethod::kMax;
+  for (const auto& [key, m] : options.method_overrides) {
+    max_only = max_only && m.method == quant::CalibMethod::kMax;
+  }
   for (const std::string& name : activations) {
     stats->tensors.emplace(name, max_only ? quant::TensorCollector::RangeOnly() : quant::TensorCollector());
   }
-  CollectingObserver observer(&stats->tensors);
-  PassOptions pass;
+  analysis::CollectingObserver observer(&stats->tensors);
+  analysis::PassOptions pass;
   pass.batch_size = options.batch_size;
   pass.progress = options.progress;
-  QK_RETURN_IF_ERROR(RunPass(*interpreter, *source, pass, {&observer}));
+  QK_RETURN_IF_ERROR(analysis::RunPass(*interpreter, *source, pass, {&observer}));
   const int64_t n = source->num_samples();
   result->samples = n;
   return Status::Ok();
@@ -120,7 +122,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   CalibrateResult result;
   QK_ASSIGN_OR_RETURN(std::string model_sha, Sha256OfFile(options.model));
-  QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.model));
   // A model that already holds Q/DQ (a QAT export) would get a second quantization stacked on
   // its own; its scales are the plan, which `convert` extracts.
   int64_t qdq_nodes = 0;
@@ -194,7 +196,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
     }
   }
   // Weights come from the model file, whatever the statistics source.
-  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, LoadModelForQuantization(options.model));
+  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(options.model));
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> qdq_sites,
                       passes::FindQdqSites(*qdq_model.graph, options.placement));
   QK_RETURN_IF_ERROR(passes::AddWeightScales(*qdq_model.graph, qdq_sites, &plan));
@@ -234,4 +236,4 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   return result;
 }
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -14,7 +14,7 @@
 #include "formats/trt_cache.h"
 #include "ir/graph.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 
 std::string InspectCacheText(const formats::TrtCache& cache);
 std::string InspectCacheJson(const formats::TrtCache& cache);
@@ -47,4 +47,4 @@ Result<CacheCheck> CheckCache(const formats::TrtCache& cache, const ir::Graph& m
                               const std::optional<formats::TrtCalibrator>& calibrator);
 std::string FormatCacheCheck(const CacheCheck& c);
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

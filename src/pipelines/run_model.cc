@@ -1,4 +1,4 @@
-#include "runtime/run_model.h"
+#include "pipelines/run_model.h"
 
 #include <cmath>
 #include <filesystem>
@@ -10,7 +10,7 @@
 #include "onnx/import.h"
 #include "runtime/interpreter.h"
 
-namespace quantkit::runtime {
+namespace quantkit::pipelines {
 
 namespace {
 
@@ -46,14 +46,14 @@ TensorSummary Summarize(const std::string& name, const ir::Tensor& t) {
 }
 
 // Writes the observed tensors the user asked to dump.
-class DumpObserver : public Observer {
+class DumpObserver : public runtime::Observer {
  public:
   DumpObserver(const RunModelOptions& o) : options_(o) {}
   bool Wants(const std::string& name) const override {
     if (options_.dump_all) return true;
     return std::find(options_.dump.begin(), options_.dump.end(), name) != options_.dump.end();
   }
-  Status OnTensor(const std::string& name, const ir::Node*, const TensorView& v) override {
+  Status OnTensor(const std::string& name, const ir::Node*, const runtime::TensorView& v) override {
     ir::Tensor t(v.dtype, v.shape);
     if (t.nbytes() > 0) std::memcpy(t.mutable_data(), v.data, t.nbytes());
     const std::string path = (std::filesystem::path(options_.output_dir) / (FileNameFor(name) + ".npy")).string();
@@ -76,8 +76,8 @@ std::string TensorSummary::ToString() const {
 
 Result<std::vector<TensorSummary>> RunModelFiles(const RunModelOptions& options) {
   QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(options.model_path));
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<Interpreter> interp, Interpreter::Create(std::move(model)));
-  std::vector<NamedTensor> inputs;
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interp, runtime::Interpreter::Create(std::move(model)));
+  std::vector<runtime::NamedTensor> inputs;
   for (const auto& [name, path] : options.inputs) {
     QK_ASSIGN_OR_RETURN(ir::Tensor t, data::ReadNpy(path));
     inputs.push_back({name, std::move(t)});
@@ -86,11 +86,11 @@ Result<std::vector<TensorSummary>> RunModelFiles(const RunModelOptions& options)
   std::filesystem::create_directories(options.output_dir, ec);
   if (ec) return MakeStatus(StatusCode::kIoError, "{}: cannot create directory: {}", options.output_dir, ec.message());
   DumpObserver dump(options);
-  RunOptions run_options;
+  runtime::RunOptions run_options;
   if (options.dump_all || !options.dump.empty()) run_options.observers.push_back(&dump);
-  QK_ASSIGN_OR_RETURN(std::vector<NamedTensor> outputs, interp->Run(inputs, run_options));
+  QK_ASSIGN_OR_RETURN(std::vector<runtime::NamedTensor> outputs, interp->Run(inputs, run_options));
   std::vector<TensorSummary> summaries;
-  for (const NamedTensor& o : outputs) {
+  for (const runtime::NamedTensor& o : outputs) {
     TensorSummary s = Summarize(o.name, o.tensor);
     s.path = (std::filesystem::path(options.output_dir) / (FileNameFor(o.name) + ".npy")).string();
     QK_RETURN_IF_ERROR(data::WriteNpy(s.path, o.tensor));
@@ -99,4 +99,4 @@ Result<std::vector<TensorSummary>> RunModelFiles(const RunModelOptions& options)
   return summaries;
 }
 
-}  // namespace quantkit::runtime
+}  // namespace quantkit::pipelines
