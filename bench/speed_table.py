@@ -13,7 +13,7 @@ Runners (FP32 table): quantkit eval; onnxruntime InferenceSession (default graph
 PyTorch eager (Debian torch 1.13 + torchvision, .venv); the same model traced to TorchScript, run by
 torch 1.13 (.venv) and by PyPI torch 2.x (.venv-torch, when present): the libtorch comparison on
 identical ops. Calibration table: quantkit calibrate --method max / entropy, quantkit eval --plan
-(the simulated INT8 pass with the max plan), and onnxruntime.quantization.quantize_static (MinMax,
+(FP32 reference + simulated INT8 pass with the max plan: target <= 2.3x eval), and onnxruntime.quantization.quantize_static (MinMax,
 Entropy; its memory grows with the sample count, so it runs up to --max-ort-samples only).
 Ratios: quantkit/ort for FP32 (target <= 1.5), calibrate/quantkit-FP32 (max <= 1.15, entropy <= 1.3),
 simulated/FP32 (<= 1.3), ORT-quantize/quantkit-calibrate (>= 3 MinMax, >= 10 Entropy).
@@ -29,6 +29,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "python", "zoo"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peer_calibrate  # noqa: E402
 
 TORCHVISION = ["resnet18", "mobilenet_v2", "efficientnet_b0", "vit_b_16"]
 ZOO = {"resnet_small": os.path.join(ROOT, "models", "zoo", "resnet_small.onnx")}
@@ -69,24 +71,7 @@ with torch.no_grad():
     torch.jit.save(torch.jit.trace(m, torch.randn(1, 3, 224, 224)), out)
 '''
 
-ORT_QUANTIZE = r'''
-import sys, numpy as np, onnx
-from onnxruntime.quantization import quantize_static, CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType
-model, data, out, method, batch = sys.argv[1:6]
-x = np.load(data, mmap_mode="r")
-batch = int(batch)
-NAME = onnx.load(model, load_external_data=False).graph.input[0].name
-class R(CalibrationDataReader):
-    def __init__(self): self.i = 0
-    def get_next(self):
-        if self.i >= len(x): return None
-        b = np.ascontiguousarray(x[self.i:self.i + batch]); self.i += batch
-        return {NAME: b}
-quantize_static(model, out, R(), quant_format=QuantFormat.QDQ, per_channel=True,
-                activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                calibrate_method=CalibrationMethod.Entropy if method == "entropy" else CalibrationMethod.MinMax,
-                extra_options={"ActivationSymmetric": True})
-'''
+ORT_QUANTIZE = peer_calibrate.ORT_CHILD  # quantize_static, QDQ, per-channel, symmetric activations
 
 MAKE_DATA = r'''
 import sys, numpy as np, onnx
@@ -201,7 +186,7 @@ def main():
         print(f"{name:<16}{n:>5}  {cell(q)}  {cell(o)}  {cell(e)}  {cell(t1)}  {cell(t2)}  {ratio(q, o)}  "
               f"{ratio(q, e)}   {ratio(t2, t1)}")
     print("\nCalibration and simulation (same columns; sim = eval --plan <max plan>)")
-    print(f"{'model':<16}{'n':>5}  {'calibrate max':>23}  {'calibrate entropy':>23}  {'simulated INT8':>23}  "
+    print(f"{'model':<16}{'n':>5}  {'calibrate max':>23}  {'calibrate entropy':>23}  {'eval --plan (ref+sim)':>23}  "
           f"{'ORT MinMax':>23}  {'ORT Entropy':>23}  max/fp32 ent/fp32 sim/fp32 ortMM/max ortEnt/ent")
     for name, n, q, mx, en, sim, om, oe in calib:
         print(f"{name:<16}{n:>5}  {cell(mx)}  {cell(en)}  {cell(sim)}  {cell(om)}  {cell(oe)}  "

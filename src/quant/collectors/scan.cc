@@ -13,18 +13,29 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+// Blocks with 32-bit counters: 64-bit lanes in the reductions would halve the vector width
+// (2.6x slower at -O2 on this machine).
 Summary SummarizeChunk(const float* v, size_t n) {
+  constexpr size_t kSummaryBlock = 4096;
   float mn = kInf, mx = -kInf;
   int64_t zeros = 0;
-  int bad = 0;
-#pragma omp simd reduction(min : mn) reduction(max : mx) reduction(+ : zeros) reduction(| : bad)
-  for (size_t i = 0; i < n; ++i) {
-    const float x = v[i];
-    const bool finite = std::fabs(x) <= std::numeric_limits<float>::max();  // false for NaN, ±Inf
-    bad |= !finite;
-    zeros += x == 0.0f;
-    mn = std::min(mn, finite ? x : kInf);
-    mx = std::max(mx, finite ? x : -kInf);
+  int32_t bad = 0;
+  for (size_t s = 0; s < n; s += kSummaryBlock) {
+    const size_t m = std::min(kSummaryBlock, n - s);
+    const float* p = v + s;
+    int32_t z = 0, b = 0;
+#pragma omp simd reduction(min : mn) reduction(max : mx) reduction(+ : z) reduction(| : b)
+    for (size_t i = 0; i < m; ++i) {
+      const float x = p[i];
+      const int32_t finite = std::fabs(x) <= std::numeric_limits<float>::max();  // 0 for NaN, ±Inf
+      b |= finite ^ 1;
+      z += x == 0.0f;
+      const float lo = finite ? x : kInf, hi = finite ? x : -kInf;
+      mn = lo < mn ? lo : mn;
+      mx = hi > mx ? hi : mx;
+    }
+    zeros += z;
+    bad |= b;
   }
   return {mn, mx, zeros, bad != 0};
 }
@@ -45,7 +56,7 @@ constexpr size_t kBlock = 512;
 
 template <typename Real>
 int64_t BlockIndices(const float* v, size_t n, Real scale, uint32_t half, uint32_t* idx) {
-  int64_t zeros = 0;
+  int32_t zeros = 0;  // n <= kBlock
 #pragma omp simd reduction(+ : zeros)
   for (size_t i = 0; i < n; ++i) {
     const float x = v[i];
