@@ -12,7 +12,10 @@ namespace quantkit::runtime {
 
 // CPUs in this process's affinity mask (at least 1).
 int UsableCpus();
-// 0 selects UsableCpus(). Must be called before the first model run to take effect everywhere.
+// UsableCpus() shared among the ranks a distributed launch runs on this machine
+// (LOCAL_WORLD_SIZE, set by torchrun), at least 1.
+int DefaultComputeThreads();
+// 0 selects DefaultComputeThreads(). Must be called before the first model run to take effect everywhere.
 Status SetComputeThreads(int threads);
 int ComputeThreads();
 

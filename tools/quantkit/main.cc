@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "cli_distributed.h"
 #include "commands.h"
 #include "runtime/threads.h"
 
@@ -28,6 +29,10 @@ int main(int argc, char** argv) {
   if (quantkit::Status st = quantkit::runtime::SetComputeThreads(threads); !st.ok()) {
     std::fprintf(stderr, "quantkit: %s\n", st.ToString().c_str());
     return 2;
+  }
+  if (quantkit::Status st = quantkit::cli::CheckDistributedLaunch(app); !st.ok()) {
+    std::fprintf(stderr, "quantkit: %s\n", st.message().c_str());
+    return quantkit::ExitCodeFor(st.code());
   }
   try {
     return run();
