@@ -55,7 +55,16 @@ Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
                         &result->rank);
   QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interpreter,
                       runtime::Interpreter::Create(std::move(model)));
-  for (const std::string& name : activations) stats->tensors.emplace(name, quant::TensorCollector());
+  // Max-only fast path: no histograms when nothing will read them (one process: ranks exchange
+  // .qkstats text, which carries histograms).
+  bool max_only = options.method.method == quant::CalibMethod::kMax && options.stats_out.empty() &&
+                  options.shared_stats == nullptr && comm.world_size() == 1;
+  for (const auto& [key, m] : options.method_overrides) {
+    max_only = max_only && m.method == quant::CalibMethod::kMax;
+  }
+  for (const std::string& name : activations) {
+    stats->tensors.emplace(name, max_only ? quant::TensorCollector::RangeOnly() : quant::TensorCollector());
+  }
   // A rank with no samples (fewer batches than ranks) contributes empty collectors.
   if (source->num_samples() == 0) return Status::Ok();
   const auto start = std::chrono::steady_clock::now();

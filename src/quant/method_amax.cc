@@ -36,6 +36,9 @@ Result<CalibResult> AmaxFromCollector(const TensorCollector& collector, const Me
     result.hi = range.amax;
     return result;
   }
+  QK_RETURN_IF_NOT(collector.has_histogram(), StatusCode::kInternal,
+                   "method '{}' needs a histogram; the statistics were collected for max only",
+                   MethodLabel(method));
   const Histogram hist = collector.histogram().RebinAbs(kDefaultNumBins, range.amax);
   QK_ASSIGN_OR_RETURN(result, AmaxFromHistogram(hist, range.amax, method));
   // A threshold at edge 0 (everything in the first bin) is no range at all: use the exact max.
