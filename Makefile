@@ -1,7 +1,7 @@
 # quantkit — the two commands of the README:
 #   make demo   install what is missing, build, run the main job on the bundled model and data
 #   make test   the whole test suite (what CI runs)
-# Other targets: build, asan (sanitizer build + unit tests), bench, zoo, zoo-table, fuzz, clean.
+# Other targets: build, python (the extension in-tree), asan (sanitizer build + unit tests), bench, zoo, zoo-table, fuzz, clean.
 
 PRESET ?= dev
 BUILD_DIR := build/$(PRESET)
@@ -12,7 +12,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_MAXSIZE ?= 5G
 
-.PHONY: all setup build test demo asan bench zoo zoo-table qat-table fuzz clean
+.PHONY: all setup build python test demo asan bench zoo zoo-table qat-table fuzz clean
 
 all: build
 
@@ -22,6 +22,12 @@ setup:
 build: setup
 	@cmake --preset $(PRESET) >/dev/null
 	@cmake --build --preset $(PRESET) -j $(JOBS)
+
+# The Python extension in-tree: PYTHONPATH=build/$(PRESET)/python .venv/bin/python -c "import quantkit"
+# (`make build` builds it too; `pip install .` builds a wheel: docs/python.md).
+python: setup
+	@cmake --preset $(PRESET) >/dev/null
+	@cmake --build --preset $(PRESET) -j $(JOBS) --target quantkit_core
 
 test: build
 	@bash scripts/setup_torch.sh

@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
 # make bench: quantkit's benchmarks, peers side by side in one run (not timed tests).
-#   1. microbenchmarks (Google Benchmark): histogramming ns/element, calibrator search times
-#   2. calibration vs onnxruntime.quantization.quantize_static: wall time and peak RSS
-# Environment: BENCH_MODELS, BENCH_SAMPLES, BENCH_METHODS narrow the peer benchmark.
+#   1. microbenchmarks (Google Benchmark): collectors' GB/s, histogramming ns/element, calibrator search
+#   2. the engine table (bench/speed_table.py): FP32 pass vs onnxruntime vs PyTorch (1.13 eager,
+#      1.13 and 2.x TorchScript), calibrate max/entropy vs quantkit's own FP32 pass vs
+#      onnxruntime.quantization.quantize_static, simulated INT8 vs FP32: wall, CPU and peak RSS
+#   3. FP32 latency per batch: quantkit interpreter vs onnxruntime (batch 1 and 8)
+# Environment: BENCH_QUICK=1 (resnet18 + a zoo model, 64 samples: a few minutes), BENCH_MODELS,
+# BENCH_SAMPLES narrow the engine table; BENCH_LATENCY=0 skips part 3. The default run takes about
+# 60-70 minutes on a dedicated 2-core machine (docs/performance.md).
 set -euo pipefail
 BUILD_DIR=${1:-build/dev}
 echo "== microbenchmarks"
 "$BUILD_DIR/bench/quant/quant_bench" --benchmark_min_time=0.2
-echo "== FP32 latency: quantkit interpreter vs onnxruntime (batch 1 and 8)"
-.venv/bin/python bench/runtime/ort_latency.py --runtime-bench "$BUILD_DIR/bench/runtime/runtime_bench" \
-  --models "${BENCH_RUNTIME_MODELS:-resnet18,mobilenet_v2,mobilenet_v3_small,efficientnet_b0,squeezenet1_1,shufflenet_v2_x1_0}"
-echo "== calibration: quantkit vs onnxruntime.quantization"
-.venv/bin/python bench/peer_calibrate.py --quantkit "$BUILD_DIR/tools/quantkit/quantkit" \
-  --models "${BENCH_MODELS:-plain_cnn,resnet18}" --samples "${BENCH_SAMPLES:-256,1024,4096}" \
-  --methods "${BENCH_METHODS:-entropy,max}" --max-ort-samples "${BENCH_MAX_ORT_SAMPLES:-4096}"
+echo "== engine table: FP32 pass, calibration, simulation vs peers"
+args=()
+[ "${BENCH_QUICK:-0}" = 1 ] && args+=(--quick)
+[ -n "${BENCH_MODELS:-}" ] && args+=(--models "$BENCH_MODELS")
+[ -n "${BENCH_SAMPLES:-}" ] && args+=(--samples "$BENCH_SAMPLES")
+.venv/bin/python bench/speed_table.py --quantkit "$BUILD_DIR/tools/quantkit/quantkit" "${args[@]}"
+if [ "${BENCH_LATENCY:-1}" = 1 ] && [ "${BENCH_QUICK:-0}" != 1 ]; then
+  echo "== FP32 latency: quantkit interpreter vs onnxruntime (batch 1 and 8)"
+  .venv/bin/python bench/runtime/ort_latency.py --runtime-bench "$BUILD_DIR/bench/runtime/runtime_bench" \
+    --models "${BENCH_RUNTIME_MODELS:-resnet18,mobilenet_v2,efficientnet_b0}"
+fi

@@ -16,6 +16,8 @@ DEB_PACKAGES=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libzip-dev
   zlib1g-dev libssl-dev libpng-dev libjpeg-dev
   python3 python3-venv python3-pip python3-numpy python3-torch python3-torchvision
+  # the Python API (python/): bindings and its pytest suite
+  python3-dev pybind11-dev python3-pytest
   libonnx-testdata dataset-fashion-mnist
 )
 PY_REQUIREMENTS=python/requirements.txt

@@ -2,6 +2,9 @@
 //   build/dev/bench/quant/quant_bench --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -9,6 +12,7 @@
 #include "quant/calibrators/calibrators.h"
 #include "quant/collectors/histogram.h"
 #include "quant/collectors/range.h"
+#include "quant/collectors/tensor_collector.h"
 #include "quant/reference_histograms.h"
 
 namespace quantkit::quant {
@@ -31,8 +35,16 @@ Histogram HeavyTailed(int64_t bins) {
   return h;
 }
 
+// ReLU output: half exact zeros (the hard case for a histogram: one bin takes every other value).
+std::vector<float> ReluActivations(size_t n) {
+  std::vector<float> v = Activations(n);
+  for (float& x : v) x = std::max(x, 0.0f);
+  return v;
+}
+
 void SetPerElement(benchmark::State& state, size_t n) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n * sizeof(float)));
   // Rate of elements per second, inverted and scaled: nanoseconds per element.
   state.counters["ns_per_element"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * static_cast<double>(n) * 1e-9,
@@ -49,6 +61,34 @@ void BM_StreamingHistogramObserve(benchmark::State& state) {
   SetPerElement(state, data.size());
 }
 BENCHMARK(BM_StreamingHistogramObserve)->Arg(1 << 12)->Arg(1 << 16)->Arg(1 << 20);
+
+// What calibration pays per activation (range + histogram), one thread and every thread
+// (arg 2: OpenMP threads, as --threads sets them). Target: >= 1 GB/s per thread.
+void CollectorBench(benchmark::State& state, const std::vector<float>& data) {
+  omp_set_num_threads(static_cast<int>(state.range(1)));
+  TensorCollector c;
+  const TensorView view{FloatSpan(data), {static_cast<int64_t>(data.size())}};
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(c.Observe(view));
+  }
+  SetPerElement(state, data.size());
+  state.counters["threads"] = static_cast<double>(state.range(1));
+  omp_set_num_threads(omp_get_num_procs());
+}
+void BM_TensorCollectorObserve(benchmark::State& state) {
+  CollectorBench(state, Activations(static_cast<size_t>(state.range(0))));
+}
+void BM_TensorCollectorObserveRelu(benchmark::State& state) {
+  CollectorBench(state, ReluActivations(static_cast<size_t>(state.range(0))));
+}
+// One thread: CPU time (meaningful on a shared machine). Every thread: wall time (a loaded machine
+// makes it pessimistic).
+BENCHMARK(BM_TensorCollectorObserve)->Args({1 << 12, 1})->Args({1 << 20, 1})->Args({1 << 22, 1});
+BENCHMARK(BM_TensorCollectorObserve)->Name("BM_TensorCollectorObserveAllThreads")->Args({1 << 22, 2})
+    ->UseRealTime();
+BENCHMARK(BM_TensorCollectorObserveRelu)->Args({1 << 20, 1})->Args({1 << 22, 1});
+BENCHMARK(BM_TensorCollectorObserveRelu)->Name("BM_TensorCollectorObserveReluAllThreads")->Args({1 << 22, 2})
+    ->UseRealTime();
 
 void BM_RangeCollectorObserve(benchmark::State& state) {
   const auto data = Activations(static_cast<size_t>(state.range(0)));

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <map>
 #include <string>
 #include <vector>
@@ -50,6 +51,21 @@ struct PassHooks {
   // After each run, with the model outputs.
   std::function<Status(int64_t start, const std::vector<runtime::NamedTensor>& outputs)> after_run;
 };
+
+// Next batch of a pass, or std::nullopt at the end (a data::Source read in order, or a stream
+// such as the public quantkit::BatchStream).
+using BatchReader = std::function<Result<std::optional<data::Batch>>()>;
+
+// Batches of `source` in order: batch_size samples each, never straddling a multiple of
+// options.chunk_size when it is set.
+BatchReader ReadInOrder(const data::Source& source, const PassOptions& options);
+
+// Runs every batch of `next` through `interpreter` once; returns the number of samples. The
+// hooks' `start` is the running sample index. `size_hint` (-1: unknown) sizes the progress bar.
+// Errors name the sample range. Fails on a stream without samples.
+Result<int64_t> RunBatches(const runtime::Interpreter& interpreter, const BatchReader& next,
+                           int64_t size_hint, const PassOptions& options,
+                           const std::vector<runtime::Observer*>& observers, const PassHooks& hooks = {});
 
 // Runs every sample of `source` through `interpreter` once. Errors name the sample range.
 Status RunPass(const runtime::Interpreter& interpreter, const data::Source& source,

@@ -136,7 +136,7 @@ Result<AnalyzeResult> AnalyzeLayers(const PlanEvaluator& evaluator, const quant:
   result.fp32_seconds = evaluator.fp32_seconds();
   QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(evaluator.options().model));
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
-                      SimulationSites(*model.graph, plan, evaluator.options().simulation));
+                      passes::PlanSites(*model.graph, plan, evaluator.options().simulation));
   quant::QuantPlan full = plan;
   QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.graph, sites, &full));
 

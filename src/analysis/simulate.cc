@@ -11,13 +11,6 @@
 namespace quantkit::analysis {
 namespace {
 
-bool FromQdqModel(const quant::QuantPlan& plan) {
-  for (const auto& [name, t] : plan.tensors) {
-    if (t.quantized && t.source.rfind("qdq:", 0) == 0) return true;
-  }
-  return false;
-}
-
 const ir::Tensor* ConstantOf(const ir::Value* v) {
   return v && v->is_constant() && v->initializer ? &*v->initializer : nullptr;
 }
@@ -54,40 +47,6 @@ Result<ir::Tensor> FakeQuantize(const ir::Tensor& w, const ir::Tensor& scale, co
 }
 
 }  // namespace
-
-Result<PlacementMode> ParsePlacementMode(const std::string& text) {
-  if (text == "auto") return PlacementMode::kAuto;
-  if (text == "tensorrt") return PlacementMode::kTensorRT;
-  if (text == "plan") return PlacementMode::kPlan;
-  return MakeStatus(StatusCode::kInvalidArgument, "--placement '{}': use auto, tensorrt or plan", text);
-}
-
-Result<std::vector<passes::QdqSite>> SimulationSites(const ir::Graph& graph,
-                                                     const quant::QuantPlan& plan,
-                                                     const SimulationOptions& options) {
-  const bool from_plan = options.mode == PlacementMode::kPlan ||
-                         (options.mode == PlacementMode::kAuto && FromQdqModel(plan));
-  std::vector<passes::QdqSite> sites;
-  if (from_plan) {
-    sites = passes::SitesFromPlan(graph, plan);
-    // Float-kept nodes lose their Q/DQ here too (SitesFromPlan knows no exclusions).
-    std::vector<passes::QdqSite> kept;
-    for (const passes::QdqSite& s : sites) {
-      if (!plan.float_nodes.count(s.consumer->name)) kept.push_back(s);
-    }
-    return kept;
-  }
-  passes::PlacementOptions placement = options.placement;
-  for (const auto& [node, reason] : plan.float_nodes) placement.exclude_nodes.insert(node);
-  return passes::FindQdqSites(graph, placement);
-}
-
-Result<passes::InsertQdqReport> InsertPlanQdq(ir::Model& model, quant::QuantPlan* plan,
-                                              const SimulationOptions& options) {
-  QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites, SimulationSites(*model.graph, *plan, options));
-  QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.graph, sites, plan));
-  return passes::InsertQdq(model, *plan, sites);
-}
 
 Result<int> FoldWeightQdq(ir::Model& model) {
   ir::Graph& graph = *model.graph;
@@ -154,7 +113,7 @@ Result<ir::Model> BuildSimulationModel(const std::string& float_model_path, cons
   QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(float_model_path));
   QK_RETURN_IF_ERROR(UnmatchedPlanTensors(*model.graph, plan, float_model_path).status());
   quant::QuantPlan filled = plan;
-  QK_RETURN_IF_ERROR(InsertPlanQdq(model, &filled, options).status());
+  QK_RETURN_IF_ERROR(passes::ApplyPlan(model, &filled, options).status());
   QK_RETURN_IF_ERROR(FoldWeightQdq(model).status());
   return model;
 }

@@ -5,7 +5,7 @@
 // Why a Q/DQ model and not a hook on tensors: the placement (passes/qdq_placement.h) quantizes a
 // tensor only on the edges into quantized consumers (a residual Add's backbone input, a Softmax or
 // a float-kept node read the float tensor). Building the very Q/DQ graph that `calibrate` exports
-// (passes/insert_qdq.h) and running it makes "simulation == exported Q/DQ ONNX in onnxruntime"
+// (passes/apply_plan.h) and running it makes "simulation == exported Q/DQ ONNX in onnxruntime"
 // true by construction; the only difference is that weight Q/DQ pairs are folded into
 // fake-quantized initializers once at setup (same float values, computed with quant/params.h),
 // so a run pays only for activation fake quantization.
@@ -14,6 +14,7 @@
 #include <string>
 
 #include "ir/graph.h"
+#include "passes/apply_plan.h"
 #include "passes/insert_qdq.h"
 #include "passes/qdq_placement.h"
 #include "quant/plan.h"
@@ -21,30 +22,9 @@
 
 namespace quantkit::analysis {
 
-enum class PlacementMode {
-  kAuto,      // kPlan when the plan was extracted from a Q/DQ model (sources "qdq:"), else kTensorRT
-  kTensorRT,  // passes::FindQdqSites (TensorRT's recipe), plan.float_nodes excluded
-  kPlan,      // passes::SitesFromPlan: exactly where the plan's Q/DQ model had them
-};
-
-// "auto" | "tensorrt" | "plan" (the CLI's --placement).
-Result<PlacementMode> ParsePlacementMode(const std::string& text);
-
-struct SimulationOptions {
-  passes::PlacementOptions placement;
-  PlacementMode mode = PlacementMode::kAuto;
-};
-
-// The Q/DQ sites a plan gets on `graph`: placement options plus the plan's float_nodes excluded.
-Result<std::vector<passes::QdqSite>> SimulationSites(const ir::Graph& graph,
-                                                     const quant::QuantPlan& plan,
-                                                     const SimulationOptions& options);
-
-// Inserts the plan's Q/DQ pairs into `model` (a float model loaded with
-// LoadModelForQuantization). Missing weight entries are filled per channel from the weights, as
-// calibrate does (*plan is updated). This is the model `calibrate`/`fallback` export.
-Result<passes::InsertQdqReport> InsertPlanQdq(ir::Model& model, quant::QuantPlan* plan,
-                                              const SimulationOptions& options);
+// Simulation places Q/DQ exactly as every exported model does: passes::ApplyPlan.
+using PlacementMode = passes::PlacementPolicy;
+using SimulationOptions = passes::ApplyPlanOptions;
 
 // Replaces every DequantizeLinear(QuantizeLinear(constant W)) by one initializer holding the
 // fake-quantized weights (float32 math of quant::QuantizeValue / quant::Dequantize, as the two
@@ -61,7 +41,7 @@ Result<quant::QuantPlan> ReadPlanFile(const std::string& path);
 Result<std::vector<std::string>> UnmatchedPlanTensors(const ir::Graph& graph, const quant::QuantPlan& plan,
                                                       const std::string& model_name);
 
-// Load + InsertPlanQdq + FoldWeightQdq: the model a simulation runs.
+// Load + passes::ApplyPlan + FoldWeightQdq: the model a simulation runs.
 Result<ir::Model> BuildSimulationModel(const std::string& float_model_path, const quant::QuantPlan& plan,
                                        const SimulationOptions& options);
 

@@ -436,4 +436,46 @@ std::unique_ptr<Source> Take(std::unique_ptr<Source> source, int64_t n) {
   });
 }
 
+Result<Batch> ConformBatch(std::vector<std::pair<std::string, ir::Tensor>> arrays,
+                           const std::vector<InputSpec>& inputs, const std::string& origin) {
+  std::string names;
+  for (const InputSpec& in : inputs) names += (names.empty() ? "" : ", ") + in.name;
+  for (const auto& [name, t] : arrays) {
+    const bool known = std::any_of(inputs.begin(), inputs.end(),
+                                   [&](const InputSpec& in) { return in.name == name; });
+    QK_RETURN_IF_NOT(known, StatusCode::kInvalidArgument,
+                     "{}: '{}' is not an input of the model (inputs: {})", origin, name, names);
+  }
+  Batch batch;
+  for (const InputSpec& in : inputs) {
+    auto it = std::find_if(arrays.begin(), arrays.end(), [&](const auto& a) { return a.first == in.name; });
+    QK_RETURN_IF_NOT(it != arrays.end(), StatusCode::kInvalidArgument,
+                     "{}: no array for model input '{}' (the batch has {} of: {})", origin, in.name,
+                     arrays.size(), names);
+    if (!in.batched()) {  // the same value for every sample (a scalar option, a state)
+      QK_ASSIGN_OR_RETURN(ir::Tensor t, internal::Conform(std::move(it->second), in, false, origin, nullptr));
+      batch.inputs.emplace_back(in.name, std::move(t));
+      continue;
+    }
+    QK_RETURN_IF_NOT(in.batch_axis == 0, StatusCode::kUnsupported,
+                     "{}: input '{}' stacks samples on axis {}; batches from Python must be "
+                     "batch-first (use a data spec or config with batch_axis)",
+                     origin, in.name, in.batch_axis);
+    QK_RETURN_IF_NOT(it->second.rank() >= 1, StatusCode::kInvalidArgument,
+                     "{}: input '{}' is a scalar; a batch needs a leading batch dimension", origin,
+                     in.name);
+    const int64_t n = it->second.dims()[0];
+    QK_RETURN_IF_NOT(n > 0, StatusCode::kInvalidArgument, "{}: input '{}' holds no samples", origin,
+                     in.name);
+    QK_RETURN_IF_NOT(batch.size == 0 || batch.size == n, StatusCode::kInvalidArgument,
+                     "{}: input '{}' has {} samples but the others have {}", origin, in.name, n,
+                     batch.size);
+    batch.size = n;
+    QK_ASSIGN_OR_RETURN(ir::Tensor t,
+                        internal::Conform(std::move(it->second), in, /*batched=*/true, origin, nullptr));
+    batch.inputs.emplace_back(in.name, std::move(t));
+  }
+  return batch;
+}
+
 }  // namespace quantkit::data

@@ -119,4 +119,12 @@ Result<std::vector<Batch>> ReadStackable(const Source& source, int64_t start, in
 // The batch size to use with `source`: `requested`, capped by the model's fixed batch.
 int64_t EffectiveBatchSize(const Source& source, int64_t requested);
 
+// Checks a batch handed over by a host program (the Python API: one {input: array} batch of a
+// DataLoader) against the model inputs: every input fed, no unknown name, rank >= 1, one batch
+// size for all inputs, per-sample dtype and dims as OpenSource checks them. float16/float64 data
+// is converted to float32 (a copy); everything else keeps the caller's buffer (no copy).
+// `origin` names the batch in errors ("batch 3").
+Result<Batch> ConformBatch(std::vector<std::pair<std::string, ir::Tensor>> arrays,
+                           const std::vector<InputSpec>& inputs, const std::string& origin);
+
 }  // namespace quantkit::data

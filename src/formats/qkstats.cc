@@ -233,6 +233,11 @@ Result<StatsFile> ParseStats(const std::string& text, const std::string& source,
 }
 
 Status WriteStatsFile(const std::string& path, const StatsFile& stats) {
+  for (const auto& [name, t] : stats.tensors) {
+    QK_RETURN_IF_NOT(t.has_histogram(), StatusCode::kInternal,
+                     "{}: tensor '{}' has range-only statistics (max fast path); a .qkstats file "
+                     "needs the histograms", path, name);
+  }
   const std::string text = SerializeStats(stats);
   return WriteFileAtomic(path, text);
 }

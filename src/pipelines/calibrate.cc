@@ -13,6 +13,7 @@
 #include "analysis/diagnose/stats.h"
 #include "analysis/model_loading.h"
 #include "common/check.h"
+#include "passes/apply_plan.h"
 #include "common/file_util.h"
 #include "common/progress.h"
 #include "common/sha256.h"
@@ -54,7 +55,16 @@ Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
                         &result->rank);
   QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interpreter,
                       runtime::Interpreter::Create(std::move(model)));
-  for (const std::string& name : activations) stats->tensors.emplace(name, quant::TensorCollector());
+  // Max-only fast path: no histograms when nothing will read them (one process: ranks exchange
+  // .qkstats text, which carries histograms).
+  bool max_only = options.method.method == quant::CalibMethod::kMax && options.stats_out.empty() &&
+                  options.shared_stats == nullptr && comm.world_size() == 1;
+  for (const auto& [key, m] : options.method_overrides) {
+    max_only = max_only && m.method == quant::CalibMethod::kMax;
+  }
+  for (const std::string& name : activations) {
+    stats->tensors.emplace(name, max_only ? quant::TensorCollector::RangeOnly() : quant::TensorCollector());
+  }
   // A rank with no samples (fewer batches than ranks) contributes empty collectors.
   if (source->num_samples() == 0) return Status::Ok();
   const auto start = std::chrono::steady_clock::now();
@@ -224,7 +234,11 @@ Status WriteOutputs(const CalibrateOptions& options, const formats::StatsFile& s
   QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}",
                    options.output_dir, ec.message());
   const fs::path dir(options.output_dir);
-  QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, passes::InsertQdq(qdq_model, plan, qdq_sites));
+  // The one plan -> Q/DQ code (passes::ApplyPlan): the sites above plus the plan's float_nodes.
+  passes::ApplyPlanOptions apply;
+  apply.placement = options.placement;
+  apply.mode = passes::PlacementPolicy::kTensorRT;
+  QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, passes::ApplyPlan(qdq_model, &plan, apply));
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, (dir / "model.qdq.onnx").string()));
   QK_RETURN_IF_ERROR(formats::WriteTrtCache((dir / "calib.cache").string(), plan, options.cache));
   QK_RETURN_IF_ERROR(formats::WriteRangesText((dir / "ranges.txt").string(), plan));

@@ -16,19 +16,11 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   const auto start = std::chrono::steady_clock::now();
   CompareMethodsResult r;
   std::vector<quant::MethodRequest> methods = options.methods;
-  if (methods.empty()) {
-    for (const char* m : {"max", "entropy", "percentile:99.99", "mse"}) {
-      QK_ASSIGN_OR_RETURN(quant::MethodRequest req, quant::ParseMethod(m));
-      methods.push_back(req);
-    }
-  }
+  if (methods.empty()) methods = quant::AllMethods();
   r.holdout = options.holdout;
-  if (r.holdout.empty()) {
-    QK_RETURN_IF_NOT(options.calibrate.data.rfind("fashion-mnist", 0) == 0, StatusCode::kInvalidArgument,
-                     "--compare-methods needs held-out data: give --holdout SPEC (data the plans were "
-                     "not calibrated on)");
-    r.holdout = "fashion-mnist:val";
-  }
+  QK_RETURN_IF_NOT(!r.holdout.empty(), StatusCode::kInvalidArgument,
+                   "--compare-methods needs held-out data: give --holdout SPEC (data the plans were "
+                   "not calibrated on)");
   analysis::PlanEvalOptions eval_options;
   eval_options.model = options.calibrate.model;
   eval_options.data = r.holdout;

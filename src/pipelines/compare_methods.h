@@ -20,7 +20,7 @@ namespace quantkit::pipelines {
 struct CompareMethodsOptions {
   CalibrateOptions calibrate;              // data, placement, output_dir...; method is ignored
   std::vector<quant::MethodRequest> methods;  // empty: max, entropy, percentile:99.99, mse
-  std::string holdout;                     // empty: fashion-mnist:val for fashion-mnist data
+  std::string holdout;                     // required (the CLI defaults it for fashion-mnist data)
   int64_t holdout_samples = 0;
   std::string metric;                      // empty: top1 with labels, else agreement
 };

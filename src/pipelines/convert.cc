@@ -13,6 +13,7 @@
 #include "formats/plan_files.h"
 #include "formats/ranges.h"
 #include "onnx/export.h"
+#include "passes/apply_plan.h"
 #include "passes/extract_qdq.h"
 #include "passes/insert_qdq.h"
 #include "passes/qdq_pairs.h"
@@ -23,6 +24,13 @@ namespace quantkit::pipelines {
 namespace {
 
 namespace fs = std::filesystem;
+
+passes::ApplyPlanOptions ApplyOptions(const ConvertOptions& options) {
+  passes::ApplyPlanOptions apply;
+  apply.placement = options.placement;
+  apply.mode = options.placement_from_plan ? passes::PlacementPolicy::kPlan : passes::PlacementPolicy::kTensorRT;
+  return apply;
+}
 
 // Per Q/DQ unit (keyed as ExtractQdqPlan keys the plan), the cost of the symmetric-int8 rule;
 // only units whose grid changes are listed. Units extract cannot read are skipped (it notes them).
@@ -205,16 +213,9 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
       if (options.qdq_output) {
         // Re-insert symmetric int8 Q/DQ: TensorRT's recipe by default (lint-clean placements,
         // the plan's scales), or exactly where the source quantized (--placement plan).
-        std::vector<passes::QdqSite> sites;
-        if (options.placement_from_plan) {
-          sites = passes::SitesFromPlan(*model.graph, plan);
-        } else {
-          QK_ASSIGN_OR_RETURN(sites, passes::FindQdqSites(*model.graph, options.placement));
-        }
-        QK_RETURN_IF_NOT(!sites.empty(), StatusCode::kInvalidArgument,
-                         "{}: no quantized tensor to place Q/DQ on", options.input);
-        QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.graph, sites, &plan));
-        QK_ASSIGN_OR_RETURN(passes::InsertQdqReport ins, passes::InsertQdq(model, plan, sites));
+        QK_ASSIGN_OR_RETURN(passes::InsertQdqReport ins, passes::ApplyPlan(model, &plan, ApplyOptions(options)));
+        QK_RETURN_IF_NOT(ins.activation_pairs + ins.weight_pairs + ins.skipped.size() > 0,
+                         StatusCode::kInvalidArgument, "{}: no quantized tensor to place Q/DQ on", options.input);
         result.messages.push_back(fmt::format(
             "inserted {} activation and {} weight symmetric int8 Q/DQ pairs; {} sites left in float",
             ins.activation_pairs, ins.weight_pairs, ins.skipped.size()));
@@ -257,23 +258,16 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
         "warning: {} of {} plan tensors match no tensor of {} (names must match the model)",
         unmatched, plan.tensors.size(), options.model));
   }
-  std::vector<passes::QdqSite> sites;
-  if (options.placement_from_plan) {
-    sites = passes::SitesFromPlan(*model.graph, plan);
-    QK_RETURN_IF_NOT(!sites.empty(), StatusCode::kInvalidArgument,
-                     "{}: no entry extracted from a Q/DQ model matches a tensor of {} (use the "
-                     "default --placement tensorrt for calibrated plans)",
-                     options.input, options.model);
-  } else {
-    // A fallback plan's float-kept nodes get no Q/DQ (as `quantkit fallback` simulated them).
-    passes::PlacementOptions placement = options.placement;
-    for (const auto& [node, reason] : plan.float_nodes) placement.exclude_nodes.insert(node);
-    QK_ASSIGN_OR_RETURN(sites, passes::FindQdqSites(*model.graph, placement));
-  }
-  QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.graph, sites, &plan));
   // Before insertion: afterwards the weighted ops read *_dequantized values the plan does not name.
   result.layer_precisions = LayerPrecisions(*model.graph, plan, options.float_precision);
-  QK_ASSIGN_OR_RETURN(passes::InsertQdqReport ins, passes::InsertQdq(model, plan, sites));
+  // A fallback plan's float-kept nodes get no Q/DQ, whatever the placement (as eval --plan and
+  // `quantkit fallback` simulated them).
+  QK_ASSIGN_OR_RETURN(passes::InsertQdqReport ins, passes::ApplyPlan(model, &plan, ApplyOptions(options)));
+  QK_RETURN_IF_NOT(!options.placement_from_plan || ins.activation_pairs + ins.weight_pairs + ins.skipped.size() > 0,
+                   StatusCode::kInvalidArgument,
+                   "{}: no entry extracted from a Q/DQ model matches a tensor of {} (use the "
+                   "default --placement tensorrt for calibrated plans)",
+                   options.input, options.model);
   result.messages.push_back(fmt::format("inserted {} activation and {} weight Q/DQ pairs; {} sites "
                                         "left in float",
                                         ins.activation_pairs, ins.weight_pairs, ins.skipped.size()));

@@ -11,6 +11,7 @@
 #include "common/check.h"
 #include "common/file_util.h"
 #include "common/progress.h"
+#include "passes/apply_plan.h"
 #include "formats/ranges.h"
 #include "onnx/export.h"
 
@@ -30,7 +31,7 @@ quant::QuantPlan WithFloatNodes(const quant::QuantPlan& plan, const FloatSet& no
 Result<std::vector<std::string>> FallbackCandidates(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan) {
   QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(evaluator.options().model));
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
-                      analysis::SimulationSites(*model.graph, plan, evaluator.options().simulation));
+                      passes::PlanSites(*model.graph, plan, evaluator.options().simulation));
   quant::QuantPlan full = plan;
   QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.graph, sites, &full));
   std::vector<std::string> nodes;
@@ -78,10 +79,10 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
                                         r.metric, r.search.baseline_loss, r.search.baseline_loss - gain, options.budget);
   }
   QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(evaluator.options().model));
-  QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
-                      analysis::SimulationSites(*model.graph, r.plan, evaluator.options().simulation));
-  QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.graph, sites, &r.plan));
+  // Before insertion (LayerPrecisions reads the float graph's activations), then the very Q/DQ
+  // model the trials simulated; ApplyPlan fills the plan's weight entries.
   r.layer_precisions = LayerPrecisions(*model.graph, r.plan, options.float_precision);
+  QK_RETURN_IF_ERROR(passes::ApplyPlan(model, &r.plan, evaluator.options().simulation).status());
   if (options.output_dir.empty()) return r;
 
   std::error_code ec;
@@ -89,7 +90,6 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
   QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}", options.output_dir,
                    ec.message());
   const fs::path dir(options.output_dir);
-  QK_RETURN_IF_ERROR(passes::InsertQdq(model, r.plan, sites).status());
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, (dir / "model.qdq.onnx").string()));
   QK_RETURN_IF_ERROR(formats::WritePlanJson((dir / "plan.json").string(), r.plan));
   QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "layer_precisions.txt").string(), r.layer_precisions + "\n"));

@@ -17,6 +17,7 @@
 #include "common/progress.h"
 #include "pipelines/calibrate.h"
 #include "data/npy.h"
+#include "data/source.h"
 #include "formats/ranges.h"
 #include "formats/trt_cache.h"
 #include "onnx/export.h"
@@ -183,7 +184,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
     plan = std::move(cal.plan);
   }
   // Weight scales follow the fine-tuned weights unless frozen: drop the plan's so that
-  // InsertPlanQdq recomputes them (max|w|/127 per channel) from the weights it is given.
+  // ApplyPlan recomputes them (max|w|/127 per channel) from the weights it is given.
   quant::QuantPlan train_plan = plan;
   if (o.recompute_weight_scales) {
     for (auto it = train_plan.tensors.begin(); it != train_plan.tensors.end();) {
@@ -197,7 +198,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
   QK_ASSIGN_OR_RETURN(ir::Model training, LoadFolded(o.model, &result.folded_batch_norms));
   {
     quant::QuantPlan p = train_plan;
-    QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, analysis::InsertPlanQdq(training, &p, sim));
+    QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, passes::ApplyPlan(training, &p, sim));
     QK_RETURN_IF_NOT(inserted.activation_pairs + inserted.weight_pairs > 0, StatusCode::kInvalidArgument,
                      "the plan quantizes nothing in '{}': nothing to fine-tune", o.model);
     // Frozen weight scales: keep those just filled for BN-folded weights too, so the export
@@ -368,7 +369,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
   final_plan.provenance.data_sha256 = train_src->Fingerprint();
   final_plan.provenance.num_samples = result.steps * o.batch_size;
   ir::Model qdq = std::move(tuned);
-  QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, analysis::InsertPlanQdq(qdq, &final_plan, sim));
+  QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, passes::ApplyPlan(qdq, &final_plan, sim));
   (void)inserted;
   QK_RETURN_IF_ERROR(quant::ValidatePlan(final_plan));
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq, (dir / "model.qdq.onnx").string()));

@@ -1,7 +1,7 @@
 // `quantkit qat`: quantization-aware fine-tuning of an ONNX model itself (docs/qat.md).
 //
 //   plan (--plan, or calibrate first)  ->  BatchNormalization folded into its Conv (frozen stats)
-//   -> the Q/DQ model calibrate exports (analysis::InsertPlanQdq: TensorRT placement)
+//   -> the Q/DQ model calibrate exports (passes::ApplyPlan: TensorRT placement)
 //   -> training graph (passes::QdqToFakeQuant) -> runtime::QatTrainer steps on shuffled batches
 //      (FP32 teacher on the same batch: label-free distillation by default; cross-entropy with labels)
 //   -> per-epoch validation with keep-the-best, checkpoints (--resume)

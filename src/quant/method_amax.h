@@ -12,15 +12,15 @@
 
 #include "quant/calibrators/calibrators.h"
 #include "quant/collectors/tensor_collector.h"
-#include "quant/tensor_calib.h"
+#include "quant/method.h"
 #include "quantkit/status.h"
 
 namespace quantkit::quant {
 
-// "max", "entropy", "percentile" (99.99), "percentile:99.9", "mse". Strings are parsed at the
-// CLI boundary with this one function.
-Result<MethodRequest> ParseMethod(const std::string& text);
-std::string MethodLabel(const MethodRequest& m);  // "percentile:99.99"
+// The one method switch: the amax `method` gives on `hist` (an |x| histogram); `exact_amax` (the
+// exact max |x|) is the answer for max. Shared by calibration (streaming histograms, below) and
+// `tensor-calib` (the reference histogram of one tensor).
+Result<CalibResult> AmaxFromHistogram(const Histogram& hist, float exact_amax, const MethodRequest& method);
 
 Result<CalibResult> AmaxFromCollector(const TensorCollector& collector, const MethodRequest& method);
 

@@ -5,20 +5,11 @@
 
 #include "common/check.h"
 #include "quant/calibrators/calibrators.h"
+#include "quant/method_amax.h"
 #include "quant/params.h"
 #include "quant/reference_histograms.h"
 
 namespace quantkit::quant {
-
-const char* CalibMethodName(CalibMethod m) {
-  switch (m) {
-    case CalibMethod::kMax: return "max";
-    case CalibMethod::kEntropy: return "entropy";
-    case CalibMethod::kPercentile: return "percentile";
-    case CalibMethod::kMse: return "mse";
-  }
-  return "unknown";
-}
 
 Result<TensorCalibReport> CalibrateTensor(FloatSpan values, const TensorCalibOptions& options) {
   QK_RETURN_IF_NOT(options.num_bins >= 1, StatusCode::kInvalidArgument, "num_bins {} < 1",
@@ -49,31 +40,9 @@ Result<TensorCalibReport> CalibrateTensor(FloatSpan values, const TensorCalibOpt
   for (const MethodRequest& req : options.methods) {
     MethodAmax out;
     out.request = req;
-    switch (req.method) {
-      case CalibMethod::kMax:
-        out.amax = report.range.amax;
-        break;
-      case CalibMethod::kEntropy: {
-        QK_ASSIGN_OR_RETURN(CalibResult r, EntropyAmax(hist, EntropyOptions{}));
-        out.amax = r.amax;
-        out.index = r.index;
-        break;
-      }
-      case CalibMethod::kPercentile: {
-        PercentileOptions po;
-        po.percentile = req.percentile;
-        QK_ASSIGN_OR_RETURN(CalibResult r, PercentileAmax(hist, po));
-        out.amax = r.amax;
-        out.index = r.index;
-        break;
-      }
-      case CalibMethod::kMse: {
-        QK_ASSIGN_OR_RETURN(CalibResult r, MseAmax(hist, MseOptions{}));
-        out.amax = r.amax;
-        out.index = r.index;
-        break;
-      }
-    }
+    QK_ASSIGN_OR_RETURN(CalibResult r, AmaxFromHistogram(hist, report.range.amax, req));
+    out.amax = r.amax;
+    out.index = r.index;
     out.trt_scale_hex = EncodeTrtScaleHex(out.amax);
     report.results.push_back(out);
   }

@@ -9,18 +9,11 @@
 #include <vector>
 
 #include "quant/collectors/range.h"
+#include "quant/method.h"
 #include "quant/span.h"
 #include "quantkit/status.h"
 
 namespace quantkit::quant {
-
-enum class CalibMethod { kMax, kEntropy, kPercentile, kMse };
-const char* CalibMethodName(CalibMethod m);
-
-struct MethodRequest {
-  CalibMethod method = CalibMethod::kMax;
-  double percentile = 99.99;  // kPercentile only
-};
 
 struct TensorCalibOptions {
   std::vector<MethodRequest> methods;

@@ -16,6 +16,7 @@
 
 #include "common/check.h"
 #include "runtime/aten_bridge.h"
+#include "runtime/heap.h"
 #include "runtime/interpreter_aten.h"
 #include "runtime/kernel.h"
 #include "runtime/registry.h"
@@ -442,6 +443,8 @@ Interpreter::~Interpreter() = default;
 Result<std::unique_ptr<Interpreter>> Interpreter::Create(std::shared_ptr<const ir::Model> model,
                                                          InterpreterOptions options) {
   if (!model || !model->graph) return Status(StatusCode::kInvalidArgument, "no model");
+  // Freed activations stay in the heap for the next run (no page faults per run; heap.h).
+  KeepFreedMemoryForReuse();
   auto impl = std::make_unique<Impl>();
   impl->model = model;
   impl->options = std::move(options);

@@ -2,6 +2,10 @@
 // type's range, per-tensor / per-axis / blocked scales, int8 / uint8 / int16.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <random>
+
 #include "ops/single_node.h"
 
 namespace quantkit::testing {
@@ -67,6 +71,53 @@ TEST(DequantizeLinear, PerTensorAndPerAxis) {
                              std::move(attrs)});
   ASSERT_TRUE(axis.ok()) << axis.status().ToString();
   EXPECT_EQ(Values<float>((*axis)[0]), (std::vector<float>{-4.f, 1.f}));
+}
+
+// The per-tensor kernels are a fused single pass; the per-axis path is the general ATen
+// composition. With every channel's scale and zero point equal, both must agree bit for bit,
+// ties, saturation and tiny/huge quotients included.
+TEST(QuantizeLinear, PerTensorFastPathIsBitIdenticalToThePerAxisPath) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 40.0f);
+  const float scale = 0.37f;
+  const int64_t channels = 3, per_channel = 70001;  // > one parallel grain per channel
+  std::vector<float> x(static_cast<size_t>(channels * per_channel));
+  for (size_t i = 0; i < x.size(); ++i) {
+    switch (i % 7) {
+      case 0: x[i] = (static_cast<float>(static_cast<int>(rng() % 400) - 200) + 0.5f) * scale; break;  // near ties
+      case 1: x[i] = std::ldexp(normal(rng), static_cast<int>(rng() % 60) - 30); break;
+      case 2: x[i] = -0.0f; break;
+      default: x[i] = normal(rng);
+    }
+  }
+  for (DType qt : {DType::kInt8, DType::kUint8}) {
+    const int zp = qt == DType::kInt8 ? -3 : 120;
+    auto zp_tensor = [&](std::vector<int64_t> dims, size_t n) {
+      return qt == DType::kInt8 ? ir::Tensor::FromVector(qt, dims, std::vector<int8_t>(n, static_cast<int8_t>(zp)))
+                                : ir::Tensor::FromVector(qt, dims, std::vector<uint8_t>(n, static_cast<uint8_t>(zp)));
+    };
+    auto fast = RunSingleNode({"QuantizeLinear", 13, {F({channels, per_channel}, x), F({}, {scale}), zp_tensor({}, 1)}});
+    std::vector<ir::Attribute> attrs;
+    attrs.push_back(ir::Attribute::Int("axis", 0));
+    auto general = RunSingleNode({"QuantizeLinear", 13,
+                                  {F({channels, per_channel}, x), F({channels}, std::vector<float>(channels, scale)),
+                                   zp_tensor({channels}, channels)},
+                                  std::move(attrs)});
+    ASSERT_TRUE(fast.ok() && general.ok());
+    ASSERT_EQ((*fast)[0].nbytes(), (*general)[0].nbytes());
+    EXPECT_EQ(std::memcmp((*fast)[0].data(), (*general)[0].data(), (*fast)[0].nbytes()), 0)
+        << ir::DTypeName(qt);
+
+    auto dq_fast = RunSingleNode({"DequantizeLinear", 13, {(*fast)[0], F({}, {scale}), zp_tensor({}, 1)}});
+    std::vector<ir::Attribute> dq_attrs;
+    dq_attrs.push_back(ir::Attribute::Int("axis", 0));
+    auto dq_general = RunSingleNode({"DequantizeLinear", 13,
+                                     {(*fast)[0], F({channels}, std::vector<float>(channels, scale)),
+                                      zp_tensor({channels}, channels)},
+                                     std::move(dq_attrs)});
+    ASSERT_TRUE(dq_fast.ok() && dq_general.ok());
+    EXPECT_EQ(Values<float>((*dq_fast)[0]), Values<float>((*dq_general)[0])) << ir::DTypeName(qt);
+  }
 }
 
 TEST(QuantizeLinear, PerAxisScaleOfWrongLengthNamesTheNode) {

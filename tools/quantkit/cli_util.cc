@@ -61,18 +61,9 @@ void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* a, const std::string& data_
   cmd->add_option("--placement", a->placement, "auto, tensorrt or plan")->capture_default_str();
 }
 
-Result<PlanEvaluation> OpenPlanEvaluation(const PlanEvalArgs& args) {
-  analysis::PlanEvalOptions eval = args.eval;
-  QK_ASSIGN_OR_RETURN(eval.simulation.mode, analysis::ParsePlacementMode(args.placement));
-  PlanEvaluation r;
-  QK_ASSIGN_OR_RETURN(r.plan, analysis::ReadPlanFile(args.plan));
-  QK_ASSIGN_OR_RETURN(r.evaluator, analysis::PlanEvaluator::Create(eval));
-  QK_ASSIGN_OR_RETURN(std::vector<std::string> unmatched,
-                      analysis::UnmatchedPlanTensors(*r.evaluator->float_model().graph, r.plan, eval.model));
-  if (!unmatched.empty()) {
-    std::fprintf(stderr, "quantkit: warning: %zu quantized plan tensors match no tensor of %s (e.g. '%s')\n",
-                 unmatched.size(), eval.model.c_str(), unmatched.front().c_str());
-  }
+Result<pipelines::PlanEvaluation> OpenPlanEvaluation(const PlanEvalArgs& args) {
+  QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation r, pipelines::OpenPlanEvaluation(args.eval, args.plan, args.placement));
+  for (const std::string& w : r.warnings) std::fprintf(stderr, "quantkit: warning: %s\n", w.c_str());
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "analysis/plan_eval.h"
+#include "pipelines/plan_evaluation.h"
 #include "data/image_options.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
@@ -37,13 +38,8 @@ struct PlanEvalArgs {
 };
 void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* args, const std::string& data_help);
 
-// The shared start of analyze and fallback: --placement, the plan file (any format the hub
-// reads), the evaluator (data and FP32 outputs cached once) and a warning on stderr when quantized
-// plan tensors match no tensor of the model.
-struct PlanEvaluation {
-  quant::QuantPlan plan;
-  std::unique_ptr<analysis::PlanEvaluator> evaluator;
-};
-Result<PlanEvaluation> OpenPlanEvaluation(const PlanEvalArgs& args);
+// The shared start of analyze and fallback (pipelines/plan_evaluation.h), its warnings printed
+// on stderr.
+Result<pipelines::PlanEvaluation> OpenPlanEvaluation(const PlanEvalArgs& args);
 
 }  // namespace quantkit::cli

@@ -92,6 +92,8 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
         pipelines::CompareMethodsOptions cm;
         cm.calibrate = c;
         cm.holdout = opts->holdout;
+        // The zoo's own split is the default holdout for its data (a CLI default, not the library's).
+        if (cm.holdout.empty() && c.data.rfind("fashion-mnist", 0) == 0) cm.holdout = "fashion-mnist:val";
         cm.holdout_samples = opts->holdout_samples;
         cm.metric = opts->metric;
         auto r = pipelines::CompareMethods(cm);

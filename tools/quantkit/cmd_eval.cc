@@ -45,7 +45,7 @@ void SetupEval(CLI::App& app, RunFn* run) {
       if (!image.ok()) return Report(image.status());
       opts->eval.image = *image;
       opts->eval.progress = !opts->quiet;
-      auto mode = analysis::ParsePlacementMode(opts->placement);
+      auto mode = passes::ParsePlacementPolicy(opts->placement);
       if (!mode.ok()) return Report(mode.status());
       opts->eval.simulation.mode = *mode;
       auto metrics = analysis::MakeMetrics(opts->metric_names);

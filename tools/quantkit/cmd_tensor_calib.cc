@@ -13,6 +13,7 @@
 #include "common/check.h"
 #include "data/npy.h"
 #include "quant/calibrators/calibrators.h"
+#include "quant/method.h"
 #include "quant/tensor_calib.h"
 
 namespace quantkit::cli {
@@ -25,49 +26,19 @@ struct TensorCalibCliOptions {
   int64_t bins = quant::kDefaultNumBins;
 };
 
-// The only place method names are parsed (style.md §10).
+// Method names are parsed by quant::ParseMethod (the one vocabulary); "all" is this command's.
 Result<std::vector<quant::MethodRequest>> ParseMethods(const std::vector<std::string>& names) {
   std::vector<quant::MethodRequest> out;
   for (const std::string& name : names) {
-    quant::MethodRequest r;
     if (name == "all") {
-      out.push_back({quant::CalibMethod::kMax, 0});
-      out.push_back({quant::CalibMethod::kEntropy, 0});
-      out.push_back({quant::CalibMethod::kPercentile, quant::kPqDefaultPercentile});
-      out.push_back({quant::CalibMethod::kMse, 0});
+      const std::vector<quant::MethodRequest> all = quant::AllMethods();
+      out.insert(out.end(), all.begin(), all.end());
       continue;
     }
-    if (name == "max") r.method = quant::CalibMethod::kMax;
-    else if (name == "entropy") r.method = quant::CalibMethod::kEntropy;
-    else if (name == "mse") r.method = quant::CalibMethod::kMse;
-    else if (name.rfind("percentile", 0) == 0) {
-      r.method = quant::CalibMethod::kPercentile;
-      r.percentile = quant::kPqDefaultPercentile;
-      if (name.size() > 10) {
-        QK_RETURN_IF_NOT(name[10] == ':', StatusCode::kInvalidArgument,
-                         "unknown method '{}' (percentile[:P], e.g. percentile:99.9)", name);
-        size_t used = 0;
-        try {
-          r.percentile = std::stod(name.substr(11), &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        QK_RETURN_IF_NOT(used > 0 && used == name.size() - 11 && r.percentile >= 0 && r.percentile <= 100,
-                         StatusCode::kInvalidArgument,
-                         "bad percentile in '{}': want a number in [0, 100]", name);
-      }
-    } else {
-      return MakeStatus(StatusCode::kInvalidArgument,
-                        "unknown method '{}' (max, entropy, percentile[:P], mse, all)", name);
-    }
+    QK_ASSIGN_OR_RETURN(quant::MethodRequest r, quant::ParseMethod(name));
     out.push_back(r);
   }
   return out;
-}
-
-std::string MethodLabel(const quant::MethodRequest& r) {
-  if (r.method == quant::CalibMethod::kPercentile) return fmt::format("percentile:{}", r.percentile);
-  return quant::CalibMethodName(r.method);
 }
 
 std::string ShapeText(const std::vector<int64_t>& dims) {
@@ -102,7 +73,7 @@ int RunTensorCalib(const TensorCalibCliOptions& o) {
                       {"first_edge", report->hist_first_edge}, {"last_edge", report->hist_last_edge}};
     j["methods"] = nlohmann::json::array();
     for (const auto& m : report->results) {
-      j["methods"].push_back({{"method", MethodLabel(m.request)}, {"amax", m.amax},
+      j["methods"].push_back({{"method", quant::MethodLabel(m.request)}, {"amax", m.amax},
                               {"index", m.index}, {"trt_scale_hex", m.trt_scale_hex}});
     }
     std::printf("%s\n", j.dump(1).c_str());
@@ -120,7 +91,7 @@ int RunTensorCalib(const TensorCalibCliOptions& o) {
               report->hist_last_edge, static_cast<long long>(report->nonempty_bins));
   std::printf("%-18s %-16s %-6s %s\n", "method", "amax", "bin", "trt scale (hex)");
   for (const auto& m : report->results) {
-    std::printf("%-18s %-16.9g %-6s %s\n", MethodLabel(m.request).c_str(), m.amax,
+    std::printf("%-18s %-16.9g %-6s %s\n", quant::MethodLabel(m.request).c_str(), m.amax,
                 m.index < 0 ? "-" : std::to_string(m.index).c_str(), m.trt_scale_hex.c_str());
   }
   return 0;

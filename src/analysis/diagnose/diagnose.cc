@@ -212,6 +212,7 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
   DiagnoseResult r;
   r.model = o.model;
   r.method = quant::MethodLabel(o.method);
+  r.chosen = o.method;
   QK_ASSIGN_OR_RETURN(ir::Model loaded, LoadModelForQuantization(o.model));
   auto model = std::make_shared<const ir::Model>(std::move(loaded));
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites, passes::FindQdqSites(*model->graph, o.placement));
@@ -327,7 +328,7 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
     if (t.amax <= 0) continue;
     r.worst_ci_rel = std::max(r.worst_ci_rel, t.ci_rel);
     if (t.ci_rel > o.ci_tolerance) r.moving.push_back(t.name);
-    auto cv = t.cv.find(r.method);
+    auto cv = t.cv.find(r.chosen);
     if (cv != t.cv.end() && cv->second > o.cv_tolerance) r.unstable.push_back(t.name);
   }
   r.enough = r.moving.empty();
@@ -369,7 +370,7 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
   if (o.method.method != quant::CalibMethod::kEntropy) {
     std::vector<std::string> ent;
     for (const TensorDiagnosis& t : r.tensors) {
-      auto it = t.cv.find("entropy");
+      auto it = t.cv.find(quant::DefaultRequest(quant::CalibMethod::kEntropy));
       if (it != t.cv.end() && it->second > o.cv_tolerance) ent.push_back(t.name);
     }
     if (!ent.empty()) {

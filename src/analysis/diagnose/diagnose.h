@@ -52,11 +52,11 @@ struct TensorDiagnosis {
   std::string name;
   quant::RangeStats range;
   float amax = 0;                               // chosen method, all samples
-  std::map<std::string, float> method_amax;     // max, entropy, percentile:99.99, mse
+  std::map<quant::MethodRequest, float> method_amax;  // every method (quant::AllMethods) + the chosen one
   std::vector<std::pair<int64_t, float>> convergence;  // (samples, amax) per prefix of chunks
   float ci_low = 0, ci_high = 0;                // bootstrap 95% interval of amax
   double ci_rel = 0;                            // (ci_high - ci_low) / 2 / amax
-  std::map<std::string, double> cv;             // per method: CV over half-subsets
+  std::map<quant::MethodRequest, double> cv;          // per method: CV over half-subsets
   int64_t channels = 0, dead_channels = 0;      // per-channel (axis 1) of rank-4 tensors
   double outlier_ratio = 1;                     // max / percentile-99.99 amax
   double entropy_clip_share = 0;                // share of |x| beyond the entropy amax (0 unless
@@ -86,7 +86,8 @@ struct BatchCheck {
 };
 
 struct DiagnoseResult {
-  std::string model, data, reference, method;
+  std::string model, data, reference, method;  // method: the chosen method's label
+  quant::MethodRequest chosen;
   int64_t samples = 0, chunk_size = 0, reference_samples = 0;
   std::vector<TensorDiagnosis> tensors;  // every quantized activation, sorted by name
   std::vector<InputStats> inputs, reference_inputs;

@@ -127,8 +127,9 @@ std::string HistogramSvg(const TensorDiagnosis& t) {
   s += fmt::format("<text x=\"{}\" y=\"{}\">0</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.4g}</text>\n",
                    L, T + ph + 14, L + pw, T + ph + 14, t.range.amax);
   int i = 0;
-  for (const auto& [label, amax] : t.method_amax) {
+  for (const auto& [method, amax] : t.method_amax) {
     if (t.range.amax <= 0) break;
+    const std::string label = quant::MethodLabel(method);
     const double x = L + pw * std::min(1.0, amax / double(t.range.amax));
     const char* color = kColors[(i + 3) % 10];
     s += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"1.5\"/>\n",
@@ -163,8 +164,8 @@ std::string DiagnoseJson(const DiagnoseResult& r) {
     json conv = json::array();
     for (const auto& [n, a] : t.convergence) conv.push_back({n, a});
     json methods = json::object(), cv = json::object();
-    for (const auto& [k, v] : t.method_amax) methods[k] = v;
-    for (const auto& [k, v] : t.cv) cv[k] = Num(v);
+    for (const auto& [k, v] : t.method_amax) methods[quant::MethodLabel(k)] = v;
+    for (const auto& [k, v] : t.cv) cv[quant::MethodLabel(k)] = Num(v);
     tensors.push_back({{"name", t.name}, {"amax", t.amax}, {"min", Num(t.range.min)}, {"max", Num(t.range.max)},
                        {"count", t.range.count}, {"zero_count", t.range.zero_count},
                        {"nan_count", t.range.nan_count}, {"inf_count", t.range.posinf_count + t.range.neginf_count},
@@ -207,7 +208,7 @@ std::string DiagnoseText(const DiagnoseResult& r) {
   for (const TensorDiagnosis& t : r.tensors) width = std::max(width, std::min<size_t>(t.name.size(), 48));
   s += fmt::format("\n{:<{}}  {:>9}  {:>21}  {:>7}  recommended\n", "tensor", width, "amax", "95% interval", "cv");
   for (const TensorDiagnosis& t : r.tensors) {
-    auto cv = t.cv.find(r.method);
+    auto cv = t.cv.find(r.chosen);
     // Long names keep their end (the distinguishing part of exporter names).
     const std::string name = t.name.size() <= width ? t.name : "..." + t.name.substr(t.name.size() - width + 3);
     s += fmt::format("{:<{}}  {:>9.4g}  [{:>8.4g}, {:>8.4g}]  {:>6.2f}%  {}\n", name, width, t.amax, t.ci_low,

@@ -13,12 +13,6 @@
 namespace quantkit::analysis::diagnose_internal {
 namespace {
 
-quant::MethodRequest Method(quant::CalibMethod m) {
-  quant::MethodRequest r;
-  r.method = m;
-  return r;
-}
-
 // amax of a method; 0 for a tensor without finite non-zero values (nothing to calibrate).
 Result<float> AmaxOf(const quant::TensorCollector& c, const quant::MethodRequest& m) {
   if (c.range().finite_count() == 0 || c.range().amax == 0.0f) return 0.0f;
@@ -75,14 +69,11 @@ Result<TensorDiagnosis> AnalyzeTensor(const std::string& name,
   *full = prefix;
   t.range = full->range();
   QK_ASSIGN_OR_RETURN(t.amax, AmaxOf(*full, method));
-  const std::vector<quant::MethodRequest> methods = {
-      Method(quant::CalibMethod::kMax), Method(quant::CalibMethod::kEntropy),
-      Method(quant::CalibMethod::kPercentile), Method(quant::CalibMethod::kMse)};
+  const std::vector<quant::MethodRequest> methods = quant::AllMethods();
   for (const quant::MethodRequest& m : methods) {
-    QK_ASSIGN_OR_RETURN(t.method_amax[quant::MethodLabel(m)], AmaxOf(*full, m));
+    QK_ASSIGN_OR_RETURN(t.method_amax[m], AmaxOf(*full, m));
   }
-  const std::string chosen = quant::MethodLabel(method);
-  t.method_amax[chosen] = t.amax;
+  t.method_amax[method] = t.amax;
 
   // Bootstrap 95% interval of the chosen method's amax.
   if (!resampling.draws.empty() && t.amax > 0) {
@@ -102,27 +93,24 @@ Result<TensorDiagnosis> AnalyzeTensor(const std::string& name,
   // Stability: CV of each method's amax over random half-subsets of the chunks.
   if (!resampling.subsets.empty() && t.amax > 0) {
     std::vector<quant::MethodRequest> cv_methods = methods;
-    if (std::none_of(methods.begin(), methods.end(),
-                     [&](const quant::MethodRequest& m) { return quant::MethodLabel(m) == chosen; })) {
-      cv_methods.push_back(method);
-    }
-    std::map<std::string, std::vector<double>> values;
+    if (std::find(methods.begin(), methods.end(), method) == methods.end()) cv_methods.push_back(method);
+    std::map<quant::MethodRequest, std::vector<double>> values;
     for (const std::vector<int>& s : resampling.subsets) {
       QK_ASSIGN_OR_RETURN(quant::TensorCollector m, MergeOf(chunks, s));
       for (const quant::MethodRequest& mr : cv_methods) {
         QK_ASSIGN_OR_RETURN(float a, AmaxOf(m, mr));
-        values[quant::MethodLabel(mr)].push_back(a);
+        values[mr].push_back(a);
       }
     }
-    for (const auto& [label, v] : values) t.cv[label] = CoefficientOfVariation(v);
+    for (const auto& [m, v] : values) t.cv[m] = CoefficientOfVariation(v);
   }
 
   // Degenerate statistics.
   t.channels = static_cast<int64_t>(channel_amax.size());
   t.dead_channels = std::count(channel_amax.begin(), channel_amax.end(), 0.0f);
-  const float p9999 = t.method_amax["percentile:99.99"];
+  const float p9999 = t.method_amax[quant::DefaultRequest(quant::CalibMethod::kPercentile)];
   t.outlier_ratio = p9999 > 0 ? t.range.amax / p9999 : 1.0;
-  const float entropy = t.method_amax["entropy"];
+  const float entropy = t.method_amax[quant::DefaultRequest(quant::CalibMethod::kEntropy)];
   // Only a real cut counts: entropy a little below max clipping a thin tail is its design.
   t.entropy_clip_share = entropy > 0 && entropy < kEntropyClipAmaxRatio * t.range.amax
                              ? ShareAbove(full->histogram(), entropy)
@@ -151,7 +139,7 @@ Result<TensorDiagnosis> AnalyzeTensor(const std::string& name,
                                    "max or percentile keeps them",
                                    100.0 * t.entropy_clip_share, entropy, t.range.amax);
   } else {
-    t.recommended_method = chosen;
+    t.recommended_method = quant::MethodLabel(method);
     t.recommendation = "well-behaved";
   }
   return t;
@@ -187,14 +175,15 @@ void TensorFindings(const TensorDiagnosis& t, const quant::MethodRequest& method
     add("outliers_dominate_max", is_max ? "warning" : "info",
         fmt::format("tensor '{}': max {:.4g} is {:.3g}x the 99.99th percentile {:.4g}; with max "
                     "calibration most int8 levels go unused; recommended: {}",
-                    t.name, r.amax, t.outlier_ratio, t.method_amax.at("percentile:99.99"),
+                    t.name, r.amax, t.outlier_ratio, t.method_amax.at(quant::DefaultRequest(quant::CalibMethod::kPercentile)),
                     t.recommended_method));
   }
   if (t.entropy_clip_share > kEntropyClipShare) {
     add("entropy_clips", is_entropy ? "warning" : "info",
         fmt::format("tensor '{}': entropy amax {:.4g} is {:.0f}% of max {:.4g} and clips {:.2f}% of the "
                     "values (a dense spike below the max dominates the histogram); recommended: {}",
-                    t.name, t.method_amax.at("entropy"), 100.0 * t.method_amax.at("entropy") / r.amax,
+                    t.name, t.method_amax.at(quant::DefaultRequest(quant::CalibMethod::kEntropy)),
+                    100.0 * t.method_amax.at(quant::DefaultRequest(quant::CalibMethod::kEntropy)) / r.amax,
                     r.amax, 100.0 * t.entropy_clip_share, t.recommended_method));
   }
 }

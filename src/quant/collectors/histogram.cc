@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "quant/collectors/scan.h"
 #include "quant/reference_histograms.h"
 
 namespace quantkit::quant {
@@ -68,46 +69,29 @@ void StreamingHistogram::GrowTo(int new_exp) {
 
 void StreamingHistogram::Observe(FloatSpan values) {
   if (values.size == 0) return;
-  // Pass 1: the batch's largest finite |x| (vectorisable), whether anything is non-finite, and
-  // the signed zeros (pass 2 bins them into bin 0 and takes them back out, to stay branch-free).
-  float amax = 0.0f;
-  bool special = false;
-  int64_t zero_pos = 0, zero_neg = 0;
-  for (float v : values) {
-    const float a = std::fabs(v);
-    special |= !(a <= std::numeric_limits<float>::max());
-    amax = a <= std::numeric_limits<float>::max() ? std::max(amax, a) : amax;
-    zero_pos += (v == 0.0f) & !std::signbit(v);
-    zero_neg += (v == 0.0f) & std::signbit(v);
+  // Pass 1: the batch's largest finite |x| and whether anything is non-finite (vectorised,
+  // threaded); pass 2 bins (scan::BinFinite: exact power-of-two scaling, so the bin of a value
+  // depends only on the value and the range).
+  const scan::Summary s = scan::Summarize(values);
+  const float amax = std::max(std::fabs(s.min), std::fabs(s.max));
+  const bool any_finite = s.min <= s.max;
+  if (any_finite && amax > 0.0f) GrowTo(RangeExpFor(amax));
+  if (!s.nonfinite) {
+    scan::BinFinite(values, amax, log2_bins_, range_exp_, pos_.data(), neg_.data(), &zeros_);
+    return;
   }
-  if (amax > 0.0f) GrowTo(RangeExpFor(amax));
-  // Pass 2: bin. The scale 2^(L-e) is exact, so |x| * scale is exact in double and its
-  // truncation is floor(|x| / w). The sign picks the half without a branch (random signs would
-  // mispredict half the time).
+  // Rare: NaN/Inf present. They are counted apart and never binned.
   const int64_t n = bins_per_sign();
   const double scale = std::ldexp(1.0, log2_bins_ - range_exp_);
-  int64_t* pos = pos_.data();
-  int64_t* neg = neg_.data();
-  if (!special) {
-    for (float v : values) {
-      const int64_t k = static_cast<int64_t>(std::fabs(static_cast<double>(v)) * scale);
-      int64_t* half = std::signbit(v) ? neg : pos;
-      ++half[k];
+  for (float v : values) {
+    if (!std::isfinite(v)) {
+      ++nonfinite_;
+      continue;
     }
-    pos[0] -= zero_pos;
-    neg[0] -= zero_neg;
-    zeros_ += zero_pos + zero_neg;
-  } else {
-    for (float v : values) {
-      if (!std::isfinite(v)) {
-        ++nonfinite_;
-        continue;
-      }
-      const int64_t k = static_cast<int64_t>(std::fabs(static_cast<double>(v)) * scale);
-      if (v > 0.0f) ++pos[std::min(k, n - 1)];
-      else if (v < 0.0f) ++neg[std::min(k, n - 1)];
-      else ++zeros_;
-    }
+    const int64_t k = static_cast<int64_t>(std::fabs(static_cast<double>(v)) * scale);
+    if (v > 0.0f) ++pos_[static_cast<size_t>(std::min(k, n - 1))];
+    else if (v < 0.0f) ++neg_[static_cast<size_t>(std::min(k, n - 1))];
+    else ++zeros_;
   }
 }
 

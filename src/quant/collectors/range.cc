@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "quant/collectors/scan.h"
+
 namespace quantkit::quant {
 
 bool RangeStats::operator==(const RangeStats& o) const {
@@ -14,24 +16,18 @@ bool RangeStats::operator==(const RangeStats& o) const {
 void RangeCollector::Observe(FloatSpan values) {
   RangeStats& s = stats_;
   s.count += static_cast<int64_t>(values.size);
-  float mn = s.min, mx = s.max;
-  int64_t zeros = 0;
-  bool special = false;
-  for (float v : values) {
-    // One branch-free pass for the common case; NaN/Inf are rare and recounted below.
-    special |= !std::isfinite(v);
-    zeros += (v == 0.0f);
-    mn = std::isfinite(v) ? std::min(mn, v) : mn;
-    mx = std::isfinite(v) ? std::max(mx, v) : mx;
-  }
-  if (special) {
+  // One vectorised (and, for large tensors, threaded) pass for the common case; NaN/Inf are
+  // rare and recounted below.
+  const scan::Summary batch = scan::Summarize(values);
+  if (batch.nonfinite) {
     for (float v : values) {
       if (std::isnan(v)) ++s.nan_count;
       else if (v == std::numeric_limits<float>::infinity()) ++s.posinf_count;
       else if (v == -std::numeric_limits<float>::infinity()) ++s.neginf_count;
     }
   }
-  s.zero_count += zeros;
+  s.zero_count += batch.zeros;
+  const float mn = std::min(s.min, batch.min), mx = std::max(s.max, batch.max);
   // -0.0 vs +0.0: min/max of equal zeros would depend on order; normalise to +0.0.
   s.min = mn == 0.0f ? 0.0f : mn;
   s.max = mx == 0.0f ? 0.0f : mx;

@@ -9,15 +9,23 @@ TensorCollector::TensorCollector(int log2_bins, std::optional<int64_t> channel_a
   if (channel_axis) per_channel_.emplace(*channel_axis);
 }
 
+TensorCollector TensorCollector::RangeOnly() {
+  TensorCollector c(kMinStreamLog2Bins);  // smallest histogram: never filled
+  c.has_histogram_ = false;
+  return c;
+}
+
 Status TensorCollector::Observe(const TensorView& tensor) {
   if (per_channel_) QK_RETURN_IF_ERROR(per_channel_->Observe(tensor));
   range_.Observe(tensor.values);
   range_stats_ = range_.Finalize();
-  histogram_.Observe(tensor.values);
+  if (has_histogram_) histogram_.Observe(tensor.values);
   return Status::Ok();
 }
 
 Status TensorCollector::Merge(const TensorCollector& other) {
+  QK_RETURN_IF_NOT(has_histogram_ == other.has_histogram_, StatusCode::kInvalidArgument,
+                   "cannot merge range-only statistics with statistics that have a histogram");
   QK_RETURN_IF_NOT(histogram_.log2_bins() == other.histogram_.log2_bins(),
                    StatusCode::kInvalidArgument,
                    "cannot merge histograms with 2^{} and 2^{} fine bins", histogram_.log2_bins(),
@@ -49,7 +57,7 @@ Result<TensorCollector> TensorCollector::FromParts(const RangeStats& range,
 }
 
 bool TensorCollector::operator==(const TensorCollector& o) const {
-  return range_stats_ == o.range_stats_ && histogram_ == o.histogram_ &&
+  return has_histogram_ == o.has_histogram_ && range_stats_ == o.range_stats_ && histogram_ == o.histogram_ &&
          per_channel() == o.per_channel();
 }
 

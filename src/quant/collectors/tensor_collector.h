@@ -17,6 +17,10 @@ class TensorCollector {
  public:
   explicit TensorCollector(int log2_bins = kDefaultStreamLog2Bins,
                            std::optional<int64_t> channel_axis = std::nullopt);
+  // The max-only fast path: range statistics only, no histogram (the histogram is most of the
+  // statistics' cost). Enough for the max method; histogram methods and .qkstats files refuse it.
+  static TensorCollector RangeOnly();
+  bool has_histogram() const { return has_histogram_; }
 
   Status Observe(const TensorView& tensor);
   // Exact and order independent; fails if histogram resolution or per-channel layout differ.
@@ -31,6 +35,7 @@ class TensorCollector {
   bool operator==(const TensorCollector& o) const;
 
  private:
+  bool has_histogram_ = true;
   RangeCollector range_;
   RangeStats range_stats_;
   StreamingHistogram histogram_;

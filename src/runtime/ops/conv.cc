@@ -239,6 +239,21 @@ at::Tensor OnnxIndices(const at::Tensor& idx, const std::vector<int64_t>& padded
   return flat + base.reshape(shape);
 }
 
+// oneDNN's 2-D max pooling is ~5x faster than ATen's NCHW kernel (which also computes the
+// indices) even with the two layout reorders; same values (a max is exact). It drops NaN where
+// ATen propagates it, so inputs holding NaN take ATen's path. Inference only: mkldnn tensors have
+// no autograd.
+bool UseMkldnnMaxPool2d(const at::Tensor& x, const std::vector<int64_t>& dilations) {
+  if (!at::hasMKLDNN() || x.dim() != 4 || x.scalar_type() != at::kFloat || !x.device().is_cpu() ||
+      x.requires_grad() || x.numel() == 0) {
+    return false;
+  }
+  for (int64_t d : dilations) {
+    if (d != 1) return false;
+  }
+  return !at::isnan(x).any().item<bool>();
+}
+
 Result<KernelPtr> MakeMaxPool(const KernelInit& init) {
   QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
   if (g.kernel.empty()) return init.Error(StatusCode::kInvalidModel, "missing attribute kernel_shape");
@@ -256,6 +271,9 @@ Result<KernelPtr> MakeMaxPool(const KernelInit& init) {
       for (size_t i = 0; i < n; ++i) ap[i] = p[i];
     } else {
       x = at::constant_pad_nd(x, AtenPadList(p), -std::numeric_limits<double>::infinity());
+    }
+    if (c.num_outputs() == 1 && UseMkldnnMaxPool2d(x, d)) {
+      return Out{at::mkldnn_max_pool2d(x.to_mkldnn(), g.kernel, s, ap, d, g.ceil_mode).to_dense().to(dtype)};
     }
     std::tuple<at::Tensor, at::Tensor> r;
     if (n == 1) {

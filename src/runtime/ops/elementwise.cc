@@ -148,6 +148,13 @@ Result<KernelPtr> MakeClip(const KernelInit& init) {
   }
   return MakeKernel([](KernelContext& c) {
     at::Tensor x = c.in(0);
+    // Both bounds given as scalars (ReLU6 and friends): one pass instead of two, same values
+    // (clamp is max then min, NaN propagating, like maximum/minimum; a NaN bound differs, so
+    // it takes the general path; at most the sign of a zero result may differ).
+    if (c.has(1) && c.has(2) && c.in(1).numel() == 1 && c.in(2).numel() == 1 && x.is_floating_point()) {
+      const at::Scalar lo = c.in(1).to(x.scalar_type()).item(), hi = c.in(2).to(x.scalar_type()).item();
+      if (!std::isnan(lo.toDouble()) && !std::isnan(hi.toDouble())) return Out{at::clamp(x, lo, hi)};
+    }
     if (c.has(1)) x = at::maximum(x, c.in(1).to(x.scalar_type()));
     if (c.has(2)) x = at::minimum(x, c.in(2).to(x.scalar_type()));
     return Out{x};

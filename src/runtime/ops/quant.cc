@@ -4,6 +4,11 @@
 // input's shape with dim `axis` divided by block_size, 21+). Saturation clamps to the output
 // type's range [qmin, qmax]. Supported quantized types: int8, uint8, int16 (uint16, int4 and
 // float8 have no ATen 1.13 dtype).
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+
 #include "runtime/kernel.h"
 #include "runtime/ops/ops.h"
 
@@ -26,6 +31,43 @@ at::Tensor Align(const at::Tensor& s, const at::Tensor& x, int64_t axis, int64_t
   QK_KERNEL_CHECK(block > 0 && s.dim() == x.dim(), "blocked scale of rank {} needs block_size > 0 and rank {}",
                   s.dim(), x.dim());
   return s.repeat_interleave(block, a).narrow(a, 0, x.size(a));
+}
+
+// --- per-tensor fast paths (the fake quantization of every simulated activation) ---
+// One fused pass instead of five ATen passes and temporaries, with the same float operations in
+// the same order (divide, round half to even, add the zero point in float, clamp, truncate), so
+// the results are bit-identical to the general path below.
+
+bool IsScalarOf(const at::Tensor& t, at::ScalarType type) {
+  return t.defined() && t.numel() == 1 && t.scalar_type() == type;
+}
+
+template <typename Q>
+at::Tensor QuantizePerTensor(const at::Tensor& x_in, float scale, float zp, float lo, float hi,
+                             at::ScalarType qt) {
+  const at::Tensor x = x_in.contiguous();
+  at::Tensor q = at::empty(x.sizes(), x.options().dtype(qt));
+  const float* src = x.data_ptr<float>();
+  Q* dst = q.data_ptr<Q>();
+  at::parallel_for(0, x.numel(), int64_t{1} << 15, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float v = std::nearbyint(src[i] / scale) + zp;
+      dst[i] = static_cast<Q>(static_cast<int32_t>(std::min(std::max(v, lo), hi)));
+    }
+  });
+  return q;
+}
+
+template <typename Q>
+at::Tensor DequantizePerTensor(const at::Tensor& q_in, float scale, int32_t zp) {
+  const at::Tensor q = q_in.contiguous();
+  at::Tensor r = at::empty(q.sizes(), q.options().dtype(at::kFloat));
+  const Q* src = q.data_ptr<Q>();
+  float* dst = r.data_ptr<float>();
+  at::parallel_for(0, q.numel(), int64_t{1} << 15, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) dst[i] = static_cast<float>(static_cast<int32_t>(src[i]) - zp) * scale;
+  });
+  return r;
 }
 
 Result<KernelPtr> MakeQuantize(const KernelInit& init) {
@@ -52,6 +94,14 @@ Result<KernelPtr> MakeQuantize(const KernelInit& init) {
     if (!c.has(2) && !has_output_dtype) qt = at::kByte;
     double lo, hi;
     QK_KERNEL_CHECK(QuantRange(qt, &lo, &hi), "unsupported quantized dtype {}", c10::toString(qt));
+    if (x.device().is_cpu() && x.scalar_type() == at::kFloat && IsScalarOf(c.in(1), at::kFloat) && block == 0 &&
+        (qt == at::kChar || qt == at::kByte) && (!c.has(2) || c.in(2).numel() == 1)) {
+      const float scale = c.in(1).item<float>();
+      const float zp = c.has(2) ? c.in(2).to(at::kFloat).item<float>() : 0.0f;
+      const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
+      return Out{qt == at::kChar ? QuantizePerTensor<int8_t>(x, scale, zp, flo, fhi, qt)
+                                 : QuantizePerTensor<uint8_t>(x, scale, zp, flo, fhi, qt)};
+    }
     at::Tensor scale = Align(c.in(1), x, axis, block);
     // Divide in the scale's precision (float), like the reference implementation.
     at::Tensor q = at::round(x.to(scale.scalar_type()) / scale);
@@ -65,6 +115,14 @@ Result<KernelPtr> MakeDequantize(const KernelInit& init) {
   const int64_t block = init.node.GetInt("block_size", 0);
   return MakeKernel([=](KernelContext& c) {
     const at::Tensor& x = c.in(0);
+    if (x.device().is_cpu() && (x.scalar_type() == at::kChar || x.scalar_type() == at::kByte) &&
+        IsScalarOf(c.in(1), at::kFloat) &&
+        block == 0 && (!c.has(2) || c.in(2).numel() == 1)) {
+      const float scale = c.in(1).item<float>();
+      const int32_t zp = c.has(2) ? c.in(2).to(at::kInt).item<int32_t>() : 0;
+      return Out{x.scalar_type() == at::kChar ? DequantizePerTensor<int8_t>(x, scale, zp)
+                                              : DequantizePerTensor<uint8_t>(x, scale, zp)};
+    }
     at::Tensor scale = Align(c.in(1), x, axis, block);
     at::Tensor v = x.to(at::kInt);
     if (c.has(2)) v = v - Align(c.in(2), x, axis, block).to(at::kInt);

@@ -7,31 +7,21 @@ plain_cnn calibrated with entropy clips the network input at ~0.81 and loses sev
     predictions as quantkit's simulation of the plan (float nodes really left without Q/DQ), and
     its --layerPrecisions string must name the float node;
   * `calibrate --compare-methods` must not pick entropy for this model.
-argv[1] = quantkit binary, argv[2] = repository root.
+Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py.
 """
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+from qktest import ROOT, run, zoo_data as data  # noqa: E402  (tests/e2e/qktest.py)
 
-QK, ROOT = sys.argv[1], sys.argv[2]
-sys.path.insert(0, os.path.join(ROOT, "python", "zoo"))
-import data  # noqa: E402
 
 BUDGET_POINTS = 0.5
 SEARCH_SAMPLES = 1000  # fashion-mnist:val samples the search evaluates on
 CHECK_SAMPLES = 1000   # fashion-mnist:test samples for the ORT cross-check
-
-
-def run(args, expect=0):
-    p = subprocess.run([QK] + args, capture_output=True, text=True)
-    assert p.returncode == expect, f"{args}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
-    return p.stdout
 
 
 def main():
@@ -115,6 +105,10 @@ def main():
         best_plan = json.load(open(os.path.join(d, "best", "plan.json")))
         assert best_plan["provenance"]["method"] == cm["best"], best_plan["provenance"]
     print("fallback_test: passed")
+
+
+def test_fallback():
+    main()
 
 
 if __name__ == "__main__":

@@ -12,21 +12,17 @@ Checks, with onnxruntime as the oracle:
      --weights per-tensor gives one scale per weight.
   5. Bad data: wrong shape, wrong dtype, empty folder -> exit 2 with one line naming the input;
      NaN in data -> a warning naming the tensor; a model input that never varies -> kept float.
-argv[1] = quantkit binary, argv[2] = repository root.
+Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py.
 """
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
 import onnx
-import onnxruntime as ort
+from qktest import QK, ROOT, ort_run, zoo_data  # noqa: E402  (tests/e2e/qktest.py)
 
-QK, ROOT = sys.argv[1], sys.argv[2]
-sys.path.insert(0, os.path.join(ROOT, "python", "zoo"))
-import data as zoo_data  # noqa: E402
 
 MODEL = os.path.join(ROOT, "models", "zoo", "plain_cnn.onnx")
 # quantkit (ATen) and onnxruntime sum convolutions in different orders; a value within one ulp of a
@@ -38,16 +34,10 @@ ARGMAX_AGREEMENT_MIN = 0.995
 
 
 def run(args, expect=0):
+    """quantkit as a CompletedProcess (this test reads stdout and stderr apart)."""
     p = subprocess.run([QK] + args, capture_output=True, text=True)
     assert p.returncode == expect, f"{args}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
     return p
-
-
-def ort_run(path, x):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    return s.run(None, {s.get_inputs()[0].name: x})[0]
 
 
 def main():
@@ -158,6 +148,10 @@ def main():
         assert "never varies" in p.stdout and "input" in p.stdout, p.stdout
         run(["lint", os.path.join(d, "c", "model.qdq.onnx")], expect=1)  # input left float: warning only
     print("calibrate_test: 1 passed, 0 failed")
+
+
+def test_calibrate_zoo():
+    main()
 
 
 if __name__ == "__main__":

@@ -10,26 +10,23 @@ tool people use today), then
   3. `quantkit convert ort_qdq.onnx stripped.onnx` removes every Q/DQ and its outputs stay within
      quantization noise of the Q/DQ model;
   4. `quantkit lint` flags ORT's default uint8 asymmetric output as TensorRT-incompatible (exit 2).
-Run by ctest with the venv's python; argv[1] is the quantkit binary.
+Run by pytest under ctest; quantkit comes from tests/e2e/qktest.py.
 """
 import os
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import torch
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                       quantize_static)
+from qktest import cosine, ort_run as infer, run  # noqa: E402  (tests/e2e/qktest.py)
 
 # Quantization noise of an 8-bit model relative to the output scale: a Q/DQ model and its float
 # twin differ by a few quantization steps; two Q/DQ placements of the same scales by less.
 COSINE_STRIPPED_MIN = 0.98
 COSINE_REQUANT_MIN = 0.98
 
-QK = sys.argv[1]
 
 
 class Net(torch.nn.Module):
@@ -52,24 +49,6 @@ class Reader(CalibrationDataReader):
 
     def get_next(self):
         return next(self.it, None)
-
-
-def run(args, expect=0):
-    p = subprocess.run([QK] + args, capture_output=True, text=True)
-    assert p.returncode == expect, f"{args}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
-    return p.stdout
-
-
-def infer(path, x):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    return s.run(None, {"x": x})[0]
-
-
-def cosine(a, b):
-    a, b = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
 def main():
@@ -154,6 +133,10 @@ def main():
         # inputs are never modified
         assert onnx.load(sym).SerializeToString() == open(sym, "rb").read()
     print("qdq_roundtrip_test: 1 passed, 0 failed")
+
+
+def test_qdq_roundtrip():
+    main()
 
 
 if __name__ == "__main__":

@@ -6,24 +6,16 @@
   * the QAT export converts into a TensorRT cache plus a stripped float model, and re-inserting the
     extracted plan (`convert --placement plan`) simulates INT8 with exactly the manifest's
     fake-quant accuracy; the cache holds the QAT model's activation scales bit for bit.
-argv[1] = quantkit binary, argv[2] = repository root.
+Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py.
 """
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 import onnx
+from qktest import ROOT, run  # noqa: E402  (tests/e2e/qktest.py)
 
-QK, ROOT = sys.argv[1], sys.argv[2]
-
-
-def run(args, expect=0):
-    p = subprocess.run([QK] + args, capture_output=True, text=True)
-    assert p.returncode == expect, f"{args}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
-    return p.stdout
 
 
 def eval_model(path, pred_path):
@@ -78,6 +70,10 @@ def main():
         out = run(["lint", src], expect=1)
         assert "QK009" in out and " 0 errors" in out, out
     print("zoo_quantkit_test: 1 passed, 0 failed")
+
+
+def test_zoo_quantkit():
+    main()
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ int CountOps(const ir::Model& m, const std::string& op) {
 TEST(Simulate, FoldedWeightsGiveTheSameOutputsAsTheQdqModel) {
   ir::Model qdq = GemmModel();
   quant::QuantPlan plan = Plan();
-  auto report = InsertPlanQdq(qdq, &plan, {});
+  auto report = passes::ApplyPlan(qdq, &plan, {});
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->activation_pairs, 1);
   EXPECT_EQ(report->weight_pairs, 1);
@@ -65,7 +65,7 @@ TEST(Simulate, FoldedWeightsGiveTheSameOutputsAsTheQdqModel) {
 
   ir::Model folded = GemmModel();
   quant::QuantPlan plan2 = Plan();
-  ASSERT_TRUE(InsertPlanQdq(folded, &plan2, {}).ok());
+  ASSERT_TRUE(passes::ApplyPlan(folded, &plan2, {}).ok());
   auto n = FoldWeightQdq(folded);
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(*n, 1);
@@ -95,7 +95,7 @@ TEST(Simulate, FloatNodesGetNoQdq) {
   ir::Model m = GemmModel();
   quant::QuantPlan plan = Plan();
   plan.float_nodes["gemm"] = "kept in float";
-  auto report = InsertPlanQdq(m, &plan, {});
+  auto report = passes::ApplyPlan(m, &plan, {});
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->activation_pairs + report->weight_pairs, 0);
   EXPECT_EQ(CountOps(m, "QuantizeLinear"), 0);
@@ -106,15 +106,15 @@ TEST(Simulate, FloatNodesGetNoQdq) {
 TEST(Simulate, QuantizationChangesTheOutput) {
   ir::Model m = GemmModel();
   quant::QuantPlan plan = Plan();
-  ASSERT_TRUE(InsertPlanQdq(m, &plan, {}).ok());
+  ASSERT_TRUE(passes::ApplyPlan(m, &plan, {}).ok());
   // x = 3.0 saturates at amax 2 (127 * 2/127): the simulated output must differ from FP32.
   EXPECT_NE(RunModel(std::move(m)), RunModel(GemmModel()));
 }
 
 TEST(Simulate, ParsePlacementMode) {
-  EXPECT_EQ(*ParsePlacementMode("plan"), PlacementMode::kPlan);
-  EXPECT_EQ(*ParsePlacementMode("tensorrt"), PlacementMode::kTensorRT);
-  EXPECT_FALSE(ParsePlacementMode("bogus").ok());
+  EXPECT_EQ(*passes::ParsePlacementPolicy("plan"), PlacementMode::kPlan);
+  EXPECT_EQ(*passes::ParsePlacementPolicy("tensorrt"), PlacementMode::kTensorRT);
+  EXPECT_FALSE(passes::ParsePlacementPolicy("bogus").ok());
 }
 
 }  // namespace

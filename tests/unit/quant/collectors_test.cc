@@ -1,6 +1,8 @@
 // Collectors: exact statistics, streaming growth, and partition invariance (property tests with
 // a printed, replayable seed: --gtest_random_seed=N).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +14,8 @@
 #include "quant/collectors/histogram.h"
 #include "quant/collectors/per_channel.h"
 #include "quant/collectors/range.h"
+#include "quant/collectors/tensor_collector.h"
+#include "quant/method_amax.h"
 #include "quant/reference_histograms.h"
 #include "testing/tolerances.h"
 #include "tv_support.h"
@@ -264,6 +268,114 @@ TEST(PerChannelAbsMax, MergeAndErrors) {
   EXPECT_FALSE(x.Observe({FloatSpan(a), {4, 1}}).ok());  // 1 channel, earlier 2
   EXPECT_FALSE(x.Observe({FloatSpan(a), {2}}).ok());     // rank 1, axis 1
   EXPECT_FALSE(x.Observe({FloatSpan(a), {2, 3}}).ok());  // 6 != 4 values
+}
+
+
+// --- the vectorised, threaded scans (quant/collectors/scan.h) against a scalar oracle ---
+
+// Finite data of several shapes: mixed magnitudes with ±0 and subnormals, ReLU output (half
+// zeros), and a range of subnormals only (bin scale 2^(L-e) beyond float: the double path).
+std::vector<float> FiniteData(std::mt19937* rng, size_t n, int kind) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 99), expo(-40, 40);
+  std::vector<float> v(n);
+  for (float& x : v) {
+    const int k = pick(*rng);
+    if (kind == 1) {
+      x = std::max(normal(*rng), 0.0f);
+    } else if (kind == 2) {
+      x = std::numeric_limits<float>::denorm_min() * static_cast<float>(static_cast<int>((*rng)() % 2001) - 1000);
+    } else if (k == 0) {
+      x = 0.0f;
+    } else if (k == 1) {
+      x = -0.0f;
+    } else if (k == 2) {
+      x = std::numeric_limits<float>::denorm_min() * static_cast<float>((*rng)() % 1000);
+    } else {
+      x = std::ldexp(normal(*rng), k < 10 ? expo(*rng) : 0);
+    }
+  }
+  return v;
+}
+
+TEST(CollectorScans, ThreadedScansMatchAScalarOracleAtEveryThreadCount) {
+  std::mt19937 rng(Seed());
+  constexpr int kLog2Bins = 10;
+  for (int kind = 0; kind < 3; ++kind) {
+    // Above the parallel threshold (threads split it) and below it (one thread, direct bins).
+    for (size_t n : {size_t{1} << 18 | 13, size_t{999}}) {
+      const std::vector<float> data = FiniteData(&rng, n, kind);
+      // Oracle: the policy of docs/histogram-policy.md computed value by value in double.
+      float amax = 0.0f, mn = kInf, mx = -kInf;
+      int64_t zeros = 0;
+      for (float x : data) {
+        amax = std::max(amax, std::fabs(x));
+        mn = std::min(mn, x);
+        mx = std::max(mx, x);
+        zeros += x == 0.0f;
+      }
+      int e = 0;
+      std::frexp(amax, &e);
+      e = std::max(e, kMinRangeExp);
+      std::vector<int64_t> pos(size_t{1} << kLog2Bins), neg(size_t{1} << kLog2Bins);
+      for (float x : data) {
+        const auto k = static_cast<size_t>(std::floor(std::fabs(static_cast<double>(x)) * std::ldexp(1.0, kLog2Bins - e)));
+        if (x > 0) ++pos[k];
+        if (x < 0) ++neg[k];
+      }
+      for (int threads : {1, 2, 3}) {
+        omp_set_num_threads(threads);
+        StreamingHistogram h(kLog2Bins);
+        RangeCollector r;
+        h.Observe(FloatSpan(data));
+        r.Observe(FloatSpan(data));
+        const std::string where = fmt::format("kind {} n {} threads {}", kind, n, threads);
+        if (amax > 0) EXPECT_EQ(h.range_exp(), e) << where;
+        EXPECT_EQ(h.positive(), pos) << where;
+        EXPECT_EQ(h.negative(), neg) << where;
+        EXPECT_EQ(h.zero_count(), zeros) << where;
+        EXPECT_EQ(h.nonfinite_count(), 0) << where;
+        const RangeStats s = r.Finalize();
+        EXPECT_EQ(s.zero_count, zeros) << where;
+        EXPECT_EQ(s.min, mn == 0.0f ? 0.0f : mn) << where;
+        EXPECT_EQ(s.max, mx == 0.0f ? 0.0f : mx) << where;
+        EXPECT_EQ(s.count, static_cast<int64_t>(n)) << where;
+      }
+    }
+  }
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+TEST(CollectorScans, ThreadedOneShotEqualsSingleThreadedBatches) {
+  std::mt19937 rng(Seed());
+  const std::vector<float> data = FiniteData(&rng, (size_t{1} << 19) + 77, 0);
+  omp_set_num_threads(3);
+  Collected one_shot;
+  one_shot.Observe(FloatSpan(data));
+  omp_set_num_threads(1);
+  Collected streamed;
+  for (auto [off, len] : RandomBatches(&rng, data.size())) streamed.Observe(FloatSpan(data).subspan(off, len));
+  EXPECT_TRUE(streamed == one_shot);
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+TEST(TensorCollector, RangeOnlyServesMaxAndRefusesHistogramMethods) {
+  const std::vector<float> v = {-3.0f, 0.5f, 2.0f, 0.0f};
+  const TensorView view{FloatSpan(v), {4}};
+  TensorCollector fast = TensorCollector::RangeOnly();
+  TensorCollector full;
+  ASSERT_TRUE(fast.Observe(view).ok());
+  ASSERT_TRUE(full.Observe(view).ok());
+  EXPECT_FALSE(fast.has_histogram());
+  EXPECT_TRUE(full.has_histogram());
+  EXPECT_EQ(fast.range(), full.range());
+  auto max = AmaxFromCollector(fast, {CalibMethod::kMax});
+  ASSERT_TRUE(max.ok());
+  EXPECT_EQ(max->amax, 3.0f);
+  auto entropy = AmaxFromCollector(fast, {CalibMethod::kEntropy});
+  ASSERT_FALSE(entropy.ok());
+  EXPECT_NE(entropy.status().message().find("needs a histogram"), std::string::npos);
+  EXPECT_FALSE(full.Merge(fast).ok());
 }
 
 }  // namespace

@@ -1,0 +1,196 @@
+// quantkit's public calibration API: calibration in stages, each usable on its own.
+//
+//   Model model     = LoadModel("model.onnx")
+//   Sites sites     = FindSites(model, placement)              where TensorRT wants Q/DQ
+//   Statistics s    = CollectStatistics(model, stream, sites)  one pass over the data
+//   Plan plan       = BuildPlan(s, sites, methods)             no model run: any method, any time
+//   WriteArtifacts(model, plan, "out/")                        model.qdq.onnx, calib.cache, ...
+//
+// Statistics are streaming and mergeable: collect on shards (processes, machines), Merge() them in
+// any order, and BuildPlan gives exactly the plan of one pass over all the data. Several methods
+// cost one collection (BuildPlan per method). Model, Sites, Statistics and Plan are cheap-to-copy
+// handles (shared, immutable contents).
+//
+// Errors are values: every function returns Status/Result with a one-line message naming the
+// file, tensor or input (quantkit/status.h; ExitCodeFor maps codes to the CLI's exit codes).
+// Public header: standard library and quantkit types only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "quantkit/data_source.h"
+#include "quantkit/status.h"
+
+namespace quantkit {
+
+// A float ONNX model loaded for quantization (constants promoted to initializers).
+class Model {
+ public:
+  struct Impl;
+  Model() = default;
+  explicit Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  const std::string& path() const;
+  const std::string& sha256() const;          // of the file's bytes (plan provenance)
+  std::vector<std::string> input_names() const;
+  const Impl& impl() const { return *impl_; }
+  bool valid() const { return impl_ != nullptr; }
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+Result<Model> LoadModel(const std::string& path);
+
+// Where Q/DQ pairs go (TensorRT explicit quantization; docs/calibration-spec.md §5).
+struct Placement {
+  bool per_channel_weights = true;
+  bool quantize_residual_add = true;
+  std::set<std::string> exclude_nodes;     // node names kept in float (each must exist)
+  std::set<std::string> exclude_op_types;  // op types kept in float
+};
+
+struct Site {
+  std::string tensor;    // the quantized tensor
+  std::string consumer;  // the node reading it through Q/DQ
+  int input_index = 0;
+  bool weight = false;
+  int64_t axis = -1;     // per-channel axis of a weight; -1 per tensor
+};
+
+// The Q/DQ sites of a model under a placement, and the activations that need statistics.
+struct Sites {
+  Model model;
+  Placement placement;
+  std::vector<Site> sites;               // topological order of consumers
+  std::vector<std::string> activations;  // sorted, deduplicated
+};
+
+Result<Sites> FindSites(const Model& model, const Placement& placement = {});
+
+// Calibration statistics (streaming histograms and exact ranges per activation).
+class Statistics {
+ public:
+  struct Impl;
+  Statistics() = default;
+  explicit Statistics(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+
+  std::vector<std::string> tensors() const;
+  int64_t samples() const;
+  const std::string& model_sha256() const;
+  const std::string& data_description() const;
+  // max |x| over the finite values seen for `tensor`.
+  Result<float> AbsMax(const std::string& tensor) const;
+  // The amax a calibration method ("max", "entropy", "percentile[:P]", "mse") gives `tensor`.
+  Result<float> Amax(const std::string& tensor, const std::string& method) const;
+
+  // Exact merge: same result as one pass over both data sets, whatever the order.
+  Result<Statistics> Merge(const Statistics& other) const;
+  // The .qkstats format (docs/histogram-policy.md): bytes, or an atomically written file.
+  std::string Serialize() const;
+  static Result<Statistics> Parse(const std::string& bytes, const std::string& source_name);
+  Status Save(const std::string& path) const;
+  static Result<Statistics> Load(const std::string& path);
+
+  const Impl& impl() const { return *impl_; }
+  bool valid() const { return impl_ != nullptr; }
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+struct CollectOptions {
+  bool progress = false;  // a bar on stderr when it is a terminal
+};
+
+// One pass of `stream` through the FP32 model, collecting every activation of `sites`.
+Result<Statistics> CollectStatistics(const Model& model, BatchStream& stream, const Sites& sites,
+                                     const CollectOptions& options = {});
+
+// Per-tensor quantization of one tensor in a plan.
+struct TensorScale {
+  std::string tensor;
+  bool quantized = true;
+  std::string reason;           // why not quantized, or a diagnostic
+  bool weight = false;
+  std::vector<float> scale;     // 1: per tensor; N: per channel along axis
+  std::vector<float> amax;
+  std::vector<int32_t> zero_point;
+  int64_t axis = -1;
+  std::string source;           // method label, "qdq:<node>", "cache"
+};
+
+// A QuantPlan (docs/architecture.md, decision 4): the hub every format converts through.
+class Plan {
+ public:
+  struct Impl;
+  Plan() = default;
+  explicit Plan(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+
+  std::vector<TensorScale> tensors() const;
+  std::optional<TensorScale> Find(const std::string& tensor) const;
+  std::map<std::string, std::string> float_nodes() const;  // node -> reason
+  std::string method() const;                               // provenance
+  // A copy that keeps `nodes` in float (mixed precision), each with `reason`.
+  Plan WithFloatNodes(const std::vector<std::string>& nodes, const std::string& reason) const;
+
+  std::string ToJson() const;  // quantkit's plan JSON
+  static Result<Plan> FromJson(const std::string& json, const std::string& source_name);
+  // Any plan file by extension: .json, .cache/.calib/.table (TensorRT), .txt/.ranges, or a
+  // Q/DQ .onnx (its scales are extracted).
+  static Result<Plan> Read(const std::string& path);
+  // .json / .cache / .txt by extension (TensorRT 8.6 EntropyCalibration2 header for caches).
+  Status Write(const std::string& path) const;
+
+  const Impl& impl() const { return *impl_; }
+  bool valid() const { return impl_ != nullptr; }
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+// The method of every activation: `method` by default, overridden per tensor name or per op
+// type of the tensor's consumer. Names are parsed here ("percentile:99.9"); unknown ones and
+// overrides naming no tensor or op type of the model are errors.
+struct MethodChoices {
+  std::string method = "max";
+  std::map<std::string, std::string> overrides;
+};
+
+struct BuiltPlan {
+  Plan plan;
+  std::vector<std::string> warnings;  // tensors without statistics, NaN/Inf seen, constant ones
+};
+
+// Activations from the statistics, weights from the model's initializers; no model run.
+Result<BuiltPlan> BuildPlan(const Statistics& statistics, const Sites& sites,
+                            const MethodChoices& methods = {});
+
+struct ArtifactOptions {
+  Placement placement;                          // as given to FindSites for this plan
+  std::string trt_version = "8.6.1";            // calib.cache header
+  std::string calibrator = "EntropyCalibration2";  // or "MinMaxCalibration" (header only)
+};
+
+struct Artifacts {
+  std::vector<std::string> written;  // model.qdq.onnx, calib.cache, ranges.txt, plan.json
+  int activation_pairs = 0, weight_pairs = 0;
+};
+
+// Writes the plan's TensorRT artifacts into `dir` (created if needed), each file atomically.
+// Q/DQ go where options.placement puts them, the plan's float_nodes excluded (passes::ApplyPlan,
+// the code every quantkit command uses).
+Result<Artifacts> WriteArtifacts(const Model& model, const Plan& plan, const std::string& dir,
+                                 const ArtifactOptions& options = {});
+
+// quantkit's data specs (the CLI's --data: NAME=FILE.npy, FILE.npz, DIR, image folders with
+// declared preprocessing, fashion-mnist[:split], FILE.json) as a stream checked against `model`.
+Result<std::unique_ptr<BatchStream>> OpenDataSpec(const Model& model, const std::string& spec,
+                                                  const DataSpecOptions& options = {});
+
+}  // namespace quantkit

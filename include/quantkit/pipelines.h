@@ -1,0 +1,128 @@
+// quantkit's public workflow entry points beside calibration (quantkit/calibration.h): the
+// library behind `quantkit eval | analyze | fallback | diagnose | convert | run`. Each takes an
+// options struct of plain values and returns a report: the key numbers typed, plus `text` (what
+// the CLI prints) and `json` (the full machine-readable report, stable field names).
+//
+// Paths name files; data specs are the CLI's --data strings (quantkit/calibration.h
+// OpenDataSpec). Errors are values (quantkit/status.h). Nothing here prints.
+// Public header: standard library and quantkit types only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "quantkit/calibration.h"
+#include "quantkit/status.h"
+
+namespace quantkit {
+
+// eval: a model over data; top-1/top-5 with labels; agreement with a reference model; with
+// `plan` the float model runs with that plan's INT8 simulation (placement "auto" | "tensorrt" |
+// "plan").
+struct EvaluateOptions {
+  std::string model, data;
+  std::string reference_model;  // optional
+  std::string plan;             // optional: simulate this plan on `model`
+  std::string placement = "auto";
+  int64_t samples = 0, batch_size = 64;
+  ImagePreprocessing image;
+};
+struct EvaluateReport {
+  int64_t samples = 0;
+  std::optional<double> top1, top5;
+  std::optional<double> argmax_agreement, cosine, sqnr_db, max_abs_error;  // with a reference
+  double seconds = 0;
+  std::string text;
+};
+Result<EvaluateReport> Evaluate(const EvaluateOptions& options);
+
+// The plan-vs-FP32 workflows share these: the FP32 model, a plan file (any format), the data.
+struct PlanEvaluationOptions {
+  std::string model, plan, data;
+  std::string placement = "auto";
+  int64_t samples = 256, batch_size = 64;
+  std::vector<std::string> metrics;  // top1, agreement, rel_mse; empty: top1 with labels, agreement
+};
+
+// analyze: per quantized tensor, the error it causes alone and accumulated, ranked worst first.
+struct AnalyzeOptions {
+  PlanEvaluationOptions evaluation;
+  bool accumulated = true;
+};
+struct AnalyzeReport {
+  std::vector<std::string> ranked_tensors;  // worst first
+  std::vector<std::string> warnings;        // e.g. plan tensors matching no model tensor
+  std::string text, json;
+};
+Result<AnalyzeReport> Analyze(const AnalyzeOptions& options);
+
+// fallback: the smallest set of layers to keep in float so INT8 comes within `budget` of FP32.
+struct FallbackOptions {
+  PlanEvaluationOptions evaluation;
+  double budget = 0.5;
+  int max_float_layers = 0;
+  std::string output_dir;  // plan.json, model.qdq.onnx, layer_precisions.txt, fallback.json
+};
+struct FallbackReport {
+  Plan plan;                               // with float_nodes
+  std::vector<std::string> float_layers;
+  double fp32_value = 0, int8_value = 0, final_value = 0;
+  bool within_budget = false;
+  std::string layer_precisions;            // trtexec --layerPrecisions value
+  std::vector<std::string> written, warnings;
+  std::string text, json;
+};
+Result<FallbackReport> Fallback(const FallbackOptions& options);
+
+// diagnose: is the calibration data enough, stable, like the reference data, preprocessed as
+// the model expects, batch-independent? (docs/diagnose.md)
+struct DiagnoseOptions {
+  std::string model, data, reference_data;
+  int64_t samples = 0, reference_samples = 0, batch_size = 32;
+  std::string method = "max";
+  std::string output_dir;  // report.txt, report.json, SVG pictures
+};
+struct DiagnoseReport {
+  bool clean = false;       // no error or warning finding
+  bool enough = false;      // enough samples for stable scales
+  int64_t suggested_samples = 0;
+  std::vector<std::string> findings;  // "severity: message"
+  std::vector<std::string> written;
+  std::string text, json;
+};
+Result<DiagnoseReport> Diagnose(const DiagnoseOptions& options);
+
+// convert: between every pair of plan formats through the QuantPlan hub (docs in the README):
+// Q/DQ or QOperator ONNX, TensorRT cache, plan JSON, ranges text; plan + `model` -> Q/DQ ONNX.
+struct ConvertOptions {
+  std::string input, output;
+  std::string model;                  // float model, for plan -> Q/DQ ONNX
+  std::string placement = "tensorrt";  // "tensorrt" | "plan" (where the source quantized)
+  bool qdq_output = false;            // ONNX -> ONNX: write the TensorRT Q/DQ model
+  std::string trt_version = "8.6.1";
+};
+struct ConvertReport {
+  std::vector<std::string> written, messages;
+  std::string layer_precisions;
+  std::string json;
+};
+Result<ConvertReport> Convert(const ConvertOptions& options);
+
+// run: a model on .npy inputs; outputs (and dumped intermediates) written as .npy.
+struct RunOptions {
+  std::string model;
+  std::map<std::string, std::string> inputs;  // graph input name -> .npy path
+  std::string output_dir = ".";
+  std::vector<std::string> dump;              // intermediate tensors to write too
+  bool dump_all = false;
+};
+struct RunReport {
+  std::vector<std::string> outputs;  // one summary line per graph output
+  std::vector<std::string> written;
+};
+Result<RunReport> Run(const RunOptions& options);
+
+}  // namespace quantkit

@@ -1,0 +1,45 @@
+#include "passes/apply_plan.h"
+
+#include "common/check.h"
+
+namespace quantkit::passes {
+
+Result<PlacementPolicy> ParsePlacementPolicy(const std::string& text) {
+  if (text == "auto") return PlacementPolicy::kAuto;
+  if (text == "tensorrt") return PlacementPolicy::kTensorRT;
+  if (text == "plan") return PlacementPolicy::kPlan;
+  return MakeStatus(StatusCode::kInvalidArgument, "--placement '{}': use auto, tensorrt or plan", text);
+}
+
+bool PlanFromQdqModel(const quant::QuantPlan& plan) {
+  for (const auto& [name, t] : plan.tensors) {
+    if (t.quantized && t.source.rfind("qdq:", 0) == 0) return true;
+  }
+  return false;
+}
+
+Result<std::vector<QdqSite>> PlanSites(const ir::Graph& graph, const quant::QuantPlan& plan,
+                                       const ApplyPlanOptions& options) {
+  const bool from_plan = options.mode == PlacementPolicy::kPlan ||
+                         (options.mode == PlacementPolicy::kAuto && PlanFromQdqModel(plan));
+  if (from_plan) {
+    // SitesFromPlan knows no exclusions: float-kept nodes lose their Q/DQ here.
+    std::vector<QdqSite> kept;
+    for (const QdqSite& s : SitesFromPlan(graph, plan)) {
+      if (!plan.float_nodes.count(s.consumer->name)) kept.push_back(s);
+    }
+    return kept;
+  }
+  PlacementOptions placement = options.placement;
+  for (const auto& [node, reason] : plan.float_nodes) placement.exclude_nodes.insert(node);
+  return FindQdqSites(graph, placement);
+}
+
+Result<InsertQdqReport> ApplyPlan(ir::Model& model, quant::QuantPlan* plan,
+                                  const ApplyPlanOptions& options) {
+  QK_ASSIGN_OR_RETURN(std::vector<QdqSite> sites, PlanSites(*model.graph, *plan, options));
+  QK_RETURN_IF_ERROR(AddWeightScales(*model.graph, sites, plan));
+  return InsertQdq(model, *plan, sites);
+}
+
+}  // namespace quantkit::passes

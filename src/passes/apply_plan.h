@@ -1,0 +1,55 @@
+// Rewrites  float model + QuantPlan + placement  ->  the Q/DQ model of that plan.
+//
+// ApplyPlan is the ONLY code that turns a plan into Q/DQ sites, weight scales and inserted pairs:
+// calibrate and fallback (written artifacts), convert (cache/plan -> Q/DQ ONNX, QOperator ->
+// Q/DQ), and the INT8 simulation of eval / analyze / compare-methods all call it, so the model a
+// simulation runs and the model a user exports cannot disagree.
+//
+//   sites   = policy kTensorRT: passes::FindQdqSites(graph, placement + plan.float_nodes excluded)
+//             policy kPlan:     passes::SitesFromPlan(graph, plan) minus sites read by float_nodes
+//             policy kAuto:     kPlan when the plan came from a Q/DQ model (sources "qdq:"), else
+//                               kTensorRT
+//   weights = plan entries for weight sites, filled per channel (max|w|/127) when missing
+//   pairs   = passes::InsertQdq(model, plan, sites)
+//
+// Requires a float model loaded for quantization (constants as initializers). Mutates the model
+// only after the sites and weight scales are computed; the plan gains the filled weight entries.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/insert_qdq.h"
+#include "passes/qdq_placement.h"
+#include "quant/plan.h"
+#include "quantkit/status.h"
+
+namespace quantkit::passes {
+
+enum class PlacementPolicy {
+  kAuto,      // kPlan for plans extracted from a Q/DQ model, else kTensorRT
+  kTensorRT,  // FindQdqSites (TensorRT's recipe)
+  kPlan,      // SitesFromPlan: exactly where the plan's Q/DQ model had them
+};
+
+// "auto" | "tensorrt" | "plan" (the CLI's --placement).
+Result<PlacementPolicy> ParsePlacementPolicy(const std::string& text);
+
+struct ApplyPlanOptions {
+  PlacementOptions placement;
+  PlacementPolicy mode = PlacementPolicy::kAuto;
+};
+
+// True when the plan's quantized entries came from a Q/DQ model (sources "qdq:").
+bool PlanFromQdqModel(const quant::QuantPlan& plan);
+
+// The sites a plan gets on `graph` (see the formula above); float_nodes never get Q/DQ.
+Result<std::vector<QdqSite>> PlanSites(const ir::Graph& graph, const quant::QuantPlan& plan,
+                                       const ApplyPlanOptions& options);
+
+// PlanSites + weight scales + InsertQdq. `*plan` gains the weight entries it lacked.
+Result<InsertQdqReport> ApplyPlan(ir::Model& model, quant::QuantPlan* plan,
+                                  const ApplyPlanOptions& options);
+
+}  // namespace quantkit::passes

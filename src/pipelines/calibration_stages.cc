@@ -1,0 +1,170 @@
+#include "pipelines/calibration_stages.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "analysis/model_loading.h"
+#include "common/check.h"
+#include "common/sha256.h"
+#include "formats/ranges.h"
+#include "onnx/export.h"
+#include "passes/apply_plan.h"
+#include "quant/method_amax.h"
+#include "quantkit/version.h"
+#include "runtime/interpreter.h"
+
+namespace quantkit::pipelines {
+namespace {
+
+namespace fs = std::filesystem;
+
+const quant::MethodRequest& MethodFor(const std::string& tensor, const std::string& consumer_op,
+                                      const MethodChoice& methods) {
+  if (auto it = methods.overrides.find(tensor); it != methods.overrides.end()) return it->second;
+  if (auto it = methods.overrides.find(consumer_op); it != methods.overrides.end()) return it->second;
+  return methods.method;
+}
+
+}  // namespace
+
+Result<LoadedModel> LoadFloatModel(const std::string& path) {
+  LoadedModel loaded;
+  loaded.path = path;
+  QK_ASSIGN_OR_RETURN(loaded.sha256, Sha256OfFile(path));
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(path));
+  int64_t qdq_nodes = 0;
+  for (const ir::Node* n : model.graph->nodes()) {
+    qdq_nodes += n->op_type() == "QuantizeLinear" || n->op_type() == "DequantizeLinear";
+  }
+  QK_RETURN_IF_NOT(qdq_nodes == 0, StatusCode::kUnsupported,
+                   "{}: the model already has {} QuantizeLinear/DequantizeLinear nodes (a QAT or "
+                   "quantized export); use `quantkit convert` to extract its plan and artifacts, or "
+                   "calibrate the float model",
+                   path, qdq_nodes);
+  loaded.model = std::make_shared<const ir::Model>(std::move(model));
+  return loaded;
+}
+
+Result<CalibrationSites> FindCalibrationSites(const LoadedModel& model,
+                                              const passes::PlacementOptions& placement) {
+  CalibrationSites s;
+  s.placement = placement;
+  QK_ASSIGN_OR_RETURN(s.sites, passes::FindQdqSites(*model.model->graph, placement));
+  s.activations = passes::ActivationTensors(s.sites);
+  for (const passes::QdqSite& site : s.sites) s.consumer_op.emplace(site.tensor, site.consumer->op_type());
+  return s;
+}
+
+Result<Statistics> CollectStatistics(const LoadedModel& model, const analysis::BatchReader& next,
+                                     int64_t size_hint, const CalibrationSites& sites,
+                                     const analysis::PassOptions& options) {
+  Statistics result;
+  result.stats.model_sha256 = model.sha256;
+  for (const std::string& name : sites.activations) {
+    result.stats.tensors.emplace(name, quant::TensorCollector());
+  }
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interpreter,
+                      runtime::Interpreter::Create(model.model));
+  analysis::CollectingObserver observer(&result.stats.tensors);
+  QK_ASSIGN_OR_RETURN(result.samples,
+                      analysis::RunBatches(*interpreter, next, size_hint, options, {&observer}));
+  return result;
+}
+
+Result<Statistics> CollectStatistics(const LoadedModel& model, const data::Source& source,
+                                     const CalibrationSites& sites,
+                                     const analysis::PassOptions& options) {
+  QK_ASSIGN_OR_RETURN(Statistics result,
+                      CollectStatistics(model, analysis::ReadInOrder(source, options), source.num_samples(),
+                                        sites, options));
+  result.data_description = source.Describe();
+  result.data_fingerprint = source.Fingerprint();
+  return result;
+}
+
+Result<Statistics> StatisticsFromFiles(const LoadedModel& model, const std::vector<std::string>& paths) {
+  Statistics result;
+  QK_ASSIGN_OR_RETURN(result.stats, formats::MergeStatsFiles(paths, model.sha256));
+  result.data_description = fmt::format("statistics from {} file(s)", paths.size());
+  for (const std::string& f : paths) result.data_description += " " + f;
+  result.data_fingerprint = "qkstats";
+  return result;
+}
+
+Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& model,
+                            const CalibrationSites& sites, const MethodChoice& methods) {
+  BuiltPlan built;
+  quant::QuantPlan& plan = built.plan;
+  plan.provenance = {model.sha256, statistics.data_description, statistics.data_fingerprint,
+                     quant::MethodLabel(methods.method), QUANTKIT_VERSION, statistics.samples};
+  for (const std::string& name : sites.activations) {
+    auto it = statistics.stats.tensors.find(name);
+    if (it == statistics.stats.tensors.end()) {
+      built.warnings.push_back(fmt::format("tensor '{}' has no statistics (not produced by the "
+                                           "run, or missing from the .qkstats files)", name));
+      continue;
+    }
+    const quant::RangeStats& range = it->second.range();
+    auto op = sites.consumer_op.find(name);
+    const quant::MethodRequest& method =
+        MethodFor(name, op == sites.consumer_op.end() ? std::string() : op->second, methods);
+    QK_ASSIGN_OR_RETURN(quant::CalibResult amax, quant::AmaxFromCollector(it->second, method));
+    quant::TensorQuant& t = plan.SetActivationAmax(name, amax.amax, quant::MethodLabel(method));
+    const int64_t nonfinite = range.nan_count + range.posinf_count + range.neginf_count;
+    if (nonfinite > 0) {
+      const std::string w = fmt::format("tensor '{}': {} NaN and {} Inf of {} values were left out "
+                                        "of its statistics",
+                                        name, range.nan_count, range.posinf_count + range.neginf_count,
+                                        range.count);
+      built.warnings.push_back(w);
+      t.reason = t.reason.empty() ? w : t.reason + "; " + w;
+    }
+    if (!t.quantized) {
+      built.warnings.push_back(fmt::format("tensor '{}' never varies (amax {}): kept in float, no "
+                                           "zero scale written",
+                                           name, range.amax));
+    }
+  }
+  // Weights come from the model file, whatever the statistics source.
+  QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.model->graph, sites.sites, &plan));
+  // Exclusions travel with the plan, so that simulating or converting it later (eval --plan,
+  // convert) leaves the same nodes without Q/DQ as the model written here.
+  for (const ir::Node* n : model.model->graph->nodes()) {
+    if (n->name.empty()) continue;
+    if (sites.placement.exclude_nodes.count(n->name)) {
+      plan.float_nodes[n->name] = "excluded by request (--exclude)";
+    } else if (sites.placement.exclude_op_types.count(n->op_type())) {
+      plan.float_nodes[n->name] = "op type " + n->op_type() + " excluded by request (--exclude)";
+    }
+  }
+  QK_RETURN_IF_ERROR(quant::ValidatePlan(plan));
+  return built;
+}
+
+Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::QuantPlan& plan,
+                                      const passes::PlacementOptions& placement, const std::string& dir,
+                                      const formats::TrtCacheWriteOptions& cache) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}", dir, ec.message());
+  // The collected model is shared and immutable; the Q/DQ model is a fresh copy of the file.
+  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(model.path));
+  quant::QuantPlan applied = plan;
+  passes::ApplyPlanOptions apply;
+  apply.placement = placement;
+  apply.mode = passes::PlacementPolicy::kTensorRT;
+  ArtifactReport report;
+  QK_ASSIGN_OR_RETURN(report.inserted, passes::ApplyPlan(qdq_model, &applied, apply));
+  const fs::path out(dir);
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, (out / "model.qdq.onnx").string()));
+  QK_RETURN_IF_ERROR(formats::WriteTrtCache((out / "calib.cache").string(), plan, cache));
+  QK_RETURN_IF_ERROR(formats::WriteRangesText((out / "ranges.txt").string(), plan));
+  QK_RETURN_IF_ERROR(formats::WritePlanJson((out / "plan.json").string(), plan));
+  for (const char* f : {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json"}) {
+    report.written.push_back((out / f).string());
+  }
+  return report;
+}
+
+}  // namespace quantkit::pipelines

@@ -1,0 +1,98 @@
+// Calibration in stages (the library side of `quantkit calibrate` and of the public
+// quantkit/calibration.h):
+//
+//   LoadFloatModel      the model once: its hash, constants promoted, shared and immutable
+//   FindCalibrationSites  where TensorRT wants Q/DQ (passes/qdq_placement.h) -> activations
+//   CollectStatistics   one pass of the data through the model (or merged .qkstats shards)
+//   BuildPlan           statistics + method choices -> QuantPlan; no model run, so any number of
+//                       methods cost one collection (calibrate --compare-methods)
+//   WriteArtifacts      passes::ApplyPlan on the float model -> model.qdq.onnx, calib.cache,
+//                       ranges.txt, plan.json, each written atomically
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analysis/collect_pass.h"
+#include "data/source.h"
+#include "formats/qkstats.h"
+#include "formats/trt_cache.h"
+#include "ir/graph.h"
+#include "passes/insert_qdq.h"
+#include "passes/qdq_placement.h"
+#include "quant/plan.h"
+#include "quant/tensor_calib.h"
+#include "quantkit/status.h"
+
+namespace quantkit::pipelines {
+
+struct LoadedModel {
+  std::string path;
+  std::string sha256;
+  std::shared_ptr<const ir::Model> model;
+};
+
+// Hashes the file and loads it for quantization. A model that already holds Q/DQ (a QAT export)
+// is refused: a second quantization would stack on its own (`convert` extracts its plan).
+Result<LoadedModel> LoadFloatModel(const std::string& path);
+
+struct CalibrationSites {
+  passes::PlacementOptions placement;
+  std::vector<passes::QdqSite> sites;        // point into the LoadedModel's graph
+  std::vector<std::string> activations;      // need statistics; sorted
+  std::map<std::string, std::string> consumer_op;  // activation -> op type of its first site
+};
+
+Result<CalibrationSites> FindCalibrationSites(const LoadedModel& model,
+                                              const passes::PlacementOptions& placement);
+
+struct Statistics {
+  formats::StatsFile stats;
+  std::string data_description, data_fingerprint;
+  int64_t samples = 0;
+};
+
+// One pass: pulls batches from `next` until it returns std::nullopt. `size_hint` (-1: unknown)
+// sizes the progress bar.
+Result<Statistics> CollectStatistics(const LoadedModel& model, const analysis::BatchReader& next,
+                                     int64_t size_hint, const CalibrationSites& sites,
+                                     const analysis::PassOptions& options);
+// The same over a data::Source (the CLI's --data), with its description and fingerprint.
+Result<Statistics> CollectStatistics(const LoadedModel& model, const data::Source& source,
+                                     const CalibrationSites& sites,
+                                     const analysis::PassOptions& options);
+// Merged .qkstats shards of this model (exactly one pass over all their data).
+Result<Statistics> StatisticsFromFiles(const LoadedModel& model, const std::vector<std::string>& paths);
+
+struct MethodChoice {
+  quant::MethodRequest method;
+  // By tensor name or by the op type of the tensor's consumer.
+  std::map<std::string, quant::MethodRequest> overrides;
+};
+
+struct BuiltPlan {
+  quant::QuantPlan plan;
+  std::vector<std::string> warnings;
+};
+
+// Activations from the statistics (one amax per method), weights per channel (or per tensor)
+// from the model's initializers, excluded nodes recorded as plan.float_nodes so that every later
+// use of the plan leaves them in float.
+Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& model,
+                            const CalibrationSites& sites, const MethodChoice& methods);
+
+struct ArtifactReport {
+  std::vector<std::string> written;
+  passes::InsertQdqReport inserted;
+};
+
+// Writes model.qdq.onnx (passes::ApplyPlan, TensorRT placement), calib.cache, ranges.txt and
+// plan.json into `dir` (created when missing).
+Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::QuantPlan& plan,
+                                      const passes::PlacementOptions& placement, const std::string& dir,
+                                      const formats::TrtCacheWriteOptions& cache);
+
+}  // namespace quantkit::pipelines

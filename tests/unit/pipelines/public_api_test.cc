@@ -1,0 +1,207 @@
+// The public API (include/quantkit/) as an outside caller uses it: only quantkit/ headers are
+// included here. Calibration in stages from an external batch stream, exact merging of shards,
+// several methods from one collection, artifacts, and the errors a caller can provoke.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "quantkit/calibration.h"
+#include "quantkit/pipelines.h"
+
+namespace quantkit {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kModel = std::string(QK_SOURCE_DIR) + "/models/zoo/plain_cnn.onnx";
+
+// What a Python iterable of {input: ndarray} batches looks like from C++: owned float arrays
+// handed out by reference (keep_alive), in batches of uneven size.
+class VectorStream final : public BatchStream {
+ public:
+  VectorStream(std::vector<std::shared_ptr<std::vector<float>>> batches, std::string input)
+      : batches_(std::move(batches)), input_(std::move(input)) {}
+  Result<std::optional<InputBatch>> Next() override {
+    if (next_ == batches_.size()) return std::optional<InputBatch>();
+    const auto& b = batches_[next_++];
+    InputBatch batch;
+    const int64_t n = static_cast<int64_t>(b->size() / (28 * 28));
+    batch.inputs[input_] = ArrayView{type_, {n, 1, 28, 28}, b->data(), b};
+    return std::optional<InputBatch>(std::move(batch));
+  }
+  std::string Describe() const override { return "test vectors"; }
+  ElementType type_ = ElementType::kFloat32;
+
+ private:
+  std::vector<std::shared_ptr<std::vector<float>>> batches_;
+  std::string input_;
+  size_t next_ = 0;
+};
+
+// Deterministic pseudo-images: batches of the given sizes, seed printed on failure.
+std::vector<std::shared_ptr<std::vector<float>>> MakeBatches(const std::vector<int>& sizes, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
+  std::vector<std::shared_ptr<std::vector<float>>> out;
+  for (int n : sizes) {
+    auto b = std::make_shared<std::vector<float>>(static_cast<size_t>(n) * 28 * 28);
+    for (float& v : *b) v = pixel(rng);
+    out.push_back(b);
+  }
+  return out;
+}
+
+struct Calibrated {
+  Model model;
+  Sites sites;
+  std::string input;
+};
+
+Calibrated Load() {
+  auto model = LoadModel(kModel);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  auto sites = FindSites(*model);
+  EXPECT_TRUE(sites.ok()) << sites.status().ToString();
+  return {*model, *sites, model->input_names().at(0)};
+}
+
+TEST(PublicApi, StagesFromAnExternalStreamMergeExactlyAndBuildEveryMethod) {
+  const uint32_t seed = 14;
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  Calibrated c = Load();
+  ASSERT_FALSE(c.sites.activations.empty());
+  auto all = MakeBatches({5, 3, 8, 1}, seed);
+
+  VectorStream whole(all, c.input);
+  auto one_pass = CollectStatistics(c.model, whole, c.sites);
+  ASSERT_TRUE(one_pass.ok()) << one_pass.status().ToString();
+  EXPECT_EQ(one_pass->samples(), 17);
+
+  // Two shards, merged in the other order: the same statistics as one pass.
+  VectorStream first({all[0], all[1]}, c.input), second({all[2], all[3]}, c.input);
+  auto a = CollectStatistics(c.model, first, c.sites);
+  auto b = CollectStatistics(c.model, second, c.sites);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto merged = b->Merge(*a);
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  EXPECT_EQ(merged->samples(), 17);
+  EXPECT_EQ(merged->Serialize(), one_pass->Serialize());
+
+  // Serialized and parsed back (a rank sending its shard): same bytes.
+  auto parsed = Statistics::Parse(a->Serialize(), "shard a");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->Serialize(), a->Serialize());
+
+  // Several methods from one collection; each amax agrees with the statistics' own answer.
+  for (const char* method : {"max", "entropy", "percentile:99.9", "mse"}) {
+    auto built = BuildPlan(*merged, c.sites, {method, {}});
+    ASSERT_TRUE(built.ok()) << method << ": " << built.status().ToString();
+    EXPECT_EQ(built->plan.method(), method);
+    for (const std::string& tensor : c.sites.activations) {
+      auto entry = built->plan.Find(tensor);
+      ASSERT_TRUE(entry.has_value()) << tensor;
+      auto amax = merged->Amax(tensor, method);
+      ASSERT_TRUE(amax.ok()) << amax.status().ToString();
+      if (entry->quantized) {
+        EXPECT_EQ(entry->amax.at(0), *amax) << method << " " << tensor;
+      }
+    }
+  }
+}
+
+TEST(PublicApi, WriteArtifactsAndReadThePlanBack) {
+  Calibrated c = Load();
+  VectorStream stream(MakeBatches({4, 4}, 7), c.input);
+  auto stats = CollectStatistics(c.model, stream, c.sites);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  auto built = BuildPlan(*stats, c.sites, {"entropy", {}});
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  const fs::path dir = fs::path(testing::TempDir()) / "qk_public_api_artifacts";
+  fs::remove_all(dir);
+  auto written = WriteArtifacts(c.model, built->plan, dir.string());
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_EQ(written->written.size(), 4u);
+  EXPECT_GT(written->activation_pairs, 0);
+  EXPECT_GT(written->weight_pairs, 0);
+  for (const std::string& f : written->written) EXPECT_TRUE(fs::exists(f)) << f;
+
+  auto json = Plan::Read((dir / "plan.json").string());
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  EXPECT_EQ(json->ToJson(), built->plan.ToJson());
+  // The Q/DQ model's scales are the plan's activation scales.
+  auto extracted = Plan::Read((dir / "model.qdq.onnx").string());
+  ASSERT_TRUE(extracted.ok()) << extracted.status().ToString();
+  for (const std::string& tensor : c.sites.activations) {
+    auto want = built->plan.Find(tensor);
+    auto got = extracted->Find(tensor);
+    ASSERT_TRUE(want && got) << tensor;
+    if (want->quantized) {
+      EXPECT_EQ(got->scale, want->scale) << tensor;
+    }
+  }
+}
+
+TEST(PublicApi, CallerMistakesAreErrorsNamingWhatIsWrong) {
+  Calibrated c = Load();
+  // Wrong dtype: refused before any compute, naming the input (not silently converted).
+  VectorStream wrong_type(MakeBatches({2}, 1), c.input);
+  wrong_type.type_ = ElementType::kFloat64;
+  auto r = CollectStatistics(c.model, wrong_type, c.sites);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find(c.input), std::string::npos) << r.status().message();
+
+  // An input name the model does not have.
+  VectorStream wrong_name(MakeBatches({2}, 1), "not_an_input");
+  r = CollectStatistics(c.model, wrong_name, c.sites);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not_an_input"), std::string::npos) << r.status().message();
+
+  // An empty stream has no statistics to give.
+  VectorStream empty({}, c.input);
+  EXPECT_FALSE(CollectStatistics(c.model, empty, c.sites).ok());
+
+  // Names that match nothing are errors, not silent no-ops.
+  Placement placement;
+  placement.exclude_nodes = {"no_such_node"};
+  auto sites = FindSites(c.model, placement);
+  ASSERT_FALSE(sites.ok());
+  EXPECT_EQ(sites.status().code(), StatusCode::kNotFound);
+
+  VectorStream stream(MakeBatches({2}, 3), c.input);
+  auto stats = CollectStatistics(c.model, stream, c.sites);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  auto plan = BuildPlan(*stats, c.sites, {"max", {{"no_such_tensor", "entropy"}}});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kNotFound);
+  plan = BuildPlan(*stats, c.sites, {"kl", {}});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("kl"), std::string::npos);
+  EXPECT_FALSE(Statistics::Parse("not json", "bad.qkstats").ok());
+}
+
+TEST(PublicApi, DataSpecStreamMatchesTheCliCalibration) {
+  Calibrated c = Load();
+  DataSpecOptions spec;
+  spec.samples = 64;
+  spec.batch_size = 16;
+  auto stream = OpenDataSpec(c.model, "fashion-mnist:calib", spec);
+  if (!stream.ok() && stream.status().code() == StatusCode::kNotFound) {
+    GTEST_SKIP() << "Debian's fashion-mnist is not installed: " << stream.status().message();
+  }
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  EXPECT_EQ((*stream)->size_hint(), 64);
+  auto stats = CollectStatistics(c.model, **stream, c.sites);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->samples(), 64);
+  auto built = BuildPlan(*stats, c.sites, {"percentile", {}});
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  EXPECT_EQ(built->plan.method(), "percentile:99.99");
+  EXPECT_GT(built->plan.tensors().size(), c.sites.activations.size());  // weights too
+}
+
+}  // namespace
+}  // namespace quantkit
