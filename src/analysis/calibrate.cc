@@ -2,15 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <unordered_set>
 
 #include "analysis/collect_pass.h"
 #include "analysis/model_loading.h"
+#include "common/artifact_set.h"
 #include "common/check.h"
+#include "common/text.h"
 #include "common/file_util.h"
 #include "common/progress.h"
 #include "common/sha256.h"
@@ -25,8 +27,6 @@
 
 namespace quantkit::analysis {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Runs the data through the model once, filling one collector per activation.
 Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
@@ -113,6 +113,13 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
                    "give calibration data (--data) or statistics (--from-stats)");
   const auto start = std::chrono::steady_clock::now();
   CalibrateResult result;
+  // The output directory is locked and checked before any compute: a concurrent run into the
+  // same -o, or a directory named plan.json, fails now, not after the pass.
+  std::unique_ptr<ArtifactSet> artifacts;
+  if (!options.output_dir.empty()) {
+    QK_ASSIGN_OR_RETURN(artifacts, ArtifactSet::Open(options.output_dir, {"model.qdq.onnx", "calib.cache",
+                                                                          "ranges.txt", "plan.json", "summary.txt"}));
+  }
   QK_ASSIGN_OR_RETURN(std::string model_sha, Sha256OfFile(options.model));
   QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
   // A model that already holds Q/DQ (a QAT export) would get a second quantization stacked on
@@ -131,6 +138,17 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   const std::vector<std::string> activations = passes::ActivationTensors(sites);
   std::map<std::string, std::string> consumer_op;
   for (const passes::QdqSite& s : sites) consumer_op.emplace(s.tensor, s.consumer->op_type());
+  // An override naming nothing quantized would silently calibrate with the default method.
+  for (const auto& [key, method] : options.method_overrides) {
+    bool known = std::binary_search(activations.begin(), activations.end(), key);
+    for (const auto& [tensor, op] : consumer_op) known = known || op == key;
+    if (known) continue;
+    std::vector<std::string> candidates = activations;
+    for (const auto& [tensor, op] : consumer_op) candidates.push_back(op);
+    return MakeStatus(StatusCode::kNotFound,
+                      "--override '{}' names no quantized activation tensor and no consumer op type{}",
+                      EscapeControl(key), DidYouMean(key, candidates));
+  }
 
   formats::StatsFile stats;
   stats.model_sha256 = model_sha;
@@ -206,25 +224,19 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.peak_rss_bytes = PeakRssBytes();
 
-  if (options.output_dir.empty()) {
+  if (!artifacts) {
     result.summary = Summarize(options, result, nullptr);
     return result;
   }
-  std::error_code ec;
-  fs::create_directories(options.output_dir, ec);
-  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}",
-                   options.output_dir, ec.message());
-  const fs::path dir(options.output_dir);
   QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, passes::InsertQdq(qdq_model, plan, qdq_sites));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, (dir / "model.qdq.onnx").string()));
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache((dir / "calib.cache").string(), plan, options.cache));
-  QK_RETURN_IF_ERROR(formats::WriteRangesText((dir / "ranges.txt").string(), plan));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson((dir / "plan.json").string(), plan));
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, artifacts->Stage("model.qdq.onnx")));
+  QK_RETURN_IF_ERROR(formats::WriteTrtCache(artifacts->Stage("calib.cache"), plan, options.cache));
+  QK_RETURN_IF_ERROR(formats::WriteRangesText(artifacts->Stage("ranges.txt"), plan));
+  QK_RETURN_IF_ERROR(formats::WritePlanJson(artifacts->Stage("plan.json"), plan));
   result.summary = Summarize(options, result, &inserted);
-  QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "summary.txt").string(), result.summary));
-  for (const char* f : {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"}) {
-    result.written.push_back((dir / f).string());
-  }
+  QK_RETURN_IF_ERROR(WriteFileAtomic(artifacts->Stage("summary.txt"), result.summary));
+  QK_ASSIGN_OR_RETURN(std::vector<std::string> written, artifacts->Commit());
+  result.written.insert(result.written.end(), written.begin(), written.end());
   return result;
 }
 

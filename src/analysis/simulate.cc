@@ -71,6 +71,9 @@ Result<std::vector<passes::QdqSite>> SimulationSites(const ir::Graph& graph,
                          (options.mode == PlacementMode::kAuto && FromQdqModel(plan));
   std::vector<passes::QdqSite> sites;
   if (from_plan) {
+    passes::PlacementOptions named;
+    for (const auto& [node, reason] : plan.float_nodes) named.exclude_nodes.insert(node);
+    QK_RETURN_IF_ERROR(passes::CheckExclusions(graph, named));
     sites = passes::SitesFromPlan(graph, plan);
     // Float-kept nodes lose their Q/DQ here too (SitesFromPlan knows no exclusions).
     std::vector<passes::QdqSite> kept;

@@ -41,6 +41,13 @@ class MappedFile {
   std::string path_;
 };
 
+// OK when `path` is a regular file (symlinks followed). A directory, FIFO, socket or device is
+// kInvalidArgument naming the kind, checked without opening it (opening a FIFO blocks); a missing
+// path is kNotFound. Every reader of untrusted paths goes through this (MappedFile::Open does).
+Status CheckRegularFile(const std::string& path);
+// "a FIFO", "a directory", ... for a stat() mode.
+const char* FileTypeName(unsigned mode);
+
 // Reads a whole file into memory.
 Result<std::string> ReadFileToString(const std::string& path);
 

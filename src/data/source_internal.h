@@ -29,6 +29,9 @@ Result<std::unique_ptr<Source>> MakeArraySource(std::vector<std::pair<std::strin
                                                 const std::vector<InputSpec>& inputs,
                                                 const std::string& origin, const Mappings& mappings = {});
 
+// FILE.npz, streamed member by member, row by row (npz_source.cc).
+Result<std::unique_ptr<Source>> OpenNpz(const std::string& path, const std::vector<InputSpec>& inputs);
+
 // DIR/test_data_set_*/input_K.pb (the ONNX backend-test layout): one sample set per folder.
 Result<std::unique_ptr<Source>> OpenTensorProtoDir(const std::string& dir,
                                                    const std::vector<InputSpec>& inputs);

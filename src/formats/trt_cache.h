@@ -54,6 +54,10 @@ struct TrtCacheWriteOptions {
   TrtCalibrator calibrator = TrtCalibrator::kEntropy2;
 };
 
+// Why a cache scale is unusable, or nullptr for a positive normal float: "NaN", "infinite",
+// "negative", "zero" or "denormal" (TensorRT flushes denormals to zero, and 1/scale overflows).
+const char* ScaleProblem(float scale);
+
 // Bits of the float32 scale as 8 lowercase hex digits (zero-padded: strict readers need an even
 // digit count).
 std::string EncodeScaleHex(float scale);
@@ -63,8 +67,10 @@ Result<float> DecodeScaleHex(const std::string& hex);
 // Cache text for the plan's quantized per-tensor activation entries (per-channel weight scales
 // are not part of implicit-quantization caches: TensorRT computes them).
 std::string FormatTrtCache(const quant::QuantPlan& plan, const TrtCacheWriteOptions& options);
+// A tensor listed twice is an error naming both lines (TensorRT would keep one silently).
 Result<TrtCache> ParseTrtCache(const std::string& text, const std::string& source_name);
-// Scales become per-tensor activation entries with source "cache".
+// Scales become per-tensor activation entries with source "cache"; an unusable scale
+// (ScaleProblem) becomes a not-quantized entry saying why.
 quant::QuantPlan PlanFromTrtCache(const TrtCache& cache);
 
 Status WriteTrtCache(const std::string& path, const quant::QuantPlan& plan,

@@ -1,11 +1,14 @@
 #include "runtime/run_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
 
 #include "common/check.h"
+#include "common/text.h"
 #include "data/npy.h"
 #include "onnx/import.h"
 #include "runtime/interpreter.h"
@@ -67,15 +70,28 @@ class DumpObserver : public Observer {
 }  // namespace
 
 std::string TensorSummary::ToString() const {
-  std::string s = fmt::format("{}: {}[{}] min={:.6g} max={:.6g} mean={:.6g}", name, ir::DTypeName(dtype),
-                              fmt::join(shape, ","), min, max, mean);
+  std::string s = fmt::format("{}: {}[{}] min={:.6g} max={:.6g} mean={:.6g}", EscapeControl(name),
+                              ir::DTypeName(dtype), fmt::join(shape, ","), min, max, mean);
   if (non_finite > 0) s += fmt::format(" non-finite={}", non_finite);
-  if (!path.empty()) s += " -> " + path;
+  if (!path.empty()) s += " -> " + EscapeControl(path);
   return s;
 }
 
 Result<std::vector<TensorSummary>> RunModelFiles(const RunModelOptions& options) {
   QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(options.model_path));
+  // A --dump name that the run never produces would dump nothing and still succeed.
+  std::vector<std::string> produced;
+  for (const ir::Value* v : model.graph->inputs()) produced.push_back(v->name());
+  for (const ir::Node* n : model.graph->nodes()) {
+    for (const ir::Value* v : n->outputs()) {
+      if (v) produced.push_back(v->name());
+    }
+  }
+  for (const std::string& name : options.dump) {
+    if (std::find(produced.begin(), produced.end(), name) != produced.end()) continue;
+    return MakeStatus(StatusCode::kNotFound, "{}: --dump '{}' names no tensor of the model{}", options.model_path,
+                      EscapeControl(name), DidYouMean(name, produced));
+  }
   QK_ASSIGN_OR_RETURN(std::unique_ptr<Interpreter> interp, Interpreter::Create(std::move(model)));
   std::vector<NamedTensor> inputs;
   for (const auto& [name, path] : options.inputs) {

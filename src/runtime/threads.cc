@@ -20,11 +20,13 @@ int UsableCpus() {
   return hc > 0 ? static_cast<int>(hc) : 1;
 }
 
-Status SetComputeThreads(int threads) {
+Result<int> SetComputeThreads(int threads) {
   QK_RETURN_IF_NOT(threads >= 0, StatusCode::kInvalidArgument,
                    "--threads must be >= 0 (0: every usable CPU), got {}", threads);
-  at::set_num_threads(threads == 0 ? UsableCpus() : threads);
-  return Status::Ok();
+  const int usable = UsableCpus();
+  const int used = (threads == 0 || threads > usable) ? usable : threads;
+  at::set_num_threads(used);
+  return used;
 }
 
 int ComputeThreads() { return at::get_num_threads(); }

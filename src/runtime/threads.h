@@ -12,8 +12,11 @@ namespace quantkit::runtime {
 
 // CPUs in this process's affinity mask (at least 1).
 int UsableCpus();
-// 0 selects UsableCpus(). Must be called before the first model run to take effect everywhere.
-Status SetComputeThreads(int threads);
+// 0 selects UsableCpus(); a request above UsableCpus() is capped there (more threads than CPUs
+// only adds contention, and 100000 used to spawn thousands of OS threads). Returns the count in
+// effect, so the caller can say when it differs from the request. Must be called before the
+// first model run to take effect everywhere.
+Result<int> SetComputeThreads(int threads);
 int ComputeThreads();
 
 }  // namespace quantkit::runtime

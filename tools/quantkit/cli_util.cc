@@ -1,6 +1,9 @@
 #include "cli_util.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "analysis/simulate.h"
 #include "common/check.h"
@@ -9,8 +12,39 @@ namespace quantkit::cli {
 
 int Report(const Status& status) {
   if (status.ok()) return 0;
-  std::fprintf(stderr, "quantkit: %s\n", status.message().c_str());
+  std::fprintf(stderr, "quantkit: %s\n", EscapeControl(status.message()).c_str());
   return ExitCodeFor(status.code());
+}
+
+int Parse(CLI::App& app, int argc, char** argv) {
+  // The first word that is neither an option nor the value of --threads names the subcommand.
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--threads") {
+      ++i;
+      continue;
+    }
+    if (arg.empty() || arg[0] == '-') continue;
+    if (std::find(names.begin(), names.end(), arg) == names.end()) {
+      return Report(MakeStatus(StatusCode::kInvalidArgument, "unknown subcommand '{}'{} (run 'quantkit --help')",
+                               arg, DidYouMean(arg, names)));
+    }
+    break;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return Report(Status(StatusCode::kInvalidArgument, e.what()));
+  }
+  return -1;
 }
 
 void AddImageOptions(CLI::App* cmd, ImageArgs* a) {

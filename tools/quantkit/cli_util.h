@@ -9,6 +9,7 @@
 #include <string>
 
 #include "analysis/plan_eval.h"
+#include "common/text.h"
 #include "data/image_options.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
@@ -18,8 +19,14 @@ namespace quantkit::cli {
 // What a subcommand runs once its options are parsed; returns the process exit code.
 using RunFn = std::function<int()>;
 
-// Prints "quantkit: <message>" to stderr for a failed status; returns its exit code (0 if OK).
+// Prints "quantkit: <message>" to stderr for a failed status, control characters escaped
+// (names come from untrusted files); returns its exit code (0 if OK).
 int Report(const Status& status);
+
+// Parses the command line. Returns -1 to go on, or the exit code to return now: 0 after --help
+// or --version, 2 (one line on stderr) for a parse error or a first word that is no subcommand
+// (`quantkit nosuchcmd --help` must not print the main help and succeed).
+int Parse(CLI::App& app, int argc, char** argv);
 
 // The image preprocessing options shared by calibrate, eval and data (data/image_options.h).
 struct ImageArgs {

@@ -57,6 +57,13 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   AddImageOptions(cmd, &opts->image);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
+      // Without -o (or --stats, or --compare-methods' table) the whole pass would run and write
+      // nothing: refuse up front.
+      if (opts->calibrate.output_dir.empty() && opts->calibrate.stats_out.empty() && !opts->compare) {
+        return Report(Status(StatusCode::kInvalidArgument,
+                             "calibrate writes its artifacts into -o DIR (or statistics with --stats FILE); "
+                             "give one of them"));
+      }
       auto image = ToImageOptions(opts->image);
       if (!image.ok()) return Report(image.status());
       opts->calibrate.image = *image;
