@@ -44,6 +44,7 @@ Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
   CollectingObserver observer(&stats->tensors);
   PassOptions pass;
   pass.batch_size = options.batch_size;
+  pass.run_batch = kSampleExactRunBatch;  // determinism by construction (collect_pass.h)
   pass.progress = options.progress;
   QK_RETURN_IF_ERROR(RunPass(*interpreter, *source, pass, {&observer}));
   const int64_t n = source->num_samples();

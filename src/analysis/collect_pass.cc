@@ -30,7 +30,9 @@ Status RunPass(const runtime::Interpreter& interpreter, const data::Source& sour
   Progress progress(options.label, n, "samples");
   if (!options.progress) progress.set_enabled(false);
   for (int64_t start = 0; start < n;) {
-    int64_t count = std::min(options.batch_size, n - start);
+    int64_t count = std::min(options.run_batch > 0 ? std::min(options.batch_size, options.run_batch)
+                                                   : options.batch_size,
+                             n - start);
     if (options.chunk_size > 0) {
       count = std::min(count, options.chunk_size - start % options.chunk_size);
     }

@@ -184,27 +184,27 @@ struct NpyLayout {
 // Checks the preamble and header against the file size; nothing is allocated from file values
 // before they are bounded by it.
 Status ParseNpyLayout(const uint8_t* bytes, size_t size, const std::string& source, NpyLayout* out,
-                      size_t available = SIZE_MAX) {
+                      size_t readable = SIZE_MAX) {
   auto fail = [&](const std::string& what) {
     return Status(StatusCode::kInvalidModel, source + ": " + what);
   };
-  // Only the first `available` bytes are readable (a streamed archive member); `size` is the
+  // Only the first `readable` bytes are present (a streamed archive member); `size` is the
   // declared total the data size is checked against.
-  available = std::min(available, size);
-  if (available < kMagicSize + 4 || std::memcmp(bytes, kMagic, kMagicSize) != 0) {
+  readable = std::min(readable, size);
+  if (readable < kMagicSize + 4 || std::memcmp(bytes, kMagic, kMagicSize) != 0) {
     return fail("not a .npy file (bad magic)");
   }
   const int major = bytes[6];
   if (major < 1 || major > 3) return fail("unsupported .npy format version " + std::to_string(major));
   const size_t len_bytes = major == 1 ? 2 : 4;
   const size_t preamble = kMagicSize + 2 + len_bytes;
-  if (available < preamble) return fail("truncated header");
+  if (readable < preamble) return fail("truncated header");
   const uint32_t header_len = ReadLe(bytes + kMagicSize + 2, static_cast<int>(len_bytes));
   if (header_len > kMaxNpyHeaderBytes) return fail("header length " + std::to_string(header_len) + " is too large");
   if (preamble + header_len > size) {
     return fail("header length " + std::to_string(header_len) + " exceeds the file size " + std::to_string(size));
   }
-  if (preamble + header_len > available) return fail("truncated header");
+  if (preamble + header_len > readable) return fail("truncated header");
   const std::string header(reinterpret_cast<const char*>(bytes + preamble), header_len);
   std::string descr_text, error;
   if (!HeaderParser(header).Parse(&descr_text, &out->fortran, &out->shape, &error)) return fail("bad header: " + error);
