@@ -8,6 +8,7 @@
 
 #include "common/check.h"
 #include "common/text.h"
+#include "formats/scale_problem.h"
 #include "passes/qdq_placement.h"
 
 namespace quantkit::analysis {

@@ -11,7 +11,7 @@
 #include "common/check.h"
 #include "common/text.h"
 #include "passes/qdq_pairs.h"
-#include "passes/qdq_placement.h"
+#include "passes/placement_rules.h"
 #include "runtime/interpreter.h"
 
 namespace quantkit::analysis {

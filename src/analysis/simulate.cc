@@ -5,6 +5,7 @@
 #include "analysis/convert.h"
 #include "analysis/model_loading.h"
 #include "common/check.h"
+#include "passes/placement_rules.h"
 #include "formats/ranges.h"
 #include "formats/trt_cache.h"
 #include "passes/extract_qdq.h"

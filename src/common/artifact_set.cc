@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "common/check.h"
+#include "common/file_checks.h"
 #include "common/file_util.h"
 
 namespace quantkit {

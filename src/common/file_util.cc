@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "common/file_checks.h"
 
 namespace quantkit {
 namespace {

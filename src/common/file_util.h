@@ -23,7 +23,8 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   // Maps `path` read-only (MAP_PRIVATE): later writers that replace the file by rename do not
-  // affect the mapping. kNotFound when missing, kIoError for other failures.
+  // affect the mapping. kNotFound when missing, kIoError for other failures; a special file
+  // (FIFO, directory, device) is refused before it is opened (common/file_checks.h).
   static Result<std::shared_ptr<const MappedFile>> Open(const std::string& path);
 
   const uint8_t* data() const { return data_; }
@@ -40,13 +41,6 @@ class MappedFile {
   size_t size_ = 0;
   std::string path_;
 };
-
-// OK when `path` is a regular file (symlinks followed). A directory, FIFO, socket or device is
-// kInvalidArgument naming the kind, checked without opening it (opening a FIFO blocks); a missing
-// path is kNotFound. Every reader of untrusted paths goes through this (MappedFile::Open does).
-Status CheckRegularFile(const std::string& path);
-// "a FIFO", "a directory", ... for a stat() mode.
-const char* FileTypeName(unsigned mode);
 
 // Reads a whole file into memory.
 Result<std::string> ReadFileToString(const std::string& path);

@@ -10,6 +10,7 @@
 
 #include "common/file_util.h"
 #include "common/check.h"
+#include "data/source_internal.h"
 
 namespace quantkit::data {
 namespace {

@@ -29,22 +29,6 @@ Result<ir::Tensor> MapNpy(const std::string& path, std::shared_ptr<const MappedF
 // Parses an in-memory .npy image; `source` names it in errors.
 Result<ir::Tensor> ParseNpy(const uint8_t* bytes, size_t size, const std::string& source);
 
-// The header of a .npy image whose first bytes are `bytes[0, available)` and whose whole size
-// is `total_size` (a member streamed out of an archive): dtype, shape and where the data starts,
-// all checked against total_size. `available` must cover the preamble and the header (at most
-// kNpyPreambleMax + kMaxNpyHeaderBytes); a short `available` is reported as a truncated header.
-struct NpyHeader {
-  ir::DType dtype = ir::DType::kUndefined;
-  size_t item_size = 0;
-  bool big_endian = false;
-  bool fortran = false;
-  std::vector<int64_t> shape;
-  size_t data_offset = 0;
-};
-inline constexpr size_t kNpyPreambleMax = 12;
-Result<NpyHeader> ParseNpyHeader(const uint8_t* bytes, size_t available, uint64_t total_size,
-                                 const std::string& source);
-
 // Writes a little-endian, C-order version-1.0 .npy file (numeric dtypes above), atomically.
 Status WriteNpy(const std::string& path, const ir::Tensor& tensor);
 

@@ -19,6 +19,7 @@
 #include <mutex>
 
 #include "common/check.h"
+#include "common/file_checks.h"
 #include "common/sha256.h"
 #include "data/npy.h"
 #include "data/source_internal.h"

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "common/check.h"
+#include "common/file_util.h"
 
 namespace quantkit::data {
 namespace {

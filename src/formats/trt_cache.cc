@@ -10,6 +10,7 @@
 #include "common/check.h"
 #include "common/file_util.h"
 #include "common/text.h"
+#include "formats/scale_problem.h"
 #include "quant/params.h"
 
 namespace quantkit::formats {

@@ -54,10 +54,6 @@ struct TrtCacheWriteOptions {
   TrtCalibrator calibrator = TrtCalibrator::kEntropy2;
 };
 
-// Why a cache scale is unusable, or nullptr for a positive normal float: "NaN", "infinite",
-// "negative", "zero" or "denormal" (TensorRT flushes denormals to zero, and 1/scale overflows).
-const char* ScaleProblem(float scale);
-
 // Bits of the float32 scale as 8 lowercase hex digits (zero-padded: strict readers need an even
 // digit count).
 std::string EncodeScaleHex(float scale);

@@ -10,6 +10,9 @@
 #include "onnx/proto_io.h"
 
 namespace quantkit::onnx_io {
+
+// Newest ai.onnx opset quantkit knows (see import.h).
+constexpr int64_t kMaxDefaultOpset = 21;
 namespace {
 
 using ir::AttrType;

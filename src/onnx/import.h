@@ -28,10 +28,8 @@ namespace quantkit::onnx_io {
 // IR versions this importer reads (ONNX 1.2 .. 1.16+).
 constexpr int64_t kMinIrVersion = 3;
 constexpr int64_t kMaxIrVersion = 10;
-// Newest ai.onnx opset quantkit knows (ONNX 1.16, the node-test suite the runtime is checked
-// against). A newer opset may redefine ops the runtime and passes would then misread, and
-// writing such a model back would claim an opset quantkit never understood: refused at import.
-constexpr int64_t kMaxDefaultOpset = 21;
+// ai.onnx opsets above 21 (ONNX 1.16, the node tests the runtime is checked against) are refused
+// at import: a newer opset may redefine ops that the runtime and the passes would misread.
 
 struct ImportOptions {
   // Map external-data files. When false, a model with external tensors fails (kUnsupported).

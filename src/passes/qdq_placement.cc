@@ -6,6 +6,7 @@
 
 #include "common/check.h"
 #include "common/text.h"
+#include "passes/placement_rules.h"
 
 namespace quantkit::passes {
 namespace {

@@ -20,7 +20,6 @@
 #pragma once
 
 #include <set>
-#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -47,28 +46,14 @@ struct QdqSite {
   int64_t axis = -1;  // per-channel axis for weights; -1 per tensor
 };
 
-// kNotFound when an excluded node name or op type matches nothing in `graph` (a typo must not
-// silently quantize what the user meant to keep float); the message lists close names.
-Status CheckExclusions(const ir::Graph& graph, const PlacementOptions& options);
-
 // Sites in topological order of their consumers. Fails on a cyclic graph and on exclusions that
-// match nothing (CheckExclusions).
+// match nothing (passes/placement_rules.h CheckExclusions).
 Result<std::vector<QdqSite>> FindQdqSites(const ir::Graph& graph, const PlacementOptions& options);
 
 // Sites that put Q/DQ exactly where the plan's entries came from a Q/DQ model (source "qdq:"),
 // at every consumer of each such tensor: re-inserting an extracted plan this way reproduces the
 // original model's fake quantization. Entries that were propagated or calibrated are skipped.
 std::vector<QdqSite> SitesFromPlan(const ir::Graph& graph, const quant::QuantPlan& plan);
-
-// Longest path (in nodes) from the graph inputs to each node of `order` (a topological order).
-std::unordered_map<const ir::Node*, int> NodeDepths(const std::vector<ir::Node*>& order);
-
-// For an Add whose inputs `a` and `b` are produced by Convs `conv_a` and `conv_b` (R3): true when
-// `conv_a` is the backbone (the Conv TensorRT fuses the Add into, whose output stays float).
-// `position` is each node's index in topological order (the tie-break).
-bool IsResidualBackbone(const ir::Node* conv_a, const ir::Node* conv_b,
-                        const std::unordered_map<const ir::Node*, int>& depth,
-                        const std::unordered_map<const ir::Node*, size_t>& position);
 
 // Names of the activation tensors that need statistics (deduplicated, sorted).
 std::vector<std::string> ActivationTensors(const std::vector<QdqSite>& sites);
