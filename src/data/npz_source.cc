@@ -130,19 +130,20 @@ Result<NpyHeader> ReadMemberHeader(zip_t* archive, zip_uint64_t index, uint64_t 
   QK_RETURN_IF_NOT(f != nullptr, StatusCode::kInvalidModel, "{}: cannot read member: {}", where, zip_strerror(archive));
   std::vector<uint8_t> head(static_cast<size_t>(std::min<uint64_t>(declared, kNpyPreambleMax)));
   QK_RETURN_IF_ERROR(ReadExactly(f.get(), head.data(), head.size(), where));
-  // The preamble gives the header length; read exactly that much more (bounded by the parser).
-  auto preamble = ParseNpyHeader(head.data(), head.size(), declared, where);
-  if (preamble.ok()) return preamble;
-  if (head.size() < 10 || preamble.status().message().find("truncated header") == std::string::npos) {
-    return preamble.status();
+  // The preamble (magic, version, header length) says how much more to read; the length is
+  // capped here and every field is checked by ParseNpyHeader, which sees all that was read.
+  if (head.size() == kNpyPreambleMax && head[6] >= 1 && head[6] <= 3) {
+    const size_t len_bytes = head[6] == 1 ? 2 : 4;
+    uint32_t header_len = 0;
+    for (size_t i = 0; i < len_bytes; ++i) header_len |= static_cast<uint32_t>(head[8 + i]) << (8 * i);
+    const uint64_t want =
+        std::min<uint64_t>(declared, 8 + len_bytes + std::min<uint32_t>(header_len, kMaxNpyHeaderBytes));
+    const size_t have = head.size();
+    if (want > have) {
+      head.resize(static_cast<size_t>(want));
+      QK_RETURN_IF_ERROR(ReadExactly(f.get(), head.data() + have, head.size() - have, where));
+    }
   }
-  const size_t len_bytes = head[6] == 1 ? 2 : 4;
-  uint32_t header_len = 0;
-  for (size_t i = 0; i < len_bytes; ++i) header_len |= static_cast<uint32_t>(head[8 + i]) << (8 * i);
-  const size_t want = std::min<uint64_t>(declared, 8 + len_bytes + std::min<uint32_t>(header_len, kMaxNpyHeaderBytes));
-  const size_t have = head.size();
-  head.resize(std::max(want, have));
-  QK_RETURN_IF_ERROR(ReadExactly(f.get(), head.data() + have, head.size() - have, where));
   return ParseNpyHeader(head.data(), head.size(), declared, where);
 }
 

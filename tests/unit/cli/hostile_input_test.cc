@@ -122,8 +122,8 @@ TEST_F(Hostile, Item3_ConvertDoesNotFoldAGiantConstantOfShape) {
   // allocate 4 GB; now large constants stay nodes, and the output imports again.
   WriteAll(File("qdq_cos.onnx"), ParseModelBytes(R"(
     <ir_version: 8, opset_import: ["" : 13]>
-    g (float[4] x) => (float[1000,1000,4] y)
-    <int64[3] shape = {1000, 1000, 4}, float s = {0.1}, int8 z = {0}>
+    g (float[1000] x) => (float[1000,1000,1000] y)
+    <int64[3] shape = {1000, 1000, 1000}, float s = {0.1}, int8 z = {0}>
     {
       q = QuantizeLinear(x, s, z)
       d = DequantizeLinear(q, s, z)
@@ -135,6 +135,26 @@ TEST_F(Hostile, Item3_ConvertDoesNotFoldAGiantConstantOfShape) {
   EXPECT_LT(r.max_rss_kb, kMaxRssKb);
   const RunResult again = Run({"inspect", File("float.onnx")});
   EXPECT_EQ(again.exit_code, 0) << "convert wrote a model quantkit rejects: " << again.err;
+  // Item 8: dims whose product wraps 2^64 (each under the old per-dim limit of 2^20).
+  WriteAll(File("qdq_wrap.onnx"), ParseModelBytes(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[4] x) => (float[4] y)
+    <int64[4] shape = {1048576, 1048576, 1048576, 1048576}, float s = {0.1}, int8 z = {0}>
+    {
+      q = QuantizeLinear(x, s, z)
+      d = DequantizeLinear(q, s, z)
+      c = ConstantOfShape(shape)
+      n = Shape(c)
+      y = Identity(d)
+    })"));
+  const RunResult wrap = Run({"convert", File("qdq_wrap.onnx"), File("wrap.onnx")});
+  if (wrap.exit_code == 0) {
+    const RunResult back = Run({"inspect", File("wrap.onnx")});
+    EXPECT_EQ(back.exit_code, 0) << "convert wrote a model quantkit rejects: " << back.err;
+  } else {
+    ExpectCleanFailure(wrap, {2, 3}, {"qdq_wrap.onnx"}, "convert qdq_wrap.onnx");
+    EXPECT_FALSE(std::filesystem::exists(File("wrap.onnx")));
+  }
 }
 
 TEST_F(Hostile, Item3_ThreadsAreCappedAtTheCpuCount) {
