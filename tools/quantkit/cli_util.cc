@@ -1,6 +1,9 @@
 #include "cli_util.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -14,6 +17,48 @@ int Report(const Status& status) {
   if (status.ok()) return 0;
   std::fprintf(stderr, "quantkit: %s\n", EscapeControl(status.message()).c_str());
   return ExitCodeFor(status.code());
+}
+
+namespace {
+
+// fopencookie write callback: escapes and writes to the original stdout descriptor.
+ssize_t WriteEscaped(void* /*cookie*/, const char* data, size_t size) {
+  std::string out;
+  out.reserve(size);
+  size_t begin = 0;
+  for (size_t i = 0; i <= size; ++i) {
+    if (i < size && (data[i] == '\n' || data[i] == '\t')) {
+      out += EscapeControl(std::string_view(data + begin, i - begin));
+      out += data[i];
+      begin = i + 1;
+    } else if (i == size) {
+      out += EscapeControl(std::string_view(data + begin, i - begin));
+    }
+  }
+  const char* p = out.data();
+  size_t left = out.size();
+  while (left > 0) {
+    const ssize_t n = ::write(STDOUT_FILENO, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return static_cast<ssize_t>(size);
+}
+
+}  // namespace
+
+void EscapeStdout() {
+  cookie_io_functions_t io{};
+  io.write = WriteEscaped;
+  FILE* filtered = fopencookie(nullptr, "w", io);
+  if (filtered == nullptr) return;  // keep the plain stdout rather than fail
+  std::fflush(stdout);
+  setvbuf(filtered, nullptr, ::isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, 1 << 16);
+  stdout = filtered;
 }
 
 int Parse(CLI::App& app, int argc, char** argv) {
@@ -105,7 +150,7 @@ Result<PlanEvaluation> OpenPlanEvaluation(const PlanEvalArgs& args) {
                       analysis::UnmatchedPlanTensors(*r.evaluator->float_model().graph, r.plan, eval.model));
   if (!unmatched.empty()) {
     std::fprintf(stderr, "quantkit: warning: %zu quantized plan tensors match no tensor of %s (e.g. '%s')\n",
-                 unmatched.size(), eval.model.c_str(), unmatched.front().c_str());
+                 unmatched.size(), eval.model.c_str(), EscapeControl(unmatched.front()).c_str());
   }
   return r;
 }

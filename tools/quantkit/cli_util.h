@@ -23,6 +23,12 @@ using RunFn = std::function<int()>;
 // (names come from untrusted files); returns its exit code (0 if OK).
 int Report(const Status& status);
 
+// Routes stdout through a filter that escapes control characters (common/text.h EscapeControl)
+// except newlines and tabs: every listing (inspect, summaries, tables, lint, cache) prints names
+// taken from untrusted files, and none of them may move the cursor, clear the screen or retitle
+// the terminal. JSON output is unaffected (its strings are escaped already).
+void EscapeStdout();
+
 // Parses the command line. Returns -1 to go on, or the exit code to return now: 0 after --help
 // or --version, 2 (one line on stderr) for a parse error or a first word that is no subcommand
 // (`quantkit nosuchcmd --help` must not print the main help and succeed).

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   // Parse errors and unknown subcommands are bad input (exit 2), as documented; only --help and
   // --version exit 0.
   if (const int code = quantkit::cli::Parse(app, argc, argv); code >= 0) return code;
+  quantkit::cli::EscapeStdout();
   if (!run) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
