@@ -44,16 +44,7 @@ Result<std::unique_ptr<ArtifactSet>> ArtifactSet::Open(const std::string& dir,
     return MakeStatus(StatusCode::kIoError, "{}: cannot lock output directory: {}", dir, std::strerror(err));
   }
   // Refuse before anything is written: a target that exists must be a file we may replace.
-  for (const std::string& name : names) {
-    QK_CHECK(!name.empty() && name.find('/') == std::string::npos, "artifact name '{}'", name);
-    struct stat st {};
-    const std::string target = set->Target(name);
-    if (::lstat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-      return MakeStatus(StatusCode::kInvalidArgument,
-                        "{}: is {}, not a file quantkit may replace; nothing was written", target,
-                        S_ISLNK(st.st_mode) ? "a symbolic link" : FileTypeName(st.st_mode));
-    }
-  }
+  for (const std::string& name : names) QK_RETURN_IF_ERROR(set->CheckTarget(name));
   std::string templ = JoinPath(dir, ".quantkit-staging-XXXXXX");
   QK_RETURN_IF_NOT(::mkdtemp(templ.data()) != nullptr, StatusCode::kIoError,
                    "{}: cannot create a staging directory: {}", dir, std::strerror(errno));
@@ -61,9 +52,30 @@ Result<std::unique_ptr<ArtifactSet>> ArtifactSet::Open(const std::string& dir,
   return set;
 }
 
+Status ArtifactSet::CheckTarget(const std::string& name) const {
+  QK_RETURN_IF_NOT(!name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos,
+                   StatusCode::kInvalidArgument, "'{}' is not a file name", name);
+  struct stat st {};
+  const std::string target = Target(name);
+  if (::lstat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return MakeStatus(StatusCode::kInvalidArgument, "{}: is {}, not a file quantkit may replace; nothing was written",
+                      target, S_ISLNK(st.st_mode) ? "a symbolic link" : FileTypeName(st.st_mode));
+  }
+  return Status::Ok();
+}
+
 std::string ArtifactSet::Stage(const std::string& name) const {
   QK_CHECK(std::find(names_.begin(), names_.end(), name) != names_.end(), "'{}' is not an artifact of this set",
            name);
+  return JoinPath(staging_, name);
+}
+
+Result<std::string> ArtifactSet::StageNew(const std::string& name) {
+  QK_RETURN_IF_NOT(!staging_.empty(), StatusCode::kInternal, "{}: artifact set already committed", dir_);
+  if (std::find(names_.begin(), names_.end(), name) == names_.end()) {
+    QK_RETURN_IF_ERROR(CheckTarget(name));
+    names_.push_back(name);
+  }
   return JoinPath(staging_, name);
 }
 

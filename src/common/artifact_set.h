@@ -34,6 +34,9 @@ class ArtifactSet {
 
   // Where a writer writes `name` (one of the names given to Open) until Commit().
   std::string Stage(const std::string& name) const;
+  // The same for a name not given to Open (outputs whose names are known only while running,
+  // e.g. `run`'s outputs and dumps): added after the same non-file check as Open's.
+  Result<std::string> StageNew(const std::string& name);
   // Final path of `name`: DIR/name.
   std::string Target(const std::string& name) const;
   // Moves every staged file into DIR. Names never staged are left alone (kept from before).
@@ -42,6 +45,7 @@ class ArtifactSet {
 
  private:
   ArtifactSet() = default;
+  Status CheckTarget(const std::string& name) const;
   void RemoveStaging();
   std::string dir_;
   std::string staging_;

@@ -1,12 +1,14 @@
 #include "runtime/run_model.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
+#include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/text.h"
 #include "data/npy.h"
@@ -48,10 +50,29 @@ TensorSummary Summarize(const std::string& name, const ir::Tensor& t) {
   return s;
 }
 
-// Writes the observed tensors the user asked to dump.
+// Tensor names become file names (FileNameFor); two different tensors must not land in one file
+// ("a/b" and "a_b"): the second would silently replace the first.
+class OutputFiles {
+ public:
+  explicit OutputFiles(ArtifactSet* out) : out_(out) {}
+  Result<std::string> Stage(const std::string& tensor) {
+    const std::string file = FileNameFor(tensor) + ".npy";
+    const auto [it, inserted] = owner_.emplace(file, tensor);
+    QK_RETURN_IF_NOT(inserted || it->second == tensor, StatusCode::kInvalidArgument,
+                     "tensors '{}' and '{}' would both be written to {}", EscapeControl(it->second),
+                     EscapeControl(tensor), file);
+    return out_->StageNew(file);
+  }
+
+ private:
+  ArtifactSet* out_;
+  std::map<std::string, std::string> owner_;  // file -> tensor
+};
+
+// Writes the observed tensors the user asked to dump (staged: they appear with the outputs).
 class DumpObserver : public Observer {
  public:
-  DumpObserver(const RunModelOptions& o) : options_(o) {}
+  DumpObserver(const RunModelOptions& o, OutputFiles* out) : options_(o), out_(out) {}
   bool Wants(const std::string& name) const override {
     if (options_.dump_all) return true;
     return std::find(options_.dump.begin(), options_.dump.end(), name) != options_.dump.end();
@@ -59,12 +80,13 @@ class DumpObserver : public Observer {
   Status OnTensor(const std::string& name, const ir::Node*, const TensorView& v) override {
     ir::Tensor t(v.dtype, v.shape);
     if (t.nbytes() > 0) std::memcpy(t.mutable_data(), v.data, t.nbytes());
-    const std::string path = (std::filesystem::path(options_.output_dir) / (FileNameFor(name) + ".npy")).string();
+    QK_ASSIGN_OR_RETURN(const std::string path, out_->Stage(name));
     return data::WriteNpy(path, t);
   }
 
  private:
   const RunModelOptions& options_;
+  OutputFiles* out_;
 };
 
 }  // namespace
@@ -98,20 +120,22 @@ Result<std::vector<TensorSummary>> RunModelFiles(const RunModelOptions& options)
     QK_ASSIGN_OR_RETURN(ir::Tensor t, data::ReadNpy(path));
     inputs.push_back({name, std::move(t)});
   }
-  std::error_code ec;
-  std::filesystem::create_directories(options.output_dir, ec);
-  if (ec) return MakeStatus(StatusCode::kIoError, "{}: cannot create directory: {}", options.output_dir, ec.message());
-  DumpObserver dump(options);
+  // Outputs and dumps are one unit: all of them or none (common/artifact_set.h).
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out, ArtifactSet::Open(options.output_dir, {}));
+  OutputFiles files(out.get());
+  DumpObserver dump(options, &files);
   RunOptions run_options;
   if (options.dump_all || !options.dump.empty()) run_options.observers.push_back(&dump);
   QK_ASSIGN_OR_RETURN(std::vector<NamedTensor> outputs, interp->Run(inputs, run_options));
   std::vector<TensorSummary> summaries;
   for (const NamedTensor& o : outputs) {
     TensorSummary s = Summarize(o.name, o.tensor);
-    s.path = (std::filesystem::path(options.output_dir) / (FileNameFor(o.name) + ".npy")).string();
-    QK_RETURN_IF_ERROR(data::WriteNpy(s.path, o.tensor));
+    QK_ASSIGN_OR_RETURN(const std::string staged, files.Stage(o.name));
+    QK_RETURN_IF_ERROR(data::WriteNpy(staged, o.tensor));
+    s.path = out->Target(FileNameFor(o.name) + ".npy");
     summaries.push_back(std::move(s));
   }
+  QK_RETURN_IF_ERROR(out->Commit().status());
   return summaries;
 }
 
