@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -310,11 +311,47 @@ LintReport LintQdqModel(const ir::Model& model) {
   return report;
 }
 
+namespace {
+
+// Zero inputs of the declared shapes (a symbolic leading dim becomes 1), or nothing when a shape
+// is not fully known or the inputs would be large: the dry run is then skipped.
+std::optional<std::vector<runtime::NamedTensor>> DryRunInputs(const ir::Graph& graph) {
+  constexpr int64_t kMaxDryRunElements = int64_t{1} << 24;
+  std::vector<runtime::NamedTensor> feeds;
+  for (const ir::Value* v : graph.inputs()) {
+    if (v->is_initializer()) continue;
+    const ir::TypeInfo& type = v->type;
+    if (!type.is_tensor() || !type.has_shape || type.dtype == ir::DType::kUndefined ||
+        type.dtype == ir::DType::kString) {
+      return std::nullopt;
+    }
+    std::vector<int64_t> dims;
+    int64_t numel = 1;
+    for (size_t i = 0; i < type.dims.size(); ++i) {
+      if (!type.dims[i].is_known() && i != 0) return std::nullopt;  // e.g. dynamic image size
+      dims.push_back(type.dims[i].is_known() ? type.dims[i].value : 1);
+      numel *= std::max<int64_t>(dims.back(), 1);
+      if (numel > kMaxDryRunElements) return std::nullopt;
+    }
+    feeds.push_back({v->name(), ir::Tensor(type.dtype, dims)});
+  }
+  return feeds;
+}
+
+}  // namespace
+
 Result<LintReport> LintModelFile(const std::string& path) {
   QK_ASSIGN_OR_RETURN(ir::Model loaded, LoadModelForQuantization(path));
   auto model = std::make_shared<const ir::Model>(std::move(loaded));
-  // Building the kernels validates every node's attributes and inputs the way a run would.
+  // Building the kernels validates every node's attributes; one run on zero inputs (when every
+  // input shape is declared) finds what only shapes reveal, such as an impossible Reshape.
   Result<std::unique_ptr<runtime::Interpreter>> runnable = runtime::Interpreter::Create(model);
+  if (runnable.ok()) {
+    if (std::optional<std::vector<runtime::NamedTensor>> feeds = DryRunInputs(*model->graph)) {
+      Result<std::vector<runtime::NamedTensor>> ran = runnable.value()->Run(*feeds);
+      if (!ran.ok()) runnable = ran.status();
+    }
+  }
   std::string unsupported;
   if (!runnable.ok()) {
     const Status& st = runnable.status();

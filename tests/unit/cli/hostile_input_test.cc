@@ -111,9 +111,16 @@ TEST_F(Hostile, Item3_DeclaredSizeWithoutDataIsCheckedBeforeAllocating) {
   WriteAll(File("big.onnx"), bytes);
   ExpectFails({"inspect", File("big.onnx")}, {2}, {"big.onnx", "big", "900000000"});
   // The same as a Constant node's tensor attribute.
-  WriteAll(File("big_const.onnx"), ParseModelBytes(R"(
+  ::onnx::ModelProto c;
+  ASSERT_TRUE(c.ParseFromString(ParseModelBytes(R"(
     <ir_version: 8, opset_import: ["" : 13]>
-    g (float[4] x) => (float[4] y) { c = Constant <value = float[30000,30000] {}> () y = Add(x, c) })"));
+    g (float[4] x) => (float[4] y) { c = Constant <value = float[1] {0}> () y = Add(x, c) })")));
+  ::onnx::TensorProto* t = c.mutable_graph()->mutable_node(0)->mutable_attribute(0)->mutable_t();
+  t->clear_float_data();
+  t->clear_dims();
+  t->add_dims(30000);
+  t->add_dims(30000);
+  WriteAll(File("big_const.onnx"), c.SerializeAsString());
   ExpectFails({"lint", File("big_const.onnx")}, {2}, {"big_const.onnx", "900000000"});
 }
 
@@ -268,7 +275,8 @@ TEST_F(Hostile, Item8_CacheScalesThatTensorRtCannotUseAreFlagged) {
   EXPECT_NE(r.out.find("5 of 6 scales"), std::string::npos) << r.out;
   const RunResult check = Run({"cache", "check", File("bad.cache"), "--model", File("model.onnx")});
   EXPECT_EQ(check.exit_code, 1);
-  EXPECT_NE(check.out.find("dn: scale 1.4e-45 is denormal"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("error: dn: scale"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("is denormal"), std::string::npos) << check.out;
   // A denormal scale is never written into a converted cache.
   const RunResult conv = Run({"convert", File("bad.cache"), File("copy.cache")});
   EXPECT_EQ(conv.exit_code, 0) << conv.err;
@@ -316,12 +324,11 @@ TEST_F(Hostile, Item12_LintOnAFloatOrBrokenModelSaysSo) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("QK013"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("nothing to lint"), std::string::npos) << r.out;
-  // A Conv whose kernel_shape contradicts its weight cannot run: an error, not "0 errors".
+  // A Reshape that no input can satisfy (16 values into rows of 7) cannot run: an error, not
+  // "0 errors".
   WriteAll(File("broken.onnx"), ParseModelBytes(R"(
     <ir_version: 8, opset_import: ["" : 13]>
-    net (float[N,1,4,4] x) => (float[N,2,4,4] y)
-    <float[2,1,3,3] W = {1,0,-1,2,0,-2,1,0,-1, 0,1,0,1,-4,1,0,1,0}>
-    { y = Conv <kernel_shape = [5,5,5]> (x, W) })"));
+    g (float[N,1,4,4] x) => (float[N,7] y) <int64[2] shape = {-1, 7}> { y = Reshape(x, shape) })"));
   ExpectFails({"lint", File("broken.onnx")}, {2}, {"broken.onnx", "cannot run"});
 }
 
