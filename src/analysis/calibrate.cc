@@ -114,13 +114,6 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
                    "give calibration data (--data) or statistics (--from-stats)");
   const auto start = std::chrono::steady_clock::now();
   CalibrateResult result;
-  // The output directory is locked and checked before any compute: a concurrent run into the
-  // same -o, or a directory named plan.json, fails now, not after the pass.
-  std::unique_ptr<ArtifactSet> artifacts;
-  if (!options.output_dir.empty()) {
-    QK_ASSIGN_OR_RETURN(artifacts, ArtifactSet::Open(options.output_dir, {"model.qdq.onnx", "calib.cache",
-                                                                          "ranges.txt", "plan.json", "summary.txt"}));
-  }
   QK_ASSIGN_OR_RETURN(std::string model_sha, Sha256OfFile(options.model));
   QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
   // A model that already holds Q/DQ (a QAT export) would get a second quantization stacked on
@@ -137,6 +130,13 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
                       passes::FindQdqSites(*model.graph, options.placement));
   const std::vector<std::string> activations = passes::ActivationTensors(sites);
+  // The output directory is locked and checked before the pass: a concurrent run into the same
+  // -o, or a directory named plan.json, fails now, not after minutes of compute.
+  std::unique_ptr<ArtifactSet> artifacts;
+  if (!options.output_dir.empty()) {
+    QK_ASSIGN_OR_RETURN(artifacts, ArtifactSet::Open(options.output_dir, {"model.qdq.onnx", "calib.cache",
+                                                                          "ranges.txt", "plan.json", "summary.txt"}));
+  }
   std::map<std::string, std::string> consumer_op;
   for (const passes::QdqSite& s : sites) consumer_op.emplace(s.tensor, s.consumer->op_type());
   // An override naming nothing quantized would silently calibrate with the default method.

@@ -19,6 +19,7 @@ namespace quantkit {
 
 ArtifactSet::~ArtifactSet() {
   RemoveStaging();
+  if (created_dir_ && !committed_) ::rmdir(dir_.c_str());  // only if still empty
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
 }
 
@@ -26,10 +27,12 @@ Result<std::unique_ptr<ArtifactSet>> ArtifactSet::Open(const std::string& dir,
                                                       const std::vector<std::string>& names) {
   QK_RETURN_IF_NOT(!dir.empty(), StatusCode::kInvalidArgument, "no output directory given");
   std::error_code ec;
+  const bool existed = std::filesystem::exists(dir, ec);
   std::filesystem::create_directories(dir, ec);
   QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}", dir, ec.message());
   std::unique_ptr<ArtifactSet> set(new ArtifactSet());
   set->dir_ = dir;
+  set->created_dir_ = !existed;
   set->names_ = names;
   set->lock_fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (set->lock_fd_ < 0) {
@@ -93,6 +96,7 @@ Result<std::vector<std::string>> ArtifactSet::Commit() {
                      "{}: cannot move the new file into place: {}", target, std::strerror(errno));
     written.push_back(target);
   }
+  committed_ = true;
   RemoveStaging();
   return written;
 }

@@ -12,7 +12,7 @@
 //      (DIR/.quantkit-staging-XXXXXX) on the same filesystem.
 //   4. Commit() renames every staged file over its target (atomic per file, and serialized by
 //      the lock) and removes the staging directory. Destroying an uncommitted set removes the
-//      staging directory: nothing of a failed run reaches DIR.
+//      staging directory, and DIR itself when Open created it: a failed run leaves nothing.
 #pragma once
 
 #include <memory>
@@ -51,6 +51,8 @@ class ArtifactSet {
   std::string staging_;
   std::vector<std::string> names_;
   int lock_fd_ = -1;
+  bool created_dir_ = false;  // Open created DIR: removed again when nothing was committed
+  bool committed_ = false;
 };
 
 }  // namespace quantkit
