@@ -41,7 +41,9 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       ->check(CLI::IsMember({"per-channel", "per-tensor"}))
       ->capture_default_str();
   cmd->add_option("--samples", opts->calibrate.samples, "use the first N samples (0: all)")->capture_default_str();
-  cmd->add_option("--batch-size", opts->calibrate.batch_size, "samples per model run")->capture_default_str();
+  cmd->add_option("--batch-size", opts->calibrate.batch_size,
+                  "samples read at a time (the model runs one sample at a time: results never depend on it)")
+      ->capture_default_str();
   cmd->add_option("--stats", opts->calibrate.stats_out, "also write the statistics (.qkstats)");
   cmd->add_option("--from-stats", opts->calibrate.from_stats,
                   "skip the model run: merge these .qkstats shards instead");
