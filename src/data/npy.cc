@@ -230,10 +230,9 @@ Status ParseNpyLayout(const uint8_t* bytes, size_t size, const std::string& sour
 
 }  // namespace
 
-Result<NpyHeader> ParseNpyHeader(const uint8_t* bytes, size_t available, uint64_t total_size,
-                                 const std::string& source) {
-  QK_RETURN_IF_NOT(total_size <= SIZE_MAX, StatusCode::kResourceExhausted, "{}: {} bytes is too large", source,
-                   total_size);
+Result<internal::NpyHeader> internal::ParseNpyHeader(const uint8_t* bytes, size_t available,
+                                                     uint64_t total_size, const std::string& source) {
+  static_assert(sizeof(size_t) >= sizeof(uint64_t), "64-bit sizes");
   NpyLayout layout;
   QK_RETURN_IF_ERROR(ParseNpyLayout(bytes, static_cast<size_t>(total_size), source, &layout, available));
   NpyHeader h;
