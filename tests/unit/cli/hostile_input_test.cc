@@ -51,7 +51,9 @@ class Hostile : public ::testing::Test {
     std::string what;
     for (const auto& a : args) what += a + " ";
     ExpectCleanFailure(r, codes, names, what);
-    if (!out_dir.empty()) EXPECT_EQ(Snapshot(out_dir), before) << "output directory changed: " << what;
+    if (!out_dir.empty()) {
+      EXPECT_EQ(Snapshot(out_dir), before) << "output directory changed: " << what;
+    }
     return r;
   }
 
