@@ -2,13 +2,11 @@
 
 #include <fmt/format.h>
 
-#include "analysis/convert.h"
 #include "analysis/model_loading.h"
 #include "common/check.h"
-#include "passes/placement_rules.h"
-#include "formats/ranges.h"
-#include "formats/trt_cache.h"
+#include "formats/plan_files.h"
 #include "passes/extract_qdq.h"
+#include "passes/placement_rules.h"
 #include "quant/params.h"
 
 namespace quantkit::analysis {
@@ -125,24 +123,14 @@ Result<int> FoldWeightQdq(ir::Model& model) {
 }
 
 Result<quant::QuantPlan> ReadPlanFile(const std::string& path) {
-  QK_ASSIGN_OR_RETURN(ArtifactKind kind, ArtifactKindFromPath(path));
-  switch (kind) {
-    case ArtifactKind::kPlanJson: return formats::ReadPlanJson(path);
-    case ArtifactKind::kRangesText: return formats::ReadRangesText(path);
-    case ArtifactKind::kTrtCache: {
-      QK_ASSIGN_OR_RETURN(formats::TrtCache cache, formats::ReadTrtCache(path));
-      return formats::PlanFromTrtCache(cache);
-    }
-    case ArtifactKind::kOnnx: {
-      QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(path));
-      passes::ExtractReport report;
-      QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, passes::ExtractQdqPlan(*model.graph, {}, &report));
-      QK_RETURN_IF_NOT(report.activations + report.weights > 0, StatusCode::kInvalidArgument,
-                       "{}: no QuantizeLinear/DequantizeLinear to take a plan from", path);
-      return plan;
-    }
-  }
-  return Status(StatusCode::kInternal, "ReadPlanFile: unknown kind");
+  QK_ASSIGN_OR_RETURN(formats::ArtifactKind kind, formats::ArtifactKindFromPath(path));
+  if (kind != formats::ArtifactKind::kOnnx) return formats::ReadPlanFile(path, kind);
+  QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(path));
+  passes::ExtractReport report;
+  QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, passes::ExtractQdqPlan(*model.graph, {}, &report));
+  QK_RETURN_IF_NOT(report.activations + report.weights > 0, StatusCode::kInvalidArgument,
+                   "{}: no QuantizeLinear/DequantizeLinear to take a plan from", path);
+  return plan;
 }
 
 Result<std::vector<std::string>> UnmatchedPlanTensors(const ir::Graph& graph, const quant::QuantPlan& plan,

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <optional>
 
-#include "analysis/cache_tools.h"
+#include "pipelines/cache_tools.h"
 #include "cli_util.h"
 #include "onnx/import.h"
 
@@ -27,9 +27,9 @@ void SetupCache(CLI::App& app, RunFn* run) {
     *run = [opts]() -> int {
       auto cache = formats::ReadTrtCache(opts->file);
       if (!cache.ok()) return Report(cache.status());
-      const std::string out = opts->json ? analysis::InspectCacheJson(*cache) : analysis::InspectCacheText(*cache);
+      const std::string out = opts->json ? pipelines::InspectCacheJson(*cache) : pipelines::InspectCacheText(*cache);
       std::fputs(out.c_str(), stdout);
-      return analysis::CountBadScales(*cache) > 0 ? 1 : 0;
+      return pipelines::CountBadScales(*cache) > 0 ? 1 : 0;
     };
   });
 
@@ -43,8 +43,8 @@ void SetupCache(CLI::App& app, RunFn* run) {
       if (!a.ok()) return Report(a.status());
       auto b = formats::ReadTrtCache(opts->other);
       if (!b.ok()) return Report(b.status());
-      const analysis::CacheDiff d = analysis::DiffCaches(*a, *b, opts->rtol);
-      std::fputs(analysis::FormatCacheDiff(d, *a, *b).c_str(), stdout);
+      const pipelines::CacheDiff d = pipelines::DiffCaches(*a, *b, opts->rtol);
+      std::fputs(pipelines::FormatCacheDiff(d, *a, *b).c_str(), stdout);
       return d.empty() ? 0 : 1;
     };
   });
@@ -72,9 +72,9 @@ void SetupCache(CLI::App& app, RunFn* run) {
         if (!c.ok()) return Report(c.status());
         calibrator = *c;
       }
-      auto result = analysis::CheckCache(*cache, *model->graph, version, calibrator);
+      auto result = pipelines::CheckCache(*cache, *model->graph, version, calibrator);
       if (!result.ok()) return Report(result.status());
-      std::fputs(analysis::FormatCacheCheck(*result).c_str(), stdout);
+      std::fputs(pipelines::FormatCacheCheck(*result).c_str(), stdout);
       return result->ok() ? 0 : 1;
     };
   });

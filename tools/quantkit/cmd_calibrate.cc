@@ -1,8 +1,8 @@
 // quantkit calibrate MODEL --data SPEC [-o DIR] [--method M] [--samples N] [--batch-size B] ...
 #include <cstdio>
 
-#include "analysis/calibrate.h"
-#include "analysis/compare_methods.h"
+#include "pipelines/calibrate.h"
+#include "pipelines/compare_methods.h"
 #include "cli_util.h"
 #include "quant/method_amax.h"
 
@@ -10,7 +10,7 @@ namespace quantkit::cli {
 
 void SetupCalibrate(CLI::App& app, RunFn* run) {
   struct Options {
-    analysis::CalibrateOptions calibrate;
+    pipelines::CalibrateOptions calibrate;
     std::string method = "max";
     std::vector<std::string> overrides, exclude;
     std::string trt_version = formats::kDefaultTrtVersion;
@@ -69,7 +69,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       auto image = ToImageOptions(opts->image);
       if (!image.ok()) return Report(image.status());
       opts->calibrate.image = *image;
-      analysis::CalibrateOptions& c = opts->calibrate;
+      pipelines::CalibrateOptions& c = opts->calibrate;
       auto method = quant::ParseMethod(opts->method);
       if (!method.ok()) return Report(method.status());
       c.method = *method;
@@ -96,23 +96,23 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       c.cache = {*version, *calibrator};
       c.progress = !opts->quiet;
       if (opts->compare) {
-        analysis::CompareMethodsOptions cm;
+        pipelines::CompareMethodsOptions cm;
         cm.calibrate = c;
         cm.holdout = opts->holdout;
         cm.holdout_samples = opts->holdout_samples;
         cm.metric = opts->metric;
-        auto r = analysis::CompareMethods(cm);
+        auto r = pipelines::CompareMethods(cm);
         if (!r.ok()) return Report(r.status());
         if (opts->json) {
-          std::printf("%s\n", analysis::CompareMethodsJson(*r).c_str());
+          std::printf("%s\n", pipelines::CompareMethodsJson(*r).c_str());
           return 0;
         }
-        std::fputs(analysis::FormatCompareMethods(*r).c_str(), stdout);
+        std::fputs(pipelines::FormatCompareMethods(*r).c_str(), stdout);
         std::fputs(r->best_result.summary.c_str(), stdout);
         for (const std::string& f : r->best_result.written) std::printf("wrote %s\n", f.c_str());
         return 0;
       }
-      auto result = analysis::Calibrate(c);
+      auto result = pipelines::Calibrate(c);
       if (!result.ok()) return Report(result.status());
       std::fputs(result->summary.c_str(), stdout);
       for (const std::string& f : result->written) std::printf("wrote %s\n", f.c_str());

@@ -2,14 +2,14 @@
 //                  [--layer-precisions] [--float-precision fp16|fp32] [--qdq] [--json]
 #include <cstdio>
 
-#include "analysis/convert.h"
+#include "pipelines/convert.h"
 #include "cli_util.h"
 
 namespace quantkit::cli {
 
 void SetupConvert(CLI::App& app, RunFn* run) {
   struct Options {
-    analysis::ConvertOptions convert;
+    pipelines::ConvertOptions convert;
     std::string trt_version = formats::kDefaultTrtVersion;
     std::string calibrator = "EntropyCalibration2";
     bool layer_precisions = false;
@@ -57,10 +57,10 @@ void SetupConvert(CLI::App& app, RunFn* run) {
       if (!calibrator.ok()) return Report(calibrator.status());
       opts->convert.cache = {*version, *calibrator};
       opts->convert.placement_from_plan = opts->placement == "plan";
-      auto result = analysis::Convert(opts->convert);
+      auto result = pipelines::Convert(opts->convert);
       if (!result.ok()) return Report(result.status());
       if (opts->json) {
-        std::printf("%s", analysis::ConvertResultJson(*result).c_str());
+        std::printf("%s", pipelines::ConvertResultJson(*result).c_str());
         return 0;
       }
       for (const std::string& m : result->messages) std::printf("%s\n", m.c_str());

@@ -1,7 +1,7 @@
 // quantkit diagnose MODEL --data SPEC [--reference-data SPEC] [--expect ...] [-o DIR] [--json]
 #include <cstdio>
 
-#include "analysis/diagnose.h"
+#include "analysis/diagnose/diagnose.h"
 #include "cli_util.h"
 #include "quant/method_amax.h"
 

@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/evaluate.h"
+#include "pipelines/evaluate.h"
 #include "cli_util.h"
 #include "data/npy.h"
 
@@ -11,7 +11,7 @@ namespace quantkit::cli {
 
 void SetupEval(CLI::App& app, RunFn* run) {
   struct Options {
-    analysis::EvalOptions eval;
+    pipelines::EvalOptions eval;
     bool json = false, quiet = false;
     std::string predictions, outputs, placement = "auto";
     std::vector<std::string> metric_names;
@@ -51,7 +51,7 @@ void SetupEval(CLI::App& app, RunFn* run) {
       if (!metrics.ok()) return Report(metrics.status());
       opts->eval.metrics = analysis::MetricPointers(*metrics);
       opts->eval.keep_outputs = !opts->outputs.empty();
-      auto r = analysis::Evaluate(opts->eval);
+      auto r = pipelines::Evaluate(opts->eval);
       if (!r.ok()) return Report(r.status());
       if (!opts->predictions.empty()) {
         auto t = ir::Tensor::FromVector<int64_t>(ir::DType::kInt64,
@@ -74,7 +74,7 @@ void SetupEval(CLI::App& app, RunFn* run) {
         if (!opts->eval.plan.empty()) j["plan"] = opts->eval.plan;
         std::printf("%s\n", j.dump(1).c_str());
       } else {
-        std::fputs(analysis::FormatEval(opts->eval, *r).c_str(), stdout);
+        std::fputs(pipelines::FormatEval(opts->eval, *r).c_str(), stdout);
       }
       return 0;
     };

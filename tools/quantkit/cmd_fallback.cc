@@ -1,7 +1,7 @@
 // quantkit fallback MODEL --plan PLAN --data SPEC --budget B [--metric M] [-o DIR] [--json]
 #include <cstdio>
 
-#include "analysis/fallback.h"
+#include "pipelines/fallback.h"
 #include "analysis/plan_eval.h"
 #include "analysis/simulate.h"
 #include "cli_util.h"
@@ -11,7 +11,7 @@ namespace quantkit::cli {
 void SetupFallback(CLI::App& app, RunFn* run) {
   struct Options {
     PlanEvalArgs plan_eval;
-    analysis::FallbackOptions fallback;
+    pipelines::FallbackOptions fallback;
     std::string metric;
     bool json = false, quiet = false;
   };
@@ -44,12 +44,12 @@ void SetupFallback(CLI::App& app, RunFn* run) {
           !opts->metric.empty() ? opts->metric : analysis::DefaultMetricName(evaluator.has_labels());
       auto metric = analysis::MakeMetric(name);
       if (!metric.ok()) return Report(metric.status());
-      auto r = analysis::RunFallback(evaluator, plan, metric->get(), opts->fallback);
+      auto r = pipelines::RunFallback(evaluator, plan, metric->get(), opts->fallback);
       if (!r.ok()) return Report(r.status());
       if (opts->json) {
-        std::printf("%s\n", analysis::FallbackJson(*r).c_str());
+        std::printf("%s\n", pipelines::FallbackJson(*r).c_str());
       } else {
-        std::fputs(analysis::FormatFallback(*r).c_str(), stdout);
+        std::fputs(pipelines::FormatFallback(*r).c_str(), stdout);
       }
       // Exit 1 when the budget is out of reach, so scripts notice.
       return r->search.within_budget ? 0 : 1;

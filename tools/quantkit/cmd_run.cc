@@ -4,12 +4,12 @@
 #include <cstdio>
 
 #include "cli_util.h"
-#include "runtime/run_model.h"
+#include "pipelines/run_model.h"
 
 namespace quantkit::cli {
 
 void SetupRun(CLI::App& app, RunFn* run) {
-  auto options = std::make_shared<runtime::RunModelOptions>();
+  auto options = std::make_shared<pipelines::RunModelOptions>();
   auto inputs = std::make_shared<std::vector<std::string>>();
   auto dump = std::make_shared<std::vector<std::string>>();
   CLI::App* cmd = app.add_subcommand("run", "Run a model on .npy inputs and write its outputs as .npy");
@@ -34,9 +34,9 @@ void SetupRun(CLI::App& app, RunFn* run) {
           options->dump.push_back(d);
         }
       }
-      auto result = runtime::RunModelFiles(*options);
+      auto result = pipelines::RunModelFiles(*options);
       if (!result.ok()) return Report(result.status());
-      for (const runtime::TensorSummary& s : *result) std::printf("%s\n", s.ToString().c_str());
+      for (const pipelines::TensorSummary& s : *result) std::printf("%s\n", s.ToString().c_str());
       return 0;
     };
   });

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <random>
 
-#include "analysis/diagnose_inputs.h"
-#include "analysis/diagnose_stats.h"
+#include "analysis/diagnose/inputs.h"
+#include "analysis/diagnose/stats.h"
 #include "testing/tolerances.h"
 
 namespace quantkit::analysis {

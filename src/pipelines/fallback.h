@@ -1,5 +1,5 @@
 // `quantkit fallback`: the smallest set of layers to keep in float so that the INT8 simulation of
-// a plan comes within a budget of FP32 (analysis/fallback_search.h on real trials).
+// a plan comes within a budget of FP32 (pipelines/fallback_search.h on real trials).
 //
 // Candidates are the nodes that read a quantized tensor (what TensorRT can keep in higher
 // precision). A trial keeps a set of nodes in float (plan.float_nodes -> their Q/DQ sites are not
@@ -18,13 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "analysis/fallback_search.h"
+#include "pipelines/fallback_search.h"
 #include "analysis/metrics.h"
 #include "analysis/plan_eval.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 
 struct FallbackOptions {
   double budget = 0.5;
@@ -45,12 +45,12 @@ struct FallbackResult {
 };
 
 // Candidate layers of a plan: named nodes reading a quantized tensor, topological order.
-Result<std::vector<std::string>> FallbackCandidates(const PlanEvaluator& evaluator, const quant::QuantPlan& plan);
+Result<std::vector<std::string>> FallbackCandidates(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan);
 
-Result<FallbackResult> RunFallback(const PlanEvaluator& evaluator, const quant::QuantPlan& plan, Metric* metric,
+Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan, analysis::Metric* metric,
                                    const FallbackOptions& options);
 
 std::string FormatFallback(const FallbackResult& r);
 std::string FallbackJson(const FallbackResult& r);
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -1,4 +1,4 @@
-#include "analysis/diagnose_stats.h"
+#include "analysis/diagnose/stats.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "analysis/compare_methods.h"
+#include "pipelines/compare_methods.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "common/check.h"
 #include "quant/method_amax.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 
 Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -29,19 +29,19 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
                      "not calibrated on)");
     r.holdout = "fashion-mnist:val";
   }
-  PlanEvalOptions eval_options;
+  analysis::PlanEvalOptions eval_options;
   eval_options.model = options.calibrate.model;
   eval_options.data = r.holdout;
   eval_options.samples = options.holdout_samples;
   eval_options.simulation.placement = options.calibrate.placement;
-  eval_options.simulation.mode = PlacementMode::kTensorRT;
-  QK_ASSIGN_OR_RETURN(auto evaluator, PlanEvaluator::Create(eval_options));
-  r.metric = options.metric.empty() ? DefaultMetricName(evaluator->has_labels()) : options.metric;
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<Metric> metric, MakeMetric(r.metric));
-  AgreementMetric agreement;
-  std::vector<Metric*> metrics{metric.get()};
+  eval_options.simulation.mode = analysis::PlacementMode::kTensorRT;
+  QK_ASSIGN_OR_RETURN(auto evaluator, analysis::PlanEvaluator::Create(eval_options));
+  r.metric = options.metric.empty() ? analysis::DefaultMetricName(evaluator->has_labels()) : options.metric;
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric, analysis::MakeMetric(r.metric));
+  analysis::AgreementMetric agreement;
+  std::vector<analysis::Metric*> metrics{metric.get()};
   if (r.metric != "agreement") metrics.push_back(&agreement);
-  QK_ASSIGN_OR_RETURN(TrialResult fp32, evaluator->EvaluateFp32({metric.get()}));
+  QK_ASSIGN_OR_RETURN(analysis::TrialResult fp32, evaluator->EvaluateFp32({metric.get()}));
   r.fp32_value = fp32.metrics.at(r.metric);
 
   SharedStats shared;
@@ -53,7 +53,7 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
     c.stats_out.clear();
     c.shared_stats = &shared;
     QK_ASSIGN_OR_RETURN(CalibrateResult calibrated, Calibrate(c));
-    QK_ASSIGN_OR_RETURN(TrialResult t, evaluator->EvaluatePlan(calibrated.plan, metrics));
+    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(calibrated.plan, metrics));
     MethodScore s;
     s.method = quant::MethodLabel(methods[i]);
     s.value = t.metrics.at(r.metric);
@@ -99,4 +99,4 @@ std::string CompareMethodsJson(const CompareMethodsResult& r) {
   return j.dump(1);
 }
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

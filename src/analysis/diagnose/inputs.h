@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "analysis/diagnose_stats.h"
+#include "analysis/diagnose/stats.h"
 #include "ir/tensor.h"
 #include "quantkit/status.h"
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/diagnose_inputs.h"
-#include "analysis/diagnose_stats.h"
+#include "analysis/diagnose/inputs.h"
+#include "analysis/diagnose/stats.h"
 #include "passes/qdq_placement.h"
 #include "quant/collectors/range.h"
 #include "quant/tensor_calib.h"

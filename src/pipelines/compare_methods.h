@@ -1,7 +1,7 @@
 // `quantkit calibrate --compare-methods`: what users do by hand today — calibrate with every
 // method, evaluate each plan on held-out data, keep the best.
 //
-// One statistics pass (analysis/calibrate.h SharedStats: the collectors keep histograms, so
+// One statistics pass (pipelines/calibrate.h SharedStats: the collectors keep histograms, so
 // quant::AmaxFromCollector recomputes any method without re-running the model), one plan per
 // method, each simulated (analysis/simulate.h) on the holdout split against cached FP32 outputs.
 // The best method (lowest loss of the metric vs FP32; ties: lowest output relative MSE) gets its
@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "analysis/calibrate.h"
+#include "pipelines/calibrate.h"
 #include "quant/tensor_calib.h"
 #include "quantkit/status.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 
 struct CompareMethodsOptions {
   CalibrateOptions calibrate;              // data, placement, output_dir...; method is ignored
@@ -43,4 +43,4 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
 std::string FormatCompareMethods(const CompareMethodsResult& r);
 std::string CompareMethodsJson(const CompareMethodsResult& r);
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

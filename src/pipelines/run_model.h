@@ -9,7 +9,7 @@
 #include "ir/dtype.h"
 #include "quantkit/status.h"
 
-namespace quantkit::runtime {
+namespace quantkit::pipelines {
 
 struct RunModelOptions {
   std::string model_path;
@@ -36,4 +36,4 @@ struct TensorSummary {
 // per graph output.
 Result<std::vector<TensorSummary>> RunModelFiles(const RunModelOptions& options);
 
-}  // namespace quantkit::runtime
+}  // namespace quantkit::pipelines

@@ -18,7 +18,7 @@
 
 #include "quantkit/status.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 
 using FloatSet = std::set<std::string>;
 using LossFn = std::function<Result<double>(const FloatSet& float_layers)>;
@@ -57,4 +57,4 @@ struct FallbackSearchResult {
 Result<FallbackSearchResult> SearchFallback(const std::vector<std::string>& candidates, const LossFn& loss,
                                             const FallbackSearchOptions& options);
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -1,4 +1,4 @@
-#include "analysis/calibrate.h"
+#include "pipelines/calibrate.h"
 
 #include <fmt/format.h>
 
@@ -25,7 +25,7 @@
 #include "quantkit/version.h"
 #include "runtime/interpreter.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 namespace {
 
 // Runs the data through the model once, filling one collector per activation.
@@ -41,12 +41,12 @@ Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
   QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interpreter,
                       runtime::Interpreter::Create(std::move(model)));
   for (const std::string& name : activations) stats->tensors.emplace(name, quant::TensorCollector());
-  CollectingObserver observer(&stats->tensors);
-  PassOptions pass;
+  analysis::CollectingObserver observer(&stats->tensors);
+  analysis::PassOptions pass;
   pass.batch_size = options.batch_size;
-  pass.run_batch = kSampleExactRunBatch;  // determinism by construction (collect_pass.h)
+  pass.run_batch = analysis::kSampleExactRunBatch;  // determinism by construction (collect_pass.h)
   pass.progress = options.progress;
-  QK_RETURN_IF_ERROR(RunPass(*interpreter, *source, pass, {&observer}));
+  QK_RETURN_IF_ERROR(analysis::RunPass(*interpreter, *source, pass, {&observer}));
   const int64_t n = source->num_samples();
   result->samples = n;
   return Status::Ok();
@@ -115,7 +115,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   CalibrateResult result;
   QK_ASSIGN_OR_RETURN(std::string model_sha, Sha256OfFile(options.model));
-  QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.model));
   // A model that already holds Q/DQ (a QAT export) would get a second quantization stacked on
   // its own; its scales are the plan, which `convert` extracts.
   int64_t qdq_nodes = 0;
@@ -207,7 +207,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
     }
   }
   // Weights come from the model file, whatever the statistics source.
-  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, LoadModelForQuantization(options.model));
+  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(options.model));
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> qdq_sites,
                       passes::FindQdqSites(*qdq_model.graph, options.placement));
   QK_RETURN_IF_ERROR(passes::AddWeightScales(*qdq_model.graph, qdq_sites, &plan));
@@ -241,4 +241,4 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   return result;
 }
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

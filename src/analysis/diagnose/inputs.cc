@@ -1,4 +1,4 @@
-#include "analysis/diagnose_inputs.h"
+#include "analysis/diagnose/inputs.h"
 
 #include <fmt/format.h>
 

@@ -4,9 +4,9 @@
 #include <filesystem>
 
 #include "data/npy.h"
-#include "runtime/run_model.h"
+#include "pipelines/run_model.h"
 
-namespace quantkit::runtime {
+namespace quantkit::pipelines {
 namespace {
 
 namespace fs = std::filesystem;
@@ -55,4 +55,4 @@ TEST(RunModelFiles, WrongInputNameIsInvalidArgument) {
 }
 
 }  // namespace
-}  // namespace quantkit::runtime
+}  // namespace quantkit::pipelines

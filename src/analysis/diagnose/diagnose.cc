@@ -1,4 +1,4 @@
-#include "analysis/diagnose.h"
+#include "analysis/diagnose/diagnose.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "analysis/collect_pass.h"
-#include "analysis/diagnose_internal.h"
+#include "analysis/diagnose/internal.h"
 #include "analysis/model_loading.h"
 #include "common/check.h"
 #include "common/file_util.h"

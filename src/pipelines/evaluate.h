@@ -21,7 +21,7 @@
 #include "data/image_options.h"
 #include "quantkit/status.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 
 struct EvalOptions {
   std::string model;
@@ -29,8 +29,8 @@ struct EvalOptions {
   data::ImageOptions image;    // preprocessing declared for an image-folder --data
   std::string reference_model;  // optional: compare outputs against this model
   std::string plan;             // optional: simulate this plan on `model` (the FP32 model)
-  SimulationOptions simulation;
-  std::vector<Metric*> metrics;  // not owned; need a reference (the FP32 model with a plan)
+  analysis::SimulationOptions simulation;
+  std::vector<analysis::Metric*> metrics;  // not owned; need a reference (the FP32 model with a plan)
   int64_t samples = 0;
   int64_t batch_size = 64;
   bool progress = true;
@@ -48,7 +48,7 @@ struct EvalResult {
   int64_t samples = 0;
   std::optional<double> top1, top5;  // when the data has labels
   std::optional<Agreement> agreement;
-  std::map<std::string, double> metrics;  // by Metric::name()
+  std::map<std::string, double> metrics;  // by analysis::Metric::name()
   std::vector<int64_t> predictions;  // argmax per sample
   std::vector<float> outputs;        // [samples, output_width] when keep_outputs
   int64_t output_width = 0;
@@ -58,4 +58,4 @@ struct EvalResult {
 Result<EvalResult> Evaluate(const EvalOptions& options);
 std::string FormatEval(const EvalOptions& options, const EvalResult& result);
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

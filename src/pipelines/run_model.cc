@@ -1,4 +1,4 @@
-#include "runtime/run_model.h"
+#include "pipelines/run_model.h"
 
 #include <algorithm>
 #include <cctype>
@@ -15,7 +15,7 @@
 #include "onnx/import.h"
 #include "runtime/interpreter.h"
 
-namespace quantkit::runtime {
+namespace quantkit::pipelines {
 
 namespace {
 
@@ -70,14 +70,14 @@ class OutputFiles {
 };
 
 // Writes the observed tensors the user asked to dump (staged: they appear with the outputs).
-class DumpObserver : public Observer {
+class DumpObserver : public runtime::Observer {
  public:
   DumpObserver(const RunModelOptions& o, OutputFiles* out) : options_(o), out_(out) {}
   bool Wants(const std::string& name) const override {
     if (options_.dump_all) return true;
     return std::find(options_.dump.begin(), options_.dump.end(), name) != options_.dump.end();
   }
-  Status OnTensor(const std::string& name, const ir::Node*, const TensorView& v) override {
+  Status OnTensor(const std::string& name, const ir::Node*, const runtime::TensorView& v) override {
     ir::Tensor t(v.dtype, v.shape);
     if (t.nbytes() > 0) std::memcpy(t.mutable_data(), v.data, t.nbytes());
     QK_ASSIGN_OR_RETURN(const std::string path, out_->Stage(name));
@@ -114,8 +114,8 @@ Result<std::vector<TensorSummary>> RunModelFiles(const RunModelOptions& options)
     return MakeStatus(StatusCode::kNotFound, "{}: --dump '{}' names no tensor of the model{}", options.model_path,
                       EscapeControl(name), DidYouMean(name, produced));
   }
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<Interpreter> interp, Interpreter::Create(std::move(model)));
-  std::vector<NamedTensor> inputs;
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interp, runtime::Interpreter::Create(std::move(model)));
+  std::vector<runtime::NamedTensor> inputs;
   for (const auto& [name, path] : options.inputs) {
     QK_ASSIGN_OR_RETURN(ir::Tensor t, data::ReadNpy(path));
     inputs.push_back({name, std::move(t)});
@@ -124,11 +124,11 @@ Result<std::vector<TensorSummary>> RunModelFiles(const RunModelOptions& options)
   QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out, ArtifactSet::Open(options.output_dir, {}));
   OutputFiles files(out.get());
   DumpObserver dump(options, &files);
-  RunOptions run_options;
+  runtime::RunOptions run_options;
   if (options.dump_all || !options.dump.empty()) run_options.observers.push_back(&dump);
-  QK_ASSIGN_OR_RETURN(std::vector<NamedTensor> outputs, interp->Run(inputs, run_options));
+  QK_ASSIGN_OR_RETURN(std::vector<runtime::NamedTensor> outputs, interp->Run(inputs, run_options));
   std::vector<TensorSummary> summaries;
-  for (const NamedTensor& o : outputs) {
+  for (const runtime::NamedTensor& o : outputs) {
     TensorSummary s = Summarize(o.name, o.tensor);
     QK_ASSIGN_OR_RETURN(const std::string staged, files.Stage(o.name));
     QK_RETURN_IF_ERROR(data::WriteNpy(staged, o.tensor));
@@ -139,4 +139,4 @@ Result<std::vector<TensorSummary>> RunModelFiles(const RunModelOptions& options)
   return summaries;
 }
 
-}  // namespace quantkit::runtime
+}  // namespace quantkit::pipelines

@@ -1,10 +1,10 @@
-#include "analysis/fallback_search.h"
+#include "pipelines/fallback_search.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 namespace {
 
 // A synthetic evaluator: the loss of each set is given; unlisted sets cost `other`.
@@ -108,4 +108,4 @@ TEST(FallbackSearch, MaxFloatLayersAndErrorsPropagate) {
 }
 
 }  // namespace
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -1,4 +1,4 @@
-#include "analysis/fallback_search.h"
+#include "pipelines/fallback_search.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 
 #include "common/check.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 
 Result<FallbackSearchResult> SearchFallback(const std::vector<std::string>& candidates, const LossFn& loss,
                                             const FallbackSearchOptions& options) {
@@ -85,4 +85,4 @@ Result<FallbackSearchResult> SearchFallback(const std::vector<std::string>& cand
   return r;
 }
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

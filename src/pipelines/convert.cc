@@ -1,4 +1,4 @@
-#include "analysis/convert.h"
+#include "pipelines/convert.h"
 
 #include <fmt/format.h>
 
@@ -12,6 +12,7 @@
 #include "common/check.h"
 #include "common/file_util.h"
 #include "analysis/model_loading.h"
+#include "formats/plan_files.h"
 #include "formats/ranges.h"
 #include "onnx/export.h"
 #include "passes/extract_qdq.h"
@@ -20,38 +21,10 @@
 #include "passes/qop_to_qdq.h"
 #include "passes/strip_qdq.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-Result<quant::QuantPlan> ReadPlan(const std::string& path, ArtifactKind kind) {
-  switch (kind) {
-    case ArtifactKind::kTrtCache: {
-      QK_ASSIGN_OR_RETURN(formats::TrtCache cache, formats::ReadTrtCache(path));
-      return formats::PlanFromTrtCache(cache);
-    }
-    case ArtifactKind::kPlanJson: return formats::ReadPlanJson(path);
-    case ArtifactKind::kRangesText: return formats::ReadRangesText(path);
-    case ArtifactKind::kOnnx: break;
-  }
-  return Status(StatusCode::kInternal, "ReadPlan: not a plan file");
-}
-
-Status WritePlan(const std::string& path, ArtifactKind kind, const quant::QuantPlan& plan,
-                 const ConvertOptions& options) {
-  switch (kind) {
-    case ArtifactKind::kTrtCache: return formats::WriteTrtCache(path, plan, options.cache);
-    case ArtifactKind::kPlanJson: return formats::WritePlanJson(path, plan);
-    case ArtifactKind::kRangesText: return formats::WriteRangesText(path, plan);
-    case ArtifactKind::kOnnx: break;
-  }
-  return Status(StatusCode::kInternal, "WritePlan: not a plan file");
-}
 
 // Per Q/DQ unit (keyed as ExtractQdqPlan keys the plan), the cost of the symmetric-int8 rule;
 // only units whose grid changes are listed. Units extract cannot read are skipped (it notes them).
@@ -163,28 +136,16 @@ std::string ConvertResultJson(const ConvertResult& r) {
   return j.dump(1) + "\n";
 }
 
-Result<ArtifactKind> ArtifactKindFromPath(const std::string& path) {
-  if (EndsWith(path, ".onnx")) return ArtifactKind::kOnnx;
-  if (EndsWith(path, ".cache") || EndsWith(path, ".calib") || EndsWith(path, ".table")) {
-    return ArtifactKind::kTrtCache;
-  }
-  if (EndsWith(path, ".json")) return ArtifactKind::kPlanJson;
-  if (EndsWith(path, ".txt") || EndsWith(path, ".ranges")) return ArtifactKind::kRangesText;
-  return MakeStatus(StatusCode::kInvalidArgument,
-                    "{}: unknown file kind (use .onnx, .cache/.calib/.table, .json, .txt/.ranges)",
-                    path);
-}
-
 Result<ConvertResult> Convert(const ConvertOptions& options) {
-  QK_ASSIGN_OR_RETURN(ArtifactKind in_kind, ArtifactKindFromPath(options.input));
-  QK_ASSIGN_OR_RETURN(ArtifactKind out_kind, ArtifactKindFromPath(options.output));
+  QK_ASSIGN_OR_RETURN(formats::ArtifactKind in_kind, formats::ArtifactKindFromPath(options.input));
+  QK_ASSIGN_OR_RETURN(formats::ArtifactKind out_kind, formats::ArtifactKindFromPath(options.output));
   QK_RETURN_IF_NOT(fs::absolute(options.input) != fs::absolute(options.output),
                    StatusCode::kInvalidArgument, "{}: input and output are the same file; inputs "
                    "are never modified", options.input);
   ConvertResult result;
 
-  if (in_kind == ArtifactKind::kOnnx) {
-    QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.input));
+  if (in_kind == formats::ArtifactKind::kOnnx) {
+    QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.input));
     QK_ASSIGN_OR_RETURN(int normalized, passes::NormalizeTorchQdq(model));
     if (normalized) {
       result.messages.push_back(fmt::format(
@@ -238,7 +199,7 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
           result.costs.size(), sign));
       for (const ConversionCost& c : result.costs) result.messages.push_back("  " + DescribeCost(c));
     }
-    if (out_kind == ArtifactKind::kOnnx) {
+    if (out_kind == formats::ArtifactKind::kOnnx) {
       QK_ASSIGN_OR_RETURN(passes::StripReport strip, passes::StripQdq(model));
       result.messages.push_back(fmt::format(
           "stripped {} Q/DQ pairs, dequantized {} stored weights, {} left in place",
@@ -273,16 +234,16 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
       QK_ASSIGN_OR_RETURN(std::vector<std::string> written, out->Commit());
       result.written.insert(result.written.end(), written.begin(), written.end());
     } else {
-      QK_RETURN_IF_ERROR(WritePlan(options.output, out_kind, plan, options));
+      QK_RETURN_IF_ERROR(formats::WritePlanFile(options.output, out_kind, plan, options.cache));
       result.written.push_back(options.output);
     }
     result.layer_precisions = LayerPrecisions(*model.graph, plan, options.float_precision);
     return result;
   }
 
-  QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, ReadPlan(options.input, in_kind));
-  if (out_kind != ArtifactKind::kOnnx) {
-    QK_RETURN_IF_ERROR(WritePlan(options.output, out_kind, plan, options));
+  QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, formats::ReadPlanFile(options.input, in_kind));
+  if (out_kind != formats::ArtifactKind::kOnnx) {
+    QK_RETURN_IF_ERROR(formats::WritePlanFile(options.output, out_kind, plan, options.cache));
     result.written.push_back(options.output);
     result.messages.push_back(fmt::format("{} tensors ({} quantized)", plan.tensors.size(),
                                           plan.NumQuantized()));
@@ -291,7 +252,7 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
   QK_RETURN_IF_NOT(!options.model.empty(), StatusCode::kInvalidArgument,
                    "writing a Q/DQ model from {} needs the float model: --model FLOAT.onnx",
                    options.input);
-  QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.model));
   int unmatched = 0;
   for (const auto& [name, t] : plan.tensors) {
     if (!model.graph->FindValue(name)) ++unmatched;
@@ -327,4 +288,4 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
   return result;
 }
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

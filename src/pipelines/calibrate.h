@@ -26,7 +26,7 @@
 #include "data/image_options.h"
 #include "quantkit/status.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 
 // Statistics of one calibration pass kept in memory, so several methods can be computed from it
 // (calibrate --compare-methods): the first Calibrate() fills it, later ones skip the model run.
@@ -67,4 +67,4 @@ struct CalibrateResult {
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options);
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -1,4 +1,4 @@
-#include "analysis/cache_tools.h"
+#include "pipelines/cache_tools.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 #include "formats/scale_problem.h"
 #include "passes/qdq_placement.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 namespace {
 
 std::string HeaderMeaning(const formats::TrtCache& cache) {
@@ -158,4 +158,4 @@ std::string FormatCacheCheck(const CacheCheck& c) {
   return out;
 }
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -30,10 +30,7 @@
 #include "quant/symmetric_conversion.h"
 #include "quantkit/status.h"
 
-namespace quantkit::analysis {
-
-enum class ArtifactKind { kOnnx, kTrtCache, kPlanJson, kRangesText };
-Result<ArtifactKind> ArtifactKindFromPath(const std::string& path);
+namespace quantkit::pipelines {
 
 struct ConvertOptions {
   std::string input;
@@ -84,4 +81,4 @@ Result<ConvertResult> Convert(const ConvertOptions& options);
 std::string LayerPrecisions(const ir::Graph& graph, const quant::QuantPlan& plan,
                             const std::string& precision);
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

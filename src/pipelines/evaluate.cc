@@ -1,4 +1,4 @@
-#include "analysis/evaluate.h"
+#include "pipelines/evaluate.h"
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@
 #include "onnx/import.h"
 #include "runtime/interpreter.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 namespace {
 
 // Evaluation compares first outputs: a model without graph outputs has nothing to evaluate.
@@ -48,8 +48,8 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
   QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be positive");
   std::unique_ptr<runtime::Interpreter> interpreter, reference;
   if (!options.plan.empty()) {
-    QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, ReadPlanFile(options.plan));
-    QK_ASSIGN_OR_RETURN(ir::Model simulated, BuildSimulationModel(options.model, plan, options.simulation));
+    QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, analysis::ReadPlanFile(options.plan));
+    QK_ASSIGN_OR_RETURN(ir::Model simulated, analysis::BuildSimulationModel(options.model, plan, options.simulation));
     QK_ASSIGN_OR_RETURN(interpreter, runtime::Interpreter::Create(std::move(simulated)));
     QK_ASSIGN_OR_RETURN(reference, Load(options.reference_model.empty() ? options.model : options.reference_model));
   } else {
@@ -60,7 +60,7 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
   }
   QK_RETURN_IF_NOT(options.metrics.empty() || reference, StatusCode::kInvalidArgument,
                    "metrics compare with a reference: give --reference or --plan");
-  for (Metric* m : options.metrics) m->Reset();
+  for (analysis::Metric* m : options.metrics) m->Reset();
   QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
                       data::OpenSource(options.data, data::ModelInputs(interpreter->model()), options.image));
   source = data::Take(std::move(source), options.samples);
@@ -117,9 +117,9 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
           max_err = std::max(max_err, std::fabs(e));
         }
       }
-      const MetricBatch mb{rows.data, ref.data, count, rows.width,
+      const analysis::MetricBatch mb{rows.data, ref.data, count, rows.width,
                            batch.labels ? batch.labels->data_as<int64_t>() : nullptr};
-      for (Metric* m : options.metrics) {
+      for (analysis::Metric* m : options.metrics) {
         QK_RETURN_IF_NOT(!m->needs_labels() || mb.labels, StatusCode::kInvalidArgument,
                          "metric '{}' needs labelled data", m->name());
         QK_RETURN_IF_ERROR(m->Update(mb));
@@ -141,7 +141,7 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     a.max_abs_error = max_err;
     result.agreement = a;
   }
-  for (Metric* m : options.metrics) result.metrics[m->name()] = m->Value();
+  for (analysis::Metric* m : options.metrics) result.metrics[m->name()] = m->Value();
   return result;
 }
 
@@ -161,4 +161,4 @@ std::string FormatEval(const EvalOptions& options, const EvalResult& r) {
   return s;
 }
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -14,7 +14,7 @@
 #include "formats/trt_cache.h"
 #include "ir/graph.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 
 // Entries whose scale is NaN, infinite, negative, zero or denormal (formats::ScaleProblem);
 // inspect flags each one and exits 1 when there are any.
@@ -51,4 +51,4 @@ Result<CacheCheck> CheckCache(const formats::TrtCache& cache, const ir::Graph& m
                               const std::optional<formats::TrtCalibrator>& calibrator);
 std::string FormatCacheCheck(const CacheCheck& c);
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -1,4 +1,4 @@
-#include "analysis/fallback.h"
+#include "pipelines/fallback.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "analysis/convert.h"
+#include "pipelines/convert.h"
 #include "analysis/model_loading.h"
 #include "common/artifact_set.h"
 #include "common/check.h"
@@ -15,7 +15,7 @@
 #include "formats/ranges.h"
 #include "onnx/export.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 namespace {
 
 
@@ -27,10 +27,10 @@ quant::QuantPlan WithFloatNodes(const quant::QuantPlan& plan, const FloatSet& no
 
 }  // namespace
 
-Result<std::vector<std::string>> FallbackCandidates(const PlanEvaluator& evaluator, const quant::QuantPlan& plan) {
-  QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(evaluator.options().model));
+Result<std::vector<std::string>> FallbackCandidates(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan) {
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(evaluator.options().model));
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
-                      SimulationSites(*model.graph, plan, evaluator.options().simulation));
+                      analysis::SimulationSites(*model.graph, plan, evaluator.options().simulation));
   quant::QuantPlan full = plan;
   QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.graph, sites, &full));
   std::vector<std::string> nodes;
@@ -42,11 +42,11 @@ Result<std::vector<std::string>> FallbackCandidates(const PlanEvaluator& evaluat
   return nodes;
 }
 
-Result<FallbackResult> RunFallback(const PlanEvaluator& evaluator, const quant::QuantPlan& plan, Metric* metric,
+Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan, analysis::Metric* metric,
                                    const FallbackOptions& options) {
   FallbackResult r;
   r.metric = metric->name();
-  QK_ASSIGN_OR_RETURN(TrialResult fp32, evaluator.EvaluateFp32({metric}));
+  QK_ASSIGN_OR_RETURN(analysis::TrialResult fp32, evaluator.EvaluateFp32({metric}));
   r.fp32_value = fp32.metrics.at(r.metric);
   r.full_eval_seconds = evaluator.fp32_seconds();
   QK_ASSIGN_OR_RETURN(std::vector<std::string> candidates, FallbackCandidates(evaluator, plan));
@@ -54,7 +54,7 @@ Result<FallbackResult> RunFallback(const PlanEvaluator& evaluator, const quant::
   std::map<FloatSet, double> values;  // metric value per evaluated set, for the report
   Progress progress("fallback", 0, "trials");
   LossFn loss = [&](const FloatSet& set) -> Result<double> {
-    QK_ASSIGN_OR_RETURN(TrialResult t, evaluator.EvaluatePlan(WithFloatNodes(plan, set, "fallback trial"), {metric}));
+    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator.EvaluatePlan(WithFloatNodes(plan, set, "fallback trial"), {metric}));
     const double v = t.metrics.at(r.metric);
     values[set] = v;
     progress.Advance(1);
@@ -77,9 +77,9 @@ Result<FallbackResult> RunFallback(const PlanEvaluator& evaluator, const quant::
                                         "(budget {})",
                                         r.metric, r.search.baseline_loss, r.search.baseline_loss - gain, options.budget);
   }
-  QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(evaluator.options().model));
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(evaluator.options().model));
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
-                      SimulationSites(*model.graph, r.plan, evaluator.options().simulation));
+                      analysis::SimulationSites(*model.graph, r.plan, evaluator.options().simulation));
   QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.graph, sites, &r.plan));
   r.layer_precisions = LayerPrecisions(*model.graph, r.plan, options.float_precision);
   if (options.output_dir.empty()) return r;
@@ -151,4 +151,4 @@ std::string FallbackJson(const FallbackResult& r) {
   return j.dump(1);
 }
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Layering check (docs/architecture.md "Layers"): fails when an include points upward.
+
+Rules, checked on every C++ file of src/, include/ and tools/:
+  1. A file of layer L includes quantkit headers ("<layer>/...") only from layers at or below L.
+     Order, lowest first: common, ir, onnx, data, runtime, quant, formats, passes, analysis,
+     pipelines; tools/ sits on top. include/quantkit/ (the public headers) may include only the
+     standard library and other quantkit/ public headers.
+  2. ATen / c10 / torch headers only in src/runtime/.
+  3. protobuf and the ONNX protobuf classes (<onnx/...>, <google/protobuf/...>) only in src/onnx/.
+  4. CLI11 only in tools/.
+  5. Public headers (include/quantkit/) include no fmt, nlohmann, ATen, protobuf or CLI11.
+
+Run by ctest (test `layering_check`, label unit); prints one line per violation
+("src/quant/x.h:12: quant includes analysis/y.h (a layer above)") and exits 1 when any.
+"""
+import pathlib
+import re
+import sys
+
+LAYERS = ["common", "ir", "onnx", "data", "runtime", "quant", "formats", "passes", "analysis",
+          "pipelines"]
+RANK = {name: i for i, name in enumerate(LAYERS)}
+TOOLS_RANK = len(LAYERS)
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+ATEN = re.compile(r"^(ATen|c10|torch)/")
+PROTOBUF = re.compile(r"^(google/protobuf/|onnx/(onnx|onnx-ml|onnx_pb|onnx-operators|defs|checker|"
+                      r"shape_inference|proto_utils|common)\b)")
+CLI11 = re.compile(r"^CLI/")
+THIRD_PARTY_IN_PUBLIC = re.compile(r"^(fmt/|nlohmann/|ATen/|c10/|torch/|google/|CLI/|onnx/)")
+SOURCE_SUFFIXES = {".h", ".hpp", ".cc", ".cpp", ".cxx"}
+
+
+def layer_of(rel: pathlib.PurePosixPath):
+    """(layer name, rank) of a repository file, or None for files outside the layered tree."""
+    parts = rel.parts
+    if parts[0] == "src" and len(parts) > 2 and parts[1] in RANK:
+        return parts[1], RANK[parts[1]]
+    if parts[0] == "tools":
+        return "tools", TOOLS_RANK
+    if parts[:2] == ("include", "quantkit"):
+        return "public", -1
+    return None
+
+
+def check_file(root: pathlib.Path, path: pathlib.Path):
+    rel = pathlib.PurePosixPath(path.relative_to(root).as_posix())
+    where = layer_of(rel)
+    if where is None:
+        return []
+    layer, rank = where
+    problems = []
+    for lineno, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        m = INCLUDE.match(line)
+        if not m:
+            continue
+        bracket, header = m.groups()
+        at = f"{rel}:{lineno}"
+        if layer == "public":
+            if THIRD_PARTY_IN_PUBLIC.match(header):
+                problems.append(f"{at}: public header includes {header} (std and quantkit/ only)")
+            elif bracket == '"' and not header.startswith("quantkit/"):
+                problems.append(f"{at}: public header includes {header} (std and quantkit/ only)")
+            continue
+        if ATEN.match(header) and layer != "runtime":
+            problems.append(f"{at}: {layer} includes {header} (ATen/c10/torch only in runtime/)")
+        if PROTOBUF.match(header) and layer != "onnx" and bracket == "<":
+            problems.append(f"{at}: {layer} includes {header} (protobuf only in onnx/)")
+        if CLI11.match(header) and layer != "tools":
+            problems.append(f"{at}: {layer} includes {header} (CLI11 only in tools/)")
+        if bracket == '"':
+            top = header.split("/", 1)[0]
+            if top in RANK and RANK[top] > rank:
+                problems.append(f"{at}: {layer} includes {header} (a layer above)")
+    return problems
+
+
+def self_test():
+    """Plants one violation of each rule in a temporary tree and checks each is reported."""
+    import tempfile
+    planted = {
+        "src/quant/up.h": '#include "analysis/metrics.h"\n',
+        "src/formats/aten.cc": "#include <ATen/ATen.h>\n",
+        "src/data/pb.cc": "#include <onnx/onnx_pb.h>\n",
+        "src/pipelines/cli.cc": "#include <CLI/CLI.hpp>\n",
+        "include/quantkit/leak.h": '#include <fmt/format.h>\n#include "quant/plan.h"\n',
+        "src/runtime/ok.cc": '#include <ATen/ATen.h>\n#include "ir/graph.h"\n',
+        "tools/quantkit/ok.cc": '#include <CLI/CLI.hpp>\n#include "pipelines/calibrate.h"\n',
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        root = pathlib.Path(tmp)
+        for rel, text in planted.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        found = [p for rel in planted for p in check_file(root, root / rel)]
+    expected = ["src/quant/up.h:1", "src/formats/aten.cc:1", "src/data/pb.cc:1",
+                "src/pipelines/cli.cc:1", "include/quantkit/leak.h:1", "include/quantkit/leak.h:2"]
+    got = [p.split(": ")[0] for p in found]
+    if sorted(got) != sorted(expected):
+        print(f"self-test FAILED: expected violations at {expected}, got {found}")
+        return 1
+    print(f"self-test: {len(found)} planted violations reported, clean files accepted")
+    return 0
+
+
+def main(argv):
+    if len(argv) > 1 and argv[1] == "--self-test":
+        return self_test()
+    root = pathlib.Path(argv[1] if len(argv) > 1 else pathlib.Path(__file__).resolve().parent.parent)
+    files = [p for d in ("src", "include", "tools") for p in sorted((root / d).rglob("*"))
+             if p.suffix in SOURCE_SUFFIXES and p.is_file()]
+    problems = [p for f in files for p in check_file(root, f)]
+    for p in problems:
+        print(p)
+    print(f"layering: {len(files)} files, {len(problems)} violation(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
