@@ -230,6 +230,15 @@ void Execute(Frame& frame, RunState* state) {
                                step.where + ": " + msg)};
     } catch (const std::bad_alloc&) {
       throw NodeFailure{Status(StatusCode::kResourceExhausted, step.where + ": out of memory")};
+    } catch (const InternalError&) {
+      throw;  // a quantkit bug: exit 70
+    } catch (const std::exception& e) {
+      // Debian's libc10 does not always match `catch (c10::Error&)` across the shared-library
+      // boundary (its what() is ATen's message): any other exception from a kernel is ATen
+      // rejecting the model's or the data's shapes and values, i.e. bad input naming the node.
+      const std::string msg = e.what();
+      throw NodeFailure{Status(LooksLikeOom(msg) ? StatusCode::kResourceExhausted : StatusCode::kInvalidArgument,
+                               step.where + ": " + msg)};
     }
     inputs.clear();
     for (size_t j = 0; j < step.outputs.size(); ++j) {

@@ -376,7 +376,7 @@ TEST_F(Hostile, EveryCommandFailsCleanlyOnEveryHostileFile) {
   std::map<std::string, std::string> caches{
       {"nohdr.cache", "x: 3c010a14\n"},
       {"badhex.cache", "TRT-8601-EntropyCalibration2\nx: zzzz\n"},
-      {"binary.cache", std::string("TRT-8601-E\x00\x1b[31m\n\x01\x02", 17)},
+      {"binary.cache", std::string("TRT-8601-E\x00\x1b[31m\n\x01\x02\n", 20)},
   };
   for (const auto& [name, bytes] : caches) {
     WriteAll(File(name), bytes);
