@@ -1,7 +1,8 @@
 # quantkit — the two commands of the README:
 #   make demo   install what is missing, build, run the main job on the bundled model and data
 #   make test   the whole test suite (what CI runs)
-# Other targets: build, asan (sanitizer build + unit tests), bench, zoo, zoo-table, fuzz, fuzz-smoke, clean.
+# Other targets: build, python (the extension in-tree), asan (sanitizer build + unit tests), bench, zoo, zoo-table,
+# fuzz, fuzz-smoke, clean.
 
 PRESET ?= dev
 BUILD_DIR := build/$(PRESET)
@@ -12,7 +13,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_MAXSIZE ?= 5G
 
-.PHONY: all setup build test demo asan bench zoo zoo-table fuzz fuzz-smoke clean
+.PHONY: all setup build python test demo asan bench zoo zoo-table qat-table fuzz fuzz-smoke clean
 
 all: build
 
@@ -23,7 +24,14 @@ build: setup
 	@cmake --preset $(PRESET) >/dev/null
 	@cmake --build --preset $(PRESET) -j $(JOBS)
 
+# The Python extension in-tree: PYTHONPATH=build/$(PRESET)/python .venv/bin/python -c "import quantkit"
+# (`make build` builds it too; `pip install .` builds a wheel: docs/python.md).
+python: setup
+	@cmake --preset $(PRESET) >/dev/null
+	@cmake --build --preset $(PRESET) -j $(JOBS) --target quantkit_core
+
 test: build
+	@bash scripts/setup_torch.sh
 	@PATH=$(CURDIR)/.venv/bin:$$PATH ctest --preset $(PRESET) --timeout 1800
 
 demo: build
@@ -46,6 +54,11 @@ zoo: setup
 zoo-table: build
 	@.venv/bin/python python/zoo_table.py $(BUILD_DIR)/tools/quantkit/quantkit --markdown docs/zoo-table.md \
 		--json docs/zoo-table.json
+
+# docs/qat-table.md: PTQ plan losing points -> quantkit qat, label-free and with labels (full test split).
+qat-table: build
+	@.venv/bin/python python/qat_table.py $(BUILD_DIR)/tools/quantkit/quantkit --markdown docs/qat-table.md \
+		--json docs/qat-table.json
 
 fuzz: setup
 	@cmake --preset fuzz >/dev/null

@@ -13,6 +13,9 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
 find_package(OpenSSL REQUIRED)        # SHA-256 for model/data provenance
 # libtorch: Debian's libtorch-dev (CPU) or an official/pip libtorch via -DCMAKE_PREFIX_PATH (CUDA builds).
+if(QUANTKIT_PYTHON)
+  include(QuantkitPython)  # may point find_package(Torch) at the Python torch's libtorch
+endif()
 find_package(Torch REQUIRED)
 if(QUANTKIT_BUILD_TESTS)
   find_package(GTest REQUIRED)

@@ -26,6 +26,11 @@ function(quantkit_add_library name)
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   quantkit_target_defaults(${name})
+  if(QUANTKIT_PYTHON)
+    # Linked into the Python extension (a shared object). Libraries only: tests and tools keep
+    # their flags (and their ccache entries).
+    set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  endif()
 endfunction()
 
 # quantkit_add_test(name SOURCES ... DEPS ... LABELS ...)

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Layering check (docs/architecture.md "Layers"): fails when an include points upward.
 
-Rules, checked on every C++ file of src/, include/ and tools/:
+Rules, checked on every C++ file of src/, include/, tools/ and python/ (the bindings):
   1. A file of layer L includes quantkit headers ("<layer>/...") only from layers at or below L.
      Order, lowest first: common, ir, onnx, data, runtime, quant, formats, passes, analysis,
-     pipelines; tools/ sits on top. include/quantkit/ (the public headers) may include only the
+     pipelines; tools/ and python/ sit on top. include/quantkit/ (the public headers) may include only the
      standard library and other quantkit/ public headers.
   2. ATen / c10 / torch headers only in src/runtime/.
   3. protobuf and the ONNX protobuf classes (<onnx/...>, <google/protobuf/...>) only in src/onnx/.
@@ -37,8 +37,8 @@ def layer_of(rel: pathlib.PurePosixPath):
     parts = rel.parts
     if parts[0] == "src" and len(parts) > 2 and parts[1] in RANK:
         return parts[1], RANK[parts[1]]
-    if parts[0] == "tools":
-        return "tools", TOOLS_RANK
+    if parts[0] in ("tools", "python"):  # the CLI and the Python bindings both sit on top
+        return parts[0], TOOLS_RANK
     if parts[:2] == ("include", "quantkit"):
         return "public", -1
     return None
@@ -108,7 +108,7 @@ def main(argv):
     if len(argv) > 1 and argv[1] == "--self-test":
         return self_test()
     root = pathlib.Path(argv[1] if len(argv) > 1 else pathlib.Path(__file__).resolve().parent.parent)
-    files = [p for d in ("src", "include", "tools") for p in sorted((root / d).rglob("*"))
+    files = [p for d in ("src", "include", "tools", "python") for p in sorted((root / d).rglob("*"))
              if p.suffix in SOURCE_SUFFIXES and p.is_file()]
     problems = [p for f in files for p in check_file(root, f)]
     for p in problems:

@@ -9,13 +9,15 @@ cd "$(dirname "$0")/.."
 
 DEB_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang
-  libtorch-dev libonnx-dev libprotobuf-dev protobuf-compiler
+  libtorch-dev libgloo-dev libonnx-dev libprotobuf-dev protobuf-compiler
   # ATen's convolutions and matmuls call libblas.so.3; Debian's default is the reference BLAS,
   # 3-30x slower. OpenBLAS takes over the libblas.so.3 alternative (measured in bench/).
   libopenblas0-pthread
   libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libzip-dev
   zlib1g-dev libssl-dev libpng-dev libjpeg-dev
   python3 python3-venv python3-pip python3-numpy python3-torch python3-torchvision
+  # the Python API (python/): bindings and its pytest suite
+  python3-dev pybind11-dev python3-pytest
   libonnx-testdata dataset-fashion-mnist
 )
 PY_REQUIREMENTS=python/requirements.txt

@@ -29,24 +29,29 @@ Status RunPass(const runtime::Interpreter& interpreter, const data::Source& sour
   run_options.observers = observers;
   Progress progress(options.label, n, "samples");
   if (!options.progress) progress.set_enabled(false);
+  // A model with a fixed batch dim caps the batch; samples that do not stack (varying shapes)
+  // run in runs of equal shapes (data::ReadStackable), so no batch size has to be chosen by hand.
+  const int64_t batch_size = data::EffectiveBatchSize(source, options.batch_size);
   for (int64_t start = 0; start < n;) {
-    int64_t count = std::min(options.run_batch > 0 ? std::min(options.batch_size, options.run_batch)
-                                                   : options.batch_size,
+    int64_t count = std::min(options.run_batch > 0 ? std::min(batch_size, options.run_batch) : batch_size,
                              n - start);
     if (options.chunk_size > 0) {
       count = std::min(count, options.chunk_size - start % options.chunk_size);
     }
-    QK_ASSIGN_OR_RETURN(data::Batch batch, source.Read(start, count));
-    if (hooks.before_run) QK_RETURN_IF_ERROR(hooks.before_run(start, batch));
-    std::vector<runtime::NamedTensor> feeds;
-    for (auto& [name, tensor] : batch.inputs) feeds.push_back({name, std::move(tensor)});
-    auto outputs = interpreter.Run(feeds, run_options);
-    if (!outputs.ok()) {
-      return outputs.status().WithContext(fmt::format("samples {}-{}", start, start + count - 1));
+    QK_ASSIGN_OR_RETURN(std::vector<data::Batch> batches, data::ReadStackable(source, start, count));
+    for (data::Batch& batch : batches) {
+      const int64_t size = batch.size;
+      if (hooks.before_run) QK_RETURN_IF_ERROR(hooks.before_run(start, batch));
+      std::vector<runtime::NamedTensor> feeds;
+      for (auto& [name, tensor] : batch.inputs) feeds.push_back({name, std::move(tensor)});
+      auto outputs = interpreter.Run(feeds, run_options);
+      if (!outputs.ok()) {
+        return outputs.status().WithContext(fmt::format("samples {}-{}", start, start + size - 1));
+      }
+      if (hooks.after_run) QK_RETURN_IF_ERROR(hooks.after_run(start, *outputs));
+      progress.Advance(size);
+      start += size;
     }
-    if (hooks.after_run) QK_RETURN_IF_ERROR(hooks.after_run(start, *outputs));
-    progress.Advance(count);
-    start += count;
   }
   progress.Finish();
   return Status::Ok();

@@ -66,7 +66,10 @@ std::vector<Metric*> MetricPointers(const std::vector<std::unique_ptr<Metric>>& 
   return out;
 }
 
-std::string DefaultMetricName(bool has_labels) { return has_labels ? "top1" : "agreement"; }
+std::string DefaultMetricName(bool has_labels, bool class_output) {
+  if (!class_output) return "rel_mse";
+  return has_labels ? "top1" : "agreement";
+}
 
 void ErrorStats::Add(const float* out, const float* ref, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {

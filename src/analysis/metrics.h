@@ -40,6 +40,12 @@ class Metric {
   virtual double Value() const = 0;
   virtual bool higher_is_better() const { return true; }
   virtual bool needs_labels() const { return false; }
+  // Exact combination over batches and processes (eval as N processes): the running state as
+  // numbers (counts, sums; fixed length per metric), and AddState adds such a state into this
+  // one. Evaluate keeps one state per batch and adds them in sample order, so the value does not
+  // depend on how the samples were split. Metrics that return {} run in one process only.
+  virtual std::vector<double> State() const { return {}; }
+  virtual void AddState(const std::vector<double>& /*state*/) {}
   // How much worse `value` is than the FP32 model's `fp32_value` (>= 0 when worse).
   virtual double Loss(double value, double fp32_value) const {
     return higher_is_better() ? 100.0 * (fp32_value - value) : value - fp32_value;
@@ -53,6 +59,11 @@ class Top1Metric final : public Metric {
   bool needs_labels() const override { return true; }
   void Reset() override { correct_ = total_ = 0; }
   Status Update(const MetricBatch& b) override;
+  std::vector<double> State() const override { return {static_cast<double>(correct_), static_cast<double>(total_)}; }
+  void AddState(const std::vector<double>& s) override {
+    correct_ += static_cast<decltype(correct_)>(s.at(0));
+    total_ += static_cast<decltype(total_)>(s.at(1));
+  }
   double Value() const override { return total_ ? static_cast<double>(correct_) / total_ : 0.0; }
 
  private:
@@ -65,6 +76,11 @@ class AgreementMetric final : public Metric {
   std::string name() const override { return "agreement"; }
   void Reset() override { agree_ = total_ = 0; }
   Status Update(const MetricBatch& b) override;
+  std::vector<double> State() const override { return {static_cast<double>(agree_), static_cast<double>(total_)}; }
+  void AddState(const std::vector<double>& s) override {
+    agree_ += static_cast<decltype(agree_)>(s.at(0));
+    total_ += static_cast<decltype(total_)>(s.at(1));
+  }
   double Value() const override { return total_ ? static_cast<double>(agree_) / total_ : 0.0; }
 
  private:
@@ -78,6 +94,11 @@ class RelativeMseMetric final : public Metric {
   bool higher_is_better() const override { return false; }
   void Reset() override { err2_ = ref2_ = 0; }
   Status Update(const MetricBatch& b) override;
+  std::vector<double> State() const override { return {static_cast<double>(err2_), static_cast<double>(ref2_)}; }
+  void AddState(const std::vector<double>& s) override {
+    err2_ += static_cast<decltype(err2_)>(s.at(0));
+    ref2_ += static_cast<decltype(ref2_)>(s.at(1));
+  }
   double Value() const override { return ref2_ > 0 ? err2_ / ref2_ : (err2_ > 0 ? INFINITY : 0.0); }
 
  private:
@@ -90,9 +111,12 @@ std::vector<std::string> BuiltinMetricNames();
 // MakeMetric for each name, in order (the first unknown name is the error).
 Result<std::vector<std::unique_ptr<Metric>>> MakeMetrics(const std::vector<std::string>& names);
 std::vector<Metric*> MetricPointers(const std::vector<std::unique_ptr<Metric>>& metrics);
-// What a search or a method comparison optimises when the user names no metric: top-1 when the
-// data has labels, argmax agreement with FP32 otherwise.
-std::string DefaultMetricName(bool has_labels);
+// What a search or a method comparison optimises when the user names no metric. Argmax metrics
+// only fit a class vector ([batch, classes] logits): there top-1 when the data has labels, argmax
+// agreement with FP32 otherwise. Any other output (a [B,1] score, a CTC sequence, a detection or
+// segmentation map) gets rel_mse, the output error: argmax over a flattened map or a single
+// score reports "no loss" while the output is ruined.
+std::string DefaultMetricName(bool has_labels, bool class_output);
 
 // Error statistics of a tensor against its FP32 value, accumulated over batches.
 struct ErrorStats {

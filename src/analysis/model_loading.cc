@@ -3,11 +3,14 @@
 #include "common/check.h"
 #include "onnx/import.h"
 #include "passes/fold_identity.h"
+#include "passes/insert_qdq.h"
 
 namespace quantkit::analysis {
 
-Result<ir::Model> LoadModelForQuantization(const std::string& path) {
-  QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(path));
+Result<ir::Model> LoadModelForQuantization(const std::string& path, onnx_io::OpsetUpgrade* upgrade) {
+  onnx_io::OpsetUpgrade local;
+  QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModelAtLeastOpset(
+                                           path, passes::kMinQdqOpset, upgrade ? upgrade : &local));
   QK_RETURN_IF_ERROR(passes::PrepareConstants(*model.graph).WithContext(path));
   return model;
 }

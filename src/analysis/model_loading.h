@@ -1,15 +1,19 @@
 // Loading a model for quantization work: import, then PrepareConstants (Constant nodes and
 // Identity-of-constant become initializers) so weights, scales and zero points are all
-// initializers. Errors name the file.
+// initializers. A model below opset 13 (what Q/DQ with a per-channel axis needs) is first
+// upgraded with libonnx's version converter (onnx/opset_upgrade.h); `upgrade` says whether.
+// Errors name the file.
 #pragma once
 
 #include <string>
 
 #include "ir/graph.h"
+#include "onnx/opset_upgrade.h"
 #include "quantkit/status.h"
 
 namespace quantkit::analysis {
 
-Result<ir::Model> LoadModelForQuantization(const std::string& path);
+Result<ir::Model> LoadModelForQuantization(const std::string& path,
+                                           onnx_io::OpsetUpgrade* upgrade = nullptr);
 
 }  // namespace quantkit::analysis

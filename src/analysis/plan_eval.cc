@@ -47,23 +47,34 @@ Result<std::unique_ptr<PlanEvaluator>> PlanEvaluator::Create(const PlanEvalOptio
   QK_ASSIGN_OR_RETURN(auto fp32, runtime::Interpreter::Create(e->float_model_));
   e->has_labels_ = true;
   double run_seconds = 0;
-  for (int64_t s = 0; s < e->num_samples_; s += options.batch_size) {
-    const int64_t count = std::min(options.batch_size, e->num_samples_ - s);
-    QK_ASSIGN_OR_RETURN(data::Batch batch, source->Read(s, count));
-    e->has_labels_ &= batch.labels.has_value();
-    const auto start = std::chrono::steady_clock::now();
-    QK_ASSIGN_OR_RETURN(auto outs, fp32->Run(Feeds(batch)));
-    run_seconds += Since(start);
-    QK_RETURN_IF_NOT(!outs.empty() && outs[0].tensor.dtype() == ir::DType::kFloat &&
-                         outs[0].tensor.rank() >= 1 && outs[0].tensor.dims()[0] == count,
-                     StatusCode::kInvalidArgument, "{}: the first output is not a float [batch, ...] tensor",
-                     options.model);
-    e->width_ = outs[0].tensor.numel() / count;
-    e->reference_.push_back(outs[0].tensor);
-    e->batches_.push_back(std::move(batch));
+  const int64_t batch_size = data::EffectiveBatchSize(*source, options.batch_size);
+  for (int64_t s = 0; s < e->num_samples_; s += batch_size) {
+    QK_ASSIGN_OR_RETURN(std::vector<data::Batch> groups,
+                        data::ReadStackable(*source, s, std::min(batch_size, e->num_samples_ - s)));
+    for (data::Batch& batch : groups) {
+      const int64_t count = batch.size;
+      e->has_labels_ &= batch.labels.has_value();
+      const auto start = std::chrono::steady_clock::now();
+      QK_ASSIGN_OR_RETURN(auto outs, fp32->Run(Feeds(batch)));
+      run_seconds += Since(start);
+      QK_RETURN_IF_NOT(!outs.empty() && outs[0].tensor.dtype() == ir::DType::kFloat &&
+                           outs[0].tensor.rank() >= 1 && outs[0].tensor.dims()[0] == count,
+                       StatusCode::kInvalidArgument, "{}: the first output is not a float [batch, ...] tensor",
+                       options.model);
+      e->width_ = outs[0].tensor.numel() / count;
+      e->reference_.push_back(outs[0].tensor);
+      e->batches_.push_back(std::move(batch));
+    }
   }
   e->fp32_seconds_ = run_seconds;
   return e;
+}
+
+bool PlanEvaluator::class_output() const {
+  for (const ir::Tensor& r : reference_) {
+    if (r.rank() != 2 || r.dims()[1] < 2) return false;
+  }
+  return !reference_.empty();
 }
 
 Result<TrialResult> PlanEvaluator::EvaluateFp32(const std::vector<Metric*>& metrics) const {
@@ -76,10 +87,11 @@ Result<TrialResult> PlanEvaluator::EvaluateFp32(const std::vector<Metric*>& metr
   for (size_t i = 0; i < batches_.size(); ++i) {
     const float* ref = reference_[i].data_as<float>();
     const int64_t n = batches_[i].size ? batches_[i].size : reference_[i].dims()[0];
-    MetricBatch mb{ref, ref, n, width_,
+    const int64_t width = reference_[i].numel() / n;  // per batch: shapes may differ between batches
+    MetricBatch mb{ref, ref, n, width,
                    batches_[i].labels ? batches_[i].labels->data_as<int64_t>() : nullptr};
     for (Metric* m : metrics) QK_RETURN_IF_ERROR(m->Update(mb));
-    r.output.Add(ref, ref, n * width_);
+    r.output.Add(ref, ref, n * width);
   }
   for (Metric* m : metrics) r.metrics[m->name()] = m->Value();
   r.seconds = fp32_seconds_;
@@ -110,14 +122,15 @@ Result<TrialResult> PlanEvaluator::EvaluateModel(ir::Model model, const std::vec
     }
     QK_ASSIGN_OR_RETURN(auto outs, interpreter->Run(Feeds(batches_[i]), run_options));
     const int64_t n = reference_[i].dims()[0];
+    const int64_t width = reference_[i].numel() / n;
     QK_RETURN_IF_NOT(!outs.empty(), StatusCode::kInvalidArgument, "the model has no outputs");
-    QK_RETURN_IF_ERROR(CheckOutput(outs[0], n, width_));
+    QK_RETURN_IF_ERROR(CheckOutput(outs[0], n, width));
     const float* out = outs[0].tensor.data_as<float>();
     const float* ref = reference_[i].data_as<float>();
-    MetricBatch mb{out, ref, n, width_,
+    MetricBatch mb{out, ref, n, width,
                    batches_[i].labels ? batches_[i].labels->data_as<int64_t>() : nullptr};
     for (Metric* m : metrics) QK_RETURN_IF_ERROR(m->Update(mb));
-    r.output.Add(out, ref, n * width_);
+    r.output.Add(out, ref, n * width);
   }
   for (Metric* m : metrics) r.metrics[m->name()] = m->Value();
   r.seconds = Since(start);

@@ -57,6 +57,8 @@ class PlanEvaluator {
   const PlanEvalOptions& options() const { return options_; }
   const ir::Model& float_model() const { return *float_model_; }
   bool has_labels() const { return has_labels_; }
+  // The first output is a class vector: [batch, classes] with more than one class.
+  bool class_output() const;
   int64_t num_samples() const { return num_samples_; }
   size_t num_batches() const { return batches_.size(); }
   const std::string& data_description() const { return data_description_; }

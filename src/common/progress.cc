@@ -59,6 +59,7 @@ void Progress::Draw(bool final) {
   } else {
     line += fmt::format("{} {}  {:.1f} {}/s", done_, unit_, rate, unit_);
   }
+  line += note_;
   std::fprintf(stderr, "\r%s\033[K%s", line.c_str(), final ? "\n" : "");
   std::fflush(stderr);
 }

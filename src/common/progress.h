@@ -19,6 +19,8 @@ class Progress {
   double ElapsedSeconds() const;
   // Forces drawing (tests) or silence regardless of the terminal.
   void set_enabled(bool enabled) { enabled_ = enabled; }
+  // Text drawn after the rate and ETA (e.g. the current training loss).
+  void set_note(std::string note) { note_ = std::move(note); }
 
  private:
   void Draw(bool final);
@@ -26,6 +28,7 @@ class Progress {
   std::string label_;
   int64_t total_;
   std::string unit_;
+  std::string note_;
   int64_t done_ = 0;
   bool enabled_;
   bool finished_ = false;

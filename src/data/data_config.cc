@@ -77,6 +77,24 @@ Result<std::vector<double>> Numbers(const json& v, const std::string& where) {
   return out;
 }
 
+// "batch_axis": N (the axis of the model input the samples stack on) or null (fed as is, once
+// per run) overrides the axis ModelInputs inferred from the model's shapes.
+Status OverrideBatchAxis(const json& entry, const std::string& where, InputSpec* spec) {
+  if (!entry.is_object() || !entry.contains("batch_axis")) return Status::Ok();
+  const json& v = entry["batch_axis"];
+  if (v.is_null()) {
+    spec->batch_axis = kUnbatched;
+    return Status::Ok();
+  }
+  const int64_t rank = static_cast<int64_t>(spec->dims.size());
+  QK_RETURN_IF_NOT(v.is_number_integer() && v.get<int64_t>() >= 0 && (!spec->has_rank || v.get<int64_t>() < rank),
+                   StatusCode::kInvalidArgument,
+                   "{}.batch_axis: expected null or an axis in [0, {}) of input '{}', got {}", where,
+                   spec->has_rank ? rank : 0, spec->name, v.dump());
+  spec->batch_axis = v.get<int64_t>();
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<Source>> OpenEntry(const json& entry, const InputSpec& spec, const fs::path& base,
                                           const std::string& where) {
   auto resolve = [&](const std::string& p) {
@@ -84,21 +102,22 @@ Result<std::unique_ptr<Source>> OpenEntry(const json& entry, const InputSpec& sp
     if (p.rfind("fashion-mnist", 0) == 0 || fs::path(p).is_absolute()) return p;
     return (base / p).lexically_normal().string();
   };
-  if (entry.is_string()) return OpenSource(resolve(entry.get<std::string>()), {spec});
+  if (entry.is_string()) return OpenSampleSource(resolve(entry.get<std::string>()), {spec});
   QK_RETURN_IF_NOT(entry.is_object(), StatusCode::kInvalidArgument,
                    "{}: expected an object with \"images\" or \"data\", or a data spec string", where);
   if (entry.contains("data")) {
-    QK_RETURN_IF_NOT(entry.size() == 1 && entry["data"].is_string(), StatusCode::kInvalidArgument,
+    QK_RETURN_IF_NOT(entry.size() == 1 + entry.count("batch_axis") && entry["data"].is_string(),
+                     StatusCode::kInvalidArgument,
                      "{}: \"data\" takes a spec string and no preprocessing keys (those apply to \"images\")",
                      where);
-    return OpenSource(resolve(entry["data"].get<std::string>()), {spec});
+    return OpenSampleSource(resolve(entry["data"].get<std::string>()), {spec});
   }
   QK_RETURN_IF_NOT(entry.contains("images") && entry["images"].is_string(), StatusCode::kInvalidArgument,
                    "{}: needs \"images\": DIR or \"data\": SPEC", where);
   ImageOptions o;
   for (const auto& [key, value] : entry.items()) {
     const std::string at = where + "." + key;
-    if (key == "images") continue;
+    if (key == "images" || key == "batch_axis") continue;
     if (key == "resize") {
       QK_RETURN_IF_ERROR(SetResize(SizeText(value, at), &o));
     } else if (key == "center_crop") {
@@ -152,9 +171,11 @@ Result<std::unique_ptr<Source>> OpenDataConfig(const std::string& path, const st
   }
   std::vector<std::unique_ptr<Source>> parts;
   std::string description = path + ":";
-  for (const InputSpec& spec : inputs) {
+  std::vector<InputSpec> specs = inputs;
+  for (InputSpec& spec : specs) {
     QK_RETURN_IF_NOT(mapping.contains(spec.name), StatusCode::kInvalidArgument,
                      "{}: no data for model input '{}' (add it under \"inputs\")", path, spec.name);
+    QK_RETURN_IF_ERROR(OverrideBatchAxis(mapping[spec.name], path + ": inputs." + spec.name, &spec));
     QK_ASSIGN_OR_RETURN(auto part, OpenEntry(mapping[spec.name], spec, base, path + ": inputs." + spec.name));
     if (!parts.empty()) {
       QK_RETURN_IF_NOT(part->num_samples() == parts.front()->num_samples(), StatusCode::kInvalidArgument,
@@ -165,8 +186,9 @@ Result<std::unique_ptr<Source>> OpenDataConfig(const std::string& path, const st
     parts.push_back(std::move(part));
   }
   description.pop_back();
-  if (parts.size() == 1) return std::move(parts.front());
-  return std::unique_ptr<Source>(new ZipSource(std::move(parts), description));
+  std::unique_ptr<Source> samples =
+      parts.size() == 1 ? std::move(parts.front()) : std::unique_ptr<Source>(new ZipSource(std::move(parts), description));
+  return WithModelLayout(std::move(samples), specs);
 }
 
 }  // namespace quantkit::data::internal

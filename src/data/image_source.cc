@@ -133,6 +133,9 @@ struct Plan {
   ImageOptions options;   // color and layout resolved
   int64_t channels = 3;
   int64_t height = -1, width = -1;  // model's (or -1: taken from the first image)
+  // The model's height/width is dynamic and no resize/crop fixes it: each image keeps its own
+  // size, and images of different sizes go into different batches (data::ReadStackable).
+  bool free_height = false, free_width = false;
   std::vector<float> mean, inv_std;  // per channel
   float scale = 1.0f / 255.0f;
 };
@@ -153,15 +156,22 @@ class ImageFolderSource final : public Source {
     QK_RETURN_IF_NOT(start >= 0 && count > 0 && start + count <= num_samples(), StatusCode::kInternal,
                      "ImageFolderSource: samples [{}, {}) out of range", start, start + count);
     const bool nchw = plan_.options.layout == Layout::kNchw;
-    std::vector<int64_t> dims = nchw ? std::vector<int64_t>{count, plan_.channels, plan_.height, plan_.width}
-                                     : std::vector<int64_t>{count, plan_.height, plan_.width, plan_.channels};
-    ir::Tensor out(ir::DType::kFloat, dims);
-    float* dst = out.mutable_data_as<float>();
-    const int64_t per = plan_.channels * plan_.height * plan_.width;
+    std::vector<Image> images;
     for (int64_t i = 0; i < count; ++i) {
       QK_ASSIGN_OR_RETURN(Image img, Load(files_[static_cast<size_t>(start + i)]));
-      Convert(img, dst + i * per);
+      QK_RETURN_IF_NOT(images.empty() || (img.height == images[0].height && img.width == images[0].width),
+                       StatusCode::kInvalidArgument, "{}: image is {}x{}, the batch's first {}x{}",
+                       files_[static_cast<size_t>(start + i)], img.height, img.width, images[0].height,
+                       images[0].width);
+      images.push_back(std::move(img));
     }
+    const int64_t h = images[0].height, w = images[0].width;
+    std::vector<int64_t> dims = nchw ? std::vector<int64_t>{count, plan_.channels, h, w}
+                                     : std::vector<int64_t>{count, h, w, plan_.channels};
+    ir::Tensor out(ir::DType::kFloat, dims);
+    float* dst = out.mutable_data_as<float>();
+    const int64_t per = plan_.channels * h * w;
+    for (int64_t i = 0; i < count; ++i) Convert(images[static_cast<size_t>(i)], dst + i * per);
     Batch b;
     b.size = count;
     b.inputs.emplace_back(spec_.name, std::move(out));
@@ -197,7 +207,7 @@ class ImageFolderSource final : public Source {
                        file, img.height, img.width, o.crop_hw[0], o.crop_hw[1]);
       img = CenterCrop(img, o.crop_hw[0], o.crop_hw[1]);
     }
-    if (img.height != plan_.height || img.width != plan_.width) {
+    if ((!plan_.free_height && img.height != plan_.height) || (!plan_.free_width && img.width != plan_.width)) {
       const bool declared = o.resize_short > 0 || !o.resize_hw.empty() || !o.crop_hw.empty();
       return MakeStatus(StatusCode::kInvalidArgument, "{}: image is {}x{}{} but input '{}' takes {}x{}{}", file,
                         img.height, img.width, declared ? " after resize/crop" : "", spec_.name, plan_.height,
@@ -325,6 +335,10 @@ Result<std::unique_ptr<Source>> internal::OpenImageFolder(const std::string& dir
   // A dynamic height/width takes the first image's size after resize/crop; the rest must match.
   // Decoding the first image now also fails fast on an unreadable file or a size mismatch.
   const ImageOptions& o = plan.options;
+  // A shorter-side resize keeps the aspect ratio, so it does not fix the size either.
+  const bool size_fixed = !o.resize_hw.empty() || !o.crop_hw.empty();
+  plan.free_height = plan.height < 0 && !size_fixed;
+  plan.free_width = plan.width < 0 && !size_fixed;
   if (plan.height < 0 || plan.width < 0) {
     int64_t h = 0, w = 0;
     if (!o.crop_hw.empty()) {

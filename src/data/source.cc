@@ -13,19 +13,6 @@
 namespace quantkit::data {
 namespace fs = std::filesystem;
 
-std::vector<InputSpec> ModelInputs(const ir::Model& model) {
-  std::vector<InputSpec> out;
-  for (const ir::Value* v : model.graph->inputs()) {
-    if (v->is_initializer()) continue;
-    InputSpec s;
-    s.name = v->name();
-    s.dtype = v->type.dtype == ir::DType::kUndefined ? ir::DType::kFloat : v->type.dtype;
-    if (auto dims = v->type.ConcreteDims()) s.dims = *dims;
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
 namespace internal {
 
 Result<ir::Tensor> Conform(ir::Tensor t, const InputSpec& spec, bool batched,
@@ -39,8 +26,8 @@ Result<ir::Tensor> Conform(ir::Tensor t, const InputSpec& spec, bool batched,
                    origin, spec.name, ir::DTypeName(spec.dtype), ir::DTypeName(t.dtype()));
   // Per-sample dims: drop the leading sample dim of batched arrays.
   std::vector<int64_t> sample(t.dims().begin() + (batched ? 1 : 0), t.dims().end());
-  if (!spec.dims.empty()) {
-    const std::vector<int64_t> want(spec.dims.begin() + 1, spec.dims.end());
+  if (spec.has_rank) {
+    const std::vector<int64_t> want = spec.SampleDims();
     bool ok = sample.size() == want.size();
     for (size_t i = 0; ok && i < want.size(); ++i) ok = want[i] < 0 || want[i] == sample[i];
     if (!ok) {
@@ -75,9 +62,9 @@ Result<ir::Tensor> StackRows(const std::vector<const ir::Tensor*>& rows, const s
   ir::Tensor out(first.dtype(), dims);
   uint8_t* dst = static_cast<uint8_t*>(out.mutable_data());
   for (const ir::Tensor* r : rows) {
+    // Callers batch through ReadStackable, which falls back to runs of equal shapes.
     QK_RETURN_IF_NOT(r->dims() == first.dims() && r->dtype() == first.dtype(),
-                     StatusCode::kInvalidArgument,
-                     "input '{}': samples differ in shape ({} vs {} elements); use --batch-size 1",
+                     StatusCode::kInvalidArgument, "input '{}': samples differ in shape ({} vs {} elements)",
                      name, r->numel(), first.numel());
     std::memcpy(dst, r->data(), r->nbytes());
     dst += r->nbytes();
@@ -182,6 +169,7 @@ class TakeSource final : public Source {
     return fmt::format("first {} of {}", n_, inner_->Describe());
   }
   std::string Fingerprint() const override { return inner_->Fingerprint() + ":" + std::to_string(n_); }
+  int64_t max_batch() const override { return inner_->max_batch(); }
 
  private:
   std::unique_ptr<Source> inner_;
@@ -215,10 +203,12 @@ Result<std::unique_ptr<Source>> internal::MakeArraySource(std::vector<std::pair<
     auto found = mappings.find(it->first);
     std::shared_ptr<const MappedFile> mapping = found == mappings.end() ? nullptr : found->second;
     ir::Tensor t = std::move(it->second);
-    QK_RETURN_IF_NOT(t.rank() >= 1, StatusCode::kInvalidArgument,
+    // An array one rank above the model's per-sample rank is a batch of samples (leading dim);
+    // at the per-sample rank it is a single sample.
+    const int64_t sample_rank = static_cast<int64_t>(spec.SampleDims().size());
+    QK_RETURN_IF_NOT(t.rank() >= 1 || (spec.has_rank && sample_rank == 0), StatusCode::kInvalidArgument,
                      "{}: array for input '{}' is a scalar", origin, spec.name);
-    // An array with the model's rank is a batch of samples; one rank lower is a single sample.
-    const bool batched = spec.dims.empty() || t.rank() == static_cast<int64_t>(spec.dims.size());
+    const bool batched = !spec.has_rank || t.rank() == sample_rank + 1;
     if (!batched) t = internal::WithLeadingDim(std::move(t));
     std::string note;
     QK_ASSIGN_OR_RETURN(t, Conform(std::move(t), spec, /*batched=*/true, origin, &note));
@@ -301,6 +291,18 @@ Result<std::unique_ptr<Source>> OpenDirectory(const std::string& dir, const std:
 
 Result<std::unique_ptr<Source>> OpenSource(const std::string& spec, const std::vector<InputSpec>& inputs,
                                            const ImageOptions& image) {
+  std::error_code ec;
+  // A data config may override batch axes: it presents its inputs in the model layout itself.
+  if (!image.declared() && HasSuffix(spec, ".json") && !fs::is_directory(spec, ec)) {
+    return internal::OpenDataConfig(spec, inputs);
+  }
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<Source> samples, internal::OpenSampleSource(spec, inputs, image));
+  return internal::WithModelLayout(std::move(samples), inputs);
+}
+
+Result<std::unique_ptr<Source>> internal::OpenSampleSource(const std::string& spec,
+                                                           const std::vector<InputSpec>& inputs,
+                                                           const ImageOptions& image) {
   QK_RETURN_IF_NOT(!spec.empty(), StatusCode::kInvalidArgument, "no data given (--data)");
   QK_RETURN_IF_NOT(!inputs.empty(), StatusCode::kInvalidArgument, "the model has no inputs to feed");
   std::error_code ec;
@@ -376,7 +378,51 @@ Status DumpSamples(const Source& source, const std::string& dir) {
 
 std::unique_ptr<Source> Take(std::unique_ptr<Source> source, int64_t n) {
   if (n <= 0 || n >= source->num_samples()) return source;
-  return std::make_unique<TakeSource>(std::move(source), n);
+  return internal::TakeBelowLayout(std::move(source), n, [](std::unique_ptr<Source> inner, int64_t m) {
+    return std::unique_ptr<Source>(std::make_unique<TakeSource>(std::move(inner), m));
+  });
+}
+
+Result<Batch> ConformBatch(std::vector<std::pair<std::string, ir::Tensor>> arrays,
+                           const std::vector<InputSpec>& inputs, const std::string& origin) {
+  std::string names;
+  for (const InputSpec& in : inputs) names += (names.empty() ? "" : ", ") + in.name;
+  for (const auto& [name, t] : arrays) {
+    const bool known = std::any_of(inputs.begin(), inputs.end(),
+                                   [&](const InputSpec& in) { return in.name == name; });
+    QK_RETURN_IF_NOT(known, StatusCode::kInvalidArgument,
+                     "{}: '{}' is not an input of the model (inputs: {})", origin, name, names);
+  }
+  Batch batch;
+  for (const InputSpec& in : inputs) {
+    auto it = std::find_if(arrays.begin(), arrays.end(), [&](const auto& a) { return a.first == in.name; });
+    QK_RETURN_IF_NOT(it != arrays.end(), StatusCode::kInvalidArgument,
+                     "{}: no array for model input '{}' (the batch has {} of: {})", origin, in.name,
+                     arrays.size(), names);
+    if (!in.batched()) {  // the same value for every sample (a scalar option, a state)
+      QK_ASSIGN_OR_RETURN(ir::Tensor t, internal::Conform(std::move(it->second), in, false, origin, nullptr));
+      batch.inputs.emplace_back(in.name, std::move(t));
+      continue;
+    }
+    QK_RETURN_IF_NOT(in.batch_axis == 0, StatusCode::kUnsupported,
+                     "{}: input '{}' stacks samples on axis {}; batches from Python must be "
+                     "batch-first (use a data spec or config with batch_axis)",
+                     origin, in.name, in.batch_axis);
+    QK_RETURN_IF_NOT(it->second.rank() >= 1, StatusCode::kInvalidArgument,
+                     "{}: input '{}' is a scalar; a batch needs a leading batch dimension", origin,
+                     in.name);
+    const int64_t n = it->second.dims()[0];
+    QK_RETURN_IF_NOT(n > 0, StatusCode::kInvalidArgument, "{}: input '{}' holds no samples", origin,
+                     in.name);
+    QK_RETURN_IF_NOT(batch.size == 0 || batch.size == n, StatusCode::kInvalidArgument,
+                     "{}: input '{}' has {} samples but the others have {}", origin, in.name, n,
+                     batch.size);
+    batch.size = n;
+    QK_ASSIGN_OR_RETURN(ir::Tensor t,
+                        internal::Conform(std::move(it->second), in, /*batched=*/true, origin, nullptr));
+    batch.inputs.emplace_back(in.name, std::move(t));
+  }
+  return batch;
 }
 
 }  // namespace quantkit::data

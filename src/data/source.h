@@ -58,15 +58,38 @@ class Source {
   virtual std::string Describe() const = 0;
   // Identifies the content (file names, sizes and a hash of the bytes read at open time).
   virtual std::string Fingerprint() const = 0;
+  // The largest batch the model accepts (a fixed batch dim), or 0 for any.
+  virtual int64_t max_batch() const { return 0; }
 };
 
+// batch_axis value of an input that is fed as is, once per run (a scalar sample rate, a fixed
+// table): samples are batched together only when their values of it are equal.
+constexpr int64_t kUnbatched = -1;
+
 // The model inputs a source must feed: name, dtype and dims (-1 for dynamic).
+//
+// Sources hold samples "sample-major": per input a tensor of SampleDims() (the model's dims
+// without the batch axis); Read() returns them in the model's layout, the samples stacked on
+// batch_axis (a recurrent state [layers, B, H] has batch_axis 1) or, for an unbatched input, the
+// one value all samples of the batch share.
 struct InputSpec {
   std::string name;
   ir::DType dtype = ir::DType::kFloat;
-  std::vector<int64_t> dims;
+  std::vector<int64_t> dims;  // empty when the rank is unknown, unless has_rank (a scalar)
+  bool has_rank = false;
+  int64_t batch_axis = 0;     // axis of dims the samples stack on, or kUnbatched
+
+  bool batched() const { return batch_axis != kUnbatched; }
+  // Per-sample dims (-1 dynamic); empty with !has_rank.
+  std::vector<int64_t> SampleDims() const;
+  // The batch size the model fixes (dims[batch_axis] > 0), else 0: any batch size.
+  int64_t FixedBatch() const;
 };
-// Non-initializer graph inputs of a model.
+// Non-initializer graph inputs of a model, with each input's batch axis from the model's shapes:
+// the axis whose symbolic name is another input's leading dim (state [2, batch, 128] beside
+// input [batch, 512]); else, for a leading dim fixed above 1 followed by a dynamic dim, that
+// dim (the [layers, B, H] / [T, B, F] layouts of recurrent states); else axis 0 (which may be a
+// fixed batch of 1). Rank-0 inputs are unbatched. A data config may override it per input.
 std::vector<InputSpec> ModelInputs(const ir::Model& model);
 
 // Opens a source and checks it against the model inputs: every input fed, per-sample dtype and
@@ -85,5 +108,23 @@ Status DumpSamples(const Source& source, const std::string& dir);
 
 // Limits a source to its first `n` samples (n <= 0: all).
 std::unique_ptr<Source> Take(std::unique_ptr<Source> source, int64_t n);
+
+// Reads samples [start, start+count) as few batches as the data allows, never failing for shape:
+// one batch when every sample stacks (same per-sample shapes, same values of unbatched inputs),
+// else one batch per run of consecutive samples that do (text lines of varying width, pages of
+// different sizes, a scalar input that changes). The batches keep the sample order. Errors are
+// those of reading a single sample. `count` should respect source.max_batch().
+Result<std::vector<Batch>> ReadStackable(const Source& source, int64_t start, int64_t count);
+
+// The batch size to use with `source`: `requested`, capped by the model's fixed batch.
+int64_t EffectiveBatchSize(const Source& source, int64_t requested);
+
+// Checks a batch handed over by a host program (the Python API: one {input: array} batch of a
+// DataLoader) against the model inputs: every input fed, no unknown name, rank >= 1, one batch
+// size for all inputs, per-sample dtype and dims as OpenSource checks them. float16/float64 data
+// is converted to float32 (a copy); everything else keeps the caller's buffer (no copy).
+// `origin` names the batch in errors ("batch 3").
+Result<Batch> ConformBatch(std::vector<std::pair<std::string, ir::Tensor>> arrays,
+                           const std::vector<InputSpec>& inputs, const std::string& origin);
 
 }  // namespace quantkit::data

@@ -1,6 +1,7 @@
 // Pieces shared by the source implementations (not part of the public data API).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +18,21 @@ Result<ir::Tensor> Conform(ir::Tensor t, const InputSpec& spec, bool batched,
                            const std::string& origin, std::string* note);
 // A single sample as a batch of one: [d0, ...] -> [1, d0, ...].
 ir::Tensor WithLeadingDim(ir::Tensor t);
+// OpenSource without the model-layout view: Read() stacks samples on a new leading axis.
+Result<std::unique_ptr<Source>> OpenSampleSource(const std::string& spec, const std::vector<InputSpec>& inputs,
+                                                 const ImageOptions& image = {});
+// Sample-major [count, sample dims...] -> the model's layout for `spec` (samples on its batch
+// axis; an unbatched input's one value, which every sample must share).
+Result<ir::Tensor> SamplesToModelLayout(ir::Tensor t, const InputSpec& spec);
+// A tensor in the model's layout (an input_K.pb of a recorded call) -> sample-major.
+Result<ir::Tensor> ModelLayoutToSamples(ir::Tensor t, const InputSpec& spec, const std::string& origin);
+// Wraps a sample-major source so that Read() returns model-layout batches (batching.cc).
+std::unique_ptr<Source> WithModelLayout(std::unique_ptr<Source> source, const std::vector<InputSpec>& inputs);
+// Applies `take` (a first-n limit) below a model-layout view, keeping the view outermost so that
+// ReadStackable can gather samples of equal shapes from anywhere in a window.
+std::unique_ptr<Source> TakeBelowLayout(
+    std::unique_ptr<Source> source, int64_t n,
+    const std::function<std::unique_ptr<Source>(std::unique_ptr<Source>, int64_t)>& take);
 // Stacks equally shaped samples into [N, ...].
 Result<ir::Tensor> StackRows(const std::vector<const ir::Tensor*>& rows, const std::string& name);
 

@@ -30,9 +30,16 @@ Result<std::unique_ptr<Source>> OpenTensorProtoDir(const std::string& dir,
     for (size_t k = 0; k < inputs.size(); ++k) {
       const std::string file = (path / ("input_" + std::to_string(k) + ".pb")).string();
       QK_ASSIGN_OR_RETURN(ir::Tensor t, onnx_io::ReadTensorProtoFile(file));
-      const bool batched = inputs[k].dims.empty() || t.rank() == static_cast<int64_t>(inputs[k].dims.size());
-      QK_ASSIGN_OR_RETURN(t, Conform(std::move(t), inputs[k], batched, file, nullptr));
-      if (!batched) t = WithLeadingDim(std::move(t));
+      // A recorded call: the tensor as the model took it (its batch on the input's batch axis;
+      // an unbatched input as is), or a single sample one rank lower.
+      const InputSpec& spec = inputs[k];
+      const bool model_layout = !spec.has_rank || !spec.batched() || t.rank() == static_cast<int64_t>(spec.dims.size());
+      if (model_layout) {
+        QK_ASSIGN_OR_RETURN(t, ModelLayoutToSamples(std::move(t), spec, file));
+      } else {
+        t = WithLeadingDim(std::move(t));
+      }
+      QK_ASSIGN_OR_RETURN(t, Conform(std::move(t), spec, /*batched=*/true, file, nullptr));
       per_input[k].push_back(std::move(t));
     }
   }
@@ -45,7 +52,7 @@ Result<std::unique_ptr<Source>> OpenTensorProtoDir(const std::string& dir,
     ir::Tensor all(per_input[k].front().dtype(), dims);
     auto* dst = static_cast<uint8_t*>(all.mutable_data());
     for (const ir::Tensor& t : per_input[k]) {
-      QK_RETURN_IF_NOT(std::equal(t.dims().begin() + 1, t.dims().end(), dims.begin() + 1),
+      QK_RETURN_IF_NOT(t.dims().size() == dims.size() && std::equal(t.dims().begin() + 1, t.dims().end(), dims.begin() + 1),
                        StatusCode::kInvalidArgument,
                        "{}: input_{} has different sample shapes across test_data_set folders", dir, k);
       std::memcpy(dst, t.data(), t.nbytes());

@@ -1,4 +1,5 @@
 #include "onnx/import.h"
+#include "onnx/opset_upgrade.h"
 
 #include <new>
 #include <unordered_set>
@@ -329,7 +330,11 @@ Result<ir::Model> Guarded(const std::string& name, Fn&& fn) {
 
 }  // namespace
 
-Result<ir::Model> ImportModel(const std::string& path, const ImportOptions& options) {
+namespace {
+
+// Maps and parses `path`, upgrades its opset when `upgrade` is given (opset_upgrade.h), imports.
+Result<ir::Model> ImportFile(const std::string& path, const ImportOptions& options, int64_t min_opset,
+                             OpsetUpgrade* upgrade) {
   // MappedFile's messages already start with the path.
   auto mapped = MappedFile::Open(path);
   if (!mapped.ok()) return mapped.status();
@@ -337,6 +342,7 @@ Result<ir::Model> ImportModel(const std::string& path, const ImportOptions& opti
   return Guarded(path, [&]() -> Result<ir::Model> {
     ::onnx::ModelProto proto;
     QK_RETURN_IF_ERROR(ParseModelProto(file->data(), file->size(), &proto));
+    if (upgrade) QK_RETURN_IF_ERROR(internal::UpgradeProtoOpset(&proto, min_opset, upgrade));
     ExternalDataContext ctx;
     ctx.base_dir = options.base_dir.empty() ? DirName(path) : options.base_dir;
     ctx.load = options.load_external_data;
@@ -344,6 +350,18 @@ Result<ir::Model> ImportModel(const std::string& path, const ImportOptions& opti
     model.source_path = path;
     return model;
   });
+}
+
+}  // namespace
+
+Result<ir::Model> ImportModel(const std::string& path, const ImportOptions& options) {
+  return ImportFile(path, options, /*min_opset=*/0, /*upgrade=*/nullptr);
+}
+
+Result<ir::Model> ImportModelAtLeastOpset(const std::string& path, int64_t min_opset,
+                                          OpsetUpgrade* upgrade, const ImportOptions& options) {
+  OpsetUpgrade local;
+  return ImportFile(path, options, min_opset, upgrade ? upgrade : &local);
 }
 
 Result<ir::Model> ImportModelFromBytes(const void* data, size_t size, const ImportOptions& options,

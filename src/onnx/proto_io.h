@@ -22,4 +22,10 @@ constexpr int kMaxProtoRecursion = 100;
 // (errors are reported once, as a Status).
 Status ParseModelProto(const uint8_t* data, size_t size, ::onnx::ModelProto* proto);
 
+struct OpsetUpgrade;
+namespace internal {
+// Upgrades `proto` in place to default-domain opset `min_opset` when it is lower (opset_upgrade.h).
+Status UpgradeProtoOpset(::onnx::ModelProto* proto, int64_t min_opset, OpsetUpgrade* upgrade);
+}  // namespace internal
+
 }  // namespace quantkit::onnx_io

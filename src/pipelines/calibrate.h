@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "pipelines/distributed.h"
 #include "formats/qkstats.h"
 #include "formats/trt_cache.h"
 #include "passes/qdq_placement.h"
@@ -53,16 +54,21 @@ struct CalibrateOptions {
   formats::TrtCacheWriteOptions cache;
   bool progress = true;        // bar on a terminal (quiet when piped regardless)
   SharedStats* shared_stats = nullptr;  // not owned; see SharedStats
+  // Under torchrun/srun/a PyTorchJob each rank collects its shard, rank 0 merges exactly and
+  // writes everything (analysis/distributed.h); other ranks write nothing.
+  DistributedOptions distributed;
 };
 
 struct CalibrateResult {
   quant::QuantPlan plan;
   std::vector<std::string> written;
   std::vector<std::string> warnings;
+  std::vector<std::string> notes;  // what was done to make the model calibratable (opset upgrade)
   std::string summary;         // the summary.txt text
   int64_t samples = 0;
   double seconds = 0.0;
   int64_t peak_rss_bytes = 0;
+  RankReport rank;             // this process's part (rank 0 of 1 without a launch)
 };
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options);

@@ -36,7 +36,7 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   eval_options.simulation.placement = options.calibrate.placement;
   eval_options.simulation.mode = analysis::PlacementMode::kTensorRT;
   QK_ASSIGN_OR_RETURN(auto evaluator, analysis::PlanEvaluator::Create(eval_options));
-  r.metric = options.metric.empty() ? analysis::DefaultMetricName(evaluator->has_labels()) : options.metric;
+  r.metric = options.metric.empty() ? analysis::DefaultMetricName(evaluator->has_labels(), evaluator->class_output()) : options.metric;
   QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric, analysis::MakeMetric(r.metric));
   analysis::AgreementMetric agreement;
   std::vector<analysis::Metric*> metrics{metric.get()};

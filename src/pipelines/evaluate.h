@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "pipelines/distributed.h"
 #include "analysis/metrics.h"
 #include "analysis/simulate.h"
 #include "data/image_options.h"
@@ -35,6 +36,12 @@ struct EvalOptions {
   int64_t batch_size = 64;
   bool progress = true;
   bool keep_outputs = false;     // fill EvalResult::outputs (the first output, flattened per sample)
+  // Written by rank 0 (or the only process) when set: argmax per sample (int64 [N]) and the first
+  // output (float32 [N, width]) as .npy.
+  std::string save_predictions, save_outputs;
+  // Under torchrun/srun/a PyTorchJob each rank evaluates its shard; counts are summed exactly and
+  // float sums added per batch in sample order on rank 0, so its report equals one process's.
+  DistributedOptions distributed;
 };
 
 struct Agreement {
@@ -53,6 +60,8 @@ struct EvalResult {
   std::vector<float> outputs;        // [samples, output_width] when keep_outputs
   int64_t output_width = 0;
   double seconds = 0;
+  std::vector<std::string> written;  // files saved (rank 0)
+  RankReport rank;                   // this process's part; only rank 0 holds the totals
 };
 
 Result<EvalResult> Evaluate(const EvalOptions& options);

@@ -19,6 +19,7 @@
 #include "runtime/interpreter_aten.h"
 #include "runtime/kernel.h"
 #include "runtime/registry.h"
+#include "runtime/training_ops.h"
 
 namespace quantkit::runtime {
 
@@ -74,7 +75,7 @@ struct Frame {
 
 class PlanBuilder {
  public:
-  explicit PlanBuilder(const ir::Model& model) : model_(model) {}
+  PlanBuilder(const ir::Model& model, bool training) : model_(model), training_(training) {}
 
   Result<std::shared_ptr<SubgraphPlan>> Build(const ir::Graph& graph) {
     auto plan = std::make_shared<SubgraphPlan>();
@@ -112,7 +113,11 @@ class PlanBuilder {
       step.node = node;
       step.opset = model_.OpsetFor(node->domain());
       step.where = DescribeNode(*node, step.opset);
-      KernelFactory factory = FindKernel(ir::CanonicalDomain(node->domain()), node->op_type(), step.opset);
+      KernelFactory factory =
+          training_ ? FindTrainingKernel(node->domain(), node->op_type()) : nullptr;
+      if (factory == nullptr) {
+        factory = FindKernel(ir::CanonicalDomain(node->domain()), node->op_type(), step.opset);
+      }
       if (factory == nullptr) {
         return MakeStatus(StatusCode::kUnsupported, "unsupported op '{}' (domain '{}', opset {}) at node '{}'",
                           node->op_type(), node->domain().empty() ? "ai.onnx" : node->domain(),
@@ -172,6 +177,7 @@ class PlanBuilder {
 
  private:
   const ir::Model& model_;
+  bool training_ = false;
 };
 
 struct RunState {
@@ -324,6 +330,7 @@ struct Interpreter::Impl {
     }
   }
   Status CheckInput(const ir::Value& v, const at::Tensor& t) const;
+  Status SetParameters(const std::vector<std::pair<std::string, at::Tensor>>& params, Frame& frame) const;
   Result<std::vector<at::Tensor>> Run(const std::vector<std::pair<std::string, at::Tensor>>& inputs,
                                       const AtenRunOptions& options) const;
 };
@@ -348,12 +355,33 @@ Status Interpreter::Impl::CheckInput(const ir::Value& v, const at::Tensor& t) co
   return Status::Ok();
 }
 
+Status Interpreter::Impl::SetParameters(const std::vector<std::pair<std::string, at::Tensor>>& params,
+                                        Frame& frame) const {
+  const SubgraphPlan& p = *plan;
+  for (const auto& [name, t] : params) {
+    auto it = p.slot_by_name.find(name);
+    const ir::Value* v = p.graph->FindValue(name);
+    if (it == p.slot_by_name.end() || v == nullptr || !v->initializer.has_value()) {
+      return MakeStatus(StatusCode::kInvalidArgument, "parameter '{}' names no initializer of the graph", name);
+    }
+    const ir::Tensor& init = *v->initializer;
+    if (FromScalarType(t.scalar_type()) != init.dtype() || t.sizes().vec() != init.dims()) {
+      return MakeStatus(StatusCode::kInvalidArgument, "parameter '{}' is {}[{}], the initializer {}[{}]", name,
+                        ir::DTypeName(FromScalarType(t.scalar_type())), fmt::join(t.sizes(), ","),
+                        ir::DTypeName(init.dtype()), fmt::join(init.dims(), ","));
+    }
+    if (!p.is_free_at_start[it->second]) frame.slots[it->second] = t;
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
     const std::vector<std::pair<std::string, at::Tensor>>& inputs, const AtenRunOptions& opts) const {
   const SubgraphPlan& p = *plan;
   Frame frame;
   frame.plan = &p;
   FillConstants(p, frame);
+  if (opts.parameters != nullptr) QK_RETURN_IF_ERROR(SetParameters(*opts.parameters, frame));
   std::unordered_set<std::string> fed;
   for (const auto& [name, t] : inputs) {
     const ir::Value* v = nullptr;
@@ -434,7 +462,7 @@ Result<std::unique_ptr<Interpreter>> Interpreter::Create(std::shared_ptr<const i
   impl->model = model;
   impl->options = std::move(options);
   try {
-    PlanBuilder builder(*model);
+    PlanBuilder builder(*model, impl->options.training);
     QK_ASSIGN_OR_RETURN(impl->plan, builder.Build(*model->graph));
   } catch (const c10::Error& e) {
     return Status(StatusCode::kInvalidModel, e.what_without_backtrace());

@@ -37,6 +37,10 @@ struct InterpreterOptions {
   std::function<void(const std::string&)> warn;
   // Scan float inputs for NaN/Inf before each run (one pass over the inputs).
   bool check_finite_inputs = true;
+  // Training mode (QAT, runtime/qat_trainer.h): also resolves the training-only ops of
+  // runtime/training_ops.h (FakeQuantize). Gradients are recorded only by RunAten, which leaves
+  // autograd on; Run() always executes under inference mode.
+  bool training = false;
 };
 
 // Memory accounting of one run (filled when RunOptions::stats is set; costs a pass over the

@@ -21,6 +21,10 @@ struct AtenRunOptions {
   std::function<Status(const std::string& name, const ir::Node* producer, at::Tensor& value)>
       hook;
   RunStats* stats = nullptr;
+  // Values that replace the graph's initializers of the same name for this run (trainable
+  // parameters in QAT: autograd then reaches them). Each must name a top-level initializer and
+  // match its dtype and shape. Not owned.
+  const std::vector<std::pair<std::string, at::Tensor>>* parameters = nullptr;
 };
 
 // Runs with at::Tensor inputs (any device/strides; dtypes must match the graph's inputs).

@@ -3,6 +3,8 @@
 #include <ATen/Parallel.h>
 #include <sched.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "common/check.h"
@@ -20,11 +22,19 @@ int UsableCpus() {
   return hc > 0 ? static_cast<int>(hc) : 1;
 }
 
+int DefaultComputeThreads() {
+  // torchrun/srun start LOCAL_WORLD_SIZE ranks on this machine: each takes its share of the
+  // CPUs instead of all of them (N ranks x all CPUs oversubscribes and runs slower than one).
+  int ranks_here = 1;
+  if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) ranks_here = std::max(1, std::atoi(v));
+  return std::max(1, UsableCpus() / ranks_here);
+}
+
 Result<int> SetComputeThreads(int threads) {
   QK_RETURN_IF_NOT(threads >= 0, StatusCode::kInvalidArgument,
                    "--threads must be >= 0 (0: every usable CPU), got {}", threads);
   const int usable = UsableCpus();
-  const int used = (threads == 0 || threads > usable) ? usable : threads;
+  const int used = threads == 0 ? DefaultComputeThreads() : std::min(threads, usable);
   at::set_num_threads(used);
   return used;
 }

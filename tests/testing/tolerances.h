@@ -39,4 +39,21 @@ inline constexpr double kShareAboveAbs = 1e-3;
 // normalised bins.
 inline constexpr double kJsIdenticalAbs = 1e-12;
 
+// Opset upgrade (onnx version converter): the adapters rewrite Softmax-11 as Flatten -> Softmax ->
+// Reshape and move Reduce* axes into an input, the same float arithmetic in the same order, so
+// the upgraded model's outputs equal the original's up to ATen's reduction order.
+inline constexpr double kOpsetUpgradeAtol = 1e-6;
+
+// Training gradients (tests/unit/runtime/training_test.cc) are checked in float64 against central
+// differences with step h: truncation error ~h^2 |f'''|, rounding ~1e-16/h, both far below these.
+inline constexpr double kFiniteDifferenceStep = 1e-6;
+inline constexpr double kGradCheckAtol = 1e-6;
+inline constexpr double kGradCheckRtol = 1e-5;
+// LSQ scale gradient: a float32 sum of three terms compared with its float64 formula.
+inline constexpr double kLsqGradAtol = 1e-5;
+
+// BatchNormalization folded into Conv: the folded weights are rounded to float32 once and the
+// conv sums 27 products in another order; outputs of magnitude ~5 agree to a few float32 ulps.
+inline constexpr double kBnFoldAtol = 1e-5;
+
 }  // namespace quantkit::testing

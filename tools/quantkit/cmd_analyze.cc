@@ -22,7 +22,7 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
                  "graph, as SQNR/cosine/relative MSE at the tensor and at the output, saturation and "
                  "range use; ranked worst first, with the ONNX nodes that read each tensor");
   AddPlanEvalOptions(cmd, &opts->plan_eval, "data, as for calibrate (e.g. fashion-mnist:val)");
-  cmd->add_option("--metric", opts->metrics, "metrics per trial (default: top1 with labels, agreement)");
+  cmd->add_option("--metric", opts->metrics, "metrics per trial (default: top1 and agreement on a [batch, classes] output, top1 only with labels; rel_mse on any other output)");
   cmd->add_option("--top", opts->top, "rows in the table (0: all)")->capture_default_str();
   cmd->add_flag("--no-accumulated", opts->no_accumulated, "skip the accumulated (prefix) runs: half the time");
   cmd->add_flag("--json", opts->json, "print JSON");
@@ -35,8 +35,9 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
       const analysis::PlanEvaluator& evaluator = *opened->evaluator;
       std::vector<std::string> names = opts->metrics;
       if (names.empty()) {
-        if (evaluator.has_labels()) names.push_back("top1");
-        names.push_back("agreement");
+        names.push_back(analysis::DefaultMetricName(evaluator.has_labels(), evaluator.class_output()));
+        // Argmax agreement beside top-1 on a class vector, as before; rel_mse stands alone.
+        if (names.front() == "top1") names.push_back("agreement");
       }
       auto owned = analysis::MakeMetrics(names);
       if (!owned.ok()) return Report(owned.status());

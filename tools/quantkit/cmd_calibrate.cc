@@ -3,6 +3,7 @@
 
 #include "pipelines/calibrate.h"
 #include "pipelines/compare_methods.h"
+#include "cli_distributed.h"
 #include "cli_util.h"
 #include "quant/method_amax.h"
 
@@ -53,10 +54,11 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
                 "calibrate once, evaluate max/entropy/percentile:99.99/mse on --holdout, keep the best");
   cmd->add_option("--holdout", opts->holdout, "held-out data for --compare-methods (default fashion-mnist:val)");
   cmd->add_option("--holdout-samples", opts->holdout_samples, "first N held-out samples (0: all)");
-  cmd->add_option("--metric", opts->metric, "--compare-methods metric: top1 (default with labels), agreement, rel_mse");
+  cmd->add_option("--metric", opts->metric, "--compare-methods metric: top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
   cmd->add_flag("--json", opts->json, "--compare-methods: print the table as JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->image);
+  AddDistributedOptions(cmd, &opts->calibrate.distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
       // Without -o (or --stats, or --compare-methods' table) the whole pass would run and write
@@ -114,8 +116,12 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       }
       auto result = pipelines::Calibrate(c);
       if (!result.ok()) return Report(result.status());
-      std::fputs(result->summary.c_str(), stdout);
-      for (const std::string& f : result->written) std::printf("wrote %s\n", f.c_str());
+      // Rank 0 (or the only process) wrote everything; other ranks report their shard.
+      if (result->rank.rank == 0) {
+        std::fputs(result->summary.c_str(), stdout);
+        for (const std::string& f : result->written) std::printf("wrote %s\n", f.c_str());
+      }
+      if (result->rank.world_size > 1) PrintRankLine(result->rank);
       return 0;
     };
   });

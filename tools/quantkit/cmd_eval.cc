@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "pipelines/evaluate.h"
+#include "cli_distributed.h"
 #include "cli_util.h"
-#include "data/npy.h"
 
 namespace quantkit::cli {
 
@@ -13,7 +13,7 @@ void SetupEval(CLI::App& app, RunFn* run) {
   struct Options {
     pipelines::EvalOptions eval;
     bool json = false, quiet = false;
-    std::string predictions, outputs, placement = "auto";
+    std::string placement = "auto";
     std::vector<std::string> metric_names;
     ImageArgs image;
   };
@@ -33,11 +33,12 @@ void SetupEval(CLI::App& app, RunFn* run) {
   cmd->add_option("--metric", opts->metric_names, "extra metrics vs the reference: top1, agreement, rel_mse");
   cmd->add_option("--samples", opts->eval.samples, "use the first N samples (0: all)");
   cmd->add_option("--batch-size", opts->eval.batch_size, "samples per run")->capture_default_str();
-  cmd->add_option("--save-predictions", opts->predictions, "write the argmax per sample as int64 .npy");
-  cmd->add_option("--save-outputs", opts->outputs, "write the first output as float32 [samples, width] .npy");
+  cmd->add_option("--save-predictions", opts->eval.save_predictions, "write the argmax per sample as int64 .npy");
+  cmd->add_option("--save-outputs", opts->eval.save_outputs, "write the first output as float32 [samples, width] .npy");
   cmd->add_flag("--json", opts->json, "print JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->image);
+  AddDistributedOptions(cmd, &opts->eval.distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
       auto image = ToImageOptions(opts->image);
@@ -50,19 +51,10 @@ void SetupEval(CLI::App& app, RunFn* run) {
       auto metrics = analysis::MakeMetrics(opts->metric_names);
       if (!metrics.ok()) return Report(metrics.status());
       opts->eval.metrics = analysis::MetricPointers(*metrics);
-      opts->eval.keep_outputs = !opts->outputs.empty();
       auto r = pipelines::Evaluate(opts->eval);
       if (!r.ok()) return Report(r.status());
-      if (!opts->predictions.empty()) {
-        auto t = ir::Tensor::FromVector<int64_t>(ir::DType::kInt64,
-                                                 {static_cast<int64_t>(r->predictions.size())},
-                                                 r->predictions);
-        if (int rc = Report(data::WriteNpy(opts->predictions, t))) return rc;
-      }
-      if (!opts->outputs.empty()) {
-        auto t = ir::Tensor::FromVector<float>(ir::DType::kFloat, {r->samples, r->output_width}, r->outputs);
-        if (int rc = Report(data::WriteNpy(opts->outputs, t))) return rc;
-      }
+      if (r->rank.world_size > 1) PrintRankLine(r->rank);
+      if (r->rank.rank != 0) return 0;  // rank 0 holds the totals and prints the report
       if (opts->json) {
         nlohmann::json j{{"samples", r->samples}, {"seconds", r->seconds}};
         if (r->top1) j["top1"] = *r->top1, j["top5"] = *r->top5;

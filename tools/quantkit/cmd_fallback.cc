@@ -26,7 +26,7 @@ void SetupFallback(CLI::App& app, RunFn* run) {
   cmd->add_option("--budget", opts->fallback.budget,
                   "allowed loss vs FP32: top1/agreement in points (0.5 = 0.5%), rel_mse as a ratio")
       ->capture_default_str();
-  cmd->add_option("--metric", opts->metric, "top1 (default with labels), agreement (default without), rel_mse");
+  cmd->add_option("--metric", opts->metric, "top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
   cmd->add_option("--max-float", opts->fallback.max_float_layers, "at most N float layers (0: no limit)");
   cmd->add_option("--float-precision", opts->fallback.float_precision, "precision in --layerPrecisions")
       ->capture_default_str();
@@ -41,7 +41,7 @@ void SetupFallback(CLI::App& app, RunFn* run) {
       const quant::QuantPlan& plan = opened->plan;
       const analysis::PlanEvaluator& evaluator = *opened->evaluator;
       const std::string name =
-          !opts->metric.empty() ? opts->metric : analysis::DefaultMetricName(evaluator.has_labels());
+          !opts->metric.empty() ? opts->metric : analysis::DefaultMetricName(evaluator.has_labels(), evaluator.class_output());
       auto metric = analysis::MakeMetric(name);
       if (!metric.ok()) return Report(metric.status());
       auto r = pipelines::RunFallback(evaluator, plan, metric->get(), opts->fallback);

@@ -16,6 +16,7 @@ void SetupCache(CLI::App& app, RunFn* run);
 void SetupInspect(CLI::App& app, RunFn* run);
 void SetupTensorCalib(CLI::App& app, RunFn* run);
 void SetupRun(CLI::App& app, RunFn* run);
+void SetupQat(CLI::App& app, RunFn* run);
 
 void RegisterCommands(CLI::App& app, RunFn* run) {
   SetupCalibrate(app, run);
@@ -23,6 +24,7 @@ void RegisterCommands(CLI::App& app, RunFn* run) {
   SetupEval(app, run);
   SetupAnalyze(app, run);
   SetupFallback(app, run);
+  SetupQat(app, run);
   SetupData(app, run);
   SetupConvert(app, run);
   SetupLint(app, run);

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "cli_distributed.h"
 #include "commands.h"
 #include "runtime/threads.h"
 
@@ -33,6 +34,10 @@ int main(int argc, char** argv) {
   if (threads > used.value()) {
     std::fprintf(stderr, "quantkit: warning: --threads %d exceeds the %d usable CPUs; using %d\n", threads,
                  used.value(), used.value());
+  }
+  if (quantkit::Status st = quantkit::cli::CheckDistributedLaunch(app); !st.ok()) {
+    std::fprintf(stderr, "quantkit: %s\n", st.message().c_str());
+    return quantkit::ExitCodeFor(st.code());
   }
   try {
     return run();

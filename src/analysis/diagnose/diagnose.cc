@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "analysis/collect_pass.h"
@@ -101,13 +102,20 @@ Result<std::unique_ptr<data::Source>> Open(const std::string& spec, const ir::Mo
   return data::Take(std::move(*s), samples);
 }
 
-// Flattened float outputs of a pass, in sample order.
+// Flattened float outputs of a pass, in sample order. Only batch-first outputs compare across
+// batch sizes: a recurrent state [layers, B, H] flattened run by run interleaves differently at
+// batch 1 and batch B, which is no batch dependence.
 struct OutputCapture {
   std::vector<std::vector<float>> values;  // per output
-  Status Add(const std::vector<runtime::NamedTensor>& outs) {
+  std::vector<bool> not_batch_first;       // per output: seen with a leading dim != the batch
+  Status Add(const std::vector<runtime::NamedTensor>& outs, int64_t batch) {
     values.resize(outs.size());
+    not_batch_first.resize(outs.size());
     for (size_t i = 0; i < outs.size(); ++i) {
-      if (outs[i].tensor.dtype() != ir::DType::kFloat) continue;
+      const ir::Tensor& t = outs[i].tensor;
+      if (t.rank() == 0 || t.dims()[0] != batch) not_batch_first[i] = true;
+      if (not_batch_first[i]) values[i].clear();
+      if (t.dtype() != ir::DType::kFloat || not_batch_first[i]) continue;
       const float* p = outs[i].tensor.data_as<float>();
       values[i].insert(values[i].end(), p, p + outs[i].tensor.numel());
     }
@@ -134,8 +142,13 @@ Status MeasureBatchDependence(const DiagnoseOptions& o, const runtime::Interpret
     p.label = fmt::format("batch {}", p.batch_size);
     p.progress = o.progress;
     PassHooks hooks;
-    hooks.after_run = [&outs, pass](int64_t, const std::vector<runtime::NamedTensor>& t) {
-      return outs[pass].Add(t);
+    int64_t batch = 0;
+    hooks.before_run = [&batch](int64_t, const data::Batch& in) {
+      batch = in.size;
+      return Status::Ok();
+    };
+    hooks.after_run = [&outs, &batch, pass](int64_t, const std::vector<runtime::NamedTensor>& t) {
+      return outs[pass].Add(t, batch);
     };
     QK_RETURN_IF_ERROR(RunPass(interp, *src, p, {&obs}, hooks));
   }
@@ -150,7 +163,7 @@ Status MeasureBatchDependence(const DiagnoseOptions& o, const runtime::Interpret
   for (size_t i = 0; i < outs[0].values.size() && i < outs[1].values.size(); ++i) {
     const std::vector<float>& x = outs[0].values[i];
     const std::vector<float>& y = outs[1].values[i];
-    if (x.size() != y.size() || x.empty()) continue;
+    if (outs[0].not_batch_first[i] || outs[1].not_batch_first[i] || x.size() != y.size() || x.empty()) continue;
     double diff = 0, scale = 1e-30;
     for (size_t k = 0; k < x.size(); ++k) {
       diff = std::max(diff, std::fabs(static_cast<double>(x[k]) - y[k]));
@@ -222,8 +235,15 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
   CollectingObserver observer(&chunk_stats[0]);
   ChannelObserver channels(&chunk_stats[0]);
   std::map<std::string, InputStatsAccumulator> input_acc;
-  auto input_hook = [](std::map<std::string, InputStatsAccumulator>* acc, const data::Batch& batch) {
+  // Per-sample input checks read [batch, ...] tensors: a recurrent state (batch on axis 1) or an
+  // unbatched scalar is no sample stream to check.
+  std::set<std::string> batch_first;
+  for (const data::InputSpec& spec : data::ModelInputs(*model)) {
+    if (spec.batch_axis == 0) batch_first.insert(spec.name);
+  }
+  auto input_hook = [batch_first](std::map<std::string, InputStatsAccumulator>* acc, const data::Batch& batch) {
     for (const auto& [name, tensor] : batch.inputs) {
+      if (!batch_first.count(name)) continue;
       QK_RETURN_IF_ERROR(acc->try_emplace(name, name).first->second.Add(tensor));
     }
     return Status::Ok();

@@ -62,8 +62,9 @@ Status InputStatsAccumulator::Add(const ir::Tensor& batch) {
     ch_sumsq_.assign(static_cast<size_t>(c), 0.0);
     ch_count_.assign(static_cast<size_t>(c), 0);
   }
-  QK_RETURN_IF_NOT(dims == stats_.sample_dims, StatusCode::kInvalidArgument,
-                   "input '{}': sample shape changed between batches", stats_.input);
+  // Samples of other shapes (text lines of other widths, pages of other sizes) run in their own
+  // batches; the per-sample statistics describe the samples of the first shape.
+  if (dims != stats_.sample_dims) return Status::Ok();
   const int64_t per = b > 0 ? batch.numel() / b : 0;
   const int64_t w = dims.empty() ? 1 : dims.back();
   const int64_t axis = stats_.channel_axis;
@@ -215,11 +216,14 @@ Result<InputExpectation> ParseExpectation(const std::string& text) {
 void CheckInputSet(const InputStats& s, const std::string& label, std::vector<Finding>* out) {
   if (s.samples == 0) return;
   const double n = static_cast<double>(s.samples);
+  // Image-like: [C, H, W] or [H, W, C] samples. Audio, feature sequences and states are not, and
+  // the image checks (blank loads, adjacent-pixel correlation) would raise false alarms on them.
+  const bool image_like = s.sample_dims.size() == 3;
   if (s.constant_samples > 0) {
-    Add(out, "constant_samples", "warning", s.input,
-        fmt::format("{} of {} {} samples of '{}' are constant (every value {}): blank or failed loads",
-                    s.constant_samples, s.samples, label, s.input,
-                    s.constant_samples == s.samples ? fmt::format("{:.4g}", s.min) : "the same"));
+    Add(out, "constant_samples", image_like ? "warning" : "info", s.input,
+        fmt::format("{} of {} {} samples of '{}' are constant (every value {}){}", s.constant_samples, s.samples,
+                    label, s.input, s.constant_samples == s.samples ? fmt::format("{:.4g}", s.min) : "the same",
+                    image_like ? ": blank or failed loads" : ""));
   }
   if (s.duplicate_samples > 0) {
     const bool many = static_cast<double>(s.duplicate_samples) > kDuplicateShare * n;
@@ -227,7 +231,7 @@ void CheckInputSet(const InputStats& s, const std::string& label, std::vector<Fi
         fmt::format("{} of {} {} samples of '{}' are exact copies of another sample{}", s.duplicate_samples,
                     s.samples, label, s.input, many ? ": the set is smaller than it looks" : ""));
   }
-  const bool spatial = !s.sample_dims.empty() && s.sample_dims.back() >= 4 && s.channel_axis != 2 &&
+  const bool spatial = image_like && s.sample_dims.back() >= 4 && s.channel_axis != 2 &&
                        s.constant_samples < s.samples;
   // Interleaved channels first: their rows alternate between channels and look uncorrelated.
   if (spatial && s.channel_axis == 0 && s.channel_mean.size() >= 2 && s.lag1_absdiff > 0 &&

@@ -106,6 +106,27 @@ TEST(DiagnoseInputs, RandomConstantDuplicatedSamples) {
   EXPECT_FALSE(Has(f, "random_data"));
 }
 
+// Audio [N, 512]: uncorrelated-looking values and silent (all-zero) clips are normal there; the
+// image checks (random_data, blank loads) must not fire on a non-image input (issue 20).
+TEST(DiagnoseInputs, ImageChecksStayOffNonImageInputs) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 0.1f);
+  std::vector<float> audio(16 * 512);
+  for (float& v : audio) v = g(rng);
+  std::fill(audio.begin(), audio.begin() + 512, 0.0f);  // one silent clip
+  std::vector<Finding> f;
+  const InputStats s = StatsOf(audio, {16, 512});
+  CheckInputSet(s, "calibration", &f);
+  EXPECT_FALSE(Has(f, "random_data"));
+  ASSERT_TRUE(Has(f, "constant_samples"));
+  for (const Finding& x : f) {
+    if (x.code == "constant_samples") {
+      EXPECT_EQ(x.severity, "info");
+      EXPECT_EQ(x.message.find("blank"), std::string::npos) << x.message;
+    }
+  }
+}
+
 TEST(DiagnoseInputs, LayoutSwapped) {
   // Build NHWC images and reinterpret their bytes as NCHW (reshape instead of transpose).
   const std::vector<float> nchw = SmoothImages(8, 3, 16, 16, 4, {0.1f, 0.5f, 0.9f});

@@ -110,8 +110,8 @@ TEST(Metrics, MakeMetricsBuildsEachNameOrNamesTheUnknownOne) {
   auto bad = MakeMetrics({"top1", "bogus"});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'bogus'"), std::string::npos) << bad.status().message();
-  EXPECT_EQ(DefaultMetricName(true), "top1");
-  EXPECT_EQ(DefaultMetricName(false), "agreement");
+  EXPECT_EQ(DefaultMetricName(/*has_labels=*/true, /*class_output=*/true), "top1");
+  EXPECT_EQ(DefaultMetricName(/*has_labels=*/false, /*class_output=*/true), "agreement");
 }
 
 }  // namespace

@@ -1,0 +1,64 @@
+#include "pipelines/distributed.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/check.h"
+
+namespace quantkit::pipelines {
+
+Result<std::unique_ptr<runtime::Communicator>> OpenCommunicator(const DistributedOptions& options) {
+  QK_ASSIGN_OR_RETURN(std::optional<runtime::DistributedEnv> env, runtime::ReadDistributedEnv());
+  if (!env) {
+    QK_RETURN_IF_NOT(!options.required, StatusCode::kInvalidArgument,
+                     "--distributed: this process was not launched by torchrun, srun torchrun or a "
+                     "PyTorchJob (RANK and WORLD_SIZE are not set; see docs/distributed.md)");
+    return runtime::SingleProcessCommunicator();
+  }
+  runtime::CommunicatorOptions o;
+  o.timeout = options.timeout;
+  return runtime::Connect(*env, o);
+}
+
+std::unique_ptr<data::Source> ShardForRank(std::unique_ptr<data::Source> source,
+                                           const runtime::Communicator& comm, int64_t granule,
+                                           RankReport* report) {
+  report->rank = comm.rank();
+  report->world_size = comm.world_size();
+  report->shard = data::ShardOf(source->num_samples(), comm.rank(), comm.world_size(), granule);
+  if (comm.world_size() == 1) return source;
+  return data::Slice(std::move(source), report->shard);
+}
+
+Result<formats::StatsFile> MergeStatsOnRoot(runtime::Communicator& comm, formats::StatsFile local) {
+  if (comm.world_size() == 1) return local;
+  // The .qkstats text is the wire format: exact (floats round-trip) and already validated on
+  // read, so a rank sending something inconsistent is an error here, not a wrong plan.
+  QK_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                      comm.GatherToRoot(formats::SerializeStats(local), "gathering statistics"));
+  if (!comm.is_root()) return local;
+  formats::StatsFile merged;
+  merged.model_sha256 = local.model_sha256;
+  merged.histogram_log2_bins = local.histogram_log2_bins;
+  for (size_t r = 0; r < all.size(); ++r) {
+    const std::string name = fmt::format("statistics of rank {}", r);
+    QK_ASSIGN_OR_RETURN(formats::StatsFile part, formats::ParseStats(all[r], name, local.model_sha256));
+    QK_RETURN_IF_ERROR(formats::MergeStats(&merged, part).WithContext(name));
+  }
+  return merged;
+}
+
+std::string FormatRankLine(const RankReport& r) {
+  const int64_t n = r.shard.size();
+  std::string s = fmt::format("rank {}/{}: ", r.rank, r.world_size);
+  s += n > 0 ? fmt::format("samples {}-{} ({})", r.shard.begin, r.shard.end - 1, n) : "no samples";
+  s += fmt::format(" in {:.2f} s ({:.1f} samples/s)", r.work_seconds,
+                   static_cast<double>(n) / std::max(r.work_seconds, 1e-9));
+  if (r.rank == 0 && r.world_size > 1) {
+    s += fmt::format("; merge {:.3f} s, write {:.3f} s", r.merge_seconds, r.write_seconds);
+  }
+  return s;
+}
+
+}  // namespace quantkit::pipelines

@@ -1,0 +1,231 @@
+"""quantkit calibrate / eval as N processes of one torch.distributed job (docs/distributed.md).
+
+  1. calibrate under `torchrun --standalone --nproc_per_node=2` and 3 writes artifacts (and the
+     .qkstats) byte-identical to one process over the same data; only rank 0 writes, every rank
+     prints its one line.
+  2. eval --plan under torchrun with 2 ranks: the same JSON report (timing aside), predictions
+     and outputs .npy byte-identical to one process.
+  3. Faults, with ranks started directly from RANK/WORLD_SIZE/MASTER_* (as srun or a PyTorchJob
+     start them; torchrun's agent would kill the survivors itself and hide their behaviour):
+     a rank that fails on its shard (a bad sample file) makes every rank exit non-zero naming
+     that rank and its cause; a killed rank makes the survivor exit non-zero within a bounded
+     time naming it; a rank that never starts ends the rendezvous after --dist-timeout; no
+     artifact is written in any of them. And under torchrun the failing shard also exits non-zero.
+  4. --distributed without a launch environment is exit 2 with one line; a subcommand that does
+     not share work (lint here) refuses a launch with exit 3.
+argv: quantkit binary, repository root, torchrun.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+QK, ROOT, TORCHRUN = sys.argv[1], sys.argv[2], sys.argv[3]
+MODEL = os.path.join(ROOT, "models", "zoo", "resnet_small.onnx")
+ARTIFACTS = ["model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json"]
+# A failing or missing rank must end every rank within this time (timeout + start-up on a loaded
+# 2-core CI machine).
+DIST_TIMEOUT_S = 20
+FAULT_BOUND_S = 90
+
+
+def run(cmd, expect=0, env=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert p.returncode == expect, f"{cmd}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
+    return p
+
+
+# torchrun >= 2.x shares its agent's TCPStore with the workers; quantkit built on Debian's
+# libtorch 1.13 cannot speak its protocol, so the agent is told to let rank 0 host the store.
+TORCHRUN_ENV = dict(os.environ, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
+
+
+def torchrun(nproc, args, expect=0, env=TORCHRUN_ENV):
+    return run([TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", "--no_python", QK] + args, expect, env)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def assert_same_files(a, b, names):
+    for n in names:
+        assert read(os.path.join(a, n)) == read(os.path.join(b, n)), f"{n} differs: {a} vs {b}"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def connected_to(pid, port):
+    """Whether process `pid` holds an established TCP connection to 127.0.0.1:`port`."""
+    inodes = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:  # the process has ended
+        return False
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[3] == "01" and int(cols[2].split(":")[1], 16) == port and cols[9] in inodes:
+                    return True
+    return False
+
+
+def spawn_ranks(world, args, ranks=None):
+    """Starts ranks as srun/PyTorchJob would: environment only, no agent."""
+    port = free_port()
+    procs = {}
+    for r in ranks if ranks is not None else range(world):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r),
+                   LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs[r] = subprocess.Popen([QK] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, env=env)
+    return procs, port
+
+
+def finish(procs):
+    out = {}
+    for r, p in procs.items():
+        stdout, stderr = p.communicate(timeout=FAULT_BOUND_S)
+        out[r] = (p.returncode, stdout, stderr)
+    return out
+
+
+def check_calibrate_equality(d):
+    base = ["calibrate", MODEL, "--data", "fashion-mnist:calib", "--samples", "384", "--batch-size", "64",
+            "--method", "entropy", "-q"]
+    one = os.path.join(d, "one")
+    run([QK] + base + ["-o", one, "--stats", one + ".qkstats"])
+    for nproc in (2, 3):
+        many = os.path.join(d, f"n{nproc}")
+        p = torchrun(nproc, base + ["-o", many, "--stats", many + ".qkstats"])
+        assert_same_files(one, many, ARTIFACTS)
+        assert read(one + ".qkstats") == read(many + ".qkstats")
+        # summary.txt differs from one process only in its timing line.
+        strip = lambda t: [l for l in t.splitlines() if " samples/s" not in l]  # noqa: E731
+        assert strip(read(os.path.join(one, "summary.txt")).decode()) == \
+            strip(read(os.path.join(many, "summary.txt")).decode())
+        assert sorted(os.listdir(many)) == sorted(ARTIFACTS + ["summary.txt"]), os.listdir(many)
+        for r in range(nproc):
+            assert f"rank {r}/{nproc}: samples" in p.stderr, p.stderr
+        assert p.stdout.count("wrote ") == 6, p.stdout  # rank 0 only
+    print("calibrate: 2 and 3 ranks byte-identical to one process")
+    return os.path.join(one, "plan.json")
+
+
+def check_eval_equality(d, plan):
+    base = ["eval", MODEL, "--plan", plan, "--data", "fashion-mnist:test", "--samples", "320",
+            "--batch-size", "64", "--metric", "rel_mse", "--metric", "agreement", "--json", "-q"]
+    reports = {}
+    for nproc in (1, 2):
+        pred, outs = os.path.join(d, f"pred{nproc}.npy"), os.path.join(d, f"out{nproc}.npy")
+        args = base + ["--save-predictions", pred, "--save-outputs", outs]
+        p = run([QK] + args) if nproc == 1 else torchrun(nproc, args)
+        report = json.loads(p.stdout)
+        report.pop("seconds")
+        reports[nproc] = report
+    assert reports[1] == reports[2], reports
+    assert reports[1]["samples"] == 320 and "rel_mse" in reports[1]["metrics"]
+    assert read(os.path.join(d, "pred1.npy")) == read(os.path.join(d, "pred2.npy"))
+    assert read(os.path.join(d, "out1.npy")) == read(os.path.join(d, "out2.npy"))
+    assert np.load(os.path.join(d, "out2.npy")).shape == (320, 10)
+    print("eval: 2 ranks give the same report, predictions and outputs as one process")
+
+
+def bad_sample_dir(d):
+    """16 samples, one per .npy file; the last has the wrong shape (read by the last rank only)."""
+    data = os.path.join(d, "bad_shard")
+    os.makedirs(data)
+    rng = np.random.default_rng(0)
+    for i in range(16):
+        shape = (1, 28, 27) if i == 15 else (1, 28, 28)
+        np.save(os.path.join(data, f"s{i:02d}.npy"), rng.random(shape, dtype=np.float32))
+    return data
+
+
+def check_faults(d):
+    data = bad_sample_dir(d)
+    out = os.path.join(d, "fault_out")
+    args = ["calibrate", MODEL, "--data", data, "--batch-size", "4", "-o", out, "-q",
+            "--dist-timeout", str(DIST_TIMEOUT_S)]
+    # a. The last rank's shard holds the bad file: every rank exits 2, naming rank 1 and the file.
+    start = time.monotonic()
+    res = finish(spawn_ranks(2, args)[0])
+    assert time.monotonic() - start < FAULT_BOUND_S
+    for r, (code, _, err) in res.items():
+        assert code == 2, (r, code, err)
+        assert "s15.npy" in err, (r, err)
+    assert "rank 1 of 2 failed" in res[0][2], res[0][2]
+    assert not os.path.exists(out), "no artifacts after a failure"
+    p = torchrun(2, args, expect=1)  # torchrun reports a failed worker with exit 1
+    assert "s15.npy" in p.stderr, p.stderr
+    assert not os.path.exists(out)
+    # b. A killed rank: the survivor stops within the bound and names it.
+    slow = ["calibrate", MODEL, "--data", "fashion-mnist:calib", "--samples", "1024", "--batch-size", "8",
+            "-o", out, "-q", "--dist-timeout", str(DIST_TIMEOUT_S)]
+    procs, port = spawn_ranks(2, slow)
+    deadline = time.monotonic() + FAULT_BOUND_S
+    while not connected_to(procs[1].pid, port):  # rank 1 has joined: kill it mid-work
+        assert procs[1].poll() is None and time.monotonic() < deadline, "rank 1 never joined"
+        time.sleep(0.1)
+    time.sleep(0.5)
+    assert procs[1].poll() is None, "rank 1 ended before it could be killed"
+    procs[1].send_signal(signal.SIGKILL)
+    start = time.monotonic()
+    res = finish(procs)
+    assert time.monotonic() - start < FAULT_BOUND_S
+    assert res[1][0] == -signal.SIGKILL
+    assert res[0][0] != 0 and "rank 1 never reached" in res[0][2], res[0]
+    assert not os.path.exists(out)
+    # c. Rank 1 never starts: the rendezvous ends after --dist-timeout naming it.
+    start = time.monotonic()
+    res = finish(spawn_ranks(2, args[:-1] + ["3"], ranks=[0])[0])
+    assert time.monotonic() - start < FAULT_BOUND_S
+    assert res[0][0] == 4 and "rank 1 never joined" in res[0][2], res[0]
+    assert not os.path.exists(out)
+    # d. Without the opt-out, torchrun's agent store is refused up front, with the remedy.
+    linked = subprocess.run(["ldd", QK], capture_output=True, text=True).stdout
+    if "libtorch_cpu.so.1." in linked:
+        env = {k: v for k, v in os.environ.items() if k != "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"}
+        p = torchrun(2, args, expect=1, env=env)
+        assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun" in p.stderr, p.stderr
+        assert not os.path.exists(out)
+    # e. Subcommands that do not share work refuse a launch instead of running N copies.
+    res = finish(spawn_ranks(2, ["lint", MODEL])[0])
+    for r, (code, _, err) in res.items():
+        assert code == 3 and f"this is rank {r} of 2" in err, (r, code, err)
+    # 4. --distributed outside a launch: one line, exit 2.
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    p = run([QK, "calibrate", MODEL, "--data", data, "-o", out, "--distributed"], expect=2, env=env)
+    assert "not launched by torchrun" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    print("faults: failing, killed and missing ranks end every rank with the rank named")
+
+
+def main():
+    assert os.path.exists(TORCHRUN), f"{TORCHRUN} missing: run scripts/setup_torch.sh (make test does)"
+    with tempfile.TemporaryDirectory() as d:
+        plan = check_calibrate_equality(d)
+        check_eval_equality(d, plan)
+        check_faults(d)
+
+
+if __name__ == "__main__":
+    main()

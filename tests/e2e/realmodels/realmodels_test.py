@@ -1,0 +1,84 @@
+"""End-to-end: models as they are exported, through `quantkit calibrate` with its defaults.
+
+For every exported model of python/realmodels.py (opset 9 and 11 segmentation CNNs over pages of
+three sizes, a fixed-batch-1 classifier, a CTC text-line recogniser over three widths, a GRU with a
+[2,B,32] state input and a scalar input from recorded calls, an If holding convolutions, an
+STFT-as-convolution audio front-end):
+  1. calibrate accepts the model file and the data as they are (exit 0; no --batch-size, no opset
+     conversion by hand, no data reshaping);
+  2. the INT8 Q/DQ model, run in onnxruntime, agrees with the FP32 model on held-out data within
+     the named budget of its output kind;
+  3. the summary says what was done: the opset upgrade (opset 9/11), and which ops stayed in float
+     inside the If's branches.
+The shipped PyPI models (PP-OCR, Silero VAD) are in python/realmodels_table.py, which needs pip.
+argv[1] = quantkit binary, argv[2] = repository root.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+QK, ROOT = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import realmodels  # noqa: E402
+import realmodels_table as table  # noqa: E402
+
+# Budgets per model, INT8 (quantkit defaults) vs FP32 in onnxruntime on the val split: about 2x the
+# values measured when this test was written (docs/realmodels-table.md). A collapsed calibration
+# (the issue's entropy failures) misses them by an order of magnitude. The models have random
+# weights, so a sequence model's greedy decode sits on near-ties (FP32 vs INT8 exact match 0.53
+# for quantkit and onnxruntime alike): its output error is the stable measure.
+#   (measure, bound, "min"|"max"); measures: agreement, score_abs, rel_rms
+BUDGETS = {
+    "seg_opset9": ("rel_rms", 0.03, "max"),       # measured 0.012
+    "seg_opset11": ("rel_rms", 0.03, "max"),      # measured 0.012
+    "fixed_b1": ("agreement", 0.9, "min"),        # measured 1.0
+    "textline": ("rel_rms", 0.01, "max"),         # measured 0.0027
+    "gru_state": ("score_abs", 0.002, "max"),     # measured 0.00017
+    "if_model": ("agreement", 0.9, "min"),        # measured 1.0 (the If's convolutions stay float)
+    # Max calibration on a log-power front-end loses resolution (symmetric int8 on a power
+    # spectrum): measured 0.063, onnxruntime's asymmetric uint8 0.013. `quantkit fallback` is the
+    # remedy today (calibrate --budget is not done); the bound guards against collapse.
+    "audio_frontend": ("score_abs", 0.13, "max"),
+}
+EXPECTED_NOTES = {
+    "seg_opset9": "model upgraded from opset 9 to 13",
+    "seg_opset11": "model upgraded from opset 11 to 13",
+    "if_model": "inside If/Loop/Scan bodies stay in float",
+}
+
+failures = []
+with tempfile.TemporaryDirectory() as tmp:
+    for name in realmodels.EXPORTED:
+        row = table.evaluate(QK, name, tmp, with_ort=False)
+        label = f"{name} ({row['kind']})"
+        if not row["accepted"]:
+            failures.append(f"{label}: not accepted as exported: {row['quantkit_error']}")
+            continue
+        measure, bound, side = BUDGETS[name]
+        value = row["quantkit_rel_rms"] if measure == "rel_rms" else row["quantkit"]
+        ok = value >= bound if side == "min" else value <= bound
+        print(f"{label}: {measure} {value:.4f} (bound {side} {bound}; {row['metric']} {row['quantkit']:.4f}, "
+              f"{row['quantkit_q_nodes']} QuantizeLinear, {row['quantkit_seconds']:.1f} s)")
+        if row["quantkit_q_nodes"] == 0:
+            failures.append(f"{label}: nothing was quantized")
+        if not ok:
+            failures.append(f"{label}: {measure} {value:.4f} outside its budget ({side} {bound})")
+        want = EXPECTED_NOTES.get(name)
+        if want and not any(want in n for n in row["notes"]):
+            failures.append(f"{label}: summary lacks '{want}': {row['notes']}")
+    # Item 2's error text: a wrong per-sample shape on a dynamic-shape model names '?' for the
+    # dynamic dims instead of a size taken from the first sample.
+    folder = realmodels.ensure("textline")
+    import numpy as np
+    bad = os.path.join(tmp, "bad.npy")
+    np.save(bad, np.zeros((2, 3, 32, 100), np.float32))
+    r = subprocess.run([QK, "calibrate", os.path.join(folder, "model.onnx"), "--data", bad], capture_output=True,
+                       text=True)
+    if r.returncode != 2 or "[1,32,?]" not in r.stderr:
+        failures.append(f"textline wrong-channel data: exit {r.returncode}, {r.stderr.strip()!r}")
+
+for f in failures:
+    print("FAIL", f)
+print(f"{len(realmodels.EXPORTED) + 1 - len(failures)} passed, {len(failures)} failed")
+sys.exit(1 if failures else 0)

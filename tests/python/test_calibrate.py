@@ -1,0 +1,129 @@
+"""quantkit.calibrate from a torch DataLoader, an onnxruntime CalibrationDataReader and a path
+spec gives the CLI's plan on the same data: byte-identical calib.cache and ranges.txt."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+import quantkit
+
+ARTIFACTS = ["model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"]
+
+
+def plan_tensors(path):
+    return json.loads(path.read_text())["tensors"]
+
+
+def assert_same_as_cli(out, cli):
+    for name in ("calib.cache", "ranges.txt"):
+        assert (out / name).read_bytes() == (cli / name).read_bytes(), name
+    assert plan_tensors(out / "plan.json") == plan_tensors(cli / "plan.json")
+    # The Q/DQ model holds the same graph and scales (bytes may differ only in metadata).
+    a, b = onnx.load(str(out / "model.qdq.onnx")), onnx.load(str(cli / "model.qdq.onnx"))
+    assert a.graph.SerializeToString() == b.graph.SerializeToString()
+
+
+class DictDataset:
+    def __init__(self, array):
+        import torch
+        self.x = torch.from_numpy(array)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return {"input": self.x[i]}
+
+
+def test_dataloader_gives_the_cli_artifacts(model, calib_array, cli_entropy, tmp_path):
+    torch = pytest.importorskip("torch")
+    loader = torch.utils.data.DataLoader(DictDataset(calib_array), batch_size=20)  # not the CLI's 32
+    plan = quantkit.calibrate(model, loader, method="entropy", output_dir=tmp_path, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(ARTIFACTS)
+    assert_same_as_cli(tmp_path, cli_entropy)
+    assert plan.report.samples == len(calib_array)
+    assert "DataLoader" in plan.provenance["data_description"]
+    assert plan.num_quantized > 0 and plan.scales
+
+
+# A batch of one runs other BLAS kernels (gemv, not gemm) than a batch of 32: FP32 activations
+# may differ in the last bits, and so may a histogram-based amax. Batches of the CLI's size give
+# identical bytes; one-sample batches stay within this relative distance of the CLI's scales.
+BATCH1_SCALE_RTOL = 1e-5
+
+
+def test_calibration_data_reader_gives_the_cli_artifacts(model, calib_array, cli_entropy, tmp_path):
+    ort_quant = pytest.importorskip("onnxruntime.quantization")
+
+    class Reader(ort_quant.CalibrationDataReader):
+        def __init__(self, batch):
+            self.it = iter(calib_array[i:i + batch] for i in range(0, len(calib_array), batch))
+
+        def get_next(self):
+            x = next(self.it, None)
+            return None if x is None else {"input": x}
+
+    quantkit.calibrate(model, Reader(32), method="entropy", output_dir=tmp_path, progress=False)
+    assert_same_as_cli(tmp_path, cli_entropy)
+    one = quantkit.calibrate(model, Reader(1), method="entropy", progress=False)
+    cli = quantkit.Plan.load(cli_entropy / "plan.json")
+    assert one.scales.keys() == cli.scales.keys()
+    for name, scale in cli.scales.items():
+        assert one.scales[name] == pytest.approx(scale, rel=BATCH1_SCALE_RTOL), name
+
+
+def test_path_spec_gives_the_cli_artifacts(model, calib_dir, cli_entropy, tmp_path):
+    quantkit.calibrate(model, f"input={calib_dir / 'input.npy'}", method="entropy", output_dir=tmp_path,
+                       progress=False)
+    assert_same_as_cli(tmp_path, cli_entropy)
+    # Same source and method: even the provenance matches.
+    assert (tmp_path / "plan.json").read_bytes() == (cli_entropy / "plan.json").read_bytes()
+
+
+def test_statistics_merge_is_one_pass_and_round_trips(model, calib_array, tmp_path):
+    whole = quantkit.Statistics.collect(model, [{"input": calib_array}], progress=False)
+    a = quantkit.Statistics.collect(model, [{"input": calib_array[:40]}], progress=False)
+    b = quantkit.Statistics.collect(model, iter([calib_array[40:]]), progress=False)  # bare arrays
+    merged = a.merge(b)
+    assert merged.samples == whole.samples == len(calib_array)
+    for method in ("max", "entropy", "percentile:99.9"):
+        assert merged.amax(method) == whole.amax(method), method
+    a.save(tmp_path / "a.qkstats")
+    b.save(tmp_path / "b.qkstats")
+    loaded = quantkit.Statistics.load(tmp_path / "a.qkstats", tmp_path / "b.qkstats", model=model)
+    assert loaded.amax("mse") == whole.amax("mse")
+    plan = quantkit.calibrate(model, loaded, method="max")
+    for tensor, amax in whole.amax("max").items():
+        assert plan.tensor(tensor)["amax"] == [pytest.approx(amax, rel=1e-6)]
+    assert set(whole.to_dict()["tensors"]) == set(whole.tensors)
+
+
+def test_samples_cap_and_plan_round_trip(model, calib_array, tmp_path):
+    plan = quantkit.calibrate(model, [{"input": calib_array}], samples=50, progress=False)
+    assert plan.report.samples == 50
+    again = quantkit.Plan.from_json(plan.to_json())
+    assert again.to_dict() == plan.to_dict()
+    plan.write_cache(tmp_path / "c.cache")
+    assert quantkit.Plan.load(tmp_path / "c.cache").scales.keys() <= plan.scales.keys()
+    act, weights = plan.write_qdq(model, tmp_path / "q.onnx")
+    assert act > 0 and weights > 0
+    q = onnx.load(str(tmp_path / "q.onnx"))
+    onnx.checker.check_model(q)
+    assert sum(n.op_type == "QuantizeLinear" for n in q.graph.node) == act + weights
+    first_node = next(n.name for n in q.graph.node if n.op_type == "Conv")
+    plan.keep_float(first_node)
+    act2, _ = plan.write_qdq(model, tmp_path / "q2.onnx")
+    assert act2 < act and first_node in plan.float_nodes
+
+
+def test_torch_tensors_and_numpy_give_equal_statistics(model, calib_array):
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(calib_array.copy()).requires_grad_(True)  # detached, not copied
+    from_torch = quantkit.Statistics.collect(model, [(t, torch.zeros(len(t)))], progress=False)
+    from_numpy = quantkit.Statistics.collect(model, [calib_array], progress=False)
+    assert from_torch.amax("max") == from_numpy.amax("max")
+    assert np.isfinite(list(from_numpy.amax("entropy").values())).all()

@@ -1,0 +1,24 @@
+// --distributed and --dist-timeout, shared by the subcommands that run as N processes of one job
+// (calibrate, eval; docs/distributed.md), and the per-rank summary line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <memory>
+
+#include "pipelines/distributed.h"
+
+namespace quantkit::cli {
+
+// Fills *options as the options are parsed (the pointer must outlive parsing).
+void AddDistributedOptions(CLI::App* cmd, pipelines::DistributedOptions* options);
+
+// Under a distributed launch (WORLD_SIZE > 1) only calibrate and eval share the work; any other
+// subcommand would run N copies writing the same outputs, so it is refused (kUnsupported).
+Status CheckDistributedLaunch(const CLI::App& app);
+
+// Prints this rank's one summary line (stderr keeps rank 0's stdout report clean for pipes).
+void PrintRankLine(const pipelines::RankReport& report);
+
+}  // namespace quantkit::cli
