@@ -1,7 +1,8 @@
 # quantkit — the two commands of the README:
 #   make demo   install what is missing, build, run the main job on the bundled model and data
 #   make test   the whole test suite (what CI runs)
-# Other targets: build, python (the extension in-tree), asan (sanitizer build + unit tests), bench, zoo, zoo-table, fuzz, clean.
+# Other targets: build, python (the extension in-tree), asan (sanitizer build + unit tests), bench, zoo, zoo-table,
+# fuzz, fuzz-smoke, clean.
 
 PRESET ?= dev
 BUILD_DIR := build/$(PRESET)
@@ -12,7 +13,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_MAXSIZE ?= 5G
 
-.PHONY: all setup build python test demo asan bench zoo zoo-table qat-table fuzz clean
+.PHONY: all setup build python test demo asan bench zoo zoo-table qat-table fuzz fuzz-smoke clean
 
 all: build
 
@@ -62,6 +63,10 @@ qat-table: build
 fuzz: setup
 	@cmake --preset fuzz >/dev/null
 	@cmake --build --preset fuzz -j $(JOBS)
+
+# Every libFuzzer target for 10 s from the committed seeds (fuzz/corpus/); fails on any finding.
+fuzz-smoke: setup
+	@JOBS=$(JOBS) bash fuzz/run.sh 10
 
 clean:
 	rm -rf build

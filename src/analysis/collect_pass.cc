@@ -29,7 +29,9 @@ BatchReader ReadInOrder(const data::Source& source, const PassOptions& options) 
   const int64_t n = source.num_samples();
   // A model with a fixed batch dim caps the batch; samples that do not stack (varying shapes)
   // run in runs of equal shapes (data::ReadStackable), so no batch size has to be chosen by hand.
-  const int64_t batch_size = data::EffectiveBatchSize(source, options.batch_size);
+  int64_t batch_size = data::EffectiveBatchSize(source, options.batch_size);
+  // run_batch > 0 caps what one model run sees (kSampleExactRunBatch: sample-exact statistics).
+  if (options.run_batch > 0) batch_size = std::min(batch_size, options.run_batch);
   const int64_t chunk_size = options.chunk_size;
   return [&source, state, n, batch_size, chunk_size]() -> Result<std::optional<data::Batch>> {
     while (state->pending.empty()) {

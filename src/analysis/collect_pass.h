@@ -37,8 +37,18 @@ class CollectingObserver final : public runtime::Observer {
   CollectorMap* collectors_;
 };
 
+// Calibration runs every sample on its own: ATen's float kernels (oneDNN convolution, GEMM)
+// choose their blocking, and so their summation order, by batch size, so a sample's activations
+// differed in the last bits with the samples batched beside it. One sample per run makes the
+// statistics (and the cache) independent of --batch-size, of the order and of the sharding of
+// the data by construction (collectors merge exactly, quant/collectors).
+inline constexpr int64_t kSampleExactRunBatch = 1;
+
 struct PassOptions {
   int64_t batch_size = 32;
+  // > 0: at most this many samples per model run, whatever batch_size says
+  // (kSampleExactRunBatch for calibration). 0: runs of batch_size samples.
+  int64_t run_batch = 0;
   // > 0: no batch straddles a multiple of chunk_size, so per-chunk statistics stay exact.
   int64_t chunk_size = 0;
   std::string label = "calibrate";  // progress-bar label

@@ -4,9 +4,16 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
+#include <unordered_map>
 
+#include "analysis/model_loading.h"
+#include "common/check.h"
+#include "common/text.h"
 #include "passes/qdq_pairs.h"
+#include "passes/placement_rules.h"
+#include "runtime/interpreter.h"
 
 namespace quantkit::analysis {
 namespace {
@@ -25,7 +32,15 @@ const char* kMinOpsetFix = "convert the model to a newer opset (quantkit convert
 
 class Linter {
  public:
-  explicit Linter(const ir::Model& model) : model_(model) {}
+  explicit Linter(const ir::Model& model) : model_(model) {
+    // Depth and order decide which Conv of a projection-shortcut Add is the backbone (R3 of
+    // passes/qdq_placement.h); a cyclic graph leaves them empty (the order then decides nothing).
+    Result<std::vector<ir::Node*>> order = model.graph->TopologicalOrder();
+    if (order.ok()) {
+      depth_ = passes::NodeDepths(order.value());
+      for (size_t i = 0; i < order.value().size(); ++i) position_[order.value()[i]] = i;
+    }
+  }
 
   LintReport Run() {
     for (const ir::Node* n : model_.graph->nodes()) {
@@ -182,9 +197,15 @@ class Linter {
       }
     }
     if (op == "Add") {
-      for (const ir::Value* in : n.inputs()) {
+      for (size_t i = 0; i < n.num_inputs(); ++i) {
+        const ir::Value* in = n.input(i);
         if (!IsDqOutput(in)) continue;
         const ir::Value* src = QuantizedSource(in);
+        // With a projection shortcut both inputs come from Convs: only the backbone's output
+        // must stay float; quantizing the shortcut Conv's output is TensorRT's recipe.
+        const ir::Node* other = n.num_inputs() == 2 ? ConvBehind(n.input(1 - i)) : nullptr;
+        const ir::Node* conv = ConvBehind(in);
+        if (conv && other && !passes::IsResidualBackbone(conv, other, depth_, position_)) continue;
         if (src && src->producer() && src->producer()->op_type() == "Conv") {
           Add("QK009", Severity::kWarning, n,
               fmt::format("input '{}' quantizes the output of Conv '{}'", in->name(),
@@ -242,8 +263,17 @@ class Linter {
     }
   }
 
+  // The Conv producing an Add input, directly or behind one Q/DQ pair; nullptr otherwise.
+  static const ir::Node* ConvBehind(const ir::Value* in) {
+    const ir::Value* src = IsDqOutput(in) ? QuantizedSource(in) : in;
+    if (!src || !src->producer() || src->producer()->op_type() != "Conv") return nullptr;
+    return src->producer();
+  }
+
   const ir::Model& model_;
   LintReport report_;
+  std::unordered_map<const ir::Node*, int> depth_;
+  std::unordered_map<const ir::Node*, size_t> position_;
 };
 
 }  // namespace
@@ -269,13 +299,84 @@ int LintReport::Count(Severity s) const {
   return n;
 }
 
-LintReport LintQdqModel(const ir::Model& model) { return Linter(model).Run(); }
+LintReport LintQdqModel(const ir::Model& model) {
+  LintReport report = Linter(model).Run();
+  if (report.num_q + report.num_dq == 0) {
+    report.findings.push_back(LintFinding{
+        "QK013", Severity::kWarning, model.graph->name, "Graph",
+        "the model has no QuantizeLinear or DequantizeLinear node: nothing to lint",
+        "TensorRT builds a float model in FP32/FP16; lint checks explicit (Q/DQ) quantization",
+        "lint the Q/DQ model that quantkit calibrate writes (OUT/model.qdq.onnx)"});
+  }
+  return report;
+}
+
+namespace {
+
+// Zero inputs of the declared shapes (a symbolic leading dim becomes 1), or nothing when a shape
+// is not fully known or the inputs would be large: the dry run is then skipped.
+std::optional<std::vector<runtime::NamedTensor>> DryRunInputs(const ir::Graph& graph) {
+  constexpr int64_t kMaxDryRunElements = int64_t{1} << 24;
+  std::vector<runtime::NamedTensor> feeds;
+  for (const ir::Value* v : graph.inputs()) {
+    if (v->is_initializer()) continue;
+    const ir::TypeInfo& type = v->type;
+    if (!type.is_tensor() || !type.has_shape || type.dtype == ir::DType::kUndefined ||
+        type.dtype == ir::DType::kString) {
+      return std::nullopt;
+    }
+    std::vector<int64_t> dims;
+    int64_t numel = 1;
+    for (size_t i = 0; i < type.dims.size(); ++i) {
+      if (!type.dims[i].is_known() && i != 0) return std::nullopt;  // e.g. dynamic image size
+      dims.push_back(type.dims[i].is_known() ? type.dims[i].value : 1);
+      numel *= std::max<int64_t>(dims.back(), 1);
+      if (numel > kMaxDryRunElements) return std::nullopt;
+    }
+    feeds.push_back({v->name(), ir::Tensor(type.dtype, dims)});
+  }
+  return feeds;
+}
+
+}  // namespace
+
+Result<LintReport> LintModelFile(const std::string& path) {
+  QK_ASSIGN_OR_RETURN(ir::Model loaded, LoadModelForQuantization(path));
+  auto model = std::make_shared<const ir::Model>(std::move(loaded));
+  // Building the kernels validates every node's attributes; one run on zero inputs (when every
+  // input shape is declared) finds what only shapes reveal, such as an impossible Reshape.
+  Result<std::unique_ptr<runtime::Interpreter>> runnable = runtime::Interpreter::Create(model);
+  if (runnable.ok()) {
+    if (std::optional<std::vector<runtime::NamedTensor>> feeds = DryRunInputs(*model->graph)) {
+      Result<std::vector<runtime::NamedTensor>> ran = runnable.value()->Run(*feeds);
+      if (!ran.ok()) runnable = ran.status();
+    }
+  }
+  std::string unsupported;
+  if (!runnable.ok()) {
+    const Status& st = runnable.status();
+    QK_RETURN_IF_NOT(st.code() == StatusCode::kUnsupported, st.code() == StatusCode::kResourceExhausted
+                                                               ? StatusCode::kResourceExhausted
+                                                               : StatusCode::kInvalidModel,
+                     "{}: the model is invalid, it cannot run: {}", path, st.message());
+    unsupported = st.message();
+  }
+  LintReport report = LintQdqModel(*model);
+  if (!unsupported.empty()) {
+    report.findings.push_back(LintFinding{"QK014", Severity::kInfo, model->graph->name, "Graph", unsupported,
+                                          "quantkit's runtime lacks this op, so it could not build the model",
+                                          "none needed if TensorRT has the op (a plugin)"});
+  }
+  return report;
+}
 
 std::string FormatLintText(const LintReport& report) {
   std::string out;
   for (const LintFinding& f : report.findings) {
+    // Node names and messages come from the model: escaped so they cannot drive the terminal.
     out += fmt::format("{} {} node '{}' ({}): {}. Why: {}. Fix: {}.\n", SeverityName(f.severity),
-                       f.rule, f.node, f.op_type, f.message, f.why, f.fix);
+                       f.rule, EscapeControl(f.node), EscapeControl(f.op_type), EscapeControl(f.message),
+                       f.why, f.fix);
   }
   out += fmt::format("{} QuantizeLinear, {} DequantizeLinear: {} errors, {} warnings, {} notes\n",
                      report.num_q, report.num_dq, report.Count(Severity::kError),

@@ -17,12 +17,16 @@
 //   QK011 info     DQ feeds an op without an INT8 implementation: it runs in higher precision
 //   QK012 warning  weighted op with a quantized input but a float weight (or the reverse):
 //                  TensorRT runs it in higher precision
+//   QK013 warning  no QuantizeLinear/DequantizeLinear at all: a float model, nothing to lint
+//   QK014 info     an op quantkit's runtime lacks (a plugin?): its inputs and outputs were not
+//                  checked by running the model's kernels
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
+#include "quantkit/status.h"
 
 namespace quantkit::analysis {
 
@@ -48,6 +52,11 @@ struct LintReport {
 };
 
 LintReport LintQdqModel(const ir::Model& model);
+
+// Loads `path` for linting: import, PrepareConstants, then builds every kernel of quantkit's
+// runtime so that a model which cannot run (bad attributes, impossible shapes) is an error
+// naming the file and node (kInvalidModel), not "0 errors". Then LintQdqModel.
+Result<LintReport> LintModelFile(const std::string& path);
 
 // "error QK001 node 'x_Q' (QuantizeLinear): ... Why: ... Fix: ..." one finding per line.
 std::string FormatLintText(const LintReport& report);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "common/file_checks.h"
 
 namespace quantkit {
 namespace {
@@ -56,8 +57,29 @@ void MappedFile::Release(size_t offset, size_t length) const {
   ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
 }
 
+const char* FileTypeName(unsigned mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+Status CheckRegularFile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("cannot open", path, errno);
+  QK_RETURN_IF_NOT(S_ISREG(st.st_mode), StatusCode::kInvalidArgument, "{}: is {}, expected a regular file", path,
+                   FileTypeName(st.st_mode));
+  return Status::Ok();
+}
+
 Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Refuse special files before opening them: open() on a FIFO without a writer blocks forever,
+  // and a device can stream without end. O_NONBLOCK closes the race with a path swapped to a FIFO
+  // between stat() and open(); fstat() below checks the file actually opened.
+  QK_RETURN_IF_ERROR(CheckRegularFile(path));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoStatus("cannot open", path, errno);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -67,7 +89,8 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const std::string& pa
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return MakeStatus(StatusCode::kIoError, "{}: not a regular file", path);
+    return MakeStatus(StatusCode::kInvalidArgument, "{}: is {}, expected a regular file", path,
+                      FileTypeName(st.st_mode));
   }
   std::shared_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;

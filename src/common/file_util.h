@@ -23,7 +23,8 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   // Maps `path` read-only (MAP_PRIVATE): later writers that replace the file by rename do not
-  // affect the mapping. kNotFound when missing, kIoError for other failures.
+  // affect the mapping. kNotFound when missing, kIoError for other failures; a special file
+  // (FIFO, directory, device) is refused before it is opened (common/file_checks.h).
   static Result<std::shared_ptr<const MappedFile>> Open(const std::string& path);
 
   const uint8_t* data() const { return data_; }

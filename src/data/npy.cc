@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -9,6 +10,7 @@
 
 #include "common/file_util.h"
 #include "common/check.h"
+#include "data/source_internal.h"
 
 namespace quantkit::data {
 namespace {
@@ -182,23 +184,28 @@ struct NpyLayout {
 
 // Checks the preamble and header against the file size; nothing is allocated from file values
 // before they are bounded by it.
-Status ParseNpyLayout(const uint8_t* bytes, size_t size, const std::string& source, NpyLayout* out) {
+Status ParseNpyLayout(const uint8_t* bytes, size_t size, const std::string& source, NpyLayout* out,
+                      size_t readable = SIZE_MAX) {
   auto fail = [&](const std::string& what) {
     return Status(StatusCode::kInvalidModel, source + ": " + what);
   };
-  if (size < kMagicSize + 4 || std::memcmp(bytes, kMagic, kMagicSize) != 0) {
+  // Only the first `readable` bytes are present (a streamed archive member); `size` is the
+  // declared total the data size is checked against.
+  readable = std::min(readable, size);
+  if (readable < kMagicSize + 4 || std::memcmp(bytes, kMagic, kMagicSize) != 0) {
     return fail("not a .npy file (bad magic)");
   }
   const int major = bytes[6];
   if (major < 1 || major > 3) return fail("unsupported .npy format version " + std::to_string(major));
   const size_t len_bytes = major == 1 ? 2 : 4;
   const size_t preamble = kMagicSize + 2 + len_bytes;
-  if (size < preamble) return fail("truncated header");
+  if (readable < preamble) return fail("truncated header");
   const uint32_t header_len = ReadLe(bytes + kMagicSize + 2, static_cast<int>(len_bytes));
   if (header_len > kMaxNpyHeaderBytes) return fail("header length " + std::to_string(header_len) + " is too large");
   if (preamble + header_len > size) {
     return fail("header length " + std::to_string(header_len) + " exceeds the file size " + std::to_string(size));
   }
+  if (preamble + header_len > readable) return fail("truncated header");
   const std::string header(reinterpret_cast<const char*>(bytes + preamble), header_len);
   std::string descr_text, error;
   if (!HeaderParser(header).Parse(&descr_text, &out->fortran, &out->shape, &error)) return fail("bad header: " + error);
@@ -220,6 +227,25 @@ Status ParseNpyLayout(const uint8_t* bytes, size_t size, const std::string& sour
   out->numel = numel;
   return Status();
 }
+
+}  // namespace
+
+Result<internal::NpyHeader> internal::ParseNpyHeader(const uint8_t* bytes, size_t available,
+                                                     uint64_t total_size, const std::string& source) {
+  static_assert(sizeof(size_t) >= sizeof(uint64_t), "64-bit sizes");
+  NpyLayout layout;
+  QK_RETURN_IF_ERROR(ParseNpyLayout(bytes, static_cast<size_t>(total_size), source, &layout, available));
+  NpyHeader h;
+  h.dtype = layout.descr.dtype;
+  h.item_size = layout.descr.item_size;
+  h.big_endian = layout.descr.big_endian;
+  h.fortran = layout.fortran;
+  h.shape = layout.shape;
+  h.data_offset = layout.data_offset;
+  return h;
+}
+
+namespace {
 
 // Views the mapping without copying; keeps the file mapped while any tensor uses it.
 class MappedNpyBuffer final : public ir::Buffer {
@@ -283,15 +309,8 @@ Result<ir::Tensor> ParseNpy(const uint8_t* bytes, size_t size, const std::string
 }
 
 Result<ir::Tensor> ReadNpy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  QK_RETURN_IF_NOT(f.good(), StatusCode::kNotFound, "{}: cannot open", path);
-  const std::streamoff size = f.tellg();
-  QK_RETURN_IF_NOT(size >= 0, StatusCode::kIoError, "{}: cannot determine the size", path);
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(bytes.data()), size);
-  QK_RETURN_IF_NOT(f.good() || size == 0, StatusCode::kIoError, "{}: read failed", path);
-  return ParseNpy(bytes.data(), bytes.size(), path);
+  QK_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::Open(path));
+  return ParseNpy(file->data(), file->size(), path);
 }
 
 Result<ir::Tensor> MapNpy(const std::string& path, std::shared_ptr<const MappedFile>* mapping) {

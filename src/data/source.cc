@@ -1,7 +1,5 @@
 #include "data/source.h"
 
-#include <zip.h>
-
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -19,18 +17,13 @@ namespace internal {
 
 Result<ir::Tensor> Conform(ir::Tensor t, const InputSpec& spec, bool batched,
                            const std::string& origin, std::string* note) {
-  if (t.dtype() != spec.dtype) {
-    const bool float_widening = spec.dtype == ir::DType::kFloat &&
-                                (t.dtype() == ir::DType::kDouble || t.dtype() == ir::DType::kFloat16);
-    QK_RETURN_IF_NOT(float_widening, StatusCode::kInvalidArgument,
-                     "{}: input '{}' expects {} but the data is {} (convert it; quantkit does not "
-                     "guess preprocessing such as 0-255 -> 0-1)",
-                     origin, spec.name, ir::DTypeName(spec.dtype), ir::DTypeName(t.dtype()));
-    QK_ASSIGN_OR_RETURN(std::vector<float> values, ToFloat32(t));
-    ir::Tensor f = ir::Tensor::FromVector<float>(ir::DType::kFloat, t.dims(), values);
-    if (note) *note = fmt::format("{} converted from {} to float", origin, ir::DTypeName(t.dtype()));
-    t = std::move(f);
-  }
+  // One rule for every command (run, calibrate, eval, diagnose, data), as the README says: the
+  // data's dtype is the model input's, or it is refused. float64 -> float32 looks harmless but
+  // usually means un-preprocessed data (numpy's default dtype), and a silent cast hides that.
+  QK_RETURN_IF_NOT(t.dtype() == spec.dtype, StatusCode::kInvalidArgument,
+                   "{}: input '{}' expects {} but the data is {} (convert it, e.g. "
+                   "x.astype(np.float32); quantkit does not guess preprocessing such as 0-255 -> 0-1)",
+                   origin, spec.name, ir::DTypeName(spec.dtype), ir::DTypeName(t.dtype()));
   // Per-sample dims: drop the leading sample dim of batched arrays.
   std::vector<int64_t> sample(t.dims().begin() + (batched ? 1 : 0), t.dims().end());
   if (spec.has_rank) {
@@ -250,51 +243,6 @@ Result<std::unique_ptr<Source>> internal::MakeArraySource(std::vector<std::pair<
 namespace {
 using internal::MakeArraySource;
 
-Result<std::vector<std::pair<std::string, ir::Tensor>>> ReadNpz(const std::string& path) {
-  int err = 0;
-  zip_t* archive = zip_open(path.c_str(), ZIP_RDONLY, &err);
-  if (!archive) {
-    zip_error_t ze;
-    zip_error_init_with_code(&ze, err);
-    Status st = MakeStatus(err == ZIP_ER_NOENT ? StatusCode::kNotFound : StatusCode::kInvalidModel,
-                           "{}: not a readable .npz archive: {}", path, zip_error_strerror(&ze));
-    zip_error_fini(&ze);
-    return st;
-  }
-  std::vector<std::pair<std::string, ir::Tensor>> arrays;
-  Status status;
-  const zip_int64_t n = zip_get_num_entries(archive, 0);
-  for (zip_int64_t i = 0; i < n && status.ok(); ++i) {
-    zip_stat_t st;
-    if (zip_stat_index(archive, static_cast<zip_uint64_t>(i), 0, &st) != 0) continue;
-    std::string name = st.name;
-    if (name.size() < 4 || name.compare(name.size() - 4, 4, ".npy") != 0) continue;
-    // Bounded by the archive's declared size; the npy parser re-checks against it.
-    constexpr zip_uint64_t kMaxEntry = zip_uint64_t{1} << 34;
-    if (st.size > kMaxEntry) {
-      status = MakeStatus(StatusCode::kResourceExhausted, "{}: entry '{}' is {} bytes", path, name, st.size);
-      break;
-    }
-    std::vector<uint8_t> bytes(static_cast<size_t>(st.size));
-    zip_file_t* f = zip_fopen_index(archive, static_cast<zip_uint64_t>(i), 0);
-    const zip_int64_t got = f ? zip_fread(f, bytes.data(), bytes.size()) : -1;
-    if (f) zip_fclose(f);
-    if (got != static_cast<zip_int64_t>(bytes.size())) {
-      status = MakeStatus(StatusCode::kInvalidModel, "{}: entry '{}' is truncated or corrupt", path, name);
-      break;
-    }
-    auto t = ParseNpy(bytes.data(), bytes.size(), path + ":" + name);
-    if (!t.ok()) {
-      status = t.status();
-      break;
-    }
-    arrays.emplace_back(name.substr(0, name.size() - 4), std::move(*t));
-  }
-  zip_discard(archive);
-  QK_RETURN_IF_ERROR(status);
-  return arrays;
-}
-
 bool HasSuffix(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -394,8 +342,7 @@ Result<std::unique_ptr<Source>> internal::OpenSampleSource(const std::string& sp
   if (dir) return OpenDirectory(spec, inputs);
   QK_RETURN_IF_NOT(fs::exists(spec, ec), StatusCode::kNotFound, "{}: no such file or directory", spec);
   if (HasSuffix(spec, ".npz")) {
-    QK_ASSIGN_OR_RETURN(auto arrays, ReadNpz(spec));
-    return MakeArraySource(std::move(arrays), inputs, spec);
+    return internal::OpenNpz(spec, inputs);
   }
   QK_RETURN_IF_NOT(HasSuffix(spec, ".npy"), StatusCode::kInvalidArgument,
                    "{}: unknown data file kind (.npy, .npz, .json data config, a directory, or fashion-mnist:SPLIT)", spec);

@@ -45,6 +45,25 @@ Result<std::unique_ptr<Source>> MakeArraySource(std::vector<std::pair<std::strin
                                                 const std::vector<InputSpec>& inputs,
                                                 const std::string& origin, const Mappings& mappings = {});
 
+// The header of a .npy image whose first bytes are `bytes[0, available)` and whose whole size
+// is `total_size` (a member streamed out of an archive): dtype, shape and where the data starts,
+// all checked against total_size. `available` must cover the preamble and the header (at most
+// kNpyPreambleMax + kMaxNpyHeaderBytes); a short `available` is reported as a truncated header.
+struct NpyHeader {
+  ir::DType dtype = ir::DType::kUndefined;
+  size_t item_size = 0;
+  bool big_endian = false;
+  bool fortran = false;
+  std::vector<int64_t> shape;
+  size_t data_offset = 0;
+};
+inline constexpr size_t kNpyPreambleMax = 12;
+Result<NpyHeader> ParseNpyHeader(const uint8_t* bytes, size_t available, uint64_t total_size,
+                                 const std::string& source);
+
+// FILE.npz, streamed member by member, row by row (npz_source.cc).
+Result<std::unique_ptr<Source>> OpenNpz(const std::string& path, const std::vector<InputSpec>& inputs);
+
 // DIR/test_data_set_*/input_K.pb (the ONNX backend-test layout): one sample set per folder.
 Result<std::unique_ptr<Source>> OpenTensorProtoDir(const std::string& dir,
                                                    const std::vector<InputSpec>& inputs);

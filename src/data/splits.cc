@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "common/check.h"
+#include "common/file_util.h"
 
 namespace quantkit::data {
 namespace {
@@ -102,11 +103,8 @@ Result<Splits> ComputeSplits(const std::vector<int64_t>& labels, const SplitSpec
 }
 
 Result<Splits> ReadSplitsJson(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  QK_RETURN_IF_NOT(in.good(), StatusCode::kNotFound, "{}: cannot open", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json doc = nlohmann::json::parse(text.str(), /*cb=*/nullptr, /*allow_exceptions=*/false);
+  QK_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
+  const nlohmann::json doc = nlohmann::json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
   QK_RETURN_IF_NOT(!doc.is_discarded() && doc.is_object(), StatusCode::kInvalidModel,
                    "{}: not a JSON object", path);
   for (const auto& item : doc.items()) {

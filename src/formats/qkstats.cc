@@ -243,11 +243,8 @@ Status WriteStatsFile(const std::string& path, const StatsFile& stats) {
 }
 
 Result<StatsFile> ReadStatsFile(const std::string& path, const std::string& expected_model_sha256) {
-  std::ifstream f(path, std::ios::binary);
-  QK_RETURN_IF_NOT(f.good(), StatusCode::kNotFound, "{}: cannot open", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ParseStats(ss.str(), path, expected_model_sha256);
+  QK_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
+  return ParseStats(text, path, expected_model_sha256);
 }
 
 Status MergeStats(StatsFile* into, const StatsFile& other) {

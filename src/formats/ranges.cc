@@ -2,13 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <cfloat>
+#include <climits>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "common/check.h"
 #include "common/file_util.h"
+#include "common/text.h"
 
 namespace quantkit::formats {
 namespace {
@@ -25,9 +29,73 @@ std::string Trim(const std::string& s) {
 Status CheckKeys(const json& obj, const std::set<std::string>& allowed, const std::string& where) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     QK_RETURN_IF_NOT(allowed.count(it.key()) != 0, StatusCode::kInvalidModel,
-                     "{}: unknown key '{}'", where, it.key());
+                     "{}: unknown key '{}'", where, EscapeControl(it.key()));
   }
   return Status::Ok();
+}
+
+// Typed reads of optional keys. A value of the wrong type is an error naming the key path and
+// the expected type ("p.json: tensors.x.scale[2]: expected a number, got string"), never the
+// JSON library's exception text (which used to escape as exit 70).
+Status TypeError(const std::string& path, const char* expected, const json& got) {
+  return MakeStatus(StatusCode::kInvalidModel, "{}: expected {}, got {}", path, expected, got.type_name());
+}
+
+Status Read(const json& v, const std::string& path, std::string* out) {
+  if (!v.is_string()) return TypeError(path, "a string", v);
+  *out = v.get<std::string>();
+  return Status::Ok();
+}
+Status Read(const json& v, const std::string& path, bool* out) {
+  if (!v.is_boolean()) return TypeError(path, "true or false", v);
+  *out = v.get<bool>();
+  return Status::Ok();
+}
+Status Read(const json& v, const std::string& path, int64_t* out) {
+  if (!v.is_number_integer()) return TypeError(path, "an integer", v);
+  *out = v.get<int64_t>();
+  return Status::Ok();
+}
+Status Read(const json& v, const std::string& path, int32_t* out) {
+  int64_t wide = 0;
+  QK_RETURN_IF_ERROR(Read(v, path, &wide));
+  QK_RETURN_IF_NOT(wide >= INT32_MIN && wide <= INT32_MAX, StatusCode::kInvalidModel,
+                   "{}: {} does not fit a 32-bit integer", path, wide);
+  *out = static_cast<int32_t>(wide);
+  return Status::Ok();
+}
+Status Read(const json& v, const std::string& path, float* out) {
+  if (!v.is_number()) return TypeError(path, "a number", v);
+  // Range-checked in double: converting an out-of-range double to float is undefined.
+  const double d = v.get<double>();
+  QK_RETURN_IF_NOT(std::isfinite(d) && std::fabs(d) <= FLT_MAX, StatusCode::kInvalidModel,
+                   "{}: {} is outside the float32 range", path, d);
+  *out = static_cast<float>(d);
+  return Status::Ok();
+}
+template <typename T>
+Status Read(const json& v, const std::string& path, std::vector<T>* out) {
+  if (!v.is_array()) return TypeError(path, "an array", v);
+  out->assign(v.size(), T{});
+  for (size_t i = 0; i < v.size(); ++i) {
+    QK_RETURN_IF_ERROR(Read(v[i], fmt::format("{}[{}]", path, i), &(*out)[i]));
+  }
+  return Status::Ok();
+}
+Status Read(const json& v, const std::string& path, std::map<std::string, std::string>* out) {
+  if (!v.is_object()) return TypeError(path, "an object of strings", v);
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    QK_RETURN_IF_ERROR(Read(it.value(), path + "." + EscapeControl(it.key()), &(*out)[it.key()]));
+  }
+  return Status::Ok();
+}
+
+// Reads obj[key] into *out when present (absent keys keep the default).
+template <typename T>
+Status ReadKey(const json& obj, const char* key, const std::string& path, T* out) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) return Status::Ok();
+  return Read(*it, path.empty() ? std::string(key) : path + "." + key, out);
 }
 
 json TensorToJson(const quant::TensorQuant& t) {
@@ -38,23 +106,45 @@ json TensorToJson(const quant::TensorQuant& t) {
               {"source", t.source}};
 }
 
+// `where` is "FILE: tensors.NAME" (file and key path, for messages).
 Result<quant::TensorQuant> TensorFromJson(const std::string& name, const json& j,
                                           const std::string& where) {
-  QK_RETURN_IF_NOT(j.is_object(), StatusCode::kInvalidModel, "{}: entry is not an object", where);
+  QK_RETURN_IF_NOT(j.is_object(), StatusCode::kInvalidModel, "{}: expected an object, got {}", where,
+                   j.type_name());
   QK_RETURN_IF_ERROR(CheckKeys(j, {"quantized", "reason", "role", "dtype", "scale", "amax",
                                    "zero_point", "axis", "source"},
                                where));
   quant::TensorQuant t;
   t.tensor = name;
-  t.quantized = j.value("quantized", true);
-  t.reason = j.value("reason", "");
-  QK_ASSIGN_OR_RETURN(t.role, quant::ParseTensorRole(j.value("role", "activation")));
-  QK_ASSIGN_OR_RETURN(t.dtype, quant::ParseQuantDType(j.value("dtype", "int8")));
-  t.scale = j.value("scale", std::vector<float>{});
-  t.amax = j.value("amax", std::vector<float>{});
-  t.zero_point = j.value("zero_point", std::vector<int32_t>{});
-  t.axis = j.value("axis", int64_t{-1});
-  t.source = j.value("source", "");
+  std::string role = "activation", dtype = "int8";
+  QK_RETURN_IF_ERROR(ReadKey(j, "quantized", where, &t.quantized));
+  QK_RETURN_IF_ERROR(ReadKey(j, "reason", where, &t.reason));
+  QK_RETURN_IF_ERROR(ReadKey(j, "role", where, &role));
+  QK_RETURN_IF_ERROR(ReadKey(j, "dtype", where, &dtype));
+  QK_RETURN_IF_ERROR(ReadKey(j, "scale", where, &t.scale));
+  QK_RETURN_IF_ERROR(ReadKey(j, "amax", where, &t.amax));
+  QK_RETURN_IF_ERROR(ReadKey(j, "zero_point", where, &t.zero_point));
+  QK_RETURN_IF_ERROR(ReadKey(j, "axis", where, &t.axis));
+  QK_RETURN_IF_ERROR(ReadKey(j, "source", where, &t.source));
+  QK_ASSIGN_OR_RETURN(t.role, quant::ParseTensorRole(role));
+  QK_ASSIGN_OR_RETURN(t.dtype, quant::ParseQuantDType(dtype));
+  if (t.quantized) {
+    // TensorRT is symmetric int8 only. quantkit has one conversion rule for asymmetric ranges
+    // (quant/symmetric_conversion.h) and applies it where it reads Q/DQ and QOperator models,
+    // reporting the cost; a plan file is the user's statement of the exact scales, so it is
+    // not rewritten behind their back: an asymmetric entry is refused.
+    QK_RETURN_IF_NOT(t.dtype == quant::QuantDType::kInt8, StatusCode::kUnsupported,
+                     "{}.dtype: uint8 plans are not supported (TensorRT quantizes to symmetric int8); "
+                     "convert the Q/DQ model instead (quantkit convert MODEL.onnx OUT.onnx applies the "
+                     "symmetric rule and reports its cost)",
+                     where);
+    for (size_t i = 0; i < t.zero_point.size(); ++i) {
+      QK_RETURN_IF_NOT(t.zero_point[i] == 0, StatusCode::kUnsupported,
+                       "{}.zero_point[{}]: {} is not 0 (TensorRT quantizes symmetrically); convert the "
+                       "Q/DQ model instead (quantkit convert MODEL.onnx OUT.onnx)",
+                       where, i, t.zero_point[i]);
+    }
+  }
   return t;
 }
 
@@ -120,38 +210,39 @@ Result<quant::QuantPlan> ParsePlanJson(const std::string& text, const std::strin
                    "{}: not a JSON object", source_name);
   QK_RETURN_IF_ERROR(
       CheckKeys(j, {"format", "version", "provenance", "float_nodes", "tensors"}, source_name));
-  QK_RETURN_IF_NOT(j.value("format", "") == kPlanJsonFormat, StatusCode::kInvalidModel,
-                   "{}: format is '{}', expected '{}'", source_name, j.value("format", ""),
-                   kPlanJsonFormat);
-  QK_RETURN_IF_NOT(j.value("version", -1) == kPlanJsonVersion, StatusCode::kInvalidModel,
-                   "{}: plan version {} is not supported (this quantkit reads version {})",
-                   source_name, j.value("version", -1), kPlanJsonVersion);
+  const std::string file = source_name + ": ";
+  std::string format;
+  int64_t version = -1;
+  QK_RETURN_IF_ERROR(ReadKey(j, "format", "", &format).WithContext(source_name));
+  QK_RETURN_IF_NOT(format == kPlanJsonFormat, StatusCode::kInvalidModel, "{}format is '{}', expected '{}'", file,
+                   EscapeControl(format), kPlanJsonFormat);
+  QK_RETURN_IF_ERROR(ReadKey(j, "version", "", &version).WithContext(source_name));
+  QK_RETURN_IF_NOT(version == kPlanJsonVersion, StatusCode::kInvalidModel,
+                   "{}plan version {} is not supported (this quantkit reads version {})", file, version,
+                   kPlanJsonVersion);
   quant::QuantPlan plan;
-  try {
-    if (j.contains("provenance")) {
-      const json& p = j["provenance"];
-      QK_RETURN_IF_ERROR(CheckKeys(p, {"model_sha256", "data_description", "data_sha256",
-                                       "method", "quantkit_version", "num_samples"},
-                                   source_name + ": provenance"));
-      plan.provenance.model_sha256 = p.value("model_sha256", "");
-      plan.provenance.data_description = p.value("data_description", "");
-      plan.provenance.data_sha256 = p.value("data_sha256", "");
-      plan.provenance.method = p.value("method", "");
-      plan.provenance.quantkit_version = p.value("quantkit_version", "");
-      plan.provenance.num_samples = p.value("num_samples", int64_t{0});
+  if (const auto p = j.find("provenance"); p != j.end()) {
+    QK_RETURN_IF_NOT(p->is_object(), StatusCode::kInvalidModel, "{}provenance: expected an object, got {}", file,
+                     p->type_name());
+    QK_RETURN_IF_ERROR(CheckKeys(*p, {"model_sha256", "data_description", "data_sha256",
+                                      "method", "quantkit_version", "num_samples"},
+                                 file + "provenance"));
+    quant::Provenance& pv = plan.provenance;
+    QK_RETURN_IF_ERROR(ReadKey(*p, "model_sha256", "provenance", &pv.model_sha256).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*p, "data_description", "provenance", &pv.data_description).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*p, "data_sha256", "provenance", &pv.data_sha256).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*p, "method", "provenance", &pv.method).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*p, "quantkit_version", "provenance", &pv.quantkit_version).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*p, "num_samples", "provenance", &pv.num_samples).WithContext(source_name));
+  }
+  QK_RETURN_IF_ERROR(ReadKey(j, "float_nodes", "", &plan.float_nodes).WithContext(source_name));
+  if (const auto tensors = j.find("tensors"); tensors != j.end()) {
+    QK_RETURN_IF_NOT(tensors->is_object(), StatusCode::kInvalidModel, "{}tensors: expected an object, got {}", file,
+                     tensors->type_name());
+    for (auto it = tensors->begin(); it != tensors->end(); ++it) {
+      QK_ASSIGN_OR_RETURN(plan.tensors[it.key()],
+                          TensorFromJson(it.key(), it.value(), file + "tensors." + EscapeControl(it.key())));
     }
-    if (j.contains("float_nodes")) {
-      plan.float_nodes = j["float_nodes"].get<std::map<std::string, std::string>>();
-    }
-    if (j.contains("tensors")) {
-      for (auto it = j["tensors"].begin(); it != j["tensors"].end(); ++it) {
-        QK_ASSIGN_OR_RETURN(
-            plan.tensors[it.key()],
-            TensorFromJson(it.key(), it.value(), source_name + ": tensor '" + it.key() + "'"));
-      }
-    }
-  } catch (const json::exception& e) {
-    return MakeStatus(StatusCode::kInvalidModel, "{}: {}", source_name, e.what());
   }
   QK_RETURN_IF_ERROR(quant::ValidatePlan(plan).WithContext(source_name));
   return plan;

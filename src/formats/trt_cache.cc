@@ -4,10 +4,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <sstream>
 
 #include "common/check.h"
 #include "common/file_util.h"
+#include "common/text.h"
+#include "formats/scale_problem.h"
 #include "quant/params.h"
 
 namespace quantkit::formats {
@@ -22,6 +25,15 @@ std::string TrimRight(std::string s) {
 }
 
 }  // namespace
+
+const char* ScaleProblem(float scale) {
+  if (std::isnan(scale)) return "NaN";
+  if (std::isinf(scale)) return "infinite";
+  if (scale < 0.0f) return "negative";
+  if (scale == 0.0f) return "zero";
+  if (!std::isnormal(scale)) return "denormal";
+  return nullptr;
+}
 
 int64_t TrtVersion::HeaderNumber() const {
   if (major >= kFirstSixDigitMajor) return major * 10000LL + minor * 100LL + patch;
@@ -118,18 +130,20 @@ Result<TrtCache> ParseTrtCache(const std::string& text, const std::string& sourc
   QK_RETURN_IF_NOT(line.rfind("TRT-", 0) == 0, StatusCode::kInvalidModel,
                    "{}:1: header '{}' does not start with 'TRT-' (not a TensorRT calibration "
                    "cache)",
-                   source_name, line);
+                   source_name, EscapeControl(line.substr(0, 80)));
   const size_t dash = line.find('-', 4);
   const std::string digits = line.substr(4, dash == std::string::npos ? std::string::npos : dash - 4);
   QK_RETURN_IF_NOT(dash != std::string::npos && !digits.empty() && digits.size() <= 7 &&
                        digits.find_first_not_of("0123456789") == std::string::npos &&
                        dash + 1 < line.size(),
                    StatusCode::kInvalidModel,
-                   "{}:1: header '{}' is not TRT-<version>-<algorithm>", source_name, line);
+                   "{}:1: header '{}' is not TRT-<version>-<algorithm>", source_name,
+                   EscapeControl(line.substr(0, 80)));
   TrtCache cache;
   cache.version_number = std::stoll(digits);
   cache.algorithm = line.substr(dash + 1);
   int line_no = 1;
+  std::map<std::string, int> first_line;  // tensor -> line of its first entry
   while (std::getline(in, line)) {
     ++line_no;
     line = TrimRight(line);
@@ -137,10 +151,16 @@ Result<TrtCache> ParseTrtCache(const std::string& text, const std::string& sourc
     const size_t sep = line.rfind(": ");
     QK_RETURN_IF_NOT(sep != std::string::npos && sep > 0, StatusCode::kInvalidModel,
                      "{}:{}: line '{}' is not '<tensor>: <hex scale>'", source_name, line_no,
-                     line);
+                     EscapeControl(line.substr(0, 80)));
     auto scale = DecodeScaleHex(line.substr(sep + 2));
     if (!scale.ok()) return scale.status().WithContext(fmt::format("{}:{}", source_name, line_no));
-    cache.scales.emplace_back(line.substr(0, sep), *scale);
+    const std::string name = line.substr(0, sep);
+    const auto [it, inserted] = first_line.emplace(name, line_no);
+    QK_RETURN_IF_NOT(inserted, StatusCode::kInvalidModel,
+                     "{}:{}: tensor '{}' already has a scale on line {} (which one TensorRT keeps is not "
+                     "defined): remove one",
+                     source_name, line_no, EscapeControl(name), it->second);
+    cache.scales.emplace_back(name, *scale);
   }
   return cache;
 }
@@ -151,9 +171,9 @@ quant::QuantPlan PlanFromTrtCache(const TrtCache& cache) {
   for (const auto& [name, scale] : cache.scales) {
     quant::TensorQuant& t =
         plan.SetScale(name, {scale}, -1, quant::TensorRole::kActivation, "cache");
-    if (!(scale > 0.0f) || !std::isfinite(scale)) {
+    if (const char* problem = ScaleProblem(scale)) {
       t.quantized = false;
-      t.reason = fmt::format("cache scale {} is not finite and positive", scale);
+      t.reason = fmt::format("cache scale {} is {}", scale, problem);
     }
   }
   return plan;

@@ -63,8 +63,10 @@ Result<float> DecodeScaleHex(const std::string& hex);
 // Cache text for the plan's quantized per-tensor activation entries (per-channel weight scales
 // are not part of implicit-quantization caches: TensorRT computes them).
 std::string FormatTrtCache(const quant::QuantPlan& plan, const TrtCacheWriteOptions& options);
+// A tensor listed twice is an error naming both lines (TensorRT would keep one silently).
 Result<TrtCache> ParseTrtCache(const std::string& text, const std::string& source_name);
-// Scales become per-tensor activation entries with source "cache".
+// Scales become per-tensor activation entries with source "cache"; an unusable scale
+// (ScaleProblem) becomes a not-quantized entry saying why.
 quant::QuantPlan PlanFromTrtCache(const TrtCache& cache);
 
 Status WriteTrtCache(const std::string& path, const quant::QuantPlan& plan,

@@ -11,6 +11,9 @@
 #include "onnx/proto_io.h"
 
 namespace quantkit::onnx_io {
+
+// Newest ai.onnx opset quantkit knows (see import.h).
+constexpr int64_t kMaxDefaultOpset = 21;
 namespace {
 
 using ir::AttrType;
@@ -282,8 +285,11 @@ Status Importer::ImportModel(::onnx::ModelProto* proto, ir::Model* model) {
                    proto->ir_version(), kMinIrVersion, kMaxIrVersion);
   model->ir_version = proto->ir_version();
   for (const auto& opset : proto->opset_import()) {
-    model->opset_imports.push_back(
-        ir::OpsetImport{ir::CanonicalDomain(opset.domain()), opset.version()});
+    const std::string domain = ir::CanonicalDomain(opset.domain());
+    QK_RETURN_IF_NOT(!domain.empty() || (opset.version() >= 1 && opset.version() <= kMaxDefaultOpset),
+                     StatusCode::kUnsupported, "opset {} of ai.onnx is not supported (supported: 1..{})",
+                     opset.version(), kMaxDefaultOpset);
+    model->opset_imports.push_back(ir::OpsetImport{domain, opset.version()});
   }
   model->producer_name = proto->producer_name();
   model->producer_version = proto->producer_version();

@@ -28,6 +28,8 @@ namespace quantkit::onnx_io {
 // IR versions this importer reads (ONNX 1.2 .. 1.16+).
 constexpr int64_t kMinIrVersion = 3;
 constexpr int64_t kMaxIrVersion = 10;
+// ai.onnx opsets above 21 (ONNX 1.16, the node tests the runtime is checked against) are refused
+// at import: a newer opset may redefine ops that the runtime and the passes would misread.
 
 struct ImportOptions {
   // Map external-data files. When false, a model with external tensors fails (kUnsupported).

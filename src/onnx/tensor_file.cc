@@ -7,16 +7,14 @@
 #include <onnx/onnx_pb.h>
 
 #include "common/check.h"
+#include "common/file_util.h"
 #include "onnx/proto_io.h"
 #include "onnx/tensor_proto.h"
 
 namespace quantkit::onnx_io {
 
 Result<ir::Tensor> ReadTensorProtoFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return MakeStatus(StatusCode::kNotFound, "{}: cannot open", path);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return MakeStatus(StatusCode::kIoError, "{}: read failed", path);
+  QK_ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(path));
   if (bytes.size() > kMaxProtoBytes) {
     return MakeStatus(StatusCode::kResourceExhausted, "{}: {} bytes exceeds the protobuf limit", path,
                       bytes.size());

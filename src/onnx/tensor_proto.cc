@@ -143,6 +143,42 @@ Result<ir::Tensor> ExternalTensor(const ::onnx::TensorProto& proto, DType dtype,
   return tensor;
 }
 
+// Checks the typed repeated field that ONNX prescribes for `dtype` holds exactly the declared
+// element count, BEFORE the tensor is allocated: a 130-byte model declaring a [30000, 30000]
+// initializer with no data must fail here, not after allocating 3.6 GB.
+Status CheckTypedCount(const ::onnx::TensorProto& proto, DType dtype, int64_t numel, const std::string& what) {
+  const auto n = static_cast<uint64_t>(numel);
+  const char* field = "int32_data";
+  uint64_t have = static_cast<uint64_t>(proto.int32_data_size());
+  uint64_t want = n;
+  switch (dtype) {
+    case DType::kString: field = "string_data"; have = static_cast<uint64_t>(proto.string_data_size()); break;
+    case DType::kFloat: field = "float_data"; have = static_cast<uint64_t>(proto.float_data_size()); break;
+    case DType::kComplex64:
+      field = "float_data";
+      have = static_cast<uint64_t>(proto.float_data_size());
+      want = 2 * n;
+      break;
+    case DType::kDouble: field = "double_data"; have = static_cast<uint64_t>(proto.double_data_size()); break;
+    case DType::kComplex128:
+      field = "double_data";
+      have = static_cast<uint64_t>(proto.double_data_size());
+      want = 2 * n;
+      break;
+    case DType::kInt64: field = "int64_data"; have = static_cast<uint64_t>(proto.int64_data_size()); break;
+    case DType::kUint64:
+    case DType::kUint32: field = "uint64_data"; have = static_cast<uint64_t>(proto.uint64_data_size()); break;
+    case DType::kInt4:
+    case DType::kUint4:
+    case DType::kFloat4E2M1: want = (n + 1) / 2; break;
+    default: break;  // the remaining dtypes travel in int32_data, one element per entry
+  }
+  QK_RETURN_IF_NOT(have == want, StatusCode::kInvalidModel,
+                   "{}: declares {} elements of {} but {} holds {} values (expected {}); no data to allocate",
+                   what, numel, ir::DTypeName(dtype), field, have, want);
+  return Status::Ok();
+}
+
 // Converts the typed repeated field that ONNX prescribes for `dtype` into raw bytes.
 Status TypedToRaw(const ::onnx::TensorProto& proto, DType dtype, int64_t numel, ir::Tensor* out,
                   const std::string& what) {
@@ -244,6 +280,7 @@ Result<ir::Tensor> TensorFromProto(::onnx::TensorProto* proto, ExternalDataConte
     auto buffer = std::make_shared<StringBuffer>(proto->release_raw_data());
     tensor = ir::Tensor(dtype, std::move(dims), std::move(buffer), 0);
   } else {
+    QK_RETURN_IF_ERROR(CheckTypedCount(*proto, dtype, numel, what));
     tensor = ir::Tensor(dtype, std::move(dims));
     QK_RETURN_IF_ERROR(TypedToRaw(*proto, dtype, numel, &tensor, what));
   }

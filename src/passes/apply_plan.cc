@@ -1,6 +1,7 @@
 #include "passes/apply_plan.h"
 
 #include "common/check.h"
+#include "passes/placement_rules.h"
 
 namespace quantkit::passes {
 
@@ -23,6 +24,10 @@ Result<std::vector<QdqSite>> PlanSites(const ir::Graph& graph, const quant::Quan
   const bool from_plan = options.mode == PlacementPolicy::kPlan ||
                          (options.mode == PlacementPolicy::kAuto && PlanFromQdqModel(plan));
   if (from_plan) {
+    // A plan's float_nodes that name no node are an error here too (as under FindQdqSites).
+    PlacementOptions named;
+    for (const auto& [node, reason] : plan.float_nodes) named.exclude_nodes.insert(node);
+    QK_RETURN_IF_ERROR(CheckExclusions(graph, named));
     // SitesFromPlan knows no exclusions: float-kept nodes lose their Q/DQ here.
     std::vector<QdqSite> kept;
     for (const QdqSite& s : SitesFromPlan(graph, plan)) {

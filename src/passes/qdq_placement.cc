@@ -1,9 +1,12 @@
 #include "passes/qdq_placement.h"
 
 #include <algorithm>
+#include <set>
 #include <unordered_map>
 
 #include "common/check.h"
+#include "common/text.h"
+#include "passes/placement_rules.h"
 
 namespace quantkit::passes {
 namespace {
@@ -31,10 +34,60 @@ bool IsConv(const ir::Value* v) {
 
 }  // namespace
 
+std::unordered_map<const ir::Node*, int> NodeDepths(const std::vector<ir::Node*>& order) {
+  std::unordered_map<const ir::Node*, int> depth;
+  for (const ir::Node* node : order) {
+    int d = 0;
+    for (const ir::Value* in : node->inputs()) {
+      if (!in || !in->producer()) continue;
+      const auto it = depth.find(in->producer());
+      if (it != depth.end()) d = std::max(d, it->second);
+    }
+    depth[node] = d + 1;
+  }
+  return depth;
+}
+
+bool IsResidualBackbone(const ir::Node* conv_a, const ir::Node* conv_b,
+                        const std::unordered_map<const ir::Node*, int>& depth,
+                        const std::unordered_map<const ir::Node*, size_t>& position) {
+  const auto da = depth.find(conv_a), db = depth.find(conv_b);
+  if (da != depth.end() && db != depth.end() && da->second != db->second) return da->second > db->second;
+  const auto pa = position.find(conv_a), pb = position.find(conv_b);
+  return pa != position.end() && pb != position.end() && pa->second > pb->second;
+}
+
+Status CheckExclusions(const ir::Graph& graph, const PlacementOptions& options) {
+  if (options.exclude_nodes.empty() && options.exclude_op_types.empty()) return Status::Ok();
+  std::set<std::string> node_names, op_types;
+  for (const ir::Node* n : graph.nodes()) {
+    node_names.insert(n->name);
+    op_types.insert(n->op_type());
+  }
+  // A name given in both sets (the CLI's --exclude) needs to match one of the two.
+  auto matches = [&](const std::string& name) { return node_names.count(name) || op_types.count(name); };
+  for (const std::set<std::string>* names : {&options.exclude_nodes, &options.exclude_op_types}) {
+    for (const std::string& name : *names) {
+      const bool both = options.exclude_nodes.count(name) && options.exclude_op_types.count(name);
+      const bool ok = both ? matches(name)
+                           : (names == &options.exclude_nodes ? node_names.count(name) : op_types.count(name)) != 0;
+      if (ok) continue;
+      std::vector<std::string> candidates(node_names.begin(), node_names.end());
+      candidates.insert(candidates.end(), op_types.begin(), op_types.end());
+      return MakeStatus(StatusCode::kNotFound, "excluded name '{}' (--exclude, or a plan's float_nodes) matches no node "
+                        "name or op type of the model{}",
+                        EscapeControl(name), DidYouMean(name, candidates));
+    }
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<QdqSite>> FindQdqSites(const ir::Graph& graph, const PlacementOptions& options) {
+  QK_RETURN_IF_ERROR(CheckExclusions(graph, options));
   QK_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, graph.TopologicalOrder());
   std::unordered_map<const ir::Node*, size_t> position;
   for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
+  const std::unordered_map<const ir::Node*, int> depth = NodeDepths(order);
 
   std::vector<QdqSite> sites;
   auto add_activation = [&](ir::Node* node, int index) {
@@ -74,7 +127,7 @@ Result<std::vector<QdqSite>> FindQdqSites(const ir::Graph& graph, const Placemen
       if (!conv_a && !conv_b) continue;
       int skip = conv_a ? 1 : 0;
       if (conv_a && conv_b) {
-        skip = position[a->producer()] < position[b->producer()] ? 0 : 1;
+        skip = IsResidualBackbone(a->producer(), b->producer(), depth, position) ? 1 : 0;
       }
       add_activation(node, skip);
     }

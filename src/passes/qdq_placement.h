@@ -8,8 +8,11 @@
 //   R2  AveragePool / GlobalAveragePool inputs are quantized (they run in INT8 after a conv).
 //   R3  residual Add: only the skip branch is quantized, so TensorRT fuses Conv + Add. The
 //       "backbone" input is the one produced by a Conv (through BatchNormalization / Relu / Clip
-//       is NOT followed: the fused epilogue is Conv -> Add); when both come from Convs, the later
-//       Conv in topological order is the backbone. An Add fed by no Conv stays float.
+//       is NOT followed: the fused epilogue is Conv -> Add). When both come from Convs (a
+//       projection shortcut), the backbone is the DEEPER Conv (longest path from the graph
+//       inputs: the main branch has two or three Convs where the shortcut has one), ties broken
+//       by topological order; the shortcut Conv's output is quantized (TensorRT's ResNet recipe).
+//       An Add fed by no Conv stays float.
 //   R4  LayerNormalization, Softmax and every other op stay float (no Q/DQ) unless the user
 //       adds the op type.
 //   R5  excluded nodes (by name) and op types are skipped entirely.
@@ -43,7 +46,8 @@ struct QdqSite {
   int64_t axis = -1;  // per-channel axis for weights; -1 per tensor
 };
 
-// Sites in topological order of their consumers. Fails only on a cyclic graph.
+// Sites in topological order of their consumers. Fails on a cyclic graph and on exclusions that
+// match nothing (passes/placement_rules.h CheckExclusions).
 Result<std::vector<QdqSite>> FindQdqSites(const ir::Graph& graph, const PlacementOptions& options);
 
 // Sites that put Q/DQ exactly where the plan's entries came from a Q/DQ model (source "qdq:"),

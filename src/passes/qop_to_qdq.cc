@@ -644,6 +644,11 @@ bool WriteFromDouble(ir::Tensor* t, int64_t i, double v) {
   }
 }
 
+// Folding exists for the scalars, zero points and biases of PyTorch exports. A ConstantOfShape
+// declaring 10^9 elements in a few bytes would otherwise allocate gigabytes here (and write them
+// into the output): anything larger than this stays a node.
+constexpr int64_t kMaxFoldedElements = int64_t{1} << 20;
+
 // ConstantOfShape(constant shape) or Cast(constant) -> the constant it computes, or nothing.
 std::optional<ir::Tensor> FoldConstant(const ir::Node& n) {
   const ir::Value* in = n.input(0);
@@ -652,8 +657,12 @@ std::optional<ir::Tensor> FoldConstant(const ir::Node& n) {
   if (n.op_type() == "ConstantOfShape") {
     if (src.dtype() != ir::DType::kInt64) return std::nullopt;
     std::vector<int64_t> dims(src.data_as<int64_t>(), src.data_as<int64_t>() + src.numel());
+    int64_t numel = 1;
     for (int64_t d : dims) {
-      if (d < 0 || d > (1 << 20)) return std::nullopt;  // shapes of scalars and biases only
+      // Checked one dim at a time so the product can neither overflow nor pass the cap.
+      if (d < 0 || d > kMaxFoldedElements) return std::nullopt;
+      numel *= d;
+      if (numel > kMaxFoldedElements) return std::nullopt;
     }
     const ir::Attribute* value = n.attr("value");
     ir::Tensor out(value ? value->t.dtype() : ir::DType::kFloat, dims);
@@ -665,6 +674,7 @@ std::optional<ir::Tensor> FoldConstant(const ir::Node& n) {
     return out;
   }
   if (n.op_type() == "Cast") {
+    if (src.numel() > kMaxFoldedElements) return std::nullopt;
     ir::Tensor out(static_cast<ir::DType>(n.GetInt("to", 0)), src.dims());
     for (int64_t i = 0; i < src.numel(); ++i) {
       double v = 0.0;

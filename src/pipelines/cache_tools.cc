@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/check.h"
+#include "common/text.h"
+#include "formats/scale_problem.h"
 #include "passes/qdq_placement.h"
 
 namespace quantkit::pipelines {
@@ -21,15 +23,27 @@ std::string HeaderMeaning(const formats::TrtCache& cache) {
 
 }  // namespace
 
+int CountBadScales(const formats::TrtCache& cache) {
+  int n = 0;
+  for (const auto& [name, s] : cache.scales) n += formats::ScaleProblem(s) ? 1 : 0;
+  return n;
+}
+
 std::string InspectCacheText(const formats::TrtCache& cache) {
-  std::string out = HeaderMeaning(cache) + "\n";
+  std::string out = EscapeControl(HeaderMeaning(cache)) + "\n";
   out += fmt::format("{} entries (scale = amax/127)\n", cache.scales.size());
   size_t width = 6;
-  for (const auto& [name, s] : cache.scales) width = std::max(width, name.size());
+  for (const auto& [name, s] : cache.scales) width = std::max(width, EscapeControl(name).size());
   out += fmt::format("{:<{}}  {:>8}  {:>14}  {:>14}\n", "tensor", width, "hex", "scale", "amax");
   for (const auto& [name, s] : cache.scales) {
-    out += fmt::format("{:<{}}  {:>8}  {:>14.8g}  {:>14.8g}\n", name, width,
-                       formats::EncodeScaleHex(s), s, static_cast<double>(s) * 127.0);
+    const char* problem = formats::ScaleProblem(s);
+    out += fmt::format("{:<{}}  {:>8}  {:>14.8g}  {:>14.8g}{}\n", EscapeControl(name), width,
+                       formats::EncodeScaleHex(s), s, static_cast<double>(s) * 127.0,
+                       problem ? fmt::format("  <- {} scale: not usable", problem) : "");
+  }
+  if (const int bad = CountBadScales(cache)) {
+    out += fmt::format("{} of {} scales are not positive normal floats (TensorRT cannot use them)\n", bad,
+                       cache.scales.size());
   }
   return out;
 }
@@ -37,8 +51,14 @@ std::string InspectCacheText(const formats::TrtCache& cache) {
 std::string InspectCacheJson(const formats::TrtCache& cache) {
   nlohmann::json entries = nlohmann::json::array();
   for (const auto& [name, s] : cache.scales) {
-    entries.push_back({{"tensor", name}, {"hex", formats::EncodeScaleHex(s)}, {"scale", s},
-                       {"amax", static_cast<double>(s) * 127.0}});
+    const char* problem = formats::ScaleProblem(s);
+    // JSON has no NaN/Inf: such scales are written as null, with the problem beside them.
+    const bool finite = std::isfinite(s);
+    entries.push_back({{"tensor", name},
+                       {"hex", formats::EncodeScaleHex(s)},
+                       {"scale", finite ? nlohmann::json(s) : nlohmann::json()},
+                       {"amax", finite ? nlohmann::json(static_cast<double>(s) * 127.0) : nlohmann::json()},
+                       {"problem", problem ? nlohmann::json(problem) : nlohmann::json()}});
   }
   nlohmann::json j{{"header",
                     {{"version_number", cache.version_number},
@@ -75,10 +95,10 @@ std::string FormatCacheDiff(const CacheDiff& d, const formats::TrtCache& a, cons
     out += fmt::format("header: TRT-{}-{} -> TRT-{}-{}\n", a.version_number, a.algorithm,
                        b.version_number, b.algorithm);
   }
-  for (const auto& n : d.removed) out += "- " + n + "\n";
-  for (const auto& n : d.added) out += "+ " + n + "\n";
+  for (const auto& n : d.removed) out += "- " + EscapeControl(n) + "\n";
+  for (const auto& n : d.added) out += "+ " + EscapeControl(n) + "\n";
   for (const auto& c : d.changed) {
-    out += fmt::format("~ {}: amax {:.6g} -> {:.6g} ({:+.2f}%)\n", c.tensor, c.scale_a * 127.0,
+    out += fmt::format("~ {}: amax {:.6g} -> {:.6g} ({:+.2f}%)\n", EscapeControl(c.tensor), c.scale_a * 127.0,
                        c.scale_b * 127.0, 100.0 * (c.scale_b - c.scale_a) / c.scale_a);
   }
   out += fmt::format("{} removed, {} added, {} changed{}\n", d.removed.size(), d.added.size(),
@@ -96,6 +116,11 @@ Result<CacheCheck> CheckCache(const formats::TrtCache& cache, const ir::Graph& m
       ++c.matched;
     } else {
       c.stale.push_back(name);
+    }
+  }
+  for (const auto& [name, s] : cache.scales) {
+    if (const char* problem = formats::ScaleProblem(s)) {
+      c.bad_scales.push_back(fmt::format("{}: scale {} is {}", name, s, problem));
     }
   }
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites, passes::FindQdqSites(model, {}));
@@ -120,13 +145,16 @@ Result<CacheCheck> CheckCache(const formats::TrtCache& cache, const ir::Graph& m
 
 std::string FormatCacheCheck(const CacheCheck& c) {
   std::string out;
-  for (const auto& h : c.header_issues) out += "error: " + h + "\n";
-  for (const auto& m : c.missing) {
-    out += "missing: " + m + " (TensorRT falls back to higher precision for its layers)\n";
+  for (const auto& h : c.header_issues) out += "error: " + EscapeControl(h) + "\n";
+  for (const auto& b : c.bad_scales) {
+    out += "error: " + EscapeControl(b) + " (TensorRT needs a positive normal float)\n";
   }
-  for (const auto& s : c.stale) out += "stale: " + s + " (no such tensor in the model)\n";
-  out += fmt::format("{} entries match the model, {} missing, {} stale, {} header issues\n",
-                     c.matched, c.missing.size(), c.stale.size(), c.header_issues.size());
+  for (const auto& m : c.missing) {
+    out += "missing: " + EscapeControl(m) + " (TensorRT falls back to higher precision for its layers)\n";
+  }
+  for (const auto& s : c.stale) out += "stale: " + EscapeControl(s) + " (no such tensor in the model)\n";
+  out += fmt::format("{} entries match the model, {} missing, {} stale, {} header issues, {} bad scales\n",
+                     c.matched, c.missing.size(), c.stale.size(), c.header_issues.size(), c.bad_scales.size());
   return out;
 }
 

@@ -16,6 +16,9 @@
 
 namespace quantkit::pipelines {
 
+// Entries whose scale is NaN, infinite, negative, zero or denormal (formats::ScaleProblem);
+// inspect flags each one and exits 1 when there are any.
+int CountBadScales(const formats::TrtCache& cache);
 std::string InspectCacheText(const formats::TrtCache& cache);
 std::string InspectCacheJson(const formats::TrtCache& cache);
 
@@ -38,8 +41,9 @@ struct CacheCheck {
   std::vector<std::string> missing;     // quantizable activations without a scale
   std::vector<std::string> stale;       // entries matching no model tensor
   std::vector<std::string> header_issues;
+  std::vector<std::string> bad_scales;  // "tensor: scale is denormal" (formats::ScaleProblem)
   int matched = 0;
-  bool ok() const { return missing.empty() && stale.empty() && header_issues.empty(); }
+  bool ok() const { return missing.empty() && stale.empty() && header_issues.empty() && bad_scales.empty(); }
 };
 // `target` (optional) is the TensorRT version the cache will be used with.
 Result<CacheCheck> CheckCache(const formats::TrtCache& cache, const ir::Graph& model,

@@ -12,7 +12,9 @@
 #include "analysis/collect_pass.h"
 #include "analysis/diagnose/stats.h"
 #include "analysis/model_loading.h"
+#include "common/artifact_set.h"
 #include "common/check.h"
+#include "common/text.h"
 #include "passes/apply_plan.h"
 #include "common/file_util.h"
 #include "common/progress.h"
@@ -71,6 +73,7 @@ Status CollectStatistics(const CalibrateOptions& options, ir::Model model,
   analysis::CollectingObserver observer(&stats->tensors);
   analysis::PassOptions pass;
   pass.batch_size = options.batch_size;
+  pass.run_batch = analysis::kSampleExactRunBatch;  // determinism by construction (collect_pass.h)
   pass.progress = options.progress && comm.is_root();
   QK_RETURN_IF_ERROR(analysis::RunPass(*interpreter, *source, pass, {&observer}));
   result->rank.work_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -229,25 +232,23 @@ Status WriteOutputs(const CalibrateOptions& options, const formats::StatsFile& s
     result.summary = Summarize(options, result, nullptr);
     return Status::Ok();
   }
-  std::error_code ec;
-  fs::create_directories(options.output_dir, ec);
-  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}",
-                   options.output_dir, ec.message());
-  const fs::path dir(options.output_dir);
+  // All five files or none, never mixed with a concurrent run's (common/artifact_set.h).
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> artifacts,
+                      ArtifactSet::Open(options.output_dir,
+                                        {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"}));
   // The one plan -> Q/DQ code (passes::ApplyPlan): the sites above plus the plan's float_nodes.
   passes::ApplyPlanOptions apply;
   apply.placement = options.placement;
   apply.mode = passes::PlacementPolicy::kTensorRT;
   QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, passes::ApplyPlan(qdq_model, &plan, apply));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, (dir / "model.qdq.onnx").string()));
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache((dir / "calib.cache").string(), plan, options.cache));
-  QK_RETURN_IF_ERROR(formats::WriteRangesText((dir / "ranges.txt").string(), plan));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson((dir / "plan.json").string(), plan));
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, artifacts->Stage("model.qdq.onnx")));
+  QK_RETURN_IF_ERROR(formats::WriteTrtCache(artifacts->Stage("calib.cache"), plan, options.cache));
+  QK_RETURN_IF_ERROR(formats::WriteRangesText(artifacts->Stage("ranges.txt"), plan));
+  QK_RETURN_IF_ERROR(formats::WritePlanJson(artifacts->Stage("plan.json"), plan));
   result.summary = Summarize(options, result, &inserted);
-  QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "summary.txt").string(), result.summary));
-  for (const char* f : {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"}) {
-    result.written.push_back((dir / f).string());
-  }
+  QK_RETURN_IF_ERROR(WriteFileAtomic(artifacts->Stage("summary.txt"), result.summary));
+  QK_ASSIGN_OR_RETURN(std::vector<std::string> written, artifacts->Commit());
+  result.written.insert(result.written.end(), written.begin(), written.end());
   return Status::Ok();
 }
 
@@ -301,6 +302,17 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
     }
     activations = passes::ActivationTensors(sites);
     for (const passes::QdqSite& s : sites) consumer_op.emplace(s.tensor, s.consumer->op_type());
+    // An override naming nothing quantized would silently calibrate with the default method.
+    for (const auto& [key, method] : options.method_overrides) {
+      bool known = std::binary_search(activations.begin(), activations.end(), key);
+      for (const auto& [tensor, op] : consumer_op) known = known || op == key;
+      if (known) continue;
+      std::vector<std::string> candidates = activations;
+      for (const auto& [tensor, op] : consumer_op) candidates.push_back(op);
+      return MakeStatus(StatusCode::kNotFound,
+                        "--override '{}' names no quantized activation tensor and no consumer op type{}",
+                        EscapeControl(key), DidYouMean(key, candidates));
+    }
     stats.model_sha256 = model_sha;
     if (!options.from_stats.empty()) {
       QK_ASSIGN_OR_RETURN(stats, formats::MergeStatsFiles(options.from_stats, model_sha));

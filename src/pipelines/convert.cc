@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <set>
 
+#include "common/artifact_set.h"
 #include "common/check.h"
+#include "common/file_util.h"
 #include "analysis/model_loading.h"
 #include "formats/plan_files.h"
 #include "formats/ranges.h"
@@ -221,14 +223,17 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
             ins.activation_pairs, ins.weight_pairs, ins.skipped.size()));
         for (const std::string& s : ins.skipped) result.messages.push_back("  float: " + s);
       }
-      QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, options.output));
-      result.written.push_back(options.output);
-      const std::string stem = Stem(options.output);
-      QK_RETURN_IF_ERROR(formats::WriteTrtCache(stem + ".cache", plan, options.cache));
-      QK_RETURN_IF_ERROR(formats::WritePlanJson(stem + ".plan.json", plan));
-      QK_RETURN_IF_ERROR(formats::WriteRangesText(stem + ".ranges.txt", plan));
-      result.written.insert(result.written.end(),
-                            {stem + ".cache", stem + ".plan.json", stem + ".ranges.txt"});
+      // The model and its three plan files are one unit (common/artifact_set.h).
+      const std::string stem = BaseName(Stem(options.output));
+      QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
+                          ArtifactSet::Open(DirName(options.output), {BaseName(options.output), stem + ".cache",
+                                                                      stem + ".plan.json", stem + ".ranges.txt"}));
+      QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, out->Stage(BaseName(options.output))));
+      QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage(stem + ".cache"), plan, options.cache));
+      QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage(stem + ".plan.json"), plan));
+      QK_RETURN_IF_ERROR(formats::WriteRangesText(out->Stage(stem + ".ranges.txt"), plan));
+      QK_ASSIGN_OR_RETURN(std::vector<std::string> written, out->Commit());
+      result.written.insert(result.written.end(), written.begin(), written.end());
     } else {
       QK_RETURN_IF_ERROR(formats::WritePlanFile(options.output, out_kind, plan, options.cache));
       result.written.push_back(options.output);

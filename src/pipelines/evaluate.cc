@@ -18,8 +18,11 @@
 namespace quantkit::pipelines {
 namespace {
 
+// Evaluation compares first outputs: a model without graph outputs has nothing to evaluate.
 Result<std::unique_ptr<runtime::Interpreter>> Load(const std::string& path) {
   QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(path));
+  QK_RETURN_IF_NOT(!model.graph->outputs().empty(), StatusCode::kInvalidModel,
+                   "{}: the model has no graph outputs, nothing to evaluate", path);
   return runtime::Interpreter::Create(std::move(model));
 }
 
@@ -30,7 +33,9 @@ struct Rows {
   int64_t width = 0;
 };
 
-Result<Rows> AsRows(const runtime::NamedTensor& out, int64_t batch) {
+Result<Rows> AsRows(const std::vector<runtime::NamedTensor>& outs, int64_t batch) {
+  QK_RETURN_IF_NOT(!outs.empty(), StatusCode::kInvalidModel, "the model produced no outputs");
+  const runtime::NamedTensor& out = outs.front();
   QK_RETURN_IF_NOT(out.tensor.dtype() == ir::DType::kFloat && out.tensor.rank() >= 1 &&
                        out.tensor.dims()[0] == batch,
                    StatusCode::kInvalidArgument,
@@ -120,7 +125,7 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
         std::vector<runtime::NamedTensor> feeds;
         for (auto& [name, t] : batch.inputs) feeds.push_back({name, std::move(t)});
         QK_ASSIGN_OR_RETURN(auto outs, interpreter->Run(feeds));
-        QK_ASSIGN_OR_RETURN(Rows rows, AsRows(outs.front(), count));
+        QK_ASSIGN_OR_RETURN(Rows rows, AsRows(outs, count));
         result.output_width = rows.width;
         if (keep_outputs) result.outputs.insert(result.outputs.end(), rows.data, rows.data + count * rows.width);
         counts[kSamples] += count;
@@ -130,6 +135,8 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
           result.predictions.push_back(pred);
           if (batch.labels) {
             const int64_t label = batch.labels->data_as<int64_t>()[b];
+            QK_RETURN_IF_NOT(label >= 0 && label < rows.width, StatusCode::kInvalidArgument,
+                             "label {} is outside the model's {} classes", label, rows.width);
             ++counts[kLabelled];
             counts[kCorrect1] += pred == label ? 1 : 0;
             // Rank of the label: how many logits beat it (ties count in the label's favour, as
@@ -141,7 +148,7 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
         }
         if (reference) {
           QK_ASSIGN_OR_RETURN(auto ref_outs, reference->Run(feeds));
-          QK_ASSIGN_OR_RETURN(Rows ref, AsRows(ref_outs.front(), count));
+          QK_ASSIGN_OR_RETURN(Rows ref, AsRows(ref_outs, count));
           QK_RETURN_IF_NOT(ref.width == rows.width, StatusCode::kInvalidArgument,
                            "the reference model's first output has {} values per sample, the model's {}",
                            ref.width, rows.width);

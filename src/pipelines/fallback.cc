@@ -8,6 +8,7 @@
 
 #include "pipelines/convert.h"
 #include "analysis/model_loading.h"
+#include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/file_util.h"
 #include "common/progress.h"
@@ -18,7 +19,6 @@
 namespace quantkit::pipelines {
 namespace {
 
-namespace fs = std::filesystem;
 
 quant::QuantPlan WithFloatNodes(const quant::QuantPlan& plan, const FloatSet& nodes, const std::string& reason) {
   quant::QuantPlan p = plan;
@@ -85,18 +85,18 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
   QK_RETURN_IF_ERROR(passes::ApplyPlan(model, &r.plan, evaluator.options().simulation).status());
   if (options.output_dir.empty()) return r;
 
-  std::error_code ec;
-  fs::create_directories(options.output_dir, ec);
-  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}", options.output_dir,
-                   ec.message());
-  const fs::path dir(options.output_dir);
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, (dir / "model.qdq.onnx").string()));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson((dir / "plan.json").string(), r.plan));
-  QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "layer_precisions.txt").string(), r.layer_precisions + "\n"));
+  // All four files or none, and never mixed with a concurrent run's (common/artifact_set.h).
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
+                      ArtifactSet::Open(options.output_dir,
+                                        {"model.qdq.onnx", "plan.json", "layer_precisions.txt", "fallback.json"}));
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, out->Stage("model.qdq.onnx")));
+  QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), r.plan));
+  QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("layer_precisions.txt"), r.layer_precisions + "\n"));
   for (const char* f : {"model.qdq.onnx", "plan.json", "layer_precisions.txt", "fallback.json"}) {
-    r.written.push_back((dir / f).string());
+    r.written.push_back(out->Target(f));
   }
-  QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "fallback.json").string(), FallbackJson(r) + "\n"));
+  QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("fallback.json"), FallbackJson(r) + "\n"));
+  QK_RETURN_IF_ERROR(out->Commit().status());
   return r;
 }
 

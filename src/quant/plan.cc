@@ -100,9 +100,11 @@ Status ValidatePlan(const QuantPlan& plan) {
     QK_RETURN_IF_NOT(t.scale.size() == 1 || t.axis >= 0, StatusCode::kInvalidArgument,
                      "tensor '{}': {} per-channel scales but no axis", name, t.scale.size());
     for (size_t i = 0; i < t.scale.size(); ++i) {
-      QK_RETURN_IF_NOT(std::isfinite(t.scale[i]) && t.scale[i] > 0.0f,
+      // Denormal scales are refused too: 1/scale overflows to Inf in the quantizer, and
+      // TensorRT flushes them to zero.
+      QK_RETURN_IF_NOT(std::isnormal(t.scale[i]) && t.scale[i] > 0.0f,
                        StatusCode::kInvalidArgument,
-                       "tensor '{}': scale[{}] = {} is not finite and positive", name, i,
+                       "tensor '{}': scale[{}] = {} is not a positive normal float", name, i,
                        t.scale[i]);
       const int32_t zp = t.zero_point[i];
       const bool in_range = t.dtype == QuantDType::kInt8 ? (zp >= -128 && zp <= 127)

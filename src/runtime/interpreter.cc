@@ -69,6 +69,9 @@ struct Frame {
   const SubgraphPlan* plan = nullptr;
   std::vector<at::Tensor> slots;
   const Frame* parent = nullptr;
+  // The step being executed ("node 'x' (Reshape, opset 13)"), so that an error escaping the
+  // per-step handlers still names the node.
+  const std::string* where = nullptr;
 };
 
 class PlanBuilder {
@@ -220,6 +223,7 @@ void Execute(Frame& frame, RunState* state) {
       inputs[j] = frame.slots[s];
     }
     std::vector<at::Tensor> outputs;
+    frame.where = &step.where;
     try {
       KernelContext ctx(inputs, step.outputs.size(), &frame);
       outputs = step.kernel->Compute(ctx);
@@ -233,6 +237,15 @@ void Execute(Frame& frame, RunState* state) {
                                step.where + ": " + msg)};
     } catch (const std::bad_alloc&) {
       throw NodeFailure{Status(StatusCode::kResourceExhausted, step.where + ": out of memory")};
+    } catch (const InternalError&) {
+      throw;  // a quantkit bug: exit 70
+    } catch (const std::exception& e) {
+      // Debian's libc10 does not always match `catch (c10::Error&)` across the shared-library
+      // boundary (its what() is ATen's message): any other exception from a kernel is ATen
+      // rejecting the model's or the data's shapes and values, i.e. bad input naming the node.
+      const std::string msg = e.what();
+      throw NodeFailure{Status(LooksLikeOom(msg) ? StatusCode::kResourceExhausted : StatusCode::kInvalidArgument,
+                               step.where + ": " + msg)};
     }
     inputs.clear();
     for (size_t j = 0; j < step.outputs.size(); ++j) {
@@ -420,12 +433,15 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
   } catch (const NodeFailure& f) {
     return f.status;
   } catch (const c10::Error& e) {
+    // ATen rejects shapes and values that came from the model or the data (an impossible
+    // Reshape): bad input, named by the node, not an internal error.
     const std::string msg = e.what_without_backtrace();
-    return Status(LooksLikeOom(msg) ? StatusCode::kResourceExhausted : StatusCode::kInternal, msg);
+    const std::string where = frame.where ? *frame.where + ": " : std::string();
+    return Status(LooksLikeOom(msg) ? StatusCode::kResourceExhausted : StatusCode::kInvalidArgument, where + msg);
   } catch (const std::bad_alloc&) {
-    return Status(StatusCode::kResourceExhausted, "out of memory");
+    return Status(StatusCode::kResourceExhausted, (frame.where ? *frame.where + ": " : std::string()) + "out of memory");
   } catch (const std::exception& e) {
-    return Status(StatusCode::kInternal, e.what());
+    return Status(StatusCode::kInternal, (frame.where ? *frame.where + ": " : std::string()) + e.what());
   }
   std::vector<at::Tensor> out;
   for (int s : p.output_slots) {

@@ -30,11 +30,13 @@ int DefaultComputeThreads() {
   return std::max(1, UsableCpus() / ranks_here);
 }
 
-Status SetComputeThreads(int threads) {
+Result<int> SetComputeThreads(int threads) {
   QK_RETURN_IF_NOT(threads >= 0, StatusCode::kInvalidArgument,
                    "--threads must be >= 0 (0: every usable CPU), got {}", threads);
-  at::set_num_threads(threads == 0 ? DefaultComputeThreads() : threads);
-  return Status::Ok();
+  const int usable = UsableCpus();
+  const int used = threads == 0 ? DefaultComputeThreads() : std::min(threads, usable);
+  at::set_num_threads(used);
+  return used;
 }
 
 int ComputeThreads() { return at::get_num_threads(); }

@@ -15,8 +15,11 @@ int UsableCpus();
 // UsableCpus() shared among the ranks a distributed launch runs on this machine
 // (LOCAL_WORLD_SIZE, set by torchrun), at least 1.
 int DefaultComputeThreads();
-// 0 selects DefaultComputeThreads(). Must be called before the first model run to take effect everywhere.
-Status SetComputeThreads(int threads);
+// 0 selects DefaultComputeThreads(); a request above UsableCpus() is capped there (more threads
+// than CPUs only adds contention, and 100000 used to spawn thousands of OS threads). Returns the
+// count in effect, so the caller can say when it differs from the request. Must be called before
+// the first model run to take effect everywhere.
+Result<int> SetComputeThreads(int threads);
 int ComputeThreads();
 
 }  // namespace quantkit::runtime

@@ -113,6 +113,41 @@ TEST(QdqPlacement, ExclusionsAndLaterConvIsBackbone) {
   EXPECT_TRUE(found);
 }
 
+// Issue #13 item 10: torchvision exports the projection shortcut AFTER the main branch, so
+// "the later Conv is the backbone" quantized the main branch's Conv output (lint QK009: it blocks
+// the Conv+Add fusion). The backbone is the deeper Conv, wherever the exporter put it.
+TEST(QdqPlacement, ProjectionShortcutExportedLastIsStillTheSkipBranch) {
+  ResidualNet net;
+  ir::Graph& g = *net.model.graph;
+  ir::Node* shortcut = g.InsertNodeBefore(net.add, "Conv", {g.FindValue("x"), Weight(g, "ws", {4, 3, 1, 1}, 0.1f)},
+                                          {"s"}, "", "downsample").value();
+  g.SetNodeInput(net.add, 1, shortcut->output(0));
+  auto sites = FindQdqSites(g, {});
+  ASSERT_TRUE(sites.ok());
+  int add_sites = 0;
+  for (const QdqSite& s : *sites) {
+    if (s.consumer != net.add) continue;
+    ++add_sites;
+    EXPECT_EQ(s.tensor, "s") << "the shortcut Conv's output is quantized, the backbone (conv2) stays float";
+  }
+  EXPECT_EQ(add_sites, 1);
+}
+
+// Issue #13 item 6: an exclusion that matches nothing is an error listing close names.
+TEST(QdqPlacement, ExclusionsMatchingNothingAreErrors) {
+  ResidualNet net;
+  PlacementOptions options;
+  options.exclude_nodes = {"Softmx"};
+  options.exclude_op_types = {"Softmx"};
+  auto sites = FindQdqSites(*net.model.graph, options);
+  ASSERT_FALSE(sites.ok());
+  EXPECT_EQ(sites.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(sites.status().message().find("did you mean 'Softmax'"), std::string::npos) << sites.status().message();
+  options.exclude_nodes = {"conv9"};
+  options.exclude_op_types.clear();
+  EXPECT_FALSE(FindQdqSites(*net.model.graph, options).ok());
+}
+
 TEST(InsertQdq, InsertsSharedPairsWithExplicitAxis) {
   ResidualNet net;
   auto sites = FindQdqSites(*net.model.graph, {});

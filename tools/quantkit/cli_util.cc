@@ -1,6 +1,12 @@
 #include "cli_util.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "analysis/simulate.h"
 #include "common/check.h"
@@ -9,8 +15,81 @@ namespace quantkit::cli {
 
 int Report(const Status& status) {
   if (status.ok()) return 0;
-  std::fprintf(stderr, "quantkit: %s\n", status.message().c_str());
+  std::fprintf(stderr, "quantkit: %s\n", EscapeControl(status.message()).c_str());
   return ExitCodeFor(status.code());
+}
+
+namespace {
+
+// fopencookie write callback: escapes and writes to the original stdout descriptor.
+ssize_t WriteEscaped(void* /*cookie*/, const char* data, size_t size) {
+  std::string out;
+  out.reserve(size);
+  size_t begin = 0;
+  for (size_t i = 0; i <= size; ++i) {
+    if (i < size && (data[i] == '\n' || data[i] == '\t')) {
+      out += EscapeControl(std::string_view(data + begin, i - begin));
+      out += data[i];
+      begin = i + 1;
+    } else if (i == size) {
+      out += EscapeControl(std::string_view(data + begin, i - begin));
+    }
+  }
+  const char* p = out.data();
+  size_t left = out.size();
+  while (left > 0) {
+    const ssize_t n = ::write(STDOUT_FILENO, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return static_cast<ssize_t>(size);
+}
+
+}  // namespace
+
+void EscapeStdout() {
+  cookie_io_functions_t io{};
+  io.write = WriteEscaped;
+  FILE* filtered = fopencookie(nullptr, "w", io);
+  if (filtered == nullptr) return;  // keep the plain stdout rather than fail
+  std::fflush(stdout);
+  setvbuf(filtered, nullptr, ::isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, 1 << 16);
+  stdout = filtered;
+}
+
+int Parse(CLI::App& app, int argc, char** argv) {
+  // The first word that is neither an option nor the value of --threads names the subcommand.
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--threads") {
+      ++i;
+      continue;
+    }
+    if (arg.empty() || arg[0] == '-') continue;
+    if (std::find(names.begin(), names.end(), arg) == names.end()) {
+      return Report(MakeStatus(StatusCode::kInvalidArgument, "unknown subcommand '{}'{} (run 'quantkit --help')",
+                               arg, DidYouMean(arg, names)));
+    }
+    break;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return Report(Status(StatusCode::kInvalidArgument, e.what()));
+  }
+  return -1;
 }
 
 void AddImageOptions(CLI::App* cmd, ImageArgs* a) {
@@ -63,7 +142,7 @@ void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* a, const std::string& data_
 
 Result<pipelines::PlanEvaluation> OpenPlanEvaluation(const PlanEvalArgs& args) {
   QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation r, pipelines::OpenPlanEvaluation(args.eval, args.plan, args.placement));
-  for (const std::string& w : r.warnings) std::fprintf(stderr, "quantkit: warning: %s\n", w.c_str());
+  for (const std::string& w : r.warnings) std::fprintf(stderr, "quantkit: warning: %s\n", EscapeControl(w).c_str());
   return r;
 }
 

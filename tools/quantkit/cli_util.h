@@ -9,6 +9,7 @@
 #include <string>
 
 #include "analysis/plan_eval.h"
+#include "common/text.h"
 #include "pipelines/plan_evaluation.h"
 #include "data/image_options.h"
 #include "quant/plan.h"
@@ -19,8 +20,20 @@ namespace quantkit::cli {
 // What a subcommand runs once its options are parsed; returns the process exit code.
 using RunFn = std::function<int()>;
 
-// Prints "quantkit: <message>" to stderr for a failed status; returns its exit code (0 if OK).
+// Prints "quantkit: <message>" to stderr for a failed status, control characters escaped
+// (names come from untrusted files); returns its exit code (0 if OK).
 int Report(const Status& status);
+
+// Routes stdout through a filter that escapes control characters (common/text.h EscapeControl)
+// except newlines and tabs: every listing (inspect, summaries, tables, lint, cache) prints names
+// taken from untrusted files, and none of them may move the cursor, clear the screen or retitle
+// the terminal. JSON output is unaffected (its strings are escaped already).
+void EscapeStdout();
+
+// Parses the command line. Returns -1 to go on, or the exit code to return now: 0 after --help
+// or --version, 2 (one line on stderr) for a parse error or a first word that is no subcommand
+// (`quantkit nosuchcmd --help` must not print the main help and succeed).
+int Parse(CLI::App& app, int argc, char** argv);
 
 // The image preprocessing options shared by calibrate, eval and data (data/image_options.h).
 struct ImageArgs {

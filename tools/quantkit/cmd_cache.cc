@@ -1,5 +1,6 @@
 // quantkit cache inspect FILE [--json] | diff A B [--rtol R] | check FILE --model M [--trt-version V]
-// Exit code of diff and check: 0 when nothing to report, 1 when they found differences/problems.
+// Exit code of diff and check: 0 when nothing to report, 1 when they found differences/problems;
+// inspect exits 1 when a scale is unusable (NaN, Inf, negative, zero, denormal).
 #include <cstdio>
 #include <optional>
 
@@ -28,7 +29,7 @@ void SetupCache(CLI::App& app, RunFn* run) {
       if (!cache.ok()) return Report(cache.status());
       const std::string out = opts->json ? pipelines::InspectCacheJson(*cache) : pipelines::InspectCacheText(*cache);
       std::fputs(out.c_str(), stdout);
-      return 0;
+      return pipelines::CountBadScales(*cache) > 0 ? 1 : 0;
     };
   });
 

@@ -42,7 +42,9 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       ->check(CLI::IsMember({"per-channel", "per-tensor"}))
       ->capture_default_str();
   cmd->add_option("--samples", opts->calibrate.samples, "use the first N samples (0: all)")->capture_default_str();
-  cmd->add_option("--batch-size", opts->calibrate.batch_size, "samples per model run")->capture_default_str();
+  cmd->add_option("--batch-size", opts->calibrate.batch_size,
+                  "samples read at a time (the model runs one sample at a time: results never depend on it)")
+      ->capture_default_str();
   cmd->add_option("--stats", opts->calibrate.stats_out, "also write the statistics (.qkstats)");
   cmd->add_option("--from-stats", opts->calibrate.from_stats,
                   "skip the model run: merge these .qkstats shards instead");
@@ -59,6 +61,13 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   AddDistributedOptions(cmd, &opts->calibrate.distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
+      // Without -o (or --stats, or --compare-methods' table) the whole pass would run and write
+      // nothing: refuse up front.
+      if (opts->calibrate.output_dir.empty() && opts->calibrate.stats_out.empty() && !opts->compare) {
+        return Report(Status(StatusCode::kInvalidArgument,
+                             "calibrate writes its artifacts into -o DIR (or statistics with --stats FILE); "
+                             "give one of them"));
+      }
       auto image = ToImageOptions(opts->image);
       if (!image.ok()) return Report(image.status());
       opts->calibrate.image = *image;

@@ -4,7 +4,6 @@
 
 #include "analysis/qdq_lint.h"
 #include "cli_util.h"
-#include "analysis/model_loading.h"
 
 namespace quantkit::cli {
 
@@ -21,9 +20,9 @@ void SetupLint(CLI::App& app, RunFn* run) {
   cmd->add_flag("--json", opts->json, "print the findings as JSON");
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      auto model = analysis::LoadModelForQuantization(opts->model);
-      if (!model.ok()) return Report(model.status());
-      const analysis::LintReport report = analysis::LintQdqModel(*model);
+      const Result<analysis::LintReport> linted = analysis::LintModelFile(opts->model);
+      if (!linted.ok()) return Report(linted.status());
+      const analysis::LintReport& report = linted.value();
       const std::string text =
           opts->json ? analysis::FormatLintJson(report) : analysis::FormatLintText(report);
       std::fputs(text.c_str(), stdout);

@@ -15,20 +15,25 @@ int main(int argc, char** argv) {
   // Accepted before or after the subcommand (fallthrough): quantkit calibrate ... --threads 4.
   int threads = 0;
   app.add_option("--threads", threads,
-                 "compute threads for model runs (0: every CPU this process may use)")
+                 "compute threads for model runs (0: every CPU this process may use; capped there)")
       ->envname("QUANTKIT_THREADS")
       ->capture_default_str();
   app.fallthrough();
   quantkit::cli::RunFn run;
   quantkit::cli::RegisterCommands(app, &run);
-  CLI11_PARSE(app, argc, argv);
+  // Parse errors and unknown subcommands are bad input (exit 2), as documented; only --help and
+  // --version exit 0.
+  if (const int code = quantkit::cli::Parse(app, argc, argv); code >= 0) return code;
+  quantkit::cli::EscapeStdout();
   if (!run) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
   }
-  if (quantkit::Status st = quantkit::runtime::SetComputeThreads(threads); !st.ok()) {
-    std::fprintf(stderr, "quantkit: %s\n", st.ToString().c_str());
-    return 2;
+  const quantkit::Result<int> used = quantkit::runtime::SetComputeThreads(threads);
+  if (!used.ok()) return quantkit::cli::Report(used.status());
+  if (threads > used.value()) {
+    std::fprintf(stderr, "quantkit: warning: --threads %d exceeds the %d usable CPUs; using %d\n", threads,
+                 used.value(), used.value());
   }
   if (quantkit::Status st = quantkit::cli::CheckDistributedLaunch(app); !st.ok()) {
     std::fprintf(stderr, "quantkit: %s\n", st.message().c_str());
@@ -36,8 +41,10 @@ int main(int argc, char** argv) {
   }
   try {
     return run();
+  } catch (const std::bad_alloc&) {
+    return quantkit::cli::Report(quantkit::Status(quantkit::StatusCode::kResourceExhausted, "out of memory"));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "quantkit: internal error: %s\n", e.what());
+    std::fprintf(stderr, "quantkit: internal error: %s\n", quantkit::EscapeControl(e.what()).c_str());
     return 70;
   }
 }

@@ -190,7 +190,7 @@ def check_bad_input(d):
     png_bytes = open(os.path.join(d, "good.png"), "rb").read()
     # Corrupt: a valid PNG signature and header, then garbage; found while reading (2nd image).
     root = folder("corrupt", [("a.png", good), ("b.png", png_bytes[:60] + b"\x00" * 40)])
-    p = run(["calibrate", model, "--data", root, "-q"], expect=2)
+    p = run(["calibrate", model, "--data", root, "-o", os.path.join(d, "never"), "-q"], expect=2)
     one_line_naming(p, os.path.join(root, "b.png"))
     # A truncated JPEG: libjpeg would pad it with gray; PIL and quantkit refuse it.
     jpg = os.path.join(d, "good.jpg")
@@ -200,10 +200,10 @@ def check_bad_input(d):
     p = run(["eval", model, "--data", root, "-q"], expect=2)
     one_line_naming(p, os.path.join(root, "b.jpg"))
     root = folder("notimage", [("a.jpg", b"this is not a JPEG")])
-    p = run(["calibrate", model, "--data", root, "-q"], expect=2)
+    p = run(["calibrate", model, "--data", root, "-o", os.path.join(d, "never"), "-q"], expect=2)
     one_line_naming(p, os.path.join(root, "a.jpg"))
     root = folder("empty", [])
-    p = run(["calibrate", model, "--data", root, "-q", "--resize", "32"], expect=2)
+    p = run(["calibrate", model, "--data", root, "-o", os.path.join(d, "never"), "-q", "--resize", "32"], expect=2)
     one_line_naming(p, "empty data directory")
     big = Image.fromarray(rng.randint(0, 256, (40, 32, 3), dtype=np.uint8), "RGB")
     root = folder("sizes", [("a.png", good), ("b.png", big)])
@@ -212,11 +212,11 @@ def check_bad_input(d):
     assert "40x32" in p.stderr and "--resize" in p.stderr, p.stderr
     gray = Image.fromarray(rng.randint(0, 256, (32, 32), dtype=np.uint8), "L")
     root = folder("gray", [("a.png", gray)])
-    p = run(["calibrate", model, "--data", root, "-q"], expect=2)
+    p = run(["calibrate", model, "--data", root, "-o", os.path.join(d, "never"), "-q"], expect=2)
     one_line_naming(p, os.path.join(root, "a.png"))
     assert "grayscale" in p.stderr, p.stderr
     np.save(os.path.join(d, "x.npy"), np.zeros((2, 3, 32, 32), np.float32))
-    p = run(["calibrate", model, "--data", os.path.join(d, "x.npy"), "--mean", "0.5", "-q"], expect=2)
+    p = run(["calibrate", model, "--data", os.path.join(d, "x.npy"), "--mean", "0.5", "-o", os.path.join(d, "never"), "-q"], expect=2)
     one_line_naming(p, "image folders only")
 
 

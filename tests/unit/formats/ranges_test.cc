@@ -75,5 +75,44 @@ TEST(PlanJson, RejectsUnknownVersionsKeysAndBadScales) {
   EXPECT_NE(typo.status().message().find("scael"), std::string::npos);
 }
 
+// Issue #13 items 4 and 8: a value of the wrong type names its key path and the expected type
+// (it used to escape as the JSON library's exception, exit 70); asymmetric entries are refused.
+TEST(PlanJson, WrongTypesNameTheKeyPath) {
+  auto version = ParsePlanJson(R"({"format":"quantkit.plan","version":"1"})", "p.json");
+  ASSERT_FALSE(version.ok());
+  EXPECT_EQ(version.status().code(), StatusCode::kInvalidModel);
+  EXPECT_EQ(version.status().message(), "p.json: version: expected an integer, got string");
+  auto scale = ParsePlanJson(
+      R"({"format":"quantkit.plan","version":1,"tensors":{"t":{"scale":[0.1,true],"amax":[1,2]}}})", "p.json");
+  ASSERT_FALSE(scale.ok());
+  EXPECT_EQ(scale.status().message(), "p.json: tensors.t.scale[1]: expected a number, got boolean");
+  auto nodes = ParsePlanJson(R"({"format":"quantkit.plan","version":1,"float_nodes":{"n":3}})", "p.json");
+  ASSERT_FALSE(nodes.ok());
+  EXPECT_EQ(nodes.status().message(), "p.json: float_nodes.n: expected a string, got number");
+  auto huge = ParsePlanJson(
+      R"({"format":"quantkit.plan","version":1,"tensors":{"t":{"scale":[1e300],"amax":[1]}}})", "p.json");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("outside the float32 range"), std::string::npos);
+}
+
+TEST(PlanJson, AsymmetricAndDenormalEntriesAreRefused) {
+  auto zp = ParsePlanJson(
+      R"({"format":"quantkit.plan","version":1,"tensors":{"t":{"scale":[0.1],"amax":[12.7],"zero_point":[5]}}})",
+      "p.json");
+  ASSERT_FALSE(zp.ok());
+  EXPECT_EQ(zp.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(zp.status().message().find("tensors.t.zero_point[0]: 5 is not 0"), std::string::npos);
+  auto u8 = ParsePlanJson(
+      R"({"format":"quantkit.plan","version":1,"tensors":{"t":{"scale":[0.1],"amax":[12.7],"zero_point":[0],"dtype":"uint8"}}})",
+      "p.json");
+  ASSERT_FALSE(u8.ok());
+  EXPECT_NE(u8.status().message().find("tensors.t.dtype: uint8"), std::string::npos);
+  auto denormal = ParsePlanJson(
+      R"({"format":"quantkit.plan","version":1,"tensors":{"t":{"scale":[1.4e-45],"amax":[1e-43],"zero_point":[0]}}})",
+      "p.json");
+  ASSERT_FALSE(denormal.ok());
+  EXPECT_NE(denormal.status().message().find("not a positive normal float"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace quantkit::formats

@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
+#include "formats/scale_problem.h"
 #include "testing/testvectors.h"
 
 namespace quantkit::formats {
@@ -24,6 +26,32 @@ json LoadCacheVectors() {
 }
 
 float FloatFromHex(const std::string& hex) { return DecodeScaleHex(hex).value(); }
+
+// Issue #13 item 8: a tensor listed twice is an error naming both lines; unusable scales are
+// named and never become quantized plan entries.
+TEST(TrtCache, DuplicateTensorLinesAreAnError) {
+  auto cache = ParseTrtCache("TRT-8601-EntropyCalibration2\nx: 3c010a14\ny: 3c010a14\nx: 3d010a14\n", "c.cache");
+  ASSERT_FALSE(cache.ok());
+  EXPECT_EQ(cache.status().code(), StatusCode::kInvalidModel);
+  EXPECT_NE(cache.status().message().find("c.cache:4: tensor 'x' already has a scale on line 2"), std::string::npos)
+      << cache.status().message();
+}
+
+TEST(TrtCache, UnusableScalesAreNamedAndKeptFloat) {
+  EXPECT_EQ(ScaleProblem(0.1f), nullptr);
+  EXPECT_STREQ(ScaleProblem(1.4e-45f), "denormal");
+  EXPECT_STREQ(ScaleProblem(0.0f), "zero");
+  EXPECT_STREQ(ScaleProblem(-1.0f), "negative");
+  EXPECT_STREQ(ScaleProblem(std::numeric_limits<float>::infinity()), "infinite");
+  EXPECT_STREQ(ScaleProblem(std::numeric_limits<float>::quiet_NaN()), "NaN");
+  auto cache = ParseTrtCache("TRT-8601-EntropyCalibration2\ndn: 00000001\nok: 3c010a14\n", "c.cache");
+  ASSERT_TRUE(cache.ok());
+  const quant::QuantPlan plan = PlanFromTrtCache(*cache);
+  EXPECT_FALSE(plan.Find("dn")->quantized);
+  EXPECT_NE(plan.Find("dn")->reason.find("denormal"), std::string::npos);
+  EXPECT_TRUE(plan.Find("ok")->quantized);
+  EXPECT_EQ(FormatTrtCache(plan, {}).find("00000001"), std::string::npos);
+}
 
 TEST(TrtCacheVectors, EncodeEveryAmaxExactly) {
   json v = LoadCacheVectors();

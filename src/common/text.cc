@@ -1,0 +1,82 @@
+#include "common/text.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+namespace quantkit {
+
+std::string EscapeControl(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b >= 0x20 && b != 0x7f) {
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out += fmt::format("\\x{:02x}", b);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Levenshtein distance, two rows; names are short (node and tensor names, subcommands).
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t subst = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, subst});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+std::vector<std::string> ClosestNames(std::string_view name, const std::vector<std::string>& candidates,
+                                      size_t max_count) {
+  // A candidate is close when at most a third of the longer name must change, or when one name
+  // contains the other ("Softmax" for "/head/Softmax").
+  std::vector<std::pair<size_t, size_t>> scored;  // (distance, index)
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const std::string& c = candidates[i];
+    if (c.empty()) continue;
+    const size_t d = EditDistance(name, c);
+    const bool contains = !name.empty() && (c.find(name) != std::string::npos ||
+                                            name.find(c) != std::string_view::npos);
+    if (contains || d * 3 <= std::max(name.size(), c.size())) scored.emplace_back(contains ? 0 : d, i);
+  }
+  std::stable_sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (const auto& [d, i] : scored) {
+    if (out.size() == max_count) break;
+    if (std::find(out.begin(), out.end(), candidates[i]) == out.end()) out.push_back(candidates[i]);
+  }
+  return out;
+}
+
+std::string DidYouMean(std::string_view name, const std::vector<std::string>& candidates) {
+  const std::vector<std::string> close = ClosestNames(name, candidates);
+  if (close.empty()) return "";
+  std::string out = "; did you mean ";
+  for (size_t i = 0; i < close.size(); ++i) {
+    out += (i ? ", '" : "'") + EscapeControl(close[i]) + "'";
+  }
+  return out + "?";
+}
+
+}  // namespace quantkit

@@ -1,0 +1,28 @@
+// Text helpers for what quantkit shows a user: names taken from untrusted files are escaped
+// before they reach a terminal, and a name that matches nothing is answered with the closest
+// names that do exist.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace quantkit {
+
+// Returns `text` with every control character escaped: \n, \r, \t as themselves, ESC and the
+// other C0/DEL bytes as \xNN. A node name carrying "\x1b[2J" or a newline then prints as one
+// visible line instead of clearing the terminal or forging a second message. Bytes >= 0x80 pass
+// through (UTF-8 names stay readable).
+std::string EscapeControl(std::string_view text);
+
+// Up to `max_count` names of `candidates` closest to `name` (edit distance, ties by order of
+// appearance; a candidate containing `name`, or contained in it, counts as close). Empty when
+// nothing is reasonably close.
+std::vector<std::string> ClosestNames(std::string_view name, const std::vector<std::string>& candidates,
+                                      size_t max_count = 3);
+
+// "; did you mean 'a', 'b'?" for ClosestNames(...), or "" when there is none: the suffix of the
+// "matches nothing" messages.
+std::string DidYouMean(std::string_view name, const std::vector<std::string>& candidates);
+
+}  // namespace quantkit
