@@ -62,8 +62,9 @@ Result<AnalyzeReport> Analyze(const AnalyzeOptions& options) {
   QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation opened, Open(options.evaluation));
   std::vector<std::string> names = options.evaluation.metrics;
   if (names.empty()) {
-    if (opened.evaluator->has_labels()) names.push_back("top1");
-    names.push_back("agreement");
+    // As the CLI: top-1 (with agreement beside it) on a class vector, else an output-error metric.
+    names.push_back(analysis::DefaultMetricName(opened.evaluator->has_labels(), opened.evaluator->class_output()));
+    if (names.front() == "top1") names.push_back("agreement");
   }
   QK_ASSIGN_OR_RETURN(auto owned, analysis::MakeMetrics(names));
   analysis::AnalyzeOptions analyze;
@@ -84,7 +85,7 @@ Result<FallbackReport> Fallback(const FallbackOptions& options) {
   QK_RETURN_IF_NOT(options.evaluation.metrics.size() <= 1, StatusCode::kInvalidArgument,
                    "fallback searches on one metric, got {}", options.evaluation.metrics.size());
   const std::string name = options.evaluation.metrics.empty()
-                               ? analysis::DefaultMetricName(opened.evaluator->has_labels())
+                               ? analysis::DefaultMetricName(opened.evaluator->has_labels(), opened.evaluator->class_output())
                                : options.evaluation.metrics.front();
   QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric, analysis::MakeMetric(name));
   pipelines::FallbackOptions fallback;

@@ -19,14 +19,18 @@ TEST(ShardTest, ShardsTileTheSamplesInRankOrderOnGranuleBoundaries) {
           ASSERT_EQ(r.begin, next) << n << " " << world << " " << granule << " rank " << rank;
           ASSERT_LE(r.begin, r.end);
           // Every boundary but the end of the data is a whole number of granules (batches).
-          if (r.end != n) EXPECT_EQ(r.end % granule, 0);
+          if (r.end != n) {
+            EXPECT_EQ(r.end % granule, 0);
+          }
           smallest = std::min(smallest, r.size());
           largest = std::max(largest, r.size());
           next = r.end;
         }
         EXPECT_EQ(next, n) << "the shards cover every sample once";
         // Balanced: shares differ by at most one granule (plus the short last batch).
-        if (n >= granule * world) EXPECT_LE(largest - smallest, 2 * granule);
+        if (n >= granule * world) {
+          EXPECT_LE(largest - smallest, 2 * granule);
+        }
       }
     }
   }

@@ -330,7 +330,9 @@ TEST(CollectorScans, ThreadedScansMatchAScalarOracleAtEveryThreadCount) {
         h.Observe(FloatSpan(data));
         r.Observe(FloatSpan(data));
         const std::string where = fmt::format("kind {} n {} threads {}", kind, n, threads);
-        if (amax > 0) EXPECT_EQ(h.range_exp(), e) << where;
+        if (amax > 0) {
+          EXPECT_EQ(h.range_exp(), e) << where;
+        }
         EXPECT_EQ(h.positive(), pos) << where;
         EXPECT_EQ(h.negative(), neg) << where;
         EXPECT_EQ(h.zero_count(), zeros) << where;
