@@ -39,6 +39,34 @@ data::Batch StatsCollector::Conform(const py::dict& batch, const std::string& or
   return Unwrap(data::ConformBatch(TensorsFromDict(batch, origin), inputs_, origin));
 }
 
+bool StatsCollector::BatchedOnLeadingAxis(const std::string& input) const {
+  for (const data::InputSpec& in : inputs_) {
+    if (in.name == input) return in.batched() && in.batch_axis == 0;
+  }
+  return false;
+}
+
+namespace {
+// Bytes of a parent tensor, kept alive by the view (no copy).
+class ParentBuffer final : public ir::Buffer {
+ public:
+  explicit ParentBuffer(ir::Tensor parent) : parent_(std::move(parent)) {}
+  const uint8_t* data() const override { return static_cast<const uint8_t*>(parent_.data()); }
+  size_t size() const override { return parent_.nbytes(); }
+
+ private:
+  ir::Tensor parent_;
+};
+}  // namespace
+
+ir::Tensor StatsCollector::SampleRow(const ir::Tensor& batch, int64_t i) {
+  std::vector<int64_t> dims = batch.dims();
+  const size_t row_bytes = batch.nbytes() / static_cast<size_t>(dims[0]);
+  dims[0] = 1;
+  return ir::Tensor(batch.dtype(), std::move(dims), std::make_shared<ParentBuffer>(batch),
+                    static_cast<size_t>(i) * row_bytes);
+}
+
 void StatsCollector::Observe(const py::dict& batch) {
   CheckOpen();
   const std::string origin = fmt::format("batch {}", batches_);
@@ -52,10 +80,18 @@ void StatsCollector::Observe(const py::dict& batch) {
     for (const runtime::NamedTensor& f : feeds) data_hash_.Update(f.tensor.data(), f.tensor.nbytes());
     runtime::RunOptions options;
     options.observers = {observer_.get()};
-    auto outputs = interpreter_->Run(feeds, options);
-    if (!outputs.ok()) {
-      status = outputs.status().WithContext(
-          fmt::format("{} (samples {}-{})", origin, samples_, samples_ + b.size - 1));
+    // One sample per model run, as the CLI's calibration (analysis::kSampleExactRunBatch): the
+    // statistics then do not depend on how the caller batched the data. Samples are row views of
+    // the caller's arrays (no copy); unbatched inputs go whole into every run.
+    for (int64_t i = 0; i < b.size && status.ok(); ++i) {
+      std::vector<runtime::NamedTensor> sample;
+      for (const runtime::NamedTensor& f : feeds) {
+        sample.push_back({f.name, b.size == 1 || !BatchedOnLeadingAxis(f.name) ? f.tensor : SampleRow(f.tensor, i)});
+      }
+      auto outputs = interpreter_->Run(sample, options);
+      if (!outputs.ok()) {
+        status = outputs.status().WithContext(fmt::format("{} (sample {})", origin, samples_ + i));
+      }
     }
     feeds.clear();  // the last references to the arrays go with the GIL re-taken by the buffer
   }

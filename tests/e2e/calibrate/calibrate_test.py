@@ -129,18 +129,18 @@ def main():
 
         # 5. bad input.
         np.save(os.path.join(d, "bad_shape.npy"), np.zeros((4, 3, 28, 28), np.float32))
-        p = run(["calibrate", MODEL, "--data", os.path.join(d, "bad_shape.npy"), "-q"], expect=2)
+        p = run(["calibrate", MODEL, "--data", os.path.join(d, "bad_shape.npy"), "-o", os.path.join(d, "o_bad_shape"), "-q"], expect=2)
         assert len(p.stderr.strip().splitlines()) == 1 and "input 'input'" in p.stderr, p.stderr
         np.save(os.path.join(d, "bad_dtype.npy"), np.zeros((4, 1, 28, 28), np.uint8))
-        p = run(["calibrate", MODEL, "--data", os.path.join(d, "bad_dtype.npy"), "-q"], expect=2)
+        p = run(["calibrate", MODEL, "--data", os.path.join(d, "bad_dtype.npy"), "-o", os.path.join(d, "o_bad_dtype"), "-q"], expect=2)
         assert "uint8" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
         os.makedirs(os.path.join(d, "empty"))
-        p = run(["calibrate", MODEL, "--data", os.path.join(d, "empty"), "-q"], expect=2)
+        p = run(["calibrate", MODEL, "--data", os.path.join(d, "empty"), "-o", os.path.join(d, "o_empty"), "-q"], expect=2)
         assert "empty data directory" in p.stderr, p.stderr
         nan = x[:16].copy()
         nan[0, 0, 0, 0] = np.nan
         np.save(os.path.join(d, "nan.npy"), nan)
-        p = run(["calibrate", MODEL, "--data", os.path.join(d, "nan.npy"), "-q"])
+        p = run(["calibrate", MODEL, "--data", os.path.join(d, "nan.npy"), "-o", os.path.join(d, "o_nan"), "-q"])
         assert "tensor 'input': 1 NaN" in p.stdout, p.stdout
         const = np.zeros((8, 1, 28, 28), np.float32)
         np.save(os.path.join(d, "const.npy"), const)

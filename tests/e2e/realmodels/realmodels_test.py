@@ -73,7 +73,8 @@ with tempfile.TemporaryDirectory() as tmp:
     import numpy as np
     bad = os.path.join(tmp, "bad.npy")
     np.save(bad, np.zeros((2, 3, 32, 100), np.float32))
-    r = subprocess.run([QK, "calibrate", os.path.join(folder, "model.onnx"), "--data", bad], capture_output=True,
+    r = subprocess.run([QK, "calibrate", os.path.join(folder, "model.onnx"), "--data", bad, "-o",
+                        os.path.join(tmp, "bad_out")], capture_output=True,
                        text=True)
     if r.returncode != 2 or "[1,32,?]" not in r.stderr:
         failures.append(f"textline wrong-channel data: exit {r.returncode}, {r.stderr.strip()!r}")

@@ -239,7 +239,7 @@ TEST_F(Hostile, Item6_NamesThatMatchNothingAreErrorsWithCloseMatches) {
               {"NoSuchConv"});
   ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy")}, {2}, {"-o"});
   ExpectFails({"nosuchcmd", "--help"}, {2}, {"nosuchcmd"});
-  ExpectFails({"qat", "--help"}, {2}, {"unknown subcommand 'qat'"});
+  ExpectFails({"quantise", "--help"}, {2}, {"unknown subcommand 'quantise'"});
   ExpectFails({"calibrat", File("model.onnx")}, {2}, {"did you mean 'calibrate'"});
   ExpectFails({"inspect", File("model.onnx"), "--no-such-option"}, {2}, {"--no-such-option"});
 }

@@ -111,8 +111,8 @@ TEST(Import, TypedFieldCountMismatchIsRejected) {
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), StatusCode::kInvalidModel);
   EXPECT_EQ(model.status().message(),
-            "m.onnx: initializer 'w': float_data has 5 values, expected 4 for dtype float and 4 "
-            "elements");
+            "m.onnx: initializer 'w': declares 4 elements of float but float_data holds 5 values "
+            "(expected 4); no data to allocate");
 }
 
 // IR-10 fields unknown to libonnx 1.12 live in unknown fields; they must reach the IR and come
