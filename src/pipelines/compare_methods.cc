@@ -1,5 +1,6 @@
 #include "pipelines/compare_methods.h"
 
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -36,16 +37,17 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   QK_ASSIGN_OR_RETURN(analysis::TrialResult fp32, evaluator->EvaluateFp32({metric.get()}));
   r.fp32_value = fp32.metrics.at(r.metric);
 
-  SharedStats shared;
+  // One load, hash and collection for every method: each plan is BuildPlan over the same
+  // statistics (no model run); only the best one's artifacts are written.
+  CalibrateOptions c = options.calibrate;
+  c.output_dir.clear();
+  c.stats_out.clear();
+  QK_ASSIGN_OR_RETURN(PreparedCalibration prepared, PrepareCalibration(c));
   size_t best = 0;
   for (size_t i = 0; i < methods.size(); ++i) {
-    CalibrateOptions c = options.calibrate;
-    c.method = methods[i];
-    c.output_dir.clear();
-    c.stats_out.clear();
-    c.shared_stats = &shared;
-    QK_ASSIGN_OR_RETURN(CalibrateResult calibrated, Calibrate(c));
-    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(calibrated.plan, metrics));
+    QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
+                                                   {methods[i], c.method_overrides}));
+    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(built.plan, metrics));
     MethodScore s;
     s.method = quant::MethodLabel(methods[i]);
     s.value = t.metrics.at(r.metric);
@@ -58,10 +60,9 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
     if (s.loss < b.loss || (s.loss == b.loss && s.rel_mse < b.rel_mse)) best = i;
   }
   r.best = r.scores[best].method;
-  CalibrateOptions c = options.calibrate;
+  c = options.calibrate;
   c.method = methods[best];
-  c.shared_stats = &shared;
-  QK_ASSIGN_OR_RETURN(r.best_result, Calibrate(c));
+  QK_ASSIGN_OR_RETURN(r.best_result, FinishCalibration(c, prepared));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

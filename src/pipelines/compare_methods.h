@@ -1,8 +1,8 @@
 // `quantkit calibrate --compare-methods`: what users do by hand today — calibrate with every
 // method, evaluate each plan on held-out data, keep the best.
 //
-// One statistics pass (pipelines/calibrate.h SharedStats: the collectors keep histograms, so
-// quant::AmaxFromCollector recomputes any method without re-running the model), one plan per
+// One load and hash of the model and one statistics pass (PrepareCalibration: the collectors keep
+// histograms, so BuildPlan gives any method without re-running the model), one plan per
 // method, each simulated (analysis/simulate.h) on the holdout split against cached FP32 outputs.
 // The best method (lowest loss of the metric vs FP32; ties: lowest output relative MSE) gets its
 // artifacts written to the output directory, as a plain `calibrate` with that method would.
