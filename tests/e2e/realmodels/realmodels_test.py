@@ -11,14 +11,15 @@ STFT-as-convolution audio front-end):
   3. the summary says what was done: the opset upgrade (opset 9/11), and which ops stayed in float
      inside the If's branches.
 The shipped PyPI models (PP-OCR, Silero VAD) are in python/realmodels_table.py, which needs pip.
-argv[1] = quantkit binary, argv[2] = repository root.
+Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py.
 """
 import os
-import subprocess
 import sys
 import tempfile
 
-QK, ROOT = sys.argv[1], sys.argv[2]
+import numpy as np
+from qktest import QK, ROOT, run_process  # noqa: E402  (tests/e2e/qktest.py)
+
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import realmodels  # noqa: E402
 import realmodels_table as table  # noqa: E402
@@ -47,39 +48,46 @@ EXPECTED_NOTES = {
     "if_model": "inside If/Loop/Scan bodies stay in float",
 }
 
-failures = []
-with tempfile.TemporaryDirectory() as tmp:
-    for name in realmodels.EXPORTED:
-        row = table.evaluate(QK, name, tmp, with_ort=False)
-        label = f"{name} ({row['kind']})"
-        if not row["accepted"]:
-            failures.append(f"{label}: not accepted as exported: {row['quantkit_error']}")
-            continue
-        measure, bound, side = BUDGETS[name]
-        value = row["quantkit_rel_rms"] if measure == "rel_rms" else row["quantkit"]
-        ok = value >= bound if side == "min" else value <= bound
-        print(f"{label}: {measure} {value:.4f} (bound {side} {bound}; {row['metric']} {row['quantkit']:.4f}, "
-              f"{row['quantkit_q_nodes']} QuantizeLinear, {row['quantkit_seconds']:.1f} s)")
-        if row["quantkit_q_nodes"] == 0:
-            failures.append(f"{label}: nothing was quantized")
-        if not ok:
-            failures.append(f"{label}: {measure} {value:.4f} outside its budget ({side} {bound})")
-        want = EXPECTED_NOTES.get(name)
-        if want and not any(want in n for n in row["notes"]):
-            failures.append(f"{label}: summary lacks '{want}': {row['notes']}")
-    # Item 2's error text: a wrong per-sample shape on a dynamic-shape model names '?' for the
-    # dynamic dims instead of a size taken from the first sample.
-    folder = realmodels.ensure("textline")
-    import numpy as np
-    bad = os.path.join(tmp, "bad.npy")
-    np.save(bad, np.zeros((2, 3, 32, 100), np.float32))
-    r = subprocess.run([QK, "calibrate", os.path.join(folder, "model.onnx"), "--data", bad, "-o",
-                        os.path.join(tmp, "bad_out")], capture_output=True,
-                       text=True)
-    if r.returncode != 2 or "[1,32,?]" not in r.stderr:
-        failures.append(f"textline wrong-channel data: exit {r.returncode}, {r.stderr.strip()!r}")
+def main():
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in realmodels.EXPORTED:
+            row = table.evaluate(QK, name, tmp, with_ort=False)
+            label = f"{name} ({row['kind']})"
+            if not row["accepted"]:
+                failures.append(f"{label}: not accepted as exported: {row['quantkit_error']}")
+                continue
+            measure, bound, side = BUDGETS[name]
+            value = row["quantkit_rel_rms"] if measure == "rel_rms" else row["quantkit"]
+            ok = value >= bound if side == "min" else value <= bound
+            print(f"{label}: {measure} {value:.4f} (bound {side} {bound}; {row['metric']} {row['quantkit']:.4f}, "
+                  f"{row['quantkit_q_nodes']} QuantizeLinear, {row['quantkit_seconds']:.1f} s)")
+            if row["quantkit_q_nodes"] == 0:
+                failures.append(f"{label}: nothing was quantized")
+            if not ok:
+                failures.append(f"{label}: {measure} {value:.4f} outside its budget ({side} {bound})")
+            want = EXPECTED_NOTES.get(name)
+            if want and not any(want in n for n in row["notes"]):
+                failures.append(f"{label}: summary lacks '{want}': {row['notes']}")
+        # Item 2's error text: a wrong per-sample shape on a dynamic-shape model names '?' for the
+        # dynamic dims instead of a size taken from the first sample.
+        folder = realmodels.ensure("textline")
+        bad = os.path.join(tmp, "bad.npy")
+        np.save(bad, np.zeros((2, 3, 32, 100), np.float32))
+        r = run_process(["calibrate", os.path.join(folder, "model.onnx"), "--data", bad, "-o",
+                         os.path.join(tmp, "bad_out")], expect=2)
+        if "[1,32,?]" not in r.stderr:
+            failures.append(f"textline wrong-channel data: {r.stderr.strip()!r}")
 
-for f in failures:
-    print("FAIL", f)
-print(f"{len(realmodels.EXPORTED) + 1 - len(failures)} passed, {len(failures)} failed")
-sys.exit(1 if failures else 0)
+    for f in failures:
+        print("FAIL", f)
+    print(f"{len(realmodels.EXPORTED) + 1 - len(failures)} passed, {len(failures)} failed")
+    assert not failures, failures
+
+
+def test_realmodels():
+    main()
+
+
+if __name__ == "__main__":
+    main()
