@@ -40,7 +40,7 @@ Result<std::unique_ptr<PlanEvaluator>> PlanEvaluator::Create(const PlanEvalOptio
   e->float_model_ = std::make_shared<const ir::Model>(std::move(model));
   QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
                       data::OpenSource(options.data, data::ModelInputs(*e->float_model_)));
-  source = data::Take(std::move(source), options.samples);
+  source = data::Take(data::Skip(std::move(source), options.first_sample), options.samples);
   e->data_description_ = source->Describe();
   e->num_samples_ = source->num_samples();
   QK_RETURN_IF_NOT(e->num_samples_ > 0, StatusCode::kInvalidArgument, "{}: no samples", e->data_description_);

@@ -276,11 +276,18 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   const Status collected = [&]() -> Status {
     QK_ASSIGN_OR_RETURN(model_sha, Sha256OfFile(options.model));
     onnx_io::OpsetUpgrade upgrade;
-    QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.model, &upgrade));
+    int folded_ifs = 0;
+    QK_ASSIGN_OR_RETURN(ir::Model model,
+                        analysis::LoadModelForQuantization(options.model, &upgrade, &folded_ifs));
     if (upgrade.upgraded()) {
       result.notes.push_back(fmt::format("model upgraded from opset {} to {} (onnx version converter, "
                                          "in memory; the file is unchanged)",
                                          upgrade.from, upgrade.to));
+    }
+    if (folded_ifs > 0) {
+      result.notes.push_back(fmt::format("{} If node(s) with a condition fixed by the model (a constant or a "
+                                         "static dimension) replaced by the branch taken, which is quantized",
+                                         folded_ifs));
     }
     // A model that already holds Q/DQ (a QAT export) would get a second quantization stacked on
     // its own; its scales are the plan, which `convert` extracts.

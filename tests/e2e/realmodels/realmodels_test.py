@@ -2,14 +2,15 @@
 
 For every exported model of python/realmodels.py (opset 9 and 11 segmentation CNNs over pages of
 three sizes, a fixed-batch-1 classifier, a CTC text-line recogniser over three widths, a GRU with a
-[2,B,32] state input and a scalar input from recorded calls, an If holding convolutions, an
-STFT-as-convolution audio front-end):
+[2,B,32] state input and a scalar input from recorded calls, an If on a scalar input and an If on a
+static dimension, both holding convolutions, an STFT-as-convolution audio front-end):
   1. calibrate accepts the model file and the data as they are (exit 0; no --batch-size, no opset
      conversion by hand, no data reshaping);
   2. the INT8 Q/DQ model, run in onnxruntime, agrees with the FP32 model on held-out data within
      the named budget of its output kind;
-  3. the summary says what was done: the opset upgrade (opset 9/11), and which ops stayed in float
-     inside the If's branches.
+  3. the summary says what was done: the opset upgrade (opset 9/11), which ops stayed in float
+     inside the branches of an If on data, and the If on a static dimension replaced by its taken
+     branch, whose convolutions are then quantized (MIN_Q_NODES).
 The shipped PyPI models (PP-OCR, Silero VAD) are in python/realmodels_table.py, which needs pip.
 argv[1] = quantkit binary, argv[2] = repository root.
 """
@@ -36,6 +37,7 @@ BUDGETS = {
     "textline": ("rel_rms", 0.01, "max"),         # measured 0.0027
     "gru_state": ("score_abs", 0.002, "max"),     # measured 0.00017
     "if_model": ("agreement", 0.9, "min"),        # measured 1.0 (the If's convolutions stay float)
+    "if_static": ("agreement", 0.9, "min"),       # measured 1.0 (the taken branch is quantized)
     # Max calibration on a log-power front-end loses resolution (symmetric int8 on a power
     # spectrum): measured 0.063, onnxruntime's asymmetric uint8 0.013. `quantkit fallback` is the
     # remedy today (calibrate --budget is not done); the bound guards against collapse.
@@ -45,7 +47,11 @@ EXPECTED_NOTES = {
     "seg_opset9": "model upgraded from opset 9 to 13",
     "seg_opset11": "model upgraded from opset 11 to 13",
     "if_model": "inside If/Loop/Scan bodies stay in float",
+    "if_static": "replaced by the branch taken",
 }
+# The folded If's branch holds two Conv (input, weights) and a Relu -> Conv edge: without the fold
+# only the head's Gemm (2 QuantizeLinear) is quantized.
+MIN_Q_NODES = {"if_static": 6}
 
 failures = []
 with tempfile.TemporaryDirectory() as tmp:
@@ -62,6 +68,8 @@ with tempfile.TemporaryDirectory() as tmp:
               f"{row['quantkit_q_nodes']} QuantizeLinear, {row['quantkit_seconds']:.1f} s)")
         if row["quantkit_q_nodes"] == 0:
             failures.append(f"{label}: nothing was quantized")
+        if row["quantkit_q_nodes"] < MIN_Q_NODES.get(name, 0):
+            failures.append(f"{label}: {row['quantkit_q_nodes']} QuantizeLinear, expected at least {MIN_Q_NODES[name]}")
         if not ok:
             failures.append(f"{label}: {measure} {value:.4f} outside its budget ({side} {bound})")
         want = EXPECTED_NOTES.get(name)

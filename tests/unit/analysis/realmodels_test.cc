@@ -15,6 +15,7 @@
 #include "analysis/model_loading.h"
 #include "data/npy.h"
 #include "data/source.h"
+#include "ir/verifier.h"
 #include "onnx/import.h"
 #include "onnx/opset_upgrade.h"
 #include "runtime/interpreter.h"
@@ -269,6 +270,88 @@ TEST(Shapes, FixedBatchCapsTheBatchAndVaryingWidthsRunInGroups) {
   EXPECT_EQ((*batches)[1].inputs[0].second.dims(), (std::vector<int64_t>{3, 1, 4, 9}));
   // The first batch's third sample is sample 5 (its first value is 5).
   EXPECT_FLOAT_EQ((*batches)[0].inputs[0].second.data_as<float>()[2 * 4 * 6], 5.0f);
+}
+
+// torch.onnx's export of `if x.size(1) == 3:` on an input that declares 3 channels: the condition
+// is Shape -> Gather -> Equal -> Cast, fixed by the model, and both branches hold a Conv.
+constexpr const char* kStaticIf = R"(
+  <ir_version: 8, opset_import: ["" : 13]>
+  static_if (float[N, 3, W] x) => (float[N, 2, W] y)
+      <float[2, 3, 1] wa = {1, 0, 0, 0, 1, 0}, float[2, 3, 1] wb = {0, 0, 1, 1, 1, 1}> {
+    shape = Shape(x)
+    idx = Constant<value = int64[1] {1}>()
+    channels = Gather<axis = 0>(shape, idx)
+    three = Constant<value = int64[1] {3}>()
+    eq = Equal(channels, three)
+    cond = Cast<to = 9>(eq)
+    y = If(cond) <
+      then_branch = then_g () => (float[N, 2, W] ya) { ya = Conv(x, wa) },
+      else_branch = else_g () => (float[N, 2, W] yb) { yb = Conv(x, wb) }>
+  })";
+
+// The same If on a scalar graph input: its branch depends on the data and must stay an If.
+constexpr const char* kDataIf = R"(
+  <ir_version: 8, opset_import: ["" : 13]>
+  data_if (float[N, 3, W] x, bool flag) => (float[N, 2, W] y)
+      <float[2, 3, 1] wa = {1, 0, 0, 0, 1, 0}, float[2, 3, 1] wb = {0, 0, 1, 1, 1, 1}> {
+    y = If(flag) <
+      then_branch = then_g () => (float[N, 2, W] ya) { ya = Conv(x, wa) },
+      else_branch = else_g () => (float[N, 2, W] yb) { yb = Conv(x, wb) }>
+  })";
+
+TEST(FoldConstantIf, IfOnAStaticDimensionBecomesTheTakenBranchWithTheSameOutputs) {
+  TempDir dir;
+  const std::string path = WriteModel(dir, "static_if.onnx", kStaticIf);
+  int folded = 0;
+  auto loaded = analysis::LoadModelForQuantization(path, nullptr, &folded);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(folded, 1);
+  ASSERT_TRUE(ir::Verify(*loaded).ok()) << ir::Verify(*loaded).ToString();
+  int ifs = 0;
+  const ir::Node* conv = nullptr;
+  for (const ir::Node* n : loaded->graph->nodes()) {
+    ifs += n->op_type() == "If";
+    if (n->op_type() == "Conv") conv = n;
+  }
+  EXPECT_EQ(ifs, 0);
+  // The then branch (3 channels == 3) is now in the main graph, where Q/DQ placement sees it.
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->input(0)->name(), "x");
+  EXPECT_EQ(conv->input(1)->name(), "wa");
+  EXPECT_EQ(conv->output(0)->name(), "y");  // the If's output name, a graph output, is kept
+  ASSERT_EQ(loaded->graph->outputs().size(), 1u);
+  EXPECT_EQ(loaded->graph->outputs()[0], conv->output(0));
+
+  auto original = onnx_io::ImportModel(path);
+  ASSERT_TRUE(original.ok());
+  auto run = [](ir::Model m) {
+    auto interp = runtime::Interpreter::Create(std::move(m));
+    EXPECT_TRUE(interp.ok()) << interp.status().ToString();
+    auto out = (*interp)->Run({{"x", Iota({2, 3, 5}, -0.5f)}});
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    return std::move(*out);
+  };
+  const auto want = run(std::move(*original));
+  const auto got = run(std::move(*loaded));
+  ASSERT_EQ(want.size(), 1u);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(want[0].tensor.dims(), got[0].tensor.dims());
+  for (int64_t i = 0; i < want[0].tensor.numel(); ++i) {
+    // Folding moves nodes; it computes nothing, so the values are bit-identical.
+    EXPECT_EQ(want[0].tensor.data_as<float>()[i], got[0].tensor.data_as<float>()[i]) << i;
+  }
+}
+
+TEST(FoldConstantIf, IfOnDataStaysAnIf) {
+  TempDir dir;
+  const std::string path = WriteModel(dir, "data_if.onnx", kDataIf);
+  int folded = 0;
+  auto loaded = analysis::LoadModelForQuantization(path, nullptr, &folded);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(folded, 0);
+  int ifs = 0;
+  for (const ir::Node* n : loaded->graph->nodes()) ifs += n->op_type() == "If";
+  EXPECT_EQ(ifs, 1);  // without the check, a folded If would fix the branch for every input
 }
 
 TEST(DefaultMetric, ArgmaxOnlyForAClassVector) {
