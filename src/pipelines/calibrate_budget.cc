@@ -4,27 +4,17 @@
 
 #include <algorithm>
 
-#include "analysis/model_loading.h"
 #include "analysis/plan_eval.h"
 #include "common/check.h"
-#include "data/source.h"
+#include "pipelines/holdout.h"
 
 namespace quantkit::pipelines {
-namespace {
-
-// One sample in four is held out when the user gives no --holdout: enough to see a collapse
-// (the search compares against FP32 on every held-out sample), few enough to keep the ranges.
-constexpr int64_t kHoldoutShareDivisor = 4;
-
-}  // namespace
 
 Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions& options) {
   QK_RETURN_IF_NOT(!options.calibrate.output_dir.empty(), StatusCode::kInvalidArgument,
                    "--budget writes the repaired artifacts: give -o DIR");
   QK_RETURN_IF_NOT(options.budget >= 0, StatusCode::kInvalidArgument, "--budget must be >= 0, got {}",
                    options.budget);
-  QK_RETURN_IF_NOT(options.calibrate.from_stats.empty(), StatusCode::kInvalidArgument,
-                   "--budget needs the calibration data itself (held out or --holdout), not --from-stats");
   CalibrateBudgetResult r;
   CalibrateOptions calibrate = options.calibrate;
   analysis::PlanEvalOptions eval;
@@ -36,21 +26,7 @@ Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions
     eval.data = options.holdout;
     eval.samples = options.holdout_samples;
   } else {
-    // The tail of --data (within --samples): calibration takes the head.
-    QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(calibrate.model));
-    QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
-                        data::OpenSource(calibrate.data, data::ModelInputs(model), calibrate.image));
-    int64_t total = source->num_samples();
-    if (calibrate.samples > 0) total = std::min(total, calibrate.samples);
-    QK_RETURN_IF_NOT(total >= 2, StatusCode::kInvalidArgument,
-                     "{}: --budget holds out part of the calibration data, which has {} sample(s); give "
-                     "more data or --holdout SPEC",
-                     source->Describe(), total);
-    const int64_t held = std::max<int64_t>(1, total / kHoldoutShareDivisor);
-    calibrate.samples = total - held;
-    eval.data = calibrate.data;
-    eval.first_sample = calibrate.samples;
-    eval.samples = options.holdout_samples > 0 ? std::min(options.holdout_samples, held) : held;
+    QK_RETURN_IF_ERROR(HoldOutCalibrationTail(&calibrate, &eval, options.holdout_samples));
   }
   QK_ASSIGN_OR_RETURN(r.calibration, Calibrate(calibrate));
 

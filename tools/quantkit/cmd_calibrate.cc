@@ -38,7 +38,10 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
                   "DIR/*.npy, DIR/test_data_set_*/input_K.pb), an image folder (DIR/*.jpg or DIR/<class>/*.jpg, "
                   "see --resize ...), a JSON data config (FILE.json) or fashion-mnist[:calib|val|test|train]");
   cmd->add_option("-o,--output-dir", opts->calibrate.output_dir, "directory for the artifacts");
-  cmd->add_option("--method", opts->method, "max | entropy | percentile[:P] | mse")->capture_default_str();
+  cmd->add_option("--method", opts->method,
+                  "max | entropy | percentile[:P] | mse | auto (every method from one statistics pass, the best "
+                  "on held-out data vs FP32: --holdout, or the last quarter of --data)")
+      ->capture_default_str();
   cmd->add_option("--override", opts->overrides,
                   "per-tensor method, TENSOR=METHOD or OPTYPE=METHOD (op type of the consumer)");
   cmd->add_option("--exclude", opts->exclude, "node names or op types kept in float");
@@ -82,7 +85,9 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       if (!image.ok()) return Report(image.status());
       opts->calibrate.image = *image;
       pipelines::CalibrateOptions& c = opts->calibrate;
-      auto method = quant::ParseMethod(opts->method);
+      // auto is a choice among the methods, made by --compare-methods' evaluation.
+      const bool auto_method = opts->method == "auto";
+      auto method = quant::ParseMethod(auto_method ? "max" : opts->method);
       if (!method.ok()) return Report(method.status());
       c.method = *method;
       for (const std::string& o : opts->overrides) {
@@ -108,8 +113,10 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       c.cache = {*version, *calibrator};
       c.progress = !opts->quiet;
       if (opts->budget_option->count() > 0) {
-        if (opts->compare) {
-          return Report(Status(StatusCode::kInvalidArgument, "--budget and --compare-methods: give one of them"));
+        if (opts->compare || auto_method) {
+          return Report(Status(StatusCode::kInvalidArgument,
+                               "--budget repairs one method's plan: give --method max|entropy|percentile|mse, "
+                               "not --compare-methods or --method auto"));
         }
         pipelines::CalibrateBudgetOptions b;
         b.calibrate = c;
@@ -127,7 +134,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
         // Exit 1 when the budget is out of reach, as `quantkit fallback` does.
         return r->fallback.search.within_budget ? 0 : 1;
       }
-      if (opts->compare) {
+      if (opts->compare || auto_method) {
         pipelines::CompareMethodsOptions cm;
         cm.calibrate = c;
         cm.holdout = opts->holdout;
