@@ -9,10 +9,11 @@ For each val sample, relative RMS of the first output between
   - quantkit (`quantkit run`) and onnxruntime with graph optimizations disabled (it then executes the
     Q/DQ arithmetic as written);
   - onnxruntime disabled vs all optimizations;
-  - onnxruntime vs onnxruntime on the same model with every Conv and MatMul output multiplied by
-    float32(1 + 2^-23) (each value moves by at most one ulp): how far float rounding differences
-    of one ulp, the size of the differences between two correct Conv implementations that sum in
-    different orders, carry to the output of this Q/DQ model.
+  - onnxruntime vs onnxruntime on the same model with the output of every float op (Conv, MatMul,
+    BatchNormalization, Add, Mul, Div, activations, pooling, Resize...) multiplied by
+    float32(1 + 2^-23), which moves each value by one or two ulps: how far the rounding differences
+    between two correct implementations of those ops (another summation order, FMA or not) carry
+    to the output of this Q/DQ model.
 --first-flip also names, per sample, the first QuantizeLinear whose int8 output differs between
 quantkit and onnxruntime, with the two float inputs of the flipped element and their x / scale.
 """
@@ -58,18 +59,27 @@ def run_quantkit(quantkit, model, feed, tmp, tag, dump=None):
     return out_dir
 
 
+# Ops whose float result depends on the implementation's rounding (exact ops such as Relu, Clip,
+# Reshape, MaxPool are left out: every implementation gives the same bits).
+NUDGED_OPS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "BatchNormalization", "Add", "Sub", "Mul", "Div",
+              "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Exp", "Log", "Sqrt", "Pow", "Softmax", "Resize",
+              "AveragePool", "GlobalAveragePool", "ReduceMean", "LayerNormalization"}
+
+
 def ulp_nudged(qdq, tmp):
-    """A copy of the model whose Conv/MatMul outputs are multiplied by float32(1 + 2^-23)."""
+    """A copy of the model whose float op outputs are multiplied by float32(1 + 2^-23)."""
     import onnx
     from onnx import helper, numpy_helper
-    model = onnx.load(qdq)
+    model = onnx.shape_inference.infer_shapes(onnx.load(qdq))
     graph = model.graph
+    floats = {v.name for v in list(graph.value_info) + list(graph.output)
+              if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT}
     one_up = numpy_helper.from_array(np.array(np.nextafter(np.float32(1), np.float32(2)), np.float32), "ulp_one_up")
     graph.initializer.append(one_up)
     nodes = []
     for n in graph.node:
         nodes.append(n)
-        if n.op_type in ("Conv", "MatMul"):
+        if n.op_type in NUDGED_OPS and n.output[0] in floats:
             raw = n.output[0] + "_before_ulp"
             final = n.output[0]
             n.output[0] = raw
@@ -155,7 +165,7 @@ def main():
                     print(f"  {name} sample {i}: {first_flip(args.quantkit, qdq, feed, tmp, str(i))}")
         print(f"{name}: rel RMS quantkit vs ORT(disabled) {np.mean(qk_vs_ort):.4f} (max {np.max(qk_vs_ort):.4f}); "
               f"ORT(all) vs ORT(disabled) {np.mean(ort_vs_ort):.4f} (max {np.max(ort_vs_ort):.4f}); "
-              f"ORT(Conv/MatMul +1 ulp) vs ORT {np.mean(ulp):.4f} (max {np.max(ulp):.4f}); {len(feeds)} samples", flush=True)
+              f"ORT(float ops +1 ulp) vs ORT {np.mean(ulp):.4f} (max {np.max(ulp):.4f}); {len(feeds)} samples", flush=True)
     return 0
 
 

@@ -158,6 +158,30 @@ ir::Value* ResolveCapture(ir::Graph& target, const ir::Value* v) {
   return capture;
 }
 
+// Removes `node` when nothing reads its outputs, then its producers the same way: the condition's
+// Shape -> Gather -> Equal -> Cast chain, dead once its If is gone.
+Status RemoveDeadCone(ir::Graph& g, ir::Node* node) {
+  std::vector<ir::Node*> pending;
+  if (node) pending.push_back(node);
+  std::set<ir::Node*> removed;
+  while (!pending.empty()) {
+    ir::Node* n = pending.back();
+    pending.pop_back();
+    if (removed.count(n) || n->owner() != &g) continue;
+    bool dead = true;
+    for (const ir::Value* out : n->outputs()) dead &= !out || (out->uses().empty() && !out->is_graph_output());
+    if (!dead) continue;
+    std::vector<ir::Node*> producers;
+    for (const ir::Value* in : n->inputs()) {
+      if (in && in->producer()) producers.push_back(in->producer());
+    }
+    QK_RETURN_IF_ERROR(g.RemoveNode(n));
+    removed.insert(n);
+    pending.insert(pending.end(), producers.begin(), producers.end());
+  }
+  return Status::Ok();
+}
+
 // Checks everything first, then inlines `branch` before `node` and removes `node`.
 Result<bool> InlineBranch(ir::Graph& g, ir::Node* node, ir::Graph& branch) {
   if (branch.outputs().size() != node->num_outputs() || !branch.inputs().empty() ||
@@ -241,8 +265,10 @@ Result<bool> InlineBranch(ir::Graph& g, ir::Node* node, ir::Graph& branch) {
     renames.emplace_back(source, out->name());
     g.ReplaceAllUsesWith(out, source);
   }
+  ir::Node* cond_producer = node->input(0) ? node->input(0)->producer() : nullptr;
   QK_RETURN_IF_ERROR(g.RemoveNode(node));
   for (auto& [value, name] : renames) QK_RETURN_IF_ERROR(g.RenameValue(value, name));
+  QK_RETURN_IF_ERROR(RemoveDeadCone(g, cond_producer));
   return true;
 }
 
@@ -272,6 +298,8 @@ Status FoldConstantIf(ir::Graph& graph, int* folded) {
       }
     }
   }
+  // Inlined nodes sit just before their If; a sort makes the order valid whatever the stored order was.
+  if (count > 0) QK_RETURN_IF_ERROR(graph.SortTopologically());
   if (folded) *folded += count;
   return Status::Ok();
 }

@@ -272,6 +272,40 @@ TEST(Shapes, FixedBatchCapsTheBatchAndVaryingWidthsRunInGroups) {
   EXPECT_FLOAT_EQ((*batches)[0].inputs[0].second.data_as<float>()[2 * 4 * 6], 5.0f);
 }
 
+// calibrate --budget and --method auto hold out the tail of the calibration data: Take(n) is the
+// head the plan is calibrated on, Skip(n) the tail it is judged on, with no sample in both.
+TEST(Holdout, SkipAndTakeSplitTheSamplesWithoutOverlap) {
+  TempDir dir;
+  auto model = onnx_io::ImportModel(WriteModel(dir, "m.onnx", R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 3] x) => (float[N, 3] y) { y = Relu(x) })"));
+  ASSERT_TRUE(model.ok());
+  std::vector<float> values;
+  for (int i = 0; i < 8; ++i) values.insert(values.end(), 3, static_cast<float>(i));  // sample i holds i
+  ASSERT_TRUE(data::WriteNpy(dir.File("x.npy"), ir::Tensor::FromVector<float>(ir::DType::kFloat, {8, 3}, values)).ok());
+  auto open = [&] {
+    auto s = data::OpenSource(dir.File("x.npy"), data::ModelInputs(*model));
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return std::move(*s);
+  };
+  auto head = data::Take(open(), 6);
+  auto tail = data::Skip(open(), 6);
+  ASSERT_EQ(head->num_samples(), 6);
+  ASSERT_EQ(tail->num_samples(), 2);
+  auto first_of = [](const data::Source& s, int64_t i) {
+    auto b = s.Read(i, 1);
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    return b->inputs[0].second.data_as<float>()[0];
+  };
+  EXPECT_EQ(first_of(*head, 5), 5.0f);
+  EXPECT_EQ(first_of(*tail, 0), 6.0f);  // the tail starts where the head ends
+  EXPECT_EQ(first_of(*tail, 1), 7.0f);
+  EXPECT_NE(tail->Describe().find("samples 7-8"), std::string::npos) << tail->Describe();
+  EXPECT_NE(head->Fingerprint(), tail->Fingerprint());
+  EXPECT_FALSE(tail->Read(1, 2).ok());  // reading past the window is refused, not wrapped
+  EXPECT_EQ(data::Skip(open(), 20)->num_samples(), 0);
+}
+
 // torch.onnx's export of `if x.size(1) == 3:` on an input that declares 3 channels: the condition
 // is Shape -> Gather -> Equal -> Cast, fixed by the model, and both branches hold a Conv.
 constexpr const char* kStaticIf = R"(
@@ -314,6 +348,8 @@ TEST(FoldConstantIf, IfOnAStaticDimensionBecomesTheTakenBranchWithTheSameOutputs
     if (n->op_type() == "Conv") conv = n;
   }
   EXPECT_EQ(ifs, 0);
+  // The condition's Shape -> Gather -> Equal -> Cast chain, dead without its If, is gone too.
+  EXPECT_EQ(loaded->graph->num_nodes(), 1u);
   // The then branch (3 channels == 3) is now in the main graph, where Q/DQ placement sees it.
   ASSERT_NE(conv, nullptr);
   EXPECT_EQ(conv->input(0)->name(), "x");
