@@ -161,6 +161,19 @@ ir::Value* ResolveCapture(ir::Graph& target, const ir::Value* v) {
 // Removes `node` when nothing reads its outputs, then its producers the same way: the condition's
 // Shape -> Gather -> Equal -> Cast chain, dead once its If is gone.
 Status RemoveDeadCone(ir::Graph& g, ir::Node* node) {
+  // A body reads an enclosing value through a capture of its own, not a use: keep those names.
+  std::set<std::string> captured;
+  for (ir::Node* n : g.nodes()) {
+    for (ir::Attribute& a : n->attributes()) {
+      for (auto& sub : a.graphs) {
+        ir::ForEachGraph(*sub, [&](ir::Graph& body) {
+          for (const ir::Value* v : body.values()) {
+            if (v->is_outer_scope()) captured.insert(v->name());
+          }
+        });
+      }
+    }
+  }
   std::vector<ir::Node*> pending;
   if (node) pending.push_back(node);
   std::set<ir::Node*> removed;
@@ -169,7 +182,9 @@ Status RemoveDeadCone(ir::Graph& g, ir::Node* node) {
     pending.pop_back();
     if (removed.count(n) || n->owner() != &g) continue;
     bool dead = true;
-    for (const ir::Value* out : n->outputs()) dead &= !out || (out->uses().empty() && !out->is_graph_output());
+    for (const ir::Value* out : n->outputs()) {
+      dead &= !out || (out->uses().empty() && !out->is_graph_output() && !captured.count(out->name()));
+    }
     if (!dead) continue;
     std::vector<ir::Node*> producers;
     for (const ir::Value* in : n->inputs()) {

@@ -47,7 +47,7 @@ Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions
         "the calibration artifacts in {} are written, not repaired; the fallback search on {} failed",
         calibrate.output_dir, r.holdout));
   }
-  r.fallback = *std::move(searched);
+  r.fallback = std::move(*searched);
   return r;
 }
 

@@ -11,6 +11,7 @@
 //   - FakeQuantize (QAT training graphs), per tensor and per channel.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
