@@ -238,6 +238,22 @@ def _gru_state(out):
     return {"kind": "GRU with state input [2,B,32] and a scalar input", "output": "score"}
 
 
+def _branches():
+    """The two convolution stacks and the head the If models choose between (created in this order)."""
+    from torch import nn
+    return (nn.Sequential(nn.Conv1d(1, 16, 9, stride=4), nn.ReLU(), nn.Conv1d(16, 16, 3), nn.ReLU()),
+            nn.Sequential(nn.Conv1d(1, 16, 5, stride=2), nn.ReLU(), nn.Conv1d(16, 16, 3), nn.ReLU()),
+            nn.Linear(16, 4))
+
+
+def _tones(rng, n):
+    """n clips of 512 samples at 16 kHz: a tone of 100-3000 Hz plus noise."""
+    import numpy as np
+    t = np.arange(512) / 16000.0
+    freqs = rng.uniform(100, 3000, n)
+    return (np.sin(2 * np.pi * freqs[:, None] * t) + 0.1 * rng.standard_normal((n, 512))).astype(np.float32)
+
+
 def _if_model(out):
     import numpy as np
     import torch
@@ -246,9 +262,7 @@ def _if_model(out):
     class Branchy(nn.Module):
         def __init__(self):
             super().__init__()
-            self.a = nn.Sequential(nn.Conv1d(1, 16, 9, stride=4), nn.ReLU(), nn.Conv1d(16, 16, 3), nn.ReLU())
-            self.b = nn.Sequential(nn.Conv1d(1, 16, 5, stride=2), nn.ReLU(), nn.Conv1d(16, 16, 3), nn.ReLU())
-            self.head = nn.Linear(16, 4)
+            self.a, self.b, self.head = _branches()
 
         def forward(self, x, sr):
             if bool(sr == 16000):
@@ -264,10 +278,7 @@ def _if_model(out):
                       dynamic_axes={"x": {0: "B"}, "logits": {0: "B"}})
     rng = np.random.default_rng(SEED + 4)
     for split, n in (("calib", CALIB), ("val", VAL)):
-        t = np.arange(512) / 16000.0
-        freqs = rng.uniform(100, 3000, n)
-        x = (np.sin(2 * np.pi * freqs[:, None] * t) + 0.1 * rng.standard_normal((n, 512))).astype(np.float32)
-        _save(os.path.join(out, split, "x.npy"), x)
+        _save(os.path.join(out, split, "x.npy"), _tones(rng, n))
         _save(os.path.join(out, split, "sr.npy"), np.full((n,), 16000, np.int64))
     return {"kind": "If on a scalar input, convolutions in the branches", "output": "class"}
 
@@ -280,9 +291,7 @@ def _if_static(out):
     class ChannelCheck(nn.Module):
         def __init__(self):
             super().__init__()
-            self.a = nn.Sequential(nn.Conv1d(1, 16, 9, stride=4), nn.ReLU(), nn.Conv1d(16, 16, 3), nn.ReLU())
-            self.b = nn.Sequential(nn.Conv1d(1, 16, 5, stride=2), nn.ReLU(), nn.Conv1d(16, 16, 3), nn.ReLU())
-            self.head = nn.Linear(16, 4)
+            self.a, self.b, self.head = _branches()
 
         def forward(self, x):
             if x.size(1) == 1:  # mono: the condition is fixed by the exported input shape
@@ -297,10 +306,7 @@ def _if_static(out):
                       input_names=["x"], output_names=["logits"], dynamic_axes={"x": {0: "B"}, "logits": {0: "B"}})
     rng = np.random.default_rng(SEED + 6)
     for split, n in (("calib", CALIB), ("val", VAL)):
-        t = np.arange(512) / 16000.0
-        freqs = rng.uniform(100, 3000, n)
-        x = (np.sin(2 * np.pi * freqs[:, None] * t) + 0.1 * rng.standard_normal((n, 512))).astype(np.float32)
-        _save(os.path.join(out, split, "x.npy"), x[:, None, :])
+        _save(os.path.join(out, split, "x.npy"), _tones(rng, n)[:, None, :])
     return {"kind": "If on a static dimension (Shape -> Gather -> Equal), convolutions in the branches",
             "output": "class"}
 

@@ -68,6 +68,15 @@ ir::Tensor Iota(std::vector<int64_t> dims, float start) {
   return ir::Tensor::FromVector<float>(ir::DType::kFloat, dims, v);
 }
 
+// Runs a model whose one input is "x" in the interpreter.
+auto RunOnX(ir::Model m, ir::Tensor x) {
+  auto interp = runtime::Interpreter::Create(std::move(m));
+  EXPECT_TRUE(interp.ok()) << interp.status().ToString();
+  auto out = (*interp)->Run({{"x", std::move(x)}});
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  return std::move(*out);
+}
+
 // Softmax before opset 13 normalises over the input flattened at `axis`; ReduceSum-11 takes its
 // axes as an attribute. Both change at 13, so an upgrade that only bumped the version number
 // would change the outputs.
@@ -93,15 +102,8 @@ TEST(OpsetUpgrade, Opset11ModelIsUpgradedWithTheSameOutputsAndTheFileUntouched) 
 
   auto original = onnx_io::ImportModel(path);
   ASSERT_TRUE(original.ok());
-  auto run = [](ir::Model m) {
-    auto interp = runtime::Interpreter::Create(std::move(m));
-    EXPECT_TRUE(interp.ok()) << interp.status().ToString();
-    auto out = (*interp)->Run({{"x", Iota({2, 3, 4}, -1.0f)}});
-    EXPECT_TRUE(out.ok()) << out.status().ToString();
-    return std::move(*out);
-  };
-  const auto want = run(std::move(*original));
-  const auto got = run(std::move(*upgraded));
+  const auto want = RunOnX(std::move(*original), Iota({2, 3, 4}, -1.0f));
+  const auto got = RunOnX(std::move(*upgraded), Iota({2, 3, 4}, -1.0f));
   ASSERT_EQ(want.size(), got.size());
   for (size_t o = 0; o < want.size(); ++o) {
     ASSERT_EQ(want[o].tensor.dims(), got[o].tensor.dims()) << want[o].name;
@@ -360,15 +362,8 @@ TEST(FoldConstantIf, IfOnAStaticDimensionBecomesTheTakenBranchWithTheSameOutputs
 
   auto original = onnx_io::ImportModel(path);
   ASSERT_TRUE(original.ok());
-  auto run = [](ir::Model m) {
-    auto interp = runtime::Interpreter::Create(std::move(m));
-    EXPECT_TRUE(interp.ok()) << interp.status().ToString();
-    auto out = (*interp)->Run({{"x", Iota({2, 3, 5}, -0.5f)}});
-    EXPECT_TRUE(out.ok()) << out.status().ToString();
-    return std::move(*out);
-  };
-  const auto want = run(std::move(*original));
-  const auto got = run(std::move(*loaded));
+  const auto want = RunOnX(std::move(*original), Iota({2, 3, 5}, -0.5f));
+  const auto got = RunOnX(std::move(*loaded), Iota({2, 3, 5}, -0.5f));
   ASSERT_EQ(want.size(), 1u);
   ASSERT_EQ(got.size(), 1u);
   ASSERT_EQ(want[0].tensor.dims(), got[0].tensor.dims());
