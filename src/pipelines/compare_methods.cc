@@ -20,7 +20,6 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   if (methods.empty()) methods = quant::AllMethods();
   analysis::PlanEvalOptions eval_options;
   eval_options.model = options.calibrate.model;
-  eval_options.batch_size = options.calibrate.batch_size;
   CalibrateOptions base = options.calibrate;
   if (!options.holdout.empty()) {
     eval_options.data = options.holdout;
