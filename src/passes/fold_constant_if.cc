@@ -29,13 +29,26 @@ std::optional<Known> FromInitializer(const ir::Tensor& t) {
   for (int64_t i = 0; i < n; ++i) {
     switch (t.dtype()) {
       case ir::DType::kBool:
-      case ir::DType::kUint8: out.push_back(t.data_as<uint8_t>()[i]); break;
-      case ir::DType::kInt8: out.push_back(t.data_as<int8_t>()[i]); break;
-      case ir::DType::kInt32: out.push_back(t.data_as<int32_t>()[i]); break;
-      case ir::DType::kInt64: out.push_back(static_cast<double>(t.data_as<int64_t>()[i])); break;
-      case ir::DType::kFloat: out.push_back(t.data_as<float>()[i]); break;
-      case ir::DType::kDouble: out.push_back(t.data_as<double>()[i]); break;
-      default: return std::nullopt;
+      case ir::DType::kUint8:
+        out.push_back(t.data_as<uint8_t>()[i]);
+        break;
+      case ir::DType::kInt8:
+        out.push_back(t.data_as<int8_t>()[i]);
+        break;
+      case ir::DType::kInt32:
+        out.push_back(t.data_as<int32_t>()[i]);
+        break;
+      case ir::DType::kInt64:
+        out.push_back(static_cast<double>(t.data_as<int64_t>()[i]));
+        break;
+      case ir::DType::kFloat:
+        out.push_back(t.data_as<float>()[i]);
+        break;
+      case ir::DType::kDouble:
+        out.push_back(t.data_as<double>()[i]);
+        break;
+      default:
+        return std::nullopt;
     }
   }
   return out;
@@ -64,7 +77,8 @@ std::optional<Known> EvaluateNode(const ir::Node& n, int depth) {
     if (!x || !x->type.is_tensor() || !x->type.has_shape) return std::nullopt;
     Known dims;
     for (const ir::Dim& d : x->type.dims) {
-      dims.push_back(d.is_known() ? std::optional<double>(static_cast<double>(d.value)) : std::nullopt);
+      dims.push_back(d.is_known() ? std::optional<double>(static_cast<double>(d.value))
+                                  : std::nullopt);
     }
     if (op == "Size") {
       double size = 1;
@@ -80,7 +94,8 @@ std::optional<Known> EvaluateNode(const ir::Node& n, int depth) {
     const int64_t start = clamp(n.GetInt("start", 0)), end = clamp(n.GetInt("end", rank));
     return Known(dims.begin() + start, dims.begin() + std::max(start, end));
   }
-  if (op == "Identity" || op == "Squeeze" || op == "Unsqueeze" || op == "Reshape" || op == "Flatten") {
+  if (op == "Identity" || op == "Squeeze" || op == "Unsqueeze" || op == "Reshape" ||
+      op == "Flatten") {
     return in(0);  // same values, flattened
   }
   if (op == "Cast") {
@@ -89,8 +104,10 @@ std::optional<Known> EvaluateNode(const ir::Node& n, int depth) {
     const auto to = static_cast<ir::DType>(n.GetInt("to", 0));
     for (auto& e : *x) {
       if (!e) continue;
-      if (to == ir::DType::kBool) e = *e != 0 ? 1.0 : 0.0;
-      else if (to != ir::DType::kFloat && to != ir::DType::kDouble) e = std::trunc(*e);
+      if (to == ir::DType::kBool)
+        e = *e != 0 ? 1.0 : 0.0;
+      else if (to != ir::DType::kFloat && to != ir::DType::kDouble)
+        e = std::trunc(*e);
     }
     return x;
   }
@@ -183,7 +200,8 @@ Status RemoveDeadCone(ir::Graph& g, ir::Node* node) {
     if (removed.count(n) || n->owner() != &g) continue;
     bool dead = true;
     for (const ir::Value* out : n->outputs()) {
-      dead &= !out || (out->uses().empty() && !out->is_graph_output() && !captured.count(out->name()));
+      dead &=
+          !out || (out->uses().empty() && !out->is_graph_output() && !captured.count(out->name()));
     }
     if (!dead) continue;
     std::vector<ir::Node*> producers;
@@ -242,10 +260,11 @@ Result<bool> InlineBranch(ir::Graph& g, ir::Node* node, ir::Graph& branch) {
     std::vector<ir::Value*> inputs;
     for (ir::Value* in : n->inputs()) inputs.push_back(in ? mapped.at(in) : nullptr);
     std::vector<std::string> names;
-    for (const ir::Value* out : n->outputs()) names.push_back(out ? g.UniqueValueName(out->name()) : "");
+    for (const ir::Value* out : n->outputs())
+      names.push_back(out ? g.UniqueValueName(out->name()) : "");
     const std::string node_name = n->name.empty() ? "" : g.UniqueNodeName(n->name);
-    QK_ASSIGN_OR_RETURN(ir::Node * copy,
-                        g.InsertNodeBefore(node, n->op_type(), inputs, names, n->domain(), node_name));
+    QK_ASSIGN_OR_RETURN(ir::Node * copy, g.InsertNodeBefore(node, n->op_type(), inputs, names,
+                                                            n->domain(), node_name));
     for (ir::Attribute& a : n->attributes()) {
       for (auto& sub : a.graphs) sub->set_parent(&g);
       copy->SetAttr(std::move(a));
@@ -270,8 +289,9 @@ Result<bool> InlineBranch(ir::Graph& g, ir::Node* node, ir::Graph& branch) {
     if (!out) continue;
     ir::Value* source = mapped.at(branch.outputs()[i]);
     if (!source->producer() || !inlined.count(source->producer()) || claimed.count(source)) {
-      QK_ASSIGN_OR_RETURN(ir::Node * id, g.InsertNodeBefore(node, "Identity", {source},
-                                                             {g.UniqueValueName(out->name() + "_folded")}));
+      QK_ASSIGN_OR_RETURN(ir::Node * id,
+                          g.InsertNodeBefore(node, "Identity", {source},
+                                             {g.UniqueValueName(out->name() + "_folded")}));
       source = id->output(0);
     }
     claimed.insert(source);
@@ -313,7 +333,8 @@ Status FoldConstantIf(ir::Graph& graph, int* folded) {
       }
     }
   }
-  // Inlined nodes sit just before their If; a sort makes the order valid whatever the stored order was.
+  // Inlined nodes sit just before their If; a sort makes the order valid whatever the stored order
+  // was.
   if (count > 0) QK_RETURN_IF_ERROR(graph.SortTopologically());
   if (folded) *folded += count;
   return Status::Ok();

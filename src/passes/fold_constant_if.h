@@ -1,9 +1,9 @@
-// Rewrites  y... = If(c){then_branch}{else_branch}  ->  the taken branch's nodes inlined, y... = its
-// outputs,  when c is known without data: a constant initializer (Constant nodes are promoted by
-// PrepareConstants first), or computed from constants and the static dimensions of Shape(x) through
-// a few scalar ops (Gather, Equal/Less/Greater/..., Not/And/Or/Xor, Cast, Identity, Squeeze,
-// Unsqueeze, Reshape, Flatten, Size). Exporters write exactly this for Python `if x.size(1) == 3:`
-// on a model whose input declares that dimension.
+// Rewrites  y... = If(c){then_branch}{else_branch}  ->  the taken branch's nodes inlined, y... =
+// its outputs,  when c is known without data: a constant initializer (Constant nodes are promoted
+// by PrepareConstants first), or computed from constants and the static dimensions of Shape(x)
+// through a few scalar ops (Gather, Equal/Less/Greater/..., Not/And/Or/Xor, Cast, Identity,
+// Squeeze, Unsqueeze, Reshape, Flatten, Size). Exporters write exactly this for Python
+// `if x.size(1) == 3:` on a model whose input declares that dimension.
 //
 // Why: Q/DQ placement, calibration and simulation cover the main graph only; the convolutions of a
 // branch that is always taken would otherwise stay in float. Folding is exact (the graph computes

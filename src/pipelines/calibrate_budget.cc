@@ -13,8 +13,8 @@ namespace quantkit::pipelines {
 Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions& options) {
   QK_RETURN_IF_NOT(!options.calibrate.output_dir.empty(), StatusCode::kInvalidArgument,
                    "--budget writes the repaired artifacts: give -o DIR");
-  QK_RETURN_IF_NOT(options.budget >= 0, StatusCode::kInvalidArgument, "--budget must be >= 0, got {}",
-                   options.budget);
+  QK_RETURN_IF_NOT(options.budget >= 0, StatusCode::kInvalidArgument,
+                   "--budget must be >= 0, got {}", options.budget);
   CalibrateBudgetResult r;
   CalibrateOptions calibrate = options.calibrate;
   analysis::PlanEvalOptions eval;
@@ -30,22 +30,26 @@ Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions
   }
   QK_ASSIGN_OR_RETURN(r.calibration, Calibrate(calibrate));
 
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::PlanEvaluator> evaluator, analysis::PlanEvaluator::Create(eval));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::PlanEvaluator> evaluator,
+                      analysis::PlanEvaluator::Create(eval));
   r.holdout = evaluator->data_description();
-  const std::string name = !options.metric.empty()
-                               ? options.metric
-                               : analysis::DefaultMetricName(evaluator->has_labels(), evaluator->class_output());
+  const std::string name =
+      !options.metric.empty()
+          ? options.metric
+          : analysis::DefaultMetricName(evaluator->has_labels(), evaluator->class_output());
   QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric, analysis::MakeMetric(name));
   FallbackOptions fallback;
   fallback.budget = options.budget;
   fallback.max_float_layers = options.max_float_layers;
   fallback.float_precision = options.float_precision;
   fallback.output_dir = calibrate.output_dir;
-  Result<FallbackResult> searched = RunFallback(*evaluator, r.calibration.plan, metric.get(), fallback);
+  Result<FallbackResult> searched =
+      RunFallback(*evaluator, r.calibration.plan, metric.get(), fallback);
   if (!searched.ok()) {
-    return searched.status().WithContext(fmt::format(
-        "the calibration artifacts in {} are written, not repaired; the fallback search on {} failed",
-        calibrate.output_dir, r.holdout));
+    return searched.status().WithContext(
+        fmt::format("the calibration artifacts in {} are written, not repaired; the fallback "
+                    "search on {} failed",
+                    calibrate.output_dir, r.holdout));
   }
   r.fallback = std::move(*searched);
   return r;

@@ -47,22 +47,26 @@ constexpr TieCase kTies[] = {
 // that divided in double would fail below.
 TEST(QuantizeTies, TableRowsSeparateFloatFromDoubleDivision) {
   for (const TieCase& c : kTies) {
-    const double exact = static_cast<double>(FromBits(c.x_bits)) / static_cast<double>(FromBits(c.scale_bits));
+    const double exact =
+        static_cast<double>(FromBits(c.x_bits)) / static_cast<double>(FromBits(c.scale_bits));
     EXPECT_NE(static_cast<int32_t>(std::nearbyint(exact)), c.expected) << std::hex << c.x_bits;
   }
 }
 
 TEST(QuantizeTies, QuantizeValueDividesInFloat) {
   for (const TieCase& c : kTies) {
-    EXPECT_EQ(quant::QuantizeValue(FromBits(c.x_bits), FromBits(c.scale_bits), 0, quant::QuantRange{-128, 127}),
+    EXPECT_EQ(quant::QuantizeValue(FromBits(c.x_bits), FromBits(c.scale_bits), 0,
+                                   quant::QuantRange{-128, 127}),
               c.expected)
         << std::hex << c.x_bits;
   }
 }
 
 ir::Tensor Scalar(ir::DType t, float v) {
-  if (t == ir::DType::kUint8) return ir::Tensor::FromVector(t, {}, std::vector<uint8_t>{static_cast<uint8_t>(v)});
-  if (t == ir::DType::kInt8) return ir::Tensor::FromVector(t, {}, std::vector<int8_t>{static_cast<int8_t>(v)});
+  if (t == ir::DType::kUint8)
+    return ir::Tensor::FromVector(t, {}, std::vector<uint8_t>{static_cast<uint8_t>(v)});
+  if (t == ir::DType::kInt8)
+    return ir::Tensor::FromVector(t, {}, std::vector<int8_t>{static_cast<int8_t>(v)});
   return ir::Tensor::FromVector(t, {}, std::vector<float>{v});
 }
 
@@ -70,27 +74,35 @@ TEST(QuantizeTies, QuantizeLinearKernelPathsDivideInFloat) {
   for (const TieCase& c : kTies) {
     const float x = FromBits(c.x_bits), s = FromBits(c.scale_bits);
     // Fused per-tensor path, int8 and uint8 (zero point 128).
-    auto i8 = testing::RunSingleNode({"QuantizeLinear", 13,
-                                      {ir::Tensor::FromVector(ir::DType::kFloat, {3}, std::vector<float>(3, x)),
-                                       Scalar(ir::DType::kFloat, s), Scalar(ir::DType::kInt8, 0)}});
+    auto i8 = testing::RunSingleNode(
+        {"QuantizeLinear",
+         13,
+         {ir::Tensor::FromVector(ir::DType::kFloat, {3}, std::vector<float>(3, x)),
+          Scalar(ir::DType::kFloat, s), Scalar(ir::DType::kInt8, 0)}});
     ASSERT_TRUE(i8.ok()) << i8.status().ToString();
-    EXPECT_EQ(testing::Values<int8_t>((*i8)[0]), std::vector<int8_t>(3, static_cast<int8_t>(c.expected)));
-    auto u8 = testing::RunSingleNode({"QuantizeLinear", 13,
-                                      {ir::Tensor::FromVector(ir::DType::kFloat, {3}, std::vector<float>(3, x)),
-                                       Scalar(ir::DType::kFloat, s), Scalar(ir::DType::kUint8, 128)}});
+    EXPECT_EQ(testing::Values<int8_t>((*i8)[0]),
+              std::vector<int8_t>(3, static_cast<int8_t>(c.expected)));
+    auto u8 = testing::RunSingleNode(
+        {"QuantizeLinear",
+         13,
+         {ir::Tensor::FromVector(ir::DType::kFloat, {3}, std::vector<float>(3, x)),
+          Scalar(ir::DType::kFloat, s), Scalar(ir::DType::kUint8, 128)}});
     ASSERT_TRUE(u8.ok()) << u8.status().ToString();
-    EXPECT_EQ(testing::Values<uint8_t>((*u8)[0]), std::vector<uint8_t>(3, static_cast<uint8_t>(c.expected + 128)));
+    EXPECT_EQ(testing::Values<uint8_t>((*u8)[0]),
+              std::vector<uint8_t>(3, static_cast<uint8_t>(c.expected + 128)));
     // General ATen path: per-axis scales along axis 1.
     std::vector<ir::Attribute> attrs;
     attrs.push_back(ir::Attribute::Int("axis", 1));
     auto axis = testing::RunSingleNode(
-        {"QuantizeLinear", 13,
+        {"QuantizeLinear",
+         13,
          {ir::Tensor::FromVector(ir::DType::kFloat, {1, 2}, std::vector<float>(2, x)),
           ir::Tensor::FromVector(ir::DType::kFloat, {2}, std::vector<float>(2, s)),
           ir::Tensor::FromVector(ir::DType::kInt8, {2}, std::vector<int8_t>(2, 0))},
          std::move(attrs)});
     ASSERT_TRUE(axis.ok()) << axis.status().ToString();
-    EXPECT_EQ(testing::Values<int8_t>((*axis)[0]), std::vector<int8_t>(2, static_cast<int8_t>(c.expected)));
+    EXPECT_EQ(testing::Values<int8_t>((*axis)[0]),
+              std::vector<int8_t>(2, static_cast<int8_t>(c.expected)));
   }
 }
 
