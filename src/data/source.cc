@@ -156,29 +156,24 @@ class SampleFileSource final : public Source {
   std::string fingerprint_;
 };
 
-// Samples [first, first + n) of another source: Take (first 0) and Skip (n = the rest).
-class WindowSource final : public Source {
+class TakeSource final : public Source {
  public:
-  WindowSource(std::unique_ptr<Source> inner, int64_t first, int64_t n)
-      : inner_(std::move(inner)), first_(first), n_(n) {}
+  TakeSource(std::unique_ptr<Source> inner, int64_t n) : inner_(std::move(inner)), n_(n) {}
   int64_t num_samples() const override { return n_; }
   std::vector<std::string> input_names() const override { return inner_->input_names(); }
   Result<Batch> Read(int64_t start, int64_t count) const override {
-    QK_RETURN_IF_NOT(start >= 0 && start + count <= n_, StatusCode::kInternal, "WindowSource: out of range");
-    return inner_->Read(first_ + start, count);
+    QK_RETURN_IF_NOT(start + count <= n_, StatusCode::kInternal, "TakeSource: out of range");
+    return inner_->Read(start, count);
   }
   std::string Describe() const override {
-    if (first_ == 0) return fmt::format("first {} of {}", n_, inner_->Describe());
-    return fmt::format("samples {}-{} of {}", first_ + 1, first_ + n_, inner_->Describe());
+    return fmt::format("first {} of {}", n_, inner_->Describe());
   }
-  std::string Fingerprint() const override {
-    return inner_->Fingerprint() + ":" + (first_ ? std::to_string(first_) + "+" : "") + std::to_string(n_);
-  }
+  std::string Fingerprint() const override { return inner_->Fingerprint() + ":" + std::to_string(n_); }
   int64_t max_batch() const override { return inner_->max_batch(); }
 
  private:
   std::unique_ptr<Source> inner_;
-  int64_t first_, n_;
+  int64_t n_;
 };
 
 const InputSpec* FindSpec(const std::vector<InputSpec>& inputs, const std::string& name) {
@@ -384,20 +379,8 @@ Status DumpSamples(const Source& source, const std::string& dir) {
 std::unique_ptr<Source> Take(std::unique_ptr<Source> source, int64_t n) {
   if (n <= 0 || n >= source->num_samples()) return source;
   return internal::TakeBelowLayout(std::move(source), n, [](std::unique_ptr<Source> inner, int64_t m) {
-    return std::unique_ptr<Source>(std::make_unique<WindowSource>(std::move(inner), 0, m));
+    return std::unique_ptr<Source>(std::make_unique<TakeSource>(std::move(inner), m));
   });
-}
-
-std::unique_ptr<Source> Skip(std::unique_ptr<Source> source, int64_t n) {
-  if (n <= 0) return source;
-  const int64_t total = source->num_samples();
-  const int64_t first = std::min(n, total);
-  // Below the model-layout wrapper, like Take: the window counts samples, not layout rows.
-  return internal::TakeBelowLayout(std::move(source), total - first,
-                                   [first](std::unique_ptr<Source> inner, int64_t m) {
-                                     return std::unique_ptr<Source>(
-                                         std::make_unique<WindowSource>(std::move(inner), first, m));
-                                   });
 }
 
 Result<Batch> ConformBatch(std::vector<std::pair<std::string, ir::Tensor>> arrays,

@@ -108,9 +108,6 @@ Status DumpSamples(const Source& source, const std::string& dir);
 
 // Limits a source to its first `n` samples (n <= 0: all).
 std::unique_ptr<Source> Take(std::unique_ptr<Source> source, int64_t n);
-// Drops a source's first `n` samples (n <= 0: none; n >= num_samples: an empty source), e.g. to
-// hold out the tail of the calibration data: Take(data, n) calibrates, Skip(data, n) evaluates.
-std::unique_ptr<Source> Skip(std::unique_ptr<Source> source, int64_t n);
 
 // Reads samples [start, start+count) as few batches as the data allows, never failing for shape:
 // one batch when every sample stacks (same per-sample shapes, same values of unbatched inputs),
