@@ -200,6 +200,11 @@ Status Prepare(const CalibrateOptions& options, const runtime::Communicator& com
                                        "in memory; the file is unchanged)",
                                        loaded.upgrade.from, loaded.upgrade.to));
   }
+  if (loaded.folded_ifs > 0) {
+    result.notes.push_back(fmt::format("{} If node(s) with a condition fixed by the model (a constant or a "
+                                       "static dimension) replaced by the branch taken, which is quantized",
+                                       loaded.folded_ifs));
+  }
   QK_ASSIGN_OR_RETURN(prepared->sites, FindCalibrationSites(loaded, options.placement));
   if (std::string inside = WeightedOpsInSubgraphs(*loaded.model->graph, options.placement); !inside.empty()) {
     result.warnings.push_back(fmt::format(

@@ -1,5 +1,5 @@
-// `quantkit calibrate --compare-methods`: what users do by hand today — calibrate with every
-// method, evaluate each plan on held-out data, keep the best.
+// `quantkit calibrate --compare-methods` and `--method auto`: what users do by hand today —
+// calibrate with every method, evaluate each plan on held-out data, keep the best.
 //
 // One load and hash of the model and one statistics pass (PrepareCalibration: the collectors keep
 // histograms, so BuildPlan gives any method without re-running the model), one plan per
@@ -20,7 +20,9 @@ namespace quantkit::pipelines {
 struct CompareMethodsOptions {
   CalibrateOptions calibrate;              // data, placement, output_dir...; method is ignored
   std::vector<quant::MethodRequest> methods;  // empty: max, entropy, percentile:99.99, mse
-  std::string holdout;                     // required (the CLI defaults it for fashion-mnist data)
+  // Empty: the last quarter of the calibration data, which calibration then leaves out
+  // (pipelines/holdout.h). The CLI defaults it to fashion-mnist:val for fashion-mnist data.
+  std::string holdout;
   int64_t holdout_samples = 0;
   std::string metric;                      // empty: top1 with labels, else agreement
 };
@@ -31,7 +33,7 @@ struct MethodScore {
 };
 
 struct CompareMethodsResult {
-  std::string metric, holdout;
+  std::string metric, holdout;  // holdout: the evaluator's description of the data used
   double fp32_value = 0;
   std::vector<MethodScore> scores;  // in the order tried
   std::string best;
