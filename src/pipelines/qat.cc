@@ -170,6 +170,20 @@ Result<std::vector<int64_t>> ReadLabels(const QatOptions& o, int64_t all_samples
   return labels;
 }
 
+// Classes of the first output [batch, ...] when its shape is static (0 otherwise): labels can
+// then be checked before training rather than at the batch that holds a bad one.
+int64_t StaticClasses(const ir::Model& m) {
+  if (m.graph->outputs().empty()) return 0;
+  const std::optional<std::vector<int64_t>> dims = m.graph->outputs().front()->type.ConcreteDims();
+  if (!dims.has_value() || dims->size() < 2) return 0;
+  int64_t classes = 1;
+  for (size_t i = 1; i < dims->size(); ++i) {
+    if ((*dims)[i] < 0) return 0;
+    classes *= (*dims)[i];
+  }
+  return classes;
+}
+
 const char* LossName(const runtime::TrainerOptions& t) {
   if (t.label_weight > 0 && t.distill_weight > 0) return "cross-entropy+distillation";
   if (t.label_weight > 0) return "cross-entropy";
@@ -244,6 +258,12 @@ Result<QatResult> RunQat(const QatOptions& o) {
   QK_RETURN_IF_NOT(n >= o.batch_size, StatusCode::kInvalidArgument,
                    "training data '{}' holds {} samples, fewer than one batch of {}", o.data, n, o.batch_size);
   QK_ASSIGN_OR_RETURN(std::vector<int64_t> labels, ReadLabels(o, all_samples, n));
+  if (const int64_t classes = StaticClasses(teacher); classes > 0 && !labels.empty()) {
+    const int64_t top = *std::max_element(labels.begin(), labels.end());
+    QK_RETURN_IF_NOT(top < classes, StatusCode::kInvalidArgument,
+                     "{}: label {} is out of range for the model's {} outputs (labels must be in [0, {}))", o.labels,
+                     top, classes, classes);
+  }
   std::unique_ptr<data::Source> val_src;
   if (!o.val.empty()) {
     QK_ASSIGN_OR_RETURN(val_src, data::OpenSource(o.val, inputs, o.image));

@@ -44,7 +44,8 @@ MIN_FEATURE_GAIN = 0.8        # with --feature the held-out feature MSE is <= 80
 
 
 def run(args, expect=0):
-    p = subprocess.run([QK] + args, capture_output=True, text=True)
+    # One compute thread: on a busy 2-core machine OpenMP's spin-waiting multiplies the CPU time.
+    p = subprocess.run([QK, "--threads", "1"] + args, capture_output=True, text=True)
     assert p.returncode == expect, f"{args}: exit {p.returncode} (expected {expect})\n{p.stdout}\n{p.stderr}"
     return p
 
