@@ -34,13 +34,15 @@ FEATURE = "/features/features.2/features.2.2/Relu_output_0"  # the second conv b
 TRAIN = slice(0, 512)         # test-split images used as training data (the CLI sees a bare array)
 HELD_OUT = slice(5000, 6000)  # disjoint images for the accuracy and feature checks
 CHECK_BATCH = 128             # first-step cross-checks: one batch holding the first 128 samples
-STEPS, BATCH, LR = 30, 64, "1e-3"
+STEPS, BATCH = 30, 64
+LR = "1e-3"          # labels: high enough for shuffled labels to undo the training within STEPS
+FEATURE_LR = "1e-4"  # feature: the qat default
 # quantkit's and onnxruntime's int8 simulations may differ by one quantization step on rare
 # elements (conv sums in another order); the losses over a batch agree far closer than that.
 LOSS_RTOL = 0.02
 MIN_SHUFFLE_DROP = 0.20       # shuffled labels must cost >= 20 top-1 points against the true ones
 MAX_TRUE_LABEL_DROP = 0.03    # the true labels keep top-1 within 3 points of the starting model
-MIN_FEATURE_GAIN = 0.8        # with --feature the held-out feature MSE is <= 80% of that without
+MIN_FEATURE_GAIN = 0.9        # with --feature the held-out feature MSE is <= 90% of that without (0.78 measured)
 
 
 def run(args, expect=0):
@@ -148,10 +150,10 @@ def check_feature(tmp, train, plan, qdq_ptq, x, hx):
     # 2./3. The feature loss falls, and the feature ends closer to FP32 than without --feature.
     mse = {}
     _, ref = outputs(MODEL, hx, [FEATURE])
-    for name, extra in (("with", ["--feature", FEATURE, "--feature-weight", "10"]), ("without", [])):
+    for name, extra in (("with", ["--feature", FEATURE, "--feature-weight", "100"]), ("without", [])):
         out = os.path.join(tmp, name)
         run(["qat", MODEL, "--plan", plan, "--data", train, "--loss", "mse", "--steps", str(STEPS), "--batch-size",
-             str(BATCH), "--lr", LR, "--seed", "1", "-o", out, "-q", *extra])
+             str(BATCH), "--lr", FEATURE_LR, "--seed", "1", "-o", out, "-q", *extra])
         _, f = outputs(os.path.join(out, "model.qdq.onnx"), hx, [FEATURE])
         mse[name] = float(np.mean((f - ref) ** 2))
         if name == "with":
@@ -168,8 +170,11 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         train = os.path.join(tmp, "train.npy")
         np.save(train, x)
+        # labels: a max plan, close to FP32, so that only the labels move top-1; feature: an entropy
+        # plan, whose clipped input leaves the feature far from FP32 for QAT to pull back.
         ptq = os.path.join(tmp, "ptq")
-        run(["calibrate", MODEL, "--data", train, "--samples", "256", "--method", "max", "-o", ptq, "-q"])
+        method = "max" if MODE == "labels" else "entropy"
+        run(["calibrate", MODEL, "--data", train, "--samples", "256", "--method", method, "-o", ptq, "-q"])
         plan, qdq_ptq = os.path.join(ptq, "plan.json"), os.path.join(ptq, "model.qdq.onnx")
         if MODE == "labels":
             check_labels(tmp, train, plan, qdq_ptq, x, y, hx, hy)
