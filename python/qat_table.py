@@ -124,6 +124,11 @@ def markdown(rows):
             f"| {r['model']} | {r['fp32']:.2f} | {r['ptq']['config']} | {ptq} | {lf['top1']:.2f} | {lb['top1']:.2f} | "
             f"{r['steps']} x {r['batch']} ({100 * r['share']:.1f}%) | {lf['cpu_s']:.0f} s / {lb['cpu_s']:.0f} s | "
             f"{lf['wall_s']:.0f} s / {lb['wall_s']:.0f} s | {max(lf['peak_rss'], lb['peak_rss']) / 2**20:.0f} MiB |")
+    for r in rows:
+        if not r["ptq_loses"]:
+            tried = ", ".join(f"{t['config']} {t['top1']:.2f}" for t in r["ptq_tried"])
+            lines += ["", f"{r['model']}: no PTQ configuration loses >= {MIN_PTQ_LOSS:g} points (FP32 {r['fp32']:.2f}; "
+                          f"{tried}); QAT starts from the last."]
     lines += ["", "Commands (PTQ = the row's calibrate output):", ""]
     for r in rows:
         lines += [f"- {r['model']}: `{r['label_free']['command']}`; labels: `--loss "
