@@ -182,8 +182,8 @@ def write(rows, a):
             f.write(md)
         os.replace(a.markdown + ".tmp", a.markdown)
     if a.json:
-        with open(a.json + ".tmp", "w") as f:
-            json.dump({"rows": ordered}, f, indent=1)
+        with open(a.json + ".tmp", "w") as f:  # paths relative to the repository
+            f.write(json.dumps({"rows": ordered}, indent=1).replace(ROOT + os.sep, ""))
         os.replace(a.json + ".tmp", a.json)
 
 if __name__ == "__main__":
