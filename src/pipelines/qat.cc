@@ -160,8 +160,9 @@ Result<std::vector<int64_t>> ReadLabels(const QatOptions& o, int64_t all_samples
   QK_ASSIGN_OR_RETURN(ir::Tensor l, data::ReadNpy(o.labels));
   QK_RETURN_IF_NOT((l.dtype() == ir::DType::kInt64 || l.dtype() == ir::DType::kInt32) && l.rank() == 1 &&
                        l.numel() == all_samples,
-                   StatusCode::kInvalidArgument, "{}: labels must be int32/int64 [{}] (one per sample of '{}'), got {}[{}]",
-                   o.labels, all_samples, o.data, ir::DTypeName(l.dtype()), fmt::join(l.dims(), ","));
+                   StatusCode::kInvalidArgument,
+                   "{}: labels must be int32/int64 [{}] (one per sample of '{}'), got {}[{}]", o.labels,
+                   all_samples, o.data, ir::DTypeName(l.dtype()), fmt::join(l.dims(), ","));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = l.dtype() == ir::DType::kInt64 ? l.data_as<int64_t>()[i] : l.data_as<int32_t>()[i];
     QK_RETURN_IF_NOT(v >= 0, StatusCode::kInvalidArgument, "{}: label {} of sample {} is negative", o.labels, v, i);
