@@ -201,6 +201,12 @@ Result<StepResult> QatTrainer::Step(const TrainingBatch& batch, const GradientRe
     }
     if (o.label_weight > 0) {
       QK_ASSIGN_OR_RETURN(at::Tensor labels, CopyToAten(*batch.labels, "labels"));
+      const int64_t classes = out.flatten(1).size(1);
+      const int64_t low = labels.numel() > 0 ? labels.min().item<int64_t>() : 0;
+      const int64_t high = labels.numel() > 0 ? labels.max().item<int64_t>() : 0;
+      QK_RETURN_IF_NOT(low >= 0 && high < classes, StatusCode::kInvalidArgument,
+                       "label {} is out of range for the model's {} outputs (labels must be in [0, {}))",
+                       low < 0 ? low : high, classes, classes);
       at::Tensor ce = at::cross_entropy_loss(out.flatten(1), labels.to(at::kLong));
       r.label = ce.item<double>();
       loss = loss + o.label_weight * ce;

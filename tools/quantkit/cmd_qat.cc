@@ -33,7 +33,9 @@ void SetupQat(CLI::App& app, RunFn* run) {
   cmd->add_option("--weights", opts->weights, "weight scales: per-channel | per-tensor")->capture_default_str();
   cmd->add_flag("--frozen-weight-scales", opts->frozen_weight_scales,
                 "keep the plan's weight scales instead of recomputing them from the current weights");
-  cmd->add_flag("--learn-scales", q.learn_activation_scales, "learn activation scales (LSQ gradient)");
+  cmd->add_flag("--learn-scales,!--frozen-activation-scales", q.learn_activation_scales,
+                "learn the activation scales (LSQ gradient; the default), or keep the plan's")
+      ->capture_default_str();
   cmd->add_option("--steps", q.steps, "optimizer steps (overrides --epochs)");
   cmd->add_option("--epochs", q.epochs, "epochs over --data (default 1 when --steps is not given)");
   cmd->add_option("--samples", q.samples, "use the first N training samples (0: all)");
