@@ -52,7 +52,7 @@ struct QatOptions {
   int64_t stop_after = 0;         // > 0: stop after this many steps of this run, write only the
                                   // checkpoint (time-sliced jobs; continue with `resume`)
   bool progress = true;
-  std::string device = "cpu";
+  // Student, teacher and optimizer state live on runtime::DefaultDevice() (--device).
 };
 
 struct QatEval {
