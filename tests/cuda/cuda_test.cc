@@ -4,7 +4,8 @@
 //  - QuantizeLinear/DequantizeLinear on the GPU equal the CPU bit for bit (x / scale, round half
 //    to even, saturate), ties and saturation included;
 //  - FP32 model outputs on the GPU equal the CPU up to summation order;
-//  - `quantkit calibrate/eval --device cuda` run end to end and agree with --device cpu.
+//  - `quantkit calibrate/eval --device cuda` run end to end and agree with --device cpu;
+//  - `quantkit qat --device cuda` trains, and its checkpoint resumes on the CPU.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -200,6 +201,26 @@ TEST(Cuda, CliCalibrateAndEvalOnTheGpuAgreeWithTheCpu) {
   for (const auto& [tensor, amax] : ranges["cpu"]) {
     EXPECT_NEAR(ranges["cuda"][tensor], amax, testing::kGpuAmaxRtol * std::fabs(amax)) << tensor;
   }
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+// QAT trains on the GPU, and its checkpoints move between devices: half the steps on the GPU,
+// the rest resumed on the CPU (parameters are stored as host copies, the optimizer state is
+// mapped onto the reader's device by QatTrainer::LoadCheckpoint).
+TEST(Cuda, QatTrainsOnTheGpuAndResumesOnTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  std::string dir = ::testing::TempDir() + "qk_cuda_XXXXXX";
+  ASSERT_NE(mkdtemp(&dir[0]), nullptr);
+  const std::string common = "qat " + std::string(QK_SOURCE_DIR) +
+                             "/models/zoo/plain_cnn.onnx --data fashion-mnist:train --samples 512 "
+                             "--batch-size 32 --steps 8 --seed 1 -q -o " + dir + "/b";
+  const auto first = testing::RunQuantkit(QK_QUANTKIT_BIN, common + " --stop-after 4 --device cuda", dir);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_EQ(access((dir + "/b/checkpoint.pt").c_str(), F_OK), 0);
+  const auto rest =
+      testing::RunQuantkit(QK_QUANTKIT_BIN, common + " --resume " + dir + "/b/checkpoint.pt --device cpu", dir);
+  EXPECT_EQ(rest.exit_code, 0) << rest.err;
+  EXPECT_EQ(access((dir + "/b/model.qdq.onnx").c_str(), F_OK), 0);
   std::system(("rm -rf '" + dir + "'").c_str());
 }
 
