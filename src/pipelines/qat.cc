@@ -1,5 +1,7 @@
 #include "pipelines/qat.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -236,8 +238,6 @@ const char* LossName(const runtime::TrainerOptions& t) {
 
 Result<QatResult> RunQat(const QatOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  QK_RETURN_IF_NOT(o.device == "cpu", StatusCode::kUnsupported,
-                   "--device {}: qat runs on cpu in this build (CUDA training is not available yet)", o.device);
   QK_RETURN_IF_NOT(o.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be > 0, got {}", o.batch_size);
   QK_RETURN_IF_NOT(!o.output_dir.empty(), StatusCode::kInvalidArgument, "an output directory (-o) is required");
   QK_RETURN_IF_NOT(o.steps >= 0 && o.epochs >= 0, StatusCode::kInvalidArgument, "--steps/--epochs must be >= 0");

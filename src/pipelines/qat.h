@@ -55,7 +55,7 @@ struct QatOptions {
   int64_t stop_after = 0;         // > 0: stop after this many steps of this run, write only the
                                   // checkpoint (time-sliced jobs; continue with `resume`)
   bool progress = true;
-  std::string device = "cpu";
+  // Student, teacher and optimizer state live on runtime::DefaultDevice() (--device).
   // Under torchrun/srun/a PyTorchJob: data-parallel. batch_size is the global batch; each rank
   // runs batch_size / N of its samples and the gradients are averaged over the ranks (in rank
   // order: the same bits on every rank) before each optimizer step. Rank 0 writes.

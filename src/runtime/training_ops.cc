@@ -1,6 +1,8 @@
 // FakeQuantize for training graphs (see training_ops.h for the math).
 #include "runtime/training_ops.h"
 
+#include <fmt/ranges.h>
+
 #include <ATen/ExpandUtils.h>
 #include <torch/csrc/autograd/custom_function.h>
 

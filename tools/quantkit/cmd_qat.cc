@@ -58,7 +58,6 @@ void SetupQat(CLI::App& app, RunFn* run) {
   cmd->add_option("--resume", q.resume, "continue from a checkpoint (OUT/checkpoint.pt of an earlier run)");
   cmd->add_option("--stop-after", q.stop_after,
                   "stop after N steps of this run and write only the checkpoint (continue with --resume)");
-  cmd->add_option("--device", q.device, "cpu (CUDA training is not available yet)")->capture_default_str();
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->image);
   AddDistributedOptions(cmd, &q.distributed);
