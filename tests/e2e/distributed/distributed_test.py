@@ -169,7 +169,7 @@ def check_plan_eval_equality(d, plan):
     """analyze and fallback: 2 ranks (uneven shards: 1 and 2 batches) decide and report as one process."""
     data = ["--data", "fashion-mnist:test", "--samples", "96", "--batch-size", "32", "-q"]
     base = ["analyze", MODEL, "--plan", plan, "--json"] + data
-    one = json.loads(run([QK] + base).stdout)
+    one = json.loads(run_process(base).stdout)
     p = torchrun(2, base)
     assert without_timing(json.loads(p.stdout)) == without_timing(one), "analyze differs from one process"
     assert one["samples"] == 96 and len(one["tensors"]) > 3 and one["trials"] == 1 + 2 * len(one["tensors"])
@@ -182,7 +182,7 @@ def check_plan_eval_equality(d, plan):
         out = os.path.join(d, f"fallback{nproc}")
         args = ["fallback", MODEL, "--plan", plan, "--metric", "rel_mse", "--budget", "0", "--max-float", "2",
                 "-o", out] + data
-        p = run([QK] + args, expect=1) if nproc == 1 else torchrun(nproc, args, expect=1)
+        p = run_process(args, expect=1) if nproc == 1 else torchrun(nproc, args, expect=1)
         outs[nproc] = out
     assert_same_files(outs[1], outs[2], ["plan.json", "model.qdq.onnx", "layer_precisions.txt"])
     reports = [json.loads(read(os.path.join(outs[n], "fallback.json"))) for n in (1, 2)]
@@ -216,7 +216,7 @@ def check_qat(d, plan):
         args = ["qat", MODEL, "--plan", plan, "--data", "fashion-mnist:train", "--samples", "256",
                 "--batch-size", "32", "--steps", "4", "--optimizer", "sgd", "--lr", "0.001", "--seed", "3",
                 "--val", "fashion-mnist:val", "--val-samples", "96", "--eval-every", "2", "-q", "-o", out]
-        p = run([QK] + args) if nproc == 1 else torchrun(nproc, args)
+        p = run_process(args) if nproc == 1 else torchrun(nproc, args)
         outs[nproc] = out
     assert "rank 1/2: samples 16-31 (16), 4 passes" in p.stderr, p.stderr
     logs = [json.loads(read(os.path.join(outs[n], "training_log.json"))) for n in (1, 2)]
