@@ -157,7 +157,8 @@ Status WriteOutputs(const CalibrateOptions& options, const formats::StatsFile& s
                     const std::string& model_sha, const std::string& data_description,
                     const std::string& data_fingerprint, const std::vector<std::string>& activations,
                     const std::map<std::string, std::string>& consumer_op,
-                    std::chrono::steady_clock::time_point start, CalibrateResult* result_out) {
+                    std::chrono::steady_clock::time_point start, ArtifactSet* artifacts,
+                    CalibrateResult* result_out) {
   CalibrateResult& result = *result_out;
   if (!options.stats_out.empty()) {
     QK_RETURN_IF_ERROR(formats::WriteStatsFile(options.stats_out, stats));
@@ -228,14 +229,10 @@ Status WriteOutputs(const CalibrateOptions& options, const formats::StatsFile& s
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.peak_rss_bytes = PeakRssBytes();
 
-  if (options.output_dir.empty()) {
+  if (artifacts == nullptr) {  // no -o
     result.summary = Summarize(options, result, nullptr);
     return Status::Ok();
   }
-  // All five files or none, never mixed with a concurrent run's (common/artifact_set.h).
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> artifacts,
-                      ArtifactSet::Open(options.output_dir,
-                                        {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"}));
   // The one plan -> Q/DQ code (passes::ApplyPlan): the sites above plus the plan's float_nodes.
   passes::ApplyPlanOptions apply;
   apply.placement = options.placement;
@@ -272,8 +269,16 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   std::vector<std::string> activations;
   std::map<std::string, std::string> consumer_op;
   formats::StatsFile stats;
+  // All five files or none, never mixed with a concurrent run's (common/artifact_set.h).
+  std::unique_ptr<ArtifactSet> artifacts;
   // Every rank loads the model and collects its shard; a failure on any rank stops them all.
   const Status collected = [&]() -> Status {
+    // Rank 0 locks -o before the (long) collection pass: a second run into the same directory
+    // fails at once, not after minutes of work.
+    if (comm->is_root() && !options.output_dir.empty()) {
+      QK_ASSIGN_OR_RETURN(artifacts, ArtifactSet::Open(options.output_dir, {"model.qdq.onnx", "calib.cache",
+                                                                            "ranges.txt", "plan.json", "summary.txt"}));
+    }
     QK_ASSIGN_OR_RETURN(model_sha, Sha256OfFile(options.model));
     onnx_io::OpsetUpgrade upgrade;
     QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.model, &upgrade));
@@ -311,7 +316,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
       for (const auto& [tensor, op] : consumer_op) candidates.push_back(op);
       return MakeStatus(StatusCode::kNotFound,
                         "--override '{}' names no quantized activation tensor and no consumer op type{}",
-                        EscapeControl(key), DidYouMean(key, candidates));
+                        EscapeControl(key), DidYouMean(key, candidates, "quantized activations and consumer op types"));
     }
     stats.model_sha256 = model_sha;
     if (!options.from_stats.empty()) {
@@ -348,7 +353,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   const auto write_start = std::chrono::steady_clock::now();
   const Status written = merged.ok() ? WriteOutputs(options, *merged, model_sha, data_description,
                                                     data_fingerprint, activations, consumer_op, start,
-                                                    &result)
+                                                    artifacts.get(), &result)
                                      : merged.status();
   result.rank.write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
   QK_RETURN_IF_ERROR(comm->Agree(written, "writing artifacts on rank 0"));

@@ -45,6 +45,13 @@ Result<std::vector<std::string>> FallbackCandidates(const analysis::PlanEvaluato
 
 Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan, analysis::Metric* metric,
                                    const FallbackOptions& options) {
+  // All four files or none, and never mixed with a concurrent run's (common/artifact_set.h);
+  // locked before the search, so that a second run into the same -o fails at once.
+  std::unique_ptr<ArtifactSet> out;
+  if (!options.output_dir.empty()) {
+    QK_ASSIGN_OR_RETURN(out, ArtifactSet::Open(options.output_dir, {"model.qdq.onnx", "plan.json",
+                                                                     "layer_precisions.txt", "fallback.json"}));
+  }
   FallbackResult r;
   r.metric = metric->name();
   QK_ASSIGN_OR_RETURN(analysis::TrialResult fp32, evaluator.EvaluateFp32({metric}));
@@ -83,12 +90,8 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
   // model the trials simulated; ApplyPlan fills the plan's weight entries.
   r.layer_precisions = LayerPrecisions(*model.graph, r.plan, options.float_precision);
   QK_RETURN_IF_ERROR(passes::ApplyPlan(model, &r.plan, evaluator.options().simulation).status());
-  if (options.output_dir.empty()) return r;
+  if (!out) return r;
 
-  // All four files or none, and never mixed with a concurrent run's (common/artifact_set.h).
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
-                      ArtifactSet::Open(options.output_dir,
-                                        {"model.qdq.onnx", "plan.json", "layer_precisions.txt", "fallback.json"}));
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, out->Stage("model.qdq.onnx")));
   QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), r.plan));
   QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("layer_precisions.txt"), r.layer_precisions + "\n"));

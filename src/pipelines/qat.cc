@@ -12,6 +12,7 @@
 
 #include "analysis/model_loading.h"
 #include "analysis/simulate.h"
+#include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/file_util.h"
 #include "common/progress.h"
@@ -165,6 +166,12 @@ Result<QatResult> RunQat(const QatOptions& o) {
   QK_RETURN_IF_NOT(o.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be > 0, got {}", o.batch_size);
   QK_RETURN_IF_NOT(!o.output_dir.empty(), StatusCode::kInvalidArgument, "an output directory (-o) is required");
   QK_RETURN_IF_NOT(o.steps >= 0 && o.epochs >= 0, StatusCode::kInvalidArgument, "--steps/--epochs must be >= 0");
+  // -o is locked before the (long) training, so that a concurrent run fails at once; the final
+  // files land together or not at all (common/artifact_set.h). checkpoint.pt is written in place
+  // while training, so that --resume finds it after a crash.
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
+                      ArtifactSet::Open(o.output_dir, {"model.qdq.onnx", "model.float.onnx", "calib.cache",
+                                                       "plan.json", "training_log.json", "summary.txt"}));
   QatResult result;
 
   // 1. The plan: given, or calibrated now on the calibration data.
@@ -350,7 +357,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
   QK_ASSIGN_OR_RETURN(std::vector<runtime::NamedTensor> final_params, trainer->Parameters());
   QK_ASSIGN_OR_RETURN(ir::Model tuned, LoadFolded(o.model, nullptr));
   SetInitializers(*tuned.graph, final_params);
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(tuned, (dir / "model.float.onnx").string()));
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(tuned, out->Stage("model.float.onnx")));
   quant::QuantPlan final_plan = train_plan;
   for (const auto& [tensor, scale_name] : fq.activation_scale_of) {
     for (const runtime::NamedTensor& p : final_params) {
@@ -372,9 +379,9 @@ Result<QatResult> RunQat(const QatOptions& o) {
   QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, passes::ApplyPlan(qdq, &final_plan, sim));
   (void)inserted;
   QK_RETURN_IF_ERROR(quant::ValidatePlan(final_plan));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq, (dir / "model.qdq.onnx").string()));
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache((dir / "calib.cache").string(), final_plan, {}));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson((dir / "plan.json").string(), final_plan));
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq, out->Stage("model.qdq.onnx")));
+  QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage("calib.cache"), final_plan, {}));
+  QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), final_plan));
 
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.peak_rss_bytes = PeakRssBytes();
@@ -401,7 +408,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
   log["evals"] = evals;
   if (result.val_ptq) log["val_ptq"] = *result.val_ptq;
   if (result.val_best) log["val_best"] = *result.val_best;
-  QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "training_log.json").string(), log.dump(1) + "\n"));
+  QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("training_log.json"), log.dump(1) + "\n"));
 
   std::string& sum = result.summary;
   sum = fmt::format("qat: {} steps ({:.2f} epochs of {} samples, batch {}), loss {:.4g} -> {:.4g}, {:.3f} s/step ({:.3f} s CPU)\n",
@@ -414,11 +421,9 @@ Result<QatResult> RunQat(const QatOptions& o) {
     sum += fmt::format("  validation {}: PTQ {:.2f}% -> QAT {:.2f}% (best at step {})\n", result.metric,
                        100 * *result.val_ptq, 100 * *result.val_best, result.best_step);
   }
-  QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "summary.txt").string(), sum));
-  for (const char* f : {"model.qdq.onnx", "model.float.onnx", "calib.cache", "plan.json", "training_log.json",
-                        "summary.txt", "checkpoint.pt"}) {
-    result.written.push_back((dir / f).string());
-  }
+  QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("summary.txt"), sum));
+  QK_ASSIGN_OR_RETURN(result.written, out->Commit());
+  result.written.push_back(checkpoint);
   return result;
 }
 
