@@ -2,11 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
+#include "analysis/diagnose/stats.h"
 #include "analysis/model_loading.h"
+#include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/sha256.h"
+#include "common/text.h"
 #include "formats/ranges.h"
 #include "onnx/export.h"
 #include "passes/apply_plan.h"
@@ -19,20 +23,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const quant::MethodRequest& MethodFor(const std::string& tensor, const std::string& consumer_op,
-                                      const MethodChoice& methods) {
-  if (auto it = methods.overrides.find(tensor); it != methods.overrides.end()) return it->second;
-  if (auto it = methods.overrides.find(consumer_op); it != methods.overrides.end()) return it->second;
-  return methods.method;
-}
-
 }  // namespace
 
 Result<LoadedModel> LoadFloatModel(const std::string& path) {
   LoadedModel loaded;
   loaded.path = path;
   QK_ASSIGN_OR_RETURN(loaded.sha256, Sha256OfFile(path));
-  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(path));
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(path, &loaded.upgrade));
   int64_t qdq_nodes = 0;
   for (const ir::Node* n : model.graph->nodes()) {
     qdq_nodes += n->op_type() == "QuantizeLinear" || n->op_type() == "DequantizeLinear";
@@ -58,11 +55,12 @@ Result<CalibrationSites> FindCalibrationSites(const LoadedModel& model,
 
 Result<Statistics> CollectStatistics(const LoadedModel& model, const analysis::BatchReader& next,
                                      int64_t size_hint, const CalibrationSites& sites,
-                                     const analysis::PassOptions& options) {
+                                     const analysis::PassOptions& options, CollectorKind kind) {
   Statistics result;
   result.stats.model_sha256 = model.sha256;
   for (const std::string& name : sites.activations) {
-    result.stats.tensors.emplace(name, quant::TensorCollector());
+    result.stats.tensors.emplace(name, kind == CollectorKind::kRangeOnly ? quant::TensorCollector::RangeOnly()
+                                                                         : quant::TensorCollector());
   }
   QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interpreter,
                       runtime::Interpreter::Create(model.model));
@@ -92,12 +90,72 @@ Result<Statistics> StatisticsFromFiles(const LoadedModel& model, const std::vect
   return result;
 }
 
+const quant::MethodRequest& MethodFor(const std::string& tensor, const CalibrationSites& sites,
+                                      const MethodChoice& methods) {
+  if (auto it = methods.overrides.find(tensor); it != methods.overrides.end()) return it->second;
+  if (auto op = sites.consumer_op.find(tensor); op != sites.consumer_op.end()) {
+    if (auto it = methods.overrides.find(op->second); it != methods.overrides.end()) return it->second;
+  }
+  return methods.method;
+}
+
+Status CheckOverrides(const CalibrationSites& sites, const MethodChoice& methods) {
+  for (const auto& [key, method] : methods.overrides) {
+    bool known = std::binary_search(sites.activations.begin(), sites.activations.end(), key);
+    for (const auto& [tensor, op] : sites.consumer_op) known = known || op == key;
+    if (known) continue;
+    std::vector<std::string> candidates = sites.activations;
+    for (const auto& [tensor, op] : sites.consumer_op) candidates.push_back(op);
+    return MakeStatus(StatusCode::kNotFound,
+                      "method override '{}' names no quantized activation tensor and no consumer op type{}",
+                      EscapeControl(key), DidYouMean(key, candidates, "quantized activations and consumer op types"));
+  }
+  return Status::Ok();
+}
+
+Result<ActivationEntry> BuildActivationEntry(const std::string& tensor,
+                                             const quant::TensorCollector& collector,
+                                             const quant::MethodRequest& method) {
+  QK_ASSIGN_OR_RETURN(quant::CalibResult amax, quant::AmaxFromCollector(collector, method));
+  ActivationEntry out;
+  // QuantPlan::SetActivationAmax is the one amax -> entry rule (a range without a usable scale
+  // stays in float); a scratch plan lends it.
+  quant::QuantPlan scratch;
+  out.entry = std::move(scratch.SetActivationAmax(tensor, amax.amax, quant::MethodLabel(method)));
+  quant::TensorQuant& t = out.entry;
+  if (method.method != quant::CalibMethod::kMax && amax.amax > 0) {
+    out.clipped_share = analysis::ShareAbove(collector.histogram(), amax.amax);
+  }
+  const quant::RangeStats& range = collector.range();
+  const int64_t nonfinite = range.nan_count + range.posinf_count + range.neginf_count;
+  if (nonfinite > 0) {
+    const std::string w = fmt::format("tensor '{}': {} NaN and {} Inf of {} values were left out "
+                                      "of its statistics",
+                                      tensor, range.nan_count, range.posinf_count + range.neginf_count,
+                                      range.count);
+    out.warnings.push_back(w);
+    t.reason = t.reason.empty() ? w : t.reason + "; " + w;
+  }
+  if (!t.quantized) {
+    out.warnings.push_back(fmt::format("tensor '{}' never varies (amax {}): kept in float, no "
+                                       "zero scale written",
+                                       tensor, range.amax));
+  }
+  return out;
+}
+
 Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& model,
                             const CalibrationSites& sites, const MethodChoice& methods) {
+  QK_RETURN_IF_ERROR(CheckOverrides(sites, methods));
   BuiltPlan built;
   quant::QuantPlan& plan = built.plan;
   plan.provenance = {model.sha256, statistics.data_description, statistics.data_fingerprint,
                      quant::MethodLabel(methods.method), QUANTKIT_VERSION, statistics.samples};
+  struct Clipping {
+    double share;
+    std::string tensor, method;
+  };
+  std::vector<Clipping> clipping;
   for (const std::string& name : sites.activations) {
     auto it = statistics.stats.tensors.find(name);
     if (it == statistics.stats.tensors.end()) {
@@ -105,26 +163,21 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& mod
                                            "run, or missing from the .qkstats files)", name));
       continue;
     }
-    const quant::RangeStats& range = it->second.range();
-    auto op = sites.consumer_op.find(name);
-    const quant::MethodRequest& method =
-        MethodFor(name, op == sites.consumer_op.end() ? std::string() : op->second, methods);
-    QK_ASSIGN_OR_RETURN(quant::CalibResult amax, quant::AmaxFromCollector(it->second, method));
-    quant::TensorQuant& t = plan.SetActivationAmax(name, amax.amax, quant::MethodLabel(method));
-    const int64_t nonfinite = range.nan_count + range.posinf_count + range.neginf_count;
-    if (nonfinite > 0) {
-      const std::string w = fmt::format("tensor '{}': {} NaN and {} Inf of {} values were left out "
-                                        "of its statistics",
-                                        name, range.nan_count, range.posinf_count + range.neginf_count,
-                                        range.count);
-      built.warnings.push_back(w);
-      t.reason = t.reason.empty() ? w : t.reason + "; " + w;
-    }
-    if (!t.quantized) {
-      built.warnings.push_back(fmt::format("tensor '{}' never varies (amax {}): kept in float, no "
-                                           "zero scale written",
-                                           name, range.amax));
-    }
+    const quant::MethodRequest& method = MethodFor(name, sites, methods);
+    QK_ASSIGN_OR_RETURN(ActivationEntry a, BuildActivationEntry(name, it->second, method));
+    plan.tensors[name] = std::move(a.entry);
+    built.warnings.insert(built.warnings.end(), a.warnings.begin(), a.warnings.end());
+    if (a.clipped_share > kClipWarnShare) clipping.push_back({a.clipped_share, name, quant::MethodLabel(method)});
+  }
+  if (!clipping.empty()) {
+    // Entropy's collapse on real models (a dense spike below the max dominating the histogram)
+    // shows as clipping: the user hears it here, not only from `diagnose`.
+    const Clipping& worst = *std::max_element(
+        clipping.begin(), clipping.end(), [](const Clipping& a, const Clipping& b) { return a.share < b.share; });
+    built.warnings.push_back(fmt::format(
+        "{} tensor(s) clip more than {:.0f}% of their values where max clips none (worst '{}' with {}: "
+        "{:.1f}%); compare on held-out data (--compare-methods) before deploying",
+        clipping.size(), 100.0 * kClipWarnShare, worst.tensor, worst.method, 100.0 * worst.share));
   }
   // Weights come from the model file, whatever the statistics source.
   QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.model->graph, sites.sites, &plan));
@@ -145,9 +198,9 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& mod
 Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::QuantPlan& plan,
                                       const passes::PlacementOptions& placement, const std::string& dir,
                                       const formats::TrtCacheWriteOptions& cache) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}", dir, ec.message());
+  // All four files or none, never mixed with a concurrent run's (common/artifact_set.h).
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
+                      ArtifactSet::Open(dir, {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json"}));
   // The collected model is shared and immutable; the Q/DQ model is a fresh copy of the file.
   QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(model.path));
   quant::QuantPlan applied = plan;
@@ -156,14 +209,11 @@ Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::Qua
   apply.mode = passes::PlacementPolicy::kTensorRT;
   ArtifactReport report;
   QK_ASSIGN_OR_RETURN(report.inserted, passes::ApplyPlan(qdq_model, &applied, apply));
-  const fs::path out(dir);
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, (out / "model.qdq.onnx").string()));
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache((out / "calib.cache").string(), plan, cache));
-  QK_RETURN_IF_ERROR(formats::WriteRangesText((out / "ranges.txt").string(), plan));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson((out / "plan.json").string(), plan));
-  for (const char* f : {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json"}) {
-    report.written.push_back((out / f).string());
-  }
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, out->Stage("model.qdq.onnx")));
+  QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage("calib.cache"), plan, cache));
+  QK_RETURN_IF_ERROR(formats::WriteRangesText(out->Stage("ranges.txt"), plan));
+  QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), plan));
+  QK_ASSIGN_OR_RETURN(report.written, out->Commit());
   return report;
 }
 

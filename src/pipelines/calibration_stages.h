@@ -21,6 +21,7 @@
 #include "formats/qkstats.h"
 #include "formats/trt_cache.h"
 #include "ir/graph.h"
+#include "onnx/opset_upgrade.h"
 #include "passes/insert_qdq.h"
 #include "passes/qdq_placement.h"
 #include "quant/plan.h"
@@ -33,10 +34,12 @@ struct LoadedModel {
   std::string path;
   std::string sha256;
   std::shared_ptr<const ir::Model> model;
+  onnx_io::OpsetUpgrade upgrade;  // an opset upgrade done in memory (the file is unchanged)
 };
 
-// Hashes the file and loads it for quantization. A model that already holds Q/DQ (a QAT export)
-// is refused: a second quantization would stack on its own (`convert` extracts its plan).
+// Hashes the file and loads it for quantization (below opset 13 it is upgraded in memory; see
+// `upgrade`). A model that already holds Q/DQ (a QAT export) is refused: a second quantization
+// would stack on its own (`convert` extracts its plan).
 Result<LoadedModel> LoadFloatModel(const std::string& path);
 
 struct CalibrationSites {
@@ -55,11 +58,15 @@ struct Statistics {
   int64_t samples = 0;
 };
 
+// What the collectors keep: histograms (any method) or the range only (max; no histogram work).
+enum class CollectorKind { kHistogram, kRangeOnly };
+
 // One pass: pulls batches from `next` until it returns std::nullopt. `size_hint` (-1: unknown)
 // sizes the progress bar.
 Result<Statistics> CollectStatistics(const LoadedModel& model, const analysis::BatchReader& next,
                                      int64_t size_hint, const CalibrationSites& sites,
-                                     const analysis::PassOptions& options);
+                                     const analysis::PassOptions& options,
+                                     CollectorKind kind = CollectorKind::kHistogram);
 // The same over a data::Source (the CLI's --data), with its description and fingerprint.
 Result<Statistics> CollectStatistics(const LoadedModel& model, const data::Source& source,
                                      const CalibrationSites& sites,
@@ -73,14 +80,41 @@ struct MethodChoice {
   std::map<std::string, quant::MethodRequest> overrides;
 };
 
+// The method of one activation: an override by tensor name, else by the op type of its first
+// consumer, else the default.
+const quant::MethodRequest& MethodFor(const std::string& tensor, const CalibrationSites& sites,
+                                      const MethodChoice& methods);
+
+// Every override must name a quantized activation or a consumer op type: one that names nothing
+// would silently calibrate with the default method (kNotFound, with the closest names).
+Status CheckOverrides(const CalibrationSites& sites, const MethodChoice& methods);
+
+// A non-max method that clips more than this share of a tensor's values is reported: diagnose's
+// entropy_clips threshold, the level at which the issue-20 models lost their accuracy.
+inline constexpr double kClipWarnShare = 0.01;
+
+struct ActivationEntry {
+  quant::TensorQuant entry;
+  std::vector<std::string> warnings;  // non-finite values left out; a range that stays in float
+  double clipped_share = 0.0;         // share of values above the amax (0 for max, which clips none)
+};
+
+// One activation's plan entry from its statistics: the amax of `method`, the warnings it raises
+// and the share of values it clips. Needs the collector's histogram for any method but max.
+Result<ActivationEntry> BuildActivationEntry(const std::string& tensor,
+                                             const quant::TensorCollector& collector,
+                                             const quant::MethodRequest& method);
+
 struct BuiltPlan {
   quant::QuantPlan plan;
   std::vector<std::string> warnings;
 };
 
-// Activations from the statistics (one amax per method), weights per channel (or per tensor)
-// from the model's initializers, excluded nodes recorded as plan.float_nodes so that every later
-// use of the plan leaves them in float.
+// Activations from the statistics (BuildActivationEntry, one amax per method; one warning when
+// some clip more than kClipWarnShare), weights per channel (or per tensor) from the model's
+// initializers, excluded nodes recorded as plan.float_nodes so that every later use of the plan
+// leaves them in float. The one plan building of calibrate, --compare-methods, Python and the
+// public quantkit/calibration.h.
 Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& model,
                             const CalibrationSites& sites, const MethodChoice& methods);
 

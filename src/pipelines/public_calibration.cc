@@ -196,14 +196,11 @@ class SourceStream final : public BatchStream {
   int64_t next_ = 0;
 };
 
-Result<pipelines::MethodChoice> ParseChoices(const MethodChoices& choices, const pipelines::CalibrationSites& sites) {
+// Overrides are checked against the sites by pipelines::BuildPlan.
+Result<pipelines::MethodChoice> ParseChoices(const MethodChoices& choices) {
   pipelines::MethodChoice out;
   QK_ASSIGN_OR_RETURN(out.method, quant::ParseMethod(choices.method));
   for (const auto& [key, method] : choices.overrides) {
-    bool matches = std::binary_search(sites.activations.begin(), sites.activations.end(), key);
-    for (const auto& [tensor, op] : sites.consumer_op) matches |= op == key;
-    QK_RETURN_IF_NOT(matches, StatusCode::kNotFound,
-                     "method override '{}' names no calibrated tensor and no consumer op type", key);
     QK_ASSIGN_OR_RETURN(out.overrides[key], quant::ParseMethod(method));
   }
   return out;
@@ -425,7 +422,7 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const Sites& sites, co
   const pipelines::LoadedModel& loaded = sites.model.impl().loaded;
   QK_ASSIGN_OR_RETURN(pipelines::CalibrationSites internal,
                       pipelines::FindCalibrationSites(loaded, ToPlacement(sites.placement)));
-  QK_ASSIGN_OR_RETURN(pipelines::MethodChoice choice, ParseChoices(methods, internal));
+  QK_ASSIGN_OR_RETURN(pipelines::MethodChoice choice, ParseChoices(methods));
   const pipelines::Statistics& s = statistics.impl().statistics;
   QK_RETURN_IF_NOT(s.stats.model_sha256.empty() || s.stats.model_sha256 == loaded.sha256,
                    StatusCode::kInvalidArgument, "the statistics were collected on another model than {}",

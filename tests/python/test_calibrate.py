@@ -127,3 +127,20 @@ def test_torch_tensors_and_numpy_give_equal_statistics(model, calib_array):
     from_numpy = quantkit.Statistics.collect(model, [calib_array], progress=False)
     assert from_torch.amax("max") == from_numpy.amax("max")
     assert np.isfinite(list(from_numpy.amax("entropy").values())).all()
+
+
+def test_clipping_method_is_warned_about_whatever_the_data_path(model, calib_array, calib_dir):
+    """The plan building is one (pipelines::BuildPlan): a method that clips more than 1% of a
+    tensor's values is reported from Python data, from a spec and from Statistics alike."""
+    def clipping(plan):
+        return [w for w in plan.report.warnings if "clip more than 1% of their values" in w]
+
+    batches = [{"input": calib_array[:32]}]
+    assert clipping(quantkit.calibrate(model, batches, method="max", progress=False)) == []
+    from_arrays = clipping(quantkit.calibrate(model, batches, method="percentile:90", progress=False))
+    assert len(from_arrays) == 1 and "with percentile:90" in from_arrays[0]
+    stats = quantkit.Statistics.collect(model, batches, progress=False)
+    assert clipping(quantkit.calibrate(model, stats, method="percentile:90", progress=False)) == from_arrays
+    spec = f"input={calib_dir / 'input.npy'}"
+    from_spec = clipping(quantkit.calibrate(model, spec, method="percentile:90", samples=32, progress=False))
+    assert from_spec == from_arrays

@@ -183,6 +183,33 @@ TEST(PublicApi, CallerMistakesAreErrorsNamingWhatIsWrong) {
   EXPECT_FALSE(Statistics::Parse("not json", "bad.qkstats").ok());
 }
 
+// The clipping warning of `quantkit calibrate` (one per plan, naming the worst tensor) comes from
+// the one plan building, so the public BuildPlan gives it too; max clips nothing and stays quiet.
+TEST(PublicApi, BuildPlanWarnsWhenAMethodClipsWhatMaxKeeps) {
+  Calibrated c = Load();
+  VectorStream stream(MakeBatches({4, 4}, 21), c.input);
+  auto stats = CollectStatistics(c.model, stream, c.sites);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  auto count_clipping = [](const std::vector<std::string>& warnings) {
+    int n = 0;
+    for (const std::string& w : warnings) n += w.find("clip more than 1% of their values") != std::string::npos;
+    return n;
+  };
+  auto max = BuildPlan(*stats, c.sites, {"max", {}});
+  ASSERT_TRUE(max.ok()) << max.status().ToString();
+  EXPECT_EQ(count_clipping(max->warnings), 0);
+  auto clipping = BuildPlan(*stats, c.sites, {"percentile:90", {}});
+  ASSERT_TRUE(clipping.ok()) << clipping.status().ToString();
+  ASSERT_EQ(count_clipping(clipping->warnings), 1);
+  bool names_a_site = false;
+  for (const std::string& w : clipping->warnings) {
+    for (const std::string& a : c.sites.activations) {
+      names_a_site = names_a_site || w.find("worst '" + a + "' with percentile:90") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(names_a_site);
+}
+
 TEST(PublicApi, DataSpecStreamMatchesTheCliCalibration) {
   Calibrated c = Load();
   DataSpecOptions spec;
