@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "analysis/diagnose/stats.h"
 #include "analysis/model_loading.h"
@@ -19,11 +18,6 @@
 #include "runtime/interpreter.h"
 
 namespace quantkit::pipelines {
-namespace {
-
-namespace fs = std::filesystem;
-
-}  // namespace
 
 Result<LoadedModel> LoadFloatModel(const std::string& path) {
   LoadedModel loaded;
