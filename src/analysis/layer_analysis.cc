@@ -20,10 +20,30 @@ namespace {
 constexpr quant::QuantRange kInt8{-128, 127};
 
 // Fake-quantizes x (per tensor) and accumulates the error against ref; counts clipped values.
+// Kept per batch and combined in batch order (PlanEvaluator::GatherBatchRows), so the result is
+// the same bits in one process and in N.
 struct FakeQuantStats {
   ErrorStats error;
   int64_t clipped = 0, total = 0;
   double max_abs = 0;
+
+  static constexpr size_t kStateSize = ErrorStats::kStateSize + 3;
+  void AppendState(std::vector<double>* out) const {
+    error.AppendState(out);
+    out->insert(out->end(), {static_cast<double>(clipped), static_cast<double>(total), max_abs});
+  }
+  // The batch rows of AppendState added in order.
+  static FakeQuantStats Combine(const std::vector<double>& rows) {
+    FakeQuantStats s;
+    for (size_t at = 0; at + kStateSize <= rows.size(); at += kStateSize) {
+      const double* v = rows.data() + at;
+      s.error.Merge(ErrorStats::FromState(v));
+      s.clipped += static_cast<int64_t>(v[ErrorStats::kStateSize]);
+      s.total += static_cast<int64_t>(v[ErrorStats::kStateSize + 1]);
+      s.max_abs = std::max(s.max_abs, v[ErrorStats::kStateSize + 2]);
+    }
+    return s;
+  }
 
   void Add(const float* x, const float* ref, int64_t n, float scale, std::vector<float>* scratch) {
     scratch->resize(static_cast<size_t>(n));
@@ -56,27 +76,32 @@ class CaptureObserver final : public runtime::Observer {
   std::map<std::string, std::vector<float>>* out_;
 };
 
-// Watches one tensor of a simulated run and compares fq(value) with its FP32 value.
+// Watches one tensor of a simulated run and compares fq(value) with its FP32 value, per batch.
 class CompareObserver final : public runtime::Observer {
  public:
   CompareObserver(std::string name, float scale, const std::vector<std::map<std::string, std::vector<float>>>* fp32)
-      : name_(std::move(name)), scale_(scale), fp32_(fp32) {}
+      : name_(std::move(name)), scale_(scale), fp32_(fp32), per_batch_(fp32->size()) {}
   void set_batch(size_t b) { batch_ = b; }
+  std::vector<double> Rows() const {
+    std::vector<double> rows;
+    for (const FakeQuantStats& s : per_batch_) s.AppendState(&rows);
+    return rows;
+  }
   bool Wants(const std::string& n) const override { return n == name_; }
   bool WantsFloat() const override { return true; }
   Status OnTensor(const std::string& n, const ir::Node*, const runtime::TensorView& v) override {
     const std::vector<float>& ref = (*fp32_)[batch_].at(n);
     QK_RETURN_IF_NOT(static_cast<int64_t>(ref.size()) == v.numel(), StatusCode::kInternal,
                      "tensor '{}' changed size between the FP32 and the simulated run", n);
-    stats.Add(v.data_as<float>(), ref.data(), v.numel(), scale_, &scratch_);
+    per_batch_[batch_].Add(v.data_as<float>(), ref.data(), v.numel(), scale_, &scratch_);
     return Status::Ok();
   }
-  FakeQuantStats stats;
 
  private:
   std::string name_;
   float scale_;
   const std::vector<std::map<std::string, std::vector<float>>>* fp32_;
+  std::vector<FakeQuantStats> per_batch_;
   size_t batch_ = 0;
   std::vector<float> scratch_;
 };
@@ -193,12 +218,17 @@ Result<AnalyzeResult> AnalyzeLayers(const PlanEvaluator& evaluator, const quant:
       QK_RETURN_IF_NOT(v && v->initializer, StatusCode::kInternal, "weight '{}' has no initializer", row.tensor);
       QK_RETURN_IF_ERROR(WeightStats(*v->initializer, t, &row));
     } else {
-      FakeQuantStats s;
+      std::vector<double> rows;
       std::vector<float> scratch;
       for (const auto& batch : fp32) {
         const std::vector<float>& x = batch.at(row.tensor);
-        s.Add(x.data(), x.data(), static_cast<int64_t>(x.size()), t.scale[0], &scratch);
+        FakeQuantStats b;
+        b.Add(x.data(), x.data(), static_cast<int64_t>(x.size()), t.scale[0], &scratch);
+        b.AppendState(&rows);
       }
+      QK_ASSIGN_OR_RETURN(rows, evaluator.GatherBatchRows(std::move(rows), FakeQuantStats::kStateSize,
+                                                          "combining tensor statistics"));
+      const FakeQuantStats s = FakeQuantStats::Combine(rows);
       row.isolated_tensor = ErrorSummary::From(s.error);
       row.saturation = s.total ? static_cast<double>(s.clipped) / s.total : 0;
       row.range_used = s.max_abs / (static_cast<double>(t.scale[0]) * 127.0);
@@ -217,7 +247,11 @@ Result<AnalyzeResult> AnalyzeLayers(const PlanEvaluator& evaluator, const quant:
                           }));
       row.accumulated_output = ErrorSummary::From(acc.output);
       row.accumulated_metrics = acc.metrics;
-      if (!weight) row.accumulated_tensor = ErrorSummary::From(compare.stats.error);
+      if (!weight) {
+        QK_ASSIGN_OR_RETURN(std::vector<double> rows, evaluator.GatherBatchRows(compare.Rows(), FakeQuantStats::kStateSize,
+                                                                                "combining tensor errors"));
+        row.accumulated_tensor = ErrorSummary::From(FakeQuantStats::Combine(rows).error);
+      }
       ++result.trials;
     }
     progress.Advance(1);

@@ -83,6 +83,26 @@ void ErrorStats::Add(const float* out, const float* ref, int64_t n) {
   count += n;
 }
 
+void ErrorStats::Merge(const ErrorStats& o) {
+  err2 += o.err2;
+  ref2 += o.ref2;
+  out2 += o.out2;
+  dot += o.dot;
+  max_abs = std::max(max_abs, o.max_abs);
+  count += o.count;
+}
+
+void ErrorStats::AppendState(std::vector<double>* out) const {
+  out->insert(out->end(), {err2, ref2, out2, dot, max_abs, static_cast<double>(count)});
+}
+
+ErrorStats ErrorStats::FromState(const double* v) {
+  ErrorStats e;
+  e.err2 = v[0], e.ref2 = v[1], e.out2 = v[2], e.dot = v[3], e.max_abs = v[4];
+  e.count = static_cast<int64_t>(v[5]);  // exact: counts stay far below 2^53
+  return e;
+}
+
 double ErrorStats::sqnr_db() const {
   if (err2 == 0) return INFINITY;
   return ref2 > 0 ? 10.0 * std::log10(ref2 / err2) : -INFINITY;

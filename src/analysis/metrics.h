@@ -124,6 +124,14 @@ struct ErrorStats {
   int64_t count = 0;
 
   void Add(const float* out, const float* ref, int64_t n);
+  // Adds another part's statistics (sums add, max_abs takes the max). Parts added in a fixed
+  // order (batch order) give the same bits however the batches were spread over processes.
+  void Merge(const ErrorStats& other);
+  // The statistics as kStateSize numbers (err2, ref2, out2, dot, max_abs, count) and back: how a
+  // batch's part travels between processes (analysis/plan_eval.h).
+  static constexpr size_t kStateSize = 6;
+  void AppendState(std::vector<double>* out) const;
+  static ErrorStats FromState(const double* state);
   double sqnr_db() const;      // 10 log10(sum ref^2 / sum err^2); +inf when exact
   double cosine() const;       // 1 when both are all zero
   double relative_mse() const; // sum err^2 / sum ref^2

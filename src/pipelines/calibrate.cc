@@ -131,15 +131,33 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
   return s;
 }
 
+// --stats PATH: a file of the artifact set when PATH lies in the -o directory (it appears with
+// the other files or not at all, and the directory may not exist yet); elsewhere written
+// atomically on its own, its directory created, once the set is staged. Nothing without PATH.
+Status WriteStats(const std::string& path, const formats::StatsFile& stats, ArtifactSet* artifacts,
+                  std::vector<std::string>* written) {
+  if (path.empty()) return Status::Ok();
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path target = fs::absolute(path, ec).lexically_normal();
+  QK_RETURN_IF_NOT(!ec && target.has_filename(), StatusCode::kInvalidArgument, "--stats {}: not a file path", path);
+  if (artifacts && fs::absolute(artifacts->Target(target.filename().string()), ec).lexically_normal() == target) {
+    QK_ASSIGN_OR_RETURN(std::string staged, artifacts->StageNew(target.filename().string()));
+    return formats::WriteStatsFile(staged, stats);
+  }
+  fs::create_directories(target.parent_path(), ec);
+  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "--stats {}: cannot create directory {}: {}", path,
+                   target.parent_path().string(), ec.message());
+  QK_RETURN_IF_ERROR(formats::WriteStatsFile(path, stats));
+  written->push_back(path);
+  return Status::Ok();
+}
+
 // Rank 0 (or the only process): the plan from the merged statistics, then every artifact.
 Status WriteOutputs(const CalibrateOptions& options, const LoadedModel& loaded, const CalibrationSites& sites,
                     const Statistics& statistics, std::chrono::steady_clock::time_point start, ArtifactSet* artifacts,
                     CalibrateResult* result_out) {
   CalibrateResult& result = *result_out;
-  if (!options.stats_out.empty()) {
-    QK_RETURN_IF_ERROR(formats::WriteStatsFile(options.stats_out, statistics.stats));
-    result.written.push_back(options.stats_out);
-  }
   QK_ASSIGN_OR_RETURN(BuiltPlan built,
                       BuildPlan(statistics, loaded, sites, {options.method, options.method_overrides}));
   quant::QuantPlan& plan = result.plan;
@@ -150,7 +168,7 @@ Status WriteOutputs(const CalibrateOptions& options, const LoadedModel& loaded, 
 
   if (artifacts == nullptr) {  // no -o
     result.summary = Summarize(options, result, nullptr);
-    return Status::Ok();
+    return WriteStats(options.stats_out, statistics.stats, nullptr, &result.written);
   }
   // The one plan -> Q/DQ code (passes::ApplyPlan) on a fresh copy of the file: the collected
   // model is shared and immutable.
@@ -165,6 +183,7 @@ Status WriteOutputs(const CalibrateOptions& options, const LoadedModel& loaded, 
   QK_RETURN_IF_ERROR(formats::WritePlanJson(artifacts->Stage("plan.json"), plan));
   result.summary = Summarize(options, result, &inserted);
   QK_RETURN_IF_ERROR(WriteFileAtomic(artifacts->Stage("summary.txt"), result.summary));
+  QK_RETURN_IF_ERROR(WriteStats(options.stats_out, statistics.stats, artifacts.get(), &result.written));
   QK_ASSIGN_OR_RETURN(std::vector<std::string> written, artifacts->Commit());
   result.written.insert(result.written.end(), written.begin(), written.end());
   return Status::Ok();

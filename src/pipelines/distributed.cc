@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/check.h"
+#include "formats/qkstats_wire.h"
 
 namespace quantkit::pipelines {
 
@@ -33,17 +34,18 @@ std::unique_ptr<data::Source> ShardForRank(std::unique_ptr<data::Source> source,
 
 Result<formats::StatsFile> MergeStatsOnRoot(runtime::Communicator& comm, formats::StatsFile local) {
   if (comm.world_size() == 1) return local;
-  // The .qkstats text is the wire format: exact (floats round-trip) and already validated on
-  // read, so a rank sending something inconsistent is an error here, not a wrong plan.
+  // Binary, exact (numbers travel as their bytes) and validated on decode, so a rank sending
+  // something inconsistent is an error here, not a wrong plan. (The JSON .qkstats text it
+  // replaces was 3.9 MB per rank on resnet_small and most of the merge time.)
   QK_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                      comm.GatherToRoot(formats::SerializeStats(local), "gathering statistics"));
+                      comm.GatherToRoot(formats::EncodeStatsWire(local), "gathering statistics"));
   if (!comm.is_root()) return local;
   formats::StatsFile merged;
   merged.model_sha256 = local.model_sha256;
   merged.histogram_log2_bins = local.histogram_log2_bins;
   for (size_t r = 0; r < all.size(); ++r) {
     const std::string name = fmt::format("statistics of rank {}", r);
-    QK_ASSIGN_OR_RETURN(formats::StatsFile part, formats::ParseStats(all[r], name, local.model_sha256));
+    QK_ASSIGN_OR_RETURN(formats::StatsFile part, formats::DecodeStatsWire(all[r], name, local.model_sha256));
     QK_RETURN_IF_ERROR(formats::MergeStats(&merged, part).WithContext(name));
   }
   return merged;
@@ -53,9 +55,10 @@ std::string FormatRankLine(const RankReport& r) {
   const int64_t n = r.shard.size();
   std::string s = fmt::format("rank {}/{}: ", r.rank, r.world_size);
   s += n > 0 ? fmt::format("samples {}-{} ({})", r.shard.begin, r.shard.end - 1, n) : "no samples";
+  if (r.passes > 1) s += fmt::format(", {} passes", r.passes);
   s += fmt::format(" in {:.2f} s ({:.1f} samples/s)", r.work_seconds,
-                   static_cast<double>(n) / std::max(r.work_seconds, 1e-9));
-  if (r.rank == 0 && r.world_size > 1) {
+                   static_cast<double>(n * r.passes) / std::max(r.work_seconds, 1e-9));
+  if (r.rank == 0 && r.world_size > 1 && r.passes == 1) {  // many passes combine as they go
     s += fmt::format("; merge {:.3f} s, write {:.3f} s", r.merge_seconds, r.write_seconds);
   }
   return s;

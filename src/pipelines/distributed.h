@@ -33,6 +33,7 @@ struct RankReport {
   int rank = 0;
   int world_size = 1;
   data::ShardRange shard;     // this rank's samples
+  int64_t passes = 1;         // runs over the shard (analyze, fallback: one per trial)
   double work_seconds = 0;    // local model runs
   double merge_seconds = 0;   // gathering and combining on rank 0 (0 elsewhere)
   double write_seconds = 0;   // writing the artifacts (rank 0)
@@ -50,7 +51,8 @@ std::unique_ptr<data::Source> ShardForRank(std::unique_ptr<data::Source> source,
 // unchanged); every rank must call it.
 Result<formats::StatsFile> MergeStatsOnRoot(runtime::Communicator& comm, formats::StatsFile local);
 
-// "rank 1/2: samples 512-1023 (512) in 3.10 s (165.2 samples/s)"
+// "rank 1/2: samples 512-1023 (512) in 3.10 s (165.2 samples/s)"; with passes > 1
+// "rank 1/2: samples 512-1023 (512), 25 passes in 3.10 s (4129.0 samples/s)"
 std::string FormatRankLine(const RankReport& report);
 
 }  // namespace quantkit::pipelines

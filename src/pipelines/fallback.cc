@@ -20,6 +20,9 @@ namespace quantkit::pipelines {
 namespace {
 
 
+// Rank 0 (or the only process): plan.json, model.qdq.onnx, layer_precisions.txt, fallback.json.
+Status WriteOutputs(const ir::Model& model, const std::string& output_dir, FallbackResult* result);
+
 quant::QuantPlan WithFloatNodes(const quant::QuantPlan& plan, const FloatSet& nodes, const std::string& reason) {
   quant::QuantPlan p = plan;
   for (const std::string& n : nodes) p.float_nodes.emplace(n, reason);
@@ -45,13 +48,6 @@ Result<std::vector<std::string>> FallbackCandidates(const analysis::PlanEvaluato
 
 Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan, analysis::Metric* metric,
                                    const FallbackOptions& options) {
-  // All four files or none, and never mixed with a concurrent run's (common/artifact_set.h);
-  // locked before the search, so that a second run into the same -o fails at once.
-  std::unique_ptr<ArtifactSet> out;
-  if (!options.output_dir.empty()) {
-    QK_ASSIGN_OR_RETURN(out, ArtifactSet::Open(options.output_dir, {"model.qdq.onnx", "plan.json",
-                                                                     "layer_precisions.txt", "fallback.json"}));
-  }
   FallbackResult r;
   r.metric = metric->name();
   QK_ASSIGN_OR_RETURN(analysis::TrialResult fp32, evaluator.EvaluateFp32({metric}));
@@ -61,6 +57,7 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
 
   std::map<FloatSet, double> values;  // metric value per evaluated set, for the report
   Progress progress("fallback", 0, "trials");
+  if (!options.progress || evaluator.rank() != 0) progress.set_enabled(false);
   LossFn loss = [&](const FloatSet& set) -> Result<double> {
     QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator.EvaluatePlan(WithFloatNodes(plan, set, "fallback trial"), {metric}));
     const double v = t.metrics.at(r.metric);
@@ -90,8 +87,26 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
   // model the trials simulated; ApplyPlan fills the plan's weight entries.
   r.layer_precisions = LayerPrecisions(*model.graph, r.plan, options.float_precision);
   QK_RETURN_IF_ERROR(passes::ApplyPlan(model, &r.plan, evaluator.options().simulation).status());
-  if (!out) return r;
+  if (options.output_dir.empty()) return r;
+  // Every rank made the same decisions (the trials' values are the same bits everywhere); rank 0
+  // writes, the others wait for its outcome.
+  if (evaluator.rank() != 0) {
+    QK_RETURN_IF_ERROR(evaluator.Agree(Status::Ok(), "writing the results on rank 0"));
+    return r;
+  }
+  const Status written = WriteOutputs(model, options.output_dir, &r);
+  QK_RETURN_IF_ERROR(evaluator.Agree(written, "writing the results on rank 0"));
+  return r;
+}
 
+namespace {
+
+Status WriteOutputs(const ir::Model& model, const std::string& output_dir, FallbackResult* result) {
+  FallbackResult& r = *result;
+  // All four files or none, and never mixed with a concurrent run's (common/artifact_set.h).
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
+                      ArtifactSet::Open(output_dir,
+                                        {"model.qdq.onnx", "plan.json", "layer_precisions.txt", "fallback.json"}));
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, out->Stage("model.qdq.onnx")));
   QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), r.plan));
   QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("layer_precisions.txt"), r.layer_precisions + "\n"));
@@ -99,9 +114,10 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
     r.written.push_back(out->Target(f));
   }
   QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("fallback.json"), FallbackJson(r) + "\n"));
-  QK_RETURN_IF_ERROR(out->Commit().status());
-  return r;
+  return out->Commit().status();
 }
+
+}  // namespace
 
 std::string FormatFallback(const FallbackResult& r) {
   const FallbackSearchResult& s = r.search;

@@ -12,6 +12,8 @@
 //   model.qdq.onnx       the Q/DQ model of that plan
 //   layer_precisions.txt trtexec --layerPrecisions value (float-kept layers)
 //   fallback.json        the search: ranking, every step with its loss and wall time, timings
+// Under a distributed launch (an evaluator with a communicator) every rank runs every trial on
+// its shard and gets the same losses, so all take the same decisions; rank 0 alone writes.
 #pragma once
 
 #include <map>
@@ -31,6 +33,7 @@ struct FallbackOptions {
   int max_float_layers = 0;
   std::string output_dir;
   std::string float_precision = "fp16";
+  bool progress = true;
 };
 
 struct FallbackResult {

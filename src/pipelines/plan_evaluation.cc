@@ -8,19 +8,34 @@
 namespace quantkit::pipelines {
 
 Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& options, const std::string& plan_path,
-                                          const std::string& placement) {
+                                          const std::string& placement,
+                                          const std::optional<DistributedOptions>& distributed) {
   analysis::PlanEvalOptions eval = options;
   QK_ASSIGN_OR_RETURN(eval.simulation.mode, passes::ParsePlacementPolicy(placement));
   PlanEvaluation r;
   QK_ASSIGN_OR_RETURN(r.plan, analysis::ReadPlanFile(plan_path));
+  if (distributed) {
+    QK_ASSIGN_OR_RETURN(r.comm, OpenCommunicator(*distributed));
+    eval.comm = r.comm.get();
+  }
   QK_ASSIGN_OR_RETURN(r.evaluator, analysis::PlanEvaluator::Create(eval));
   QK_ASSIGN_OR_RETURN(std::vector<std::string> unmatched,
                       analysis::UnmatchedPlanTensors(*r.evaluator->float_model().graph, r.plan, eval.model));
-  if (!unmatched.empty()) {
+  if (!unmatched.empty() && r.evaluator->rank() == 0) {
     r.warnings.push_back(fmt::format("{} quantized plan tensors match no tensor of {} (e.g. '{}')",
                                      unmatched.size(), eval.model, unmatched.front()));
   }
   return r;
+}
+
+RankReport PlanEvaluation::Rank(double work_seconds, int64_t passes) const {
+  RankReport report;
+  report.rank = evaluator->rank();
+  report.world_size = evaluator->world_size();
+  report.shard = evaluator->shard();
+  report.work_seconds = work_seconds;
+  report.passes = passes;
+  return report;
 }
 
 }  // namespace quantkit::pipelines

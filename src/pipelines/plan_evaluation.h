@@ -2,26 +2,36 @@
 // read from any format the hub knows, the evaluator (data and FP32 outputs cached once), and a
 // warning when quantized plan tensors match no tensor of the model. Returns the warnings; the
 // caller decides where they go (the CLI prints them on stderr).
+//
+// With `distributed` (the CLI's analyze and fallback) a torchrun/srun/PyTorchJob launch is joined
+// and each rank evaluates its shard (analysis/plan_eval.h); without it, one process.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "analysis/plan_eval.h"
+#include "pipelines/distributed.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
 
 namespace quantkit::pipelines {
 
 struct PlanEvaluation {
+  std::unique_ptr<runtime::Communicator> comm;  // declared first: outlives the evaluator using it
   quant::QuantPlan plan;
   std::unique_ptr<analysis::PlanEvaluator> evaluator;
-  std::vector<std::string> warnings;
+  std::vector<std::string> warnings;  // rank 0's only: one copy per job
+
+  // This rank's summary line: `passes` runs over its shard in `work_seconds`.
+  RankReport Rank(double work_seconds, int64_t passes) const;
 };
 
 // `placement`: "auto" | "tensorrt" | "plan".
 Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& options, const std::string& plan_path,
-                                          const std::string& placement);
+                                          const std::string& placement,
+                                          const std::optional<DistributedOptions>& distributed = std::nullopt);
 
 }  // namespace quantkit::pipelines

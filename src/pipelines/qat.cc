@@ -12,11 +12,11 @@
 
 #include "analysis/model_loading.h"
 #include "analysis/simulate.h"
-#include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/file_util.h"
 #include "common/progress.h"
 #include "pipelines/calibrate.h"
+#include "data/shard.h"
 #include "data/npy.h"
 #include "data/source.h"
 #include "formats/ranges.h"
@@ -125,20 +125,60 @@ std::vector<int64_t> Permutation(int64_t n, uint64_t seed, int64_t epoch) {
   return p;
 }
 
-// Top-1 against labels when the data has them, else argmax agreement with the FP32 model.
+// Top-1 against labels when the data has them, else argmax agreement with the FP32 model. Under a
+// launch each rank evaluates its shard (whole batches: the batches one process runs) and the
+// counts are summed exactly, so every rank gets one process's value.
 Result<double> Validate(const runtime::QatTrainer& trainer, const data::Source& val, int64_t batch_size,
-                        std::string* metric) {
-  int64_t n = 0, correct = 0, agree = 0;
-  bool labelled = true;
-  for (int64_t start = 0; start < val.num_samples(); start += batch_size) {
-    QK_ASSIGN_OR_RETURN(data::Batch b, val.Read(start, std::min(batch_size, val.num_samples() - start)));
-    labelled = labelled && b.labels.has_value();
-    QK_ASSIGN_OR_RETURN(runtime::EvalCounts c, trainer.Evaluate(ToTraining(std::move(b))));
-    n += c.samples, correct += c.correct, agree += c.agree_teacher;
-  }
-  QK_RETURN_IF_NOT(n > 0, StatusCode::kInvalidArgument, "validation data '{}' holds no samples", val.Describe());
+                        runtime::Communicator& comm, std::string* metric) {
+  enum { kSamples, kCorrect, kAgree, kUnlabelled, kCounts };
+  std::vector<int64_t> counts(kCounts, 0);
+  const data::ShardRange shard = data::ShardOf(val.num_samples(), comm.rank(), comm.world_size(), batch_size);
+  const Status local = [&]() -> Status {
+    for (int64_t start = shard.begin; start < shard.end; start += batch_size) {
+      QK_ASSIGN_OR_RETURN(data::Batch b, val.Read(start, std::min(batch_size, shard.end - start)));
+      counts[kUnlabelled] += b.labels.has_value() ? 0 : 1;
+      QK_ASSIGN_OR_RETURN(runtime::EvalCounts c, trainer.Evaluate(ToTraining(std::move(b))));
+      counts[kSamples] += c.samples, counts[kCorrect] += c.correct, counts[kAgree] += c.agree_teacher;
+    }
+    return Status::Ok();
+  }();
+  QK_RETURN_IF_ERROR(comm.Agree(local, "validating"));
+  QK_RETURN_IF_ERROR(comm.AllReduceSum(&counts, "summing validation counts"));
+  QK_RETURN_IF_NOT(counts[kSamples] > 0, StatusCode::kInvalidArgument, "validation data '{}' holds no samples",
+                   val.Describe());
+  const bool labelled = counts[kUnlabelled] == 0;
   *metric = labelled ? "top1" : "agreement";
-  return static_cast<double>(labelled ? correct : agree) / static_cast<double>(n);
+  return static_cast<double>(labelled ? counts[kCorrect] : counts[kAgree]) / static_cast<double>(counts[kSamples]);
+}
+
+// Data-parallel step: every rank's gradients and step result, added in rank order (in double)
+// and divided by the number of ranks. Each rank's loss is the mean over its equal share of the
+// global batch, so the average is the global batch's gradient; rank order makes the sum, and so
+// the update, the same bits on every rank.
+Status AverageOverRanks(runtime::Communicator& comm, std::vector<float>* gradients, runtime::StepResult* r) {
+  const double losses[4] = {r->loss, r->distill, r->label, r->feature};
+  std::string bytes(reinterpret_cast<const char*>(losses), sizeof(losses));
+  bytes.append(reinterpret_cast<const char*>(gradients->data()), gradients->size() * sizeof(float));
+  QK_ASSIGN_OR_RETURN(std::vector<std::string> all, comm.AllGather(bytes, "averaging gradients"));
+  std::vector<double> sum(gradients->size(), 0.0);
+  double loss_sum[4] = {0, 0, 0, 0};
+  for (const std::string& part : all) {
+    QK_RETURN_IF_NOT(part.size() == bytes.size(), StatusCode::kInternal,
+                     "a rank sent {} bytes of gradients, this rank {}", part.size(), bytes.size());
+    double l[4];
+    std::memcpy(l, part.data(), sizeof(l));
+    for (int i = 0; i < 4; ++i) loss_sum[i] += l[i];
+    const char* g = part.data() + sizeof(l);
+    for (size_t i = 0; i < sum.size(); ++i) {
+      float v;
+      std::memcpy(&v, g + i * sizeof(float), sizeof(float));
+      sum[i] += v;
+    }
+  }
+  const double n = static_cast<double>(all.size());
+  for (size_t i = 0; i < sum.size(); ++i) (*gradients)[i] = static_cast<float>(sum[i] / n);
+  r->loss = loss_sum[0] / n, r->distill = loss_sum[1] / n, r->label = loss_sum[2] / n, r->feature = loss_sum[3] / n;
+  return Status::Ok();
 }
 
 void SetInitializers(ir::Graph& g, const std::vector<runtime::NamedTensor>& values) {
@@ -166,13 +206,17 @@ Result<QatResult> RunQat(const QatOptions& o) {
   QK_RETURN_IF_NOT(o.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be > 0, got {}", o.batch_size);
   QK_RETURN_IF_NOT(!o.output_dir.empty(), StatusCode::kInvalidArgument, "an output directory (-o) is required");
   QK_RETURN_IF_NOT(o.steps >= 0 && o.epochs >= 0, StatusCode::kInvalidArgument, "--steps/--epochs must be >= 0");
-  // -o is locked before the (long) training, so that a concurrent run fails at once; the final
-  // files land together or not at all (common/artifact_set.h). checkpoint.pt is written in place
-  // while training, so that --resume finds it after a crash.
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
-                      ArtifactSet::Open(o.output_dir, {"model.qdq.onnx", "model.float.onnx", "calib.cache",
-                                                       "plan.json", "training_log.json", "summary.txt"}));
   QatResult result;
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> comm, OpenCommunicator(o.distributed));
+  const int world = comm->world_size();
+  QK_RETURN_IF_NOT(world == 1 || !o.plan.empty(), StatusCode::kInvalidArgument,
+                   "qat under a distributed launch needs --plan (calibrate first, under the same launch: "
+                   "docs/distributed.md)");
+  QK_RETURN_IF_NOT(o.batch_size % world == 0, StatusCode::kInvalidArgument,
+                   "--batch-size {} is the global batch: it must be a multiple of the {} ranks", o.batch_size, world);
+  const int64_t local_batch = o.batch_size / world;  // this rank's samples of each global batch
+  result.rank.rank = comm->rank();
+  result.rank.world_size = world;
 
   // 1. The plan: given, or calibrated now on the calibration data.
   quant::QuantPlan plan;
@@ -254,7 +298,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
                       runtime::QatTrainer::Create(std::move(training), std::move(teacher), params, topts));
 
   std::error_code ec;
-  fs::create_directories(o.output_dir, ec);
+  if (comm->is_root()) fs::create_directories(o.output_dir, ec);  // rank 0 alone writes
   QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}", o.output_dir, ec.message());
   const fs::path dir(o.output_dir);
   const std::string checkpoint = (dir / "checkpoint.pt").string();
@@ -275,7 +319,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
   }
   auto evaluate = [&](int64_t step) -> Status {
     if (!val_src) return Status::Ok();
-    QK_ASSIGN_OR_RETURN(double m, Validate(*trainer, *val_src, o.batch_size, &result.metric));
+    QK_ASSIGN_OR_RETURN(double m, Validate(*trainer, *val_src, o.batch_size, *comm, &result.metric));
     result.evals.push_back({step, m});
     if (m > best_metric) {
       best_metric = m;
@@ -284,13 +328,13 @@ Result<QatResult> RunQat(const QatOptions& o) {
     }
     return Status::Ok();
   };
-  auto save_checkpoint = [&]() -> Status {
+  auto save_checkpoint = [&]() -> Status {  // by rank 0; every rank learns its outcome
     runtime::CheckpointExtras x;
     x.best = best;
     x.values["best_metric"] = best_metric;
     x.values["best_step"] = static_cast<double>(result.best_step);
     if (result.val_ptq) x.values["val_ptq"] = *result.val_ptq;
-    return trainer->SaveCheckpoint(checkpoint, x);
+    return comm->Agree(comm->is_root() ? trainer->SaveCheckpoint(checkpoint, x) : Status::Ok(), "saving the checkpoint");
   };
   if (trainer->steps_done() == 0) {
     QK_RETURN_IF_ERROR(evaluate(0));
@@ -299,7 +343,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
   nlohmann::json log_steps = nlohmann::json::array();
   const int64_t eval_every = o.eval_every > 0 ? o.eval_every : result.steps_per_epoch;
   Progress bar("qat", total - trainer->steps_done(), "steps");
-  if (!o.progress) bar.set_enabled(false);
+  if (!o.progress || !comm->is_root()) bar.set_enabled(false);
   // Time of the training steps alone (batch assembly included, validation and checkpoints not).
   double train_seconds = 0, cpu_seconds = 0;
   const int64_t first_step = trainer->steps_done();
@@ -309,16 +353,34 @@ Result<QatResult> RunQat(const QatOptions& o) {
     const int64_t epoch = s / result.steps_per_epoch;
     if (epoch != perm_epoch) perm = Permutation(n, o.seed, epoch), perm_epoch = epoch;
     const int64_t offset = (s % result.steps_per_epoch) * o.batch_size;
-    const std::vector<int64_t> idx(perm.begin() + offset, perm.begin() + offset + o.batch_size);
+    // This rank's slice of the global batch (all of it in one process).
+    const int64_t mine = offset + comm->rank() * local_batch;
+    const std::vector<int64_t> idx(perm.begin() + mine, perm.begin() + mine + local_batch);
     const auto step_start = std::chrono::steady_clock::now();
     const std::clock_t cpu_start = std::clock();
-    QK_ASSIGN_OR_RETURN(runtime::TrainingBatch batch, GatherSamples(*train_src, idx));
-    if (!labels.empty()) {
-      std::vector<int64_t> l;
-      for (int64_t i : idx) l.push_back(labels[static_cast<size_t>(i)]);
-      batch.labels = ir::Tensor::FromVector(ir::DType::kInt64, {o.batch_size}, l);
+    // Every rank reaches the step's one Agree: inside the reducer once its gradients exist, or
+    // here with the error that stopped it before (so no rank waits for a gradient never sent).
+    bool reduced = false;
+    const std::string step_name = fmt::format("QAT step {}", s + 1);
+    runtime::QatTrainer::GradientReducer reducer;
+    if (world > 1) {
+      reducer = [&](std::vector<float>* gradients, runtime::StepResult* r) -> Status {
+        reduced = true;
+        QK_RETURN_IF_ERROR(comm->Agree(Status::Ok(), step_name));
+        return AverageOverRanks(*comm, gradients, r);
+      };
     }
-    QK_ASSIGN_OR_RETURN(runtime::StepResult r, trainer->Step(batch));
+    Result<runtime::StepResult> stepped = [&]() -> Result<runtime::StepResult> {
+      QK_ASSIGN_OR_RETURN(runtime::TrainingBatch batch, GatherSamples(*train_src, idx));
+      if (!labels.empty()) {
+        std::vector<int64_t> l;
+        for (int64_t i : idx) l.push_back(labels[static_cast<size_t>(i)]);
+        batch.labels = ir::Tensor::FromVector(ir::DType::kInt64, {local_batch}, l);
+      }
+      return trainer->Step(batch, reducer);
+    }();
+    if (!stepped.ok() && world > 1 && !reduced) QK_RETURN_IF_ERROR(comm->Agree(stepped.status(), step_name));
+    QK_ASSIGN_OR_RETURN(runtime::StepResult r, std::move(stepped));
     train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
     cpu_seconds += static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
     if (s == first_step) result.first_loss = r.loss;
@@ -339,6 +401,10 @@ Result<QatResult> RunQat(const QatOptions& o) {
   }
   bar.Finish();
   result.steps = trainer->steps_done();
+  // Its slice of every global batch (positions in the batch, not sample numbers), one pass a step.
+  result.rank.shard = {comm->rank() * local_batch, (comm->rank() + 1) * local_batch};
+  result.rank.passes = result.steps - first_step;
+  result.rank.work_seconds = train_seconds;
   if (result.paused) {
     result.summary = fmt::format("qat: stopped at step {} of {} (--stop-after); continue with --resume {}\n",
                                  result.steps, total, checkpoint);
@@ -352,78 +418,88 @@ Result<QatResult> RunQat(const QatOptions& o) {
     QK_RETURN_IF_ERROR(trainer->SetParameters(best));  // keep the best
     result.val_best = best_metric;
   }
-
+  // Every rank holds the same parameters; rank 0 writes and the others wait for its outcome.
+  if (!comm->is_root()) {
+    QK_RETURN_IF_ERROR(comm->Agree(Status::Ok(), "writing the results on rank 0"));
+    return result;
+  }
   // 5. Outputs: the fine-tuned float model, then the plan and Q/DQ model built from it.
-  QK_ASSIGN_OR_RETURN(std::vector<runtime::NamedTensor> final_params, trainer->Parameters());
-  QK_ASSIGN_OR_RETURN(ir::Model tuned, LoadFolded(o.model, nullptr));
-  SetInitializers(*tuned.graph, final_params);
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(tuned, out->Stage("model.float.onnx")));
-  quant::QuantPlan final_plan = train_plan;
-  for (const auto& [tensor, scale_name] : fq.activation_scale_of) {
-    for (const runtime::NamedTensor& p : final_params) {
-      if (p.name != scale_name) continue;
-      const float s = p.tensor.data_as<float>()[0];
-      QK_RETURN_IF_NOT(std::isfinite(s) && s > 0, StatusCode::kInvalidArgument,
-                       "learned scale of '{}' ended at {}: not a usable scale (lower --lr)", tensor, s);
-      final_plan.SetScale(tensor, {s}, -1, quant::TensorRole::kActivation, "qat-lsq");
+  const Status written = [&]() -> Status {
+    QK_ASSIGN_OR_RETURN(std::vector<runtime::NamedTensor> final_params, trainer->Parameters());
+    QK_ASSIGN_OR_RETURN(ir::Model tuned, LoadFolded(o.model, nullptr));
+    SetInitializers(*tuned.graph, final_params);
+    QK_RETURN_IF_ERROR(onnx_io::ExportModel(tuned, (dir / "model.float.onnx").string()));
+    quant::QuantPlan final_plan = train_plan;
+    for (const auto& [tensor, scale_name] : fq.activation_scale_of) {
+      for (const runtime::NamedTensor& p : final_params) {
+        if (p.name != scale_name) continue;
+        const float s = p.tensor.data_as<float>()[0];
+        QK_RETURN_IF_NOT(std::isfinite(s) && s > 0, StatusCode::kInvalidArgument,
+                         "learned scale of '{}' ended at {}: not a usable scale (lower --lr)", tensor, s);
+        final_plan.SetScale(tensor, {s}, -1, quant::TensorRole::kActivation, "qat-lsq");
+      }
     }
-  }
-  final_plan.provenance.method =
-      fmt::format("qat(from={}, loss={}, steps={}, batch={}, final_loss={:.6g})",
-                  plan.provenance.method.empty() ? "plan" : plan.provenance.method, LossName(topts), result.steps,
-                  o.batch_size, result.final_loss);
-  final_plan.provenance.data_description = train_src->Describe();
-  final_plan.provenance.data_sha256 = train_src->Fingerprint();
-  final_plan.provenance.num_samples = result.steps * o.batch_size;
-  ir::Model qdq = std::move(tuned);
-  QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, passes::ApplyPlan(qdq, &final_plan, sim));
-  (void)inserted;
-  QK_RETURN_IF_ERROR(quant::ValidatePlan(final_plan));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq, out->Stage("model.qdq.onnx")));
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage("calib.cache"), final_plan, {}));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), final_plan));
+    final_plan.provenance.method =
+        fmt::format("qat(from={}, loss={}, steps={}, batch={}, final_loss={:.6g})",
+                    plan.provenance.method.empty() ? "plan" : plan.provenance.method, LossName(topts), result.steps,
+                    o.batch_size, result.final_loss);
+    final_plan.provenance.data_description = train_src->Describe();
+    final_plan.provenance.data_sha256 = train_src->Fingerprint();
+    final_plan.provenance.num_samples = result.steps * o.batch_size;
+    ir::Model qdq = std::move(tuned);
+    QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, passes::ApplyPlan(qdq, &final_plan, sim));
+    (void)inserted;
+    QK_RETURN_IF_ERROR(quant::ValidatePlan(final_plan));
+    QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq, (dir / "model.qdq.onnx").string()));
+    QK_RETURN_IF_ERROR(formats::WriteTrtCache((dir / "calib.cache").string(), final_plan, {}));
+    QK_RETURN_IF_ERROR(formats::WritePlanJson((dir / "plan.json").string(), final_plan));
 
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.peak_rss_bytes = PeakRssBytes();
-  nlohmann::json log{{"model", o.model},
-                     {"data", train_src->Describe()},
-                     {"plan", o.plan.empty() ? "calibrated: " + plan.provenance.method : o.plan},
-                     {"loss", LossName(topts)},
-                     {"optimizer", topts.optimizer == runtime::OptimizerKind::kSgd ? "sgd" : "adamw"},
-                     {"lr", topts.lr},
-                     {"warmup_steps", topts.warmup_steps},
-                     {"batch_size", o.batch_size},
-                     {"seed", o.seed},
-                     {"steps", result.steps},
-                     {"steps_per_epoch", result.steps_per_epoch},
-                     {"seconds", result.seconds},
-                     {"seconds_per_step", result.seconds_per_step},
-                     {"cpu_seconds_per_step", result.cpu_seconds_per_step},
-                     {"peak_rss_bytes", result.peak_rss_bytes},
-                     {"metric", result.metric},
-                     {"best_step", result.best_step},
-                     {"history", log_steps}};
-  nlohmann::json evals = nlohmann::json::array();
-  for (const QatEval& e : result.evals) evals.push_back({{"step", e.step}, {"value", e.metric}});
-  log["evals"] = evals;
-  if (result.val_ptq) log["val_ptq"] = *result.val_ptq;
-  if (result.val_best) log["val_best"] = *result.val_best;
-  QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("training_log.json"), log.dump(1) + "\n"));
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.peak_rss_bytes = PeakRssBytes();
+    nlohmann::json log{{"model", o.model},
+                       {"data", train_src->Describe()},
+                       {"plan", o.plan.empty() ? "calibrated: " + plan.provenance.method : o.plan},
+                       {"loss", LossName(topts)},
+                       {"optimizer", topts.optimizer == runtime::OptimizerKind::kSgd ? "sgd" : "adamw"},
+                       {"lr", topts.lr},
+                       {"warmup_steps", topts.warmup_steps},
+                       {"batch_size", o.batch_size},
+                       {"seed", o.seed},
+                       {"steps", result.steps},
+                       {"steps_per_epoch", result.steps_per_epoch},
+                       {"seconds", result.seconds},
+                       {"seconds_per_step", result.seconds_per_step},
+                       {"cpu_seconds_per_step", result.cpu_seconds_per_step},
+                       {"peak_rss_bytes", result.peak_rss_bytes},
+                       {"metric", result.metric},
+                       {"best_step", result.best_step},
+                       {"history", log_steps}};
+    nlohmann::json evals = nlohmann::json::array();
+    for (const QatEval& e : result.evals) evals.push_back({{"step", e.step}, {"value", e.metric}});
+    log["evals"] = evals;
+    if (result.val_ptq) log["val_ptq"] = *result.val_ptq;
+    if (result.val_best) log["val_best"] = *result.val_best;
+    QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "training_log.json").string(), log.dump(1) + "\n"));
 
-  std::string& sum = result.summary;
-  sum = fmt::format("qat: {} steps ({:.2f} epochs of {} samples, batch {}), loss {:.4g} -> {:.4g}, {:.3f} s/step ({:.3f} s CPU)\n",
-                    result.steps, static_cast<double>(result.steps) / static_cast<double>(result.steps_per_epoch), n,
-                    o.batch_size, result.first_loss, result.final_loss, result.seconds_per_step,
-                    result.cpu_seconds_per_step);
-  sum += fmt::format("  {} BatchNormalization folded, {} weight and {} activation fake-quant pairs, {} parameters\n",
-                     result.folded_batch_norms, result.weight_pairs, result.activation_pairs, result.parameters);
-  if (result.val_ptq && result.val_best) {
-    sum += fmt::format("  validation {}: PTQ {:.2f}% -> QAT {:.2f}% (best at step {})\n", result.metric,
-                       100 * *result.val_ptq, 100 * *result.val_best, result.best_step);
-  }
-  QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("summary.txt"), sum));
-  QK_ASSIGN_OR_RETURN(result.written, out->Commit());
-  result.written.push_back(checkpoint);
+    std::string& sum = result.summary;
+    sum = fmt::format("qat: {} steps ({:.2f} epochs of {} samples, batch {}), loss {:.4g} -> {:.4g}, {:.3f} s/step ({:.3f} s CPU)\n",
+                      result.steps, static_cast<double>(result.steps) / static_cast<double>(result.steps_per_epoch), n,
+                      o.batch_size, result.first_loss, result.final_loss, result.seconds_per_step,
+                      result.cpu_seconds_per_step);
+    sum += fmt::format("  {} BatchNormalization folded, {} weight and {} activation fake-quant pairs, {} parameters\n",
+                       result.folded_batch_norms, result.weight_pairs, result.activation_pairs, result.parameters);
+    if (result.val_ptq && result.val_best) {
+      sum += fmt::format("  validation {}: PTQ {:.2f}% -> QAT {:.2f}% (best at step {})\n", result.metric,
+                         100 * *result.val_ptq, 100 * *result.val_best, result.best_step);
+    }
+    QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "summary.txt").string(), sum));
+    for (const char* f : {"model.qdq.onnx", "model.float.onnx", "calib.cache", "plan.json", "training_log.json",
+                          "summary.txt", "checkpoint.pt"}) {
+      result.written.push_back((dir / f).string());
+    }
+    return Status::Ok();
+  }();
+  QK_RETURN_IF_ERROR(comm->Agree(written, "writing the results on rank 0"));
   return result;
 }
 

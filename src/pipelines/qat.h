@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "data/image_options.h"
+#include "pipelines/distributed.h"
 #include "passes/qdq_placement.h"
 #include "quant/tensor_calib.h"
 #include "quantkit/status.h"
@@ -53,6 +54,10 @@ struct QatOptions {
                                   // checkpoint (time-sliced jobs; continue with `resume`)
   bool progress = true;
   std::string device = "cpu";
+  // Under torchrun/srun/a PyTorchJob: data-parallel. batch_size is the global batch; each rank
+  // runs batch_size / N of its samples and the gradients are averaged over the ranks (in rank
+  // order: the same bits on every rank) before each optimizer step. Rank 0 writes.
+  DistributedOptions distributed;
 };
 
 struct QatEval {
@@ -76,6 +81,7 @@ struct QatResult {
   bool paused = false;                // stopped by stop_after before the last step
   std::vector<std::string> written;
   std::string summary;
+  RankReport rank;  // this process's part (samples per step, time of the steps)
 };
 
 Result<QatResult> RunQat(const QatOptions& options);

@@ -67,6 +67,27 @@ struct QatTrainer::Impl {
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   int64_t step = 0;
 
+  // The gradients out to `reduce` as one float buffer and back. A parameter the loss does not
+  // reach has no gradient on any rank (same graph): it travels as zeros and stays without one,
+  // so the optimizer skips it as in one process.
+  Status ReduceGradients(const GradientReducer& reduce, StepResult* r) {
+    std::vector<float> flat;
+    for (const at::Tensor& p : params) {
+      const at::Tensor g = p.grad().defined() ? p.grad().to(at::kFloat).contiguous() : at::zeros_like(p, at::kFloat);
+      flat.insert(flat.end(), g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
+    }
+    const size_t size = flat.size();
+    QK_RETURN_IF_ERROR(reduce(&flat, r));
+    QK_RETURN_IF_NOT(flat.size() == size, StatusCode::kInternal, "gradient reduction changed the size");
+    size_t at = 0;
+    at::NoGradGuard no_grad;
+    for (at::Tensor& p : params) {
+      if (p.grad().defined()) p.mutable_grad().copy_(at::from_blob(flat.data() + at, p.sizes(), at::kFloat));
+      at += static_cast<size_t>(p.numel());
+    }
+    return Status::Ok();
+  }
+
   NamedAten ParameterFeeds() const {
     NamedAten p;
     for (size_t i = 0; i < names.size(); ++i) p.emplace_back(names[i], params[i]);
@@ -142,7 +163,7 @@ double QatTrainer::LearningRate(int64_t step) const {
 
 int64_t QatTrainer::steps_done() const { return impl_->step; }
 
-Result<StepResult> QatTrainer::Step(const TrainingBatch& batch) {
+Result<StepResult> QatTrainer::Step(const TrainingBatch& batch, const GradientReducer& reduce) {
   Impl& m = *impl_;
   const TrainerOptions& o = m.options;
   QK_RETURN_IF_NOT(o.label_weight <= 0 || batch.labels.has_value(), StatusCode::kInvalidArgument,
@@ -201,6 +222,7 @@ Result<StepResult> QatTrainer::Step(const TrainingBatch& batch) {
                      "QAT step {}: the loss is {} (learning rate {} too high?)", m.step, r.loss, r.lr);
     m.optimizer->zero_grad();
     loss.backward();  // retain_graph=false: frees the saved activations
+    if (reduce) QK_RETURN_IF_ERROR(m.ReduceGradients(reduce, &r));
     m.SetLr(r.lr);
     m.optimizer->step();
     return Status::Ok();

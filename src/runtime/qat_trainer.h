@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -81,7 +82,12 @@ class QatTrainer {
                                                     const TrainerOptions& options);
   ~QatTrainer();
 
-  Result<StepResult> Step(const TrainingBatch& batch);
+  // Data-parallel training (qat under torchrun): called between backward and the optimizer step
+  // with every parameter's gradient, float32, flattened and concatenated in parameter order, and
+  // this step's result; it replaces both with their average over the ranks, so every rank
+  // applies the same update to the same parameters.
+  using GradientReducer = std::function<Status(std::vector<float>* gradients, StepResult* result)>;
+  Result<StepResult> Step(const TrainingBatch& batch, const GradientReducer& reduce = nullptr);
   int64_t steps_done() const;
   double LearningRate(int64_t step) const;  // the schedule
 

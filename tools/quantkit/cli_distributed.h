@@ -1,5 +1,5 @@
 // --distributed and --dist-timeout, shared by the subcommands that run as N processes of one job
-// (calibrate, eval; docs/distributed.md), and the per-rank summary line.
+// (calibrate, eval, analyze, fallback, qat; docs/distributed.md), and the per-rank summary line.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -14,7 +14,7 @@ namespace quantkit::cli {
 // Fills *options as the options are parsed (the pointer must outlive parsing).
 void AddDistributedOptions(CLI::App* cmd, pipelines::DistributedOptions* options);
 
-// Under a distributed launch (WORLD_SIZE > 1) only calibrate and eval share the work; any other
+// Under a distributed launch (WORLD_SIZE > 1) only the subcommands above share the work; any other
 // subcommand would run N copies writing the same outputs, so it is refused (kUnsupported).
 Status CheckDistributedLaunch(const CLI::App& app);
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "analysis/simulate.h"
+#include "cli_distributed.h"
 #include "common/check.h"
 
 namespace quantkit::cli {
@@ -138,10 +139,11 @@ void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* a, const std::string& data_
   cmd->add_option("--samples", a->eval.samples, "first N samples (0: all)")->capture_default_str();
   cmd->add_option("--batch-size", a->eval.batch_size, "samples per run")->capture_default_str();
   cmd->add_option("--placement", a->placement, "auto, tensorrt or plan")->capture_default_str();
+  AddDistributedOptions(cmd, &a->distributed);
 }
 
 Result<pipelines::PlanEvaluation> OpenPlanEvaluation(const PlanEvalArgs& args) {
-  QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation r, pipelines::OpenPlanEvaluation(args.eval, args.plan, args.placement));
+  QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation r, pipelines::OpenPlanEvaluation(args.eval, args.plan, args.placement, args.distributed));
   for (const std::string& w : r.warnings) std::fprintf(stderr, "quantkit: warning: %s\n", EscapeControl(w).c_str());
   return r;
 }

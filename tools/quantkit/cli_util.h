@@ -48,11 +48,12 @@ Result<data::ImageOptions> ToImageOptions(const ImageArgs& args);
 struct PlanEvalArgs {
   analysis::PlanEvalOptions eval;
   std::string plan, placement = "auto";
+  pipelines::DistributedOptions distributed;  // --distributed, --dist-timeout
 };
 void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* args, const std::string& data_help);
 
 // The shared start of analyze and fallback (pipelines/plan_evaluation.h), its warnings printed
-// on stderr.
+// on stderr. Under a torchrun/srun/PyTorchJob launch each rank evaluates its shard.
 Result<pipelines::PlanEvaluation> OpenPlanEvaluation(const PlanEvalArgs& args);
 
 }  // namespace quantkit::cli

@@ -4,6 +4,7 @@
 #include "analysis/layer_analysis.h"
 #include "analysis/plan_eval.h"
 #include "analysis/simulate.h"
+#include "cli_distributed.h"
 #include "cli_util.h"
 
 namespace quantkit::cli {
@@ -44,9 +45,12 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
       const std::vector<analysis::Metric*> metrics = analysis::MetricPointers(*owned);
       analysis::AnalyzeOptions options;
       options.accumulated = !opts->no_accumulated;
-      options.progress = !opts->quiet;
+      options.progress = !opts->quiet && evaluator.rank() == 0;
       auto r = analysis::AnalyzeLayers(evaluator, plan, metrics, options);
       if (!r.ok()) return Report(r.status());
+      // Under a launch every rank has the whole report; rank 0 prints it, each rank its line.
+      if (evaluator.world_size() > 1) PrintRankLine(opened->Rank(r->seconds, r->trials + 1));
+      if (evaluator.rank() != 0) return 0;
       if (opts->json) {
         std::printf("%s\n", analysis::AnalyzeJson(*r).c_str());
       } else {

@@ -4,6 +4,7 @@
 #include "pipelines/fallback.h"
 #include "analysis/plan_eval.h"
 #include "analysis/simulate.h"
+#include "cli_distributed.h"
 #include "cli_util.h"
 
 namespace quantkit::cli {
@@ -44,8 +45,14 @@ void SetupFallback(CLI::App& app, RunFn* run) {
           !opts->metric.empty() ? opts->metric : analysis::DefaultMetricName(evaluator.has_labels(), evaluator.class_output());
       auto metric = analysis::MakeMetric(name);
       if (!metric.ok()) return Report(metric.status());
+      opts->fallback.progress = !opts->quiet;
       auto r = pipelines::RunFallback(evaluator, plan, metric->get(), opts->fallback);
       if (!r.ok()) return Report(r.status());
+      // Every rank took the same decisions; rank 0 wrote and prints the report, each rank its line.
+      if (evaluator.world_size() > 1) {
+        PrintRankLine(opened->Rank(r->search.seconds + r->full_eval_seconds, r->search.evaluations + 1));
+      }
+      if (evaluator.rank() != 0) return r->search.within_budget ? 0 : 1;
       if (opts->json) {
         std::printf("%s\n", pipelines::FallbackJson(*r).c_str());
       } else {

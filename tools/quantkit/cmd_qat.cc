@@ -2,6 +2,7 @@
 //               [--lr LR] [--optimizer adamw|sgd] [--loss mse|kl|ce|ce+kl] [--val DATA] [--resume CKPT] ...
 #include <cstdio>
 
+#include "cli_distributed.h"
 #include "cli_util.h"
 #include "common/progress.h"
 #include "pipelines/qat.h"
@@ -58,6 +59,7 @@ void SetupQat(CLI::App& app, RunFn* run) {
   cmd->add_option("--device", q.device, "cpu (CUDA training is not available yet)")->capture_default_str();
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->image);
+  AddDistributedOptions(cmd, &q.distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
       pipelines::QatOptions& q = opts->qat;
@@ -92,6 +94,8 @@ void SetupQat(CLI::App& app, RunFn* run) {
       q.progress = !opts->quiet;
       auto r = pipelines::RunQat(q);
       if (!r.ok()) return Report(r.status());
+      if (r->rank.world_size > 1) PrintRankLine(r->rank);
+      if (r->rank.rank != 0) return 0;  // rank 0 wrote and reports
       std::fputs(r->summary.c_str(), stdout);
       std::printf("  %.1f s, peak RSS %s\n", r->seconds, FormatBytes(r->peak_rss_bytes).c_str());
       for (const std::string& f : r->written) std::printf("wrote %s\n", f.c_str());

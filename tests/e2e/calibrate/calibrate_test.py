@@ -9,6 +9,7 @@ Checks, with onnxruntime as the oracle:
   3. The cache holds exactly the Q/DQ model's activation scales (bit for bit) under the requested
      TensorRT header; ranges.txt holds amax = the plan's amax.
   4. --stats then --from-stats (the statistics split in two shards) gives the identical plan;
+     --stats inside a new -o directory (or in another new directory) is written with the set;
      --weights per-tensor gives one scale per weight.
   5. Bad data: wrong shape, wrong dtype, empty folder -> exit 2 with one line naming the input;
      NaN in data -> a warning naming the tensor; a model input that never varies -> kept float.
@@ -105,6 +106,25 @@ def main():
         np.save(os.path.join(d, "xall.npy"), x)
         run(["calibrate", MODEL, "--data", os.path.join(d, "xa.npy"), "--stats", s1, "-q", "--batch-size", "7"])
         run(["calibrate", MODEL, "--data", os.path.join(d, "xb.npy"), "--stats", s2, "-q", "--batch-size", "64"])
+        # 4a. --stats inside an -o directory that does not exist yet: one set, created together
+        # (it used to fail writing the statistics before -o was created); --stats in another new
+        # directory: created. The files equal the statistics written alone.
+        new_out, other = os.path.join(d, "new_out"), os.path.join(d, "other", "deep")
+        p = run(["calibrate", MODEL, "--data", os.path.join(d, "xa.npy"), "--batch-size", "7", "-q",
+                 "-o", new_out, "--stats", os.path.join(new_out, "a.qkstats")])
+        assert sorted(os.listdir(new_out)) == ["a.qkstats", "calib.cache", "model.qdq.onnx", "plan.json",
+                                               "ranges.txt", "summary.txt"], os.listdir(new_out)
+        assert p.stdout.count("wrote ") == 6, p.stdout
+        run(["calibrate", MODEL, "--data", os.path.join(d, "xa.npy"), "--batch-size", "7", "-q",
+             "-o", os.path.join(d, "o2"), "--stats", os.path.join(other, "a.qkstats")])
+        for f in (os.path.join(new_out, "a.qkstats"), os.path.join(other, "a.qkstats")):
+            assert open(f, "rb").read() == open(s1, "rb").read(), f
+        # A failed run leaves neither the new -o directory nor its statistics.
+        failed_out = os.path.join(d, "failed_out")
+        np.save(os.path.join(d, "bad_for_stats.npy"), np.zeros((4, 3, 28, 28), np.float32))
+        run(["calibrate", MODEL, "--data", os.path.join(d, "bad_for_stats.npy"), "-q", "-o", failed_out,
+             "--stats", os.path.join(failed_out, "s.qkstats")], expect=2)
+        assert not os.path.exists(failed_out)
         run(["calibrate", MODEL, "--from-stats", s1, s2, "--method", "percentile:99.9", "-o", os.path.join(d, "m"), "-q"])
         run(["calibrate", MODEL, "--data", os.path.join(d, "xall.npy"), "--method", "percentile:99.9",
              "-o", os.path.join(d, "one"), "-q", "--batch-size", "32"])

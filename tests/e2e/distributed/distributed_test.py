@@ -4,19 +4,23 @@
      .qkstats) byte-identical to one process over the same data; only rank 0 writes, every rank
      prints its one line.
   2. eval --plan under torchrun with 2 ranks: the same JSON report (timing aside), predictions
-     and outputs .npy byte-identical to one process.
+     and outputs .npy byte-identical to one process; analyze and fallback with 2 ranks: the same
+     report and search as one process, fallback's files byte-identical (rank 0 writes); qat with
+     2 ranks (gradients averaged) trains to one process's parameters within float rounding.
   3. Faults, with ranks started directly from RANK/WORLD_SIZE/MASTER_* (as srun or a PyTorchJob
      start them; torchrun's agent would kill the survivors itself and hide their behaviour):
      a rank that fails on its shard (a bad sample file) makes every rank exit non-zero naming
      that rank and its cause; a killed rank makes the survivor exit non-zero within a bounded
      time naming it; a rank that never starts ends the rendezvous after --dist-timeout; no
      artifact is written in any of them. And under torchrun the failing shard also exits non-zero.
+     analyze with the bad shard stops both ranks too.
   4. --distributed without a launch environment is exit 2 with one line; a subcommand that does
      not share work (lint here) refuses a launch with exit 3.
 argv: quantkit binary, repository root, torchrun.
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -150,6 +154,94 @@ def check_eval_equality(d, plan):
     print("eval: 2 ranks give the same report, predictions and outputs as one process")
 
 
+TIMING_KEYS = {"seconds", "fp32_seconds", "search_seconds", "trial_seconds", "fp32_pass_seconds"}
+
+
+def without_timing(j):
+    """A report with its wall-time fields removed (they differ from run to run)."""
+    if isinstance(j, dict):
+        return {k: without_timing(v) for k, v in j.items() if k not in TIMING_KEYS}
+    if isinstance(j, list):
+        return [without_timing(v) for v in j]
+    return j
+
+
+def check_plan_eval_equality(d, plan):
+    """analyze and fallback: 2 ranks (uneven shards: 1 and 2 batches) decide and report as one process."""
+    data = ["--data", "fashion-mnist:test", "--samples", "96", "--batch-size", "32", "-q"]
+    base = ["analyze", MODEL, "--plan", plan, "--json"] + data
+    one = json.loads(run([QK] + base).stdout)
+    p = torchrun(2, base)
+    assert without_timing(json.loads(p.stdout)) == without_timing(one), "analyze differs from one process"
+    assert one["samples"] == 96 and len(one["tensors"]) > 3 and one["trials"] == 1 + 2 * len(one["tensors"])
+    for r in range(2):
+        assert f"rank {r}/2: samples" in p.stderr and "passes" in p.stderr, p.stderr
+    # fallback: every trial's loss is the same bits on every rank, so the search takes the same
+    # steps; rank 0 alone writes. Budget 0 is out of reach: the search runs every phase (exit 1).
+    outs = {}
+    for nproc in (1, 2):
+        out = os.path.join(d, f"fallback{nproc}")
+        args = ["fallback", MODEL, "--plan", plan, "--metric", "rel_mse", "--budget", "0", "--max-float", "2",
+                "-o", out] + data
+        p = run([QK] + args, expect=1) if nproc == 1 else torchrun(nproc, args, expect=1)
+        outs[nproc] = out
+    assert_same_files(outs[1], outs[2], ["plan.json", "model.qdq.onnx", "layer_precisions.txt"])
+    reports = [json.loads(read(os.path.join(outs[n], "fallback.json"))) for n in (1, 2)]
+    assert without_timing(reports[0]) == without_timing(reports[1]), "fallback search differs"
+    assert reports[0]["trials"] > len(reports[0]["ranking"]) and reports[0]["float_nodes"]
+    assert sorted(os.listdir(outs[2])) == ["fallback.json", "layer_precisions.txt", "model.qdq.onnx", "plan.json"]
+    print("analyze, fallback: 2 ranks give the same report, search and files as one process")
+
+
+# qat, 2 ranks vs 1 process on the same global batches: the runs may differ only by the order of
+# float sums (one process sums the gradient over 32 samples in one kernel, two ranks over 16 each,
+# then average), about 1e-7 of the gradient. After 4 SGD steps the parameters must stay apart by
+# less than this share of how far training moved them (measured: 1.1e-5; a missing or wrong
+# all-reduce, i.e. training on half the batch, is off by a share of order 1), and each step's
+# loss (which reflects every earlier update) within QAT_LOSS_RTOL (measured: 3e-8).
+QAT_DISAGREEMENT_MAX = 1e-4
+QAT_LOSS_RTOL = 1e-5
+
+
+def initializers(path):
+    import onnx
+    from onnx import numpy_helper
+    return {i.name: numpy_helper.to_array(i).astype(np.float64) for i in onnx.load(path).graph.initializer}
+
+
+def check_qat(d, plan):
+    """qat: data-parallel gradients averaged over 2 ranks train as one process does."""
+    outs = {}
+    for nproc in (1, 2):
+        out = os.path.join(d, f"qat{nproc}")
+        args = ["qat", MODEL, "--plan", plan, "--data", "fashion-mnist:train", "--samples", "256",
+                "--batch-size", "32", "--steps", "4", "--optimizer", "sgd", "--lr", "0.001", "--seed", "3",
+                "--val", "fashion-mnist:val", "--val-samples", "96", "--eval-every", "2", "-q", "-o", out]
+        p = run([QK] + args) if nproc == 1 else torchrun(nproc, args)
+        outs[nproc] = out
+    assert "rank 1/2: samples 16-31 (16), 4 passes" in p.stderr, p.stderr
+    logs = [json.loads(read(os.path.join(outs[n], "training_log.json"))) for n in (1, 2)]
+    losses = [[h["loss"] for h in log["history"]] for log in logs]
+    assert len(losses[0]) == 4 and abs(losses[0][-1] - losses[0][0]) > 1e-3 * losses[0][0], losses  # it trained
+    for a, b in zip(*losses):
+        assert abs(a - b) <= QAT_LOSS_RTOL * abs(a), losses
+    # Validation is sharded on whole batches and its counts summed: step 0 (same parameters
+    # everywhere) is exactly one process's value.
+    evals = [log["evals"] for log in logs]
+    assert [e["step"] for e in evals[0]] == [e["step"] for e in evals[1]] == [0, 2, 4], evals
+    assert evals[0][0] == evals[1][0], evals
+    # The written model holds the kept (best) parameters: the same step in both runs.
+    assert logs[0]["best_step"] == logs[1]["best_step"], (logs[0]["best_step"], logs[1]["best_step"])
+    start = initializers(MODEL)
+    one, two = (initializers(os.path.join(outs[n], "model.float.onnx")) for n in (1, 2))
+    moved = max(np.abs(one[k] - start[k]).max() for k in one if k in start)
+    apart = max(np.abs(one[k] - two[k]).max() for k in one)
+    assert apart <= QAT_DISAGREEMENT_MAX * moved, (moved, apart)  # both 0 when step 0 was the best
+    assert sorted(os.listdir(outs[1])) == sorted(os.listdir(outs[2]))
+    print(f"qat: 2 ranks train as one process (losses {losses[0]}, parameters apart {apart:.2e}, "
+          f"moved {moved:.2e})")
+
+
 def bad_sample_dir(d):
     """16 samples, one per .npy file; the last has the wrong shape (read by the last rank only)."""
     data = os.path.join(d, "bad_shard")
@@ -161,7 +253,7 @@ def bad_sample_dir(d):
     return data
 
 
-def check_faults(d):
+def check_faults(d, plan):
     data = bad_sample_dir(d)
     out = os.path.join(d, "fault_out")
     args = ["calibrate", MODEL, "--data", data, "--batch-size", "4", "-o", out, "-q",
@@ -178,6 +270,12 @@ def check_faults(d):
     p = torchrun(2, args, expect=1)  # torchrun reports a failed worker with exit 1
     assert "s15.npy" in p.stderr, p.stderr
     assert not os.path.exists(out)
+    # analyze: the same bad shard stops both ranks while the FP32 outputs are cached.
+    res = finish(spawn_ranks(2, ["analyze", MODEL, "--plan", plan, "--data", data, "--batch-size", "4", "-q",
+                                 "--dist-timeout", str(DIST_TIMEOUT_S)])[0])
+    for r, (code, out_text, err) in res.items():
+        assert code == 2 and "s15.npy" in err and not out_text, (r, code, err)
+    assert "rank 1 of 2 failed" in res[0][2], res[0][2]
     # b. A killed rank: the survivor stops within the bound and names it.
     slow = ["calibrate", MODEL, "--data", "fashion-mnist:calib", "--samples", "1024", "--batch-size", "8",
             "-o", out, "-q", "--dist-timeout", str(DIST_TIMEOUT_S)]
@@ -208,6 +306,21 @@ def check_faults(d):
         p = torchrun(2, args, expect=1, env=env)
         assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun" in p.stderr, p.stderr
         assert not os.path.exists(out)
+    # qat under a launch needs --plan (calibrating first would open a second group): every rank
+    # says so, exit 2, and nothing is written.
+    res = finish(spawn_ranks(2, ["qat", MODEL, "--data", data, "--batch-size", "4", "--steps", "1", "-o", out,
+                                 "-q", "--dist-timeout", str(DIST_TIMEOUT_S)])[0])
+    for r, (code, _, err) in res.items():
+        assert code == 2 and "needs --plan" in err, (r, code, err)
+    assert not os.path.exists(out)
+    # qat: a rank whose slice of a step holds the bad sample stops every rank at that step, naming
+    # it (the others wait in the step's gradient exchange and get its error, not a timeout).
+    res = finish(spawn_ranks(2, ["qat", MODEL, "--plan", plan, "--data", data, "--batch-size", "4", "--steps", "4",
+                                 "-o", out, "-q", "--dist-timeout", str(DIST_TIMEOUT_S)])[0])
+    for r, (code, _, err) in res.items():
+        assert code == 2 and "s15.npy" in err and "rank 1 of 2" in err, (r, code, err)
+    assert not os.path.exists(os.path.join(out, "model.qdq.onnx"))
+    shutil.rmtree(out, ignore_errors=True)  # qat makes its -o directory up front (one process too)
     # e. Subcommands that do not share work refuse a launch instead of running N copies.
     res = finish(spawn_ranks(2, ["lint", MODEL])[0])
     for r, (code, _, err) in res.items():
@@ -224,7 +337,9 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         plan = check_calibrate_equality(d)
         check_eval_equality(d, plan)
-        check_faults(d)
+        check_plan_eval_equality(d, plan)
+        check_qat(d, plan)
+        check_faults(d, plan)
 
 
 if __name__ == "__main__":

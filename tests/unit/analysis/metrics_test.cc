@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 namespace quantkit::analysis {
 namespace {
@@ -74,6 +75,34 @@ TEST(Metrics, ErrorStatsSqnrCosineRelativeMse) {
   exact.Add(ref, ref, 3);
   EXPECT_TRUE(std::isinf(exact.sqnr_db()));
   EXPECT_DOUBLE_EQ(exact.cosine(), 1.0);
+}
+
+// The per-batch state that distributed analyze/fallback exchange: it round-trips exactly, and
+// merging batch parts in batch order is what one process computes for the same batches (so the
+// result cannot depend on which rank held which batch). Without Merge's max, max_abs would sum.
+TEST(Metrics, ErrorStatsStateRoundTripsAndMergesInOrder) {
+  const float ref[] = {0.1f, -2.5f, 3.25f, 1e-3f, 7.0f, -0.3f};
+  const float out[] = {0.2f, -2.0f, 3.0f, 0.0f, 6.5f, -0.1f};
+  ErrorStats parts[3];
+  std::vector<double> rows;
+  for (int b = 0; b < 3; ++b) {
+    parts[b].Add(out + 2 * b, ref + 2 * b, 2);
+    parts[b].AppendState(&rows);
+  }
+  ASSERT_EQ(rows.size(), 3 * ErrorStats::kStateSize);
+  ErrorStats merged, from_rows;
+  for (int b = 0; b < 3; ++b) {
+    merged.Merge(parts[b]);
+    from_rows.Merge(ErrorStats::FromState(rows.data() + b * ErrorStats::kStateSize));
+  }
+  for (const ErrorStats* e : {&merged, &from_rows}) {
+    EXPECT_EQ(e->count, 6);
+    EXPECT_EQ(e->max_abs, 0.5);  // |6.5 - 7| and |-2 - -2.5|: the max, not a sum
+    EXPECT_EQ(e->err2, (parts[0].err2 + parts[1].err2) + parts[2].err2);  // batch order, bit for bit
+  }
+  EXPECT_EQ(merged.dot, from_rows.dot);
+  EXPECT_EQ(merged.ref2, from_rows.ref2);
+  EXPECT_EQ(merged.out2, from_rows.out2);
 }
 
 // A user-defined metric plugs in through the same interface.
