@@ -39,7 +39,8 @@ demo: build
 
 # ASan + UBSan (Debug, build/asan): builds only the quantkit CLI and the `unit` test binaries
 # (target unit_tests), then runs the `unit` tests (the Hostile.* suite among them) and
-# e2e.reliability (label `asan`). The asan-ubsan test preset sets halt_on_error, LSan on, UBSan
+# e2e.reliability (label `asan`); the placeholders of the binaries it does not build (*_NOT_BUILT:
+# slow or conformance tests that share a directory with unit tests) are left out. The asan-ubsan test preset sets halt_on_error, LSan on, UBSan
 # print_stacktrace, and allocator_may_return_null=1 so that huge requests fail like the real
 # allocator and the out-of-memory tests exercise quantkit's own error path.
 asan: setup

@@ -183,7 +183,7 @@ Status WriteOutputs(const CalibrateOptions& options, const LoadedModel& loaded, 
   QK_RETURN_IF_ERROR(formats::WritePlanJson(artifacts->Stage("plan.json"), plan));
   result.summary = Summarize(options, result, &inserted);
   QK_RETURN_IF_ERROR(WriteFileAtomic(artifacts->Stage("summary.txt"), result.summary));
-  QK_RETURN_IF_ERROR(WriteStats(options.stats_out, statistics.stats, artifacts.get(), &result.written));
+  QK_RETURN_IF_ERROR(WriteStats(options.stats_out, statistics.stats, artifacts, &result.written));
   QK_ASSIGN_OR_RETURN(std::vector<std::string> written, artifacts->Commit());
   result.written.insert(result.written.end(), written.begin(), written.end());
   return Status::Ok();
