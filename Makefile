@@ -2,7 +2,8 @@
 #   make demo   install what is missing, build, run the main job on the bundled model and data
 #   make test   the whole test suite (what CI runs)
 # Other targets: build, python (the extension in-tree), asan (sanitizer build + unit tests), bench, zoo, zoo-table,
-# fuzz, fuzz-smoke, clean.
+# fuzz, fuzz-smoke, clean,
+#   cuda (build against PyPI torch in .venv-torch: the GPU route, docs/gpu.md), cuda-test.
 
 PRESET ?= dev
 BUILD_DIR := build/$(PRESET)
@@ -13,7 +14,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_MAXSIZE ?= 5G
 
-.PHONY: all setup build python test demo asan bench zoo zoo-table qat-table fuzz fuzz-smoke clean
+.PHONY: all setup build python test demo asan bench zoo zoo-table qat-table fuzz fuzz-smoke clean cuda cuda-test
 
 all: build
 
@@ -47,6 +48,16 @@ asan: setup
 	@cmake --preset asan-ubsan >/dev/null
 	@cmake --build --preset asan-ubsan -j $(JOBS) --target unit_tests
 	@PATH=$(CURDIR)/.venv/bin:$$PATH ctest --preset asan-ubsan --timeout 1800
+
+# The GPU route: the same sources against PyPI torch's libtorch (scripts/setup_torch.sh makes
+# .venv-torch). Runs on a CPU-only machine too (CUDA tests then say "skipped: no CUDA device").
+cuda: setup
+	@bash scripts/setup_torch.sh
+	@cmake --preset cuda >/dev/null
+	@cmake --build --preset cuda -j $(JOBS)
+
+cuda-test: cuda
+	@PATH=$(CURDIR)/.venv/bin:$$PATH ctest --preset cuda --timeout 1800
 
 bench: build
 	@bash bench/run.sh $(BUILD_DIR)

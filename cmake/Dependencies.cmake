@@ -1,7 +1,6 @@
 # Every third-party dependency of quantkit, found from Debian packages (see scripts/setup.sh).
 # Minimum versions are those of Debian 12 (bookworm).
 find_package(Threads REQUIRED)
-find_package(fmt 9 REQUIRED)
 find_package(nlohmann_json 3.11 REQUIRED)
 find_package(CLI11 2.1 REQUIRED)
 find_package(Protobuf 3.21 REQUIRED)
@@ -13,11 +12,54 @@ find_package(ZLIB REQUIRED)           # gzip-compressed IDX files
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
 find_package(OpenSSL REQUIRED)        # SHA-256 for model/data provenance
-# libtorch: Debian's libtorch-dev (CPU) or an official/pip libtorch via -DCMAKE_PREFIX_PATH (CUDA builds).
+# libtorch: Debian's libtorch-dev (CPU), or the libtorch inside a Python environment's PyPI torch
+# (the GPU route, docs/gpu.md): QUANTKIT_TORCH_PYTHON names that environment's interpreter and
+# torch.utils.cmake_prefix_path is added to the search path. -DCMAKE_PREFIX_PATH works as well.
+set(QUANTKIT_TORCH_PYTHON "" CACHE FILEPATH "python whose PyPI torch to build against (empty: Debian's libtorch)")
+if(QUANTKIT_TORCH_PYTHON)
+  execute_process(
+    COMMAND ${QUANTKIT_TORCH_PYTHON} -c
+            "import os, torch.utils; print(torch.utils.cmake_prefix_path + ';' + os.path.dirname(torch.__file__))"
+    OUTPUT_VARIABLE quantkit_torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE
+    ERROR_VARIABLE quantkit_torch_error RESULT_VARIABLE quantkit_torch_rc)
+  if(NOT quantkit_torch_rc EQUAL 0)
+    message(FATAL_ERROR "QUANTKIT_TORCH_PYTHON=${QUANTKIT_TORCH_PYTHON} cannot import torch "
+                        "(run scripts/setup_torch.sh): ${quantkit_torch_error}")
+  endif()
+  list(GET quantkit_torch_prefix 0 quantkit_torch_cmake_dir)
+  list(GET quantkit_torch_prefix 1 quantkit_torch_root)
+  list(PREPEND CMAKE_PREFIX_PATH ${quantkit_torch_cmake_dir})
+  # TorchConfig looks its libraries up with find_library(... PATHS <torch>/lib), which comes after
+  # the system directories: with Debian's libtorch-dev installed it would mix Debian's libtorch.so
+  # with PyPI's headers. CMAKE_LIBRARY_PATH is searched first.
+  list(PREPEND CMAKE_LIBRARY_PATH ${quantkit_torch_root}/lib)
+endif()
+# The Python extension may point find_package(Torch) at its interpreter's torch (QuantkitPython).
 if(QUANTKIT_PYTHON)
   include(QuantkitPython)  # may point find_package(Torch) at the Python torch's libtorch
 endif()
 find_package(Torch REQUIRED)
+message(STATUS "quantkit: libtorch ${Torch_VERSION} from ${TORCH_INSTALL_PREFIX}")
+
+# fmt, one copy for every translation unit. PyPI torch ships fmt 12 headers in its include
+# directory and no libfmt; Debian ships fmt 9 (headers + libfmt.so.9). Mixing them is the clash
+# seen on the first CUDA build (ATen's include path shadows Debian's headers, then fmt::v12
+# symbols are missing from libfmt.so.9). Rule: when the libtorch bundles fmt, every target uses
+# that fmt header-only (from a directory holding only fmt/, so non-runtime layers do not see
+# the ATen headers); otherwise Debian's fmt. Targets link quantkit::fmt, never fmt::fmt.
+add_library(quantkit_fmt INTERFACE)
+add_library(quantkit::fmt ALIAS quantkit_fmt)
+if(EXISTS "${TORCH_INSTALL_PREFIX}/include/fmt/base.h")
+  set(quantkit_fmt_dir ${CMAKE_BINARY_DIR}/torch-fmt)
+  file(MAKE_DIRECTORY ${quantkit_fmt_dir})
+  file(CREATE_LINK ${TORCH_INSTALL_PREFIX}/include/fmt ${quantkit_fmt_dir}/fmt SYMBOLIC)
+  target_include_directories(quantkit_fmt SYSTEM BEFORE INTERFACE ${quantkit_fmt_dir})
+  target_compile_definitions(quantkit_fmt INTERFACE FMT_HEADER_ONLY=1)
+  message(STATUS "quantkit: fmt header-only from ${TORCH_INSTALL_PREFIX}/include/fmt")
+else()
+  find_package(fmt 9 REQUIRED)
+  target_link_libraries(quantkit_fmt INTERFACE fmt::fmt)
+endif()
 if(QUANTKIT_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

@@ -18,6 +18,8 @@ Exported here (Debian torch 1.13, seeded random weights; BatchNorm statistics fr
     gru_state        2-layer GRU with a state input h [2,B,32] (batch axis 1) and a scalar gain input;
                      calib/ is the ONNX test_data_set layout of recorded per-call inputs
     if_model         a scripted model whose If (on a scalar int64 'sr' input) holds convolutions
+    if_static        a scripted model whose If tests a static dimension (`if x.size(1) == 1:`, exported
+                     as Shape -> Gather -> Equal -> If), convolutions in the branches
     audio_frontend   STFT as two fixed Conv1d (cos/sin), power, mel matmul, log, CNN -> [B,1] score
 Shipped in PyPI packages (downloaded with pip, only the .onnx files are kept):
     ppocr_det / ppocr_rec / ppocr_cls   rapidocr-onnxruntime 1.4.4 (PP-OCRv4 det/rec opset 12, cls opset 11)
@@ -38,7 +40,8 @@ import zipfile
 
 SCHEMA = 1
 SEED = 0
-EXPORTED = ["seg_opset9", "seg_opset11", "fixed_b1", "textline", "gru_state", "if_model", "audio_frontend"]
+EXPORTED = ["seg_opset9", "seg_opset11", "fixed_b1", "textline", "gru_state", "if_model", "if_static",
+            "audio_frontend"]
 SHIPPED = {
     "ppocr_det": ("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx"),
     "ppocr_rec": ("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx"),
@@ -235,6 +238,22 @@ def _gru_state(out):
     return {"kind": "GRU with state input [2,B,32] and a scalar input", "output": "score"}
 
 
+def _branches():
+    """The two convolution stacks and the head the If models choose between (created in this order)."""
+    from torch import nn
+    return (nn.Sequential(nn.Conv1d(1, 16, 9, stride=4), nn.ReLU(), nn.Conv1d(16, 16, 3), nn.ReLU()),
+            nn.Sequential(nn.Conv1d(1, 16, 5, stride=2), nn.ReLU(), nn.Conv1d(16, 16, 3), nn.ReLU()),
+            nn.Linear(16, 4))
+
+
+def _tones(rng, n):
+    """n clips of 512 samples at 16 kHz: a tone of 100-3000 Hz plus noise."""
+    import numpy as np
+    t = np.arange(512) / 16000.0
+    freqs = rng.uniform(100, 3000, n)
+    return (np.sin(2 * np.pi * freqs[:, None] * t) + 0.1 * rng.standard_normal((n, 512))).astype(np.float32)
+
+
 def _if_model(out):
     import numpy as np
     import torch
@@ -243,9 +262,7 @@ def _if_model(out):
     class Branchy(nn.Module):
         def __init__(self):
             super().__init__()
-            self.a = nn.Sequential(nn.Conv1d(1, 16, 9, stride=4), nn.ReLU(), nn.Conv1d(16, 16, 3), nn.ReLU())
-            self.b = nn.Sequential(nn.Conv1d(1, 16, 5, stride=2), nn.ReLU(), nn.Conv1d(16, 16, 3), nn.ReLU())
-            self.head = nn.Linear(16, 4)
+            self.a, self.b, self.head = _branches()
 
         def forward(self, x, sr):
             if bool(sr == 16000):
@@ -261,12 +278,37 @@ def _if_model(out):
                       dynamic_axes={"x": {0: "B"}, "logits": {0: "B"}})
     rng = np.random.default_rng(SEED + 4)
     for split, n in (("calib", CALIB), ("val", VAL)):
-        t = np.arange(512) / 16000.0
-        freqs = rng.uniform(100, 3000, n)
-        x = (np.sin(2 * np.pi * freqs[:, None] * t) + 0.1 * rng.standard_normal((n, 512))).astype(np.float32)
-        _save(os.path.join(out, split, "x.npy"), x)
+        _save(os.path.join(out, split, "x.npy"), _tones(rng, n))
         _save(os.path.join(out, split, "sr.npy"), np.full((n,), 16000, np.int64))
     return {"kind": "If on a scalar input, convolutions in the branches", "output": "class"}
+
+
+def _if_static(out):
+    import numpy as np
+    import torch
+    from torch import nn
+
+    class ChannelCheck(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.head = _branches()
+
+        def forward(self, x):
+            if x.size(1) == 1:  # mono: the condition is fixed by the exported input shape
+                f = self.a(x)
+            else:
+                f = self.b(x.mean(1, keepdim=True))
+            return self.head(f.mean(2))
+
+    torch.manual_seed(SEED)
+    m = torch.jit.script(ChannelCheck().eval())
+    torch.onnx.export(m, (torch.zeros(1, 1, 512),), os.path.join(out, "model.onnx"), opset_version=13,
+                      input_names=["x"], output_names=["logits"], dynamic_axes={"x": {0: "B"}, "logits": {0: "B"}})
+    rng = np.random.default_rng(SEED + 6)
+    for split, n in (("calib", CALIB), ("val", VAL)):
+        _save(os.path.join(out, split, "x.npy"), _tones(rng, n)[:, None, :])
+    return {"kind": "If on a static dimension (Shape -> Gather -> Equal), convolutions in the branches",
+            "output": "class"}
 
 
 def _audio_frontend(out):
@@ -412,7 +454,7 @@ def ensure(name, force=False):
             torch.set_num_threads(1)
             exporters = {"seg_opset9": lambda d: _seg(9, d), "seg_opset11": lambda d: _seg(11, d),
                          "fixed_b1": _fixed_b1, "textline": _textline, "gru_state": _gru_state,
-                         "if_model": _if_model, "audio_frontend": _audio_frontend}
+                         "if_model": _if_model, "if_static": _if_static, "audio_frontend": _audio_frontend}
             info = exporters[name](tmp)
             info["source"] = "exported with torch " + torch.__version__
         with open(os.path.join(tmp, "kind.json"), "w") as f:

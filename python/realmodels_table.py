@@ -83,13 +83,17 @@ def run_outputs(model_path, feeds):
     return [sess.run(None, feed)[0].astype(np.float64) for feed in feeds]
 
 
-def quantkit_calibrate(quantkit, folder, out_dir):
+def quantkit_calibrate(quantkit, folder, out_dir, extra=()):
+    """(exit code, stdout, last line, wall seconds, CPU seconds user+sys of the child)."""
     cmd = [quantkit, "calibrate", os.path.join(folder, "model.onnx"), "--data", os.path.join(folder, "calib"),
-           "-o", out_dir]
+           "-o", out_dir, "-q", *extra]
     t0 = time.time()
+    before = os.times()
     r = subprocess.run(cmd, capture_output=True, text=True)
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     lines = (r.stderr.strip() or r.stdout.strip()).splitlines()
-    return r.returncode, r.stdout, (lines[-1] if lines else ""), time.time() - t0
+    return r.returncode, r.stdout, (lines[-1] if lines else ""), time.time() - t0, cpu
 
 
 def ort_quantize(model_path, calib_feeds, out_path):
@@ -129,7 +133,7 @@ def count_quantize_nodes(path):
     return walk(onnx.load(path).graph)
 
 
-def evaluate(quantkit, name, tmp, with_ort=True):
+def evaluate(quantkit, name, tmp, with_ort=True, extra=()):
     folder = realmodels.ensure(name)
     with open(os.path.join(folder, "kind.json")) as f:
         info = json.load(f)
@@ -138,9 +142,13 @@ def evaluate(quantkit, name, tmp, with_ort=True):
     ref = run_outputs(model, val)
     row = {"model": name, "kind": info["kind"], "output": info["output"]}
     out_dir = os.path.join(tmp, name)
-    rc, stdout, last, secs = quantkit_calibrate(quantkit, folder, out_dir)
+    rc, stdout, last, secs, cpu = quantkit_calibrate(quantkit, folder, out_dir, extra)
     row["accepted"] = rc == 0
     row["quantkit_seconds"] = secs
+    row["quantkit_cpu_seconds"] = cpu
+    chosen = [l for l in stdout.splitlines() if l.startswith("best: ")]
+    if chosen:
+        row["quantkit_method"] = chosen[0].split()[1]
     row["notes"] = [l for l in stdout.splitlines() if l.startswith(("note:", "warning:", "quantized:"))]
     if rc == 0:
         row["quantkit_q_nodes"] = count_quantize_nodes(os.path.join(out_dir, "model.qdq.onnx"))
@@ -184,13 +192,15 @@ def main():
     ap.add_argument("--md", help="write the markdown table here")
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--keep", help="keep quantkit's outputs in KEEP/<model>/ (for python/realmodels_drift.py)")
+    ap.add_argument("--quantkit-args", default="", help="extra calibrate options, e.g. '--method auto'")
+    ap.add_argument("--no-ort", action="store_true", help="quantkit only (no quantize_static column)")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         tmp = args.keep or scratch
         os.makedirs(tmp, exist_ok=True)
         for name in [m for m in args.models.split(",") if m]:
-            row = evaluate(args.quantkit, name, tmp)
+            row = evaluate(args.quantkit, name, tmp, with_ort=not args.no_ort, extra=args.quantkit_args.split())
             print(json.dumps(row), file=sys.stderr)
             rows.append(row)
     table = markdown(rows)

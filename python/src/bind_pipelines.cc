@@ -61,13 +61,9 @@ pipelines::CalibrateOptions ToOptions(const CalibrateArgs& a) {
   return c;
 }
 
-py::tuple CalibrateImpl(const CalibrateArgs& a, const pipelines::SharedStats* stats) {
+py::tuple CalibrateImpl(const CalibrateArgs& a, const pipelines::Statistics* stats) {
   pipelines::CalibrateOptions c = ToOptions(a);
-  pipelines::SharedStats shared;
-  if (stats) {
-    shared = *stats;
-    c.shared_stats = &shared;
-  }
+  c.statistics = stats;  // read only; the Python object outlives the call
   Result<pipelines::CalibrateResult> r = [&] {
     py::gil_scoped_release release;
     return pipelines::Calibrate(c);
@@ -125,7 +121,7 @@ void BindPipelines(py::module_& m) {
 
   m.def("check_calibrate_args", [](const CalibrateArgs& a) { ToOptions(a); }, py::arg("args"));
   m.def("calibrate", [](const CalibrateArgs& a) { return CalibrateImpl(a, nullptr); }, py::arg("args"));
-  m.def("calibrate_from_stats", [](const CalibrateArgs& a, const pipelines::SharedStats& stats) {
+  m.def("calibrate_from_stats", [](const CalibrateArgs& a, const pipelines::Statistics& stats) {
           return CalibrateImpl(a, &stats);
         }, py::arg("args"), py::arg("stats"));
 

@@ -40,30 +40,29 @@ void BindStats(py::module_& m) {
       .def_property_readonly("samples", &StatsCollector::samples)
       .def_property_readonly("input_names", &StatsCollector::input_names);
 
-  py::class_<pipelines::SharedStats>(m, "Statistics")
+  py::class_<pipelines::Statistics>(m, "Statistics")
       .def_static("load",
                   [](const std::vector<std::string>& paths, const std::string& model_sha256) {
-                    pipelines::SharedStats s;
+                    pipelines::Statistics s;
                     s.stats = Unwrap(formats::MergeStatsFiles(paths, model_sha256));
                     s.data_description = "statistics from";
                     for (const std::string& p : paths) s.data_description += " " + p;
                     s.data_fingerprint = "qkstats";
-                    s.filled = true;
                     return s;
                   },
                   py::arg("paths"), py::arg("model_sha256") = "")
-      .def("save", [](const pipelines::SharedStats& s, const std::string& path) {
+      .def("save", [](const pipelines::Statistics& s, const std::string& path) {
              ThrowIfError(formats::WriteStatsFile(path, s.stats));
            }, py::arg("path"))
-      .def("merged", [](const pipelines::SharedStats& a, const pipelines::SharedStats& b) {
-             pipelines::SharedStats out = a;
+      .def("merged", [](const pipelines::Statistics& a, const pipelines::Statistics& b) {
+             pipelines::Statistics out = a;
              ThrowIfError(formats::MergeStats(&out.stats, b.stats));
              out.samples = a.samples + b.samples;
              out.data_description = a.data_description + " + " + b.data_description;
              out.data_fingerprint = a.data_fingerprint + "+" + b.data_fingerprint;
              return out;
            }, py::arg("other"))
-      .def("amax", [](const pipelines::SharedStats& s, const std::string& method) {
+      .def("amax", [](const pipelines::Statistics& s, const std::string& method) {
              const quant::MethodRequest request = Unwrap(quant::ParseMethod(method));
              std::map<std::string, float> out;
              py::gil_scoped_release release;
@@ -72,7 +71,7 @@ void BindStats(py::module_& m) {
              }
              return out;
            }, py::arg("method"))
-      .def("range", [](const pipelines::SharedStats& s, const std::string& tensor) {
+      .def("range", [](const pipelines::Statistics& s, const std::string& tensor) {
              auto it = s.stats.tensors.find(tensor);
              if (it == s.stats.tensors.end()) {
                throw StatusError(Status(StatusCode::kNotFound, "no statistics for tensor '" + tensor + "'"));
@@ -87,15 +86,15 @@ void BindStats(py::module_& m) {
              d["inf"] = r.posinf_count + r.neginf_count;
              return d;
            }, py::arg("tensor"))
-      .def_property_readonly("tensors", [](const pipelines::SharedStats& s) {
+      .def_property_readonly("tensors", [](const pipelines::Statistics& s) {
              std::vector<std::string> names;
              for (const auto& [name, c] : s.stats.tensors) names.push_back(name);
              return names;
            })
-      .def_property_readonly("model_sha256", [](const pipelines::SharedStats& s) { return s.stats.model_sha256; })
-      .def_readonly("samples", &pipelines::SharedStats::samples)
-      .def_readonly("description", &pipelines::SharedStats::data_description)
-      .def_readonly("fingerprint", &pipelines::SharedStats::data_fingerprint);
+      .def_property_readonly("model_sha256", [](const pipelines::Statistics& s) { return s.stats.model_sha256; })
+      .def_readonly("samples", &pipelines::Statistics::samples)
+      .def_readonly("description", &pipelines::Statistics::data_description)
+      .def_readonly("fingerprint", &pipelines::Statistics::data_fingerprint);
 }
 
 }  // namespace quantkit::python

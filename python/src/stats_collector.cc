@@ -128,14 +128,13 @@ void StatsCollector::ObserveSource(const std::string& spec, const data::ImageOpt
   ThrowIfError(status);
 }
 
-pipelines::SharedStats StatsCollector::Finish(const std::string& description) {
+pipelines::Statistics StatsCollector::Finish(const std::string& description) {
   CheckOpen();
   finished_ = true;
   progress_->Finish();
-  pipelines::SharedStats shared;
+  pipelines::Statistics shared;
   shared.stats = stats_;
   shared.samples = samples_;
-  shared.filled = true;
   if (!source_description_.empty()) {
     shared.data_description = source_description_;
     shared.data_fingerprint = source_fingerprint_;

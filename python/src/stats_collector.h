@@ -36,7 +36,7 @@ class StatsCollector {
   void ObserveSource(const std::string& spec, const data::ImageOptions& image, int64_t samples,
                      int64_t batch_size);
   // The statistics so far; `description` says where the Python data came from.
-  pipelines::SharedStats Finish(const std::string& description);
+  pipelines::Statistics Finish(const std::string& description);
 
   // Data pointers of the tensors a batch becomes (tests: proves the arrays are not copied).
   std::vector<std::pair<std::string, uintptr_t>> ConformedPointers(const pybind11::dict& batch) const;

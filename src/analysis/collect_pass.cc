@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <memory>
 
 #include "common/check.h"
 #include "common/progress.h"
+#include "data/prefetch.h"
 
 namespace quantkit::analysis {
 
@@ -20,26 +22,84 @@ Status CollectingObserver::OnTensor(const std::string& name, const ir::Node* /*p
   return it->second.Observe(v).WithContext(fmt::format("tensor '{}'", name));
 }
 
+const runtime::TensorStatsRequest* CollectingObserver::StatsRequestFor(const std::string& name) const {
+  auto it = collectors_->find(name);
+  if (it == collectors_->end()) return nullptr;
+  runtime::TensorStatsRequest& request = requests_[name];
+  request.log2_bins = it->second.histogram().log2_bins();
+  request.min_range_exp = quant::kMinRangeExp;
+  const std::optional<quant::PerChannelStats> per_channel = it->second.per_channel();
+  request.channel_axis.reset();
+  if (per_channel) request.channel_axis = per_channel->axis;
+  return &request;
+}
+
+Status CollectingObserver::OnStats(const std::string& name, const ir::Node* /*producer*/,
+                                   const runtime::TensorStats& stats) {
+  auto it = collectors_->find(name);
+  if (it == collectors_->end()) return Status::Ok();
+  const std::string where = fmt::format("tensor '{}'", name);
+  Result<quant::TensorCollector> batch = CollectorFromStats(stats, it->second.histogram().log2_bins());
+  if (!batch.ok()) return batch.status().WithContext(where);
+  return it->second.Merge(*batch).WithContext(where);
+}
+
+Result<quant::TensorCollector> CollectorFromStats(const runtime::TensorStats& stats, int log2_bins) {
+  quant::RangeStats range;
+  range.count = stats.count;
+  range.nan_count = stats.nan_count;
+  range.posinf_count = stats.posinf_count;
+  range.neginf_count = stats.neginf_count;
+  range.zero_count = stats.zero_count;
+  range.min = stats.min;
+  range.max = stats.max;
+  // As RangeCollector::Observe: the abs-max of the finite range, 0 while there is none.
+  if (range.min <= range.max) range.amax = std::max(std::fabs(range.min), std::fabs(range.max));
+  std::vector<int64_t> positive = stats.positive, negative = stats.negative;
+  if (!stats.has_range) {
+    positive.assign(size_t{1} << log2_bins, 0);
+    negative.assign(size_t{1} << log2_bins, 0);
+  }
+  QK_ASSIGN_OR_RETURN(quant::StreamingHistogram histogram,
+                      quant::StreamingHistogram::FromParts(log2_bins, stats.has_range, stats.range_exp,
+                                                           std::move(positive), std::move(negative),
+                                                           stats.zero_count, stats.nonfinite_count()));
+  std::optional<quant::PerChannelStats> per_channel;
+  if (stats.has_per_channel) {
+    per_channel.emplace();
+    per_channel->axis = stats.axis;
+    per_channel->amax = stats.channel_amax;
+    per_channel->nonfinite_count = stats.channel_nonfinite;
+  }
+  return quant::TensorCollector::FromParts(range, std::move(histogram), std::move(per_channel));
+}
+
 BatchReader ReadInOrder(const data::Source& source, const PassOptions& options) {
-  struct State {
-    int64_t start = 0;
-    std::deque<data::Batch> pending;
-  };
-  auto state = std::make_shared<State>();
-  const int64_t n = source.num_samples();
+  if (options.batch_size <= 0) {
+    const int64_t bad = options.batch_size;
+    return [bad]() -> Result<std::optional<data::Batch>> {
+      return Status(StatusCode::kInvalidArgument, fmt::format("--batch-size must be positive, got {}", bad));
+    };
+  }
   // A model with a fixed batch dim caps the batch; samples that do not stack (varying shapes)
   // run in runs of equal shapes (data::ReadStackable), so no batch size has to be chosen by hand.
   int64_t batch_size = data::EffectiveBatchSize(source, options.batch_size);
   // run_batch > 0 caps what one model run sees (kSampleExactRunBatch: sample-exact statistics).
   if (options.run_batch > 0) batch_size = std::min(batch_size, options.run_batch);
-  const int64_t chunk_size = options.chunk_size;
-  return [&source, state, n, batch_size, chunk_size]() -> Result<std::optional<data::Batch>> {
+  // The next range is read on a background thread while the model runs on the current one
+  // (data::BatchPrefetcher); its batches are handed out one model run at a time.
+  struct State {
+    explicit State(const data::Source& source, std::vector<std::pair<int64_t, int64_t>> ranges)
+        : reader(source, std::move(ranges)) {}
+    data::BatchPrefetcher reader;
+    std::deque<data::Batch> pending;
+  };
+  auto state = std::make_shared<State>(
+      source, data::BatchRanges(source.num_samples(), batch_size, options.chunk_size));
+  return [state]() -> Result<std::optional<data::Batch>> {
     while (state->pending.empty()) {
-      if (state->start >= n) return std::optional<data::Batch>();
-      int64_t count = std::min(batch_size, n - state->start);
-      if (chunk_size > 0) count = std::min(count, chunk_size - state->start % chunk_size);
-      QK_ASSIGN_OR_RETURN(std::vector<data::Batch> batches, data::ReadStackable(source, state->start, count));
-      state->start += count;
+      if (!state->reader.HasNext()) return std::optional<data::Batch>();
+      QK_ASSIGN_OR_RETURN(std::vector<data::Batch> batches, state->reader.Next());
       for (data::Batch& b : batches) state->pending.push_back(std::move(b));
     }
     data::Batch batch = std::move(state->pending.front());

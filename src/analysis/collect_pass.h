@@ -16,12 +16,16 @@
 #include "quantkit/status.h"
 #include "runtime/interpreter.h"
 #include "runtime/observer.h"
+#include "runtime/tensor_stats.h"
 
 namespace quantkit::analysis {
 
 using CollectorMap = std::map<std::string, quant::TensorCollector>;
 
 // Routes the watched activations of each run into their collectors (views are float, in place).
+// Activations on a GPU are summarised there (runtime/tensor_stats.h) and the batch summary is
+// merged into the collector, which is exact (partition invariance), so the statistics equal
+// those of a CPU run byte for byte.
 // The watched names are the keys of the map given at construction; set_target() switches to
 // another map with the same keys (a new chunk) without changing what is watched.
 class CollectingObserver final : public runtime::Observer {
@@ -32,9 +36,13 @@ class CollectingObserver final : public runtime::Observer {
   bool WantsFloat() const override { return true; }
   Status OnTensor(const std::string& name, const ir::Node* producer,
                   const runtime::TensorView& view) override;
+  const runtime::TensorStatsRequest* StatsRequestFor(const std::string& name) const override;
+  Status OnStats(const std::string& name, const ir::Node* producer,
+                 const runtime::TensorStats& stats) override;
 
  private:
   CollectorMap* collectors_;
+  mutable std::map<std::string, runtime::TensorStatsRequest> requests_;
 };
 
 // Calibration runs every sample on its own: ATen's float kernels (oneDNN convolution, GEMM)
@@ -43,6 +51,10 @@ class CollectingObserver final : public runtime::Observer {
 // statistics (and the cache) independent of --batch-size, of the order and of the sharding of
 // the data by construction (collectors merge exactly, quant/collectors).
 inline constexpr int64_t kSampleExactRunBatch = 1;
+
+// The collector state of one batch summarised on a device: merged into a collector, it gives
+// exactly what Observe() of the same values gives.
+Result<quant::TensorCollector> CollectorFromStats(const runtime::TensorStats& stats, int log2_bins);
 
 struct PassOptions {
   int64_t batch_size = 32;

@@ -2,6 +2,9 @@
 // Identity-of-constant become initializers) so weights, scales and zero points are all
 // initializers. A model below opset 13 (what Q/DQ with a per-channel axis needs) is first
 // upgraded with libonnx's version converter (onnx/opset_upgrade.h); `upgrade` says whether.
+// Then an If whose condition is known without data (a constant, a static dimension) is replaced by
+// its taken branch (passes/fold_constant_if.h); `folded_ifs` counts them. Every quantization
+// workflow loads through here, so calibration, simulation and export see the same graph.
 // Errors name the file.
 #pragma once
 
@@ -14,6 +17,7 @@
 namespace quantkit::analysis {
 
 Result<ir::Model> LoadModelForQuantization(const std::string& path,
-                                           onnx_io::OpsetUpgrade* upgrade = nullptr);
+                                           onnx_io::OpsetUpgrade* upgrade = nullptr,
+                                           int* folded_ifs = nullptr);
 
 }  // namespace quantkit::analysis

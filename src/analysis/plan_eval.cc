@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -44,7 +45,15 @@ Result<std::unique_ptr<PlanEvaluator>> PlanEvaluator::Create(const PlanEvalOptio
     e->float_model_ = std::make_shared<const ir::Model>(std::move(model));
     QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
                         data::OpenSource(options.data, data::ModelInputs(*e->float_model_)));
-    source = data::Take(std::move(source), options.samples);
+    if (options.first_sample > 0) {
+      // A held-out tail: samples [first_sample, first_sample + samples) of the data.
+      const int64_t total = source->num_samples();
+      const int64_t begin = std::min(options.first_sample, total);
+      const int64_t end = options.samples > 0 ? std::min(total, begin + options.samples) : total;
+      source = data::Slice(std::move(source), {begin, end});
+    } else {
+      source = data::Take(std::move(source), options.samples);
+    }
     e->data_description_ = source->Describe();
     e->num_samples_ = source->num_samples();
     QK_RETURN_IF_NOT(e->num_samples_ > 0, StatusCode::kInvalidArgument, "{}: no samples", e->data_description_);

@@ -35,6 +35,7 @@ namespace quantkit::analysis {
 struct PlanEvalOptions {
   std::string model;  // the FP32 model
   std::string data;   // data::OpenSource spec
+  int64_t first_sample = 0;  // skip the data's first N samples (the held-out tail of calibration data)
   int64_t samples = 0;
   int64_t batch_size = 64;
   SimulationOptions simulation;

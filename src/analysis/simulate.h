@@ -26,11 +26,6 @@ namespace quantkit::analysis {
 using PlacementMode = passes::PlacementPolicy;
 using SimulationOptions = passes::ApplyPlanOptions;
 
-// Replaces every DequantizeLinear(QuantizeLinear(constant W)) by one initializer holding the
-// fake-quantized weights (float32 math of quant::QuantizeValue / quant::Dequantize, as the two
-// nodes compute). Returns the number of pairs folded.
-Result<int> FoldWeightQdq(ir::Model& model);
-
 // Reads a plan from any format the hub knows, by extension: plan .json, TensorRT cache
 // (.cache/.calib/.table), ranges text (.txt/.ranges), or a Q/DQ .onnx (e.g. a QAT export: its
 // scales are extracted, and kAuto placement then puts Q/DQ back exactly where that model had them).
@@ -41,7 +36,7 @@ Result<quant::QuantPlan> ReadPlanFile(const std::string& path);
 Result<std::vector<std::string>> UnmatchedPlanTensors(const ir::Graph& graph, const quant::QuantPlan& plan,
                                                       const std::string& model_name);
 
-// Load + passes::ApplyPlan + FoldWeightQdq: the model a simulation runs.
+// Load + passes::ApplyPlan + passes::FoldWeightQdq: the model a simulation runs.
 Result<ir::Model> BuildSimulationModel(const std::string& float_model_path, const quant::QuantPlan& plan,
                                        const SimulationOptions& options);
 

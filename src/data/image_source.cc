@@ -10,6 +10,7 @@
 #include "common/check.h"
 #include "common/sha256.h"
 #include "data/image.h"
+#include "data/image_options_text.h"
 #include "data/source_internal.h"
 
 namespace quantkit::data {
@@ -96,6 +97,22 @@ Status SetLayout(const std::string& text, ImageOptions* o) {
   else if (t == "nhwc") o->layout = Layout::kNhwc;
   else return MakeStatus(StatusCode::kInvalidArgument, "layout '{}' is not nchw or nhwc", text);
   return Status();
+}
+
+Result<ImageOptions> ParseImageOptions(const ImageOptionsText& text) {
+  ImageOptions o;
+  if (!text.resize.empty()) QK_RETURN_IF_ERROR(SetResize(text.resize, &o));
+  if (!text.center_crop.empty()) QK_RETURN_IF_ERROR(SetCrop(text.center_crop, &o));
+  if (!text.color.empty()) QK_RETURN_IF_ERROR(SetColor(text.color, &o));
+  if (!text.layout.empty()) QK_RETURN_IF_ERROR(SetLayout(text.layout, &o));
+  if (!text.mean.empty()) {
+    QK_ASSIGN_OR_RETURN(o.mean, ParseFloatList(text.mean, "--mean"));
+  }
+  if (!text.std.empty()) {
+    QK_ASSIGN_OR_RETURN(o.std, ParseFloatList(text.std, "--std"));
+  }
+  o.scale = text.scale;
+  return o;
 }
 
 Result<std::vector<double>> ParseFloatList(const std::string& text, const std::string& what) {

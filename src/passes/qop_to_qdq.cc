@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/check.h"
 #include "ir/verifier.h"
@@ -37,11 +40,11 @@ bool IsIntegerOp(const ir::Node& n) {
 
 // Ops whose output uses the input's quantization grid unchanged (they move or select elements),
 // so a Q/DQ pair with the same scale and zero point goes around them.
-bool IsGridPreserving(const ir::Node& n) {
+const std::set<std::string>& GridPreservingOps() {
   static const std::set<std::string> kOps{"MaxPool", "Reshape", "Flatten", "Transpose",
                                           "Squeeze", "Unsqueeze", "Identity", "Slice", "Gather",
                                           "Expand", "DepthToSpace", "SpaceToDepth"};
-  return n.domain().empty() && kOps.count(n.op_type()) > 0;
+  return kOps;
 }
 
 Result<std::vector<float>> ConstFloats(const ir::Node& n, size_t index, const char* what) {
@@ -119,18 +122,14 @@ class Rewriter {
         qparams_[n->output(0)] = {n->input(1), n->input(2)};
       }
     }
-    // Convert the first node that needs it until none does; every conversion removes that node
-    // and inserts its replacements before it, so the stored order stays topological.
-    for (;;) {
-      ir::Node* next = nullptr;
-      for (ir::Node* n : g_.nodes()) {
-        if (NeedsConversion(*n)) {
-          next = n;
-          break;
-        }
-      }
-      if (!next) break;
-      QK_RETURN_IF_ERROR(Convert(next));
+    // One sweep in topological order. A conversion inserts its (float, DQ, Q) replacements
+    // before the node, which need no conversion, and removes the node and the pattern nodes it
+    // absorbed (removed_), which the sweep skips. A node's integer inputs are all produced by
+    // earlier nodes, so whether it needs conversion is known when the sweep reaches it.
+    const std::vector<ir::Node*> order = g_.nodes();  // a copy: conversions edit the graph
+    for (ir::Node* n : order) {
+      if (removed_.count(n) || !NeedsConversion(*n)) continue;
+      QK_RETURN_IF_ERROR(Convert(n));
     }
     RemoveDeadNodes();
     RemoveUnusedInitializers(g_);
@@ -165,23 +164,42 @@ class Rewriter {
     return IsIntegerOp(n) || ReadsIntegerActivation(n);
   }
 
+  using Converter = Status (*)(Rewriter&, ir::Node*);
+  struct OpKey {
+    std::string domain, op_type;
+    bool operator<(const OpKey& o) const { return std::tie(domain, op_type) < std::tie(o.domain, o.op_type); }
+  };
+
+  // {domain, op_type} -> its conversion; one entry per op this pass rewrites.
+  static const std::map<OpKey, Converter>& Converters() {
+    static const std::map<OpKey, Converter> table = [] {
+      std::map<OpKey, Converter> t{
+          {{"", "QLinearConv"}, [](Rewriter& r, ir::Node* n) { return r.ConvertQLinearConv(n); }},
+          {{"", "QLinearMatMul"}, [](Rewriter& r, ir::Node* n) { return r.ConvertQLinearMatMul(n); }},
+          {{"", "ConvInteger"}, [](Rewriter& r, ir::Node* n) { return r.ConvertIntegerPattern(n); }},
+          {{"", "MatMulInteger"}, [](Rewriter& r, ir::Node* n) { return r.ConvertIntegerPattern(n); }},
+          {{kMsDomain, "QGemm"}, [](Rewriter& r, ir::Node* n) { return r.ConvertQGemm(n); }},
+          {{kMsDomain, "QLinearAdd"}, [](Rewriter& r, ir::Node* n) { return r.ConvertBinary(n, "Add"); }},
+          {{kMsDomain, "QLinearMul"}, [](Rewriter& r, ir::Node* n) { return r.ConvertBinary(n, "Mul"); }},
+          {{kMsDomain, "QLinearSigmoid"}, [](Rewriter& r, ir::Node* n) { return r.ConvertUnary(n, "Sigmoid", {}); }},
+          {{kMsDomain, "QLinearLeakyRelu"},
+           [](Rewriter& r, ir::Node* n) { return r.ConvertUnary(n, "LeakyRelu", {}); }},
+          {{kMsDomain, "QLinearGlobalAveragePool"}, [](Rewriter& r, ir::Node* n) { return r.ConvertPool(n); }},
+          {{kMsDomain, "QLinearAveragePool"}, [](Rewriter& r, ir::Node* n) { return r.ConvertPool(n); }},
+          {{kMsDomain, "QLinearConcat"}, [](Rewriter& r, ir::Node* n) { return r.ConvertConcat(n); }},
+          {{kMsDomain, "QLinearSoftmax"}, [](Rewriter& r, ir::Node* n) { return r.ConvertSoftmax(n); }},
+      };
+      for (const std::string& op : GridPreservingOps()) {
+        t.emplace(OpKey{"", op}, [](Rewriter& r, ir::Node* n) { return r.ConvertPassthrough(n); });
+      }
+      return t;
+    }();
+    return table;
+  }
+
   Status Convert(ir::Node* n) {
-    const std::string& op = n->op_type();
-    if (n->domain().empty()) {
-      if (op == "QLinearConv") return ConvertQLinearConv(n);
-      if (op == "QLinearMatMul") return ConvertQLinearMatMul(n);
-      if (op == "ConvInteger" || op == "MatMulInteger") return ConvertIntegerPattern(n);
-      if (IsGridPreserving(*n)) return ConvertPassthrough(n);
-    } else if (n->domain() == kMsDomain) {
-      if (op == "QGemm") return ConvertQGemm(n);
-      if (op == "QLinearAdd") return ConvertBinary(n, "Add");
-      if (op == "QLinearMul") return ConvertBinary(n, "Mul");
-      if (op == "QLinearSigmoid") return ConvertUnary(n, "Sigmoid", {});
-      if (op == "QLinearLeakyRelu") return ConvertUnary(n, "LeakyRelu", {});
-      if (op == "QLinearGlobalAveragePool" || op == "QLinearAveragePool") return ConvertPool(n);
-      if (op == "QLinearConcat") return ConvertConcat(n);
-      if (op == "QLinearSoftmax") return ConvertSoftmax(n);
-    }
+    const auto& table = Converters();
+    if (auto it = table.find({n->domain(), n->op_type()}); it != table.end()) return it->second(*this, n);
     return MakeStatus(StatusCode::kUnsupported,
                       "{}: not convertible to a float op (supported: QLinearConv, QLinearMatMul, "
                       "QGemm, ConvInteger, MatMulInteger, DynamicQuantizeLinear, QLinearAdd/Mul/"
@@ -385,6 +403,7 @@ class Rewriter {
     for (ir::Node* r : remove) {
       for (ir::Value* o : r->outputs()) qparams_.erase(o);
       QK_RETURN_IF_ERROR(g_.RemoveNode(r));
+      removed_.insert(r);
     }
     return g_.RenameValue(result, out_name);
   }
@@ -619,6 +638,7 @@ class Rewriter {
   ir::Graph& g_;
   QopReport report_;
   std::unordered_map<const ir::Value*, QParams> qparams_;
+  std::unordered_set<const ir::Node*> removed_;  // by this sweep: skipped, never dereferenced
 };
 
 // Element i of a numeric constant as double (int64 shapes, int/float values).

@@ -31,7 +31,8 @@ namespace fs = std::filesystem;
 // filling one collector per activation. Provenance (description, fingerprint, sample count)
 // names the whole data.
 Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, const CalibrationSites& sites,
-                    const runtime::Communicator& comm, Statistics* statistics, CalibrateResult* result) {
+                    const runtime::Communicator& comm, CollectorKind kind, Statistics* statistics,
+                    CalibrateResult* result) {
   const std::vector<data::InputSpec> inputs = data::ModelInputs(*loaded.model);
   QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, data::OpenSource(options.data, inputs, options.image));
   source = data::Take(std::move(source), options.samples);
@@ -44,14 +45,6 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   // process would.
   source = ShardForRank(std::move(source), comm, data::EffectiveBatchSize(*source, options.batch_size),
                         &result->rank);
-  // Max-only fast path: no histograms when nothing will read them (one process: ranks exchange
-  // .qkstats text, which carries histograms).
-  bool max_only = options.method.method == quant::CalibMethod::kMax && options.stats_out.empty() &&
-                  options.shared_stats == nullptr && comm.world_size() == 1;
-  for (const auto& [key, m] : options.method_overrides) {
-    max_only = max_only && m.method == quant::CalibMethod::kMax;
-  }
-  const CollectorKind kind = max_only ? CollectorKind::kRangeOnly : CollectorKind::kHistogram;
   statistics->stats.model_sha256 = loaded.sha256;
   if (source->num_samples() == 0) {
     // A rank with no samples (fewer batches than ranks) contributes empty collectors.
@@ -154,22 +147,28 @@ Status WriteStats(const std::string& path, const formats::StatsFile& stats, Arti
 }
 
 // Rank 0 (or the only process): the plan from the merged statistics, then every artifact.
-Status WriteOutputs(const CalibrateOptions& options, const LoadedModel& loaded, const CalibrationSites& sites,
-                    const Statistics& statistics, std::chrono::steady_clock::time_point start, ArtifactSet* artifacts,
+Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& prepared,
                     CalibrateResult* result_out) {
   CalibrateResult& result = *result_out;
-  QK_ASSIGN_OR_RETURN(BuiltPlan built,
-                      BuildPlan(statistics, loaded, sites, {options.method, options.method_overrides}));
+  const auto start = std::chrono::steady_clock::now();
+  QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
+                                                 {options.method, options.method_overrides}));
   quant::QuantPlan& plan = result.plan;
   plan = std::move(built.plan);
   result.warnings.insert(result.warnings.end(), built.warnings.begin(), built.warnings.end());
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Preparation (collection, merge) plus this plan: not the evaluations of --compare-methods.
+  result.seconds = prepared.report.seconds +
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.peak_rss_bytes = PeakRssBytes();
 
-  if (artifacts == nullptr) {  // no -o
+  if (options.output_dir.empty()) {
     result.summary = Summarize(options, result, nullptr);
-    return WriteStats(options.stats_out, statistics.stats, nullptr, &result.written);
+    return WriteStats(options.stats_out, prepared.statistics.stats, nullptr, &result.written);
   }
+  // All five files or none, never mixed with a concurrent run's (common/artifact_set.h).
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> artifacts,
+                      ArtifactSet::Open(options.output_dir,
+                                        {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"}));
   // The one plan -> Q/DQ code (passes::ApplyPlan) on a fresh copy of the file: the collected
   // model is shared and immutable.
   QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(options.model));
@@ -183,87 +182,119 @@ Status WriteOutputs(const CalibrateOptions& options, const LoadedModel& loaded, 
   QK_RETURN_IF_ERROR(formats::WritePlanJson(artifacts->Stage("plan.json"), plan));
   result.summary = Summarize(options, result, &inserted);
   QK_RETURN_IF_ERROR(WriteFileAtomic(artifacts->Stage("summary.txt"), result.summary));
-  QK_RETURN_IF_ERROR(WriteStats(options.stats_out, statistics.stats, artifacts, &result.written));
+  QK_RETURN_IF_ERROR(WriteStats(options.stats_out, prepared.statistics.stats, artifacts.get(), &result.written));
   QK_ASSIGN_OR_RETURN(std::vector<std::string> written, artifacts->Commit());
   result.written.insert(result.written.end(), written.begin(), written.end());
   return Status::Ok();
 }
 
-}  // namespace
+// Loads the model, finds the sites and gets this rank's statistics: its shard of --data, or
+// the statistics given (--from-stats, options.statistics).
+Status Prepare(const CalibrateOptions& options, const runtime::Communicator& comm, CollectorKind kind,
+               PreparedCalibration* prepared) {
+  CalibrateResult& result = prepared->report;
+  QK_ASSIGN_OR_RETURN(prepared->model, LoadFloatModel(options.model));
+  const LoadedModel& loaded = prepared->model;
+  if (loaded.upgrade.upgraded()) {
+    result.notes.push_back(fmt::format("model upgraded from opset {} to {} (onnx version converter, "
+                                       "in memory; the file is unchanged)",
+                                       loaded.upgrade.from, loaded.upgrade.to));
+  }
+  if (loaded.folded_ifs > 0) {
+    result.notes.push_back(fmt::format("{} If node(s) with a condition fixed by the model (a constant or a "
+                                       "static dimension) replaced by the branch taken, which is quantized",
+                                       loaded.folded_ifs));
+  }
+  QK_ASSIGN_OR_RETURN(prepared->sites, FindCalibrationSites(loaded, options.placement));
+  if (std::string inside = WeightedOpsInSubgraphs(*loaded.model->graph, options.placement); !inside.empty()) {
+    result.warnings.push_back(fmt::format(
+        "{} inside If/Loop/Scan bodies stay in float: Q/DQ placement covers the main graph only{}",
+        inside, prepared->sites.sites.empty() ? " (nothing else to quantize: 0 activations)" : ""));
+  }
+  // Before the data is read: an override naming nothing fails at once.
+  QK_RETURN_IF_ERROR(CheckOverrides(prepared->sites, {options.method, options.method_overrides}));
+  if (!options.from_stats.empty()) {
+    QK_ASSIGN_OR_RETURN(prepared->statistics, StatisticsFromFiles(loaded, options.from_stats));
+  } else if (options.statistics) {
+    QK_RETURN_IF_NOT(options.statistics->stats.model_sha256.empty() ||
+                         options.statistics->stats.model_sha256 == loaded.sha256,
+                     StatusCode::kInvalidArgument, "the statistics were collected on another model than {}",
+                     options.model);
+    prepared->statistics = *options.statistics;
+    result.samples = prepared->statistics.samples;
+  } else {
+    QK_RETURN_IF_ERROR(CollectShard(options, loaded, prepared->sites, comm, kind, &prepared->statistics, &result));
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - prepared->start).count();
+  return Status::Ok();
+}
 
-Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
+Status CheckSource(const CalibrateOptions& options) {
   QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument,
                    "--batch-size must be positive, got {}", options.batch_size);
-  QK_RETURN_IF_NOT(!options.data.empty() || !options.from_stats.empty() ||
-                       (options.shared_stats && options.shared_stats->filled),
+  QK_RETURN_IF_NOT(!options.data.empty() || !options.from_stats.empty() || options.statistics,
                    StatusCode::kInvalidArgument,
                    "give calibration data (--data) or statistics (--from-stats)");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options) {
+  QK_RETURN_IF_ERROR(CheckSource(options));
   QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> comm, OpenCommunicator(options.distributed));
-  QK_RETURN_IF_NOT(comm->world_size() == 1 || (options.from_stats.empty() && !options.shared_stats),
+  QK_RETURN_IF_NOT(comm->world_size() == 1, StatusCode::kInvalidArgument,
+                   "--compare-methods runs in one process (a distributed run shards --data across the ranks)");
+  PreparedCalibration prepared;
+  prepared.start = std::chrono::steady_clock::now();
+  QK_RETURN_IF_ERROR(Prepare(options, *comm, CollectorKind::kHistogram, &prepared));
+  return prepared;
+}
+
+Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared) {
+  CalibrateResult result = prepared.report;
+  QK_RETURN_IF_ERROR(WriteOutputs(options, prepared, &result));
+  return result;
+}
+
+Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
+  QK_RETURN_IF_ERROR(CheckSource(options));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> comm, OpenCommunicator(options.distributed));
+  QK_RETURN_IF_NOT(comm->world_size() == 1 || (options.from_stats.empty() && !options.statistics),
                    StatusCode::kInvalidArgument,
                    "a distributed run shards --data across the ranks: --from-stats and --compare-methods "
                    "run in one process");
-  const auto start = std::chrono::steady_clock::now();
-  CalibrateResult result;
-  LoadedModel loaded;
-  CalibrationSites sites;
-  Statistics statistics;
-  // All five files or none, never mixed with a concurrent run's (common/artifact_set.h).
-  std::unique_ptr<ArtifactSet> artifacts;
+  PreparedCalibration prepared;
+  prepared.start = std::chrono::steady_clock::now();
+  CalibrateResult& result = prepared.report;
+  // Max-only fast path: no histograms when nothing will read them (one process: ranks exchange
+  // .qkstats text, which carries histograms).
+  bool max_only = options.method.method == quant::CalibMethod::kMax && options.stats_out.empty() &&
+                  comm->world_size() == 1;
+  for (const auto& [key, m] : options.method_overrides) {
+    max_only = max_only && m.method == quant::CalibMethod::kMax;
+  }
   // Every rank loads the model and collects its shard; a failure on any rank stops them all.
-  const Status collected = [&]() -> Status {
-    // Rank 0 locks -o before the (long) collection pass: a second run into the same directory
-    // fails at once, not after minutes of work.
-    if (comm->is_root() && !options.output_dir.empty()) {
-      QK_ASSIGN_OR_RETURN(artifacts, ArtifactSet::Open(options.output_dir, {"model.qdq.onnx", "calib.cache",
-                                                                            "ranges.txt", "plan.json", "summary.txt"}));
-    }
-    QK_ASSIGN_OR_RETURN(loaded, LoadFloatModel(options.model));
-    if (loaded.upgrade.upgraded()) {
-      result.notes.push_back(fmt::format("model upgraded from opset {} to {} (onnx version converter, "
-                                         "in memory; the file is unchanged)",
-                                         loaded.upgrade.from, loaded.upgrade.to));
-    }
-    QK_ASSIGN_OR_RETURN(sites, FindCalibrationSites(loaded, options.placement));
-    if (std::string inside = WeightedOpsInSubgraphs(*loaded.model->graph, options.placement); !inside.empty()) {
-      result.warnings.push_back(fmt::format(
-          "{} inside If/Loop/Scan bodies stay in float: Q/DQ placement covers the main graph only{}",
-          inside, sites.sites.empty() ? " (nothing else to quantize: 0 activations)" : ""));
-    }
-    // Before the data is read: an override naming nothing fails at once.
-    QK_RETURN_IF_ERROR(CheckOverrides(sites, {options.method, options.method_overrides}));
-    if (!options.from_stats.empty()) {
-      QK_ASSIGN_OR_RETURN(statistics, StatisticsFromFiles(loaded, options.from_stats));
-    } else if (options.shared_stats && options.shared_stats->filled) {
-      statistics = {options.shared_stats->stats, options.shared_stats->data_description,
-                    options.shared_stats->data_fingerprint, options.shared_stats->samples};
-      result.samples = statistics.samples;
-    } else {
-      QK_RETURN_IF_ERROR(CollectShard(options, loaded, sites, *comm, &statistics, &result));
-      if (options.shared_stats) {
-        *options.shared_stats = {statistics.stats, statistics.data_description, statistics.data_fingerprint,
-                                 statistics.samples, true};
-      }
-    }
-    return Status::Ok();
-  }();
+  const Status collected =
+      Prepare(options, *comm, max_only ? CollectorKind::kRangeOnly : CollectorKind::kHistogram, &prepared);
   QK_RETURN_IF_ERROR(comm->Agree(collected, "collecting statistics"));
   const auto merge_start = std::chrono::steady_clock::now();
-  Result<formats::StatsFile> merged = MergeStatsOnRoot(*comm, std::move(statistics.stats));
+  Result<formats::StatsFile> merged = MergeStatsOnRoot(*comm, std::move(prepared.statistics.stats));
   result.rank.merge_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - merge_start).count();
+  result.seconds += result.rank.merge_seconds;
   if (!comm->is_root()) {
     // Wait for rank 0's outcome: its failure to merge or write fails this rank too.
     QK_RETURN_IF_ERROR(merged.status());
     QK_RETURN_IF_ERROR(comm->Agree(Status::Ok(), "writing artifacts on rank 0"));
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - prepared.start).count();
     result.peak_rss_bytes = PeakRssBytes();
     return result;
   }
   const auto write_start = std::chrono::steady_clock::now();
   Status written = merged.status();
   if (merged.ok()) {
-    statistics.stats = std::move(*merged);
-    written = WriteOutputs(options, loaded, sites, statistics, start, artifacts.get(), &result);
+    prepared.statistics.stats = std::move(*merged);
+    written = WriteOutputs(options, prepared, &result);
   }
   result.rank.write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
   QK_RETURN_IF_ERROR(comm->Agree(written, "writing artifacts on rank 0"));

@@ -13,11 +13,13 @@
 // merges shards, giving exactly the plan one pass over all their data would give.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "pipelines/calibration_stages.h"
 #include "pipelines/distributed.h"
 #include "formats/qkstats.h"
 #include "formats/trt_cache.h"
@@ -28,15 +30,6 @@
 #include "quantkit/status.h"
 
 namespace quantkit::pipelines {
-
-// Statistics of one calibration pass kept in memory, so several methods can be computed from it
-// (calibrate --compare-methods): the first Calibrate() fills it, later ones skip the model run.
-struct SharedStats {
-  formats::StatsFile stats;
-  std::string data_description, data_fingerprint;
-  int64_t samples = 0;
-  bool filled = false;
-};
 
 struct CalibrateOptions {
   std::string model;
@@ -53,7 +46,8 @@ struct CalibrateOptions {
   std::vector<std::string> from_stats;
   formats::TrtCacheWriteOptions cache;
   bool progress = true;        // bar on a terminal (quiet when piped regardless)
-  SharedStats* shared_stats = nullptr;  // not owned; see SharedStats
+  // Statistics already collected (Python's quantkit.Statistics): no model run. Not owned.
+  const Statistics* statistics = nullptr;
   // Under torchrun/srun/a PyTorchJob each rank collects its shard, rank 0 merges exactly and
   // writes everything (analysis/distributed.h); other ranks write nothing.
   DistributedOptions distributed;
@@ -72,5 +66,24 @@ struct CalibrateResult {
 };
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options);
+
+// One calibration up to its statistics (calibration_stages.h), kept so that any number of plans
+// are built from it without loading, hashing or running the model again (--compare-methods).
+struct PreparedCalibration {
+  LoadedModel model;
+  CalibrationSites sites;
+  Statistics statistics;
+  CalibrateResult report;  // notes, warnings, samples and collection time so far; no plan
+  std::chrono::steady_clock::time_point start;
+};
+
+// In one process: loads and hashes the model, finds the sites, checks the overrides and collects
+// statistics with histograms, so that every method can be built from them (or takes
+// options.from_stats / options.statistics).
+Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options);
+
+// The plan of options.method (and overrides) from `prepared`; with options.output_dir, the
+// artifact set (all five files or none); with options.stats_out, the .qkstats.
+Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared);
 
 }  // namespace quantkit::pipelines

@@ -23,7 +23,7 @@ Result<LoadedModel> LoadFloatModel(const std::string& path) {
   LoadedModel loaded;
   loaded.path = path;
   QK_ASSIGN_OR_RETURN(loaded.sha256, Sha256OfFile(path));
-  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(path, &loaded.upgrade));
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(path, &loaded.upgrade, &loaded.folded_ifs));
   int64_t qdq_nodes = 0;
   for (const ir::Node* n : model.graph->nodes()) {
     qdq_nodes += n->op_type() == "QuantizeLinear" || n->op_type() == "DequantizeLinear";

@@ -35,6 +35,7 @@ struct LoadedModel {
   std::string sha256;
   std::shared_ptr<const ir::Model> model;
   onnx_io::OpsetUpgrade upgrade;  // an opset upgrade done in memory (the file is unchanged)
+  int folded_ifs = 0;             // If nodes on a condition fixed by the model, now their branch
 };
 
 // Hashes the file and loads it for quantization (below opset 13 it is upgraded in memory; see

@@ -1,5 +1,6 @@
 #include "pipelines/compare_methods.h"
 
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -8,6 +9,7 @@
 
 #include "analysis/plan_eval.h"
 #include "common/check.h"
+#include "pipelines/holdout.h"
 #include "quant/method_amax.h"
 
 namespace quantkit::pipelines {
@@ -17,17 +19,19 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   CompareMethodsResult r;
   std::vector<quant::MethodRequest> methods = options.methods;
   if (methods.empty()) methods = quant::AllMethods();
-  r.holdout = options.holdout;
-  QK_RETURN_IF_NOT(!r.holdout.empty(), StatusCode::kInvalidArgument,
-                   "--compare-methods needs held-out data: give --holdout SPEC (data the plans were "
-                   "not calibrated on)");
   analysis::PlanEvalOptions eval_options;
   eval_options.model = options.calibrate.model;
-  eval_options.data = r.holdout;
-  eval_options.samples = options.holdout_samples;
+  CalibrateOptions base = options.calibrate;
+  if (!options.holdout.empty()) {
+    eval_options.data = options.holdout;
+    eval_options.samples = options.holdout_samples;
+  } else {
+    QK_RETURN_IF_ERROR(HoldOutCalibrationTail(&base, &eval_options, options.holdout_samples));
+  }
   eval_options.simulation.placement = options.calibrate.placement;
   eval_options.simulation.mode = analysis::PlacementMode::kTensorRT;
   QK_ASSIGN_OR_RETURN(auto evaluator, analysis::PlanEvaluator::Create(eval_options));
+  r.holdout = evaluator->data_description();
   r.metric = options.metric.empty() ? analysis::DefaultMetricName(evaluator->has_labels(), evaluator->class_output()) : options.metric;
   QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric, analysis::MakeMetric(r.metric));
   analysis::AgreementMetric agreement;
@@ -36,16 +40,17 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   QK_ASSIGN_OR_RETURN(analysis::TrialResult fp32, evaluator->EvaluateFp32({metric.get()}));
   r.fp32_value = fp32.metrics.at(r.metric);
 
-  SharedStats shared;
+  // One load, hash and collection for every method: each plan is BuildPlan over the same
+  // statistics (no model run); only the best one's artifacts are written.
+  CalibrateOptions c = base;
+  c.output_dir.clear();
+  c.stats_out.clear();
+  QK_ASSIGN_OR_RETURN(PreparedCalibration prepared, PrepareCalibration(c));
   size_t best = 0;
   for (size_t i = 0; i < methods.size(); ++i) {
-    CalibrateOptions c = options.calibrate;
-    c.method = methods[i];
-    c.output_dir.clear();
-    c.stats_out.clear();
-    c.shared_stats = &shared;
-    QK_ASSIGN_OR_RETURN(CalibrateResult calibrated, Calibrate(c));
-    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(calibrated.plan, metrics));
+    QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
+                                                   {methods[i], c.method_overrides}));
+    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(built.plan, metrics));
     MethodScore s;
     s.method = quant::MethodLabel(methods[i]);
     s.value = t.metrics.at(r.metric);
@@ -58,10 +63,9 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
     if (s.loss < b.loss || (s.loss == b.loss && s.rel_mse < b.rel_mse)) best = i;
   }
   r.best = r.scores[best].method;
-  CalibrateOptions c = options.calibrate;
+  c = base;
   c.method = methods[best];
-  c.shared_stats = &shared;
-  QK_ASSIGN_OR_RETURN(r.best_result, Calibrate(c));
+  QK_ASSIGN_OR_RETURN(r.best_result, FinishCalibration(c, prepared));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

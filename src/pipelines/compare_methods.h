@@ -1,8 +1,8 @@
-// `quantkit calibrate --compare-methods`: what users do by hand today — calibrate with every
-// method, evaluate each plan on held-out data, keep the best.
+// `quantkit calibrate --compare-methods` and `--method auto`: what users do by hand today —
+// calibrate with every method, evaluate each plan on held-out data, keep the best.
 //
-// One statistics pass (pipelines/calibrate.h SharedStats: the collectors keep histograms, so
-// quant::AmaxFromCollector recomputes any method without re-running the model), one plan per
+// One load and hash of the model and one statistics pass (PrepareCalibration: the collectors keep
+// histograms, so BuildPlan gives any method without re-running the model), one plan per
 // method, each simulated (analysis/simulate.h) on the holdout split against cached FP32 outputs.
 // The best method (lowest loss of the metric vs FP32; ties: lowest output relative MSE) gets its
 // artifacts written to the output directory, as a plain `calibrate` with that method would.
@@ -20,7 +20,9 @@ namespace quantkit::pipelines {
 struct CompareMethodsOptions {
   CalibrateOptions calibrate;              // data, placement, output_dir...; method is ignored
   std::vector<quant::MethodRequest> methods;  // empty: max, entropy, percentile:99.99, mse
-  std::string holdout;                     // required (the CLI defaults it for fashion-mnist data)
+  // Empty: the last quarter of the calibration data, which calibration then leaves out
+  // (pipelines/holdout.h). The CLI defaults it to fashion-mnist:val for fashion-mnist data.
+  std::string holdout;
   int64_t holdout_samples = 0;
   std::string metric;                      // empty: top1 with labels, else agreement
 };
@@ -31,7 +33,7 @@ struct MethodScore {
 };
 
 struct CompareMethodsResult {
-  std::string metric, holdout;
+  std::string metric, holdout;  // holdout: the evaluator's description of the data used
   double fp32_value = 0;
   std::vector<MethodScore> scores;  // in the order tried
   std::string best;

@@ -10,6 +10,7 @@
 #include "analysis/simulate.h"
 #include "common/check.h"
 #include "data/image_options.h"
+#include "data/image_options_text.h"
 #include "formats/plan_files.h"
 #include "formats/ranges.h"
 #include "pipelines/calibration_stages.h"
@@ -211,19 +212,7 @@ Result<pipelines::MethodChoice> ParseChoices(const MethodChoices& choices) {
 namespace pipelines {
 
 Result<data::ImageOptions> ToImageOptions(const ImagePreprocessing& p) {
-  data::ImageOptions o;
-  if (!p.resize.empty()) QK_RETURN_IF_ERROR(data::SetResize(p.resize, &o));
-  if (!p.center_crop.empty()) QK_RETURN_IF_ERROR(data::SetCrop(p.center_crop, &o));
-  if (!p.color.empty()) QK_RETURN_IF_ERROR(data::SetColor(p.color, &o));
-  if (!p.layout.empty()) QK_RETURN_IF_ERROR(data::SetLayout(p.layout, &o));
-  if (!p.mean.empty()) {
-    QK_ASSIGN_OR_RETURN(o.mean, data::ParseFloatList(p.mean, "mean"));
-  }
-  if (!p.std.empty()) {
-    QK_ASSIGN_OR_RETURN(o.std, data::ParseFloatList(p.std, "std"));
-  }
-  o.scale = p.scale;
-  return o;
+  return data::ParseImageOptions({p.resize, p.center_crop, p.color, p.layout, p.mean, p.std, p.scale});
 }
 
 }  // namespace pipelines

@@ -1,5 +1,7 @@
 #include "pipelines/qat.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -191,6 +193,41 @@ void SetInitializers(ir::Graph& g, const std::vector<runtime::NamedTensor>& valu
   }
 }
 
+// --labels: one class index per sample of the whole training data (so that --samples takes the
+// first labels with the first samples); a file of another length is another data set's labels.
+Result<std::vector<int64_t>> ReadLabels(const QatOptions& o, int64_t all_samples, int64_t n) {
+  std::vector<int64_t> labels;
+  if (o.labels.empty()) return labels;
+  QK_RETURN_IF_NOT(o.trainer.label_weight > 0, StatusCode::kInvalidArgument,
+                   "--labels {}: the label-free loss uses no labels; use --loss ce, ce+kl or ce+mse", o.labels);
+  QK_ASSIGN_OR_RETURN(ir::Tensor l, data::ReadNpy(o.labels));
+  QK_RETURN_IF_NOT((l.dtype() == ir::DType::kInt64 || l.dtype() == ir::DType::kInt32) && l.rank() == 1 &&
+                       l.numel() == all_samples,
+                   StatusCode::kInvalidArgument,
+                   "{}: labels must be int32/int64 [{}] (one per sample of '{}'), got {}[{}]", o.labels,
+                   all_samples, o.data, ir::DTypeName(l.dtype()), fmt::join(l.dims(), ","));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = l.dtype() == ir::DType::kInt64 ? l.data_as<int64_t>()[i] : l.data_as<int32_t>()[i];
+    QK_RETURN_IF_NOT(v >= 0, StatusCode::kInvalidArgument, "{}: label {} of sample {} is negative", o.labels, v, i);
+    labels.push_back(v);
+  }
+  return labels;
+}
+
+// Classes of the first output [batch, ...] when its shape is static (0 otherwise): labels can
+// then be checked before training rather than at the batch that holds a bad one.
+int64_t StaticClasses(const ir::Model& m) {
+  if (m.graph->outputs().empty()) return 0;
+  const std::optional<std::vector<int64_t>> dims = m.graph->outputs().front()->type.ConcreteDims();
+  if (!dims.has_value() || dims->size() < 2) return 0;
+  int64_t classes = 1;
+  for (size_t i = 1; i < dims->size(); ++i) {
+    if ((*dims)[i] < 0) return 0;
+    classes *= (*dims)[i];
+  }
+  return classes;
+}
+
 const char* LossName(const runtime::TrainerOptions& t) {
   if (t.label_weight > 0 && t.distill_weight > 0) return "cross-entropy+distillation";
   if (t.label_weight > 0) return "cross-entropy";
@@ -201,8 +238,6 @@ const char* LossName(const runtime::TrainerOptions& t) {
 
 Result<QatResult> RunQat(const QatOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  QK_RETURN_IF_NOT(o.device == "cpu", StatusCode::kUnsupported,
-                   "--device {}: qat runs on cpu in this build (CUDA training is not available yet)", o.device);
   QK_RETURN_IF_NOT(o.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be > 0, got {}", o.batch_size);
   QK_RETURN_IF_NOT(!o.output_dir.empty(), StatusCode::kInvalidArgument, "an output directory (-o) is required");
   QK_RETURN_IF_NOT(o.steps >= 0 && o.epochs >= 0, StatusCode::kInvalidArgument, "--steps/--epochs must be >= 0");
@@ -269,20 +304,17 @@ Result<QatResult> RunQat(const QatOptions& o) {
 
   // 3. Data: training (shuffled per epoch with the seed), optional labels and validation.
   QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> train_src, data::OpenSource(o.data, inputs, o.image));
+  const int64_t all_samples = train_src->num_samples();
   train_src = data::Take(std::move(train_src), o.samples);
   const int64_t n = train_src->num_samples();
   QK_RETURN_IF_NOT(n >= o.batch_size, StatusCode::kInvalidArgument,
                    "training data '{}' holds {} samples, fewer than one batch of {}", o.data, n, o.batch_size);
-  std::vector<int64_t> labels;
-  if (!o.labels.empty()) {
-    QK_ASSIGN_OR_RETURN(ir::Tensor l, data::ReadNpy(o.labels));
-    QK_RETURN_IF_NOT((l.dtype() == ir::DType::kInt64 || l.dtype() == ir::DType::kInt32) && l.rank() == 1 &&
-                         l.numel() >= n,
-                     StatusCode::kInvalidArgument, "{}: labels must be int32/int64 [N >= {}], got {}[{}]", o.labels,
-                     n, ir::DTypeName(l.dtype()), fmt::join(l.dims(), ","));
-    for (int64_t i = 0; i < n; ++i) {
-      labels.push_back(l.dtype() == ir::DType::kInt64 ? l.data_as<int64_t>()[i] : l.data_as<int32_t>()[i]);
-    }
+  QK_ASSIGN_OR_RETURN(std::vector<int64_t> labels, ReadLabels(o, all_samples, n));
+  if (const int64_t classes = StaticClasses(teacher); classes > 0 && !labels.empty()) {
+    const int64_t top = *std::max_element(labels.begin(), labels.end());
+    QK_RETURN_IF_NOT(top < classes, StatusCode::kInvalidArgument,
+                     "{}: label {} is out of range for the model's {} outputs (labels must be in [0, {}))", o.labels,
+                     top, classes, classes);
   }
   std::unique_ptr<data::Source> val_src;
   if (!o.val.empty()) {

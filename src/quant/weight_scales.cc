@@ -1,6 +1,7 @@
 #include "quant/weight_scales.h"
 
 #include <cmath>
+#include <limits>
 
 #include "common/check.h"
 #include "quant/collectors/per_channel.h"
@@ -31,7 +32,9 @@ std::vector<float> WeightScalesFromAmax(const std::vector<float>& amax) {
   scales.reserve(amax.size());
   for (float a : amax) {
     const float s = ScaleFromAmax(a);
-    scales.push_back(s > 0.0f ? s : kZeroChannelScale);
+    // A channel of denormal weights (PP-OCRv4 recognition has one with max |w| = 3e-40) gets a
+    // denormal scale, which TensorRT flushes to zero and ValidatePlan refuses: it is a zero channel.
+    scales.push_back(s >= kMinNormalScale ? s : kZeroChannelScale);
   }
   return scales;
 }

@@ -71,7 +71,7 @@ Result<ir::Tensor> ToIrTensor(const at::Tensor& t, const std::string& what) {
     return MakeStatus(StatusCode::kUnsupported, "{}: result dtype {} has no ONNX equivalent", what,
                       c10::toString(t.scalar_type()));
   }
-  at::Tensor src = t.contiguous();
+  at::Tensor src = t.to(at::kCPU).contiguous();
   ir::Tensor out(dtype, src.sizes().vec());
   if (src.numel() > 0) std::memcpy(out.mutable_data(), src.data_ptr(), src.nbytes());
   return out;

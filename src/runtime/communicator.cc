@@ -256,6 +256,12 @@ Result<std::optional<DistributedEnv>> ReadDistributedEnv() {
   return ReadDistributedEnv([](const char* name) -> const char* { return std::getenv(name); });
 }
 
+Result<Device> ParseDeviceForRank(const std::string& text, const std::optional<DistributedEnv>& env) {
+  QK_ASSIGN_OR_RETURN(Device device, ParseDevice(text));
+  if (env.has_value() && text == "cuda") device.index = env->local_rank;
+  return device;
+}
+
 Status Communicator::Agree(const Status& local, const std::string& step) {
   QK_ASSIGN_OR_RETURN(std::vector<std::string> all, AllGather(EncodeStatus(local), step));
   for (size_t r = 0; r < all.size(); ++r) {

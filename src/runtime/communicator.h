@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "quantkit/status.h"
+#include "runtime/device.h"
 
 namespace quantkit::runtime {
 
@@ -46,6 +47,13 @@ struct DistributedEnv {
 using GetEnvFn = std::function<const char*(const char*)>;
 Result<std::optional<DistributedEnv>> ReadDistributedEnv(const GetEnvFn& getenv_fn);
 Result<std::optional<DistributedEnv>> ReadDistributedEnv();  // the process environment
+
+// --device of one rank: ParseDevice(text), except that under a launch plain `cuda` means
+// cuda:LOCAL_RANK. torchrun starts one process per GPU of a machine (LOCAL_RANK 0 ..
+// LOCAL_WORLD_SIZE-1), as torch's own scripts do with torch.cuda.set_device(local_rank); without
+// this every rank would share GPU 0. An explicit cuda:N is kept (the user's choice, even when
+// ranks then share a GPU), and so are the CPU and a process outside a launch (env empty).
+Result<Device> ParseDeviceForRank(const std::string& text, const std::optional<DistributedEnv>& env);
 
 inline constexpr std::chrono::seconds kDefaultDistributedTimeout{1800};  // torch's default too
 

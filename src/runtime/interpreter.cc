@@ -8,6 +8,7 @@
 #include "runtime/interpreter.h"
 
 #include <c10/core/InferenceMode.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <new>
@@ -16,10 +17,12 @@
 
 #include "common/check.h"
 #include "runtime/aten_bridge.h"
+#include "runtime/device_placement.h"
 #include "runtime/heap.h"
 #include "runtime/interpreter_aten.h"
 #include "runtime/kernel.h"
 #include "runtime/registry.h"
+#include "runtime/tensor_stats_aten.h"
 #include "runtime/training_ops.h"
 
 namespace quantkit::runtime {
@@ -72,11 +75,13 @@ struct Frame {
   // The step being executed ("node 'x' (Reshape, opset 13)"), so that an error escaping the
   // per-step handlers still names the node.
   const std::string* where = nullptr;
+  at::Device device = at::kCPU;  // the interpreter's compute device
 };
 
 class PlanBuilder {
  public:
-  PlanBuilder(const ir::Model& model, bool training) : model_(model), training_(training) {}
+  PlanBuilder(const ir::Model& model, at::Device device, bool training)
+      : model_(model), device_(device), training_(training) {}
 
   Result<std::shared_ptr<SubgraphPlan>> Build(const ir::Graph& graph) {
     auto plan = std::make_shared<SubgraphPlan>();
@@ -95,6 +100,8 @@ class PlanBuilder {
     for (const ir::Value* v : graph.inputs()) plan->input_slots.push_back(slot(v));
     for (const ir::Value* v : graph.initializers()) {
       QK_ASSIGN_OR_RETURN(at::Tensor t, WrapTensor(*v->initializer, "initializer '" + v->name() + "'"));
+      // Weights move to the device once, here; shape constants stay on the host (KeepOnHost).
+      if (!device_.is_cpu() && !KeepOnHost(t)) t = t.to(device_);
       plan->constants.emplace_back(slot(v), t);
     }
     if (!graph.sparse_initializers().empty()) {
@@ -178,6 +185,7 @@ class PlanBuilder {
 
  private:
   const ir::Model& model_;
+  at::Device device_;
   bool training_ = false;
 };
 
@@ -191,6 +199,12 @@ Status Notify(RunState& state, const SubgraphPlan& plan, int slot, at::Tensor& v
   const ir::Node* producer = plan.slot_producer[slot];
   if (state.options->hook) QK_RETURN_IF_ERROR(state.options->hook(name, producer, value));
   for (Observer* obs : state.watchers[slot]) {
+    const TensorStatsRequest* request = obs->StatsRequestFor(name);
+    if (request != nullptr && !value.is_complex() && (!value.device().is_cpu() || DeviceStatsOnHost())) {
+      QK_ASSIGN_OR_RETURN(TensorStats stats, ComputeTensorStats(value, *request));
+      QK_RETURN_IF_ERROR(obs->OnStats(name, producer, stats));
+      continue;
+    }
     at::Tensor t = value.device().is_cpu() ? value : value.cpu();
     if (obs->WantsFloat() && t.scalar_type() != at::kFloat && !t.is_complex()) t = t.to(at::kFloat);
     t = t.contiguous();
@@ -204,6 +218,36 @@ void FillConstants(const SubgraphPlan& plan, Frame& frame) {
   frame.slots.assign(plan.slot_names.size(), at::Tensor());
   for (const auto& [s, t] : plan.constants) {
     if (!plan.is_free_at_start[s]) frame.slots[s] = t;
+  }
+}
+
+// Runs one kernel. On a GPU interpreter, a kernel may meet inputs on two devices (a host shape
+// tensor next to a device activation) or build host temporaries of its own; when it fails that
+// way it runs again with every input on the device, then, failing that too, on the host (the
+// outputs stay where that kernel produced them). A failure of the retries reports the first error;
+// out-of-memory is never retried.
+std::vector<at::Tensor> ComputeStep(const SubgraphPlan::Step& step, std::vector<at::Tensor>& inputs,
+                                    Frame& frame) {
+  try {
+    KernelContext ctx(inputs, step.outputs.size(), &frame);
+    return step.kernel->Compute(ctx);
+  } catch (const c10::Error& e) {
+    if (frame.device.is_cpu() || LooksLikeOom(e.what_without_backtrace())) throw;
+    bool mixed = false;
+    for (const at::Tensor& t : inputs) mixed |= t.defined() && t.device() != frame.device;
+    if (!mixed) throw;
+    for (const at::Device target : {frame.device, at::Device(at::kCPU)}) {
+      std::vector<at::Tensor> moved = inputs;
+      for (at::Tensor& t : moved) {
+        if (t.defined()) t = t.to(target);
+      }
+      try {
+        KernelContext ctx(moved, step.outputs.size(), &frame);
+        return step.kernel->Compute(ctx);
+      } catch (const c10::Error&) {
+      }
+    }
+    throw;
   }
 }
 
@@ -225,8 +269,7 @@ void Execute(Frame& frame, RunState* state) {
     std::vector<at::Tensor> outputs;
     frame.where = &step.where;
     try {
-      KernelContext ctx(inputs, step.outputs.size(), &frame);
-      outputs = step.kernel->Compute(ctx);
+      outputs = ComputeStep(step, inputs, frame);
     } catch (const NodeFailure&) {
       throw;
     } catch (const KernelError& e) {
@@ -286,6 +329,7 @@ std::vector<at::Tensor> KernelContext::RunSubgraph(const SubgraphPlan& plan,
   Frame child;
   child.plan = &plan;
   child.parent = static_cast<const Frame*>(frame_);
+  child.device = child.parent->device;
   FillConstants(plan, child);
   QK_KERNEL_CHECK(inputs.size() <= plan.input_slots.size(), "subgraph takes {} inputs, got {}",
                   plan.input_slots.size(), inputs.size());
@@ -320,6 +364,8 @@ struct Interpreter::Impl {
   std::shared_ptr<const ir::Model> model;
   InterpreterOptions options;
   std::shared_ptr<SubgraphPlan> plan;
+  Device device;
+  at::Device aten_device = at::kCPU;
   std::vector<std::string> input_names;   // required feeds
   std::vector<std::string> output_names;
 
@@ -381,6 +427,7 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
   const SubgraphPlan& p = *plan;
   Frame frame;
   frame.plan = &p;
+  frame.device = aten_device;
   FillConstants(p, frame);
   if (opts.parameters != nullptr) QK_RETURN_IF_ERROR(SetParameters(*opts.parameters, frame));
   std::unordered_set<std::string> fed;
@@ -405,7 +452,7 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
       }
     }
     const int s = p.slot_by_name.at(name);
-    if (!p.is_free_at_start[s]) frame.slots[s] = t;
+    if (!p.is_free_at_start[s]) frame.slots[s] = ToDevice(t, aten_device);
   }
   for (const std::string& name : input_names) {
     if (!fed.count(name)) {
@@ -463,9 +510,12 @@ Result<std::unique_ptr<Interpreter>> Interpreter::Create(std::shared_ptr<const i
   KeepFreedMemoryForReuse();
   auto impl = std::make_unique<Impl>();
   impl->model = model;
+  impl->device = options.device.value_or(DefaultDevice());
+  QK_RETURN_IF_ERROR(CheckDeviceAvailable(impl->device));
+  impl->aten_device = ToAtenDevice(impl->device);
   impl->options = std::move(options);
   try {
-    PlanBuilder builder(*model, impl->options.training);
+    PlanBuilder builder(*model, impl->aten_device, impl->options.training);
     QK_ASSIGN_OR_RETURN(impl->plan, builder.Build(*model->graph));
   } catch (const c10::Error& e) {
     return Status(StatusCode::kInvalidModel, e.what_without_backtrace());
@@ -486,6 +536,7 @@ Result<std::unique_ptr<Interpreter>> Interpreter::Create(ir::Model&& model, Inte
 const std::vector<std::string>& Interpreter::input_names() const { return impl_->input_names; }
 const std::vector<std::string>& Interpreter::output_names() const { return impl_->output_names; }
 const ir::Model& Interpreter::model() const { return *impl_->model; }
+Device Interpreter::device() const { return impl_->device; }
 
 Result<std::vector<NamedTensor>> Interpreter::Run(const std::vector<NamedTensor>& inputs,
                                                   const RunOptions& options) const {

@@ -17,12 +17,14 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "quantkit/status.h"
+#include "runtime/device.h"
 #include "runtime/observer.h"
 
 namespace quantkit::runtime {
@@ -37,6 +39,9 @@ struct InterpreterOptions {
   std::function<void(const std::string&)> warn;
   // Scan float inputs for NaN/Inf before each run (one pass over the inputs).
   bool check_finite_inputs = true;
+  // Where weights and activations live (default: runtime::DefaultDevice(), i.e. --device).
+  // Inputs may be given on the host; outputs of Run() come back to the host.
+  std::optional<Device> device;
   // Training mode (QAT, runtime/qat_trainer.h): also resolves the training-only ops of
   // runtime/training_ops.h (FakeQuantize). Gradients are recorded only by RunAten, which leaves
   // autograd on; Run() always executes under inference mode.
@@ -69,6 +74,7 @@ class Interpreter {
   const std::vector<std::string>& input_names() const;
   const std::vector<std::string>& output_names() const;
   const ir::Model& model() const;
+  Device device() const;
 
   // Outputs in graph-output order.
   Result<std::vector<NamedTensor>> Run(const std::vector<NamedTensor>& inputs,

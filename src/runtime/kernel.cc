@@ -32,13 +32,13 @@ int64_t NormAxis(int64_t axis, int64_t rank) {
 }
 
 std::vector<int64_t> ToInt64Vector(const at::Tensor& t) {
-  at::Tensor c = t.to(at::kLong).contiguous().reshape({-1});
+  at::Tensor c = t.to(at::kCPU, at::kLong).contiguous().reshape({-1});
   const int64_t* p = c.data_ptr<int64_t>();
   return std::vector<int64_t>(p, p + c.numel());
 }
 
 std::vector<double> ToDoubleVector(const at::Tensor& t) {
-  at::Tensor c = t.to(at::kDouble).contiguous().reshape({-1});
+  at::Tensor c = t.to(at::kCPU, at::kDouble).contiguous().reshape({-1});
   const double* p = c.data_ptr<double>();
   return std::vector<double>(p, p + c.numel());
 }

@@ -10,6 +10,11 @@
 //    non-contiguous result (e.g. a Transpose view) is made contiguous first. When WantsFloat()
 //    is true, every numeric tensor is presented as float (converted when it is not float).
 //  - Returning a failed Status aborts the run; the interpreter returns that Status.
+//  - Device-side statistics: an observer that returns a request from StatsRequestFor() gets
+//    OnStats() instead of OnTensor() for tensors that live on a GPU: the statistics are computed
+//    there (runtime/tensor_stats.h) and only they are copied to the host. Host tensors still go
+//    to OnTensor(), unless QUANTKIT_DEVICE_STATS=1 asks for the device algorithm on the CPU too
+//    (a verification switch: its results must equal the host collectors byte for byte).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +29,9 @@ class Node;
 }  // namespace quantkit::ir
 
 namespace quantkit::runtime {
+
+struct TensorStats;
+struct TensorStatsRequest;
 
 // A non-owning view of a contiguous host tensor.
 struct TensorView {
@@ -50,6 +58,13 @@ class Observer {
   virtual bool WantsFloat() const { return false; }
   virtual Status OnTensor(const std::string& tensor_name, const ir::Node* producer,
                           const TensorView& view) = 0;
+  // Statistics wanted for a tensor when it lives on a device; nullptr (the default): OnTensor
+  // with a host copy. The pointer must stay valid during the run.
+  virtual const TensorStatsRequest* StatsRequestFor(const std::string& tensor_name) const {
+    return nullptr;
+  }
+  virtual Status OnStats(const std::string& tensor_name, const ir::Node* producer,
+                         const TensorStats& stats);
 };
 
 // Watches only the named tensors.

@@ -1,6 +1,8 @@
 // QatTrainer: teacher/student forward, loss, backward and libtorch optimizer steps.
 #include "runtime/qat_trainer.h"
 
+#include <fmt/ranges.h>
+
 #include <torch/optim.h>
 #include <torch/serialize.h>
 
@@ -12,6 +14,7 @@
 
 #include "common/check.h"
 #include "runtime/aten_bridge.h"
+#include "runtime/device_placement.h"
 #include "runtime/interpreter_aten.h"
 
 namespace quantkit::runtime {
@@ -61,6 +64,9 @@ AtenRunOptions Capturing(const std::vector<std::string>& names, std::map<std::st
 
 struct QatTrainer::Impl {
   TrainerOptions options;
+  // Where parameters, optimizer state, activations and gradients live (runtime::DefaultDevice()
+  // at creation); batches are copied there and only the loss values come back each step.
+  at::Device device = at::kCPU;
   std::unique_ptr<Interpreter> student, teacher;
   std::vector<std::string> names;
   std::vector<at::Tensor> params;  // leaves with requires_grad
@@ -73,7 +79,9 @@ struct QatTrainer::Impl {
   Status ReduceGradients(const GradientReducer& reduce, StepResult* r) {
     std::vector<float> flat;
     for (const at::Tensor& p : params) {
-      const at::Tensor g = p.grad().defined() ? p.grad().to(at::kFloat).contiguous() : at::zeros_like(p, at::kFloat);
+      // Host copies: the reducer works on host memory (Gloo over TCP), the gradients may live on a GPU.
+      const at::Tensor g = p.grad().defined() ? p.grad().to(at::kCPU, at::kFloat).contiguous()
+                                              : at::zeros(p.sizes(), at::TensorOptions(at::kFloat));
       flat.insert(flat.end(), g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
     }
     const size_t size = flat.size();
@@ -117,14 +125,18 @@ Result<std::unique_ptr<QatTrainer>> QatTrainer::Create(ir::Model student, ir::Mo
   QK_RETURN_IF_NOT(parameters.size() > 0, StatusCode::kInvalidArgument, "nothing to train: no parameters");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  // Trainable copies of the initializers, taken before the model moves into the interpreter.
+  const Device device = DefaultDevice();
+  QK_RETURN_IF_ERROR(CheckDeviceAvailable(device));
+  impl->device = ToAtenDevice(device);
+  // Trainable copies of the initializers, taken before the model moves into the interpreter, on
+  // the compute device so that they are leaves there (the optimizer updates them in place).
   for (const std::string& name : parameters) {
     const ir::Value* v = student.graph->FindValue(name);
     QK_RETURN_IF_NOT(v != nullptr && v->initializer.has_value() && v->initializer->dtype() == ir::DType::kFloat,
                      StatusCode::kInvalidArgument, "parameter '{}' is not a float initializer of the model", name);
     QK_ASSIGN_OR_RETURN(at::Tensor t, CopyToAten(*v->initializer, "parameter '" + name + "'"));
     impl->names.push_back(name);
-    impl->params.push_back(t.set_requires_grad(true));
+    impl->params.push_back(t.to(impl->device).set_requires_grad(true));
   }
   for (const std::string& f : options.feature_tensors) {
     QK_RETURN_IF_NOT(student.graph->FindValue(f) != nullptr && teacher.graph->FindValue(f) != nullptr,
@@ -133,9 +145,11 @@ Result<std::unique_ptr<QatTrainer>> QatTrainer::Create(ir::Model student, ir::Mo
   InterpreterOptions training;
   training.training = true;
   training.check_finite_inputs = false;
+  training.device = device;
   QK_ASSIGN_OR_RETURN(impl->student, Interpreter::Create(std::move(student), training));
   InterpreterOptions plain;
   plain.check_finite_inputs = false;
+  plain.device = device;
   QK_ASSIGN_OR_RETURN(impl->teacher, Interpreter::Create(std::move(teacher), plain));
   QK_RETURN_IF_NOT(impl->student->input_names() == impl->teacher->input_names(), StatusCode::kInvalidArgument,
                    "the student and the FP32 model have different inputs");
@@ -185,7 +199,7 @@ Result<StepResult> QatTrainer::Step(const TrainingBatch& batch, const GradientRe
     run.parameters = &params;
     QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> s, RunAten(*m.student, feeds, run));
     const at::Tensor out = s.at(0);
-    at::Tensor loss = at::zeros({}, at::kFloat);
+    at::Tensor loss = at::zeros({}, out.options().dtype(at::kFloat));
     if (o.distill_weight > 0) {
       at::Tensor d;
       if (o.distill == DistillLoss::kMse) {
@@ -201,12 +215,18 @@ Result<StepResult> QatTrainer::Step(const TrainingBatch& batch, const GradientRe
     }
     if (o.label_weight > 0) {
       QK_ASSIGN_OR_RETURN(at::Tensor labels, CopyToAten(*batch.labels, "labels"));
-      at::Tensor ce = at::cross_entropy_loss(out.flatten(1), labels.to(at::kLong));
+      const int64_t classes = out.flatten(1).size(1);
+      const int64_t low = labels.numel() > 0 ? labels.min().item<int64_t>() : 0;
+      const int64_t high = labels.numel() > 0 ? labels.max().item<int64_t>() : 0;
+      QK_RETURN_IF_NOT(low >= 0 && high < classes, StatusCode::kInvalidArgument,
+                       "label {} is out of range for the model's {} outputs (labels must be in [0, {}))",
+                       low < 0 ? low : high, classes, classes);
+      at::Tensor ce = at::cross_entropy_loss(out.flatten(1), labels.to(out.device(), at::kLong));
       r.label = ce.item<double>();
       loss = loss + o.label_weight * ce;
     }
     if (o.feature_weight > 0 && !o.feature_tensors.empty()) {
-      at::Tensor f = at::zeros({}, at::kFloat);
+      at::Tensor f = at::zeros({}, out.options().dtype(at::kFloat));
       for (const std::string& name : o.feature_tensors) {
         QK_RETURN_IF_NOT(student_features.count(name) && teacher_features.count(name), StatusCode::kInternal,
                          "feature tensor '{}' was not produced", name);
@@ -248,7 +268,7 @@ Result<EvalCounts> QatTrainer::Evaluate(const TrainingBatch& batch) const {
     c.agree_teacher = ps.eq(pt).sum().item<int64_t>();
     if (batch.labels.has_value()) {
       QK_ASSIGN_OR_RETURN(at::Tensor labels, CopyToAten(*batch.labels, "labels"));
-      c.correct = ps.eq(labels.to(at::kLong)).sum().item<int64_t>();
+      c.correct = ps.eq(labels.to(ps.device(), at::kLong)).sum().item<int64_t>();
     }
     return Status::Ok();
   }));
@@ -285,7 +305,11 @@ Status QatTrainer::SaveCheckpoint(const std::string& path, const CheckpointExtra
   const std::string tmp = path + ".tmp";
   QK_RETURN_IF_ERROR(Guarded("writing checkpoint '" + path + "'", [&]() -> Status {
     torch::serialize::OutputArchive archive;
-    for (size_t i = 0; i < impl_->names.size(); ++i) archive.write("param/" + impl_->names[i], impl_->params[i].detach());
+    // Host copies of the parameters; the optimizer state is written where it lives and mapped
+    // onto the reader's device by LoadCheckpoint, so checkpoints move between CPU and GPU runs.
+    for (size_t i = 0; i < impl_->names.size(); ++i) {
+      archive.write("param/" + impl_->names[i], impl_->params[i].detach().cpu());
+    }
     for (const NamedTensor& b : extras.best) {
       QK_ASSIGN_OR_RETURN(at::Tensor t, CopyToAten(b.tensor, b.name));
       archive.write("best/" + b.name, t);
@@ -311,7 +335,7 @@ Result<CheckpointExtras> QatTrainer::LoadCheckpoint(const std::string& path) {
   CheckpointExtras extras;
   QK_RETURN_IF_ERROR(Guarded("reading checkpoint '" + path + "'", [&]() -> Status {
     torch::serialize::InputArchive archive;
-    archive.load_from(path);
+    archive.load_from(path, impl_->device);
     std::vector<at::Tensor> values(impl_->names.size());
     for (size_t i = 0; i < impl_->names.size(); ++i) {
       QK_RETURN_IF_NOT(archive.try_read("param/" + impl_->names[i], values[i]), StatusCode::kInvalidArgument,

@@ -1,10 +1,13 @@
 // FakeQuantize for training graphs (see training_ops.h for the math).
 #include "runtime/training_ops.h"
 
+#include <fmt/ranges.h>
+
 #include <ATen/ExpandUtils.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
+#include <limits>
 
 namespace quantkit::runtime {
 
@@ -95,7 +98,8 @@ at::Tensor WeightScalesFrom(const at::Tensor& x, int64_t axis) {
     amax = dims.empty() ? x.detach().abs() : x.detach().abs().amax(dims);
   }
   at::Tensor scale = amax / 127.0f;  // float32 division, as quant::ScaleFromAmax
-  return at::where(scale > 0, scale, at::ones_like(scale));
+  // Zero and denormal scales become 1, as quant::WeightScalesFromAmax.
+  return at::where(scale >= std::numeric_limits<float>::min(), scale, at::ones_like(scale));
 }
 
 at::Tensor FakeQuantizeSymmetricInt8(const at::Tensor& x, const at::Tensor& scale, int64_t axis, bool lsq) {

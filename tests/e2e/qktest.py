@@ -5,6 +5,7 @@
                     argv[1] / argv[2] when a test file is run directly with python
   run(args)         quantkit with args; asserts the exit code; returns stdout (+ stderr with
                     `with_stderr`)
+  run_process(args) the same, returning the CompletedProcess (for tests that read stderr apart)
   ort_session(path) an onnxruntime CPU session with graph optimizations off, so a Q/DQ model runs
                     its Q/DQ arithmetic as written
   ort_run(path, x)  the first output for x fed to the first input (in batches of `batch`)
@@ -18,7 +19,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["QK", "ROOT", "run", "ort_session", "ort_run", "cosine", "zoo_data", "zoo_model"]
+__all__ = ["QK", "ROOT", "run", "run_process", "ort_session", "ort_run", "cosine", "zoo_data", "zoo_model"]
 
 
 def _setting(env, index):
@@ -37,9 +38,14 @@ sys.path.insert(0, os.path.join(ROOT, "python", "zoo"))
 import data as zoo_data  # noqa: E402,F401  (re-exported)
 
 
+def run_process(args, expect=0, env=None):
+    p = subprocess.run([QK] + list(args), capture_output=True, text=True, env=env)
+    assert p.returncode == expect, f"{args}: exit {p.returncode}, expected {expect}\n{p.stdout}\n{p.stderr}"
+    return p
+
+
 def run(args, expect=0, with_stderr=False):
-    p = subprocess.run([QK] + list(args), capture_output=True, text=True)
-    assert p.returncode == expect, f"{args}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
+    p = run_process(args, expect)
     return p.stdout + p.stderr if with_stderr else p.stdout
 
 

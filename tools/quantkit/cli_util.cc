@@ -11,6 +11,7 @@
 #include "analysis/simulate.h"
 #include "cli_distributed.h"
 #include "common/check.h"
+#include "data/image_options_text.h"
 
 namespace quantkit::cli {
 
@@ -109,27 +110,9 @@ void AddImageOptions(CLI::App* cmd, ImageArgs* a) {
 }
 
 Result<data::ImageOptions> ToImageOptions(const ImageArgs& a) {
-  data::ImageOptions o;
-  if (!a.resize.empty()) {
-    QK_RETURN_IF_ERROR(data::SetResize(a.resize, &o));
-  }
-  if (!a.crop.empty()) {
-    QK_RETURN_IF_ERROR(data::SetCrop(a.crop, &o));
-  }
-  if (!a.color.empty()) {
-    QK_RETURN_IF_ERROR(data::SetColor(a.color, &o));
-  }
-  if (!a.layout.empty()) {
-    QK_RETURN_IF_ERROR(data::SetLayout(a.layout, &o));
-  }
-  if (a.scale != 0) o.scale = a.scale;
-  if (!a.mean.empty()) {
-    QK_ASSIGN_OR_RETURN(o.mean, data::ParseFloatList(a.mean, "--mean"));
-  }
-  if (!a.std.empty()) {
-    QK_ASSIGN_OR_RETURN(o.std, data::ParseFloatList(a.std, "--std"));
-  }
-  return o;
+  data::ImageOptionsText text{a.resize, a.crop, a.color, a.layout, a.mean, a.std, std::nullopt};
+  if (a.scale != 0) text.scale = a.scale;
+  return data::ParseImageOptions(text);
 }
 
 void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* a, const std::string& data_help) {

@@ -1,7 +1,9 @@
 // quantkit calibrate MODEL --data SPEC [-o DIR] [--method M] [--samples N] [--batch-size B] ...
+#include <algorithm>
 #include <cstdio>
 
 #include "pipelines/calibrate.h"
+#include "pipelines/calibrate_budget.h"
 #include "pipelines/compare_methods.h"
 #include "cli_distributed.h"
 #include "cli_util.h"
@@ -21,6 +23,8 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
     bool compare = false, json = false;
     std::string holdout, metric;
     int64_t holdout_samples = 0;
+    double budget = 0;
+    CLI::Option* budget_option = nullptr;
     ImageArgs image;
   };
   auto opts = std::make_shared<Options>();
@@ -34,7 +38,10 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
                   "DIR/*.npy, DIR/test_data_set_*/input_K.pb), an image folder (DIR/*.jpg or DIR/<class>/*.jpg, "
                   "see --resize ...), a JSON data config (FILE.json) or fashion-mnist[:calib|val|test|train]");
   cmd->add_option("-o,--output-dir", opts->calibrate.output_dir, "directory for the artifacts");
-  cmd->add_option("--method", opts->method, "max | entropy | percentile[:P] | mse")->capture_default_str();
+  cmd->add_option("--method", opts->method,
+                  "max | entropy | percentile[:P] | mse | auto (every method from one statistics pass, the best "
+                  "on held-out data vs FP32: --holdout, or the last quarter of --data)")
+      ->capture_default_str();
   cmd->add_option("--override", opts->overrides,
                   "per-tensor method, TENSOR=METHOD or OPTYPE=METHOD (op type of the consumer)");
   cmd->add_option("--exclude", opts->exclude, "node names or op types kept in float");
@@ -52,9 +59,15 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option("--calibrator", opts->calibrator, "cache header calibrator")->capture_default_str();
   cmd->add_flag("--compare-methods", opts->compare,
                 "calibrate once, evaluate max/entropy/percentile:99.99/mse on --holdout, keep the best");
-  cmd->add_option("--holdout", opts->holdout, "held-out data for --compare-methods (default fashion-mnist:val)");
+  opts->budget_option = cmd->add_option(
+      "--budget", opts->budget,
+      "then keep the fewest layers in float that bring INT8 within B of FP32 on held-out data (the fallback "
+      "search): top1/agreement in points, rel_mse as a ratio; writes the repaired artifacts");
+  cmd->add_option("--holdout", opts->holdout,
+                  "held-out data for --compare-methods (default fashion-mnist:val) and --budget (default: the "
+                  "last quarter of --data, which calibration then leaves out)");
   cmd->add_option("--holdout-samples", opts->holdout_samples, "first N held-out samples (0: all)");
-  cmd->add_option("--metric", opts->metric, "--compare-methods metric: top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
+  cmd->add_option("--metric", opts->metric, "--compare-methods/--budget metric: top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
   cmd->add_flag("--json", opts->json, "--compare-methods: print the table as JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->image);
@@ -72,7 +85,9 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       if (!image.ok()) return Report(image.status());
       opts->calibrate.image = *image;
       pipelines::CalibrateOptions& c = opts->calibrate;
-      auto method = quant::ParseMethod(opts->method);
+      // auto is a choice among the methods, made by --compare-methods' evaluation.
+      const bool auto_method = opts->method == "auto";
+      auto method = quant::ParseMethod(auto_method ? "max" : opts->method);
       if (!method.ok()) return Report(method.status());
       c.method = *method;
       for (const std::string& o : opts->overrides) {
@@ -97,7 +112,29 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       if (!calibrator.ok()) return Report(calibrator.status());
       c.cache = {*version, *calibrator};
       c.progress = !opts->quiet;
-      if (opts->compare) {
+      if (opts->budget_option->count() > 0) {
+        if (opts->compare || auto_method) {
+          return Report(Status(StatusCode::kInvalidArgument,
+                               "--budget repairs one method's plan: give --method max|entropy|percentile|mse, "
+                               "not --compare-methods or --method auto"));
+        }
+        pipelines::CalibrateBudgetOptions b;
+        b.calibrate = c;
+        b.budget = opts->budget;
+        b.holdout = opts->holdout;
+        b.holdout_samples = opts->holdout_samples;
+        b.metric = opts->metric;
+        auto r = pipelines::CalibrateWithinBudget(b);
+        if (!r.ok()) return Report(r.status());
+        std::fputs(pipelines::FormatCalibrateBudget(*r).c_str(), stdout);
+        for (const std::string& f : r->calibration.written) {
+          const auto& repaired = r->fallback.written;  // printed by the report, replaced by the search
+          if (std::find(repaired.begin(), repaired.end(), f) == repaired.end()) std::printf("wrote %s\n", f.c_str());
+        }
+        // Exit 1 when the budget is out of reach, as `quantkit fallback` does.
+        return r->fallback.search.within_budget ? 0 : 1;
+      }
+      if (opts->compare || auto_method) {
         pipelines::CompareMethodsOptions cm;
         cm.calibrate = c;
         cm.holdout = opts->holdout;

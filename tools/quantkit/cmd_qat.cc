@@ -33,7 +33,9 @@ void SetupQat(CLI::App& app, RunFn* run) {
   cmd->add_option("--weights", opts->weights, "weight scales: per-channel | per-tensor")->capture_default_str();
   cmd->add_flag("--frozen-weight-scales", opts->frozen_weight_scales,
                 "keep the plan's weight scales instead of recomputing them from the current weights");
-  cmd->add_flag("--learn-scales", q.learn_activation_scales, "learn activation scales (LSQ gradient)");
+  cmd->add_flag("--learn-scales,!--frozen-activation-scales", q.learn_activation_scales,
+                "learn the activation scales (LSQ gradient; the default), or keep the plan's")
+      ->capture_default_str();
   cmd->add_option("--steps", q.steps, "optimizer steps (overrides --epochs)");
   cmd->add_option("--epochs", q.epochs, "epochs over --data (default 1 when --steps is not given)");
   cmd->add_option("--samples", q.samples, "use the first N training samples (0: all)");
@@ -56,7 +58,6 @@ void SetupQat(CLI::App& app, RunFn* run) {
   cmd->add_option("--resume", q.resume, "continue from a checkpoint (OUT/checkpoint.pt of an earlier run)");
   cmd->add_option("--stop-after", q.stop_after,
                   "stop after N steps of this run and write only the checkpoint (continue with --resume)");
-  cmd->add_option("--device", q.device, "cpu (CUDA training is not available yet)")->capture_default_str();
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->image);
   AddDistributedOptions(cmd, &q.distributed);

@@ -4,6 +4,7 @@
 
 #include "cli_distributed.h"
 #include "commands.h"
+#include "device_option.h"
 #include "runtime/threads.h"
 
 int main(int argc, char** argv) {
@@ -21,6 +22,8 @@ int main(int argc, char** argv) {
   app.fallthrough();
   quantkit::cli::RunFn run;
   quantkit::cli::RegisterCommands(app, &run);
+  std::string device = "cpu";
+  quantkit::cli::AddDeviceOptions(app, &device);
   // Parse errors and unknown subcommands are bad input (exit 2), as documented; only --help and
   // --version exit 0.
   if (const int code = quantkit::cli::Parse(app, argc, argv); code >= 0) return code;
@@ -35,7 +38,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "quantkit: warning: --threads %d exceeds the %d usable CPUs; using %d\n", threads,
                  used.value(), used.value());
   }
-  if (quantkit::Status st = quantkit::cli::CheckDistributedLaunch(app); !st.ok()) {
+  for (quantkit::Status st : {quantkit::cli::CheckDistributedLaunch(app),
+                              quantkit::cli::ApplyDeviceOption(app, device)}) {
+    if (st.ok()) continue;
     std::fprintf(stderr, "quantkit: %s\n", st.message().c_str());
     return quantkit::ExitCodeFor(st.code());
   }

@@ -6,7 +6,8 @@ plain_cnn calibrated with entropy clips the network input at ~0.81 and loses sev
     the node that reads the input in float; its Q/DQ model run in onnxruntime must give the same
     predictions as quantkit's simulation of the plan (float nodes really left without Q/DQ), and
     its --layerPrecisions string must name the float node;
-  * `calibrate --compare-methods` must not pick entropy for this model.
+  * `calibrate --compare-methods` must not pick entropy for this model, and `--method auto` (the same
+    choice, the held-out data defaulting to fashion-mnist:val) must write the plan of that best method.
 Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py.
 """
 import json
@@ -104,6 +105,11 @@ def main():
         assert min(losses.values()) == losses[cm["best"]]
         best_plan = json.load(open(os.path.join(d, "best", "plan.json")))
         assert best_plan["provenance"]["method"] == cm["best"], best_plan["provenance"]
+        auto = os.path.join(d, "auto")
+        run(["calibrate", model, "--data", "fashion-mnist:calib", "--method", "auto", "--holdout-samples", "1000",
+             "-o", auto, "-q"])
+        auto_plan = json.load(open(os.path.join(auto, "plan.json")))
+        assert auto_plan["provenance"]["method"] == cm["best"], (auto_plan["provenance"], cm["best"])
     print("fallback_test: passed")
 
 

@@ -5,23 +5,20 @@ For every zoo model: calibrate a plan (max, few samples), simulate the plan on t
 onnxruntime with graph optimizations disabled, and compare the logits. The QAT model goes through
 its extracted plan: `convert` strips it and writes the plan, quantkit simulates that plan on the
 stripped model, onnxruntime runs the original QAT model.
-argv[1] = quantkit binary, argv[2] = repository root, argv[3] (optional) = sample count.
+Run by pytest under ctest (quantkit and the repository from tests/e2e/qktest.py); the sample count
+is $QK_SIM_SAMPLES (default 500).
 """
 import json
 import os
 import re
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
-QK, ROOT = sys.argv[1], sys.argv[2]
-N = int(sys.argv[3]) if len(sys.argv) > 3 else 500
-sys.path.insert(0, os.path.join(ROOT, "python", "zoo"))
-import data  # noqa: E402
+from qktest import ROOT, ort_run, ort_session, run, zoo_data as data  # noqa: E402  (tests/e2e/qktest.py)
+
+N = int(os.environ.get("QK_SIM_SAMPLES", "500"))
 
 # Both sides run the same Q/DQ graph; only the float kernels (ATen+OpenBLAS vs MLAS) differ, by
 # float32 rounding of long sums. Logit difference relative to the sample's largest |logit| that
@@ -42,23 +39,12 @@ BATCH = 64
 ARGMAX_FLIP_SHARE = 0.01
 
 
-def run(args, expect=0):
-    p = subprocess.run([QK] + args, capture_output=True, text=True)
-    assert p.returncode == expect, f"{args}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
-    return p.stdout
-
-
 def session(path):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.intra_op_num_threads = 1
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return ort_session(path, threads=1)
 
 
 def ort_logits(path, x):
-    s = session(path)
-    name = s.get_inputs()[0].name
-    return np.concatenate([s.run(None, {name: x[i:i + BATCH]})[0] for i in range(0, len(x), BATCH)])
+    return ort_run(path, x, batch=BATCH, threads=1)
 
 
 def first_divergence(qdq_path, x, d):
@@ -139,6 +125,10 @@ def main():
              "--samples", str(N), "--batch-size", str(BATCH), "-q", "--json", "--save-outputs", sim])
         compare("resnet_small_qat (extracted plan)", np.load(sim), ort_logits(qat, x), qat, x, d)
     print("simulate_vs_ort_test: passed")
+
+
+def test_simulate_vs_ort():
+    main()
 
 
 if __name__ == "__main__":

@@ -8,20 +8,19 @@ its own; for the others no QuantizeLinear may consume a DequantizeLinear's outpu
 Data: SAMPLES seeded N(0, 1) samples at the model's input shape (the batch dim fixed to SAMPLES):
 enough to exercise every collector and writer while keeping the test within its CI budget
 (~6 minutes on 2 cores); accuracy is the calibrate/eval tests' job, not this one's.
-argv[1] = quantkit binary, argv[2] = repository root.
+Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py.
 """
 import glob
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
-QK, ROOT = sys.argv[1], sys.argv[2]
+from qktest import ROOT, run_process, ort_session  # noqa: E402  (tests/e2e/qktest.py)
+
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import export_torchvision  # noqa: E402
 
@@ -52,8 +51,9 @@ def check(model_path, d):
     np.save(xpath, x)
     out = os.path.join(d, name + ".out")
     t0 = time.time()
-    p = subprocess.run([QK, "calibrate", model_path, "--data", xpath, "--samples", str(SAMPLES), "--batch-size",
-                        str(SAMPLES), "-o", out, "-q"], capture_output=True, text=True)
+    args = ["calibrate", model_path, "--data", xpath, "--samples", str(SAMPLES), "--batch-size", str(SAMPLES),
+            "-o", out, "-q"]
+    p = run_process(args, expect=3 if quantized else 0)
     seconds = time.time() - t0
     if quantized:
         lines = p.stderr.strip().splitlines()
@@ -62,7 +62,6 @@ def check(model_path, d):
         assert not os.path.exists(out), f"{name}: refused but wrote {out}"
         print(f"{name}: already quantized, refused: {lines[0]}", flush=True)
         return
-    assert p.returncode == 0, f"{name}: calibrate exit {p.returncode}\n{p.stdout}\n{p.stderr}"
     for f in ARTIFACTS:
         assert os.path.getsize(os.path.join(out, f)) > 0, f"{name}: {f} missing or empty"
     qdq = os.path.join(out, "model.qdq.onnx")
@@ -73,9 +72,7 @@ def check(model_path, d):
     dq_out = {o for n in m.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
     stacked = [n.name for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] in dq_out]
     assert not stacked, f"{name}: Q/DQ stacked on Q/DQ at {stacked[:3]}"
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(qdq, so, providers=["CPUExecutionProvider"])
+    sess = ort_session(qdq)
     y = sess.run(None, {inp: x[:2]})[0]
     assert np.isfinite(y).all(), f"{name}: non-finite outputs from the Q/DQ model"
     cache_lines = len(open(os.path.join(out, "calib.cache")).read().splitlines()) - 1
@@ -97,8 +94,12 @@ def main():
                 failed.append(os.path.basename(path))
     print(f"calibrate_all: {len(zoo) + len(exports) - len(failed)} passed, {len(failed)} failed "
           f"({time.time() - t0:.0f} s)")
-    return 1 if failed else 0
+    assert not failed, f"calibrate_all: failed: {failed}"
+
+
+def test_calibrate_all():
+    main()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

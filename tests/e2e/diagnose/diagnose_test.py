@@ -16,12 +16,11 @@ Cases (small: few samples, the zoo's plain CNN and two tiny models written with 
   degenerate    one extreme pixel -> outliers_dominate_max (percentile), NaN -> nonfinite, a
                 dead Relu channel -> dead_channels
   bad input     missing model, bad --expect -> one line, nonzero exit (2 for --expect)
-argv[1] = quantkit binary, argv[2] = repository root.
+Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py.
 """
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
@@ -29,9 +28,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-QK, ROOT = sys.argv[1], sys.argv[2]
-sys.path.insert(0, os.path.join(ROOT, "python", "zoo"))
-import data as zoo_data  # noqa: E402
+from qktest import QK, ROOT, zoo_data  # noqa: E402  (tests/e2e/qktest.py)
 
 PLAIN = os.path.join(ROOT, "models", "zoo", "plain_cnn.onnx")
 FAILURES = []
@@ -247,10 +244,12 @@ def main():
         check("missing model: one line", len(p.stderr.strip().splitlines()) == 1 and "missing.onnx" in p.stderr)
         p = diagnose([PLAIN, "--data", "fashion-mnist:calib", "--expect", "range=1"], expect_rc=2)
         check("bad --expect: one line", len(p.stderr.strip().splitlines()) == 1 and "--expect" in p.stderr)
-    if FAILURES:
-        print(f"{len(FAILURES)} failed: {FAILURES}")
-        sys.exit(1)
+    assert not FAILURES, f"{len(FAILURES)} failed: {FAILURES}"
     print("all diagnose cases passed")
+
+
+def test_diagnose():
+    main()
 
 
 if __name__ == "__main__":

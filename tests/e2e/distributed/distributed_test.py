@@ -16,7 +16,8 @@
      analyze with the bad shard stops both ranks too.
   4. --distributed without a launch environment is exit 2 with one line; a subcommand that does
      not share work (lint here) refuses a launch with exit 3.
-argv: quantkit binary, repository root, torchrun.
+Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py, torchrun
+from $QUANTKIT_TORCHRUN (default: the repository's .venv-torch).
 """
 import json
 import os
@@ -24,13 +25,14 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-QK, ROOT, TORCHRUN = sys.argv[1], sys.argv[2], sys.argv[3]
+from qktest import QK, ROOT, run_process  # noqa: E402  (tests/e2e/qktest.py)
+
+TORCHRUN = os.environ.get("QUANTKIT_TORCHRUN") or os.path.join(ROOT, ".venv-torch", "bin", "torchrun")
 MODEL = os.path.join(ROOT, "models", "zoo", "resnet_small.onnx")
 ARTIFACTS = ["model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json"]
 # A failing or missing rank must end every rank within this time (timeout + start-up on a loaded
@@ -39,19 +41,16 @@ DIST_TIMEOUT_S = 20
 FAULT_BOUND_S = 90
 
 
-def run(cmd, expect=0, env=None):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    assert p.returncode == expect, f"{cmd}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
-    return p
-
-
 # torchrun >= 2.x shares its agent's TCPStore with the workers; quantkit built on Debian's
 # libtorch 1.13 cannot speak its protocol, so the agent is told to let rank 0 host the store.
 TORCHRUN_ENV = dict(os.environ, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
 
 
 def torchrun(nproc, args, expect=0, env=TORCHRUN_ENV):
-    return run([TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", "--no_python", QK] + args, expect, env)
+    cmd = [TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", "--no_python", QK] + args
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert p.returncode == expect, f"{cmd}: exit {p.returncode}, expected {expect}\n{p.stdout}\n{p.stderr}"
+    return p
 
 
 def read(path):
@@ -117,7 +116,7 @@ def check_calibrate_equality(d):
     base = ["calibrate", MODEL, "--data", "fashion-mnist:calib", "--samples", "384", "--batch-size", "64",
             "--method", "entropy", "-q"]
     one = os.path.join(d, "one")
-    run([QK] + base + ["-o", one, "--stats", one + ".qkstats"])
+    run_process(base + ["-o", one, "--stats", one + ".qkstats"])
     for nproc in (2, 3):
         many = os.path.join(d, f"n{nproc}")
         p = torchrun(nproc, base + ["-o", many, "--stats", many + ".qkstats"])
@@ -142,7 +141,7 @@ def check_eval_equality(d, plan):
     for nproc in (1, 2):
         pred, outs = os.path.join(d, f"pred{nproc}.npy"), os.path.join(d, f"out{nproc}.npy")
         args = base + ["--save-predictions", pred, "--save-outputs", outs]
-        p = run([QK] + args) if nproc == 1 else torchrun(nproc, args)
+        p = run_process(args) if nproc == 1 else torchrun(nproc, args)
         report = json.loads(p.stdout)
         report.pop("seconds")
         reports[nproc] = report
@@ -327,7 +326,7 @@ def check_faults(d, plan):
         assert code == 3 and f"this is rank {r} of 2" in err, (r, code, err)
     # 4. --distributed outside a launch: one line, exit 2.
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
-    p = run([QK, "calibrate", MODEL, "--data", data, "-o", out, "--distributed"], expect=2, env=env)
+    p = run_process(["calibrate", MODEL, "--data", data, "-o", out, "--distributed"], expect=2, env=env)
     assert "not launched by torchrun" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     print("faults: failing, killed and missing ranks end every rank with the rank named")
 
@@ -340,6 +339,10 @@ def main():
         check_plan_eval_equality(d, plan)
         check_qat(d, plan)
         check_faults(d, plan)
+
+
+def test_distributed():
+    main()
 
 
 if __name__ == "__main__":

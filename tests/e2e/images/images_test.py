@@ -8,12 +8,10 @@
   3. Bad input: corrupt image, non-image bytes, empty folder, a different size without a resize,
      a grayscale image for a 3-channel input, preprocessing options on .npy data -> exit 2 and
      one line naming the file.
-argv[1] = quantkit binary.
+Run by pytest under ctest; quantkit comes from tests/e2e/qktest.py.
 """
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
@@ -23,8 +21,8 @@ from PIL import Image
 import torch
 import torchvision
 from torchvision import transforms
+from qktest import run_process as run  # noqa: E402  (tests/e2e/qktest.py)
 
-QK = sys.argv[1]
 # quantkit's resize is a port of Pillow's fixed-point bilinear filter and decodes with the same
 # libpng/libjpeg-turbo, so pixels agree exactly; what remains is float32 rounding of
 # x * (1/255) vs x / 255 and * (1/std) vs / std (a few ulp). One uint8 level would be
@@ -32,12 +30,6 @@ QK = sys.argv[1]
 PIXEL_ATOL = 1e-5
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 SEED = 0
-
-
-def run(args, expect=0):
-    p = subprocess.run([QK] + args, capture_output=True, text=True)
-    assert p.returncode == expect, f"{args}: exit {p.returncode}, expected {expect}\n{p.stdout}\n{p.stderr}"
-    return p
 
 
 def identity_model(path, inputs):
@@ -226,6 +218,10 @@ def main():
         check_calibrate_eval(d, tree)
         check_bad_input(d)
     print("images_test: passed")
+
+
+def test_images():
+    main()
 
 
 if __name__ == "__main__":

@@ -18,16 +18,12 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
-QK, ROOT = sys.argv[1], sys.argv[2]
-sys.path.insert(0, os.path.join(ROOT, "python", "zoo"))
-import data as zoo_data  # noqa: E402
+from qktest import QK, ROOT, ort_run, run_process as run, zoo_data  # noqa: E402  (tests/e2e/qktest.py)
 
 MODEL = os.path.join(ROOT, "models", "zoo", "plain_cnn.onnx")
 TEST_SAMPLES = 1000
@@ -41,18 +37,8 @@ MISMATCH_FRACTION_MAX = 0.01
 ARGMAX_AGREEMENT_MIN = 0.995
 
 
-def run(args, expect=0):
-    p = subprocess.run([QK] + args, capture_output=True, text=True)
-    assert p.returncode == expect, f"{args}: exit {p.returncode} (expected {expect})\n{p.stdout}\n{p.stderr}"
-    return p
-
-
 def ort_logits(path, x):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    name = s.get_inputs()[0].name
-    return np.concatenate([s.run(None, {name: x[i:i + 500]})[0] for i in range(0, len(x), 500)])
+    return ort_run(path, x, batch=500)
 
 
 def sha(path):
@@ -128,6 +114,10 @@ def main():
                             "fashion-mnist:train", "-o", os.path.join(tmp, "bad"), "-q"], capture_output=True, text=True)
         assert p.returncode in (2, 4) and "missing.json" in p.stderr, (p.returncode, p.stderr)
     print("ok")
+
+
+def test_qat():
+    main()
 
 
 if __name__ == "__main__":

@@ -23,22 +23,17 @@ argv[1] is the quantkit binary.
 """
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                       quantize_dynamic, quantize_static)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(ROOT, "python", "zoo"))
-import data as zoo_data  # noqa: E402
+import qktest  # noqa: E402  (tests/e2e/qktest.py)
+from qktest import ROOT, cosine, ort_run, ort_session, zoo_data  # noqa: E402
 
-QK = sys.argv[1]
 # The float model drops the integer model's rounding (8-bit activations): outputs agree in
 # direction, not bit for bit.
 COSINE_FLOAT_VS_QOP_MIN = 0.98
@@ -52,25 +47,11 @@ WEIGHT_ATOL = 1e-7
 
 
 def run(args, expect=0):
-    p = subprocess.run([QK] + args, capture_output=True, text=True)
-    assert p.returncode == expect, f"{args}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
-    return p.stdout + p.stderr
-
-
-def session(path):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return qktest.run(args, expect, with_stderr=True)
 
 
 def infer(path, x):
-    s = session(path)
-    return s.run(None, {s.get_inputs()[0].name: x})[0]
-
-
-def cosine(a, b):
-    a, b = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+    return ort_run(path, x)
 
 
 class Reader(CalibrationDataReader):
@@ -127,7 +108,7 @@ def check_plan_rule(qop, plan_path):
 
 
 def ort_top1(path, x, y):
-    s = session(path)
+    s = ort_session(path)
     name = s.get_inputs()[0].name
     pred = np.concatenate([s.run(None, {name: x[i:i + 50]})[0].argmax(1) for i in range(0, len(x), 50)])
     return float((pred == y).mean())
@@ -320,6 +301,10 @@ def main():
         dynamic_case(d, "resnet_small", xt)
         opset10_case(d)
     print("ok")
+
+
+def test_qop_convert():
+    main()
 
 
 if __name__ == "__main__":

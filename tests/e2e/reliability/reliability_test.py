@@ -14,26 +14,17 @@ import json
 import os
 import resource
 import subprocess
-import sys
 import tempfile
 import zipfile
 
 import numpy as np
 
-QK, ROOT = sys.argv[1], sys.argv[2]
-sys.path.insert(0, os.path.join(ROOT, "python", "zoo"))
-import data as zoo_data  # noqa: E402
+from qktest import QK, ROOT, run_process as run, zoo_data  # noqa: E402  (tests/e2e/qktest.py)
 
 ZOO = os.path.join(ROOT, "models", "zoo")
 # Peak RSS allowed when reading 16 samples from a member that declares 1 GiB: the interpreter,
 # libtorch and the model, not the data (measured ~250 MB).
 NPZ_RSS_LIMIT_MB = 600
-
-
-def run(args, expect=0):
-    p = subprocess.run([QK] + args, capture_output=True, text=True)
-    assert p.returncode == expect, f"{args}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
-    return p
 
 
 def child_peak_rss_mb(args):
@@ -110,6 +101,10 @@ def main():
         item10_calibrate_lints_clean(d)
         item11_determinism(d)
     print("reliability_test: 3 passed, 0 failed")
+
+
+def test_reliability():
+    main()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@
 #include "analysis/metrics.h"
 #include "analysis/model_loading.h"
 #include "data/npy.h"
+#include "data/shard.h"
 #include "data/source.h"
+#include "ir/verifier.h"
 #include "onnx/import.h"
 #include "onnx/opset_upgrade.h"
 #include "runtime/interpreter.h"
@@ -67,6 +69,15 @@ ir::Tensor Iota(std::vector<int64_t> dims, float start) {
   return ir::Tensor::FromVector<float>(ir::DType::kFloat, dims, v);
 }
 
+// Runs a model whose one input is "x" in the interpreter.
+auto RunOnX(ir::Model m, ir::Tensor x) {
+  auto interp = runtime::Interpreter::Create(std::move(m));
+  EXPECT_TRUE(interp.ok()) << interp.status().ToString();
+  auto out = (*interp)->Run({{"x", std::move(x)}});
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  return std::move(*out);
+}
+
 // Softmax before opset 13 normalises over the input flattened at `axis`; ReduceSum-11 takes its
 // axes as an attribute. Both change at 13, so an upgrade that only bumped the version number
 // would change the outputs.
@@ -92,15 +103,8 @@ TEST(OpsetUpgrade, Opset11ModelIsUpgradedWithTheSameOutputsAndTheFileUntouched) 
 
   auto original = onnx_io::ImportModel(path);
   ASSERT_TRUE(original.ok());
-  auto run = [](ir::Model m) {
-    auto interp = runtime::Interpreter::Create(std::move(m));
-    EXPECT_TRUE(interp.ok()) << interp.status().ToString();
-    auto out = (*interp)->Run({{"x", Iota({2, 3, 4}, -1.0f)}});
-    EXPECT_TRUE(out.ok()) << out.status().ToString();
-    return std::move(*out);
-  };
-  const auto want = run(std::move(*original));
-  const auto got = run(std::move(*upgraded));
+  const auto want = RunOnX(std::move(*original), Iota({2, 3, 4}, -1.0f));
+  const auto got = RunOnX(std::move(*upgraded), Iota({2, 3, 4}, -1.0f));
   ASSERT_EQ(want.size(), got.size());
   for (size_t o = 0; o < want.size(); ++o) {
     ASSERT_EQ(want[o].tensor.dims(), got[o].tensor.dims()) << want[o].name;
@@ -269,6 +273,117 @@ TEST(Shapes, FixedBatchCapsTheBatchAndVaryingWidthsRunInGroups) {
   EXPECT_EQ((*batches)[1].inputs[0].second.dims(), (std::vector<int64_t>{3, 1, 4, 9}));
   // The first batch's third sample is sample 5 (its first value is 5).
   EXPECT_FLOAT_EQ((*batches)[0].inputs[0].second.data_as<float>()[2 * 4 * 6], 5.0f);
+}
+
+// calibrate --budget and --method auto hold out the tail of the calibration data: Take(n) is the
+// head the plan is calibrated on, Slice([n, end)) the tail it is judged on, with no sample in both.
+TEST(Holdout, TakeAndSliceSplitTheSamplesWithoutOverlap) {
+  TempDir dir;
+  auto model = onnx_io::ImportModel(WriteModel(dir, "m.onnx", R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 3] x) => (float[N, 3] y) { y = Relu(x) })"));
+  ASSERT_TRUE(model.ok());
+  std::vector<float> values;
+  for (int i = 0; i < 8; ++i) values.insert(values.end(), 3, static_cast<float>(i));  // sample i holds i
+  ASSERT_TRUE(data::WriteNpy(dir.File("x.npy"), ir::Tensor::FromVector<float>(ir::DType::kFloat, {8, 3}, values)).ok());
+  auto open = [&] {
+    auto s = data::OpenSource(dir.File("x.npy"), data::ModelInputs(*model));
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return std::move(*s);
+  };
+  auto head = data::Take(open(), 6);
+  auto tail = data::Slice(open(), {6, 8});
+  ASSERT_EQ(head->num_samples(), 6);
+  ASSERT_EQ(tail->num_samples(), 2);
+  auto first_of = [](const data::Source& s, int64_t i) {
+    auto b = s.Read(i, 1);
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    return b->inputs[0].second.data_as<float>()[0];
+  };
+  EXPECT_EQ(first_of(*head, 5), 5.0f);
+  EXPECT_EQ(first_of(*tail, 0), 6.0f);  // the tail starts where the head ends
+  EXPECT_EQ(first_of(*tail, 1), 7.0f);
+  EXPECT_NE(head->Fingerprint(), tail->Fingerprint());
+  EXPECT_FALSE(tail->Read(1, 2).ok());  // reading past the window is refused, not wrapped
+}
+
+// torch.onnx's export of `if x.size(1) == 3:` on an input that declares 3 channels: the condition
+// is Shape -> Gather -> Equal -> Cast, fixed by the model, and both branches hold a Conv.
+constexpr const char* kStaticIf = R"(
+  <ir_version: 8, opset_import: ["" : 13]>
+  static_if (float[N, 3, W] x) => (float[N, 2, W] y)
+      <float[2, 3, 1] wa = {1, 0, 0, 0, 1, 0}, float[2, 3, 1] wb = {0, 0, 1, 1, 1, 1}> {
+    shape = Shape(x)
+    idx = Constant<value = int64[1] {1}>()
+    channels = Gather<axis = 0>(shape, idx)
+    three = Constant<value = int64[1] {3}>()
+    eq = Equal(channels, three)
+    cond = Cast<to = 9>(eq)
+    y = If(cond) <
+      then_branch = then_g () => (float[N, 2, W] ya) { ya = Conv(x, wa) },
+      else_branch = else_g () => (float[N, 2, W] yb) { yb = Conv(x, wb) }>
+  })";
+
+// The same If on a scalar graph input: its branch depends on the data and must stay an If.
+constexpr const char* kDataIf = R"(
+  <ir_version: 8, opset_import: ["" : 13]>
+  data_if (float[N, 3, W] x, bool flag) => (float[N, 2, W] y)
+      <float[2, 3, 1] wa = {1, 0, 0, 0, 1, 0}, float[2, 3, 1] wb = {0, 0, 1, 1, 1, 1}> {
+    y = If(flag) <
+      then_branch = then_g () => (float[N, 2, W] ya) { ya = Conv(x, wa) },
+      else_branch = else_g () => (float[N, 2, W] yb) { yb = Conv(x, wb) }>
+  })";
+
+int CountOp(const ir::Graph& g, const std::string& op_type) {
+  int n = 0;
+  for (const ir::Node* node : g.nodes()) n += node->op_type() == op_type;
+  return n;
+}
+
+TEST(FoldConstantIf, IfOnAStaticDimensionBecomesTheTakenBranchWithTheSameOutputs) {
+  TempDir dir;
+  const std::string path = WriteModel(dir, "static_if.onnx", kStaticIf);
+  int folded = 0;
+  auto loaded = analysis::LoadModelForQuantization(path, nullptr, &folded);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(folded, 1);
+  ASSERT_TRUE(ir::Verify(*loaded).ok()) << ir::Verify(*loaded).ToString();
+  const ir::Node* conv = nullptr;
+  for (const ir::Node* n : loaded->graph->nodes()) {
+    if (n->op_type() == "Conv") conv = n;
+  }
+  EXPECT_EQ(CountOp(*loaded->graph, "If"), 0);
+  // The condition's Shape -> Gather -> Equal -> Cast chain, dead without its If, is gone too.
+  EXPECT_EQ(loaded->graph->num_nodes(), 1u);
+  // The then branch (3 channels == 3) is now in the main graph, where Q/DQ placement sees it.
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->input(0)->name(), "x");
+  EXPECT_EQ(conv->input(1)->name(), "wa");
+  EXPECT_EQ(conv->output(0)->name(), "y");  // the If's output name, a graph output, is kept
+  ASSERT_EQ(loaded->graph->outputs().size(), 1u);
+  EXPECT_EQ(loaded->graph->outputs()[0], conv->output(0));
+
+  auto original = onnx_io::ImportModel(path);
+  ASSERT_TRUE(original.ok());
+  const auto want = RunOnX(std::move(*original), Iota({2, 3, 5}, -0.5f));
+  const auto got = RunOnX(std::move(*loaded), Iota({2, 3, 5}, -0.5f));
+  ASSERT_EQ(want.size(), 1u);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(want[0].tensor.dims(), got[0].tensor.dims());
+  for (int64_t i = 0; i < want[0].tensor.numel(); ++i) {
+    // Folding moves nodes; it computes nothing, so the values are bit-identical.
+    EXPECT_EQ(want[0].tensor.data_as<float>()[i], got[0].tensor.data_as<float>()[i]) << i;
+  }
+}
+
+TEST(FoldConstantIf, IfOnDataStaysAnIf) {
+  TempDir dir;
+  const std::string path = WriteModel(dir, "data_if.onnx", kDataIf);
+  int folded = 0;
+  auto loaded = analysis::LoadModelForQuantization(path, nullptr, &folded);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(folded, 0);
+  EXPECT_EQ(CountOp(*loaded->graph, "If"), 1);  // without the check, a folded If would fix the branch for every input
 }
 
 TEST(DefaultMetric, ArgmaxOnlyForAClassVector) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "passes/fold_weight_qdq.h"
 #include "quant/params.h"
 #include "runtime/interpreter.h"
 
@@ -66,7 +67,7 @@ TEST(Simulate, FoldedWeightsGiveTheSameOutputsAsTheQdqModel) {
   ir::Model folded = GemmModel();
   quant::QuantPlan plan2 = Plan();
   ASSERT_TRUE(passes::ApplyPlan(folded, &plan2, {}).ok());
-  auto n = FoldWeightQdq(folded);
+  auto n = passes::FoldWeightQdq(folded);
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(*n, 1);
   EXPECT_EQ(CountOps(folded, "QuantizeLinear"), 1);  // only the activation's remains

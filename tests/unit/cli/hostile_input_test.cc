@@ -223,9 +223,9 @@ TEST_F(Hostile, Item5_ALockedOutputDirectoryIsRefusedNotMixed) {
   EXPECT_EQ(ReadAll(out + "/calib.cache").find("old:"), std::string::npos);
 }
 
-// calibrate and diagnose lock -o before their long work: with bad --data the second run still
-// fails on the lock, which shows that the lock comes first (a concurrent run fails at once, not
-// after minutes of collection). fallback (rank 0 locks when it writes) and data are refused too.
+// diagnose locks -o before its long work: with bad --data the second run still fails on the
+// lock, which shows that the lock comes first (a concurrent run fails at once, not after minutes
+// of analysis). calibrate and fallback (rank 0 locks when it writes) and data are refused too.
 // Nothing in the directory changes.
 TEST_F(Hostile, Item5_EveryWriterLocksItsOutputDirectoryFirst) {
   const RunResult plan = Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", File("cal"), "-q"});
@@ -238,8 +238,8 @@ TEST_F(Hostile, Item5_EveryWriterLocksItsOutputDirectoryFirst) {
   ASSERT_EQ(::flock(fd, LOCK_EX), 0);
   const std::string missing = File("missing.npy");
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"calibrate", File("model.onnx"), "--data", missing, "-o", out, "-q"},
-        std::vector<std::string>{"diagnose", File("model.onnx"), "--data", missing, "-o", out, "-q"},
+       {std::vector<std::string>{"diagnose", File("model.onnx"), "--data", missing, "-o", out, "-q"},
+        std::vector<std::string>{"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "-q"},
         std::vector<std::string>{"fallback", File("model.onnx"), "--plan", File("cal/plan.json"), "--data",
                                  File("x.npy"), "-o", out, "-q"},
         std::vector<std::string>{"data", File("model.onnx"), "--data", File("x.npy"), "-o", out}}) {

@@ -9,6 +9,7 @@
 
 #include "common/file_util.h"
 #include "data/image.h"
+#include "data/image_options_text.h"
 #include "data/npy.h"
 #include "data/source.h"
 
@@ -97,6 +98,27 @@ TEST(ImageOptions, ParsesSizesAndRejectsJunk) {
   EXPECT_FALSE(ParseFloatList("0.5,abc", "--mean").ok());
   EXPECT_TRUE(o.declared());
   EXPECT_FALSE(ImageOptions().declared());
+}
+
+// The one text parser the CLI and the public API share: every option lands in its field, an
+// option not given keeps its default, and an error names the option.
+TEST(ImageOptions, TheTextParserFillsEveryFieldAndNamesTheBadOption) {
+  auto o = ParseImageOptions({"256", "224", "bgr", "nhwc", "0.485,0.456,0.406", "0.5", 1.0});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->resize_short, 256);
+  EXPECT_EQ(o->crop_hw, (std::vector<int64_t>{224, 224}));
+  EXPECT_EQ(o->color, ColorOrder::kBgr);
+  EXPECT_EQ(o->layout, Layout::kNhwc);
+  EXPECT_EQ(o->mean, (std::vector<double>{0.485, 0.456, 0.406}));
+  EXPECT_EQ(o->std, std::vector<double>{0.5});
+  EXPECT_EQ(o->scale, 1.0);
+  auto none = ParseImageOptions({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->declared());
+  auto bad = ParseImageOptions({"", "", "", "", "0.5,abc", "", std::nullopt});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--mean"), std::string::npos) << bad.status().message();
+  EXPECT_FALSE(ParseImageOptions({"", "", "", "diagonal", "", "", std::nullopt}).ok());
 }
 
 class TempDir : public ::testing::Test {

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,34 @@ TEST(DistributedEnvTest, RejectsPartialOrInconsistentEnvironment) {
     EXPECT_EQ(env.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(env.status().message().find(expected), std::string::npos) << env.status().message();
   }
+}
+
+// torchrun starts one rank per GPU of a machine: plain `cuda` must follow LOCAL_RANK, or every
+// rank of a node would compute on GPU 0. An explicit ordinal and the CPU are the user's choice.
+TEST(DistributedEnvTest, PlainCudaPicksTheLocalRanksGpu) {
+  DistributedEnv env;
+  env.rank = 3;
+  env.world_size = 4;
+  env.local_rank = 1;
+  env.local_world_size = 2;
+  struct Case {
+    std::string text;
+    std::optional<DistributedEnv> env;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"cuda", env, "cuda:1"},       {"cuda:0", env, "cuda:0"},         {"cuda:3", env, "cuda:3"},
+      {"cpu", env, "cpu"},           {"cuda", std::nullopt, "cuda:0"},  {"cuda:2", std::nullopt, "cuda:2"},
+  };
+  for (const Case& c : cases) {
+    Result<Device> device = ParseDeviceForRank(c.text, c.env);
+    ASSERT_TRUE(device.ok()) << c.text << ": " << device.status().ToString();
+    EXPECT_EQ(device->ToString(), c.expected) << c.text << (c.env ? " (launched)" : "");
+  }
+  // A malformed device is still refused under a launch.
+  Result<Device> bad = ParseDeviceForRank("gpu1", env);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(SingleProcessCommunicatorTest, CollectivesReturnTheInput) {

@@ -246,12 +246,15 @@ TEST(FakeQuantize, PerChannelScalesAreRecomputedLikeCalibrate) {
   at::manual_seed(3);
   at::Tensor w = at::randn({4, 3, 2, 2});
   w[2].zero_();  // an all-zero channel takes kZeroChannelScale
+  w[1].fill_(3e-40f);  // so does a denormal one (PP-OCRv4 recognition ships such a channel)
   at::Tensor s = WeightScalesFrom(w, 0);
   std::vector<float> data(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
   auto amax = quant::PerChannelAbsMax(data.data(), {4, 3, 2, 2}, 0, "w");
   ASSERT_TRUE(amax.ok());
   const std::vector<float> ref = quant::WeightScalesFromAmax(*amax);
   for (int64_t c = 0; c < 4; ++c) EXPECT_EQ(s[c].item<float>(), ref[static_cast<size_t>(c)]);
+  EXPECT_EQ(ref[1], quant::kZeroChannelScale);  // without it, a denormal scale the plan refuses
+  EXPECT_EQ(ref[2], quant::kZeroChannelScale);
 }
 
 TEST(FakeQuantize, StraightThroughInsideTheRangeZeroOutside) {

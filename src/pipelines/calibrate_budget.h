@@ -1,0 +1,48 @@
+// `quantkit calibrate --budget B`: calibration, then the fallback search (pipelines/fallback.h) on
+// held-out data in the same command, so a model that INT8 ruins (an audio front-end's power
+// spectrum under symmetric int8) comes out repaired without a second command.
+//
+// Held-out data: `holdout` when given (calibration then uses all of --data); otherwise the last
+// quarter of the calibration data (at least one sample), and calibration uses the rest, so the
+// search never judges a plan on the samples it was calibrated on. Without labels the budget is
+// on the output-aware metric vs FP32 (analysis::DefaultMetricName): agreement points on a class
+// vector, relative output MSE otherwise.
+//
+// Artifacts in output_dir: calibrate's set (calib.cache, ranges.txt, summary.txt, plan.json,
+// model.qdq.onnx) is written first; the fallback's set then replaces plan.json and model.qdq.onnx
+// with the repaired plan (plan.float_nodes, each with its reason) and its Q/DQ model, and adds
+// layer_precisions.txt and fallback.json. Each set is committed whole (common/artifact_set.h); a
+// failed search leaves the calibration's set, and the error says so.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipelines/calibrate.h"
+#include "pipelines/fallback.h"
+#include "quantkit/status.h"
+
+namespace quantkit::pipelines {
+
+struct CalibrateBudgetOptions {
+  CalibrateOptions calibrate;  // output_dir required
+  double budget = 0.5;         // fallback units: points for top1/agreement, a ratio for rel_mse
+  std::string holdout;         // empty: the tail of the calibration data
+  int64_t holdout_samples = 0;
+  std::string metric;          // empty: analysis::DefaultMetricName
+  int max_float_layers = 0;
+  std::string float_precision = "fp16";
+};
+
+struct CalibrateBudgetResult {
+  CalibrateResult calibration;
+  FallbackResult fallback;
+  std::string holdout;  // what the search was judged on
+};
+
+Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions& options);
+
+// The calibration summary, then the search's report.
+std::string FormatCalibrateBudget(const CalibrateBudgetResult& r);
+
+}  // namespace quantkit::pipelines

@@ -1,0 +1,38 @@
+#include "pipelines/holdout.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "analysis/model_loading.h"
+#include "common/check.h"
+#include "data/source.h"
+
+namespace quantkit::pipelines {
+
+Status HoldOutCalibrationTail(CalibrateOptions* calibrate, analysis::PlanEvalOptions* eval,
+                              int64_t max_holdout_samples) {
+  QK_RETURN_IF_NOT(
+      calibrate->from_stats.empty(), StatusCode::kInvalidArgument,
+      "holding out part of the calibration data needs the data itself, not --from-stats; give "
+      "--holdout SPEC");
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(calibrate->model));
+  QK_ASSIGN_OR_RETURN(
+      std::unique_ptr<data::Source> source,
+      data::OpenSource(calibrate->data, data::ModelInputs(model), calibrate->image));
+  int64_t total = source->num_samples();
+  if (calibrate->samples > 0) total = std::min(total, calibrate->samples);
+  QK_RETURN_IF_NOT(
+      total >= 2, StatusCode::kInvalidArgument,
+      "{}: holding out part of the calibration data needs at least 2 samples, it has {}; give "
+      "more data or --holdout SPEC",
+      source->Describe(), total);
+  int64_t held = std::max<int64_t>(1, total / kHoldoutShareDivisor);
+  if (max_holdout_samples > 0) held = std::min(held, max_holdout_samples);
+  calibrate->samples = total - held;
+  eval->data = calibrate->data;
+  eval->first_sample = calibrate->samples;
+  eval->samples = held;
+  return Status::Ok();
+}
+
+}  // namespace quantkit::pipelines

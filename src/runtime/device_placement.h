@@ -1,0 +1,23 @@
+// Moving tensors to the compute device (runtime-internal, ATen).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "runtime/device.h"
+
+namespace quantkit::runtime {
+
+at::Device ToAtenDevice(const Device& device);
+
+// `t` on `device`. Host -> CUDA copies go through pinned (page-locked) memory and are
+// asynchronous on the current stream, so the host prepares the next batch while the GPU works;
+// ATen's pinned allocator keeps the staging buffer alive until the copy has run.
+at::Tensor ToDevice(const at::Tensor& t, const at::Device& device);
+
+// Initializers that stay on the host on a CUDA interpreter: small int64 tensors are shape
+// arithmetic (Reshape targets, Slice bounds, Gather indices of a Shape), read by the kernels on
+// the host; copying them to the GPU would cost a device-to-host sync per use.
+inline constexpr int64_t kHostShapeTensorMaxElements = 64;
+bool KeepOnHost(const at::Tensor& constant);
+
+}  // namespace quantkit::runtime

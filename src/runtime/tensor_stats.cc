@@ -1,0 +1,146 @@
+#include "runtime/tensor_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "common/check.h"
+#include "runtime/aten_bridge.h"
+#include "runtime/device_placement.h"
+#include "runtime/tensor_stats_aten.h"
+
+namespace quantkit::runtime {
+namespace {
+
+// Exponent e of the smallest power of two strictly greater than a (finite, > 0), as the host
+// collector computes it (frexp: a = m 2^e, m in [0.5, 1)).
+int RangeExpFor(double a, int min_exp) {
+  int e = 0;
+  std::frexp(a, &e);
+  return std::max(e, min_exp);
+}
+
+std::vector<int64_t> ToHostInt64(const at::Tensor& t) {
+  at::Tensor c = t.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* p = c.data_ptr<int64_t>();
+  return std::vector<int64_t>(p, p + c.numel());
+}
+
+}  // namespace
+
+Result<TensorStats> ComputeTensorStats(const at::Tensor& input, const TensorStatsRequest& request) {
+  QK_RETURN_IF_NOT(!input.is_complex(), StatusCode::kUnsupported,
+                   "complex tensors have no calibration statistics");
+  QK_RETURN_IF_NOT(request.log2_bins >= 1 && request.log2_bins <= 30, StatusCode::kInvalidArgument,
+                   "log2_bins {} out of range", request.log2_bins);
+  TensorStats s;
+  s.shape = input.sizes().vec();
+  const at::Tensor x = input.to(at::kFloat).reshape({-1});
+  const int64_t n = int64_t{1} << request.log2_bins;
+  s.count = x.numel();
+  s.positive.assign(static_cast<size_t>(n), 0);
+  s.negative.assign(static_cast<size_t>(n), 0);
+
+  std::optional<int64_t> axis;
+  if (request.channel_axis) {
+    const int64_t rank = input.dim();
+    const int64_t a = *request.channel_axis < 0 ? *request.channel_axis + rank : *request.channel_axis;
+    QK_RETURN_IF_NOT(a >= 0 && a < rank, StatusCode::kInvalidArgument,
+                     "per-channel axis {} is out of range for a rank-{} tensor", *request.channel_axis,
+                     rank);
+    axis = a;
+    s.has_per_channel = true;
+    s.axis = a;
+    s.channel_amax.assign(static_cast<size_t>(input.size(a)), 0.0f);
+  }
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  s.min = kInf;
+  s.max = -kInf;
+  if (s.count == 0) return s;
+
+  // Every scalar in one device-to-host copy: the counts (exact in double below 2^53) and the
+  // finite min, max and abs-max.
+  const at::Tensor finite = at::isfinite(x);
+  const at::Tensor abs = at::where(finite, x.abs(), at::zeros({}, x.options()));
+  const at::Tensor scalars =
+      at::stack({at::isnan(x).sum().to(at::kDouble), x.eq(kInf).sum().to(at::kDouble),
+                 x.eq(-kInf).sum().to(at::kDouble), x.eq(0).sum().to(at::kDouble),
+                 at::where(finite, x, at::full({}, kInf, x.options())).min().to(at::kDouble),
+                 at::where(finite, x, at::full({}, -kInf, x.options())).max().to(at::kDouble),
+                 abs.max().to(at::kDouble)})
+          .to(at::kCPU);
+  const double* v = scalars.data_ptr<double>();
+  s.nan_count = static_cast<int64_t>(v[0]);
+  s.posinf_count = static_cast<int64_t>(v[1]);
+  s.neginf_count = static_cast<int64_t>(v[2]);
+  s.zero_count = static_cast<int64_t>(v[3]);
+  // -0.0 and +0.0 compare equal, so which one min/max returns depends on the order: report +0.
+  s.min = v[4] == 0 ? 0.0f : static_cast<float>(v[4]);
+  s.max = v[5] == 0 ? 0.0f : static_cast<float>(v[5]);
+  const double amax = v[6];
+
+  if (amax > 0) {
+    s.has_range = true;
+    s.range_exp = RangeExpFor(amax, request.min_range_exp);
+    // Bin index in [0, 2n): the negative half is offset by n; zeros and non-finite values go to
+    // the discarded bin 2n. abs < 2^e, so k < n; the clamp only guards the invariant.
+    const double scale = std::ldexp(1.0, request.log2_bins - s.range_exp);
+    at::Tensor k = at::clamp_max((abs.to(at::kDouble) * scale).to(at::kInt), n - 1);
+    k = k + x.lt(0).to(at::kInt) * static_cast<int>(n);
+    const at::Tensor binned = finite.logical_and(x.ne(0));
+    k = at::where(binned, k, at::full({}, static_cast<int>(2 * n), k.options()));
+    const std::vector<int64_t> counts = ToHostInt64(at::bincount(k, {}, 2 * n + 1));
+    std::copy(counts.begin(), counts.begin() + n, s.positive.begin());
+    std::copy(counts.begin() + n, counts.begin() + 2 * n, s.negative.begin());
+  }
+
+  if (axis) {
+    const int64_t channels = input.size(*axis);
+    at::Tensor per = abs.reshape(input.sizes()).movedim(*axis, 0).reshape({channels, -1});
+    if (per.size(1) > 0) {
+      at::Tensor m = std::get<0>(per.max(1)).to(at::kCPU).contiguous();
+      std::copy(m.data_ptr<float>(), m.data_ptr<float>() + channels, s.channel_amax.begin());
+    }
+    s.channel_nonfinite = s.nonfinite_count();
+  }
+  return s;
+}
+
+Result<TensorStats> ComputeTensorStats(const TensorView& view, const TensorStatsRequest& request,
+                                       const Device& device) {
+  QK_RETURN_IF_ERROR(CheckDeviceAvailable(device));
+  at::ScalarType type;
+  QK_RETURN_IF_NOT(ToScalarType(view.dtype, &type), StatusCode::kUnsupported,
+                   "dtype {} has no calibration statistics", ir::DTypeName(view.dtype));
+  try {
+    at::Tensor host = view.numel() == 0
+                          ? at::empty(view.shape, at::TensorOptions().dtype(type))
+                          : at::from_blob(const_cast<void*>(view.data), view.shape,
+                                          at::TensorOptions().dtype(type));
+    return ComputeTensorStats(host.to(ToAtenDevice(device)), request);
+  } catch (const c10::Error& e) {
+    return Status(StatusCode::kInternal, e.what_without_backtrace());
+  }
+}
+
+}  // namespace quantkit::runtime
+
+namespace quantkit::runtime {
+
+Status Observer::OnStats(const std::string& tensor_name, const ir::Node* /*producer*/,
+                         const TensorStats& /*stats*/) {
+  return MakeStatus(StatusCode::kInternal,
+                    "tensor '{}': the observer asked for device statistics but does not take them",
+                    tensor_name);
+}
+
+bool DeviceStatsOnHost() {
+  static const bool on = [] {
+    const char* v = std::getenv("QUANTKIT_DEVICE_STATS");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return on;
+}
+
+}  // namespace quantkit::runtime

@@ -1,0 +1,19 @@
+// The ATen entry point of runtime/tensor_stats.h, for the interpreter: summarises an at::Tensor
+// on whatever device it lives; only the summary is copied to the host.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "runtime/tensor_stats.h"
+
+namespace quantkit::runtime {
+
+// `x` must be real (float or any integer/bool dtype; converted to float32 first). kInvalidArgument
+// when the channel axis is out of range.
+Result<TensorStats> ComputeTensorStats(const at::Tensor& x, const TensorStatsRequest& request);
+
+// QUANTKIT_DEVICE_STATS=1: observers that take device statistics get them for host tensors too
+// (computed by the same ATen code on the CPU), to check the device path against the host one.
+bool DeviceStatsOnHost();
+
+}  // namespace quantkit::runtime

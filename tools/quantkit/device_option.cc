@@ -1,0 +1,49 @@
+#include "device_option.h"
+
+#include <optional>
+
+#include "common/check.h"
+#include "runtime/communicator.h"
+#include "runtime/device.h"
+
+namespace quantkit::cli {
+
+void AddDeviceOptions(CLI::App& app, std::string* device) {
+  auto runs_models = [](CLI::App* sub) {
+    for (const char* name : kDeviceSubcommands) {
+      if (sub->get_name() == name) return true;
+    }
+    return false;
+  };
+  for (CLI::App* sub : app.get_subcommands(runs_models)) {
+    sub->add_option("--device", *device,
+                    "where the model runs: cpu, cuda or cuda:N (weights and activations stay on the "
+                    "GPU; needs a CUDA build, docs/gpu.md)")
+        ->envname("QUANTKIT_DEVICE")
+        ->capture_default_str();
+  }
+}
+
+Status ApplyDeviceOption(CLI::App& app, const std::string& text) {
+  // A malformed launch environment is reported by the distributed pipelines (exit 2, naming the
+  // variable); here it only means that LOCAL_RANK cannot pick the GPU.
+  Result<std::optional<runtime::DistributedEnv>> env = runtime::ReadDistributedEnv();
+  const std::optional<runtime::DistributedEnv> launch = env.ok() ? *env : std::nullopt;
+  QK_ASSIGN_OR_RETURN(runtime::Device device, runtime::ParseDeviceForRank(text, launch));
+  if (Status st = runtime::SetDefaultDevice(device); !st.ok()) {
+    if (!launch.has_value() || text != "cuda") return st;
+    return Status(st.code(), st.message() + " (plain `cuda` under a distributed launch is cuda:LOCAL_RANK; LOCAL_RANK=" +
+                                 std::to_string(launch->local_rank) + ")");
+  }
+  if (!device.is_cuda()) return Status::Ok();
+  for (CLI::App* sub : app.get_subcommands()) {
+    if (sub->get_name() == "qat") continue;  // the batch size of training is the user's to choose
+    CLI::Option* batch = sub->get_option_no_throw("--batch-size");
+    if (batch == nullptr || batch->count() > 0) continue;
+    batch->add_result(std::to_string(runtime::kCudaDefaultBatchSize));
+    batch->run_callback();
+  }
+  return Status::Ok();
+}
+
+}  // namespace quantkit::cli
