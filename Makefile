@@ -38,12 +38,16 @@ test: build
 demo: build
 	@bash scripts/demo.sh $(BUILD_DIR)
 
-# The asan-ubsan test preset sets ASAN_OPTIONS=allocator_may_return_null=1 so that huge requests
-# fail like the real allocator and the out-of-memory tests exercise quantkit's own error path.
+# ASan + UBSan (Debug, build/asan): builds only the quantkit CLI and the `unit` test binaries
+# (target unit_tests), then runs the `unit` tests (the Hostile.* suite among them) and
+# e2e.reliability (label `asan`); the placeholders of the binaries it does not build (*_NOT_BUILT:
+# slow or conformance tests that share a directory with unit tests) are left out. The asan-ubsan test preset sets halt_on_error, LSan on, UBSan
+# print_stacktrace, and allocator_may_return_null=1 so that huge requests fail like the real
+# allocator and the out-of-memory tests exercise quantkit's own error path.
 asan: setup
 	@cmake --preset asan-ubsan >/dev/null
-	@cmake --build --preset asan-ubsan -j $(JOBS)
-	@ctest --preset asan-ubsan
+	@cmake --build --preset asan-ubsan -j $(JOBS) --target unit_tests
+	@PATH=$(CURDIR)/.venv/bin:$$PATH ctest --preset asan-ubsan --timeout 1800
 
 # The GPU route: the same sources against PyPI torch's libtorch (scripts/setup_torch.sh makes
 # .venv-torch). Runs on a CPU-only machine too (CUDA tests then say "skipped: no CUDA device").

@@ -50,6 +50,10 @@ function(quantkit_add_test name)
   # Labels go on the directory (CTest applies them to every test defined there): list-valued
   # properties do not survive gtest_discover_tests' code generation. Keep one test kind per dir.
   set_property(DIRECTORY APPEND PROPERTY LABELS ${ARG_LABELS})
+  if("unit" IN_LIST ARG_LABELS)
+    # `make asan` builds only these (the `unit_tests` target, tests/CMakeLists.txt) and quantkit.
+    set_property(GLOBAL APPEND PROPERTY QUANTKIT_UNIT_TEST_TARGETS ${name})
+  endif()
   gtest_discover_tests(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} DISCOVERY_TIMEOUT 60)
 endfunction()
 

@@ -24,10 +24,14 @@ for t in "${targets[@]}"; do
   echo "== $t: ${seconds} s"
   # -malloc_limit_mb: a single allocation above 1 GB from inputs of at most 64 KB is a bug
   # (declared sizes must be checked against the bytes present before allocating).
-  if ! "build/fuzz/fuzz/$t" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+  # The fuzzer's own exit status counts too (a binary that cannot start writes no artifact).
+  rc=0
+  "build/fuzz/fuzz/$t" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 \
       -timeout=10 -max_len=65536 -artifact_prefix="$artifacts/" -print_final_stats=1 2>&1 |
-      grep -E "^(stat::|==|INFO: Done|SUMMARY|artifact_prefix|Test unit written|.*ERROR)" ; then
-    :
+      { grep -E "^(stat::|==|INFO: Done|SUMMARY|artifact_prefix|Test unit written|.*ERROR)" || true; } || rc=$?
+  if ((rc != 0)); then
+    echo "$t: exit status $rc"
+    status=1
   fi
   if compgen -G "$artifacts/*" >/dev/null; then
     echo "$t: crashing inputs in $artifacts/"

@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 
 DEB_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang
+  # libFuzzer and clang's sanitizer runtimes (make fuzz / fuzz-smoke): only a Recommends of clang-14,
+  # which --no-install-recommends below would leave out on a fresh Debian 12.
+  libclang-rt-14-dev
   libtorch-dev libgloo-dev libonnx-dev libprotobuf-dev protobuf-compiler
   # ATen's convolutions and matmuls call libblas.so.3; Debian's default is the reference BLAS,
   # 3-30x slower. OpenBLAS takes over the libblas.so.3 alternative (measured in bench/).

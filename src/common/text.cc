@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <unordered_set>
 #include <utility>
 
 namespace quantkit {
@@ -69,14 +70,27 @@ std::vector<std::string> ClosestNames(std::string_view name, const std::vector<s
   return out;
 }
 
-std::string DidYouMean(std::string_view name, const std::vector<std::string>& candidates) {
-  const std::vector<std::string> close = ClosestNames(name, candidates);
-  if (close.empty()) return "";
-  std::string out = "; did you mean ";
-  for (size_t i = 0; i < close.size(); ++i) {
-    out += (i ? ", '" : "'") + EscapeControl(close[i]) + "'";
+std::string ListSome(const std::vector<std::string>& names, size_t max_count) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < max_count; ++i) {
+    out += (i ? ", '" : "'") + EscapeControl(names[i]) + "'";
   }
-  return out + "?";
+  if (names.size() > max_count) out += fmt::format(", ... ({} in all)", names.size());
+  return out;
+}
+
+std::string DidYouMean(std::string_view name, const std::vector<std::string>& candidates, std::string_view what) {
+  const std::vector<std::string> close = ClosestNames(name, candidates);
+  if (!close.empty()) return "; did you mean " + ListSome(close) + "?";
+  if (what.empty()) return "";
+  // Distinct names in their order of appearance (op types repeat, values may be listed twice).
+  std::vector<std::string> distinct;
+  std::unordered_set<std::string_view> seen;
+  for (const std::string& c : candidates) {
+    if (!c.empty() && seen.insert(c).second) distinct.push_back(c);
+  }
+  if (distinct.empty()) return fmt::format("; there are no {}", what);
+  return fmt::format("; no close match among the {} {}: {}", distinct.size(), what, ListSome(distinct));
 }
 
 }  // namespace quantkit

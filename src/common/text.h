@@ -21,8 +21,14 @@ std::string EscapeControl(std::string_view text);
 std::vector<std::string> ClosestNames(std::string_view name, const std::vector<std::string>& candidates,
                                       size_t max_count = 3);
 
-// "; did you mean 'a', 'b'?" for ClosestNames(...), or "" when there is none: the suffix of the
-// "matches nothing" messages.
-std::string DidYouMean(std::string_view name, const std::vector<std::string>& candidates);
+// "'a', 'b', 'c', 'd', 'e', ... (57 in all)": the first `max_count` of `names` (escaped, in the
+// given order), or all of them when there are no more; for messages that say what does exist.
+std::string ListSome(const std::vector<std::string>& names, size_t max_count = 5);
+
+// The suffix of the "matches nothing" messages: "; did you mean 'a', 'b'?" for ClosestNames(...).
+// When nothing is close the user still learns what exists: "; no close match among the 57
+// <what>: 'a', 'b', ... (57 in all)". "" only when `what` is empty and nothing is close.
+std::string DidYouMean(std::string_view name, const std::vector<std::string>& candidates,
+                       std::string_view what = {});
 
 }  // namespace quantkit

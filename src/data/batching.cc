@@ -148,7 +148,9 @@ class ModelLayoutSource final : public Source {
   Result<Batch> Read(int64_t start, int64_t count) const override {
     QK_ASSIGN_OR_RETURN(Batch b, inner_->Read(start, count));
     for (auto& [name, t] : b.inputs) {
-      const auto it = std::find_if(inputs_.begin(), inputs_.end(), [&](const InputSpec& s) { return s.name == name; });
+      // Found without a lambda: C++17 lambdas cannot capture a structured binding (clang refuses).
+      auto it = inputs_.begin();
+      while (it != inputs_.end() && it->name != name) ++it;
       if (it == inputs_.end()) continue;
       QK_ASSIGN_OR_RETURN(t, SamplesToModelLayout(std::move(t), *it));
     }

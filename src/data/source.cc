@@ -4,9 +4,12 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 
+#include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/sha256.h"
+#include "common/text.h"
 #include "data/npy.h"
 #include "data/source_internal.h"
 
@@ -358,22 +361,28 @@ Result<std::unique_ptr<Source>> internal::OpenSampleSource(const std::string& sp
 Status DumpSamples(const Source& source, const std::string& dir) {
   const int64_t n = source.num_samples();
   QK_RETURN_IF_NOT(n > 0, StatusCode::kInvalidArgument, "{}: no samples", source.Describe());
+  // Locked before the samples are decoded; the .npy files land together or not at all, never
+  // mixed with another run's (common/artifact_set.h).
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out, ArtifactSet::Open(dir, {}));
   QK_ASSIGN_OR_RETURN(Batch batch, source.Read(0, n));
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create directory: {}", dir, ec.message());
+  std::set<std::string> files;
+  auto write = [&](const std::string& tensor, const std::string& file, const ir::Tensor& t) -> Status {
+    QK_RETURN_IF_NOT(files.insert(file).second, StatusCode::kInvalidArgument,
+                     "{}: input '{}' would be written to {} as well; rename one of the model inputs",
+                     dir, EscapeControl(tensor), file);
+    QK_ASSIGN_OR_RETURN(const std::string path, out->StageNew(file));
+    return WriteNpy(path, t);
+  };
   for (const auto& [name, t] : batch.inputs) {
     // Input names may contain '/' or ':' (exporters' names); keep the file name flat.
     std::string file = name;
     for (char& c : file) {
       if (c == '/' || c == '\\' || c == ':') c = '_';
     }
-    QK_RETURN_IF_ERROR(WriteNpy((fs::path(dir) / (file + ".npy")).string(), t));
+    QK_RETURN_IF_ERROR(write(name, file + ".npy", t));
   }
-  if (batch.labels) {
-    QK_RETURN_IF_ERROR(WriteNpy((fs::path(dir) / "labels.npy").string(), *batch.labels));
-  }
-  return Status();
+  if (batch.labels) QK_RETURN_IF_ERROR(write("labels", "labels.npy", *batch.labels));
+  return out->Commit().status();
 }
 
 std::unique_ptr<Source> Take(std::unique_ptr<Source> source, int64_t n) {
@@ -387,7 +396,9 @@ Result<Batch> ConformBatch(std::vector<std::pair<std::string, ir::Tensor>> array
                            const std::vector<InputSpec>& inputs, const std::string& origin) {
   std::string names;
   for (const InputSpec& in : inputs) names += (names.empty() ? "" : ", ") + in.name;
-  for (const auto& [name, t] : arrays) {
+  for (const auto& array : arrays) {
+    // Not a structured binding: C++17 lambdas cannot capture one (clang, the fuzz build, refuses).
+    const std::string& name = array.first;
     const bool known = std::any_of(inputs.begin(), inputs.end(),
                                    [&](const InputSpec& in) { return in.name == name; });
     QK_RETURN_IF_NOT(known, StatusCode::kInvalidArgument,

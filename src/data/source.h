@@ -103,7 +103,8 @@ Result<std::unique_ptr<Source>> OpenSource(const std::string& spec,
 
 // Writes every sample as the model would receive it: DIR/<input>.npy stacked [N, ...] and, when
 // the data has labels, DIR/labels.npy (int64). Holds all samples in memory: a tool for checking
-// preprocessing on a few images (`quantkit data`), not for whole datasets.
+// preprocessing on a few images (`quantkit data`), not for whole datasets. DIR is locked and the
+// files are written as one set (common/artifact_set.h): a failure leaves DIR as it was.
 Status DumpSamples(const Source& source, const std::string& dir);
 
 // Limits a source to its first `n` samples (n <= 0: all).

@@ -60,9 +60,10 @@ bool IsResidualBackbone(const ir::Node* conv_a, const ir::Node* conv_b,
 Status CheckExclusions(const ir::Graph& graph, const PlacementOptions& options) {
   if (options.exclude_nodes.empty() && options.exclude_op_types.empty()) return Status::Ok();
   std::set<std::string> node_names, op_types;
+  std::vector<std::string> nodes_in_order, op_types_in_order;  // what the "no close match" hint lists
   for (const ir::Node* n : graph.nodes()) {
-    node_names.insert(n->name);
-    op_types.insert(n->op_type());
+    if (!n->name.empty() && node_names.insert(n->name).second) nodes_in_order.push_back(n->name);
+    if (op_types.insert(n->op_type()).second) op_types_in_order.push_back(n->op_type());
   }
   // A name given in both sets (the CLI's --exclude) needs to match one of the two.
   auto matches = [&](const std::string& name) { return node_names.count(name) || op_types.count(name); };
@@ -72,11 +73,20 @@ Status CheckExclusions(const ir::Graph& graph, const PlacementOptions& options) 
       const bool ok = both ? matches(name)
                            : (names == &options.exclude_nodes ? node_names.count(name) : op_types.count(name)) != 0;
       if (ok) continue;
-      std::vector<std::string> candidates(node_names.begin(), node_names.end());
-      candidates.insert(candidates.end(), op_types.begin(), op_types.end());
+      std::vector<std::string> candidates = nodes_in_order;
+      candidates.insert(candidates.end(), op_types_in_order.begin(), op_types_in_order.end());
+      std::string hint = DidYouMean(name, candidates);
+      if (hint.empty()) {
+        // Nothing close: say what the model does have, so that the next try can succeed.
+        const std::string ops = ListSome(op_types_in_order, /*max_count=*/12);
+        hint = nodes_in_order.empty()
+                   ? fmt::format("; the model's nodes have no names (exclude by op type: {})", ops)
+                   : fmt::format("; the model has {} named nodes ({}) of the op types {}", nodes_in_order.size(),
+                                 ListSome(nodes_in_order), ops);
+      }
       return MakeStatus(StatusCode::kNotFound, "excluded name '{}' (--exclude, or a plan's float_nodes) matches no node "
                         "name or op type of the model{}",
-                        EscapeControl(name), DidYouMean(name, candidates));
+                        EscapeControl(name), hint);
     }
   }
   return Status::Ok();

@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "analysis/diagnose/stats.h"
 #include "analysis/model_loading.h"
+#include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/sha256.h"
 #include "common/text.h"
@@ -18,11 +18,6 @@
 #include "runtime/interpreter.h"
 
 namespace quantkit::pipelines {
-namespace {
-
-namespace fs = std::filesystem;
-
-}  // namespace
 
 Result<LoadedModel> LoadFloatModel(const std::string& path) {
   LoadedModel loaded;
@@ -107,7 +102,7 @@ Status CheckOverrides(const CalibrationSites& sites, const MethodChoice& methods
     for (const auto& [tensor, op] : sites.consumer_op) candidates.push_back(op);
     return MakeStatus(StatusCode::kNotFound,
                       "method override '{}' names no quantized activation tensor and no consumer op type{}",
-                      EscapeControl(key), DidYouMean(key, candidates));
+                      EscapeControl(key), DidYouMean(key, candidates, "quantized activations and consumer op types"));
   }
   return Status::Ok();
 }
@@ -197,9 +192,9 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& mod
 Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::QuantPlan& plan,
                                       const passes::PlacementOptions& placement, const std::string& dir,
                                       const formats::TrtCacheWriteOptions& cache) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}", dir, ec.message());
+  // All four files or none, never mixed with a concurrent run's (common/artifact_set.h).
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
+                      ArtifactSet::Open(dir, {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json"}));
   // The collected model is shared and immutable; the Q/DQ model is a fresh copy of the file.
   QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(model.path));
   quant::QuantPlan applied = plan;
@@ -208,14 +203,11 @@ Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::Qua
   apply.mode = passes::PlacementPolicy::kTensorRT;
   ArtifactReport report;
   QK_ASSIGN_OR_RETURN(report.inserted, passes::ApplyPlan(qdq_model, &applied, apply));
-  const fs::path out(dir);
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, (out / "model.qdq.onnx").string()));
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache((out / "calib.cache").string(), plan, cache));
-  QK_RETURN_IF_ERROR(formats::WriteRangesText((out / "ranges.txt").string(), plan));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson((out / "plan.json").string(), plan));
-  for (const char* f : {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json"}) {
-    report.written.push_back((out / f).string());
-  }
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, out->Stage("model.qdq.onnx")));
+  QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage("calib.cache"), plan, cache));
+  QK_RETURN_IF_ERROR(formats::WriteRangesText(out->Stage("ranges.txt"), plan));
+  QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), plan));
+  QK_ASSIGN_OR_RETURN(report.written, out->Commit());
   return report;
 }
 

@@ -113,7 +113,7 @@ Result<std::vector<TensorSummary>> RunModelFiles(const RunModelOptions& options)
   for (const std::string& name : options.dump) {
     if (std::find(produced.begin(), produced.end(), name) != produced.end()) continue;
     return MakeStatus(StatusCode::kNotFound, "{}: --dump '{}' names no tensor of the model{}", options.model_path,
-                      EscapeControl(name), DidYouMean(name, produced));
+                      EscapeControl(name), DidYouMean(name, produced, "tensors of the model"));
   }
   QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interp, runtime::Interpreter::Create(std::move(model)));
   std::vector<runtime::NamedTensor> inputs;

@@ -76,7 +76,7 @@ int Parse(CLI::App& app, int argc, char** argv) {
     if (arg.empty() || arg[0] == '-') continue;
     if (std::find(names.begin(), names.end(), arg) == names.end()) {
       return Report(MakeStatus(StatusCode::kInvalidArgument, "unknown subcommand '{}'{} (run 'quantkit --help')",
-                               arg, DidYouMean(arg, names)));
+                               arg, DidYouMean(arg, names, "subcommands")));
     }
     break;
   }

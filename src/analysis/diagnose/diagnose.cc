@@ -6,7 +6,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <memory>
 #include <set>
 #include <thread>
@@ -14,6 +13,7 @@
 #include "analysis/collect_pass.h"
 #include "analysis/diagnose/internal.h"
 #include "analysis/model_loading.h"
+#include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/file_util.h"
 #include "data/npy.h"
@@ -208,6 +208,12 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
                    "--bootstrap and --subsets must not be negative");
   QK_RETURN_IF_NOT(o.ci_tolerance > 0 && o.cv_tolerance > 0, StatusCode::kInvalidArgument,
                    "--tolerance values must be positive");
+  // -o is locked before the (long) analysis, so that a concurrent run into the same directory
+  // fails at once; the reports and pictures then land together or not at all.
+  std::unique_ptr<ArtifactSet> out;
+  if (!o.output_dir.empty()) {
+    QK_ASSIGN_OR_RETURN(out, ArtifactSet::Open(o.output_dir, {"report.txt", "report.json"}));
+  }
   const auto start_time = std::chrono::steady_clock::now();
   DiagnoseResult r;
   r.model = o.model;
@@ -458,17 +464,14 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
   r.summary = DiagnoseText(r);
 
-  if (!o.output_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.output_dir, ec);
-    QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}", o.output_dir,
-                     ec.message());
-    QK_ASSIGN_OR_RETURN(r.written, WriteDiagnoseSvgs(r, o.output_dir));
-    const std::filesystem::path dir(o.output_dir);
-    QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "report.txt").string(), r.summary));
-    r.written.push_back((dir / "report.txt").string());
-    r.written.push_back((dir / "report.json").string());
-    QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "report.json").string(), DiagnoseJson(r)));
+  if (out) {
+    QK_ASSIGN_OR_RETURN(r.written, WriteDiagnoseSvgs(r, *out));
+    QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("report.txt"), r.summary));
+    // report.json lists every file of the set, itself included.
+    r.written.push_back(out->Target("report.txt"));
+    r.written.push_back(out->Target("report.json"));
+    QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("report.json"), DiagnoseJson(r)));
+    QK_RETURN_IF_ERROR(out->Commit().status());
   }
   return r;
 }

@@ -25,6 +25,10 @@
 #include "quant/tensor_calib.h"
 #include "quantkit/status.h"
 
+namespace quantkit {
+class ArtifactSet;
+}  // namespace quantkit
+
 namespace quantkit::analysis {
 
 struct DiagnoseOptions {
@@ -110,7 +114,8 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& options);
 std::string DiagnoseJson(const DiagnoseResult& r);
 // The readable text report.
 std::string DiagnoseText(const DiagnoseResult& r);
-// Writes convergence.svg and hist_<tensor>.svg files into dir; returns the paths.
-Result<std::vector<std::string>> WriteDiagnoseSvgs(const DiagnoseResult& r, const std::string& dir);
+// Stages convergence.svg and hist_<tensor>.svg files in `out` (committed with the reports);
+// returns their final paths.
+Result<std::vector<std::string>> WriteDiagnoseSvgs(const DiagnoseResult& r, ArtifactSet& out);
 
 }  // namespace quantkit::analysis

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "analysis/diagnose/diagnose.h"
+#include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/file_util.h"
 
@@ -225,12 +225,11 @@ std::string DiagnoseText(const DiagnoseResult& r) {
   return s;
 }
 
-Result<std::vector<std::string>> WriteDiagnoseSvgs(const DiagnoseResult& r, const std::string& dir) {
-  namespace fs = std::filesystem;
+Result<std::vector<std::string>> WriteDiagnoseSvgs(const DiagnoseResult& r, ArtifactSet& out) {
   std::vector<std::string> written;
-  const std::string conv = (fs::path(dir) / "convergence.svg").string();
+  QK_ASSIGN_OR_RETURN(const std::string conv, out.StageNew("convergence.svg"));
   QK_RETURN_IF_ERROR(WriteFileAtomic(conv, ConvergenceSvg(r)));
-  written.push_back(conv);
+  written.push_back(out.Target("convergence.svg"));
   // Histograms for the tensors a finding names first, then the model inputs; at most 8 files.
   std::vector<const TensorDiagnosis*> pick;
   auto want = [&](const std::string& name) {
@@ -243,9 +242,10 @@ Result<std::vector<std::string>> WriteDiagnoseSvgs(const DiagnoseResult& r, cons
   for (const TensorDiagnosis& t : r.tensors) want(t.name);
   if (pick.size() > 8) pick.resize(8);
   for (const TensorDiagnosis* t : pick) {
-    const std::string path = (fs::path(dir) / ("hist_" + FileSafe(t->name) + ".svg")).string();
+    const std::string name = "hist_" + FileSafe(t->name) + ".svg";
+    QK_ASSIGN_OR_RETURN(const std::string path, out.StageNew(name));
     QK_RETURN_IF_ERROR(WriteFileAtomic(path, HistogramSvg(*t)));
-    written.push_back(path);
+    written.push_back(out.Target(name));
   }
   return written;
 }

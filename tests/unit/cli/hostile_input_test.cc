@@ -223,14 +223,80 @@ TEST_F(Hostile, Item5_ALockedOutputDirectoryIsRefusedNotMixed) {
   EXPECT_EQ(ReadAll(out + "/calib.cache").find("old:"), std::string::npos);
 }
 
+// diagnose locks -o before its long work: with bad --data the second run still fails on the
+// lock, which shows that the lock comes first (a concurrent run fails at once, not after minutes
+// of analysis). calibrate and fallback (rank 0 locks when it writes) and data are refused too.
+// Nothing in the directory changes.
+TEST_F(Hostile, Item5_EveryWriterLocksItsOutputDirectoryFirst) {
+  const RunResult plan = Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", File("cal"), "-q"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const std::string out = File("out");
+  std::filesystem::create_directories(out);
+  WriteAll(out + "/report.txt", "old\n");
+  const int fd = ::open(out.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  const std::string missing = File("missing.npy");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"diagnose", File("model.onnx"), "--data", missing, "-o", out, "-q"},
+        std::vector<std::string>{"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "-q"},
+        std::vector<std::string>{"fallback", File("model.onnx"), "--plan", File("cal/plan.json"), "--data",
+                                 File("x.npy"), "-o", out, "-q"},
+        std::vector<std::string>{"data", File("model.onnx"), "--data", File("x.npy"), "-o", out}}) {
+    ExpectFails(args, {4}, {out, "another quantkit run"}, out);
+  }
+  ::close(fd);
+}
+
+TEST_F(Hostile, Item5_DiagnoseAndDataWriteOneSetOrNothing) {
+  // A directory where a report goes: refused before the analysis, the old files kept.
+  const std::string out = File("diag");
+  std::filesystem::create_directories(out + "/report.json");
+  WriteAll(out + "/report.txt", "old\n");
+  ExpectFails({"diagnose", File("model.onnx"), "--data", File("x.npy"), "-o", out, "-q"}, {2}, {"report.json"}, out);
+  // A run that fails after taking the lock leaves no new directory behind.
+  ExpectFails({"diagnose", File("model.onnx"), "--data", File("missing.npy"), "-o", File("new_dir"), "-q"}, {2, 4},
+              {"missing.npy"});
+  EXPECT_FALSE(std::filesystem::exists(File("new_dir")));
+  std::filesystem::remove(out + "/report.json");
+  const RunResult d = Run({"diagnose", File("model.onnx"), "--data", File("x.npy"), "-o", out, "-q"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_NE(ReadAll(out + "/report.txt"), "old\n");
+  EXPECT_TRUE(std::filesystem::is_regular_file(out + "/report.json"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(out + "/convergence.svg"));
+  for (const auto& e : std::filesystem::directory_iterator(out)) {
+    EXPECT_EQ(e.path().filename().string().rfind(".quantkit-staging", 0), std::string::npos);
+  }
+  // `quantkit data`: the same rule for the .npy it writes; a new directory is not left behind.
+  const std::string samples = File("samples");
+  std::filesystem::create_directories(samples + "/x.npy");
+  ExpectFails({"data", File("model.onnx"), "--data", File("x.npy"), "-o", samples}, {2}, {"x.npy"}, samples);
+  std::filesystem::remove(samples + "/x.npy");
+  const RunResult ok = Run({"data", File("model.onnx"), "--data", File("x.npy"), "-o", samples, "--samples", "3"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ReadAll(samples + "/x.npy").substr(0, 6), "\x93NUMPY");
+}
+
 // ---------------------------------------------------------------- item 6: silent no-ops
 TEST_F(Hostile, Item6_NamesThatMatchNothingAreErrorsWithCloseMatches) {
   const std::string out = File("out6");
   ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "--exclude", "Rellu"}, {2},
               {"Rellu", "did you mean", "Relu"});
   EXPECT_FALSE(std::filesystem::exists(out + "/plan.json"));
+  // No close match: the message lists what the model has instead of nothing.
+  ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "--exclude", "zzzzzzzz"}, {2},
+              {"zzzzzzzz", "no names", "'Conv', 'Relu'"});
+  ::onnx::ModelProto named;
+  ASSERT_TRUE(named.ParseFromString(ParseModelBytes(kConvModel)));
+  named.mutable_graph()->mutable_node(0)->set_name("first_conv");
+  named.mutable_graph()->mutable_node(1)->set_name("last_relu");
+  WriteAll(File("named.onnx"), named.SerializeAsString());
+  ExpectFails({"calibrate", File("named.onnx"), "--data", File("x.npy"), "-o", out, "--exclude", "zzzzzzzz"}, {2},
+              {"zzzzzzzz", "2 named nodes ('first_conv', 'last_relu')", "'Conv', 'Relu'"});
   ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "--override", "nosuchtensor=max"},
-              {2}, {"nosuchtensor"});
+              {2}, {"nosuchtensor", "no close match among", "'x'", "'Conv'"});
+  ExpectFails({"run", File("model.onnx"), "--input", "x=" + File("x.npy"), "-o", File("run_out"), "--dump", "zzzzzz"},
+              {2}, {"'zzzzzz'", "no close match among the 3 tensors of the model: 'x', 'c', 'y'"});
   ExpectFails({"run", File("model.onnx"), "--input", "x=" + File("x.npy"), "-o", File("run_out"), "--dump", "cc"},
               {2}, {"'cc'", "did you mean", "'c'"});
   WriteAll(File("float_nodes.json"),
@@ -238,7 +304,7 @@ TEST_F(Hostile, Item6_NamesThatMatchNothingAreErrorsWithCloseMatches) {
   ExpectFails({"eval", File("model.onnx"), "--plan", File("float_nodes.json"), "--data", File("x.npy")}, {2},
               {"NoSuchConv"});
   ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy")}, {2}, {"-o"});
-  ExpectFails({"nosuchcmd", "--help"}, {2}, {"nosuchcmd"});
+  ExpectFails({"nosuchcmd", "--help"}, {2}, {"nosuchcmd", "subcommands: '"});
   ExpectFails({"quantise", "--help"}, {2}, {"unknown subcommand 'quantise'"});
   ExpectFails({"calibrat", File("model.onnx")}, {2}, {"did you mean 'calibrate'"});
   ExpectFails({"inspect", File("model.onnx"), "--no-such-option"}, {2}, {"--no-such-option"});

@@ -33,6 +33,19 @@ TEST(ClosestNames, TyposAndSubstringsMatchUnrelatedNamesDoNot) {
   EXPECT_EQ(DidYouMean("conv", {"conv1"}), "; did you mean 'conv1'?");
 }
 
+// A name with no close match still learns what exists (the issue's `--exclude` that listed
+// nothing): distinct names in their order, the first five, and the count.
+TEST(ClosestNames, NothingCloseListsWhatExists) {
+  const std::vector<std::string> ops{"Conv", "Relu", "Conv", "Relu", "Gemm"};
+  EXPECT_EQ(DidYouMean("zzzzzzzzzzzz", ops, "op types"), "; no close match among the 3 op types: 'Conv', 'Relu', 'Gemm'");
+  const std::vector<std::string> many{"a1", "b2", "c3", "d4", "e5", "f6", "g7"};
+  EXPECT_EQ(DidYouMean("zzzzzzzzzzzz", many, "tensors"),
+            "; no close match among the 7 tensors: 'a1', 'b2', 'c3', 'd4', 'e5', ... (7 in all)");
+  EXPECT_EQ(DidYouMean("zzzzzzzzzzzz", {}, "tensors"), "; there are no tensors");
+  // Listed names are escaped like every other name from a file.
+  EXPECT_EQ(ListSome({"a\x1b[2J"}), "'a\\x1b[2J'");
+}
+
 class ArtifactSetTest : public ::testing::Test {
  protected:
   void SetUp() override {
