@@ -13,21 +13,17 @@ training data the CLI gets as a bare .npy array (no labels of its own). A few se
            2. the feature loss falls during training;
            3. the exported model sits closer to the FP32 model on that tensor (held-out data, in
               onnxruntime) than one fine-tuned without --feature.
-argv[1] = quantkit binary, argv[2] = repository root, argv[3] = labels | feature.
+Run by pytest under ctest (test_labels, test_feature); quantkit and the repository come from tests/e2e/qktest.py.
 """
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 
-QK, ROOT, MODE = sys.argv[1], sys.argv[2], sys.argv[3]
-sys.path.insert(0, os.path.join(ROOT, "python", "zoo"))
-import data as zoo_data  # noqa: E402
+from qktest import ROOT, run_process, zoo_data  # noqa: E402  (tests/e2e/qktest.py)
 
 MODEL = os.path.join(ROOT, "models", "zoo", "plain_cnn.onnx")
 FEATURE = "/features/features.2/features.2.2/Relu_output_0"  # the second conv block's ReLU
@@ -47,9 +43,7 @@ MIN_FEATURE_GAIN = 0.9        # with --feature the held-out feature MSE is <= 90
 
 def run(args, expect=0):
     # One compute thread: on a busy 2-core machine OpenMP's spin-waiting multiplies the CPU time.
-    p = subprocess.run([QK, "--threads", "1"] + args, capture_output=True, text=True)
-    assert p.returncode == expect, f"{args}: exit {p.returncode} (expected {expect})\n{p.stdout}\n{p.stderr}"
-    return p
+    return run_process(["--threads", "1"] + args, expect)
 
 
 def session(path, extra_outputs=()):
@@ -163,7 +157,7 @@ def check_feature(tmp, train, plan, qdq_ptq, x, hx):
     assert mse["with"] <= MIN_FEATURE_GAIN * mse["without"], mse
 
 
-def main():
+def check(mode):
     x, y = zoo_data.load_split("test")
     hx, hy = x[HELD_OUT], y[HELD_OUT]
     x, y = x[TRAIN], y[TRAIN].astype(np.int64)
@@ -173,17 +167,23 @@ def main():
         # labels: a max plan, close to FP32, so that only the labels move top-1; feature: an entropy
         # plan, whose clipped input leaves the feature far from FP32 for QAT to pull back.
         ptq = os.path.join(tmp, "ptq")
-        method = "max" if MODE == "labels" else "entropy"
+        method = "max" if mode == "labels" else "entropy"
         run(["calibrate", MODEL, "--data", train, "--samples", "256", "--method", method, "-o", ptq, "-q"])
         plan, qdq_ptq = os.path.join(ptq, "plan.json"), os.path.join(ptq, "model.qdq.onnx")
-        if MODE == "labels":
+        if mode == "labels":
             check_labels(tmp, train, plan, qdq_ptq, x, y, hx, hy)
-        elif MODE == "feature":
+        elif mode == "feature":
             check_feature(tmp, train, plan, qdq_ptq, x, hx)
-        else:
-            raise SystemExit(f"unknown mode '{MODE}'")
-    print("ok")
+
+
+def test_labels():
+    check("labels")
+
+
+def test_feature():
+    check("feature")
 
 
 if __name__ == "__main__":
-    main()
+    test_labels()
+    test_feature()
