@@ -146,9 +146,16 @@ Status WriteStats(const std::string& path, const formats::StatsFile& stats, Arti
   return Status::Ok();
 }
 
+// The -o directory's files as one set (common/artifact_set.h): all five or none, never mixed
+// with a concurrent run's.
+Result<std::unique_ptr<ArtifactSet>> OpenArtifacts(const std::string& output_dir) {
+  return ArtifactSet::Open(output_dir, {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"});
+}
+
 // Rank 0 (or the only process): the plan from the merged statistics, then every artifact.
+// `artifacts`: the set opened (and locked) before the collection, or null to open it now.
 Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& prepared,
-                    CalibrateResult* result_out) {
+                    std::unique_ptr<ArtifactSet> artifacts, CalibrateResult* result_out) {
   CalibrateResult& result = *result_out;
   const auto start = std::chrono::steady_clock::now();
   QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
@@ -165,10 +172,9 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
     result.summary = Summarize(options, result, nullptr);
     return WriteStats(options.stats_out, prepared.statistics.stats, nullptr, &result.written);
   }
-  // All five files or none, never mixed with a concurrent run's (common/artifact_set.h).
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> artifacts,
-                      ArtifactSet::Open(options.output_dir,
-                                        {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"}));
+  if (!artifacts) {
+    QK_ASSIGN_OR_RETURN(artifacts, OpenArtifacts(options.output_dir));
+  }
   // The one plan -> Q/DQ code (passes::ApplyPlan) on a fresh copy of the file: the collected
   // model is shared and immutable.
   QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(options.model));
@@ -253,7 +259,7 @@ Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options) 
 
 Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared) {
   CalibrateResult result = prepared.report;
-  QK_RETURN_IF_ERROR(WriteOutputs(options, prepared, &result));
+  QK_RETURN_IF_ERROR(WriteOutputs(options, prepared, nullptr, &result));
   return result;
 }
 
@@ -274,9 +280,22 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   for (const auto& [key, m] : options.method_overrides) {
     max_only = max_only && m.method == quant::CalibMethod::kMax;
   }
+  // Rank 0 locks the -o directory before the long collection: a second run into the same
+  // directory fails at once instead of after the whole pass.
+  std::unique_ptr<ArtifactSet> artifacts;
+  Status opened = Status::Ok();
+  if (comm->is_root() && !options.output_dir.empty()) {
+    Result<std::unique_ptr<ArtifactSet>> set = OpenArtifacts(options.output_dir);
+    if (set.ok()) {
+      artifacts = std::move(*set);
+    } else {
+      opened = set.status();
+    }
+  }
   // Every rank loads the model and collects its shard; a failure on any rank stops them all.
   const Status collected =
-      Prepare(options, *comm, max_only ? CollectorKind::kRangeOnly : CollectorKind::kHistogram, &prepared);
+      opened.ok() ? Prepare(options, *comm, max_only ? CollectorKind::kRangeOnly : CollectorKind::kHistogram, &prepared)
+                  : opened;
   QK_RETURN_IF_ERROR(comm->Agree(collected, "collecting statistics"));
   const auto merge_start = std::chrono::steady_clock::now();
   Result<formats::StatsFile> merged = MergeStatsOnRoot(*comm, std::move(prepared.statistics.stats));
@@ -294,7 +313,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   Status written = merged.status();
   if (merged.ok()) {
     prepared.statistics.stats = std::move(*merged);
-    written = WriteOutputs(options, prepared, &result);
+    written = WriteOutputs(options, prepared, std::move(artifacts), &result);
   }
   result.rank.write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
   QK_RETURN_IF_ERROR(comm->Agree(written, "writing artifacts on rank 0"));
