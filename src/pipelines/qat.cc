@@ -18,6 +18,7 @@
 #include "common/file_util.h"
 #include "common/progress.h"
 #include "pipelines/calibrate.h"
+#include "pipelines/qat_plot.h"
 #include "data/shard.h"
 #include "data/npy.h"
 #include "data/source.h"
@@ -512,6 +513,13 @@ Result<QatResult> RunQat(const QatOptions& o) {
     if (result.val_ptq) log["val_ptq"] = *result.val_ptq;
     if (result.val_best) log["val_best"] = *result.val_best;
     QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "training_log.json").string(), log.dump(1) + "\n"));
+    TrainingCurve curve;
+    for (const nlohmann::json& e : log_steps) curve.loss.emplace_back(e.at("step").get<int64_t>(), e.at("loss").get<double>());
+    for (const QatEval& e : result.evals) curve.val.emplace_back(e.step, e.metric);
+    curve.title = fmt::format("qat {}: {} loss per step", std::filesystem::path(o.model).filename().string(),
+                              LossName(topts));
+    curve.metric = result.metric;
+    QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "training.svg").string(), TrainingSvg(curve)));
 
     std::string& sum = result.summary;
     sum = fmt::format("qat: {} steps ({:.2f} epochs of {} samples, batch {}), loss {:.4g} -> {:.4g}, {:.3f} s/step ({:.3f} s CPU)\n",
@@ -526,7 +534,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
     }
     QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "summary.txt").string(), sum));
     for (const char* f : {"model.qdq.onnx", "model.float.onnx", "calib.cache", "plan.json", "training_log.json",
-                          "summary.txt", "checkpoint.pt"}) {
+                          "training.svg", "summary.txt", "checkpoint.pt"}) {
       result.written.push_back((dir / f).string());
     }
     return Status::Ok();

@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import tempfile
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import onnx
@@ -95,6 +96,11 @@ def main():
         assert "qat(" in json.dumps(plan) and f"steps={STEPS}" in json.dumps(plan), "provenance lacks the QAT run"
         log = json.load(open(os.path.join(qat_dir, "training_log.json")))
         assert len(log["history"]) == STEPS and log["history"][-1]["loss"] < log["history"][0]["loss"]
+        # training.svg: the loss curve with one point per step, and the validation curve.
+        svg = ET.parse(os.path.join(qat_dir, "training.svg")).getroot()
+        curves = {p.get("class"): p.get("points").split() for p in svg.iter("{http://www.w3.org/2000/svg}polyline")}
+        assert len(curves.get("loss", [])) == STEPS, curves.keys()
+        assert ("val" in curves) == bool(log["evals"]) and len(curves.get("val", [])) == len(log["evals"])
         assert open(os.path.join(qat_dir, "calib.cache")).readline().startswith("TRT-")
         assert sha(MODEL) == model_sha, "the input model was modified"
 
