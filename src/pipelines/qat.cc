@@ -514,7 +514,9 @@ Result<QatResult> RunQat(const QatOptions& o) {
     if (result.val_best) log["val_best"] = *result.val_best;
     QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "training_log.json").string(), log.dump(1) + "\n"));
     TrainingCurve curve;
-    for (const nlohmann::json& e : log_steps) curve.loss.emplace_back(e.at("step").get<int64_t>(), e.at("loss").get<double>());
+    for (const nlohmann::json& e : log_steps) {
+      curve.loss.emplace_back(e.at("step").get<int64_t>(), e.at("loss").get<double>());
+    }
     for (const QatEval& e : result.evals) curve.val.emplace_back(e.step, e.metric);
     curve.title = fmt::format("qat {}: {} loss per step", std::filesystem::path(o.model).filename().string(),
                               LossName(topts));

@@ -15,11 +15,20 @@ std::string XmlEscape(const std::string& in) {
   std::string out;
   for (const char c : EscapeControl(in)) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -44,26 +53,31 @@ std::string TrainingSvg(const TrainingCurve& c) {
   auto Y = [&](double v) { return T + ph * (hi - v) / (hi - lo); };
   auto YV = [&](double v) { return T + ph * (1.0 - v); };  // the metric, 0..1 on the right axis
   std::string s = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+      "font-family=\"sans-serif\" "
       "font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{}\" y=\"18\" font-size=\"13\">{}</text>\n"
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n",
       W, H, L, XmlEscape(c.title), L, T, pw, ph);
   for (int i = 0; i <= 4; ++i) {
     const double v = lo + (hi - lo) * i / 4.0;
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\" fill=\"#1f77b4\">{:.3g}</text>\n", L - 4,
-                     Y(v) + 4, v);
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:.0f}</text>\n", X(steps * i / 4.0),
-                     T + ph + 16, steps * i / 4.0);
+    s += fmt::format(
+        "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\" fill=\"#1f77b4\">{:.3g}</text>\n", L - 4,
+        Y(v) + 4, v);
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:.0f}</text>\n",
+                     X(steps * i / 4.0), T + ph + 16, steps * i / 4.0);
   }
-  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">step</text>\n", L + pw / 2, H - 10);
+  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">step</text>\n", L + pw / 2,
+                   H - 10);
   s += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#1f77b4\">loss</text>\n", 4, T - 6);
   std::string pts;
   for (const auto& [step, v] : c.loss) {
     if (std::isfinite(v)) pts += fmt::format("{:.1f},{:.1f} ", X(static_cast<double>(step)), Y(v));
   }
-  s += fmt::format("<polyline class=\"loss\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.2\" points=\"{}\"/>\n",
-                   pts);
+  s += fmt::format(
+      "<polyline class=\"loss\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.2\" "
+      "points=\"{}\"/>\n",
+      pts);
   if (!c.val.empty()) {
     for (int i = 0; i <= 4; ++i) {
       s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" fill=\"#d62728\">{:.0f}%</text>\n", L + pw + 4,
@@ -72,9 +86,12 @@ std::string TrainingSvg(const TrainingCurve& c) {
     s += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#d62728\">val {}</text>\n", L + pw - 20, T - 6,
                      XmlEscape(c.metric));
     std::string vp;
-    for (const auto& [step, v] : c.val) vp += fmt::format("{:.1f},{:.1f} ", X(static_cast<double>(step)), YV(v));
+    for (const auto& [step, v] : c.val)
+      vp += fmt::format("{:.1f},{:.1f} ", X(static_cast<double>(step)), YV(v));
     s += fmt::format(
-        "<polyline class=\"val\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\" points=\"{}\"/>\n", vp);
+        "<polyline class=\"val\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\" "
+        "points=\"{}\"/>\n",
+        vp);
   }
   return s + "</svg>\n";
 }

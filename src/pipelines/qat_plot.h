@@ -10,10 +10,10 @@
 namespace quantkit::pipelines {
 
 struct TrainingCurve {
-  std::vector<std::pair<int64_t, double>> loss;      // (step, training loss)
-  std::vector<std::pair<int64_t, double>> val;       // (step, metric in [0, 1]); step 0 = the PTQ start
-  std::string title;                                 // e.g. the model and the loss
-  std::string metric;                                // the validation metric's name
+  std::vector<std::pair<int64_t, double>> loss;  // (step, training loss)
+  std::vector<std::pair<int64_t, double>> val;   // (step, metric in [0, 1]); step 0 = the PTQ start
+  std::string title;                             // e.g. the model and the loss
+  std::string metric;                            // the validation metric's name
 };
 
 // A self-contained SVG document (no script, no external references). Empty curves give an
