@@ -20,6 +20,7 @@
 #include "onnx/import.h"
 #include "onnx/opset_upgrade.h"
 #include "runtime/interpreter.h"
+#include "testing/onnx_builders.h"
 #include "testing/tolerances.h"
 
 namespace quantkit {
@@ -135,14 +136,7 @@ TEST(OpsetUpgrade, RefusedUpgradeIsUnsupportedAndNamesTheFileAndTensor) {
   ASSERT_TRUE(::onnx::OnnxParser::Parse(model, R"(
     <ir_version: 6, opset_import: ["" : 11]>
     g (float[4] x) => (float[4] y) { y = Add(x, w) })").IsOK());
-  auto* w = model.mutable_graph()->add_initializer();
-  w->set_name("w");
-  w->set_data_type(::onnx::TensorProto::FLOAT);
-  w->add_dims(4);
-  w->set_data_location(::onnx::TensorProto::EXTERNAL);
-  auto* loc = w->add_external_data();
-  loc->set_key("location");
-  loc->set_value("w.bin");
+  testing::AddExternalFloatInitializer(model.mutable_graph(), "w", 4, "w.bin");
   std::ofstream(dir.File("w.bin"), std::ios::binary) << std::string(16, '\0');
   const std::string path = dir.File("external.onnx");
   std::ofstream(path, std::ios::binary) << model.SerializeAsString();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/cli_harness.h"
+#include "testing/onnx_builders.h"
 
 namespace quantkit::testing {
 namespace {
@@ -84,14 +85,7 @@ TEST_F(Hostile, Item2_SpecialFilesAreRefusedWithoutOpening) {
   ASSERT_TRUE(m.ParseFromString(ParseModelBytes(R"(
     <ir_version: 8, opset_import: ["" : 13]>
     g (float[4] x) => (float[4] y) { y = Add(x, w) })")));
-  auto* w = m.mutable_graph()->add_initializer();
-  w->set_name("w");
-  w->set_data_type(::onnx::TensorProto::FLOAT);
-  w->add_dims(4);
-  w->set_data_location(::onnx::TensorProto::EXTERNAL);
-  auto* loc = w->add_external_data();
-  loc->set_key("location");
-  loc->set_value("w.fifo");
+  testing::AddExternalFloatInitializer(m.mutable_graph(), "w", 4, "w.fifo");
   ASSERT_EQ(mkfifo(File("w.fifo").c_str(), 0644), 0);
   WriteAll(File("ext.onnx"), m.SerializeAsString());
   ExpectFails({"inspect", File("ext.onnx")}, {2}, {"w.fifo", "FIFO"});
