@@ -29,6 +29,20 @@ std::string EscapeControl(std::string_view text) {
   return out;
 }
 
+std::string XmlEscape(std::string_view text) {
+  std::string out;
+  for (const char c : EscapeControl(text)) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 namespace {
 
 // Levenshtein distance, two rows; names are short (node and tensor names, subcommands).

@@ -15,6 +15,10 @@ namespace quantkit {
 // through (UTF-8 names stay readable).
 std::string EscapeControl(std::string_view text);
 
+// EscapeControl, then the XML entities (& < > "): a name from a model file placed in SVG/XML
+// text or an attribute stays well-formed and cannot inject markup.
+std::string XmlEscape(std::string_view text);
+
 // Up to `max_count` names of `candidates` closest to `name` (edit distance, ties by order of
 // appearance; a candidate containing `name`, or contained in it, counts as close). Empty when
 // nothing is reasonably close.

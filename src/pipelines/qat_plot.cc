@@ -9,32 +9,6 @@
 #include "common/text.h"
 
 namespace quantkit::pipelines {
-namespace {
-
-std::string XmlEscape(const std::string& in) {
-  std::string out;
-  for (const char c : EscapeControl(in)) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string TrainingSvg(const TrainingCurve& c) {
   const double W = 640, H = 360, L = 60, R = 60, T = 30, B = 45;

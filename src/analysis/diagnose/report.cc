@@ -10,6 +10,7 @@
 #include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/file_util.h"
+#include "common/text.h"
 
 namespace quantkit::analysis {
 namespace {
@@ -35,20 +36,6 @@ json InputJson(const InputStats& s) {
           {"excess_kurtosis", Num(s.kurtosis)},
           {"constant_samples", s.constant_samples},
           {"duplicate_samples", s.duplicate_samples}};
-}
-
-std::string Escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
 }
 
 std::string FileSafe(const std::string& s) {
@@ -78,7 +65,7 @@ std::string ConvergenceSvg(const DiagnoseResult& r) {
       "font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{}\" y=\"18\" font-size=\"13\">{} amax vs samples (relative to all {} samples)</text>\n"
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n",
-      W, H, L, Escape(r.method), r.samples, L, T, pw, ph);
+      W, H, L, XmlEscape(r.method), r.samples, L, T, pw, ph);
   for (int i = 0; i <= 4; ++i) {
     const double v = lo + (hi - lo) * i / 4.0;
     s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:.3f}</text>\n", L - 4, Y(v) + 4, v);
@@ -97,7 +84,7 @@ std::string ConvergenceSvg(const DiagnoseResult& r) {
     s += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>\n", color, pts);
     if (idx < 20) {
       s += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"{}\">{} (+-{:.1f}%)</text>\n", L + pw + 8, T + 12 + 14 * idx,
-                       color, Escape(t.name.substr(0, 24)), 100.0 * (std::isfinite(t.ci_rel) ? t.ci_rel : 0.0));
+                       color, XmlEscape(t.name.substr(0, 24)), 100.0 * (std::isfinite(t.ci_rel) ? t.ci_rel : 0.0));
     }
     ++idx;
   }
@@ -115,7 +102,7 @@ std::string HistogramSvg(const TensorDiagnosis& t) {
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
       "font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{}\" y=\"18\" font-size=\"13\">{}: |x| histogram (log count), recommended {}</text>\n",
-      W, H, L, Escape(t.name), Escape(t.recommended_method));
+      W, H, L, XmlEscape(t.name), XmlEscape(t.recommended_method));
   const double bw = pw / static_cast<double>(std::max<size_t>(bins, 1));
   for (size_t i = 0; i < bins; ++i) {
     const double h = ph * std::log10(1.0 + static_cast<double>(t.abs_hist[i])) / top;
@@ -135,7 +122,7 @@ std::string HistogramSvg(const TensorDiagnosis& t) {
     s += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"1.5\"/>\n",
                      x, x, T, T + ph, color);
     s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" fill=\"{}\" text-anchor=\"end\">{} {:.4g}</text>\n", x - 3,
-                     T + 12 + 13 * i, color, Escape(label), amax);
+                     T + 12 + 13 * i, color, XmlEscape(label), amax);
     ++i;
   }
   return s + "</svg>\n";

@@ -24,6 +24,12 @@ TEST(EscapeControl, ControlBytesBecomeVisibleAndTheRestIsKept) {
   EXPECT_EQ(EscapeControl("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 stays readable
 }
 
+TEST(XmlEscape, MarkupAndControlBytesCannotEscapeTheSvgText) {
+  EXPECT_EQ(XmlEscape("conv1/Relu:0"), "conv1/Relu:0");
+  EXPECT_EQ(XmlEscape("a<b>&\"c\""), "a&lt;b&gt;&amp;&quot;c&quot;");
+  EXPECT_EQ(XmlEscape("x\x1b\n</text><script>"), "x\\x1b\\n&lt;/text&gt;&lt;script&gt;");
+}
+
 TEST(ClosestNames, TyposAndSubstringsMatchUnrelatedNamesDoNot) {
   const std::vector<std::string> names{"/head/Softmax", "conv1", "Relu", "Conv", "/layer1/Add"};
   EXPECT_EQ(ClosestNames("Softmax", names).front(), "/head/Softmax");
