@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!bytes.ok()) __builtin_trap();
   auto again = onnx_io::ImportModelFromBytes(*bytes, {}, "fuzz-roundtrip.onnx");
   if (!again.ok()) __builtin_trap();
-  if (!passes::PromoteConstants(*model->graph).ok()) return 0;
+  if (!passes::RunPass(*model, passes::PromoteConstants()).ok()) return 0;
   if (!ir::Verify(*model).ok()) __builtin_trap();
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "pipelines/calibrate.h"
 #include "pipelines/evaluate.h"
 #include "pipelines/fallback.h"
+#include "pipelines/plan_evaluation.h"
 #include "quant/method_amax.h"
 
 namespace py = pybind11;
@@ -81,11 +82,7 @@ py::tuple CalibrateImpl(const CalibrateArgs& a, const pipelines::Statistics* sta
 
 std::vector<std::unique_ptr<analysis::Metric>> Metrics(std::vector<std::string> names,
                                                         const analysis::PlanEvaluator& evaluator) {
-  if (names.empty()) {  // as `quantkit analyze`: agreement beside top-1 on a class vector
-    names.push_back(analysis::DefaultMetricName(evaluator.has_labels(), evaluator.class_output()));
-    if (names.front() == "top1") names.push_back("agreement");
-  }
-  return Unwrap(analysis::MakeMetrics(names));
+  return Unwrap(pipelines::AnalyzeMetrics(std::move(names), evaluator));  // as `quantkit analyze`
 }
 
 std::unique_ptr<analysis::PlanEvaluator> Evaluator(const std::string& model, const std::string& data,
@@ -182,8 +179,7 @@ void BindPipelines(py::module_& m) {
                        const std::string& placement) {
           py::gil_scoped_release release;
           auto evaluator = Evaluator(model, data, samples, batch_size, placement);
-          auto metric_ptr = Unwrap(analysis::MakeMetric(
-              metric.empty() ? analysis::DefaultMetricName(evaluator->has_labels(), evaluator->class_output()) : metric));
+          auto metric_ptr = Unwrap(pipelines::FallbackMetric(metric, *evaluator));
           pipelines::FallbackOptions options;
           options.budget = budget;
           options.max_float_layers = max_float_layers;

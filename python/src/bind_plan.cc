@@ -67,9 +67,10 @@ void BindPlan(py::module_& m) {
              quant::QuantPlan plan = p;  // weight scales missing from the plan are filled on a copy
              analysis::SimulationOptions options;
              options.placement.per_channel_weights = per_channel;
-             const passes::InsertQdqReport report = Unwrap(passes::ApplyPlan(m, &plan, options));
+             const passes::PassReport report = Unwrap(passes::RunPass(m, passes::ApplyPlan(&plan, options)));
              ThrowIfError(onnx_io::ExportModel(m, path));
-             return std::make_pair(report.activation_pairs, report.weight_pairs);
+             return std::make_pair(report.Count(passes::counter::kActivationPairs),
+                                   report.Count(passes::counter::kWeightPairs));
            }, py::arg("model"), py::arg("path"), py::arg("per_channel"))
       .def("tensor", [](const quant::QuantPlan& p, const std::string& name) {
              const quant::TensorQuant* t = p.Find(name);

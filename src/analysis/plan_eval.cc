@@ -200,7 +200,8 @@ Result<TrialResult> PlanEvaluator::EvaluateFp32(const std::vector<Metric*>& metr
 Result<TrialResult> PlanEvaluator::EvaluatePlan(const quant::QuantPlan& plan,
                                                 const std::vector<Metric*>& metrics,
                                                 const ObserverFor& observer) const {
-  QK_ASSIGN_OR_RETURN(ir::Model model, BuildSimulationModel(options_.model, plan, options_.simulation));
+  // A clone of the loaded float model: the file is read and prepared once per search, not per trial.
+  QK_ASSIGN_OR_RETURN(ir::Model model, BuildSimulationModel(*float_model_, plan, options_.simulation));
   return EvaluateModel(std::move(model), metrics, observer);
 }
 

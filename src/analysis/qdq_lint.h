@@ -53,7 +53,7 @@ struct LintReport {
 
 LintReport LintQdqModel(const ir::Model& model);
 
-// Loads `path` for linting: import, PrepareConstants, then builds every kernel of quantkit's
+// Loads `path` for linting: import, PromoteConstants and FoldIdentityOfConstants, then builds every kernel of quantkit's
 // runtime so that a model which cannot run (bad attributes, impossible shapes) is an error
 // naming the file and node (kInvalidModel), not "0 errors". Then LintQdqModel.
 Result<LintReport> LintModelFile(const std::string& path);

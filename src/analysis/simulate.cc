@@ -5,6 +5,7 @@
 #include "analysis/model_loading.h"
 #include "common/check.h"
 #include "formats/plan_files.h"
+#include "ir/clone.h"
 #include "passes/extract_qdq.h"
 #include "passes/fold_weight_qdq.h"
 
@@ -44,10 +45,17 @@ Result<std::vector<std::string>> UnmatchedPlanTensors(const ir::Graph& graph, co
 Result<ir::Model> BuildSimulationModel(const std::string& float_model_path, const quant::QuantPlan& plan,
                                        const SimulationOptions& options) {
   QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(float_model_path));
-  QK_RETURN_IF_ERROR(UnmatchedPlanTensors(*model.graph, plan, float_model_path).status());
+  return BuildSimulationModel(model, plan, options);
+}
+
+Result<ir::Model> BuildSimulationModel(const ir::Model& float_model, const quant::QuantPlan& plan,
+                                       const SimulationOptions& options) {
+  QK_RETURN_IF_ERROR(UnmatchedPlanTensors(*float_model.graph, plan, float_model.source_path).status());
+  QK_ASSIGN_OR_RETURN(ir::Model model, ir::CloneModel(float_model));
   quant::QuantPlan filled = plan;
-  QK_RETURN_IF_ERROR(passes::ApplyPlan(model, &filled, options).status());
-  QK_RETURN_IF_ERROR(passes::FoldWeightQdq(model).status());
+  const passes::ApplyPlan apply(&filled, options);
+  const passes::FoldWeightQdq fold_weights;
+  QK_RETURN_IF_ERROR(passes::RunPasses(model, {&apply, &fold_weights}));
   return model;
 }
 

@@ -40,4 +40,9 @@ Result<std::vector<std::string>> UnmatchedPlanTensors(const ir::Graph& graph, co
 Result<ir::Model> BuildSimulationModel(const std::string& float_model_path, const quant::QuantPlan& plan,
                                        const SimulationOptions& options);
 
+// The same on a clone (ir/clone.h) of a model already loaded by LoadModelForQuantization, which
+// is left untouched: a search evaluating many plans reads and prepares the file once.
+Result<ir::Model> BuildSimulationModel(const ir::Model& float_model, const quant::QuantPlan& plan,
+                                       const SimulationOptions& options);
+
 }  // namespace quantkit::analysis

@@ -40,11 +40,10 @@ Result<std::vector<QdqSite>> PlanSites(const ir::Graph& graph, const quant::Quan
   return FindQdqSites(graph, placement);
 }
 
-Result<InsertQdqReport> ApplyPlan(ir::Model& model, quant::QuantPlan* plan,
-                                  const ApplyPlanOptions& options) {
-  QK_ASSIGN_OR_RETURN(std::vector<QdqSite> sites, PlanSites(*model.graph, *plan, options));
-  QK_RETURN_IF_ERROR(AddWeightScales(*model.graph, sites, plan));
-  return InsertQdq(model, *plan, sites);
+Status ApplyPlan::Run(ir::Model& model, PassReport* report) const {
+  QK_ASSIGN_OR_RETURN(std::vector<QdqSite> sites, PlanSites(*model.graph, *plan_, options_));
+  QK_RETURN_IF_ERROR(AddWeightScales(*model.graph, sites, plan_));
+  return InsertQdq(*plan_, sites).Run(model, report);
 }
 
 }  // namespace quantkit::passes

@@ -21,6 +21,7 @@
 
 #include "ir/graph.h"
 #include "passes/insert_qdq.h"
+#include "passes/pass.h"
 #include "passes/qdq_placement.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
@@ -48,8 +49,17 @@ bool PlanFromQdqModel(const quant::QuantPlan& plan);
 Result<std::vector<QdqSite>> PlanSites(const ir::Graph& graph, const quant::QuantPlan& plan,
                                        const ApplyPlanOptions& options);
 
-// PlanSites + weight scales + InsertQdq. `*plan` gains the weight entries it lacked.
-Result<InsertQdqReport> ApplyPlan(ir::Model& model, quant::QuantPlan* plan,
-                                  const ApplyPlanOptions& options);
+// PlanSites + weight scales + InsertQdq, reporting what InsertQdq reports. `*plan` (which must
+// outlive the pass) gains the weight entries it lacked.
+class ApplyPlan final : public Pass {
+ public:
+  ApplyPlan(quant::QuantPlan* plan, const ApplyPlanOptions& options) : plan_(plan), options_(options) {}
+  const char* Name() const override { return "apply_plan"; }
+  Status Run(ir::Model& model, PassReport* report) const override;
+
+ private:
+  quant::QuantPlan* plan_;
+  ApplyPlanOptions options_;
+};
 
 }  // namespace quantkit::passes

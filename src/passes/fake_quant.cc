@@ -35,7 +35,8 @@ std::vector<float> Floats(const ir::Value* v) {
 
 }  // namespace
 
-Result<FakeQuantReport> QdqToFakeQuant(ir::Model& model, const FakeQuantOptions& options) {
+Status QdqToFakeQuant::Run(ir::Model& model, PassReport* report) const {
+  const FakeQuantOptions& options = options_;
   ir::Graph& graph = *model.graph;
   std::vector<Pair> pairs;
   for (ir::Node* dq : graph.nodes()) {
@@ -56,8 +57,10 @@ Result<FakeQuantReport> QdqToFakeQuant(ir::Model& model, const FakeQuantOptions&
                      "Q/DQ pair '{}' -> '{}': different axes", q->name, dq->name);
     pairs.push_back({q, dq});
   }
-  FakeQuantReport report;
-  model.SetOpset(kFakeQuantDomain, 1);
+  report->Add(counter::kWeightPairs, 0);
+  report->Add(counter::kActivationPairs, 0);
+  report->lists[std::string(list::kWeights)];
+  if (!pairs.empty()) model.SetOpset(kFakeQuantDomain, 1);  // a model left as it was stays so
   for (const Pair& p : pairs) {
     ir::Value* x = p.q->input(0);
     ir::Value* scale = p.q->input(1);
@@ -72,7 +75,6 @@ Result<FakeQuantReport> QdqToFakeQuant(ir::Model& model, const FakeQuantOptions&
       const std::string name = graph.UniqueValueName(x->name() + "_qat_scale");
       copy.name = name;
       inputs.back() = graph.AddInitializer(name, std::move(copy));
-      report.activation_scale_of[x->name()] = name;
     }
     ir::Value* out = p.dq->output(0);
     const std::string out_name = out->name();
@@ -84,21 +86,28 @@ Result<FakeQuantReport> QdqToFakeQuant(ir::Model& model, const FakeQuantOptions&
     graph.ReplaceAllUsesWith(out, fq->output(0));
     QK_RETURN_IF_ERROR(graph.RemoveNode(p.dq));
     QK_RETURN_IF_ERROR(graph.RenameValue(fq->output(0), out_name));
-    if (weight) {
-      ++report.weight_pairs;
-      report.weights.push_back(x->name());
-    } else {
-      ++report.activation_pairs;
-    }
+    report->Add(weight ? counter::kWeightPairs : counter::kActivationPairs);
+    if (weight) report->Append(list::kWeights, x->name());
   }
   for (const Pair& p : pairs) {
     if (p.q->output(0)->uses().empty()) QK_RETURN_IF_ERROR(graph.RemoveNode(p.q));
   }
-  return report;
+  report->changed = !pairs.empty();
+  return Status::Ok();
 }
 
-Result<int> FoldBatchNorm(ir::Graph& graph) {
-  int folded = 0;
+std::map<std::string, std::string> LearnedActivationScales(const ir::Graph& graph) {
+  std::map<std::string, std::string> scale_of;
+  for (const ir::Node* n : graph.nodes()) {
+    if (n->domain() != kFakeQuantDomain || n->op_type() != "FakeQuantize" || n->GetInt("lsq", 0) != 1) continue;
+    if (n->input(0) && n->input(1)) scale_of[n->input(0)->name()] = n->input(1)->name();
+  }
+  return scale_of;
+}
+
+Status FoldBatchNorm::Run(ir::Model& model, PassReport* report) const {
+  ir::Graph& graph = *model.graph;
+  int64_t folded = 0;
   std::vector<ir::Value*> orphans;  // constants only the folded nodes read
   for (ir::Node* bn : graph.nodes()) {
     // Guards, cheapest first; nothing is mutated until all pass.
@@ -161,7 +170,9 @@ Result<int> FoldBatchNorm(ir::Graph& graph) {
       QK_RETURN_IF_ERROR(graph.RemoveValue(v));
     }
   }
-  return folded;
+  report->Add(counter::kFolded, folded);
+  report->changed = folded > 0;
+  return Status::Ok();
 }
 
 }  // namespace quantkit::passes

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/pass.h"
 #include "quantkit/status.h"
 
 namespace quantkit::passes {
@@ -32,16 +33,27 @@ struct FakeQuantOptions {
   bool learn_activation_scales = false;  // LSQ
 };
 
-struct FakeQuantReport {
-  int weight_pairs = 0;
-  int activation_pairs = 0;
-  std::vector<std::string> weights;                         // quantized weight initializers
-  std::map<std::string, std::string> activation_scale_of;   // activation tensor -> scale initializer
+// Counts "weight_pairs" and "activation_pairs", lists "weights". The learned scales are read off the rewritten
+// graph with LearnedActivationScales.
+class QdqToFakeQuant final : public Pass {
+ public:
+  explicit QdqToFakeQuant(const FakeQuantOptions& options) : options_(options) {}
+  const char* Name() const override { return "qdq_to_fake_quant"; }
+  Status Run(ir::Model& model, PassReport* report) const override;
+
+ private:
+  FakeQuantOptions options_;
 };
 
-Result<FakeQuantReport> QdqToFakeQuant(ir::Model& model, const FakeQuantOptions& options);
+// activation tensor -> the initializer holding its learned scale, for every FakeQuantize with
+// lsq=1 (what QdqToFakeQuant wrote with learn_activation_scales).
+std::map<std::string, std::string> LearnedActivationScales(const ir::Graph& graph);
 
-// Returns the number of BatchNormalization nodes folded.
-Result<int> FoldBatchNorm(ir::Graph& graph);
+// Counts "folded" (BatchNormalization nodes).
+class FoldBatchNorm final : public Pass {
+ public:
+  const char* Name() const override { return "fold_batch_norm"; }
+  Status Run(ir::Model& model, PassReport* report) const override;
+};
 
 }  // namespace quantkit::passes

@@ -307,13 +307,12 @@ Result<bool> InlineBranch(ir::Graph& g, ir::Node* node, ir::Graph& branch) {
   return true;
 }
 
-}  // namespace
-
-Status FoldConstantIf(ir::Graph& graph, int* folded) {
-  int count = 0;
+// Subgraphs first (an If nested in a branch folds before its parent is inlined).
+Status FoldInGraph(ir::Graph& graph, int64_t* folded) {
+  int64_t count = 0;
   for (ir::Node* node : graph.nodes()) {
     for (ir::Attribute& a : node->attributes()) {
-      for (auto& sub : a.graphs) QK_RETURN_IF_ERROR(FoldConstantIf(*sub, &count));
+      for (auto& sub : a.graphs) QK_RETURN_IF_ERROR(FoldInGraph(*sub, &count));
     }
   }
   // Until nothing changes: an inlined branch may hold an If of its own.
@@ -336,7 +335,22 @@ Status FoldConstantIf(ir::Graph& graph, int* folded) {
   // Inlined nodes sit just before their If; a sort makes the order valid whatever the stored order
   // was.
   if (count > 0) QK_RETURN_IF_ERROR(graph.SortTopologically());
-  if (folded) *folded += count;
+  *folded += count;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status FoldConstantIf::Run(ir::Model& model, PassReport* report) const {
+  int64_t folded = 0;
+  QK_RETURN_IF_ERROR(FoldInGraph(*model.graph, &folded));
+  report->Add(counter::kFolded, folded);
+  report->changed = folded > 0;
+  if (folded > 0) {
+    report->summary = fmt::format("{} If node(s) with a condition fixed by the model (a constant or a "
+                                  "static dimension) replaced by the branch taken",
+                                  folded);
+  }
   return Status::Ok();
 }
 

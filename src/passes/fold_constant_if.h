@@ -1,6 +1,6 @@
 // Rewrites  y... = If(c){then_branch}{else_branch}  ->  the taken branch's nodes inlined, y... =
 // its outputs,  when c is known without data: a constant initializer (Constant nodes are promoted
-// by PrepareConstants first), or computed from constants and the static dimensions of Shape(x)
+// by PromoteConstants first), or computed from constants and the static dimensions of Shape(x)
 // through a few scalar ops (Gather, Equal/Less/Greater/..., Not/And/Or/Xor, Cast, Identity,
 // Squeeze, Unsqueeze, Reshape, Flatten, Size). Exporters write exactly this for Python
 // `if x.size(1) == 3:` on a model whose input declares that dimension.
@@ -17,10 +17,16 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "passes/pass.h"
 #include "quantkit/status.h"
 
 namespace quantkit::passes {
 
-Status FoldConstantIf(ir::Graph& graph, int* folded = nullptr);
+// Counts "folded" (If nodes replaced by their taken branch); its summary says how many.
+class FoldConstantIf final : public Pass {
+ public:
+  const char* Name() const override { return "fold_constant_if"; }
+  Status Run(ir::Model& model, PassReport* report) const override;
+};
 
 }  // namespace quantkit::passes

@@ -1,15 +1,16 @@
 #include "passes/fold_identity.h"
 
 #include "common/check.h"
-#include "passes/promote_constants.h"
 
 namespace quantkit::passes {
+namespace {
 
-Status FoldIdentityOfConstants(ir::Graph& graph, int* folded) {
-  int count = 0;
+// Subgraphs first, so a branch's Identity folds before its enclosing graph is scanned.
+Status FoldInGraph(ir::Graph& graph, int64_t* folded) {
+  int64_t count = 0;
   for (ir::Node* node : graph.nodes()) {
     for (ir::Attribute& a : node->attributes()) {
-      for (auto& sub : a.graphs) QK_RETURN_IF_ERROR(FoldIdentityOfConstants(*sub, &count));
+      for (auto& sub : a.graphs) QK_RETURN_IF_ERROR(FoldInGraph(*sub, &count));
     }
   }
   for (ir::Node* node : graph.nodes()) {
@@ -27,13 +28,18 @@ Status FoldIdentityOfConstants(ir::Graph& graph, int* folded) {
     tmp->initializer->name = name;
     ++count;
   }
-  if (folded) *folded += count;
+  *folded += count;
   return Status::Ok();
 }
 
-Status PrepareConstants(ir::Graph& graph) {
-  QK_RETURN_IF_ERROR(PromoteConstants(graph));
-  return FoldIdentityOfConstants(graph);
+}  // namespace
+
+Status FoldIdentityOfConstants::Run(ir::Model& model, PassReport* report) const {
+  int64_t folded = 0;
+  QK_RETURN_IF_ERROR(FoldInGraph(*model.graph, &folded));
+  report->Add(counter::kFolded, folded);
+  report->changed = folded > 0;
+  return Status::Ok();
 }
 
 }  // namespace quantkit::passes

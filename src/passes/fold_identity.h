@@ -5,14 +5,16 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "passes/pass.h"
 #include "quantkit/status.h"
 
 namespace quantkit::passes {
 
-Status FoldIdentityOfConstants(ir::Graph& graph, int* folded = nullptr);
-
-// PromoteConstants then FoldIdentityOfConstants: what every quantization workflow runs after
-// import so that weights, scales and zero points are initializers.
-Status PrepareConstants(ir::Graph& graph);
+// Counts "folded".
+class FoldIdentityOfConstants final : public Pass {
+ public:
+  const char* Name() const override { return "fold_identity_of_constants"; }
+  Status Run(ir::Model& model, PassReport* report) const override;
+};
 
 }  // namespace quantkit::passes

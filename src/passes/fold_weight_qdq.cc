@@ -45,9 +45,9 @@ Result<ir::Tensor> FakeQuantize(const ir::Tensor& w, const ir::Tensor& scale, co
 
 }  // namespace
 
-Result<int> FoldWeightQdq(ir::Model& model) {
+Status FoldWeightQdq::Run(ir::Model& model, PassReport* report) const {
   ir::Graph& graph = *model.graph;
-  int folded = 0;
+  int64_t folded = 0;
   for (ir::Node* dq : graph.nodes()) {
     if (dq->op_type() != "DequantizeLinear" || !dq->domain().empty()) continue;
     ir::Node* q = dq->input(0) ? dq->input(0)->producer() : nullptr;
@@ -71,7 +71,9 @@ Result<int> FoldWeightQdq(ir::Model& model) {
     }
     ++folded;
   }
-  return folded;
+  report->Add(counter::kFolded, folded);
+  report->changed = folded > 0;
+  return Status::Ok();
 }
 
 }  // namespace quantkit::passes

@@ -7,11 +7,16 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "passes/pass.h"
 #include "quantkit/status.h"
 
 namespace quantkit::passes {
 
-// Returns the number of pairs folded.
-Result<int> FoldWeightQdq(ir::Model& model);
+// Counts "folded" (weight pairs).
+class FoldWeightQdq final : public Pass {
+ public:
+  const char* Name() const override { return "fold_weight_qdq"; }
+  Status Run(ir::Model& model, PassReport* report) const override;
+};
 
 }  // namespace quantkit::passes

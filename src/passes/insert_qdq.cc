@@ -73,8 +73,9 @@ Status AddWeightScales(const ir::Graph& graph, const std::vector<QdqSite>& sites
   return Status::Ok();
 }
 
-Result<InsertQdqReport> InsertQdq(ir::Model& model, const quant::QuantPlan& plan,
-                                  const std::vector<QdqSite>& sites) {
+Status InsertQdq::Run(ir::Model& model, PassReport* report) const {
+  const quant::QuantPlan& plan = plan_;
+  const std::vector<QdqSite>& sites = sites_;
   const int64_t opset = model.OpsetFor("");
   QK_RETURN_IF_NOT(opset >= kMinQdqOpset, StatusCode::kUnsupported,
                    "model uses opset {} of the default domain; Q/DQ for TensorRT needs opset >= {} "
@@ -85,7 +86,8 @@ Result<InsertQdqReport> InsertQdq(ir::Model& model, const quant::QuantPlan& plan
   QK_RETURN_IF_ERROR(graph.SortTopologically());
 
   // Group sites by tensor; decide everything before mutating.
-  InsertQdqReport report;
+  int64_t activation_pairs = 0, weight_pairs = 0;
+  std::vector<std::string> skipped;
   std::map<std::string, PendingPair> pairs;
   std::unordered_map<const ir::Node*, size_t> position;
   const auto nodes = graph.nodes();
@@ -93,11 +95,11 @@ Result<InsertQdqReport> InsertQdq(ir::Model& model, const quant::QuantPlan& plan
   for (const QdqSite& site : sites) {
     const quant::TensorQuant* entry = plan.Find(site.tensor);
     if (!entry) {
-      report.skipped.push_back(site.tensor + ": no entry in the plan");
+      skipped.push_back(site.tensor + ": no entry in the plan");
       continue;
     }
     if (!entry->quantized) {
-      report.skipped.push_back(site.tensor + ": " + entry->reason);
+      skipped.push_back(site.tensor + ": " + entry->reason);
       continue;
     }
     QK_RETURN_IF_NOT(graph.FindValue(site.tensor) && site.consumer->owner() == &graph,
@@ -116,13 +118,19 @@ Result<InsertQdqReport> InsertQdq(ir::Model& model, const quant::QuantPlan& plan
       graph.SetNodeInput(site->consumer, static_cast<size_t>(site->input_index), dq);
     }
     if (p.entry->role == quant::TensorRole::kWeight) {
-      ++report.weight_pairs;
+      ++weight_pairs;
     } else {
-      ++report.activation_pairs;
+      ++activation_pairs;
     }
   }
   QK_RETURN_IF_ERROR(ir::Verify(model));
-  return report;
+  report->Add(counter::kActivationPairs, activation_pairs);
+  report->Add(counter::kWeightPairs, weight_pairs);
+  report->summary = fmt::format("inserted {} activation and {} weight symmetric int8 Q/DQ pairs; {} sites left in float",
+                                activation_pairs, weight_pairs, skipped.size());
+  report->lists[std::string(list::kSkipped)] = std::move(skipped);
+  report->changed = activation_pairs + weight_pairs > 0;
+  return Status::Ok();
 }
 
 }  // namespace quantkit::passes

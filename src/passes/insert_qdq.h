@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/pass.h"
 #include "passes/qdq_placement.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
@@ -20,14 +21,18 @@ namespace quantkit::passes {
 
 inline constexpr int64_t kMinQdqOpset = 13;
 
-struct InsertQdqReport {
-  int activation_pairs = 0;
-  int weight_pairs = 0;
-  std::vector<std::string> skipped;  // "tensor: reason" for sites left in float
-};
+// Counts "activation_pairs" and "weight_pairs"; lists "skipped" ("tensor: reason" for sites left
+// in float). `plan` and `sites` (found on the model Run rewrites) must outlive the pass.
+class InsertQdq final : public Pass {
+ public:
+  InsertQdq(const quant::QuantPlan& plan, const std::vector<QdqSite>& sites) : plan_(plan), sites_(sites) {}
+  const char* Name() const override { return "insert_qdq"; }
+  Status Run(ir::Model& model, PassReport* report) const override;
 
-Result<InsertQdqReport> InsertQdq(ir::Model& model, const quant::QuantPlan& plan,
-                                  const std::vector<QdqSite>& sites);
+ private:
+  const quant::QuantPlan& plan_;
+  const std::vector<QdqSite>& sites_;
+};
 
 // Fills the plan's weight entries for the weight sites from the initializers
 // (max|w|/127 per channel), leaving entries already present untouched.

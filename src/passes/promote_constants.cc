@@ -55,7 +55,7 @@ std::optional<ConstantValue> ValueOf(const ir::Node& node) {
   return v;
 }
 
-Status PromoteInGraph(ir::Graph& graph, bool* changed) {
+Status PromoteInGraph(ir::Graph& graph, int64_t* promoted) {
   for (ir::Node* node : graph.nodes()) {
     // Guards, cheapest first; mutate only after all pass.
     if (node->op_type() != "Constant" || !node->domain().empty()) continue;
@@ -75,19 +75,21 @@ Status PromoteInGraph(ir::Graph& graph, bool* changed) {
     init->metadata_props = out->metadata_props;
     graph.ReplaceAllUsesWith(out, init);
     QK_RETURN_IF_ERROR(graph.RemoveNode(node));
-    if (changed) *changed = true;
+    ++*promoted;
   }
   return Status::Ok();
 }
 
 }  // namespace
 
-Status PromoteConstants(ir::Graph& graph, bool* changed) {
-  if (changed) *changed = false;
+Status PromoteConstants::Run(ir::Model& model, PassReport* report) const {
+  int64_t promoted = 0;
   Status status;
-  ir::ForEachGraph(graph, [&](ir::Graph& g) {
-    if (status.ok()) status = PromoteInGraph(g, changed);
+  ir::ForEachGraph(*model.graph, [&](ir::Graph& g) {
+    if (status.ok()) status = PromoteInGraph(g, &promoted);
   });
+  report->Add(counter::kPromoted, promoted);
+  report->changed = promoted > 0;
   return status;
 }
 

@@ -10,11 +10,16 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "passes/pass.h"
 #include "quantkit/status.h"
 
 namespace quantkit::passes {
 
-// Sets *changed when at least one Constant was promoted (changed may be null).
-Status PromoteConstants(ir::Graph& graph, bool* changed = nullptr);
+// Counts "promoted".
+class PromoteConstants final : public Pass {
+ public:
+  const char* Name() const override { return "promote_constants"; }
+  Status Run(ir::Model& model, PassReport* report) const override;
+};
 
 }  // namespace quantkit::passes

@@ -110,11 +110,20 @@ struct QParams {
   ir::Value* zero_point = nullptr;  // may be null (zero, uint8)
 };
 
+// What Rewriter counts while it sweeps (QOperatorToQdq::Run turns it into the PassReport).
+struct QopTally {
+  int64_t nodes_converted = 0;
+  int64_t passthrough_nodes = 0;
+  int64_t relus_restored = 0;
+  std::vector<std::string> dynamic_tensors;
+  std::vector<std::string> notes;
+};
+
 class Rewriter {
  public:
   explicit Rewriter(ir::Model& model) : model_(model), g_(*model.graph) {}
 
-  Result<QopReport> Run() {
+  Result<QopTally> Run() {
     QK_RETURN_IF_ERROR(g_.SortTopologically());
     // Static Q nodes of run-time tensors start the integer domain: remember their grids.
     for (ir::Node* n : g_.nodes()) {
@@ -636,7 +645,7 @@ class Rewriter {
 
   ir::Model& model_;
   ir::Graph& g_;
-  QopReport report_;
+  QopTally report_;
   std::unordered_map<const ir::Value*, QParams> qparams_;
   std::unordered_set<const ir::Node*> removed_;  // by this sweep: skipped, never dereferenced
 };
@@ -707,9 +716,10 @@ std::optional<ir::Tensor> FoldConstant(const ir::Node& n) {
 
 }  // namespace
 
-Result<int> NormalizeTorchQdq(ir::Model& model) {
+Status NormalizeTorchQdq::Run(ir::Model& model, PassReport* report) const {
   ir::Graph& g = *model.graph;
-  int removed = 0;
+  int64_t removed = 0;
+  bool rewired = false;  // a [1] scale / zero point replaced by its rank-0 copy
   QK_RETURN_IF_ERROR(g.SortTopologically());
   for (ir::Node* n : g.nodes()) {
     if (!n->domain().empty() || n->output(0) == nullptr || n->output(0)->is_graph_output()) continue;
@@ -735,6 +745,7 @@ Result<int> NormalizeTorchQdq(ir::Model& model) {
         ir::Tensor scalar(v->initializer->dtype(), {});
         std::memcpy(scalar.mutable_data(), v->initializer->data(), scalar.nbytes());
         g.SetNodeInput(n, i, g.AddInitializer(g.UniqueValueName(v->name() + "_scalar"), std::move(scalar)));
+        rewired = true;
       }
     }
     // Q -> Cast(to = Q's dtype): the Cast changes nothing.
@@ -748,8 +759,13 @@ Result<int> NormalizeTorchQdq(ir::Model& model) {
       ++removed;
     }
   }
-  RemoveUnusedInitializers(g);
-  return removed;
+  const int unused = RemoveUnusedInitializers(g);
+  report->Add(counter::kFolded, removed);
+  report->changed = removed > 0 || rewired || unused > 0;
+  if (removed > 0) {
+    report->summary = fmt::format("folded {} no-op Casts / constant zero points of a PyTorch export", removed);
+  }
+  return Status::Ok();
 }
 
 bool HasIntegerOps(const ir::Graph& graph) {
@@ -759,6 +775,19 @@ bool HasIntegerOps(const ir::Graph& graph) {
   return false;
 }
 
-Result<QopReport> QOperatorToQdq(ir::Model& model) { return Rewriter(model).Run(); }
+Status QOperatorToQdq::Run(ir::Model& model, PassReport* report) const {
+  QK_ASSIGN_OR_RETURN(QopTally tally, Rewriter(model).Run());
+  report->Add(counter::kNodesConverted, tally.nodes_converted);
+  report->Add(counter::kPassthroughNodes, tally.passthrough_nodes);
+  report->Add(counter::kRelusRestored, tally.relus_restored);
+  report->lists[std::string(list::kDynamicTensors)] = std::move(tally.dynamic_tensors);
+  report->notes = std::move(tally.notes);
+  report->changed = tally.nodes_converted + tally.passthrough_nodes > 0;
+  report->summary = fmt::format(
+      "integer-operator model: {} integer ops and {} shape ops on integer tensors rewritten "
+      "to float ops with Q/DQ; {} Relus restored (fused into an output range starting at 0)",
+      tally.nodes_converted, tally.passthrough_nodes, tally.relus_restored);
+  return Status::Ok();
+}
 
 }  // namespace quantkit::passes

@@ -29,17 +29,10 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/pass.h"
 #include "quantkit/status.h"
 
 namespace quantkit::passes {
-
-struct QopReport {
-  int nodes_converted = 0;      // integer ops replaced by float ops
-  int passthrough_nodes = 0;    // shape ops moved from integer to float tensors
-  int relus_restored = 0;       // Relus onnxruntime had fused into an op's output saturation
-  std::vector<std::string> dynamic_tensors;  // float tensors quantized by DynamicQuantizeLinear
-  std::vector<std::string> notes;
-};
 
 // True when the graph has an op this pass converts (QLinear*, QGemm, ConvInteger, MatMulInteger,
 // DynamicQuantizeLinear).
@@ -50,12 +43,24 @@ bool HasIntegerOps(const ir::Graph& graph);
 //   Q(x) -> Cast(to = Q's own dtype) -> DQ        (a no-op Cast)   ==> Q(x) -> DQ
 //   DQ(b_int32, s, Cast(ConstantOfShape(shape)))  (run-time zero)   ==> constant zero point
 //   Q/DQ without axis, scale or zero point of shape [1] (per tensor)  ==> rank-0 copies
-// Folds them (ConstantOfShape/Cast of constants become initializers); returns how many nodes it
-// removed. Harmless on models without them.
-Result<int> NormalizeTorchQdq(ir::Model& model);
+// Folds them (ConstantOfShape/Cast of constants become initializers). Counts "folded" (nodes
+// removed); harmless on models without them.
+class NormalizeTorchQdq final : public Pass {
+ public:
+  const char* Name() const override { return "normalize_torch_qdq"; }
+  Status Run(ir::Model& model, PassReport* report) const override;
+};
 
 // Rewrites in place. On error (unsupported op or pattern; the message names the node) the model
 // may be partly rewritten: callers work on a copy they can discard (convert loads it from disk).
-Result<QopReport> QOperatorToQdq(ir::Model& model);
+// Counts "nodes_converted" (integer ops replaced by float ops), "passthrough_nodes" (shape ops
+// moved from integer to float tensors) and "relus_restored" (Relus onnxruntime had fused into an
+// op's output saturation); lists "dynamic_tensors" (float tensors quantized by
+// DynamicQuantizeLinear); notes what a user should check.
+class QOperatorToQdq final : public Pass {
+ public:
+  const char* Name() const override { return "qoperator_to_qdq"; }
+  Status Run(ir::Model& model, PassReport* report) const override;
+};
 
 }  // namespace quantkit::passes

@@ -56,13 +56,13 @@ int RemoveUnusedInitializers(ir::Graph& graph) {
   return removed;
 }
 
-Result<StripReport> StripQdq(ir::Model& model) {
+Status StripQdq::Run(ir::Model& model, PassReport* report) const {
   ir::Graph& graph = *model.graph;
-  StripReport report;
+  int64_t pairs_removed = 0, weights_dequantized = 0, left_in_place = 0;
   for (const QdqUnit& u : FindQdqUnits(graph)) {
     if (u.q) {
       if (!u.dq_params_match || u.q->output(0)->uses().size() != 1) {
-        ++report.left_in_place;  // not a pure fake-quant pair: removing it would change results
+        ++left_in_place;  // not a pure fake-quant pair: removing it would change results
         continue;
       }
       const std::string y_name = u.y->name();  // u.y is deleted with the DQ node
@@ -82,10 +82,10 @@ Result<StripReport> StripQdq(ir::Model& model) {
         QK_RETURN_IF_ERROR(graph.RemoveNode(u.dq));
       }
       QK_RETURN_IF_ERROR(graph.RemoveNode(u.q));
-      ++report.pairs_removed;
+      ++pairs_removed;
     } else {
       if (!u.constant_params) {
-        ++report.left_in_place;
+        ++left_in_place;
         continue;
       }
       QK_ASSIGN_OR_RETURN(ir::Tensor w, DequantizeConstant(u));
@@ -95,12 +95,19 @@ Result<StripReport> StripQdq(ir::Model& model) {
       QK_RETURN_IF_ERROR(graph.RemoveNode(u.dq));
       QK_RETURN_IF_ERROR(graph.RenameValue(tmp, name));
       tmp->initializer->name = name;
-      ++report.weights_dequantized;
+      ++weights_dequantized;
     }
   }
-  report.initializers_removed = RemoveUnusedInitializers(graph);
+  const int initializers_removed = RemoveUnusedInitializers(graph);
   QK_RETURN_IF_ERROR(ir::Verify(model));
-  return report;
+  report->Add(counter::kPairsRemoved, pairs_removed);
+  report->Add(counter::kWeightsDequantized, weights_dequantized);
+  report->Add(counter::kLeftInPlace, left_in_place);
+  report->Add(counter::kInitializersRemoved, initializers_removed);
+  report->changed = pairs_removed + weights_dequantized + initializers_removed > 0;
+  report->summary = fmt::format("stripped {} Q/DQ pairs, dequantized {} stored weights, {} left in place",
+                                pairs_removed, weights_dequantized, left_in_place);
+  return Status::Ok();
 }
 
 }  // namespace quantkit::passes

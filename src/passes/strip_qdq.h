@@ -10,18 +10,19 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "passes/pass.h"
 #include "quantkit/status.h"
 
 namespace quantkit::passes {
 
-struct StripReport {
-  int pairs_removed = 0;
-  int weights_dequantized = 0;
-  int left_in_place = 0;
-  int initializers_removed = 0;
+// Counts "pairs_removed", "weights_dequantized", "left_in_place" (pairs that are not a pure
+// fake quantization, kept because removing them would change results) and
+// "initializers_removed".
+class StripQdq final : public Pass {
+ public:
+  const char* Name() const override { return "strip_qdq"; }
+  Status Run(ir::Model& model, PassReport* report) const override;
 };
-
-Result<StripReport> StripQdq(ir::Model& model);
 
 // Removes initializers that have no uses and are neither graph inputs nor outputs; returns how
 // many were removed.

@@ -84,7 +84,7 @@ std::string WeightedOpsInSubgraphs(ir::Graph& graph, const passes::PlacementOpti
 }
 
 std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
-                      const passes::InsertQdqReport* inserted) {
+                      const passes::PassReport* inserted) {
   std::string s = fmt::format("quantkit {} calibrate\nmodel: {}\ndata: {}\nmethod: {}\n",
                               QUANTKIT_VERSION, options.model, r.plan.provenance.data_description,
                               r.plan.provenance.method);
@@ -102,8 +102,8 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
                    act, weights,
                    options.placement.per_channel_weights ? "per channel" : "per tensor", kept);
   if (inserted) {
-    s += fmt::format("Q/DQ pairs: {} on activations, {} on weights\n", inserted->activation_pairs,
-                     inserted->weight_pairs);
+    s += fmt::format("Q/DQ pairs: {} on activations, {} on weights\n",
+                     inserted->Count(passes::counter::kActivationPairs), inserted->Count(passes::counter::kWeightPairs));
   }
   for (const auto& [name, t] : r.plan.tensors) {
     if (!t.quantized) s += fmt::format("  float: {}: {}\n", name, t.reason);
@@ -181,7 +181,7 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   passes::ApplyPlanOptions apply;
   apply.placement = options.placement;
   apply.mode = passes::PlacementPolicy::kTensorRT;
-  QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, passes::ApplyPlan(qdq_model, &plan, apply));
+  QK_ASSIGN_OR_RETURN(passes::PassReport inserted, passes::RunPass(qdq_model, passes::ApplyPlan(&plan, apply)));
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, artifacts->Stage("model.qdq.onnx")));
   QK_RETURN_IF_ERROR(formats::WriteTrtCache(artifacts->Stage("calib.cache"), plan, options.cache));
   QK_RETURN_IF_ERROR(formats::WriteRangesText(artifacts->Stage("ranges.txt"), plan));
@@ -206,10 +206,8 @@ Status Prepare(const CalibrateOptions& options, const runtime::Communicator& com
                                        "in memory; the file is unchanged)",
                                        loaded.upgrade.from, loaded.upgrade.to));
   }
-  if (loaded.folded_ifs > 0) {
-    result.notes.push_back(fmt::format("{} If node(s) with a condition fixed by the model (a constant or a "
-                                       "static dimension) replaced by the branch taken, which is quantized",
-                                       loaded.folded_ifs));
+  if (const passes::PassReport* ifs = passes::FindReport(loaded.load_passes, "fold_constant_if"); ifs && ifs->changed) {
+    result.notes.push_back(ifs->summary + ", which is quantized");
   }
   QK_ASSIGN_OR_RETURN(prepared->sites, FindCalibrationSites(loaded, options.placement));
   if (std::string inside = WeightedOpsInSubgraphs(*loaded.model->graph, options.placement); !inside.empty()) {

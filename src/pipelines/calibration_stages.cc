@@ -23,7 +23,7 @@ Result<LoadedModel> LoadFloatModel(const std::string& path) {
   LoadedModel loaded;
   loaded.path = path;
   QK_ASSIGN_OR_RETURN(loaded.sha256, Sha256OfFile(path));
-  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(path, &loaded.upgrade, &loaded.folded_ifs));
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(path, &loaded.upgrade, &loaded.load_passes));
   int64_t qdq_nodes = 0;
   for (const ir::Node* n : model.graph->nodes()) {
     qdq_nodes += n->op_type() == "QuantizeLinear" || n->op_type() == "DequantizeLinear";
@@ -202,7 +202,7 @@ Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::Qua
   apply.placement = placement;
   apply.mode = passes::PlacementPolicy::kTensorRT;
   ArtifactReport report;
-  QK_ASSIGN_OR_RETURN(report.inserted, passes::ApplyPlan(qdq_model, &applied, apply));
+  QK_ASSIGN_OR_RETURN(report.inserted, passes::RunPass(qdq_model, passes::ApplyPlan(&applied, apply)));
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, out->Stage("model.qdq.onnx")));
   QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage("calib.cache"), plan, cache));
   QK_RETURN_IF_ERROR(formats::WriteRangesText(out->Stage("ranges.txt"), plan));

@@ -23,6 +23,7 @@
 #include "ir/graph.h"
 #include "onnx/opset_upgrade.h"
 #include "passes/insert_qdq.h"
+#include "passes/pass.h"
 #include "passes/qdq_placement.h"
 #include "quant/plan.h"
 #include "quant/tensor_calib.h"
@@ -35,7 +36,7 @@ struct LoadedModel {
   std::string sha256;
   std::shared_ptr<const ir::Model> model;
   onnx_io::OpsetUpgrade upgrade;  // an opset upgrade done in memory (the file is unchanged)
-  int folded_ifs = 0;             // If nodes on a condition fixed by the model, now their branch
+  std::vector<passes::PassReport> load_passes;  // what loading rewrote (constants, If folding)
 };
 
 // Hashes the file and loads it for quantization (below opset 13 it is upgraded in memory; see
@@ -121,7 +122,7 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& mod
 
 struct ArtifactReport {
   std::vector<std::string> written;
-  passes::InsertQdqReport inserted;
+  passes::PassReport inserted;  // ApplyPlan's
 };
 
 // Writes model.qdq.onnx (passes::ApplyPlan, TensorRT placement), calib.cache, ranges.txt and

@@ -27,6 +27,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Sites ApplyPlan looked at: paired or left in float (0 when the plan matches nothing).
+size_t SitesConsidered(const passes::PassReport& inserted) {
+  return static_cast<size_t>(inserted.Count(passes::counter::kActivationPairs) +
+                             inserted.Count(passes::counter::kWeightPairs)) +
+         inserted.List(passes::list::kSkipped).size();
+}
+
+// ApplyPlan's summary line, then one line per site left in float.
+void AddInsertionMessages(const passes::PassReport& inserted, ConvertResult* result) {
+  result->messages.push_back(inserted.summary);
+  for (const std::string& s : inserted.List(passes::list::kSkipped)) result->messages.push_back("  float: " + s);
+}
+
 passes::ApplyPlanOptions ApplyOptions(const ConvertOptions& options) {
   passes::ApplyPlanOptions apply;
   apply.placement = options.placement;
@@ -154,21 +167,21 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
 
   if (in_kind == formats::ArtifactKind::kOnnx) {
     QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.input));
-    QK_ASSIGN_OR_RETURN(int normalized, passes::NormalizeTorchQdq(model));
-    if (normalized) {
-      result.messages.push_back(fmt::format(
-          "folded {} no-op Casts / constant zero points of a PyTorch export", normalized));
+    // Normalize a PyTorch export's Q/DQ; a QOperator model is rewritten to Q/DQ, after which
+    // everything below applies unchanged.
+    const passes::NormalizeTorchQdq normalize;
+    const passes::QOperatorToQdq qoperator;
+    std::vector<const passes::Pass*> rewrites{&normalize};
+    result.integer_ops = passes::HasIntegerOps(*model.graph);
+    if (result.integer_ops) rewrites.push_back(&qoperator);
+    std::vector<passes::PassReport> reports;
+    QK_RETURN_IF_ERROR(passes::RunPasses(model, rewrites, &reports));
+    for (const passes::PassReport& r : reports) {
+      if (!r.summary.empty()) result.messages.push_back(r.summary);
+      for (const std::string& note : r.notes) result.messages.push_back("warning: " + note);
     }
-    if (passes::HasIntegerOps(*model.graph)) {
-      // QOperator model: rewrite to Q/DQ, then everything below applies unchanged.
-      QK_ASSIGN_OR_RETURN(passes::QopReport qop, passes::QOperatorToQdq(model));
-      result.integer_ops = true;
-      result.dynamic_tensors = qop.dynamic_tensors;
-      result.messages.push_back(fmt::format(
-          "integer-operator model: {} integer ops and {} shape ops on integer tensors rewritten "
-          "to float ops with Q/DQ; {} Relus restored (fused into an output range starting at 0)",
-          qop.nodes_converted, qop.passthrough_nodes, qop.relus_restored));
-      for (const std::string& note : qop.notes) result.messages.push_back("warning: " + note);
+    if (const passes::PassReport* qop = passes::FindReport(reports, qoperator.Name())) {
+      result.dynamic_tensors = qop->List(passes::list::kDynamicTensors);
     }
     result.costs = ConversionCosts(*model.graph);
     passes::ExtractReport report;
@@ -208,20 +221,16 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
       for (const ConversionCost& c : result.costs) result.messages.push_back("  " + DescribeCost(c));
     }
     if (out_kind == formats::ArtifactKind::kOnnx) {
-      QK_ASSIGN_OR_RETURN(passes::StripReport strip, passes::StripQdq(model));
-      result.messages.push_back(fmt::format(
-          "stripped {} Q/DQ pairs, dequantized {} stored weights, {} left in place",
-          strip.pairs_removed, strip.weights_dequantized, strip.left_in_place));
+      QK_ASSIGN_OR_RETURN(passes::PassReport strip, passes::RunPass(model, passes::StripQdq()));
+      result.messages.push_back(strip.summary);
       if (options.qdq_output) {
         // Re-insert symmetric int8 Q/DQ: TensorRT's recipe by default (lint-clean placements,
         // the plan's scales), or exactly where the source quantized (--placement plan).
-        QK_ASSIGN_OR_RETURN(passes::InsertQdqReport ins, passes::ApplyPlan(model, &plan, ApplyOptions(options)));
-        QK_RETURN_IF_NOT(ins.activation_pairs + ins.weight_pairs + ins.skipped.size() > 0,
-                         StatusCode::kInvalidArgument, "{}: no quantized tensor to place Q/DQ on", options.input);
-        result.messages.push_back(fmt::format(
-            "inserted {} activation and {} weight symmetric int8 Q/DQ pairs; {} sites left in float",
-            ins.activation_pairs, ins.weight_pairs, ins.skipped.size()));
-        for (const std::string& s : ins.skipped) result.messages.push_back("  float: " + s);
+        QK_ASSIGN_OR_RETURN(passes::PassReport ins,
+                            passes::RunPass(model, passes::ApplyPlan(&plan, ApplyOptions(options))));
+        QK_RETURN_IF_NOT(SitesConsidered(ins) > 0, StatusCode::kInvalidArgument,
+                         "{}: no quantized tensor to place Q/DQ on", options.input);
+        AddInsertionMessages(ins, &result);
       }
       // The model and its three plan files are one unit (common/artifact_set.h).
       const std::string stem = BaseName(Stem(options.output));
@@ -267,16 +276,14 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
   result.layer_precisions = LayerPrecisions(*model.graph, plan, options.float_precision);
   // A fallback plan's float-kept nodes get no Q/DQ, whatever the placement (as eval --plan and
   // `quantkit fallback` simulated them).
-  QK_ASSIGN_OR_RETURN(passes::InsertQdqReport ins, passes::ApplyPlan(model, &plan, ApplyOptions(options)));
-  QK_RETURN_IF_NOT(!options.placement_from_plan || ins.activation_pairs + ins.weight_pairs + ins.skipped.size() > 0,
+  QK_ASSIGN_OR_RETURN(passes::PassReport ins,
+                      passes::RunPass(model, passes::ApplyPlan(&plan, ApplyOptions(options))));
+  QK_RETURN_IF_NOT(!options.placement_from_plan || SitesConsidered(ins) > 0,
                    StatusCode::kInvalidArgument,
                    "{}: no entry extracted from a Q/DQ model matches a tensor of {} (use the "
                    "default --placement tensorrt for calibrated plans)",
                    options.input, options.model);
-  result.messages.push_back(fmt::format("inserted {} activation and {} weight Q/DQ pairs; {} sites "
-                                        "left in float",
-                                        ins.activation_pairs, ins.weight_pairs, ins.skipped.size()));
-  for (const std::string& s : ins.skipped) result.messages.push_back("  float: " + s);
+  AddInsertionMessages(ins, &result);
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, options.output));
   result.written.push_back(options.output);
   return result;

@@ -86,7 +86,7 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
   // Before insertion (LayerPrecisions reads the float graph's activations), then the very Q/DQ
   // model the trials simulated; ApplyPlan fills the plan's weight entries.
   r.layer_precisions = LayerPrecisions(*model.graph, r.plan, options.float_precision);
-  QK_RETURN_IF_ERROR(passes::ApplyPlan(model, &r.plan, evaluator.options().simulation).status());
+  QK_RETURN_IF_ERROR(passes::RunPass(model, passes::ApplyPlan(&r.plan, evaluator.options().simulation)).status());
   if (options.output_dir.empty()) return r;
   // Every rank made the same decisions (the trials' values are the same bits everywhere); rank 0
   // writes, the others wait for its outcome.

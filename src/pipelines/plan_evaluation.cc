@@ -38,4 +38,19 @@ RankReport PlanEvaluation::Rank(double work_seconds, int64_t passes) const {
   return report;
 }
 
+Result<std::vector<std::unique_ptr<analysis::Metric>>> AnalyzeMetrics(std::vector<std::string> given,
+                                                                      const analysis::PlanEvaluator& evaluator) {
+  if (given.empty()) {
+    given.push_back(analysis::DefaultMetricName(evaluator.has_labels(), evaluator.class_output()));
+    if (given.front() == "top1") given.push_back("agreement");  // rel_mse stands alone
+  }
+  return analysis::MakeMetrics(given);
+}
+
+Result<std::unique_ptr<analysis::Metric>> FallbackMetric(const std::string& given,
+                                                         const analysis::PlanEvaluator& evaluator) {
+  return analysis::MakeMetric(given.empty() ? analysis::DefaultMetricName(evaluator.has_labels(), evaluator.class_output())
+                                            : given);
+}
+
 }  // namespace quantkit::pipelines

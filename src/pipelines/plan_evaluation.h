@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/metrics.h"
 #include "analysis/plan_eval.h"
 #include "pipelines/distributed.h"
 #include "quant/plan.h"
@@ -33,5 +34,15 @@ struct PlanEvaluation {
 Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& options, const std::string& plan_path,
                                           const std::string& placement,
                                           const std::optional<DistributedOptions>& distributed = std::nullopt);
+
+// The metrics analyze ranks by: `given`, else analysis::DefaultMetricName for the evaluator's data
+// and output, with argmax agreement beside top-1 on a class vector. The one rule of the CLI, the
+// Python module and the public API.
+Result<std::vector<std::unique_ptr<analysis::Metric>>> AnalyzeMetrics(std::vector<std::string> given,
+                                                                      const analysis::PlanEvaluator& evaluator);
+
+// The one metric a fallback search optimizes: `given`, or the default when it is empty.
+Result<std::unique_ptr<analysis::Metric>> FallbackMetric(const std::string& given,
+                                                         const analysis::PlanEvaluator& evaluator);
 
 }  // namespace quantkit::pipelines

@@ -429,7 +429,8 @@ Result<Artifacts> WriteArtifacts(const Model& model, const Plan& plan, const std
   QK_ASSIGN_OR_RETURN(pipelines::ArtifactReport report,
                       pipelines::WriteArtifacts(model.impl().loaded, plan.impl().plan,
                                                 ToPlacement(options.placement), dir, cache));
-  return Artifacts{report.written, report.inserted.activation_pairs, report.inserted.weight_pairs};
+  return Artifacts{report.written, static_cast<int>(report.inserted.Count(passes::counter::kActivationPairs)),
+                   static_cast<int>(report.inserted.Count(passes::counter::kWeightPairs))};
 }
 
 }  // namespace quantkit

@@ -60,13 +60,7 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
 
 Result<AnalyzeReport> Analyze(const AnalyzeOptions& options) {
   QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation opened, Open(options.evaluation));
-  std::vector<std::string> names = options.evaluation.metrics;
-  if (names.empty()) {
-    // As the CLI: top-1 (with agreement beside it) on a class vector, else an output-error metric.
-    names.push_back(analysis::DefaultMetricName(opened.evaluator->has_labels(), opened.evaluator->class_output()));
-    if (names.front() == "top1") names.push_back("agreement");
-  }
-  QK_ASSIGN_OR_RETURN(auto owned, analysis::MakeMetrics(names));
+  QK_ASSIGN_OR_RETURN(auto owned, pipelines::AnalyzeMetrics(options.evaluation.metrics, *opened.evaluator));
   analysis::AnalyzeOptions analyze;
   analyze.accumulated = options.accumulated;
   analyze.progress = false;
@@ -84,10 +78,9 @@ Result<FallbackReport> Fallback(const FallbackOptions& options) {
   QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation opened, Open(options.evaluation));
   QK_RETURN_IF_NOT(options.evaluation.metrics.size() <= 1, StatusCode::kInvalidArgument,
                    "fallback searches on one metric, got {}", options.evaluation.metrics.size());
-  const std::string name = options.evaluation.metrics.empty()
-                               ? analysis::DefaultMetricName(opened.evaluator->has_labels(), opened.evaluator->class_output())
-                               : options.evaluation.metrics.front();
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric, analysis::MakeMetric(name));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric,
+                      pipelines::FallbackMetric(options.evaluation.metrics.empty() ? "" : options.evaluation.metrics.front(),
+                                                *opened.evaluator));
   pipelines::FallbackOptions fallback;
   fallback.budget = options.budget;
   fallback.max_float_layers = options.max_float_layers;

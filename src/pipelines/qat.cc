@@ -36,14 +36,15 @@ namespace fs = std::filesystem;
 // The float model as the student starts from it: BatchNormalization folded into its Conv.
 Result<ir::Model> LoadFolded(const std::string& path, int* folded) {
   QK_ASSIGN_OR_RETURN(ir::Model m, analysis::LoadModelForQuantization(path));
-  QK_ASSIGN_OR_RETURN(int n, passes::FoldBatchNorm(*m.graph));
-  if (folded) *folded = n;
+  QK_ASSIGN_OR_RETURN(passes::PassReport bn, passes::RunPass(m, passes::FoldBatchNorm()));
+  if (folded) *folded = static_cast<int>(bn.Count(passes::counter::kFolded));
   return m;
 }
 
 // Initializers the optimizer updates: weights (behind their FakeQuantize) and biases of the
 // weighted ops, normalization scale and shift, and learned activation scales.
-std::vector<std::string> TrainableParameters(const ir::Graph& g, const passes::FakeQuantReport& fq) {
+std::vector<std::string> TrainableParameters(const ir::Graph& g,
+                                             const std::map<std::string, std::string>& learned_scales) {
   static const std::set<std::string> kWeighted{"Conv", "ConvTranspose", "Gemm", "MatMul"};
   static const std::set<std::string> kNorms{"BatchNormalization", "LayerNormalization", "InstanceNormalization",
                                             "GroupNormalization"};
@@ -64,7 +65,7 @@ std::vector<std::string> TrainableParameters(const ir::Graph& g, const passes::F
       add(n->input(2));
     }
   }
-  for (const auto& [tensor, scale] : fq.activation_scale_of) add(g.FindValue(scale));
+  for (const auto& [tensor, scale] : learned_scales) add(g.FindValue(scale));
   return names;
 }
 
@@ -285,8 +286,8 @@ Result<QatResult> RunQat(const QatOptions& o) {
   QK_ASSIGN_OR_RETURN(ir::Model training, LoadFolded(o.model, &result.folded_batch_norms));
   {
     quant::QuantPlan p = train_plan;
-    QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, passes::ApplyPlan(training, &p, sim));
-    QK_RETURN_IF_NOT(inserted.activation_pairs + inserted.weight_pairs > 0, StatusCode::kInvalidArgument,
+    QK_ASSIGN_OR_RETURN(passes::PassReport inserted, passes::RunPass(training, passes::ApplyPlan(&p, sim)));
+    QK_RETURN_IF_NOT(inserted.changed, StatusCode::kInvalidArgument,
                      "the plan quantizes nothing in '{}': nothing to fine-tune", o.model);
     // Frozen weight scales: keep those just filled for BN-folded weights too, so the export
     // writes the scales training used.
@@ -295,10 +296,11 @@ Result<QatResult> RunQat(const QatOptions& o) {
   passes::FakeQuantOptions fq_options;
   fq_options.recompute_weight_scales = o.recompute_weight_scales;
   fq_options.learn_activation_scales = o.learn_activation_scales;
-  QK_ASSIGN_OR_RETURN(passes::FakeQuantReport fq, passes::QdqToFakeQuant(training, fq_options));
-  result.weight_pairs = fq.weight_pairs;
-  result.activation_pairs = fq.activation_pairs;
-  const std::vector<std::string> params = TrainableParameters(*training.graph, fq);
+  QK_ASSIGN_OR_RETURN(passes::PassReport fq, passes::RunPass(training, passes::QdqToFakeQuant(fq_options)));
+  result.weight_pairs = static_cast<int>(fq.Count(passes::counter::kWeightPairs));
+  result.activation_pairs = static_cast<int>(fq.Count(passes::counter::kActivationPairs));
+  const std::map<std::string, std::string> learned_scales = passes::LearnedActivationScales(*training.graph);
+  const std::vector<std::string> params = TrainableParameters(*training.graph, learned_scales);
   result.parameters = static_cast<int>(params.size());
   QK_ASSIGN_OR_RETURN(ir::Model teacher, analysis::LoadModelForQuantization(o.model));
   const std::vector<data::InputSpec> inputs = data::ModelInputs(teacher);
@@ -463,7 +465,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
     SetInitializers(*tuned.graph, final_params);
     QK_RETURN_IF_ERROR(onnx_io::ExportModel(tuned, (dir / "model.float.onnx").string()));
     quant::QuantPlan final_plan = train_plan;
-    for (const auto& [tensor, scale_name] : fq.activation_scale_of) {
+    for (const auto& [tensor, scale_name] : learned_scales) {
       for (const runtime::NamedTensor& p : final_params) {
         if (p.name != scale_name) continue;
         const float s = p.tensor.data_as<float>()[0];
@@ -480,8 +482,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
     final_plan.provenance.data_sha256 = train_src->Fingerprint();
     final_plan.provenance.num_samples = result.steps * o.batch_size;
     ir::Model qdq = std::move(tuned);
-    QK_ASSIGN_OR_RETURN(passes::InsertQdqReport inserted, passes::ApplyPlan(qdq, &final_plan, sim));
-    (void)inserted;
+    QK_RETURN_IF_ERROR(passes::RunPass(qdq, passes::ApplyPlan(&final_plan, sim)).status());
     QK_RETURN_IF_ERROR(quant::ValidatePlan(final_plan));
     QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq, (dir / "model.qdq.onnx").string()));
     QK_RETURN_IF_ERROR(formats::WriteTrtCache((dir / "calib.cache").string(), final_plan, {}));

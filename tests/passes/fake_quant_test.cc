@@ -63,9 +63,9 @@ TEST(FoldBatchNorm, FoldsIntoTheConvKeepingTheOutputName) {
   const ir::Tensor x = Random({2, 3, 6, 6}, 9);
   const std::vector<float> before = RunModel(ConvBn(false), x);
   ir::Model m = ConvBn(false);
-  auto folded = FoldBatchNorm(*m.graph);
+  auto folded = RunPass(m, FoldBatchNorm());
   ASSERT_TRUE(folded.ok()) << folded.status().ToString();
-  EXPECT_EQ(*folded, 1);
+  EXPECT_EQ(folded->Count(counter::kFolded), 1);
   ASSERT_EQ(m.graph->num_nodes(), 1u);
   EXPECT_EQ(m.graph->outputs().at(0)->name(), "y");
   EXPECT_EQ(m.graph->FindValue("gamma"), nullptr) << "BN constants only the fold read are removed";
@@ -76,9 +76,10 @@ TEST(FoldBatchNorm, FoldsIntoTheConvKeepingTheOutputName) {
 
 TEST(FoldBatchNorm, LeavesAConvOutputOthersReadAlone) {
   ir::Model m = ConvBn(true);  // folding would change the second output
-  auto folded = FoldBatchNorm(*m.graph);
+  auto folded = RunPass(m, FoldBatchNorm());
   ASSERT_TRUE(folded.ok());
-  EXPECT_EQ(*folded, 0);
+  EXPECT_EQ(folded->Count(counter::kFolded), 0);
+  EXPECT_FALSE(folded->changed);
   EXPECT_EQ(m.graph->num_nodes(), 2u);
 }
 
@@ -110,11 +111,11 @@ TEST(QdqToFakeQuant, ComputesWhatTheQdqGraphComputes) {
   ir::Model m = QdqConv(0);
   FakeQuantOptions o;
   o.recompute_weight_scales = false;  // the graph's scales are not max|w|/127: keep them
-  auto report = QdqToFakeQuant(m, o);
+  auto report = RunPass(m, QdqToFakeQuant(o));
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  EXPECT_EQ(report->weight_pairs, 1);
-  EXPECT_EQ(report->activation_pairs, 1);
-  EXPECT_EQ(report->weights, std::vector<std::string>{"w"});
+  EXPECT_EQ(report->Count(passes::counter::kWeightPairs), 1);
+  EXPECT_EQ(report->Count(passes::counter::kActivationPairs), 1);
+  EXPECT_EQ(report->List(passes::list::kWeights), std::vector<std::string>{"w"});
   for (const ir::Node* n : m.graph->nodes()) {
     EXPECT_NE(n->op_type(), "QuantizeLinear");
     EXPECT_NE(n->op_type(), "DequantizeLinear");
@@ -129,10 +130,11 @@ TEST(QdqToFakeQuant, RecomputedWeightScalesAndLearnedActivationScales) {
   ir::Model m = QdqConv(0);
   FakeQuantOptions o;
   o.learn_activation_scales = true;
-  auto report = QdqToFakeQuant(m, o);
+  auto report = RunPass(m, QdqToFakeQuant(o));
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  ASSERT_EQ(report->activation_scale_of.count("x"), 1u);
-  const ir::Value* scale = m.graph->FindValue(report->activation_scale_of.at("x"));
+  const std::map<std::string, std::string> learned = LearnedActivationScales(*m.graph);
+  ASSERT_EQ(learned.count("x"), 1u);
+  const ir::Value* scale = m.graph->FindValue(learned.at("x"));
   ASSERT_NE(scale, nullptr);
   EXPECT_FLOAT_EQ(scale->initializer->data_as<float>()[0], 0.01f);
   for (const ir::Node* n : m.graph->nodes()) {
@@ -147,7 +149,7 @@ TEST(QdqToFakeQuant, RecomputedWeightScalesAndLearnedActivationScales) {
 TEST(QdqToFakeQuant, RejectsANonZeroZeroPointBeforeMutating) {
   ir::Model m = QdqConv(3);  // asymmetric activations: not what TensorRT takes nor QAT supports
   const size_t nodes = m.graph->num_nodes();
-  auto report = QdqToFakeQuant(m, {});
+  auto report = RunPass(m, QdqToFakeQuant({}));
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(report.status().message().find("zero point"), std::string::npos);

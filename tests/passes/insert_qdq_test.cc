@@ -153,10 +153,10 @@ TEST(InsertQdq, InsertsSharedPairsWithExplicitAxis) {
   auto sites = FindQdqSites(*net.model.graph, {});
   ASSERT_TRUE(sites.ok());
   quant::QuantPlan plan = net.Plan(*sites);
-  auto report = InsertQdq(net.model, plan, *sites);
+  auto report = RunPass(net.model, InsertQdq(plan, *sites));
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  EXPECT_EQ(report->activation_pairs, 4);
-  EXPECT_EQ(report->weight_pairs, 3);
+  EXPECT_EQ(report->Count(passes::counter::kActivationPairs), 4);
+  EXPECT_EQ(report->Count(passes::counter::kWeightPairs), 3);
   const ir::Graph& g = *net.model.graph;
   EXPECT_EQ(CountOps(g, "QuantizeLinear"), 7);
   EXPECT_EQ(CountOps(g, "DequantizeLinear"), 7);
@@ -191,7 +191,7 @@ TEST(InsertQdq, RefusesOldOpsetWithoutChangingTheGraph) {
   ASSERT_TRUE(sites.ok());
   quant::QuantPlan plan = net.Plan(*sites);
   const size_t before = net.model.graph->num_nodes();
-  auto report = InsertQdq(net.model, plan, *sites);
+  auto report = RunPass(net.model, InsertQdq(plan, *sites));
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(report.status().message().find("opset 11"), std::string::npos);
@@ -204,11 +204,11 @@ TEST(InsertQdq, DegenerateRangesStayFloatWithReason) {
   ASSERT_TRUE(sites.ok());
   quant::QuantPlan plan = net.Plan(*sites);
   plan.SetActivationAmax("c", 0.0f, "max");  // a tensor that never varies
-  auto report = InsertQdq(net.model, plan, *sites);
+  auto report = RunPass(net.model, InsertQdq(plan, *sites));
   ASSERT_TRUE(report.ok());
-  EXPECT_EQ(report->activation_pairs, 3);
-  ASSERT_EQ(report->skipped.size(), 1u);
-  EXPECT_NE(report->skipped[0].find("c: calibrated amax 0"), std::string::npos);
+  EXPECT_EQ(report->Count(passes::counter::kActivationPairs), 3);
+  ASSERT_EQ(report->List(passes::list::kSkipped).size(), 1u);
+  EXPECT_NE(report->List(passes::list::kSkipped)[0].find("c: calibrated amax 0"), std::string::npos);
   for (const ir::Node* n : net.model.graph->nodes()) {
     if (n->op_type() == "GlobalAveragePool") {
       EXPECT_EQ(n->input(0)->name(), "c");

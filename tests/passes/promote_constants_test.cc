@@ -42,9 +42,9 @@ TEST(PromoteConstants, EveryFormBecomesANamedInitializer) {
         else_branch = else_g () => (float[3] q) { q = Add(a, t) }
       >
     })");
-  bool changed = false;
-  ASSERT_TRUE(PromoteConstants(*model.graph, &changed).ok());
-  EXPECT_TRUE(changed);
+  auto report = RunPass(model, PromoteConstants());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->changed);
   EXPECT_EQ(CountOps(*model.graph, "Constant"), 0u);
   const ir::Value* w = model.graph->FindValue("w");
   ASSERT_TRUE(w && w->initializer);
@@ -69,9 +69,10 @@ TEST(PromoteConstants, LeavesOtherNodesAlone) {
       c = custom.Constant <value_float = 1.0> ()
       y = Add(x, c)
     })");
-  bool changed = true;
-  ASSERT_TRUE(PromoteConstants(*model.graph, &changed).ok());
-  EXPECT_FALSE(changed);
+  auto report = RunPass(model, PromoteConstants());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_FALSE(report->changed);
+  EXPECT_EQ(report->Count(counter::kPromoted), 0);
   EXPECT_EQ(model.graph->num_nodes(), 2u);
 }
 

@@ -132,11 +132,11 @@ TEST(ExtractQdq, WithoutPropagationOnlyDirectScales) {
 
 TEST(StripQdq, LeavesTheEquivalentFloatModel) {
   QatNet net;
-  auto report = StripQdq(net.model);
+  auto report = RunPass(net.model, StripQdq());
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  EXPECT_EQ(report->pairs_removed, 5);
-  EXPECT_EQ(report->weights_dequantized, 1);
-  EXPECT_EQ(report->left_in_place, 0);
+  EXPECT_EQ(report->Count(counter::kPairsRemoved), 5);
+  EXPECT_EQ(report->Count(counter::kWeightsDequantized), 1);
+  EXPECT_EQ(report->Count(counter::kLeftInPlace), 0);
   const ir::Graph& g = *net.model.graph;
   for (const ir::Node* n : g.nodes()) {
     EXPECT_NE(n->op_type(), "QuantizeLinear");
@@ -167,7 +167,7 @@ TEST(StripQdq, LeavesTheEquivalentFloatModel) {
 
 TEST(StripQdq, ExtractAfterStripFindsNothing) {
   QatNet net;
-  ASSERT_TRUE(StripQdq(net.model).ok());
+  ASSERT_TRUE(RunPass(net.model, StripQdq()).ok());
   auto plan = ExtractQdqPlan(*net.model.graph, {}, nullptr);
   ASSERT_TRUE(plan.ok());
   EXPECT_TRUE(plan->tensors.empty());

@@ -124,10 +124,10 @@ TEST_P(QLinearConvAtOpset, QdqAndFloatModelsMatchTheIntegerModel) {
 
   ir::Model model = QLinearConvModel(GetParam());
   ASSERT_TRUE(HasIntegerOps(*model.graph));
-  auto report = QOperatorToQdq(model);
+  auto report = RunPass(model, QOperatorToQdq());
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  EXPECT_EQ(report->nodes_converted, 1);
-  EXPECT_EQ(report->passthrough_nodes, 1);
+  EXPECT_EQ(report->Count(counter::kNodesConverted), 1);
+  EXPECT_EQ(report->Count(counter::kPassthroughNodes), 1);
   EXPECT_FALSE(HasIntegerOps(*model.graph));
   EXPECT_EQ(CountOps(*model.graph, "Conv"), 1);
   EXPECT_EQ(CountOps(*model.graph, "QLinearConv"), 0);
@@ -155,7 +155,7 @@ TEST_P(QLinearConvAtOpset, QdqAndFloatModelsMatchTheIntegerModel) {
   EXPECT_EQ(pw->axis, 0);
   EXPECT_EQ(pw->scale, (std::vector<float>{0.01f, 0.02f, 0.005f}));
 
-  auto strip = StripQdq(model);
+  auto strip = RunPass(model, StripQdq());
   ASSERT_TRUE(strip.ok()) << strip.status().ToString();
   EXPECT_EQ(CountOps(*model.graph, "QuantizeLinear"), 0);
   EXPECT_EQ(CountOps(*model.graph, "DequantizeLinear"), 0);
@@ -218,16 +218,16 @@ TEST(QOperatorToQdq, StaticConvIntegerWithXZeroPointIsExact) {
   ir::Model qop = IntegerConvModel(/*dynamic=*/false);
   const std::vector<float> ref = RunFloat(qop, x);
   ir::Model model = IntegerConvModel(/*dynamic=*/false);
-  auto report = QOperatorToQdq(model);
+  auto report = RunPass(model, QOperatorToQdq());
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  EXPECT_TRUE(report->dynamic_tensors.empty());
+  EXPECT_TRUE(report->List(list::kDynamicTensors).empty());
   EXPECT_EQ(CountOps(*model.graph, "ConvInteger"), 0);
   EXPECT_EQ(CountOps(*model.graph, "Cast"), 0);
   ExtractReport er;
   auto plan = ExtractQdqPlan(*model.graph, {}, &er);
   ASSERT_TRUE(plan.ok());
   ASSERT_TRUE(plan->Find("x"));
-  ASSERT_TRUE(StripQdq(model).ok());
+  ASSERT_TRUE(RunPass(model, StripQdq()).ok());
   const std::vector<float> flt = RunFloat(model, x);
   ASSERT_EQ(flt.size(), ref.size());
   double max_abs = 0.0;
@@ -240,7 +240,7 @@ TEST(QOperatorToQdq, StaticConvIntegerWithXZeroPointIsExact) {
 TEST(QOperatorToQdq, ConvIntegerZeroPointMismatchIsRejected) {
   // Without the check the float model would silently shift every input by 2 steps.
   ir::Model model = IntegerConvModel(/*dynamic=*/false, kXz + 2);
-  auto report = QOperatorToQdq(model);
+  auto report = RunPass(model, QOperatorToQdq());
   ASSERT_FALSE(report.ok());
   EXPECT_NE(report.status().ToString().find("conv"), std::string::npos) << report.status().ToString();
 }
@@ -250,16 +250,16 @@ TEST(QOperatorToQdq, DynamicQuantizationBecomesFloatAndIsReported) {
   ir::Model qop = IntegerConvModel(/*dynamic=*/true);
   const std::vector<float> ref = RunFloat(qop, x);
   ir::Model model = IntegerConvModel(/*dynamic=*/true);
-  auto report = QOperatorToQdq(model);
+  auto report = RunPass(model, QOperatorToQdq());
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  EXPECT_EQ(report->dynamic_tensors, std::vector<std::string>{"x"});
+  EXPECT_EQ(report->List(list::kDynamicTensors), std::vector<std::string>{"x"});
   EXPECT_EQ(CountOps(*model.graph, "DynamicQuantizeLinear"), 0);
   ExtractReport er;
   auto plan = ExtractQdqPlan(*model.graph, {}, &er);
   ASSERT_TRUE(plan.ok());
   EXPECT_FALSE(plan->Find("x"));  // no static scale: convert marks it not quantized
   EXPECT_TRUE(plan->Find("W"));
-  ASSERT_TRUE(StripQdq(model).ok());
+  ASSERT_TRUE(RunPass(model, StripQdq()).ok());
   const std::vector<float> flt = RunFloat(model, x);
   ASSERT_EQ(flt.size(), ref.size());
   // The integer model rounds x to its dynamic uint8 grid: each output moves by at most
@@ -288,10 +288,10 @@ TEST(QOperatorToQdq, FusedReluComesBackAsAnExplicitRelu) {
   ir::Model qop = QLinearConvModel(13, /*y_zero_point=*/0);
   const std::vector<float> ref = RunFloat(qop, x);
   ir::Model model = QLinearConvModel(13, /*y_zero_point=*/0);
-  auto report = QOperatorToQdq(model);
+  auto report = RunPass(model, QOperatorToQdq());
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  EXPECT_EQ(report->relus_restored, 1);
-  ASSERT_TRUE(StripQdq(model).ok());
+  EXPECT_EQ(report->Count(counter::kRelusRestored), 1);
+  ASSERT_TRUE(RunPass(model, StripQdq()).ok());
   EXPECT_EQ(CountOps(*model.graph, "Relu"), 1);
   const ir::Value* y = model.graph->FindValue("y");  // the float tensor is the Relu's output
   ASSERT_TRUE(y && y->producer());
@@ -328,9 +328,9 @@ TEST(NormalizeTorchQdq, FoldsNoOpCastAndConstantZeroPoint) {
   ir::Node* add = g.AddNode("Add", {dq->output(0), bdq->output(0)}, {"y"}, "", "add").value();
   g.AddOutput(add->output(0));
   ASSERT_TRUE(ir::Verify(m).ok());
-  auto n = NormalizeTorchQdq(m);
+  auto n = RunPass(m, NormalizeTorchQdq());
   ASSERT_TRUE(n.ok()) << n.status().ToString();
-  EXPECT_EQ(*n, 3);  // the no-op Cast, ConstantOfShape and the Cast of its constant
+  EXPECT_EQ(n->Count(counter::kFolded), 3);  // the no-op Cast, ConstantOfShape and the Cast of its constant
   EXPECT_EQ(CountOps(g, "Cast"), 0);
   EXPECT_EQ(CountOps(g, "ConstantOfShape"), 0);
   // The bias DQ now reads a constant int32 zero point (rank 0: [1]-shaped per-tensor parameters
@@ -359,7 +359,7 @@ TEST(QOperatorToQdq, IntegerGraphInputIsUnsupported) {
     if (n->op_type() == "QLinearConv") conv = n;
   }
   g.SetNodeInput(conv, 0, xi);
-  auto report = QOperatorToQdq(m);
+  auto report = RunPass(m, QOperatorToQdq());
   ASSERT_FALSE(report.ok());
   EXPECT_NE(report.status().ToString().find("x_int"), std::string::npos) << report.status().ToString();
 }
@@ -370,7 +370,7 @@ TEST(QOperatorToQdq, UnknownContribOpIsNamed) {
   ir::Graph& g = *m.graph;
   ir::Node* w = g.AddNode("QLinearWhere", {g.FindValue("out")}, {"w_out"}, "com.microsoft", "where_quant").value();
   g.AddOutput(w->output(0));
-  auto report = QOperatorToQdq(m);
+  auto report = RunPass(m, QOperatorToQdq());
   ASSERT_FALSE(report.ok());
   EXPECT_NE(report.status().ToString().find("where_quant"), std::string::npos) << report.status().ToString();
 }

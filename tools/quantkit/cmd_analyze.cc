@@ -34,13 +34,7 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
       if (!opened.ok()) return Report(opened.status());
       const quant::QuantPlan& plan = opened->plan;
       const analysis::PlanEvaluator& evaluator = *opened->evaluator;
-      std::vector<std::string> names = opts->metrics;
-      if (names.empty()) {
-        names.push_back(analysis::DefaultMetricName(evaluator.has_labels(), evaluator.class_output()));
-        // Argmax agreement beside top-1 on a class vector, as before; rel_mse stands alone.
-        if (names.front() == "top1") names.push_back("agreement");
-      }
-      auto owned = analysis::MakeMetrics(names);
+      auto owned = pipelines::AnalyzeMetrics(opts->metrics, evaluator);
       if (!owned.ok()) return Report(owned.status());
       const std::vector<analysis::Metric*> metrics = analysis::MetricPointers(*owned);
       analysis::AnalyzeOptions options;

@@ -41,9 +41,7 @@ void SetupFallback(CLI::App& app, RunFn* run) {
       if (!opened.ok()) return Report(opened.status());
       const quant::QuantPlan& plan = opened->plan;
       const analysis::PlanEvaluator& evaluator = *opened->evaluator;
-      const std::string name =
-          !opts->metric.empty() ? opts->metric : analysis::DefaultMetricName(evaluator.has_labels(), evaluator.class_output());
-      auto metric = analysis::MakeMetric(name);
+      auto metric = pipelines::FallbackMetric(opts->metric, evaluator);
       if (!metric.ok()) return Report(metric.status());
       opts->fallback.progress = !opts->quiet;
       auto r = pipelines::RunFallback(evaluator, plan, metric->get(), opts->fallback);

@@ -60,9 +60,9 @@ Result<std::vector<runtime::NamedTensor>> RunModel(ir::Model model, const data::
 
 // The model a user exports: ApplyPlan on the float model, serialized and imported again.
 Result<ir::Model> Exported(const std::string& path, quant::QuantPlan plan, const passes::ApplyPlanOptions& options,
-                           passes::InsertQdqReport* report) {
+                           passes::PassReport* report) {
   QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(path));
-  QK_ASSIGN_OR_RETURN(*report, passes::ApplyPlan(model, &plan, options));
+  QK_ASSIGN_OR_RETURN(*report, passes::RunPass(model, passes::ApplyPlan(&plan, options)));
   QK_ASSIGN_OR_RETURN(std::string bytes, onnx_io::ExportModelToBytes(model));
   return onnx_io::ImportModelFromBytes(bytes.data(), bytes.size());
 }
@@ -93,7 +93,7 @@ std::vector<NamedPlan> PlansFor(const std::string& path, const data::Batch& batc
   EXPECT_TRUE(built.ok()) << built.status().ToString();
   plans.push_back({"calibrated", built->plan});
 
-  passes::InsertQdqReport report;
+  passes::PassReport report;
   passes::ApplyPlanOptions trt;
   trt.mode = passes::PlacementPolicy::kTensorRT;
   auto qdq = Exported(path, built->plan, trt, &report);
@@ -158,10 +158,10 @@ TEST_P(ApplyPlanProperty, ExportedAndSimulatedModelsAgree) {
                                         << (with_float ? ", two float layers" : ""));
         passes::ApplyPlanOptions options;
         options.mode = mode;
-        passes::InsertQdqReport report;
+        passes::PassReport report;
         auto exported = Exported(path, plan, options, &report);
         ASSERT_TRUE(exported.ok()) << exported.status().ToString();
-        with_pairs += report.activation_pairs > 0;
+        with_pairs += report.Count(passes::counter::kActivationPairs) > 0;
         // Float-kept nodes read no DequantizeLinear output in the exported model.
         for (const ir::Node* n : exported->graph->nodes()) {
           if (!plan.float_nodes.count(n->name)) continue;

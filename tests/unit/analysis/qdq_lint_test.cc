@@ -172,7 +172,7 @@ TEST(QdqLint, QuantkitsOwnOutputLintsClean) {
   quant::QuantPlan plan;
   for (const auto& t : passes::ActivationTensors(*sites)) plan.SetActivationAmax(t, 3.0f, "max");
   ASSERT_TRUE(passes::AddWeightScales(g, *sites, &plan).ok());
-  ASSERT_TRUE(passes::InsertQdq(m, plan, *sites).ok());
+  ASSERT_TRUE(passes::RunPass(m, passes::InsertQdq(plan, *sites)).ok());
   LintReport report = LintQdqModel(m);
   EXPECT_EQ(report.Count(Severity::kError), 0) << FormatLintText(report);
   EXPECT_EQ(report.Count(Severity::kWarning), 0) << FormatLintText(report);

@@ -57,17 +57,17 @@ int CountOps(const ir::Model& m, const std::string& op) {
 TEST(Simulate, FoldedWeightsGiveTheSameOutputsAsTheQdqModel) {
   ir::Model qdq = GemmModel();
   quant::QuantPlan plan = Plan();
-  auto report = passes::ApplyPlan(qdq, &plan, {});
+  auto report = passes::RunPass(qdq, passes::ApplyPlan(&plan, {}));
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  EXPECT_EQ(report->activation_pairs, 1);
-  EXPECT_EQ(report->weight_pairs, 1);
+  EXPECT_EQ(report->Count(passes::counter::kActivationPairs), 1);
+  EXPECT_EQ(report->Count(passes::counter::kWeightPairs), 1);
   ASSERT_NE(plan.Find("W"), nullptr);  // weight scales filled per channel
   EXPECT_EQ(plan.Find("W")->scale.size(), 4u);
 
   ir::Model folded = GemmModel();
   quant::QuantPlan plan2 = Plan();
-  ASSERT_TRUE(passes::ApplyPlan(folded, &plan2, {}).ok());
-  auto n = passes::FoldWeightQdq(folded);
+  ASSERT_TRUE(passes::RunPass(folded, passes::ApplyPlan(&plan2, {})).ok());
+  auto n = passes::RunPass(folded, passes::FoldWeightQdq());
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(*n, 1);
   EXPECT_EQ(CountOps(folded, "QuantizeLinear"), 1);  // only the activation's remains
@@ -96,9 +96,9 @@ TEST(Simulate, FloatNodesGetNoQdq) {
   ir::Model m = GemmModel();
   quant::QuantPlan plan = Plan();
   plan.float_nodes["gemm"] = "kept in float";
-  auto report = passes::ApplyPlan(m, &plan, {});
+  auto report = passes::RunPass(m, passes::ApplyPlan(&plan, {}));
   ASSERT_TRUE(report.ok());
-  EXPECT_EQ(report->activation_pairs + report->weight_pairs, 0);
+  EXPECT_EQ(report->Count(passes::counter::kActivationPairs) + report->Count(passes::counter::kWeightPairs), 0);
   EXPECT_EQ(CountOps(m, "QuantizeLinear"), 0);
   // And the simulation then equals the float model.
   EXPECT_EQ(RunModel(std::move(m)), RunModel(GemmModel()));
@@ -107,7 +107,7 @@ TEST(Simulate, FloatNodesGetNoQdq) {
 TEST(Simulate, QuantizationChangesTheOutput) {
   ir::Model m = GemmModel();
   quant::QuantPlan plan = Plan();
-  ASSERT_TRUE(passes::ApplyPlan(m, &plan, {}).ok());
+  ASSERT_TRUE(passes::RunPass(m, passes::ApplyPlan(&plan, {})).ok());
   // x = 3.0 saturates at amax 2 (127 * 2/127): the simulated output must differ from FP32.
   EXPECT_NE(RunModel(std::move(m)), RunModel(GemmModel()));
 }
