@@ -6,7 +6,6 @@
 #include "common/check.h"
 
 namespace quantkit::ir {
-namespace {
 
 Result<Attribute> CloneAttribute(const Attribute& a, Graph* owner) {
   Attribute c;
@@ -30,8 +29,6 @@ Result<Attribute> CloneAttribute(const Attribute& a, Graph* owner) {
   c.type_protos = a.type_protos;
   return c;
 }
-
-}  // namespace
 
 Result<std::unique_ptr<Graph>> CloneGraph(const Graph& graph, Graph* parent) {
   auto g = std::make_unique<Graph>(parent);

@@ -21,4 +21,8 @@ Result<Model> CloneModel(const Model& model);
 // The graph and its subgraphs, under `parent` (null for a main graph).
 Result<std::unique_ptr<Graph>> CloneGraph(const Graph& graph, Graph* parent);
 
+// Every field of an attribute; its subgraphs (if any) are cloned under `owner`, the graph of the
+// node that will hold the copy.
+Result<Attribute> CloneAttribute(const Attribute& attribute, Graph* owner);
+
 }  // namespace quantkit::ir

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "common/check.h"
+#include "ir/clone.h"
 #include "ir/verifier.h"
 #include "passes/strip_qdq.h"
 #include "quant/params.h"
@@ -82,19 +83,11 @@ bool SameConstant(const ir::Value* a, const ir::Value* b) {
   return a && b && a->initializer && b->initializer && a->initializer->ContentEquals(*b->initializer);
 }
 
+// Integer ops carry no graph attributes, and a subgraph that imported clones: cannot fail.
 ir::Attribute CloneAttr(const ir::Attribute& a) {
-  ir::Attribute c;
-  c.name = a.name;
-  c.type = a.type;
-  c.f = a.f;
-  c.i = a.i;
-  c.s = a.s;
-  c.t = a.t;
-  c.floats = a.floats;
-  c.ints = a.ints;
-  c.strings = a.strings;
-  c.tensors = a.tensors;
-  return c;
+  Result<ir::Attribute> c = ir::CloneAttribute(a, nullptr);
+  QK_CHECK(c.ok(), "cloning attribute '{}': {}", a.name, c.status().ToString());
+  return std::move(c).value();
 }
 
 std::vector<ir::Attribute> CloneAttrs(const ir::Node& n, const std::set<std::string>& skip = {}) {
