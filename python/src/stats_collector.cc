@@ -5,6 +5,7 @@
 #include "analysis/model_loading.h"
 #include "arrays.h"
 #include "common/check.h"
+#include "data/sample_split.h"
 #include "errors.h"
 
 namespace py = pybind11;
@@ -39,66 +40,35 @@ data::Batch StatsCollector::Conform(const py::dict& batch, const std::string& or
   return Unwrap(data::ConformBatch(TensorsFromDict(batch, origin), inputs_, origin));
 }
 
-bool StatsCollector::BatchedOnLeadingAxis(const std::string& input) const {
-  for (const data::InputSpec& in : inputs_) {
-    if (in.name == input) return in.batched() && in.batch_axis == 0;
-  }
-  return false;
-}
-
-namespace {
-// Bytes of a parent tensor, kept alive by the view (no copy).
-class ParentBuffer final : public ir::Buffer {
- public:
-  explicit ParentBuffer(ir::Tensor parent) : parent_(std::move(parent)) {}
-  const uint8_t* data() const override { return static_cast<const uint8_t*>(parent_.data()); }
-  size_t size() const override { return parent_.nbytes(); }
-
- private:
-  ir::Tensor parent_;
-};
-}  // namespace
-
-ir::Tensor StatsCollector::SampleRow(const ir::Tensor& batch, int64_t i) {
-  std::vector<int64_t> dims = batch.dims();
-  const size_t row_bytes = batch.nbytes() / static_cast<size_t>(dims[0]);
-  dims[0] = 1;
-  return ir::Tensor(batch.dtype(), std::move(dims), std::make_shared<ParentBuffer>(batch),
-                    static_cast<size_t>(i) * row_bytes);
-}
-
 void StatsCollector::Observe(const py::dict& batch) {
   CheckOpen();
   const std::string origin = fmt::format("batch {}", batches_);
   data::Batch b = Conform(batch, origin);
-  std::vector<runtime::NamedTensor> feeds;
-  for (auto& [name, tensor] : b.inputs) feeds.push_back({name, std::move(tensor)});
-  b.inputs.clear();
+  const int64_t size = b.size;
   Status status;
   {
     py::gil_scoped_release release;
-    for (const runtime::NamedTensor& f : feeds) data_hash_.Update(f.tensor.data(), f.tensor.nbytes());
+    for (const auto& [name, tensor] : b.inputs) data_hash_.Update(tensor.data(), tensor.nbytes());
     runtime::RunOptions options;
     options.observers = {observer_.get()};
     // One sample per model run, as the CLI's calibration (analysis::kSampleExactRunBatch): the
-    // statistics then do not depend on how the caller batched the data. Samples are row views of
-    // the caller's arrays (no copy); unbatched inputs go whole into every run.
-    for (int64_t i = 0; i < b.size && status.ok(); ++i) {
+    // statistics then do not depend on how the caller batched the data (data/sample_split.h).
+    std::vector<data::Batch> samples = data::SplitIntoSamples(b, inputs_);
+    b.inputs.clear();
+    for (size_t i = 0; i < samples.size() && status.ok(); ++i) {
       std::vector<runtime::NamedTensor> sample;
-      for (const runtime::NamedTensor& f : feeds) {
-        sample.push_back({f.name, b.size == 1 || !BatchedOnLeadingAxis(f.name) ? f.tensor : SampleRow(f.tensor, i)});
-      }
+      for (auto& [name, tensor] : samples[i].inputs) sample.push_back({name, std::move(tensor)});
       auto outputs = interpreter_->Run(sample, options);
       if (!outputs.ok()) {
-        status = outputs.status().WithContext(fmt::format("{} (sample {})", origin, samples_ + i));
+        status = outputs.status().WithContext(fmt::format("{} (sample {})", origin, samples_ + static_cast<int64_t>(i)));
       }
     }
-    feeds.clear();  // the last references to the arrays go with the GIL re-taken by the buffer
+    samples.clear();  // the last references to the arrays go with the GIL re-taken by the buffer
   }
   ThrowIfError(status);
-  samples_ += b.size;
+  samples_ += size;
   ++batches_;
-  progress_->Advance(b.size);
+  progress_->Advance(size);
 }
 
 void StatsCollector::ObserveSource(const std::string& spec, const data::ImageOptions& image,

@@ -47,8 +47,6 @@ class StatsCollector {
  private:
   void CheckOpen() const;
   data::Batch Conform(const pybind11::dict& batch, const std::string& origin) const;
-  bool BatchedOnLeadingAxis(const std::string& input) const;
-  static ir::Tensor SampleRow(const ir::Tensor& batch, int64_t i);
 
   std::vector<data::InputSpec> inputs_;
   std::vector<std::string> input_names_;

@@ -6,11 +6,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 
 #include "analysis/simulate.h"
 #include "common/check.h"
 #include "data/image_options.h"
 #include "data/image_options_text.h"
+#include "data/sample_split.h"
 #include "formats/plan_files.h"
 #include "formats/ranges.h"
 #include "pipelines/calibration_stages.h"
@@ -348,11 +350,19 @@ Result<Statistics> CollectStatistics(const Model& model, BatchStream& stream, co
                       pipelines::FindCalibrationSites(loaded, ToPlacement(sites.placement)));
   const std::vector<data::InputSpec> inputs = data::ModelInputs(*loaded.model);
   int64_t index = 0;
+  // One sample per model run, as the CLI and the Python module: the statistics do not depend on
+  // how the stream batches the data (data/sample_split.h).
+  std::deque<data::Batch> pending;
   analysis::BatchReader next = [&]() -> Result<std::optional<data::Batch>> {
-    QK_ASSIGN_OR_RETURN(std::optional<InputBatch> in, stream.Next());
-    if (!in) return std::optional<data::Batch>();
-    QK_ASSIGN_OR_RETURN(data::Batch batch, ToBatch(*in, inputs, index++));
-    return std::optional<data::Batch>(std::move(batch));
+    if (pending.empty()) {
+      QK_ASSIGN_OR_RETURN(std::optional<InputBatch> in, stream.Next());
+      if (!in) return std::optional<data::Batch>();
+      QK_ASSIGN_OR_RETURN(data::Batch batch, ToBatch(*in, inputs, index++));
+      for (data::Batch& s : data::SplitIntoSamples(batch, inputs)) pending.push_back(std::move(s));
+    }
+    data::Batch sample = std::move(pending.front());
+    pending.pop_front();
+    return std::optional<data::Batch>(std::move(sample));
   };
   analysis::PassOptions pass;
   pass.progress = options.progress;
