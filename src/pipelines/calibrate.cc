@@ -21,11 +21,16 @@
 #include "passes/insert_qdq.h"
 #include "pipelines/calibration_stages.h"
 #include "quantkit/version.h"
+#include "runtime/device.h"
 
 namespace quantkit::pipelines {
 namespace {
 
 namespace fs = std::filesystem;
+
+bool SampleExactRuns(const CalibrateOptions& options) {
+  return options.sample_exact.value_or(!runtime::DefaultDevice().is_cuda());
+}
 
 // Runs this rank's shard of the data through the model once (the stages' CollectStatistics),
 // filling one collector per activation. Provenance (description, fingerprint, sample count)
@@ -54,7 +59,7 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   const auto start = std::chrono::steady_clock::now();
   analysis::PassOptions pass;
   pass.batch_size = options.batch_size;
-  pass.run_batch = analysis::kSampleExactRunBatch;  // determinism by construction (collect_pass.h)
+  pass.run_batch = SampleExactRuns(options) ? analysis::kSampleExactRunBatch : 0;  // collect_pass.h
   pass.progress = options.progress && comm.is_root();
   QK_ASSIGN_OR_RETURN(Statistics shard, CollectStatistics(loaded, analysis::ReadInOrder(*source, pass),
                                                           source->num_samples(), sites, pass, kind));

@@ -511,7 +511,7 @@ Result<std::unique_ptr<Interpreter>> Interpreter::Create(std::shared_ptr<const i
   auto impl = std::make_unique<Impl>();
   impl->model = model;
   impl->device = options.device.value_or(DefaultDevice());
-  QK_RETURN_IF_ERROR(CheckDeviceAvailable(impl->device));
+  QK_RETURN_IF_ERROR(UseDevice(impl->device));
   impl->aten_device = ToAtenDevice(impl->device);
   impl->options = std::move(options);
   try {

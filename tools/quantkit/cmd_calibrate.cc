@@ -50,8 +50,11 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   cmd->add_option("--samples", opts->calibrate.samples, "use the first N samples (0: all)")->capture_default_str();
   cmd->add_option("--batch-size", opts->calibrate.batch_size,
-                  "samples read at a time (the model runs one sample at a time: results never depend on it)")
+                  "samples read at a time; with --sample-exact on, the model still runs one sample at a time")
       ->capture_default_str();
+  cmd->add_option("--sample-exact", opts->calibrate.sample_exact,
+                  "on|off: one sample per model run, so results never depend on --batch-size "
+                  "(default: on for the CPU, off for a GPU, where batched runs are many times faster)");
   cmd->add_option("--stats", opts->calibrate.stats_out, "also write the statistics (.qkstats)");
   cmd->add_option("--from-stats", opts->calibrate.from_stats,
                   "skip the model run: merge these .qkstats shards instead");
