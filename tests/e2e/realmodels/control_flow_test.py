@@ -33,10 +33,11 @@ import realmodels_table as table  # noqa: E402
 
 SEED = 20
 CALIB, VAL = 24, 16
-# Symmetric int8 with max ranges on two to four tensors of a small net: measured 0.004-0.013
-# relative RMS (the tanh chains of loop/scan at the low end); about 3x that. A body left float
-# would not fail this, BODY_Q_NODES does; a scale from the wrong iteration or tensor does.
-REL_RMS_BOUND = 0.04
+# Symmetric int8 with max ranges on the two to four tensors of each small net, relative RMS vs
+# FP32 in onnxruntime on val: measured if_data 0.0127, loop 0.0299 (three requantized iterations),
+# scan 0.0089; about 2.5-3x that. A body left float would not fail this, BODY_Q_NODES does; a
+# scale from the wrong tensor or from one iteration only does.
+REL_RMS_BOUND = {"if_data": 0.035, "loop": 0.075, "scan": 0.025}
 # QuantizeLinear per body scope (inputs and weights of its weighted ops).
 BODY_Q_NODES = {
     "if_data": {"mode_if.then_branch": 2, "mode_if.else_branch": 2},
@@ -44,8 +45,8 @@ BODY_Q_NODES = {
     "scan": {"scan.body": 2},
 }
 # Silero VAD (shipped, If + LSTM): the mean |INT8 - FP32| speech probability on val, measured
-# 0.0066 with its branch's convolutions quantized; about 3x that.
-SILERO_SCORE_BOUND = 0.02
+# 0.0039 with its 16 kHz branch's convolutions quantized; about 3x that.
+SILERO_SCORE_BOUND = 0.012
 SILERO_MIN_BODY_Q = 8
 
 
@@ -173,9 +174,9 @@ def check_built(name, build, tmp, failures):
             errors.append(rel_rms(ref.astype(np.float64), out.astype(np.float64)))
     err = float(np.mean(errors))
     print(f"{name}: QuantizeLinear per scope {counts}; onnxruntime INT8 vs FP32 rel RMS {err:.4f} "
-          f"(bound {REL_RMS_BOUND})")
-    if not err <= REL_RMS_BOUND:
-        failures.append(f"{name}: rel RMS {err:.4f} > {REL_RMS_BOUND}")
+          f"(bound {REL_RMS_BOUND[name]})")
+    if not err <= REL_RMS_BOUND[name]:
+        failures.append(f"{name}: rel RMS {err:.4f} > {REL_RMS_BOUND[name]}")
 
 
 def check_silero(tmp, failures):
