@@ -120,7 +120,8 @@ Result<ActivationEntry> BuildActivationEntry(const std::string& tensor,
     out.entry.source = quant::MethodLabel(method);
     out.entry.quantized = false;
     out.entry.reason = kNeverComputedReason;
-    out.warnings.push_back(fmt::format("tensor '{}' {}", tensor, kNeverComputedReason));
+    // No warning per tensor: ReportBodies sums them up per op type, and the summary's
+    // "float:" lines name each one with this reason.
     return out;
   }
   QK_ASSIGN_OR_RETURN(quant::CalibResult amax, quant::AmaxFromCollector(collector, method));

@@ -107,7 +107,7 @@ inline constexpr char kNeverComputedReason[] =
 
 // One activation's plan entry from its statistics: the amax of `method`, the warnings it raises
 // and the share of values it clips. Needs the collector's histogram for any method but max.
-// A collector that saw no value gives an entry kept in float (kNeverComputedReason).
+// A collector that saw no value gives an entry kept in float (kNeverComputedReason), no warning.
 Result<ActivationEntry> BuildActivationEntry(const std::string& tensor,
                                              const quant::TensorCollector& collector,
                                              const quant::MethodRequest& method);

@@ -100,10 +100,11 @@ std::string FormatCompareMethods(const CompareMethodsResult& r) {
                      m.agreement, m.sqnr_db, m.rel_mse, m.method == r.best ? "  <- best" : "");
   }
   if (r.tensor_trials > 0 || r.tensor_candidates > 0) {
-    s += fmt::format("per tensor: {} of {} candidate tensors changed in {} trials (loss {:.4f}, rel MSE {:.4e})\n",
+    s += fmt::format("per tensor: {} of {} candidate tensors changed in {} trials (loss {:.4g}, rel MSE {:.4e})\n",
                      r.tensor_changes.size(), r.tensor_candidates, r.tensor_trials, r.best_loss, r.best_rel_mse);
     for (const TensorMethodChange& c : r.tensor_changes) {
-      s += fmt::format("  {}: {} -> {} (loss {:.4f} -> {:.4f})\n", c.tensor, c.from, c.to, c.before.loss, c.after.loss);
+      s += fmt::format("  {}: {} -> {} (loss {:.4g} -> {:.4g}, rel MSE {:.4e} -> {:.4e})\n", c.tensor, c.from, c.to, c.before.loss, c.after.loss,
+                       c.before.rel_mse, c.after.rel_mse);
     }
   }
   s += fmt::format("best: {} ({:.2f} s for {} methods{}, one statistics pass)\n", r.best, r.seconds, r.scores.size(),

@@ -120,6 +120,23 @@ def main():
                   f"(bound {bound}), {row['quantkit_cpu_seconds']:.1f} s CPU")
             if row["quantkit_rel_rms"] > bound:
                 failures.append(f"textline --method auto: rel RMS {row['quantkit_rel_rms']:.4f} > {bound}")
+        # Item 5 under --from-stats: the statistics carry histograms, so auto builds every method's plan
+        # from them; the held-out data must then be given (the shards hold no samples), else exit 2
+        # naming --holdout. The per-tensor pass reports its trials.
+        stats = os.path.join(tmp, "textline.qkstats")
+        model = os.path.join(folder, "model.onnx")
+        r = subprocess.run([QK, "calibrate", model, "--data", os.path.join(folder, "calib"), "--stats", stats, "-q"],
+                           capture_output=True, text=True)
+        r_auto = subprocess.run([QK, "calibrate", model, "--from-stats", stats, "--method", "auto", "--holdout",
+                                 os.path.join(folder, "val"), "-o", os.path.join(tmp, "auto_stats"), "-q"],
+                                capture_output=True, text=True)
+        r_bare = subprocess.run([QK, "calibrate", model, "--from-stats", stats, "--method", "auto", "-o",
+                                 os.path.join(tmp, "auto_bare"), "-q"], capture_output=True, text=True)
+        if r.returncode != 0 or r_auto.returncode != 0 or "per tensor:" not in r_auto.stdout:
+            failures.append(f"textline --from-stats --method auto: exit {r.returncode}/{r_auto.returncode}: "
+                            f"{(r.stderr + r_auto.stderr).strip()[-300:]!r}")
+        if r_bare.returncode != 2 or "--holdout" not in r_bare.stderr:
+            failures.append(f"--from-stats --method auto without --holdout: exit {r_bare.returncode}, {r_bare.stderr!r}")
         # Item 2's error text: a wrong per-sample shape on a dynamic-shape model names '?' for the
         # dynamic dims instead of a size taken from the first sample.
         folder = realmodels.ensure("textline")
@@ -133,7 +150,7 @@ def main():
 
     for f in failures:
         print("FAIL", f)
-    print(f"{len(realmodels.EXPORTED) + 3 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(realmodels.EXPORTED) + 4 - len(failures)} passed, {len(failures)} failed")
     assert not failures, failures
 
 
