@@ -24,32 +24,14 @@
 #include "onnx/import.h"
 #include "passes/apply_plan.h"
 #include "runtime/interpreter.h"
+#include "testing/text_models.h"
 #include "testing/tolerances.h"
 
 namespace quantkit {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/qk_cf_XXXXXX";
-    path_ = mkdtemp(&templ[0]) ? templ : std::string();
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-std::string WriteModel(const TempDir& dir, const std::string& name, const char* text) {
-  ::onnx::ModelProto model;
-  const auto status = ::onnx::OnnxParser::Parse(model, text);
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  const std::string path = dir.File(name);
-  std::ofstream(path, std::ios::binary) << model.SerializeAsString();
-  return path;
-}
+using testing::TempDir;
+using testing::WriteModel;
 
 // If on a graph input: the then branch reads the main graph's x and weight wa (captures); the
 // else branch has a tensor and a weight of its own.
