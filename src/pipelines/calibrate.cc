@@ -68,26 +68,6 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   return Status::Ok();
 }
 
-// "3 Conv, 1 Gemm" for the weighted ops that sit in control-flow bodies ("" when none): the user
-// must hear that they were left in float rather than see "0 activations" and no reason.
-std::string WeightedOpsInSubgraphs(ir::Graph& graph, const passes::PlacementOptions& placement) {
-  std::map<std::string, int> counts;
-  for (ir::Node* node : graph.nodes()) {
-    for (ir::Attribute& attr : node->attributes()) {
-      for (auto& sub : attr.graphs) {
-        ir::ForEachGraph(*sub, [&](ir::Graph& g) {
-          for (const ir::Node* n : g.nodes()) {
-            if (placement.weighted_op_types.count(n->op_type())) ++counts[n->op_type()];
-          }
-        });
-      }
-    }
-  }
-  std::string out;
-  for (const auto& [op, n] : counts) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n, op);
-  return out;
-}
-
 std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
                       const passes::InsertQdqReport* inserted) {
   std::string s = fmt::format("quantkit {} calibrate\nmodel: {}\ndata: {}\nmethod: {}\n",
@@ -168,6 +148,9 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   quant::QuantPlan& plan = result.plan;
   plan = std::move(built.plan);
   result.warnings.insert(result.warnings.end(), built.warnings.begin(), built.warnings.end());
+  BodyReport bodies = ReportBodies(prepared.model, prepared.sites, plan);
+  result.notes.insert(result.notes.end(), bodies.notes.begin(), bodies.notes.end());
+  result.warnings.insert(result.warnings.end(), bodies.warnings.begin(), bodies.warnings.end());
   // Preparation (collection, merge) plus this plan: not the evaluations of --compare-methods.
   result.seconds = prepared.report.seconds +
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -217,11 +200,6 @@ Status Prepare(const CalibrateOptions& options, const runtime::Communicator& com
                                        loaded.folded_ifs));
   }
   QK_ASSIGN_OR_RETURN(prepared->sites, FindCalibrationSites(loaded, options.placement));
-  if (std::string inside = WeightedOpsInSubgraphs(*loaded.model->graph, options.placement); !inside.empty()) {
-    result.warnings.push_back(fmt::format(
-        "{} inside If/Loop/Scan bodies stay in float: Q/DQ placement covers the main graph only{}",
-        inside, prepared->sites.sites.empty() ? " (nothing else to quantize: 0 activations)" : ""));
-  }
   // Before the data is read: an override naming nothing fails at once.
   QK_RETURN_IF_ERROR(CheckOverrides(prepared->sites, {options.method, options.method_overrides}));
   if (!options.from_stats.empty()) {
