@@ -10,7 +10,7 @@
 //             policy kAuto:     kPlan when the plan came from a Q/DQ model (sources "qdq:"), else
 //                               kTensorRT
 //   weights = plan entries for weight sites, filled per channel (max|w|/127) when missing
-//   pairs   = passes::InsertQdq(model, plan, sites)
+//   pairs   = passes::InsertQdq(plan, sites), run on the model
 //
 // Requires a float model loaded for quantization (constants as initializers). Mutates the model
 // only after the sites and weight scales are computed; the plan gains the filled weight entries.
