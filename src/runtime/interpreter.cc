@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <unordered_map>
 #include <unordered_set>
@@ -33,6 +34,12 @@ namespace {
 struct NodeFailure {
   Status status;
 };
+
+// InterpreterOptions::channels_last when unset: on, unless QUANTKIT_CHANNELS_LAST=0.
+bool ChannelsLastByDefault() {
+  const char* env = std::getenv("QUANTKIT_CHANNELS_LAST");
+  return env == nullptr || std::string(env) != "0";
+}
 
 bool LooksLikeOom(const std::string& msg) {
   return msg.find("alloc") != std::string::npos || msg.find("not enough memory") != std::string::npos ||
@@ -80,8 +87,8 @@ struct Frame {
 
 class PlanBuilder {
  public:
-  PlanBuilder(const ir::Model& model, at::Device device, bool training)
-      : model_(model), device_(device), training_(training) {}
+  PlanBuilder(const ir::Model& model, at::Device device, bool training, bool channels_last)
+      : model_(model), device_(device), training_(training), channels_last_(channels_last) {}
 
   Result<std::shared_ptr<SubgraphPlan>> Build(const ir::Graph& graph) {
     auto plan = std::make_shared<SubgraphPlan>();
@@ -133,6 +140,7 @@ class PlanBuilder {
       }
       std::vector<std::shared_ptr<const SubgraphPlan>> subplans;
       KernelInit init{*node, step.opset, nullptr};
+      init.channels_last = channels_last_;
       init.compile_subgraph = [this, &subplans](const ir::Graph& g)
           -> Result<std::shared_ptr<const SubgraphPlan>> {
         QK_ASSIGN_OR_RETURN(std::shared_ptr<SubgraphPlan> sub, Build(g));
@@ -187,6 +195,7 @@ class PlanBuilder {
   const ir::Model& model_;
   at::Device device_;
   bool training_ = false;
+  bool channels_last_ = false;
 };
 
 struct RunState {
@@ -515,7 +524,9 @@ Result<std::unique_ptr<Interpreter>> Interpreter::Create(std::shared_ptr<const i
   impl->aten_device = ToAtenDevice(impl->device);
   impl->options = std::move(options);
   try {
-    PlanBuilder builder(*model, impl->aten_device, impl->options.training);
+    const bool channels_last = impl->aten_device.is_cpu() && !impl->options.training &&
+                               impl->options.channels_last.value_or(ChannelsLastByDefault());
+    PlanBuilder builder(*model, impl->aten_device, impl->options.training, channels_last);
     QK_ASSIGN_OR_RETURN(impl->plan, builder.Build(*model->graph));
   } catch (const c10::Error& e) {
     return Status(StatusCode::kInvalidModel, e.what_without_backtrace());
