@@ -22,6 +22,7 @@
 #include "runtime/heap.h"
 #include "runtime/interpreter_aten.h"
 #include "runtime/kernel.h"
+#include "runtime/memory_order.h"
 #include "runtime/registry.h"
 #include "runtime/tensor_stats_aten.h"
 #include "runtime/training_ops.h"
@@ -35,6 +36,8 @@ struct NodeFailure {
   Status status;
 };
 
+thread_local bool channels_last_run = false;
+
 // InterpreterOptions::channels_last when unset: on, unless QUANTKIT_CHANNELS_LAST=0.
 bool ChannelsLastByDefault() {
   const char* env = std::getenv("QUANTKIT_CHANNELS_LAST");
@@ -47,6 +50,10 @@ bool LooksLikeOom(const std::string& msg) {
 }
 
 }  // namespace
+
+bool ChannelsLastRun() { return channels_last_run; }
+ChannelsLastRunScope::ChannelsLastRunScope(bool on) : previous_(channels_last_run) { channels_last_run = on; }
+ChannelsLastRunScope::~ChannelsLastRunScope() { channels_last_run = previous_; }
 
 class SubgraphPlan {
  public:
@@ -375,6 +382,7 @@ struct Interpreter::Impl {
   std::shared_ptr<SubgraphPlan> plan;
   Device device;
   at::Device aten_device = at::kCPU;
+  bool channels_last = false;  // kernels built for channels-last runs (memory_order.h)
   std::vector<std::string> input_names;   // required feeds
   std::vector<std::string> output_names;
 
@@ -479,6 +487,8 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
       if (obs->Wants(p.slot_names[s])) state.watchers[s].push_back(obs);
     }
   }
+  // Observed runs keep NCHW (memory_order.h); memory accounting (stats) needs no views.
+  ChannelsLastRunScope memory_order(channels_last && !opts.hook && opts.observers.empty());
   try {
     if (notify) {
       for (int s : p.input_slots) {
@@ -524,9 +534,9 @@ Result<std::unique_ptr<Interpreter>> Interpreter::Create(std::shared_ptr<const i
   impl->aten_device = ToAtenDevice(impl->device);
   impl->options = std::move(options);
   try {
-    const bool channels_last = impl->aten_device.is_cpu() && !impl->options.training &&
-                               impl->options.channels_last.value_or(ChannelsLastByDefault());
-    PlanBuilder builder(*model, impl->aten_device, impl->options.training, channels_last);
+    impl->channels_last = impl->aten_device.is_cpu() && !impl->options.training &&
+                          impl->options.channels_last.value_or(ChannelsLastByDefault());
+    PlanBuilder builder(*model, impl->aten_device, impl->options.training, impl->channels_last);
     QK_ASSIGN_OR_RETURN(impl->plan, builder.Build(*model->graph));
   } catch (const c10::Error& e) {
     return Status(StatusCode::kInvalidModel, e.what_without_backtrace());

@@ -5,7 +5,8 @@
 // the resolved pads are asymmetric (or larger than ATen accepts) the input is padded explicitly
 // with at::constant_pad_nd (0 for conv/average, -inf for max) and the ATen op runs unpadded.
 //
-// Channels-last (KernelInit::channels_last): a 2-D float convolution on the CPU runs on NHWC
+// Channels-last (KernelInit::channels_last, in runs nobody observes: memory_order.h): a 2-D
+// float convolution on the CPU runs on NHWC
 // memory. oneDNN convolves NHWC in place, where an NCHW input costs a reorder of the input and of
 // the output on every call (and ATen sends unstrided 1x1 convolutions at one thread to im2col +
 // sgemm); the elementwise ops and pools between convolutions keep the memory order, so a
@@ -16,6 +17,7 @@
 
 #include "runtime/aten_bridge.h"
 #include "runtime/kernel.h"
+#include "runtime/memory_order.h"
 #include "runtime/ops/ops.h"
 
 namespace quantkit::runtime {
@@ -129,7 +131,7 @@ at::Tensor ConvForward(const Geometry& g, int64_t group, at::Tensor x, const at:
   } else {
     x = at::constant_pad_nd(x, AtenPadList(p), 0);
   }
-  if (channels_last != nullptr && x.dim() == 4 && x.scalar_type() == at::kFloat && x.device().is_cpu() &&
+  if (channels_last != nullptr && ChannelsLastRun() && x.dim() == 4 && x.scalar_type() == at::kFloat && x.device().is_cpu() &&
       w.scalar_type() == at::kFloat && w.device().is_cpu()) {
     x = x.contiguous(at::MemoryFormat::ChannelsLast);
     const bool packed = channels_last->source != nullptr && w.data_ptr() == channels_last->source &&
