@@ -52,7 +52,9 @@ bool LooksLikeOom(const std::string& msg) {
 }  // namespace
 
 bool ChannelsLastRun() { return channels_last_run; }
-ChannelsLastRunScope::ChannelsLastRunScope(bool on) : previous_(channels_last_run) { channels_last_run = on; }
+ChannelsLastRunScope::ChannelsLastRunScope(bool on) : previous_(channels_last_run) {
+  channels_last_run = on;
+}
 ChannelsLastRunScope::~ChannelsLastRunScope() { channels_last_run = previous_; }
 
 class SubgraphPlan {
@@ -382,7 +384,7 @@ struct Interpreter::Impl {
   std::shared_ptr<SubgraphPlan> plan;
   Device device;
   at::Device aten_device = at::kCPU;
-  bool channels_last = false;  // kernels built for channels-last runs (memory_order.h)
+  bool channels_last = false;             // kernels built for channels-last runs (memory_order.h)
   std::vector<std::string> input_names;   // required feeds
   std::vector<std::string> output_names;
 

@@ -131,8 +131,9 @@ at::Tensor ConvForward(const Geometry& g, int64_t group, at::Tensor x, const at:
   } else {
     x = at::constant_pad_nd(x, AtenPadList(p), 0);
   }
-  if (channels_last != nullptr && ChannelsLastRun() && x.dim() == 4 && x.scalar_type() == at::kFloat && x.device().is_cpu() &&
-      w.scalar_type() == at::kFloat && w.device().is_cpu()) {
+  if (channels_last != nullptr && ChannelsLastRun() && x.dim() == 4 &&
+      x.scalar_type() == at::kFloat && x.device().is_cpu() && w.scalar_type() == at::kFloat &&
+      w.device().is_cpu()) {
     x = x.contiguous(at::MemoryFormat::ChannelsLast);
     const bool packed = channels_last->source != nullptr && w.data_ptr() == channels_last->source &&
                         w.sizes() == channels_last->nhwc.sizes();
@@ -149,14 +150,17 @@ Result<KernelPtr> MakeConv(const KernelInit& init) {
   if (init.channels_last) {
     channels_last = std::make_shared<ChannelsLastWeight>();
     const ir::Tensor* w = init.ConstInput(1);
-    if (w != nullptr && w->dtype() == ir::DType::kFloat && w->dims().size() == 4 && w->numel() > 0) {
-      QK_ASSIGN_OR_RETURN(at::Tensor wrapped, WrapTensor(*w, "initializer '" + init.InputName(1) + "'"));
+    if (w != nullptr && w->dtype() == ir::DType::kFloat && w->dims().size() == 4 &&
+        w->numel() > 0) {
+      QK_ASSIGN_OR_RETURN(at::Tensor wrapped,
+                          WrapTensor(*w, "initializer '" + init.InputName(1) + "'"));
       channels_last->nhwc = wrapped.contiguous(at::MemoryFormat::ChannelsLast);
       channels_last->source = w->data();
     }
   }
   return MakeKernel([g, group, channels_last](KernelContext& c) {
-    return Out{ConvForward(g, group, c.in(0), c.in(1), c.has(2) ? c.in(2) : at::Tensor(), channels_last.get())};
+    return Out{ConvForward(g, group, c.in(0), c.in(1), c.has(2) ? c.in(2) : at::Tensor(),
+                           channels_last.get())};
   });
 }
 

@@ -46,8 +46,8 @@ bool IsScalarOf(const at::Tensor& t, at::ScalarType type) {
 // over the buffer then works in either; the result keeps that order, so a channels-last run
 // does not reorder around every Q/DQ), else an NCHW-contiguous copy.
 at::Tensor DenseInEitherOrder(const at::Tensor& t) {
-  if (t.is_contiguous() || (t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast))) return t;
-  return t.contiguous();
+  const bool channels_last = t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast);
+  return t.is_contiguous() || channels_last ? t : t.contiguous();
 }
 
 template <typename Q>

@@ -1,5 +1,7 @@
 // Interpreter behaviour on graphs built directly in the IR: execution, liveness, observers,
 // subgraph captures, dynamic shapes and every bad-input path (each names what failed).
+#include "runtime/interpreter.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 #include <map>
 
 #include "ir/graph.h"
-#include "runtime/interpreter.h"
 #include "testing/tolerances.h"
 
 namespace quantkit::runtime {
@@ -255,7 +256,8 @@ ir::Model ConvChainModel() {
   ir::Model m;
   m.SetOpset("", 13);
   ir::Graph& g = *m.graph;
-  ir::Value* x = AddInput(g, "x", {Dim::Symbolic("N"), Dim::Known(3), Dim::Known(9), Dim::Known(9)});
+  ir::Value* x =
+      AddInput(g, "x", {Dim::Symbolic("N"), Dim::Known(3), Dim::Known(9), Dim::Known(9)});
   ir::Value* wd = AddInput(g, "wd", {Dim::Known(8), Dim::Known(1), Dim::Known(3), Dim::Known(3)});
   auto values = [](int64_t n, float step) {
     std::vector<float> v(n);
@@ -304,7 +306,8 @@ TEST(Interpreter, ChannelsLastExecutionIsInvisibleToObserversAndOutputs) {
   std::vector<float> xs(2 * 3 * 9 * 9), wds(8 * 9);
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::cos(static_cast<float>(i) * 0.13f) * 2.0f;
   for (size_t i = 0; i < wds.size(); ++i) wds[i] = std::sin(static_cast<float>(i) * 0.29f);
-  const std::vector<NamedTensor> feeds = {{"x", Floats({2, 3, 9, 9}, xs)}, {"wd", Floats({8, 1, 3, 3}, wds)}};
+  const std::vector<NamedTensor> feeds = {{"x", Floats({2, 3, 9, 9}, xs)},
+                                          {"wd", Floats({8, 1, 3, 3}, wds)}};
   std::vector<std::vector<NamedTensor>> outs, observed_outs;
   std::vector<Snapshots> seen(2);
   for (const bool channels_last : {false, true}) {
@@ -331,12 +334,14 @@ TEST(Interpreter, ChannelsLastExecutionIsInvisibleToObserversAndOutputs) {
     ASSERT_EQ(nchw.dims(), nhwc.dims());
     for (int64_t i = 0; i < nchw.numel(); ++i) {
       const float a = nchw.data_as<float>()[i];
-      ASSERT_NEAR(nhwc.data_as<float>()[i], a, testing::kChannelsLastAtol + testing::kChannelsLastRtol * std::fabs(a))
+      ASSERT_NEAR(nhwc.data_as<float>()[i], a,
+                  testing::kChannelsLastAtol + testing::kChannelsLastRtol * std::fabs(a))
           << outs[0][k].name << "[" << i << "]";
     }
     const ir::Tensor& observed = observed_outs[1][k].tensor;
-    EXPECT_EQ(std::vector<float>(observed.data_as<float>(), observed.data_as<float>() + observed.numel()),
-              std::vector<float>(nchw.data_as<float>(), nchw.data_as<float>() + nchw.numel()));
+    EXPECT_EQ(
+        std::vector<float>(observed.data_as<float>(), observed.data_as<float>() + observed.numel()),
+        std::vector<float>(nchw.data_as<float>(), nchw.data_as<float>() + nchw.numel()));
   }
 }
 
