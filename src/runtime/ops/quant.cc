@@ -42,11 +42,19 @@ bool IsScalarOf(const at::Tensor& t, at::ScalarType type) {
   return t.defined() && t.numel() == 1 && t.scalar_type() == type;
 }
 
+// The tensor itself when its buffer is dense in NCHW or channels-last order (an elementwise pass
+// over the buffer then works in either; the result keeps that order, so a channels-last run
+// does not reorder around every Q/DQ), else an NCHW-contiguous copy.
+at::Tensor DenseInEitherOrder(const at::Tensor& t) {
+  const bool channels_last = t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast);
+  return t.is_contiguous() || channels_last ? t : t.contiguous();
+}
+
 template <typename Q>
 at::Tensor QuantizePerTensor(const at::Tensor& x_in, float scale, float zp, float lo, float hi,
                              at::ScalarType qt) {
-  const at::Tensor x = x_in.contiguous();
-  at::Tensor q = at::empty(x.sizes(), x.options().dtype(qt));
+  const at::Tensor x = DenseInEitherOrder(x_in);
+  at::Tensor q = at::empty_like(x, x.options().dtype(qt));  // same memory order as x
   const float* src = x.data_ptr<float>();
   Q* dst = q.data_ptr<Q>();
   at::parallel_for(0, x.numel(), int64_t{1} << 15, [&](int64_t begin, int64_t end) {
@@ -60,8 +68,8 @@ at::Tensor QuantizePerTensor(const at::Tensor& x_in, float scale, float zp, floa
 
 template <typename Q>
 at::Tensor DequantizePerTensor(const at::Tensor& q_in, float scale, int32_t zp) {
-  const at::Tensor q = q_in.contiguous();
-  at::Tensor r = at::empty(q.sizes(), q.options().dtype(at::kFloat));
+  const at::Tensor q = DenseInEitherOrder(q_in);
+  at::Tensor r = at::empty_like(q, q.options().dtype(at::kFloat));  // same memory order as q
   const Q* src = q.data_ptr<Q>();
   float* dst = r.data_ptr<float>();
   at::parallel_for(0, q.numel(), int64_t{1} << 15, [&](int64_t begin, int64_t end) {

@@ -1,12 +1,15 @@
 // Interpreter behaviour on graphs built directly in the IR: execution, liveness, observers,
 // subgraph captures, dynamic shapes and every bad-input path (each names what failed).
+#include "runtime/interpreter.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "ir/graph.h"
-#include "runtime/interpreter.h"
+#include "testing/tolerances.h"
 
 namespace quantkit::runtime {
 namespace {
@@ -245,6 +248,101 @@ TEST(Interpreter, ObserverErrorAbortsRun) {
   opts.observers = {&failing};
   auto out = it->Run({{"x", Floats({1, 2}, {0, 0})}}, opts);
   EXPECT_EQ(out.status().message(), "collector full");
+}
+
+// Conv -> Relu -> MaxPool -> depthwise Conv (weight fed as an input, not a constant) -> Add ->
+// Clip -> 1x1 Conv -> GlobalAveragePool: the ops a CNN chains between its convolutions.
+ir::Model ConvChainModel() {
+  ir::Model m;
+  m.SetOpset("", 13);
+  ir::Graph& g = *m.graph;
+  ir::Value* x =
+      AddInput(g, "x", {Dim::Symbolic("N"), Dim::Known(3), Dim::Known(9), Dim::Known(9)});
+  ir::Value* wd = AddInput(g, "wd", {Dim::Known(8), Dim::Known(1), Dim::Known(3), Dim::Known(3)});
+  auto values = [](int64_t n, float step) {
+    std::vector<float> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = std::sin(static_cast<float>(i) * step);
+    return v;
+  };
+  ir::Value* w1 = g.AddInitializer("w1", Floats({8, 3, 3, 3}, values(8 * 3 * 3 * 3, 0.37f)));
+  ir::Value* b1 = g.AddInitializer("b1", Floats({8}, values(8, 0.5f)));
+  ir::Value* w3 = g.AddInitializer("w3", Floats({5, 8, 1, 1}, values(5 * 8, 0.71f)));
+  ir::Node* conv1 = Add(g, "Conv", {x, w1, b1}, {"c1"}, "conv1");
+  conv1->SetAttr(ir::Attribute::Ints("pads", {1, 1, 1, 1}));
+  ir::Node* relu = Add(g, "Relu", {conv1->output(0)}, {"r1"}, "relu1");
+  ir::Node* pool = Add(g, "MaxPool", {relu->output(0)}, {"p1"}, "pool1");
+  pool->SetAttr(ir::Attribute::Ints("kernel_shape", {3, 3}));
+  pool->SetAttr(ir::Attribute::Ints("strides", {2, 2}));
+  pool->SetAttr(ir::Attribute::Ints("pads", {1, 1, 1, 1}));
+  ir::Node* dw = Add(g, "Conv", {pool->output(0), wd}, {"c2"}, "conv2");
+  dw->SetAttr(ir::Attribute::Int("group", 8));
+  dw->SetAttr(ir::Attribute::Ints("pads", {1, 1, 1, 1}));
+  ir::Node* add = Add(g, "Add", {dw->output(0), pool->output(0)}, {"a2"}, "add2");
+  ir::Value* lo = g.AddInitializer("lo", Floats({}, {0.0f}));
+  ir::Value* hi = g.AddInitializer("hi", Floats({}, {1.5f}));
+  ir::Node* clip = Add(g, "Clip", {add->output(0), lo, hi}, {"k2"}, "clip2");
+  ir::Node* conv3 = Add(g, "Conv", {clip->output(0), w3}, {"c3"}, "conv3");
+  ir::Node* gap = Add(g, "GlobalAveragePool", {conv3->output(0)}, {"y"}, "gap");
+  g.AddOutput(conv3->output(0));
+  g.AddOutput(gap->output(0));
+  return m;
+}
+
+// Records every observed tensor (shape and values as the observer sees them).
+struct Snapshots : Observer {
+  Status OnTensor(const std::string& name, const ir::Node*, const TensorView& v) override {
+    shapes[name] = v.shape;
+    values[name].assign(v.data_as<float>(), v.data_as<float>() + v.numel());
+    return Status::Ok();
+  }
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, std::vector<float>> values;
+};
+
+// Channels-last execution is invisible: unobserved runs give the NCHW run's outputs (up to
+// summation order); observed runs (calibration) keep the NCHW path, so observers see the same
+// NCHW shapes and values bit for bit; a weight that is not a constant initializer works too.
+TEST(Interpreter, ChannelsLastExecutionIsInvisibleToObserversAndOutputs) {
+  std::vector<float> xs(2 * 3 * 9 * 9), wds(8 * 9);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::cos(static_cast<float>(i) * 0.13f) * 2.0f;
+  for (size_t i = 0; i < wds.size(); ++i) wds[i] = std::sin(static_cast<float>(i) * 0.29f);
+  const std::vector<NamedTensor> feeds = {{"x", Floats({2, 3, 9, 9}, xs)},
+                                          {"wd", Floats({8, 1, 3, 3}, wds)}};
+  std::vector<std::vector<NamedTensor>> outs, observed_outs;
+  std::vector<Snapshots> seen(2);
+  for (const bool channels_last : {false, true}) {
+    InterpreterOptions o;
+    o.channels_last = channels_last;
+    auto it = Make(ConvChainModel(), o);
+    ASSERT_TRUE(it);
+    auto out = it->Run(feeds);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    outs.push_back(std::move(*out));
+    RunOptions ro;
+    ro.observers = {&seen[observed_outs.size()]};
+    auto observed = it->Run(feeds, ro);
+    ASSERT_TRUE(observed.ok()) << observed.status().ToString();
+    observed_outs.push_back(std::move(*observed));
+  }
+  ASSERT_EQ(seen[1].values.size(), 10u);  // x, wd and the 8 node outputs
+  EXPECT_EQ(seen[1].shapes.at("k2"), (std::vector<int64_t>{2, 8, 5, 5}));
+  EXPECT_EQ(seen[0].shapes, seen[1].shapes);
+  EXPECT_EQ(seen[0].values, seen[1].values);
+  for (size_t k = 0; k < outs[0].size(); ++k) {
+    const ir::Tensor& nchw = outs[0][k].tensor;
+    const ir::Tensor& nhwc = outs[1][k].tensor;
+    ASSERT_EQ(nchw.dims(), nhwc.dims());
+    for (int64_t i = 0; i < nchw.numel(); ++i) {
+      const float a = nchw.data_as<float>()[i];
+      ASSERT_NEAR(nhwc.data_as<float>()[i], a,
+                  testing::kChannelsLastAtol + testing::kChannelsLastRtol * std::fabs(a))
+          << outs[0][k].name << "[" << i << "]";
+    }
+    const ir::Tensor& observed = observed_outs[1][k].tensor;
+    EXPECT_EQ(
+        std::vector<float>(observed.data_as<float>(), observed.data_as<float>() + observed.numel()),
+        std::vector<float>(nchw.data_as<float>(), nchw.data_as<float>() + nchw.numel()));
+  }
 }
 
 // A chain of 40 Relu nodes on a 1 MiB tensor: peak live memory stays a few tensors, not 40.
