@@ -10,7 +10,7 @@
 namespace quantkit::pipelines {
 
 struct DiagnoseRun {
-  analysis::DiagnoseResult result;  // the whole report on rank 0; see DiagnoseResult elsewhere
+  analysis::DiagnoseResult result;  // the whole report on rank 0; on the others only its rank fields
   RankReport rank;                  // this rank's summary line
 };
 
