@@ -63,14 +63,16 @@ Status InputStatsAccumulator::Add(const ir::Tensor& batch) {
   const int64_t per = batch.numel() / b;
   if (per == 0) return Status::Ok();
   out.per_channel_count = per / channels;
-  out.ch_sum.assign(static_cast<size_t>(channels), 0.0);
-  out.ch_sumsq.assign(static_cast<size_t>(channels), 0.0);
+  out.ch_sum.assign(static_cast<size_t>(b * channels), 0.0);
+  out.ch_sumsq.assign(static_cast<size_t>(b * channels), 0.0);
   const int64_t w = dims.empty() ? 1 : dims.back();
   // Elements per channel block and the stride pattern: CHW -> channel = i / (H*W); HWC -> i % C.
   const int64_t plane = axis == 0 ? per / channels : 1;
   const float* base = batch.data_as<float>();
   for (int64_t s = 0; s < b; ++s) {
     const float* x = base + s * per;
+    double* ch_sum = out.ch_sum.data() + s * channels;  // this sample's own sums
+    double* ch_sumsq = out.ch_sumsq.data() + s * channels;
     double sum = 0, sumsq = 0;
     float lo = x[0], hi = x[0];
     for (int64_t i = 0; i < per; ++i) {
@@ -80,8 +82,8 @@ Status InputStatsAccumulator::Add(const ir::Tensor& batch) {
       lo = std::min(lo, x[i]);
       hi = std::max(hi, x[i]);
       const int64_t c = axis == 0 ? i / plane : (axis == 2 ? i % channels : 0);
-      out.ch_sum[static_cast<size_t>(c)] += v;
-      out.ch_sumsq[static_cast<size_t>(c)] += v * v;
+      ch_sum[c] += v;
+      ch_sumsq[c] += v * v;
     }
     out.min = s == 0 ? lo : std::min<double>(out.min, lo);
     out.max = s == 0 ? hi : std::max<double>(out.max, hi);
@@ -145,7 +147,7 @@ InputStats InputStatsAccumulator::Finalize() const {
   if (batches_.empty()) return s;
   s.sample_dims = batches_.front().sample_dims;
   s.channel_axis = batches_.front().channel_axis;
-  const size_t channels = batches_.front().ch_sum.size();
+  const size_t channels = batches_.front().ch_sum.size() / batches_.front().sample_mean.size();
   std::vector<double> ch_sum(channels, 0.0), ch_sumsq(channels, 0.0);
   int64_t ch_count = 0;  // values per channel
   std::vector<double> kurtosis, lag1_corr, lag1_absdiff, lagc_absdiff;
@@ -156,9 +158,13 @@ InputStats InputStatsAccumulator::Finalize() const {
   bool first = true;
   for (const Batch& b : batches_) {
     // The samples of the first shape only (a decoded state was checked to have its channels).
-    if (b.sample_dims != s.sample_dims || b.ch_sum.size() != channels) continue;
     const int64_t n = static_cast<int64_t>(b.sample_mean.size());
-    for (size_t c = 0; c < channels; ++c) ch_sum[c] += b.ch_sum[c], ch_sumsq[c] += b.ch_sumsq[c];
+    if (b.sample_dims != s.sample_dims || b.ch_sum.size() != channels * static_cast<size_t>(n)) continue;
+    // Sample by sample in sample order: the same additions whatever the batching or sharding.
+    for (size_t i = 0; i < b.ch_sum.size(); ++i) {
+      ch_sum[i % channels] += b.ch_sum[i];
+      ch_sumsq[i % channels] += b.ch_sumsq[i];
+    }
     ch_count += b.per_channel_count * n;
     s.min = first ? b.min : std::min(s.min, b.min);
     s.max = first ? b.max : std::max(s.max, b.max);
@@ -229,7 +235,8 @@ Result<InputStatsAccumulator> InputStatsAccumulator::Decode(ByteReader* in) {
     // What Finalize() indexes must agree, or a garbled state would read out of bounds.
     const size_t n = b.sample_mean.size();
     const bool consistent =
-        b.ch_sum.size() == b.ch_sumsq.size() && !b.ch_sum.empty() && b.sample_std.size() == n &&
+        n > 0 && b.ch_sum.size() == b.ch_sumsq.size() && !b.ch_sum.empty() && b.ch_sum.size() % n == 0 &&
+        b.sample_std.size() == n &&
         b.sample_hash.size() == n && b.constant_samples >= 0 && b.constant_samples <= static_cast<int64_t>(n) &&
         b.kurtosis.size() <= n && b.lag1_corr.size() <= n && b.per_channel_count >= 0;
     QK_RETURN_IF_NOT(consistent, StatusCode::kInvalidArgument, "{}: inconsistent statistics of input '{}'",

@@ -32,11 +32,11 @@ struct InputStats {
   std::string scale;  // "0-1", "0-255", "normalized", "other" ("" for an expectation)
 };
 
-// Accumulates one input's statistics batch by batch. Every number is kept per batch (per-channel
-// sums over the batch, per-sample values) and combined in Finalize() in batch order, so the
-// result depends only on the sequence of batches, not on which process added them: the ranks of
-// a distributed run each accumulate their shard, and rank 0 appends their states in rank order
-// (Append) and finalizes to one process's numbers bit for bit.
+// Accumulates one input's statistics batch by batch. Every number is kept per sample (its
+// per-channel sums, mean, std, hash, ...) and combined in Finalize() in sample order, so the
+// result depends only on the sequence of samples: not on the batch size, and not on which
+// process added them — the ranks of a distributed run each accumulate their shard, and rank 0
+// appends their states in rank order (Append) and finalizes to one process's numbers bit for bit.
 class InputStatsAccumulator {
  public:
   explicit InputStatsAccumulator(std::string input) : input_(std::move(input)) {}
@@ -59,7 +59,7 @@ class InputStatsAccumulator {
     std::vector<int64_t> sample_dims;
     int64_t channel_axis = -1;
     int64_t per_channel_count = 0;                // values per channel per sample
-    std::vector<double> ch_sum, ch_sumsq;         // over the batch, per channel
+    std::vector<double> ch_sum, ch_sumsq;         // per sample and channel (sample-major)
     double min = 0, max = 0;
     std::vector<double> sample_mean, sample_std;  // per sample
     std::vector<uint64_t> sample_hash;            // per sample (duplicates)

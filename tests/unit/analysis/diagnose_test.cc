@@ -243,6 +243,21 @@ TEST(DiagnoseExchange, InputStatisticsAppendedInOrderEqualOneAccumulator) {
   EXPECT_FALSE(rank0.Append(InputStatsAccumulator("y")).ok());
 }
 
+// The sums are kept per sample and added in sample order: the batch size changes no bit (without
+// it, diagnose's report would depend on --batch-size and on the ranks' shards).
+TEST(DiagnoseExchange, InputStatisticsDoNotDependOnTheBatching) {
+  const std::vector<float> v = SmoothImages(12, 3, 8, 8, 4, {0.1f, 0.4f, 0.9f});
+  InputStatsAccumulator whole("x"), parts("x");
+  ASSERT_TRUE(whole.Add(ir::Tensor::FromVector(ir::DType::kFloat, {12, 3, 8, 8}, v)).ok());
+  const size_t per = 3 * 8 * 8;
+  for (auto [begin, n] : {std::pair<size_t, int64_t>{0, 5}, {5, 1}, {6, 6}}) {
+    std::vector<float> batch(v.begin() + static_cast<int64_t>(begin * per),
+                             v.begin() + static_cast<int64_t>((begin + static_cast<size_t>(n)) * per));
+    ASSERT_TRUE(parts.Add(ir::Tensor::FromVector(ir::DType::kFloat, {n, 3, 8, 8}, batch)).ok());
+  }
+  ExpectSameInputStats(parts.Finalize(), whole.Finalize());
+}
+
 TEST(DiagnoseExchange, TruncatedInputStatisticsAreRefused) {
   InputStatsAccumulator acc("x");
   ASSERT_TRUE(acc.Add(Images(4, 3)).ok());
