@@ -54,13 +54,15 @@ class ByteWriter {
 class ByteReader {
  public:
   // Both are referenced, not copied: they must outlive the reader.
-  ByteReader(const std::string& bytes, const std::string& source) : bytes_(bytes), source_(source) {}
+  ByteReader(const std::string& bytes, const std::string& source)
+      : bytes_(bytes), source_(source) {}
 
   template <typename T>
   Result<T> Get(const char* what) {
     static_assert(std::is_trivially_copyable_v<T>);
     QK_RETURN_IF_NOT(bytes_.size() - at_ >= sizeof(T), StatusCode::kInvalidArgument,
-                     "{}: truncated data (reading {} at byte {} of {})", source_, what, at_, bytes_.size());
+                     "{}: truncated data (reading {} at byte {} of {})", source_, what, at_,
+                     bytes_.size());
     T v;
     std::memcpy(&v, bytes_.data() + at_, sizeof(T));
     at_ += sizeof(T);
@@ -69,7 +71,8 @@ class ByteReader {
   Result<std::string> GetString(const char* what) {
     QK_ASSIGN_OR_RETURN(uint32_t n, Get<uint32_t>(what));
     QK_RETURN_IF_NOT(bytes_.size() - at_ >= n, StatusCode::kInvalidArgument,
-                     "{}: truncated data (reading {} of {} bytes at byte {})", source_, what, n, at_);
+                     "{}: truncated data (reading {} of {} bytes at byte {})", source_, what, n,
+                     at_);
     std::string s = bytes_.substr(at_, n);
     at_ += n;
     return s;
@@ -79,7 +82,8 @@ class ByteReader {
     static_assert(std::is_trivially_copyable_v<T>);
     QK_ASSIGN_OR_RETURN(uint32_t n, Get<uint32_t>(what));
     QK_RETURN_IF_NOT((bytes_.size() - at_) / sizeof(T) >= n, StatusCode::kInvalidArgument,
-                     "{}: truncated data (reading {} values of {} at byte {})", source_, n, what, at_);
+                     "{}: truncated data (reading {} values of {} at byte {})", source_, n, what,
+                     at_);
     std::vector<T> v(n);
     if (n > 0) std::memcpy(v.data(), bytes_.data() + at_, n * sizeof(T));
     at_ += n * sizeof(T);
@@ -87,8 +91,8 @@ class ByteReader {
   }
   // Fails unless every byte was read.
   Status ExpectEnd() const {
-    QK_RETURN_IF_NOT(at_ == bytes_.size(), StatusCode::kInvalidArgument, "{}: {} unexpected bytes at the end",
-                     source_, bytes_.size() - at_);
+    QK_RETURN_IF_NOT(at_ == bytes_.size(), StatusCode::kInvalidArgument,
+                     "{}: {} unexpected bytes at the end", source_, bytes_.size() - at_);
     return Status::Ok();
   }
   bool done() const { return at_ == bytes_.size(); }

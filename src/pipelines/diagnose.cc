@@ -5,7 +5,8 @@
 
 namespace quantkit::pipelines {
 
-Result<DiagnoseRun> Diagnose(analysis::DiagnoseOptions options, const DistributedOptions& distributed) {
+Result<DiagnoseRun> Diagnose(analysis::DiagnoseOptions options,
+                             const DistributedOptions& distributed) {
   QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> comm, OpenCommunicator(distributed));
   options.comm = comm.get();
   DiagnoseRun run;

@@ -10,10 +10,12 @@
 namespace quantkit::pipelines {
 
 struct DiagnoseRun {
-  analysis::DiagnoseResult result;  // the whole report on rank 0; on the others only its rank fields
-  RankReport rank;                  // this rank's summary line
+  analysis::DiagnoseResult
+      result;       // the whole report on rank 0; on the others only its rank fields
+  RankReport rank;  // this rank's summary line
 };
 
-Result<DiagnoseRun> Diagnose(analysis::DiagnoseOptions options, const DistributedOptions& distributed);
+Result<DiagnoseRun> Diagnose(analysis::DiagnoseOptions options,
+                             const DistributedOptions& distributed);
 
 }  // namespace quantkit::pipelines

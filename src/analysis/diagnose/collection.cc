@@ -24,7 +24,8 @@ void PutCollectors(ByteWriter& out, const CollectorMap& collectors) {
 
 Result<CollectorMap> GetCollectors(ByteReader& in, const std::string& what) {
   QK_ASSIGN_OR_RETURN(std::string bytes, in.GetString(what.c_str()));
-  QK_ASSIGN_OR_RETURN(formats::StatsFile stats, formats::DecodeStatsWire(bytes, in.source() + ": " + what));
+  QK_ASSIGN_OR_RETURN(formats::StatsFile stats,
+                      formats::DecodeStatsWire(bytes, in.source() + ": " + what));
   return std::move(stats.tensors);
 }
 
@@ -50,8 +51,10 @@ Status MergeCollectors(CollectorMap* into, const CollectorMap& part, const std::
                    "{}: statistics of {} tensors, expected {}", source, part.size(), into->size());
   for (const auto& [name, collector] : part) {
     auto it = into->find(name);
-    QK_RETURN_IF_NOT(it != into->end(), StatusCode::kInvalidArgument, "{}: unknown tensor '{}'", source, name);
-    QK_RETURN_IF_ERROR(it->second.Merge(collector).WithContext(fmt::format("{}: tensor '{}'", source, name)));
+    QK_RETURN_IF_NOT(it != into->end(), StatusCode::kInvalidArgument, "{}: unknown tensor '{}'",
+                     source, name);
+    QK_RETURN_IF_ERROR(
+        it->second.Merge(collector).WithContext(fmt::format("{}: tensor '{}'", source, name)));
   }
   return Status::Ok();
 }
@@ -65,7 +68,8 @@ std::string EncodeCollection(const DiagnoseCollection& part) {
   out.Put(static_cast<int32_t>(part.chunks.size()));
   out.Put(static_cast<int32_t>(part.first_chunk));
   out.Put(static_cast<int32_t>(part.end_chunk));
-  for (int c = part.first_chunk; c < part.end_chunk; ++c) PutCollectors(out, part.chunks[static_cast<size_t>(c)]);
+  for (int c = part.first_chunk; c < part.end_chunk; ++c)
+    PutCollectors(out, part.chunks[static_cast<size_t>(c)]);
   out.Put(static_cast<uint32_t>(part.channels.size()));
   for (const auto& [name, collector] : part.channels) {
     const quant::PerChannelStats s = collector.Finalize();
@@ -80,29 +84,32 @@ std::string EncodeCollection(const DiagnoseCollection& part) {
   return out.Take();
 }
 
-Status AppendEncodedCollection(DiagnoseCollection* into, const std::string& bytes, const std::string& source) {
+Status AppendEncodedCollection(DiagnoseCollection* into, const std::string& bytes,
+                               const std::string& source) {
   ByteReader in(bytes, source);
   for (char c : kMagic) {
     QK_ASSIGN_OR_RETURN(char got, in.Get<char>("the header"));
-    QK_RETURN_IF_NOT(got == c, StatusCode::kInvalidArgument, "{}: not diagnose data (bad header)", source);
+    QK_RETURN_IF_NOT(got == c, StatusCode::kInvalidArgument, "{}: not diagnose data (bad header)",
+                     source);
   }
   QK_ASSIGN_OR_RETURN(uint32_t order, in.Get<uint32_t>("the byte order"));
-  QK_RETURN_IF_NOT(order == kByteOrder, StatusCode::kInvalidArgument, "{}: data from a machine of another byte order",
-                   source);
+  QK_RETURN_IF_NOT(order == kByteOrder, StatusCode::kInvalidArgument,
+                   "{}: data from a machine of another byte order", source);
   QK_ASSIGN_OR_RETURN(int32_t chunks, in.Get<int32_t>("the chunk count"));
   QK_ASSIGN_OR_RETURN(int32_t first, in.Get<int32_t>("the first chunk"));
   QK_ASSIGN_OR_RETURN(int32_t end, in.Get<int32_t>("the end chunk"));
   // Ranks hold consecutive chunk ranges in rank order: this part starts where the previous ended.
-  QK_RETURN_IF_NOT(chunks == static_cast<int32_t>(into->chunks.size()) && first == into->end_chunk &&
-                       first <= end && end <= chunks,
+  QK_RETURN_IF_NOT(chunks == static_cast<int32_t>(into->chunks.size()) &&
+                       first == into->end_chunk && first <= end && end <= chunks,
                    StatusCode::kInvalidArgument,
-                   "{}: chunks [{}, {}) of {} do not follow chunks [0, {}) of {}", source, first, end, chunks,
-                   into->end_chunk, into->chunks.size());
+                   "{}: chunks [{}, {}) of {} do not follow chunks [0, {}) of {}", source, first,
+                   end, chunks, into->end_chunk, into->chunks.size());
   for (int32_t c = first; c < end; ++c) {
     QK_ASSIGN_OR_RETURN(CollectorMap part, GetCollectors(in, fmt::format("chunk {}", c)));
     CollectorMap& target = into->chunks[static_cast<size_t>(c)];
     QK_RETURN_IF_NOT(part.size() == target.size(), StatusCode::kInvalidArgument,
-                     "{}: chunk {} has statistics of {} tensors, expected {}", source, c, part.size(), target.size());
+                     "{}: chunk {} has statistics of {} tensors, expected {}", source, c,
+                     part.size(), target.size());
     target = std::move(part);  // filled by this rank alone
   }
   into->end_chunk = end;
@@ -126,7 +133,8 @@ Status AppendEncodedCollection(DiagnoseCollection* into, const std::string& byte
   return in.ExpectEnd();
 }
 
-Result<DiagnoseCollection> GatherCollectionOnRoot(runtime::Communicator& comm, DiagnoseCollection local) {
+Result<DiagnoseCollection> GatherCollectionOnRoot(runtime::Communicator& comm,
+                                                  DiagnoseCollection local) {
   if (comm.world_size() == 1) return local;
   QK_ASSIGN_OR_RETURN(std::vector<std::string> parts,
                       comm.GatherToRoot(EncodeCollection(local), "gathering diagnose statistics"));
@@ -135,14 +143,19 @@ Result<DiagnoseCollection> GatherCollectionOnRoot(runtime::Communicator& comm, D
   DiagnoseCollection all;
   all.chunks.resize(local.chunks.size());
   for (size_t c = 0; c < local.chunks.size(); ++c) {
-    for (const auto& [name, collector] : local.chunks[c]) all.chunks[c].emplace(name, quant::TensorCollector());
+    for (const auto& [name, collector] : local.chunks[c])
+      all.chunks[c].emplace(name, quant::TensorCollector());
   }
-  for (const auto& [name, collector] : local.reference) all.reference.emplace(name, quant::TensorCollector());
+  for (const auto& [name, collector] : local.reference)
+    all.reference.emplace(name, quant::TensorCollector());
   for (size_t r = 0; r < parts.size(); ++r) {
-    QK_RETURN_IF_ERROR(AppendEncodedCollection(&all, parts[r], fmt::format("diagnose statistics of rank {}", r)));
+    QK_RETURN_IF_ERROR(
+        AppendEncodedCollection(&all, parts[r], fmt::format("diagnose statistics of rank {}", r)));
   }
-  QK_RETURN_IF_NOT(all.end_chunk == static_cast<int>(all.chunks.size()), StatusCode::kInvalidArgument,
-                   "the ranks' diagnose statistics cover chunks [0, {}) of {}", all.end_chunk, all.chunks.size());
+  QK_RETURN_IF_NOT(all.end_chunk == static_cast<int>(all.chunks.size()),
+                   StatusCode::kInvalidArgument,
+                   "the ranks' diagnose statistics cover chunks [0, {}) of {}", all.end_chunk,
+                   all.chunks.size());
   return all;
 }
 

@@ -25,11 +25,13 @@
 namespace quantkit::analysis {
 
 struct DiagnoseCollection {
-  std::vector<CollectorMap> chunks;  // by global chunk index; this rank fills [first_chunk, end_chunk)
+  std::vector<CollectorMap>
+      chunks;  // by global chunk index; this rank fills [first_chunk, end_chunk)
   int first_chunk = 0, end_chunk = 0;
-  std::map<std::string, quant::PerChannelAbsMaxCollector> channels;  // axis-1 abs-max of NCHW tensors
+  std::map<std::string, quant::PerChannelAbsMaxCollector>
+      channels;  // axis-1 abs-max of NCHW tensors
   std::map<std::string, InputStatsAccumulator> inputs;
-  CollectorMap reference;            // empty without reference data
+  CollectorMap reference;  // empty without reference data
   std::map<std::string, InputStatsAccumulator> reference_inputs;
 };
 
@@ -40,10 +42,12 @@ std::string EncodeCollection(const DiagnoseCollection& part);
 // Adds a part decoded from `bytes` (a later rank's) into `into`; errors name `source` (e.g.
 // "diagnose data of rank 1"), and a part that does not fit (a chunk index out of range or filled
 // twice, other tensors) is an error, never a wrong report.
-Status AppendEncodedCollection(DiagnoseCollection* into, const std::string& bytes, const std::string& source);
+Status AppendEncodedCollection(DiagnoseCollection* into, const std::string& bytes,
+                               const std::string& source);
 
 // Every rank calls it: rank 0 gets every rank's part combined in rank order, the other ranks an
 // empty collection. A single process gets its own part back untouched.
-Result<DiagnoseCollection> GatherCollectionOnRoot(runtime::Communicator& comm, DiagnoseCollection local);
+Result<DiagnoseCollection> GatherCollectionOnRoot(runtime::Communicator& comm,
+                                                  DiagnoseCollection local);
 
 }  // namespace quantkit::analysis
