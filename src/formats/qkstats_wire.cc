@@ -9,95 +9,64 @@
 #include <utility>
 #include <vector>
 
+#include "common/byte_io.h"
 #include "common/check.h"
 
 namespace quantkit::formats {
 namespace {
 
-constexpr char kMagic[8] = {'Q', 'K', 'S', 'T', 'W', 'I', 'R', '1'};
+constexpr char kMagic[8] = {'Q', 'K', 'S', 'T', 'W', 'I', 'R', '2'};
 constexpr uint32_t kByteOrder = 0x01020304;
 
-class Writer {
- public:
-  template <typename T>
-  void Put(T v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    const size_t at = out_.size();
-    out_.resize(at + sizeof(T));
-    std::memcpy(out_.data() + at, &v, sizeof(T));
+// Sparse bins: (index, count) of the non-zero ones.
+void PutBins(ByteWriter& out, const std::vector<int64_t>& bins) {
+  uint32_t n = 0;
+  for (int64_t c : bins) n += c != 0 ? 1 : 0;
+  out.Put(n);
+  out.Reserve(n * (sizeof(uint32_t) + sizeof(int64_t)));
+  for (size_t k = 0; k < bins.size(); ++k) {
+    if (bins[k] == 0) continue;
+    out.Put(static_cast<uint32_t>(k));
+    out.Put(bins[k]);
   }
-  void PutString(const std::string& s) {
-    Put(static_cast<uint32_t>(s.size()));
-    out_ += s;
-  }
-  // Sparse bins: (index, count) of the non-zero ones.
-  void PutBins(const std::vector<int64_t>& bins) {
-    uint32_t n = 0;
-    for (int64_t c : bins) n += c != 0 ? 1 : 0;
-    Put(n);
-    out_.reserve(out_.size() + n * (sizeof(uint32_t) + sizeof(int64_t)));
-    for (size_t k = 0; k < bins.size(); ++k) {
-      if (bins[k] == 0) continue;
-      Put(static_cast<uint32_t>(k));
-      Put(bins[k]);
-    }
-  }
-  std::string Take() { return std::move(out_); }
+}
 
- private:
-  std::string out_;
-};
-
-// Bounds-checked reads; every failure names the source and what was being read.
-class Reader {
- public:
-  Reader(const std::string& bytes, const std::string& source) : bytes_(bytes), source_(source) {}
-
-  template <typename T>
-  Result<T> Get(const char* what) {
-    QK_RETURN_IF_NOT(bytes_.size() - at_ >= sizeof(T), StatusCode::kInvalidArgument,
-                     "{}: truncated statistics (reading {} at byte {} of {})", source_, what, at_, bytes_.size());
-    T v;
-    std::memcpy(&v, bytes_.data() + at_, sizeof(T));
-    at_ += sizeof(T);
-    return v;
+Result<std::vector<int64_t>> GetBins(ByteReader& in, const std::string& what, int64_t bins_per_sign) {
+  QK_ASSIGN_OR_RETURN(uint32_t n, in.Get<uint32_t>("bin count"));
+  QK_RETURN_IF_NOT(n <= bins_per_sign, StatusCode::kInvalidArgument, "{}: {} has {} bins of {}", in.source(),
+                   what, n, bins_per_sign);
+  std::vector<int64_t> bins(static_cast<size_t>(bins_per_sign), 0);
+  int64_t previous = -1;
+  for (uint32_t i = 0; i < n; ++i) {
+    QK_ASSIGN_OR_RETURN(uint32_t k, in.Get<uint32_t>("bin index"));
+    QK_ASSIGN_OR_RETURN(int64_t c, in.Get<int64_t>("bin count"));
+    QK_RETURN_IF_NOT(static_cast<int64_t>(k) > previous && k < bins_per_sign && c > 0,
+                     StatusCode::kInvalidArgument,
+                     "{}: {} bins must increase within [0, {}) with positive counts (bin {}, count {})",
+                     in.source(), what, bins_per_sign, k, c);
+    bins[k] = c;
+    previous = k;
   }
-  Result<std::string> GetString(const char* what) {
-    QK_ASSIGN_OR_RETURN(uint32_t n, Get<uint32_t>(what));
-    QK_RETURN_IF_NOT(bytes_.size() - at_ >= n, StatusCode::kInvalidArgument,
-                     "{}: truncated statistics (reading {} of {} bytes at byte {})", source_, what, n, at_);
-    std::string s = bytes_.substr(at_, n);
-    at_ += n;
-    return s;
-  }
-  Result<std::vector<int64_t>> GetBins(const std::string& what, int64_t bins_per_sign) {
-    QK_ASSIGN_OR_RETURN(uint32_t n, Get<uint32_t>("bin count"));
-    QK_RETURN_IF_NOT(n <= bins_per_sign, StatusCode::kInvalidArgument, "{}: {} has {} bins of {}", source_,
-                     what, n, bins_per_sign);
-    std::vector<int64_t> bins(static_cast<size_t>(bins_per_sign), 0);
-    int64_t previous = -1;
-    for (uint32_t i = 0; i < n; ++i) {
-      QK_ASSIGN_OR_RETURN(uint32_t k, Get<uint32_t>("bin index"));
-      QK_ASSIGN_OR_RETURN(int64_t c, Get<int64_t>("bin count"));
-      QK_RETURN_IF_NOT(static_cast<int64_t>(k) > previous && k < bins_per_sign && c > 0,
-                       StatusCode::kInvalidArgument,
-                       "{}: {} bins must increase within [0, {}) with positive counts (bin {}, count {})", source_,
-                       what, bins_per_sign, k, c);
-      bins[k] = c;
-      previous = k;
-    }
-    return bins;
-  }
-  bool done() const { return at_ == bytes_.size(); }
-  size_t at() const { return at_; }
+  return bins;
+}
 
- private:
-  const std::string& bytes_;
-  const std::string& source_;
-  size_t at_ = 0;
-};
+Result<quant::StreamingHistogram> GetHistogram(ByteReader& in, const std::string& p, int log2_bins) {
+  QK_ASSIGN_OR_RETURN(uint8_t has_range, in.Get<uint8_t>("histogram.has_range"));
+  QK_ASSIGN_OR_RETURN(int32_t range_exp, in.Get<int32_t>("histogram.range_exp"));
+  QK_ASSIGN_OR_RETURN(int64_t zeros, in.Get<int64_t>("histogram.zeros"));
+  QK_ASSIGN_OR_RETURN(int64_t nonfinite, in.Get<int64_t>("histogram.nonfinite"));
+  QK_RETURN_IF_NOT(has_range <= 1 && zeros >= 0 && nonfinite >= 0, StatusCode::kInvalidArgument,
+                   "{}: inconsistent histogram header", p);
+  const int64_t n = int64_t{1} << log2_bins;
+  QK_ASSIGN_OR_RETURN(std::vector<int64_t> pos, GetBins(in, p + " positive histogram", n));
+  QK_ASSIGN_OR_RETURN(std::vector<int64_t> neg, GetBins(in, p + " negative histogram", n));
+  Result<quant::StreamingHistogram> hist = quant::StreamingHistogram::FromParts(
+      log2_bins, has_range != 0, range_exp, std::move(pos), std::move(neg), zeros, nonfinite);
+  if (!hist.ok()) return hist.status().WithContext(p);
+  return hist;
+}
 
-Result<quant::TensorCollector> GetTensor(Reader& in, const std::string& source, const std::string& name,
+Result<quant::TensorCollector> GetTensor(ByteReader& in, const std::string& source, const std::string& name,
                                          int log2_bins) {
   const std::string p = fmt::format("{}: tensor '{}'", source, name);
   quant::RangeStats rs;
@@ -112,21 +81,15 @@ Result<quant::TensorCollector> GetTensor(Reader& in, const std::string& source, 
   QK_RETURN_IF_NOT(rs.count >= 0 && rs.nan_count >= 0 && rs.posinf_count >= 0 && rs.neginf_count >= 0 &&
                        rs.zero_count >= 0 && rs.finite_count() >= 0,
                    StatusCode::kInvalidArgument, "{}: inconsistent range counts", p);
-  QK_ASSIGN_OR_RETURN(uint8_t has_range, in.Get<uint8_t>("histogram.has_range"));
-  QK_ASSIGN_OR_RETURN(int32_t range_exp, in.Get<int32_t>("histogram.range_exp"));
-  QK_ASSIGN_OR_RETURN(int64_t zeros, in.Get<int64_t>("histogram.zeros"));
-  QK_ASSIGN_OR_RETURN(int64_t nonfinite, in.Get<int64_t>("histogram.nonfinite"));
-  QK_RETURN_IF_NOT(has_range <= 1 && zeros >= 0 && nonfinite >= 0, StatusCode::kInvalidArgument,
-                   "{}: inconsistent histogram header", p);
-  const int64_t n = int64_t{1} << log2_bins;
-  QK_ASSIGN_OR_RETURN(std::vector<int64_t> pos, in.GetBins(p + " positive histogram", n));
-  QK_ASSIGN_OR_RETURN(std::vector<int64_t> neg, in.GetBins(p + " negative histogram", n));
-  Result<quant::StreamingHistogram> hist = quant::StreamingHistogram::FromParts(
-      log2_bins, has_range != 0, range_exp, std::move(pos), std::move(neg), zeros, nonfinite);
-  if (!hist.ok()) return hist.status().WithContext(p);
-  QK_RETURN_IF_NOT(hist->binned_count() + hist->nonfinite_count() == rs.count, StatusCode::kInvalidArgument,
-                   "{}: histogram holds {} values but range.count is {}", p,
-                   hist->binned_count() + hist->nonfinite_count(), rs.count);
+  QK_ASSIGN_OR_RETURN(uint8_t has_histogram, in.Get<uint8_t>("histogram flag"));
+  QK_RETURN_IF_NOT(has_histogram <= 1, StatusCode::kInvalidArgument, "{}: bad histogram flag", p);
+  std::optional<quant::StreamingHistogram> hist;
+  if (has_histogram) {
+    QK_ASSIGN_OR_RETURN(hist, GetHistogram(in, p, log2_bins));
+    QK_RETURN_IF_NOT(hist->binned_count() + hist->nonfinite_count() == rs.count, StatusCode::kInvalidArgument,
+                     "{}: histogram holds {} values but range.count is {}", p,
+                     hist->binned_count() + hist->nonfinite_count(), rs.count);
+  }
   std::optional<quant::PerChannelStats> pc;
   QK_ASSIGN_OR_RETURN(uint8_t has_pc, in.Get<uint8_t>("per_channel"));
   QK_RETURN_IF_NOT(has_pc <= 1, StatusCode::kInvalidArgument, "{}: bad per-channel flag", p);
@@ -134,14 +97,14 @@ Result<quant::TensorCollector> GetTensor(Reader& in, const std::string& source, 
     quant::PerChannelStats s;
     QK_ASSIGN_OR_RETURN(s.axis, in.Get<int64_t>("per_channel.axis"));
     QK_ASSIGN_OR_RETURN(s.nonfinite_count, in.Get<int64_t>("per_channel.nonfinite"));
-    QK_ASSIGN_OR_RETURN(uint32_t channels, in.Get<uint32_t>("per_channel.amax"));
-    QK_RETURN_IF_NOT(s.axis >= 0 && s.nonfinite_count >= 0 && channels <= (1u << 24), StatusCode::kInvalidArgument,
+    QK_ASSIGN_OR_RETURN(s.amax, in.GetVector<float>("per_channel.amax"));
+    QK_RETURN_IF_NOT(s.axis >= 0 && s.nonfinite_count >= 0, StatusCode::kInvalidArgument,
                      "{}: inconsistent per-channel statistics", p);
-    for (uint32_t c = 0; c < channels; ++c) {
-      QK_ASSIGN_OR_RETURN(float a, in.Get<float>("per_channel.amax[]"));
-      s.amax.push_back(a);
-    }
     pc = std::move(s);
+  }
+  if (!hist) {
+    QK_RETURN_IF_NOT(!pc, StatusCode::kInvalidArgument, "{}: range-only statistics with per-channel amax", p);
+    return quant::TensorCollector::RangeOnly(rs);
   }
   Result<quant::TensorCollector> t = quant::TensorCollector::FromParts(rs, std::move(*hist), std::move(pc));
   if (!t.ok()) return t.status().WithContext(p);
@@ -151,32 +114,34 @@ Result<quant::TensorCollector> GetTensor(Reader& in, const std::string& source, 
 }  // namespace
 
 std::string EncodeStatsWire(const StatsFile& stats) {
-  Writer out;
+  ByteWriter out;
   for (char c : kMagic) out.Put(c);
   out.Put(kByteOrder);
   out.Put(static_cast<int32_t>(stats.histogram_log2_bins));
   out.PutString(stats.model_sha256);
   out.Put(static_cast<uint32_t>(stats.tensors.size()));
   for (const auto& [name, t] : stats.tensors) {
-    QK_CHECK(t.has_histogram(), "tensor '{}': range-only statistics cannot be exchanged", name);
     out.PutString(name);
     const quant::RangeStats& r = t.range();
     for (int64_t v : {r.count, r.nan_count, r.posinf_count, r.neginf_count, r.zero_count}) out.Put(v);
     for (float v : {r.min, r.max, r.amax}) out.Put(v);
-    const quant::StreamingHistogram& h = t.histogram();
-    out.Put(static_cast<uint8_t>(h.empty_range() ? 0 : 1));
-    out.Put(static_cast<int32_t>(h.range_exp()));
-    out.Put(h.zero_count());
-    out.Put(h.nonfinite_count());
-    out.PutBins(h.positive());
-    out.PutBins(h.negative());
+    // The max-only fast path collects no histogram: its tensors travel as their range alone.
+    out.Put(static_cast<uint8_t>(t.has_histogram() ? 1 : 0));
+    if (t.has_histogram()) {
+      const quant::StreamingHistogram& h = t.histogram();
+      out.Put(static_cast<uint8_t>(h.empty_range() ? 0 : 1));
+      out.Put(static_cast<int32_t>(h.range_exp()));
+      out.Put(h.zero_count());
+      out.Put(h.nonfinite_count());
+      PutBins(out, h.positive());
+      PutBins(out, h.negative());
+    }
     const std::optional<quant::PerChannelStats> pc = t.per_channel();
     out.Put(static_cast<uint8_t>(pc ? 1 : 0));
     if (pc) {
       out.Put(pc->axis);
       out.Put(pc->nonfinite_count);
-      out.Put(static_cast<uint32_t>(pc->amax.size()));
-      for (float a : pc->amax) out.Put(a);
+      out.PutVector(pc->amax);
     }
   }
   return out.Take();
@@ -184,7 +149,7 @@ std::string EncodeStatsWire(const StatsFile& stats) {
 
 Result<StatsFile> DecodeStatsWire(const std::string& bytes, const std::string& source,
                                   const std::string& expected_model_sha256) {
-  Reader in(bytes, source);
+  ByteReader in(bytes, source);
   for (char c : kMagic) {
     QK_ASSIGN_OR_RETURN(char got, in.Get<char>("the header"));
     QK_RETURN_IF_NOT(got == c, StatusCode::kInvalidArgument, "{}: not quantkit statistics (bad header)", source);

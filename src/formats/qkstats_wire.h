@@ -7,12 +7,13 @@
 // its bytes, so the encoding is exact by construction (floats keep their bits, NaN payloads
 // included), and histograms are sparse (bin index, count) pairs as in the JSON.
 //
-//   "QKSTWIR1" u32 0x01020304 (byte order check) i32 log2_bins  str model_sha256  u32 tensors
+//   "QKSTWIR2" u32 0x01020304 (byte order check) i32 log2_bins  str model_sha256  u32 tensors
 //   per tensor: str name, range (5 x i64 counts, 3 x f32 min/max/amax),
-//               histogram (u8 has_range, i32 range_exp, i64 zeros, i64 nonfinite,
-//                          positive and negative: u32 n, n x (u32 bin, i64 count)),
+//               u8 has_histogram (0: range-only statistics of the max-only fast path)
+//               [histogram (u8 has_range, i32 range_exp, i64 zeros, i64 nonfinite,
+//                           positive and negative: u32 n, n x (u32 bin, i64 count))],
 //               u8 per_channel [i64 axis, i64 nonfinite, u32 n, n x f32 amax]
-//   str = u32 length + bytes; integers and floats in the host byte order.
+//   str = u32 length + bytes; integers and floats in the host byte order (common/byte_io.h).
 //
 // Decoding validates like the JSON reader (sizes, bin order and range, positive counts, the
 // histogram against range.count, the histogram's own invariants) and names `source` in errors:

@@ -53,7 +53,10 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   statistics->stats.model_sha256 = loaded.sha256;
   if (source->num_samples() == 0) {
     // A rank with no samples (fewer batches than ranks) contributes empty collectors.
-    for (const std::string& name : sites.activations) statistics->stats.tensors.emplace(name, quant::TensorCollector());
+    for (const std::string& name : sites.activations) {
+      statistics->stats.tensors.emplace(
+          name, kind == CollectorKind::kRangeOnly ? quant::TensorCollector::RangeOnly() : quant::TensorCollector());
+    }
     return Status::Ok();
   }
   const auto start = std::chrono::steady_clock::now();
@@ -254,10 +257,9 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   PreparedCalibration prepared;
   prepared.start = std::chrono::steady_clock::now();
   CalibrateResult& result = prepared.report;
-  // Max-only fast path: no histograms when nothing will read them (one process: ranks exchange
-  // .qkstats text, which carries histograms).
-  bool max_only = options.method.method == quant::CalibMethod::kMax && options.stats_out.empty() &&
-                  comm->world_size() == 1;
+  // Max-only fast path: no histograms when nothing will read them (under a launch the ranks then
+  // exchange range-only statistics, formats/qkstats_wire.h).
+  bool max_only = options.method.method == quant::CalibMethod::kMax && options.stats_out.empty();
   for (const auto& [key, m] : options.method_overrides) {
     max_only = max_only && m.method == quant::CalibMethod::kMax;
   }

@@ -30,14 +30,15 @@ Status CheckDistributedLaunch(const CLI::App& app) {
   const std::vector<CLI::App*> chosen = app.get_subcommands();
   if (chosen.empty()) return Status::Ok();
   const std::string name = chosen.front()->get_name();
-  if (name == "calibrate" || name == "eval" || name == "analyze" || name == "fallback" || name == "qat") {
+  if (name == "calibrate" || name == "eval" || name == "analyze" || name == "fallback" || name == "qat" ||
+      name == "diagnose") {
     return Status::Ok();
   }
   Result<std::optional<runtime::DistributedEnv>> env = runtime::ReadDistributedEnv();
   if (!env.ok() || !env->has_value() || (*env)->world_size == 1) return Status::Ok();
   return MakeStatus(StatusCode::kUnsupported,
                     "`quantkit {}` runs as one process, but this is rank {} of {} of a distributed "
-                    "launch; only calibrate, eval, analyze, fallback and qat share work across ranks "
+                    "launch; only calibrate, eval, analyze, diagnose, fallback and qat share work across ranks "
                     "(docs/distributed.md)",
                     name, (*env)->rank, (*env)->world_size);
 }

@@ -2,7 +2,9 @@
 #include <cstdio>
 
 #include "analysis/diagnose/diagnose.h"
+#include "cli_distributed.h"
 #include "cli_util.h"
+#include "pipelines/diagnose.h"
 #include "quant/method_amax.h"
 
 namespace quantkit::cli {
@@ -10,6 +12,7 @@ namespace quantkit::cli {
 void SetupDiagnose(CLI::App& app, RunFn* run) {
   struct Options {
     analysis::DiagnoseOptions diagnose;
+    pipelines::DistributedOptions distributed;
     std::string method = "max";
     std::string expect;
     std::vector<std::string> exclude;
@@ -49,6 +52,7 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
   cmd->add_flag("--json", opts->json, "print the JSON report instead of the text");
   cmd->add_flag("--strict", opts->strict, "exit 1 when the data is not clean (errors or warnings)");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
+  AddDistributedOptions(cmd, &opts->distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
       analysis::DiagnoseOptions& o = opts->diagnose;
@@ -65,8 +69,12 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
         o.placement.exclude_op_types.insert(e);
       }
       o.progress = !opts->quiet;
-      auto result = analysis::Diagnose(o);
-      if (!result.ok()) return Report(result.status());
+      auto run = pipelines::Diagnose(o, opts->distributed);
+      if (!run.ok()) return Report(run.status());
+      // Under a launch rank 0 has the whole report and prints it; every rank prints its line.
+      if (run->rank.world_size > 1) PrintRankLine(run->rank);
+      if (run->rank.rank != 0) return 0;
+      const analysis::DiagnoseResult* result = &run->result;
       if (opts->json) {
         std::fputs(analysis::DiagnoseJson(*result).c_str(), stdout);
       } else {

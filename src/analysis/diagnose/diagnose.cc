@@ -11,15 +11,18 @@
 #include <thread>
 
 #include "analysis/collect_pass.h"
+#include "analysis/diagnose/collection.h"
 #include "analysis/diagnose/internal.h"
 #include "analysis/model_loading.h"
 #include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/file_util.h"
 #include "data/npy.h"
+#include "data/shard.h"
 #include "data/source.h"
 #include "quant/collectors/per_channel.h"
 #include "quant/method_amax.h"
+#include "runtime/communicator.h"
 #include "runtime/interpreter.h"
 
 namespace quantkit::analysis {
@@ -30,24 +33,21 @@ using namespace diagnose_internal;  // NOLINT: this file's own helpers
 // Per-channel abs-max (axis 1) of every watched rank-4 (NCHW) tensor, for dead channels.
 class ChannelObserver final : public runtime::Observer {
  public:
-  explicit ChannelObserver(const CollectorMap* watched) : watched_(watched) {}
+  using Channels = std::map<std::string, quant::PerChannelAbsMaxCollector>;
+  ChannelObserver(const CollectorMap* watched, Channels* channels) : watched_(watched), channels_(channels) {}
   bool Wants(const std::string& name) const override { return watched_->count(name) != 0; }
   bool WantsFloat() const override { return true; }
   Status OnTensor(const std::string& name, const ir::Node*, const runtime::TensorView& view) override {
     if (view.shape.size() != 4) return Status::Ok();  // NCHW feature maps only (not [B, T, D])
-    auto it = channels_.try_emplace(name, quant::PerChannelAbsMaxCollector(1)).first;
+    auto it = channels_->try_emplace(name, quant::PerChannelAbsMaxCollector(1)).first;
     quant::TensorView v{quant::FloatSpan(view.data_as<float>(), static_cast<size_t>(view.numel())),
                         view.shape};
     return it->second.Observe(v).WithContext(fmt::format("tensor '{}'", name));
   }
-  std::vector<float> AmaxOf(const std::string& name) const {
-    auto it = channels_.find(name);
-    return it == channels_.end() ? std::vector<float>{} : it->second.Finalize().amax;
-  }
 
  private:
   const CollectorMap* watched_;
-  std::map<std::string, quant::PerChannelAbsMaxCollector> channels_;
+  Channels* channels_;
 };
 
 // Nodes whose result for one sample depends on the other samples of the batch.
@@ -174,26 +174,182 @@ Status MeasureBatchDependence(const DiagnoseOptions& o, const runtime::Interpret
   return Status::Ok();
 }
 
-void SampleOutliers(const std::vector<InputStats>& sets, const std::vector<InputStats>* base,
-                    std::vector<SampleOutlier>* out) {
-  for (size_t i = 0; i < sets.size(); ++i) {
-    const InputStats& s = sets[i];
-    const std::vector<double>& bm = base ? (*base)[i].sample_mean : s.sample_mean;
-    const std::vector<double>& bs = base ? (*base)[i].sample_std : s.sample_std;
-    const std::vector<double> zm = RobustZAgainst(s.sample_mean, bm), zs = RobustZAgainst(s.sample_std, bs);
-    for (size_t k = 0; k < zm.size(); ++k) {
-      if (std::fabs(zm[k]) > kSampleOutlierZ || std::fabs(zs[k]) > kSampleOutlierZ) {
-        out->push_back({static_cast<int64_t>(k), s.input, zm[k], zs[k]});
-      }
-    }
+// What every rank sets up the same way: the model, its quantized activations and the chunking.
+struct Setup {
+  std::shared_ptr<const ir::Model> model;
+  std::unique_ptr<runtime::Interpreter> interp;
+  std::vector<std::string> activations;
+  std::set<std::string> batch_first;  // inputs whose axis 0 is the batch
+  int64_t samples = 0, chunk_size = 0;
+  int chunks = 0;
+};
+
+// Per-sample input checks read [batch, ...] tensors: a recurrent state (batch on axis 1) or an
+// unbatched scalar is no sample stream to check.
+Status AddInputs(const std::set<std::string>& batch_first, const data::Batch& batch,
+                 std::map<std::string, InputStatsAccumulator>* acc) {
+  for (const auto& [name, tensor] : batch.inputs) {
+    if (!batch_first.count(name)) continue;
+    QK_RETURN_IF_ERROR(acc->try_emplace(name, name).first->second.Add(tensor));
   }
+  return Status::Ok();
 }
 
-std::string Names(const std::vector<std::string>& v, size_t limit = 5) {  // "a, b (+3 more)"
-  std::string s;
-  for (size_t i = 0; i < v.size() && i < limit; ++i) s += (i ? ", " : "") + v[i];
-  if (v.size() > limit) s += fmt::format(" (+{} more)", v.size() - limit);
-  return s;
+// Loads the model, finds the activations and fixes the chunking from the whole data (every rank
+// opens all of it, so the chunks and the provenance are the same everywhere).
+Status PrepareSetup(const DiagnoseOptions& o, Setup* setup, DiagnoseResult* r) {
+  QK_ASSIGN_OR_RETURN(ir::Model loaded, LoadModelForQuantization(o.model));
+  setup->model = std::make_shared<const ir::Model>(std::move(loaded));
+  QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites, passes::FindQdqSites(*setup->model->graph, o.placement));
+  setup->activations = passes::ActivationTensors(sites);
+  r->batch.graph_reasons = BatchMixingNodes(*setup->model->graph);
+  QK_ASSIGN_OR_RETURN(setup->interp, runtime::Interpreter::Create(setup->model));
+  for (const data::InputSpec& spec : data::ModelInputs(*setup->model)) {
+    if (spec.batch_axis == 0) setup->batch_first.insert(spec.name);
+  }
+  return Status::Ok();
+}
+
+// 1. This rank's shard of the calibration data: one collector set per chunk, per-channel
+// abs-max, input statistics; then its shard of the reference data (collection.h says why the
+// shards give one process's numbers).
+Status CollectShard(const DiagnoseOptions& o, const runtime::Communicator& comm, Setup* setup,
+                    DiagnoseCollection* part, DiagnoseResult* r) {
+  QK_RETURN_IF_ERROR(PrepareSetup(o, setup, r));
+  const ir::Model& model = *setup->model;
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, Open(o.data, model, o.samples));
+  r->data = source->Describe();
+  const int64_t n = source->num_samples();
+  QK_RETURN_IF_NOT(n > 0, StatusCode::kInvalidArgument, "{}: no samples", r->data);
+  r->samples = setup->samples = n;
+  const int64_t k = (n + std::min<int64_t>(o.chunks, n) - 1) / std::min<int64_t>(o.chunks, n);
+  setup->chunk_size = r->chunk_size = k;
+  setup->chunks = static_cast<int>((n + k - 1) / k);
+  part->chunks.resize(static_cast<size_t>(setup->chunks));
+  for (CollectorMap& c : part->chunks) {
+    for (const std::string& a : setup->activations) c.emplace(a, quant::TensorCollector());
+  }
+  // Shards on chunk boundaries: every chunk is one rank's (and batches restart at each).
+  r->shard = data::ShardOf(n, comm.rank(), comm.world_size(), /*granule=*/k);
+  part->first_chunk = static_cast<int>(r->shard.begin / k);
+  part->end_chunk = static_cast<int>((r->shard.end + k - 1) / k);
+  if (comm.world_size() > 1) source = data::Slice(std::move(source), r->shard);
+  CollectingObserver observer(&part->chunks[0]);
+  ChannelObserver channels(&part->chunks[0], &part->channels);
+  PassOptions pass;
+  pass.batch_size = o.batch_size;
+  pass.chunk_size = k;
+  pass.label = "diagnose";
+  pass.progress = o.progress && comm.is_root();
+  PassHooks hooks;
+  const int64_t offset = r->shard.begin;  // the hooks count this rank's samples from 0
+  hooks.before_run = [&](int64_t start, const data::Batch& batch) {
+    observer.set_target(&part->chunks[static_cast<size_t>((offset + start) / k)]);
+    return AddInputs(setup->batch_first, batch, &part->inputs);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  if (source->num_samples() > 0) {
+    QK_RETURN_IF_ERROR(RunPass(*setup->interp, *source, pass, {&observer, &channels}, hooks));
+  }
+  if (!o.reference_data.empty()) {
+    QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> ref, Open(o.reference_data, model, o.reference_samples));
+    r->reference = ref->Describe();
+    r->reference_samples = ref->num_samples();
+    for (const std::string& a : setup->activations) part->reference.emplace(a, quant::TensorCollector());
+    // Whole batches as one process runs them.
+    const data::ShardRange shard = data::ShardOf(ref->num_samples(), comm.rank(), comm.world_size(),
+                                                 data::EffectiveBatchSize(*ref, o.batch_size));
+    if (comm.world_size() > 1) ref = data::Slice(std::move(ref), shard);
+    CollectingObserver ref_observer(&part->reference);
+    PassOptions rp = pass;
+    rp.chunk_size = 0;
+    rp.label = "reference";
+    PassHooks rh;
+    rh.before_run = [&](int64_t, const data::Batch& batch) {
+      return AddInputs(setup->batch_first, batch, &part->reference_inputs);
+    };
+    if (ref->num_samples() > 0) QK_RETURN_IF_ERROR(RunPass(*setup->interp, *ref, rp, {&ref_observer}, rh));
+  }
+  r->collect_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return Status::Ok();
+}
+
+// 2-5 on rank 0 (or the only process), from every rank's statistics: per-tensor analysis, the
+// batch check, the reference comparison, the findings and the report files.
+Status Analyse(const DiagnoseOptions& o, const Setup& setup, DiagnoseCollection all, ArtifactSet* out,
+               std::chrono::steady_clock::time_point start_time, DiagnoseResult* result) {
+  DiagnoseResult& r = *result;
+  const std::vector<std::string>& activations = setup.activations;
+  const int64_t n = setup.samples, k = setup.chunk_size;
+  const int chunks = setup.chunks;
+  for (const auto& [name, acc] : all.inputs) r.inputs.push_back(acc.Finalize());
+
+  // 2. Per-tensor analysis from the chunks.
+  const Resampling resampling = MakeResampling(chunks, o.bootstrap, o.subsets, o.seed);
+  std::vector<int64_t> chunk_end;
+  for (int i = 0; i < chunks; ++i) chunk_end.push_back(std::min<int64_t>(n, (i + 1) * k));
+  auto channel_amax = [&all](const std::string& name) {
+    auto it = all.channels.find(name);
+    return it == all.channels.end() ? std::vector<float>{} : it->second.Finalize().amax;
+  };
+  // Tensors are independent and the chunk collectors are only read: analyse them in parallel
+  // (the histogram methods over the resamples dominate diagnose's run time).
+  std::map<std::string, quant::TensorCollector> full;
+  for (const std::string& a : activations) full.emplace(a, quant::TensorCollector());
+  std::vector<Result<TensorDiagnosis>> analysed(activations.size(), Status(StatusCode::kInternal, "not run"));
+  std::atomic<size_t> next{0};
+  auto worker = [&]() {
+    for (size_t i = next++; i < activations.size(); i = next++) {
+      const std::string& a = activations[i];
+      std::vector<const quant::TensorCollector*> parts;
+      for (const CollectorMap& c : all.chunks) parts.push_back(&c.at(a));
+      analysed[i] = AnalyzeTensor(a, parts, chunk_end, resampling, o.method, channel_amax(a), &full.at(a));
+    }
+  };
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < std::min(threads, activations.size()); ++i) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (Result<TensorDiagnosis>& t : analysed) {
+    if (!t.ok()) return t.status();
+    r.tensors.push_back(std::move(*t));
+  }
+  all.chunks.clear();
+
+  // 3. Batch-size dependence, measured (a few samples, here alone).
+  if (o.batch_check_samples > 0) {
+    QK_RETURN_IF_ERROR(MeasureBatchDependence(o, *setup.interp, *setup.model, activations, n, &r.batch));
+  }
+
+  // 4. Reference data: clipping and divergence per tensor, input statistics.
+  if (!o.reference_data.empty()) {
+    for (const auto& [name, acc] : all.reference_inputs) r.reference_inputs.push_back(acc.Finalize());
+    for (TensorDiagnosis& t : r.tensors) {
+      const quant::TensorCollector& c = all.reference.at(t.name);
+      const quant::TensorCollector& f = full.at(t.name);
+      t.ref_amax = c.range().amax;
+      t.ref_clip_share = t.amax > 0 ? ShareAbove(c.histogram(), t.amax) : 0.0;
+      t.ref_js_bits = JensenShannonBits(f.histogram(), f.range().amax, c.histogram(), c.range().amax);
+    }
+  }
+
+  // 5. Findings.
+  AddFindings(o, &r);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+  r.summary = DiagnoseText(r);
+  if (out) {
+    const auto write_start = std::chrono::steady_clock::now();
+    QK_ASSIGN_OR_RETURN(r.written, WriteDiagnoseSvgs(r, *out));
+    QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("report.txt"), r.summary));
+    // report.json lists every file of the set, itself included.
+    r.written.push_back(out->Target("report.txt"));
+    r.written.push_back(out->Target("report.json"));
+    QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("report.json"), DiagnoseJson(r)));
+    QK_RETURN_IF_ERROR(out->Commit().status());
+    r.write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -208,271 +364,49 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
                    "--bootstrap and --subsets must not be negative");
   QK_RETURN_IF_NOT(o.ci_tolerance > 0 && o.cv_tolerance > 0, StatusCode::kInvalidArgument,
                    "--tolerance values must be positive");
-  // -o is locked before the (long) analysis, so that a concurrent run into the same directory
-  // fails at once; the reports and pictures then land together or not at all.
-  std::unique_ptr<ArtifactSet> out;
-  if (!o.output_dir.empty()) {
-    QK_ASSIGN_OR_RETURN(out, ArtifactSet::Open(o.output_dir, {"report.txt", "report.json"}));
+  std::unique_ptr<runtime::Communicator> single;
+  runtime::Communicator* comm = o.comm;
+  if (!comm) {
+    single = runtime::SingleProcessCommunicator();
+    comm = single.get();
   }
   const auto start_time = std::chrono::steady_clock::now();
   DiagnoseResult r;
   r.model = o.model;
   r.method = quant::MethodLabel(o.method);
   r.chosen = o.method;
-  QK_ASSIGN_OR_RETURN(ir::Model loaded, LoadModelForQuantization(o.model));
-  auto model = std::make_shared<const ir::Model>(std::move(loaded));
-  QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites, passes::FindQdqSites(*model->graph, o.placement));
-  const std::vector<std::string> activations = passes::ActivationTensors(sites);
-  r.batch.graph_reasons = BatchMixingNodes(*model->graph);
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interp, runtime::Interpreter::Create(model));
-
-  // 1. Calibration pass: one collector set per chunk, model-input statistics per sample.
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, Open(o.data, *model, o.samples));
-  r.data = source->Describe();
-  const int64_t n = source->num_samples();
-  QK_RETURN_IF_NOT(n > 0, StatusCode::kInvalidArgument, "{}: no samples", r.data);
-  r.samples = n;
-  const int64_t k = (n + std::min<int64_t>(o.chunks, n) - 1) / std::min<int64_t>(o.chunks, n);
-  const int chunks = static_cast<int>((n + k - 1) / k);
-  r.chunk_size = k;
-  std::vector<CollectorMap> chunk_stats(static_cast<size_t>(chunks));
-  for (CollectorMap& c : chunk_stats) {
-    for (const std::string& a : activations) c.emplace(a, quant::TensorCollector());
-  }
-  CollectingObserver observer(&chunk_stats[0]);
-  ChannelObserver channels(&chunk_stats[0]);
-  std::map<std::string, InputStatsAccumulator> input_acc;
-  // Per-sample input checks read [batch, ...] tensors: a recurrent state (batch on axis 1) or an
-  // unbatched scalar is no sample stream to check.
-  std::set<std::string> batch_first;
-  for (const data::InputSpec& spec : data::ModelInputs(*model)) {
-    if (spec.batch_axis == 0) batch_first.insert(spec.name);
-  }
-  auto input_hook = [batch_first](std::map<std::string, InputStatsAccumulator>* acc, const data::Batch& batch) {
-    for (const auto& [name, tensor] : batch.inputs) {
-      if (!batch_first.count(name)) continue;
-      QK_RETURN_IF_ERROR(acc->try_emplace(name, name).first->second.Add(tensor));
-    }
-    return Status::Ok();
-  };
-  PassOptions pass;
-  pass.batch_size = o.batch_size;
-  pass.chunk_size = k;
-  pass.label = "diagnose";
-  pass.progress = o.progress;
-  PassHooks hooks;
-  hooks.before_run = [&](int64_t start, const data::Batch& batch) {
-    observer.set_target(&chunk_stats[static_cast<size_t>(start / k)]);
-    return input_hook(&input_acc, batch);
-  };
-  QK_RETURN_IF_ERROR(RunPass(*interp, *source, pass, {&observer, &channels}, hooks));
-  for (const auto& [name, acc] : input_acc) r.inputs.push_back(acc.Finalize());
-
-  // 2. Per-tensor analysis from the chunks.
-  const Resampling resampling = MakeResampling(chunks, o.bootstrap, o.subsets, o.seed);
-  std::vector<int64_t> chunk_end;
-  for (int i = 0; i < chunks; ++i) chunk_end.push_back(std::min<int64_t>(n, (i + 1) * k));
-  // Tensors are independent and the chunk collectors are only read: analyse them in parallel
-  // (the histogram methods over the resamples dominate diagnose's run time).
-  std::map<std::string, quant::TensorCollector> full;
-  for (const std::string& a : activations) full.emplace(a, quant::TensorCollector());
-  std::vector<Result<TensorDiagnosis>> analysed(activations.size(), Status(StatusCode::kInternal, "not run"));
-  std::atomic<size_t> next{0};
-  auto worker = [&]() {
-    for (size_t i = next++; i < activations.size(); i = next++) {
-      const std::string& a = activations[i];
-      std::vector<const quant::TensorCollector*> parts;
-      for (const CollectorMap& c : chunk_stats) parts.push_back(&c.at(a));
-      analysed[i] = AnalyzeTensor(a, parts, chunk_end, resampling, o.method, channels.AmaxOf(a), &full.at(a));
-    }
-  };
-  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
-  std::vector<std::thread> pool;
-  for (size_t i = 1; i < std::min(threads, activations.size()); ++i) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
-  for (Result<TensorDiagnosis>& t : analysed) {
-    if (!t.ok()) return t.status();
-    r.tensors.push_back(std::move(*t));
-  }
-  chunk_stats.clear();
-
-  // 3. Batch-size dependence, measured.
-  if (o.batch_check_samples > 0) {
-    QK_RETURN_IF_ERROR(MeasureBatchDependence(o, *interp, *model, activations, n, &r.batch));
-  }
-
-  // 4. Reference data: clipping and divergence per tensor, input statistics.
-  if (!o.reference_data.empty()) {
-    QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> ref, Open(o.reference_data, *model, o.reference_samples));
-    r.reference = ref->Describe();
-    r.reference_samples = ref->num_samples();
-    CollectorMap ref_stats;
-    for (const std::string& a : activations) ref_stats.emplace(a, quant::TensorCollector());
-    CollectingObserver ref_observer(&ref_stats);
-    std::map<std::string, InputStatsAccumulator> ref_acc;
-    PassOptions rp = pass;
-    rp.chunk_size = 0;
-    rp.label = "reference";
-    PassHooks rh;
-    rh.before_run = [&](int64_t, const data::Batch& batch) { return input_hook(&ref_acc, batch); };
-    QK_RETURN_IF_ERROR(RunPass(*interp, *ref, rp, {&ref_observer}, rh));
-    for (const auto& [name, acc] : ref_acc) r.reference_inputs.push_back(acc.Finalize());
-    for (TensorDiagnosis& t : r.tensors) {
-      const quant::TensorCollector& c = ref_stats.at(t.name);
-      const quant::TensorCollector& f = full.at(t.name);
-      t.ref_amax = c.range().amax;
-      t.ref_clip_share = t.amax > 0 ? ShareAbove(c.histogram(), t.amax) : 0.0;
-      t.ref_js_bits = JensenShannonBits(f.histogram(), f.range().amax, c.histogram(), c.range().amax);
+  r.rank = comm->rank();
+  r.world_size = comm->world_size();
+  // -o is locked (by rank 0, which alone writes) before the long passes, so that a concurrent
+  // run into the same directory fails at once; the reports and pictures then land together or
+  // not at all.
+  std::unique_ptr<ArtifactSet> out;
+  Status status = Status::Ok();
+  if (!o.output_dir.empty() && comm->is_root()) {
+    Result<std::unique_ptr<ArtifactSet>> opened = ArtifactSet::Open(o.output_dir, {"report.txt", "report.json"});
+    if (opened.ok()) {
+      out = std::move(*opened);
+    } else {
+      status = opened.status();
     }
   }
-
-  // 5. Findings.
-  std::vector<Finding>& F = r.findings;
-  r.worst_ci_rel = 0;
-  for (const TensorDiagnosis& t : r.tensors) {
-    if (t.amax <= 0) continue;
-    r.worst_ci_rel = std::max(r.worst_ci_rel, t.ci_rel);
-    if (t.ci_rel > o.ci_tolerance) r.moving.push_back(t.name);
-    auto cv = t.cv.find(r.chosen);
-    if (cv != t.cv.end() && cv->second > o.cv_tolerance) r.unstable.push_back(t.name);
+  // Every rank collects its shard; a failure on any rank stops them all, naming it.
+  Setup setup;
+  DiagnoseCollection part;
+  if (status.ok()) status = CollectShard(o, *comm, &setup, &part, &r);
+  QK_RETURN_IF_ERROR(comm->Agree(status, "diagnosing the data"));
+  const auto merge_start = std::chrono::steady_clock::now();
+  Result<DiagnoseCollection> all = GatherCollectionOnRoot(*comm, std::move(part));
+  r.merge_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - merge_start).count();
+  if (!comm->is_root()) {
+    // Wait for rank 0's outcome: its failure to analyse or write fails this rank too.
+    QK_RETURN_IF_ERROR(all.status());
+    QK_RETURN_IF_ERROR(comm->Agree(Status::Ok(), "analysing and writing on rank 0"));
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+    return r;
   }
-  r.enough = r.moving.empty();
-  {
-    const double ratio = std::isfinite(r.worst_ci_rel) ? r.worst_ci_rel / o.ci_tolerance : 4.0;
-    // The interval narrows like 1/sqrt(N): N' = N (width / tolerance)^2, rounded up to 32.
-    const double want = static_cast<double>(n) * ratio * ratio;
-    r.suggested_samples = std::max<int64_t>(k, (static_cast<int64_t>(std::ceil(want)) + 31) / 32 * 32);
-    if (!r.enough) r.suggested_samples = std::max(r.suggested_samples, 2 * n);
-  }
-  auto moving_detail = [&]() {
-    std::vector<const TensorDiagnosis*> v;
-    for (const TensorDiagnosis& t : r.tensors) {
-      if (t.amax > 0 && t.ci_rel > o.ci_tolerance) v.push_back(&t);
-    }
-    std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->ci_rel > b->ci_rel; });
-    std::vector<std::string> s;
-    for (auto* t : v) s.push_back(fmt::format("{} (+-{:.1f}%)", t->name, 100.0 * t->ci_rel));
-    return Names(s);
-  };
-  if (r.enough) {
-    F.push_back({"samples_enough", "info", "data",
-                 fmt::format("{} samples enough: every quantized tensor's {} scale 95% interval is "
-                             "within +-{:.1f}% (worst +-{:.2f}%); about {} would do",
-                             n, r.method, 100.0 * o.ci_tolerance, 100.0 * r.worst_ci_rel,
-                             std::min(n, r.suggested_samples))});
-  } else {
-    F.push_back({"too_few_samples", "warning", "data",
-                 fmt::format("add samples: with {} samples these tensors' {} scale still moves beyond "
-                             "+-{:.1f}% (95% interval): {}; suggested N >= {}",
-                             n, r.method, 100.0 * o.ci_tolerance, moving_detail(), r.suggested_samples)});
-  }
-  if (!r.unstable.empty()) {
-    F.push_back({"unstable_scale", "warning", "data",
-                 fmt::format("{} scales change by more than {:.1f}% (coefficient of variation) between "
-                             "halves of the data: {}",
-                             r.method, 100.0 * o.cv_tolerance, Names(r.unstable))});
-  }
-  if (o.method.method != quant::CalibMethod::kEntropy) {
-    std::vector<std::string> ent;
-    for (const TensorDiagnosis& t : r.tensors) {
-      auto it = t.cv.find(quant::DefaultRequest(quant::CalibMethod::kEntropy));
-      if (it != t.cv.end() && it->second > o.cv_tolerance) ent.push_back(t.name);
-    }
-    if (!ent.empty()) {
-      F.push_back({"entropy_unstable", "info", "data",
-                   fmt::format("entropy calibration would be unstable on: {}", Names(ent))});
-    }
-  }
-  for (const TensorDiagnosis& t : r.tensors) TensorFindings(t, o.method, &F);
-
-  if (!r.batch.graph_reasons.empty()) {
-    F.push_back({"batch_dependent_graph", "warning", "model",
-                 fmt::format("activations depend on the batch composition: {}; export the model in "
-                             "eval mode", Names(r.batch.graph_reasons, 3))});
-  }
-  if (r.batch.measured && (r.batch.max_rel_amax_diff > kBatchTolerance || r.batch.max_output_diff > kBatchTolerance)) {
-    F.push_back({"batch_dependent", "error", "model",
-                 fmt::format("statistics differ between batch 1 and batch {} on the same {} samples: "
-                             "amax of '{}' by {:.3g}%, outputs by {:.3g}% of their range",
-                             r.batch.batch, r.batch.samples, r.batch.worst_tensor,
-                             100.0 * r.batch.max_rel_amax_diff, 100.0 * r.batch.max_output_diff)});
-  }
-
-  // Inputs: each set alone, calibration vs reference vs expectation, outlier samples.
-  for (const InputStats& s : r.inputs) {
-    CheckInputSet(s, "calibration", &F);
-    if (!o.expect.empty()) CheckExpectation(s, "calibration", o.expect, &F);
-  }
-  for (const InputStats& s : r.reference_inputs) {
-    CheckInputSet(s, "reference", &F);
-    if (!o.expect.empty()) CheckExpectation(s, "reference", o.expect, &F);
-    for (const InputStats& c : r.inputs) {
-      if (c.input == s.input) CompareInputSets(c, "calibration", s, "reference", &F);
-    }
-  }
-  SampleOutliers(r.inputs, nullptr, &r.outliers);
-  if (!r.outliers.empty()) {
-    std::string idx;
-    for (size_t i = 0; i < r.outliers.size() && i < 10; ++i) idx += fmt::format("{}{}", i ? ", " : "", r.outliers[i].index);
-    F.push_back({"outlier_samples", "warning", "data",
-                 fmt::format("{} calibration samples have input statistics far from the rest (robust "
-                             "z > {}): {}{}", r.outliers.size(), kSampleOutlierZ, idx,
-                             r.outliers.size() > 10 ? ", ..." : "")});
-  }
-  if (!r.reference_inputs.empty() && r.reference_inputs.size() == r.inputs.size()) {
-    SampleOutliers(r.reference_inputs, &r.inputs, &r.reference_outliers);
-    if (!r.reference_outliers.empty()) {
-      const double share = static_cast<double>(r.reference_outliers.size()) /
-                           static_cast<double>(std::max<int64_t>(r.reference_samples, 1));
-      std::string idx;
-      for (size_t i = 0; i < r.reference_outliers.size() && i < 10; ++i) {
-        idx += fmt::format("{}{}", i ? ", " : "", r.reference_outliers[i].index);
-      }
-      F.push_back({"reference_outlier_samples", share > 0.01 ? "warning" : "info", "data",
-                   fmt::format("{} reference samples lie outside the calibration set's input "
-                               "statistics (robust z > {}): {}{}",
-                               r.reference_outliers.size(), kSampleOutlierZ, idx,
-                               r.reference_outliers.size() > 10 ? ", ..." : "")});
-    }
-  }
-  if (!o.reference_data.empty()) {
-    std::vector<const TensorDiagnosis*> clip, shift;
-    const double clip_limit = std::max(kReferenceClipShare, 2.0 / static_cast<double>(n + 1));
-    for (const TensorDiagnosis& t : r.tensors) {
-      if (t.ref_clip_share - t.clip_share > clip_limit) clip.push_back(&t);
-      if (t.ref_js_bits > kShiftJsBits) shift.push_back(&t);
-    }
-    std::sort(clip.begin(), clip.end(), [](auto* a, auto* b) { return a->ref_clip_share > b->ref_clip_share; });
-    std::sort(shift.begin(), shift.end(), [](auto* a, auto* b) { return a->ref_js_bits > b->ref_js_bits; });
-    if (!clip.empty()) {
-      std::vector<std::string> s;
-      for (auto* t : clip) s.push_back(fmt::format("{} ({:.2f}% beyond {:.4g})", t->name, 100 * t->ref_clip_share, t->amax));
-      F.push_back({"reference_clipping", "warning", clip.front()->name,
-                   fmt::format("the reference data would be clipped by the calibrated scales (beyond what "
-                               "calibration itself clips, > {:.2f}%): {}", 100.0 * clip_limit, Names(s))});
-    }
-    if (!shift.empty()) {
-      std::vector<std::string> s;
-      for (auto* t : shift) s.push_back(fmt::format("{} (JS {:.3f} bits)", t->name, t->ref_js_bits));
-      F.push_back({"distribution_shift", "warning", shift.front()->name,
-                   fmt::format("activation distributions differ between calibration and reference "
-                               "data: {}", Names(s))});
-    }
-  }
-  r.clean = std::none_of(F.begin(), F.end(), [](const Finding& f) { return f.severity != "info"; });
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
-  r.summary = DiagnoseText(r);
-
-  if (out) {
-    QK_ASSIGN_OR_RETURN(r.written, WriteDiagnoseSvgs(r, *out));
-    QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("report.txt"), r.summary));
-    // report.json lists every file of the set, itself included.
-    r.written.push_back(out->Target("report.txt"));
-    r.written.push_back(out->Target("report.json"));
-    QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("report.json"), DiagnoseJson(r)));
-    QK_RETURN_IF_ERROR(out->Commit().status());
-  }
+  status = all.ok() ? Analyse(o, setup, std::move(*all), out.get(), start_time, &r) : all.status();
+  QK_RETURN_IF_ERROR(comm->Agree(status, "analysing and writing on rank 0"));
   return r;
 }
 

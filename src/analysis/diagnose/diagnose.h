@@ -20,10 +20,12 @@
 
 #include "analysis/diagnose/inputs.h"
 #include "analysis/diagnose/stats.h"
+#include "data/shard.h"
 #include "passes/qdq_placement.h"
 #include "quant/collectors/range.h"
 #include "quant/tensor_calib.h"
 #include "quantkit/status.h"
+#include "runtime/communicator.h"
 
 namespace quantkit {
 class ArtifactSet;
@@ -50,6 +52,10 @@ struct DiagnoseOptions {
   passes::PlacementOptions placement;
   std::string output_dir;       // SVG pictures + report.json + report.txt; empty: none
   bool progress = true;
+  // The ranks of a distributed run (not owned; nullptr: one process). Each rank runs its shard
+  // of the data; rank 0 gets every rank's statistics, analyses them and alone writes -o, and
+  // its report is one process's report (timing aside; docs/distributed.md).
+  runtime::Communicator* comm = nullptr;
 };
 
 struct TensorDiagnosis {
@@ -106,6 +112,13 @@ struct DiagnoseResult {
   std::string summary;                             // the text report
   std::vector<std::string> written;
   double seconds = 0;
+  // This process's part of a distributed run (rank 0 of 1 otherwise); not in the reports. On the
+  // ranks other than 0 only these, model, data and samples are filled.
+  int rank = 0, world_size = 1;
+  data::ShardRange shard;           // the calibration samples this rank ran
+  double collect_seconds = 0;       // its passes over its shards
+  double merge_seconds = 0;         // gathering on rank 0
+  double write_seconds = 0;         // the report files (rank 0)
 };
 
 Result<DiagnoseResult> Diagnose(const DiagnoseOptions& options);

@@ -53,27 +53,26 @@ std::string ClassifyScale(double min, double max, double mean, double std) {
 Status InputStatsAccumulator::Add(const ir::Tensor& batch) {
   if (batch.dtype() != ir::DType::kFloat || batch.rank() < 1) return Status::Ok();
   const int64_t b = batch.dims()[0];
-  const std::vector<int64_t> dims(batch.dims().begin() + 1, batch.dims().end());
-  if (stats_.samples == 0) {
-    stats_.sample_dims = dims;
-    stats_.channel_axis = GuessChannelAxis(dims);
-    const int64_t c = stats_.channel_axis < 0 ? 1 : dims[static_cast<size_t>(stats_.channel_axis)];
-    ch_sum_.assign(static_cast<size_t>(c), 0.0);
-    ch_sumsq_.assign(static_cast<size_t>(c), 0.0);
-    ch_count_.assign(static_cast<size_t>(c), 0);
-  }
-  // Samples of other shapes (text lines of other widths, pages of other sizes) run in their own
-  // batches; the per-sample statistics describe the samples of the first shape.
-  if (dims != stats_.sample_dims) return Status::Ok();
-  const int64_t per = b > 0 ? batch.numel() / b : 0;
+  if (b == 0) return Status::Ok();
+  Batch out;
+  out.sample_dims.assign(batch.dims().begin() + 1, batch.dims().end());
+  const std::vector<int64_t>& dims = out.sample_dims;
+  out.channel_axis = GuessChannelAxis(dims);
+  const int64_t axis = out.channel_axis;
+  const int64_t channels = axis < 0 ? 1 : dims[static_cast<size_t>(axis)];
+  const int64_t per = batch.numel() / b;
+  if (per == 0) return Status::Ok();
+  out.per_channel_count = per / channels;
+  out.ch_sum.assign(static_cast<size_t>(b * channels), 0.0);
+  out.ch_sumsq.assign(static_cast<size_t>(b * channels), 0.0);
   const int64_t w = dims.empty() ? 1 : dims.back();
-  const int64_t axis = stats_.channel_axis;
-  const int64_t channels = static_cast<int64_t>(ch_sum_.size());
   // Elements per channel block and the stride pattern: CHW -> channel = i / (H*W); HWC -> i % C.
   const int64_t plane = axis == 0 ? per / channels : 1;
   const float* base = batch.data_as<float>();
   for (int64_t s = 0; s < b; ++s) {
     const float* x = base + s * per;
+    double* ch_sum = out.ch_sum.data() + s * channels;  // this sample's own sums
+    double* ch_sumsq = out.ch_sumsq.data() + s * channels;
     double sum = 0, sumsq = 0;
     float lo = x[0], hi = x[0];
     for (int64_t i = 0; i < per; ++i) {
@@ -83,22 +82,19 @@ Status InputStatsAccumulator::Add(const ir::Tensor& batch) {
       lo = std::min(lo, x[i]);
       hi = std::max(hi, x[i]);
       const int64_t c = axis == 0 ? i / plane : (axis == 2 ? i % channels : 0);
-      ch_sum_[static_cast<size_t>(c)] += v;
-      ch_sumsq_[static_cast<size_t>(c)] += v * v;
-      ++ch_count_[static_cast<size_t>(c)];
+      ch_sum[c] += v;
+      ch_sumsq[c] += v * v;
     }
-    if (!any_) min_ = lo, max_ = hi, any_ = true;
-    min_ = std::min<double>(min_, lo);
-    max_ = std::max<double>(max_, hi);
+    out.min = s == 0 ? lo : std::min<double>(out.min, lo);
+    out.max = s == 0 ? hi : std::max<double>(out.max, hi);
     const double mean = sum / static_cast<double>(per);
     const double var = std::max(0.0, sumsq / static_cast<double>(per) - mean * mean);
-    stats_.sample_mean.push_back(mean);
-    stats_.sample_std.push_back(std::sqrt(var));
-    const size_t h = std::hash<std::string_view>()(
-        std::string_view(reinterpret_cast<const char*>(x), static_cast<size_t>(per) * sizeof(float)));
-    if (hashes_[h]++ > 0) ++stats_.duplicate_samples;
+    out.sample_mean.push_back(mean);
+    out.sample_std.push_back(std::sqrt(var));
+    out.sample_hash.push_back(std::hash<std::string_view>()(
+        std::string_view(reinterpret_cast<const char*>(x), static_cast<size_t>(per) * sizeof(float))));
     if (lo == hi) {
-      ++stats_.constant_samples;
+      ++out.constant_samples;
       continue;
     }
     // Spatial structure along the last axis (skipped for HWC, whose last axis is channels).
@@ -108,7 +104,7 @@ Status InputStatsAccumulator::Add(const ir::Tensor& batch) {
       m2 += d * d;
       m4 += d * d * d * d;
     }
-    kurtosis_.push_back(m2 > 0 ? m4 * static_cast<double>(per) / (m2 * m2) - 3.0 : 0.0);
+    out.kurtosis.push_back(m2 > 0 ? m4 * static_cast<double>(per) / (m2 * m2) - 3.0 : 0.0);
     if (axis == 2 || w < 4) continue;
     const int64_t lag_c = std::max<int64_t>(channels, 1);
     double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0, d1 = 0, dc = 0;
@@ -129,36 +125,125 @@ Status InputStatsAccumulator::Add(const ir::Tensor& batch) {
     const double n = static_cast<double>(n1);
     const double cov = sxy / n - (sx / n) * (sy / n);
     const double vx = sxx / n - (sx / n) * (sx / n), vy = syy / n - (sy / n) * (sy / n);
-    lag1_corr_.push_back(vx > 0 && vy > 0 ? cov / std::sqrt(vx * vy) : 0.0);
-    lag1_absdiff_.push_back(d1 / n);
-    lagc_absdiff_.push_back(nc > 0 ? dc / static_cast<double>(nc) : 0.0);
+    out.lag1_corr.push_back(vx > 0 && vy > 0 ? cov / std::sqrt(vx * vy) : 0.0);
+    out.lag1_absdiff.push_back(d1 / n);
+    out.lagc_absdiff.push_back(nc > 0 ? dc / static_cast<double>(nc) : 0.0);
   }
-  stats_.samples += b;
+  batches_.push_back(std::move(out));
+  return Status::Ok();
+}
+
+Status InputStatsAccumulator::Append(InputStatsAccumulator&& later) {
+  QK_RETURN_IF_NOT(later.input_ == input_, StatusCode::kInvalidArgument,
+                   "input statistics of '{}' cannot be appended to those of '{}'", later.input_, input_);
+  for (Batch& b : later.batches_) batches_.push_back(std::move(b));
+  later.batches_.clear();
   return Status::Ok();
 }
 
 InputStats InputStatsAccumulator::Finalize() const {
-  InputStats s = stats_;
-  double sum = 0, sumsq = 0;
-  int64_t count = 0;
-  for (size_t c = 0; c < ch_sum_.size(); ++c) {
-    const double n = static_cast<double>(std::max<int64_t>(ch_count_[c], 1));
-    const double m = ch_sum_[c] / n;
-    s.channel_mean.push_back(m);
-    s.channel_std.push_back(std::sqrt(std::max(0.0, ch_sumsq_[c] / n - m * m)));
-    sum += ch_sum_[c], sumsq += ch_sumsq_[c], count += ch_count_[c];
+  InputStats s;
+  s.input = input_;
+  if (batches_.empty()) return s;
+  s.sample_dims = batches_.front().sample_dims;
+  s.channel_axis = batches_.front().channel_axis;
+  const size_t channels = batches_.front().ch_sum.size() / batches_.front().sample_mean.size();
+  std::vector<double> ch_sum(channels, 0.0), ch_sumsq(channels, 0.0);
+  int64_t ch_count = 0;  // values per channel
+  std::vector<double> kurtosis, lag1_corr, lag1_absdiff, lagc_absdiff;
+  std::unordered_map<uint64_t, int64_t> seen;
+  auto append = [](std::vector<double>* to, const std::vector<double>& from) {
+    to->insert(to->end(), from.begin(), from.end());
+  };
+  bool first = true;
+  for (const Batch& b : batches_) {
+    // The samples of the first shape only (a decoded state was checked to have its channels).
+    const int64_t n = static_cast<int64_t>(b.sample_mean.size());
+    if (b.sample_dims != s.sample_dims || b.ch_sum.size() != channels * static_cast<size_t>(n)) continue;
+    // Sample by sample in sample order: the same additions whatever the batching or sharding.
+    for (size_t i = 0; i < b.ch_sum.size(); ++i) {
+      ch_sum[i % channels] += b.ch_sum[i];
+      ch_sumsq[i % channels] += b.ch_sumsq[i];
+    }
+    ch_count += b.per_channel_count * n;
+    s.min = first ? b.min : std::min(s.min, b.min);
+    s.max = first ? b.max : std::max(s.max, b.max);
+    first = false;
+    s.samples += n;
+    append(&s.sample_mean, b.sample_mean);
+    append(&s.sample_std, b.sample_std);
+    for (uint64_t h : b.sample_hash) s.duplicate_samples += seen[h]++ > 0 ? 1 : 0;
+    s.constant_samples += b.constant_samples;
+    append(&kurtosis, b.kurtosis);
+    append(&lag1_corr, b.lag1_corr);
+    append(&lag1_absdiff, b.lag1_absdiff);
+    append(&lagc_absdiff, b.lagc_absdiff);
   }
+  double sum = 0, sumsq = 0;
+  const double n = static_cast<double>(std::max<int64_t>(ch_count, 1));
+  for (size_t c = 0; c < channels; ++c) {
+    const double m = ch_sum[c] / n;
+    s.channel_mean.push_back(m);
+    s.channel_std.push_back(std::sqrt(std::max(0.0, ch_sumsq[c] / n - m * m)));
+    sum += ch_sum[c], sumsq += ch_sumsq[c];
+  }
+  const int64_t count = ch_count * static_cast<int64_t>(channels);
   if (count > 0) {
     s.mean = sum / static_cast<double>(count);
     s.std = std::sqrt(std::max(0.0, sumsq / static_cast<double>(count) - s.mean * s.mean));
   }
-  s.min = min_, s.max = max_;
-  s.lag1_corr = lag1_corr_.empty() ? 0 : Median(lag1_corr_);
-  s.kurtosis = kurtosis_.empty() ? 0 : Median(kurtosis_);
-  s.lag1_absdiff = lag1_absdiff_.empty() ? 0 : Median(lag1_absdiff_);
-  s.lagc_absdiff = lagc_absdiff_.empty() ? 0 : Median(lagc_absdiff_);
+  s.lag1_corr = lag1_corr.empty() ? 0 : Median(lag1_corr);
+  s.kurtosis = kurtosis.empty() ? 0 : Median(kurtosis);
+  s.lag1_absdiff = lag1_absdiff.empty() ? 0 : Median(lag1_absdiff);
+  s.lagc_absdiff = lagc_absdiff.empty() ? 0 : Median(lagc_absdiff);
   s.scale = ClassifyScale(s.min, s.max, s.mean, s.std);
   return s;
+}
+
+void InputStatsAccumulator::Encode(ByteWriter* out) const {
+  out->PutString(input_);
+  out->Put(static_cast<uint32_t>(batches_.size()));
+  for (const Batch& b : batches_) {
+    out->PutVector(b.sample_dims);
+    for (int64_t v : {b.channel_axis, b.per_channel_count, b.constant_samples}) out->Put(v);
+    for (double v : {b.min, b.max}) out->Put(v);
+    for (const std::vector<double>* v : {&b.ch_sum, &b.ch_sumsq, &b.sample_mean, &b.sample_std, &b.kurtosis,
+                                         &b.lag1_corr, &b.lag1_absdiff, &b.lagc_absdiff}) {
+      out->PutVector(*v);
+    }
+    out->PutVector(b.sample_hash);
+  }
+}
+
+Result<InputStatsAccumulator> InputStatsAccumulator::Decode(ByteReader* in) {
+  QK_ASSIGN_OR_RETURN(std::string name, in->GetString("an input name"));
+  InputStatsAccumulator acc(name);
+  QK_ASSIGN_OR_RETURN(uint32_t batches, in->Get<uint32_t>("the batch count"));
+  for (uint32_t i = 0; i < batches; ++i) {
+    Batch b;
+    QK_ASSIGN_OR_RETURN(b.sample_dims, in->GetVector<int64_t>("sample dims"));
+    QK_ASSIGN_OR_RETURN(b.channel_axis, in->Get<int64_t>("the channel axis"));
+    QK_ASSIGN_OR_RETURN(b.per_channel_count, in->Get<int64_t>("values per channel"));
+    QK_ASSIGN_OR_RETURN(b.constant_samples, in->Get<int64_t>("constant samples"));
+    QK_ASSIGN_OR_RETURN(b.min, in->Get<double>("min"));
+    QK_ASSIGN_OR_RETURN(b.max, in->Get<double>("max"));
+    for (std::vector<double>* v : {&b.ch_sum, &b.ch_sumsq, &b.sample_mean, &b.sample_std, &b.kurtosis,
+                                   &b.lag1_corr, &b.lag1_absdiff, &b.lagc_absdiff}) {
+      QK_ASSIGN_OR_RETURN(*v, in->GetVector<double>("input statistics"));
+    }
+    QK_ASSIGN_OR_RETURN(b.sample_hash, in->GetVector<uint64_t>("sample hashes"));
+    // What Finalize() indexes must agree, or a garbled state would read out of bounds.
+    const size_t n = b.sample_mean.size();
+    const bool consistent =
+        n > 0 && b.ch_sum.size() == b.ch_sumsq.size() && !b.ch_sum.empty() && b.ch_sum.size() % n == 0 &&
+        b.sample_std.size() == n &&
+        b.sample_hash.size() == n && b.constant_samples >= 0 && b.constant_samples <= static_cast<int64_t>(n) &&
+        b.kurtosis.size() <= n && b.lag1_corr.size() <= n && b.per_channel_count >= 0;
+    QK_RETURN_IF_NOT(consistent, StatusCode::kInvalidArgument, "{}: inconsistent statistics of input '{}'",
+                     in->source(), name);
+    acc.batches_.push_back(std::move(b));
+  }
+  return acc;
 }
 
 Result<InputExpectation> ParseExpectation(const std::string& text) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "analysis/diagnose/stats.h"
+#include "common/byte_io.h"
 #include "ir/tensor.h"
 #include "quantkit/status.h"
 
@@ -31,21 +32,43 @@ struct InputStats {
   std::string scale;  // "0-1", "0-255", "normalized", "other" ("" for an expectation)
 };
 
+// Accumulates one input's statistics batch by batch. Every number is kept per sample (its
+// per-channel sums, mean, std, hash, ...) and combined in Finalize() in sample order, so the
+// result depends only on the sequence of samples: not on the batch size, and not on which
+// process added them — the ranks of a distributed run each accumulate their shard, and rank 0
+// appends their states in rank order (Append) and finalizes to one process's numbers bit for bit.
 class InputStatsAccumulator {
  public:
-  explicit InputStatsAccumulator(std::string input) { stats_.input = std::move(input); }
+  explicit InputStatsAccumulator(std::string input) : input_(std::move(input)) {}
+  const std::string& input() const { return input_; }
   // A float32 batch [B, ...] of this input (other dtypes are ignored: ids, masks).
   Status Add(const ir::Tensor& batch);
+  // Adds the batches of `later` (samples that come after this accumulator's) in their order.
+  Status Append(InputStatsAccumulator&& later);
   InputStats Finalize() const;
 
+  // The state as bytes (common/byte_io.h) for the ranks of one run, and back; Decode validates
+  // sizes and names `source` in its errors.
+  void Encode(ByteWriter* out) const;
+  static Result<InputStatsAccumulator> Decode(ByteReader* in);
+
  private:
-  InputStats stats_;
-  std::vector<double> ch_sum_, ch_sumsq_;
-  std::vector<int64_t> ch_count_;
-  std::vector<double> lag1_corr_, kurtosis_, lag1_absdiff_, lagc_absdiff_;
-  std::unordered_map<size_t, int64_t> hashes_;
-  double min_ = 0, max_ = 0;
-  bool any_ = false;
+  // One batch of samples of one shape. Samples of other shapes than the first batch's (text
+  // lines of other widths) run in their own batches and are left out by Finalize().
+  struct Batch {
+    std::vector<int64_t> sample_dims;
+    int64_t channel_axis = -1;
+    int64_t per_channel_count = 0;                // values per channel per sample
+    std::vector<double> ch_sum, ch_sumsq;         // per sample and channel (sample-major)
+    double min = 0, max = 0;
+    std::vector<double> sample_mean, sample_std;  // per sample
+    std::vector<uint64_t> sample_hash;            // per sample (duplicates)
+    int64_t constant_samples = 0;
+    // Per non-constant sample (medians in Finalize); the lag ones only for spatial samples.
+    std::vector<double> kurtosis, lag1_corr, lag1_absdiff, lagc_absdiff;
+  };
+  std::string input_;
+  std::vector<Batch> batches_;
 };
 
 // --expect: "range=LO:HI", "mean=M[/M2/M3],std=S[/S2/S3]" (per channel), or both, comma-separated.

@@ -45,4 +45,9 @@ Result<TensorDiagnosis> AnalyzeTensor(const std::string& name,
 void TensorFindings(const TensorDiagnosis& t, const quant::MethodRequest& method,
                     std::vector<Finding>* out);
 
+// Every finding of a result whose tensors, batch check and input statistics are filled in
+// (sufficiency, stability, degenerate tensors, batch dependence, inputs, reference data); sets
+// worst_ci_rel, moving, unstable, enough, suggested_samples, outliers and clean.
+void AddFindings(const DiagnoseOptions& o, DiagnoseResult* r);
+
 }  // namespace quantkit::analysis::diagnose_internal

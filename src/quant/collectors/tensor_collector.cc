@@ -15,6 +15,13 @@ TensorCollector TensorCollector::RangeOnly() {
   return c;
 }
 
+TensorCollector TensorCollector::RangeOnly(const RangeStats& range) {
+  TensorCollector c = RangeOnly();
+  c.range_ = RangeCollector::FromStats(range);
+  c.range_stats_ = range;
+  return c;
+}
+
 Status TensorCollector::Observe(const TensorView& tensor) {
   if (per_channel_) QK_RETURN_IF_ERROR(per_channel_->Observe(tensor));
   range_.Observe(tensor.values);

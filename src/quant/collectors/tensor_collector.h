@@ -20,6 +20,8 @@ class TensorCollector {
   // The max-only fast path: range statistics only, no histogram (the histogram is most of the
   // statistics' cost). Enough for the max method; histogram methods and .qkstats files refuse it.
   static TensorCollector RangeOnly();
+  // Range-only statistics restored from their summary (what ranks exchange on the fast path).
+  static TensorCollector RangeOnly(const RangeStats& range);
   bool has_histogram() const { return has_histogram_; }
 
   Status Observe(const TensorView& tensor);

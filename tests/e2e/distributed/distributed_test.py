@@ -6,14 +6,18 @@
   2. eval --plan under torchrun with 2 ranks: the same JSON report (timing aside), predictions
      and outputs .npy byte-identical to one process; analyze and fallback with 2 ranks: the same
      report and search as one process, fallback's files byte-identical (rank 0 writes); qat with
-     2 ranks (gradients averaged) trains to one process's parameters within float rounding.
+     2 ranks (gradients averaged) trains to one process's parameters within float rounding;
+     calibrate --method max (the max-only fast path: range-only statistics between ranks) with 2
+     ranks writes one process's artifacts; diagnose with 2 ranks (uneven: 2 and 3 chunks, and
+     reference data on 2 and 3 batches) prints one process's JSON report (timing aside) and writes
+     the same report.txt, report.json and pictures.
   3. Faults, with ranks started directly from RANK/WORLD_SIZE/MASTER_* (as srun or a PyTorchJob
      start them; torchrun's agent would kill the survivors itself and hide their behaviour):
      a rank that fails on its shard (a bad sample file) makes every rank exit non-zero naming
      that rank and its cause; a killed rank makes the survivor exit non-zero within a bounded
      time naming it; a rank that never starts ends the rendezvous after --dist-timeout; no
      artifact is written in any of them. And under torchrun the failing shard also exits non-zero.
-     analyze with the bad shard stops both ranks too.
+     analyze and diagnose with the bad shard stop both ranks too (diagnose writes nothing).
   4. --distributed without a launch environment is exit 2 with one line; a subcommand that does
      not share work (lint here) refuses a launch with exit 3.
 Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py, torchrun
@@ -241,6 +245,47 @@ def check_qat(d, plan):
           f"moved {moved:.2e})")
 
 
+def check_max_fast_path(d):
+    """calibrate --method max under a launch: range-only statistics travel, artifacts as one process."""
+    base = ["calibrate", MODEL, "--data", "fashion-mnist:calib", "--samples", "320", "--batch-size", "64",
+            "--method", "max", "-q"]
+    one, two = os.path.join(d, "max1"), os.path.join(d, "max2")
+    run_process(base + ["-o", one])
+    p = torchrun(2, base + ["-o", two])
+    assert_same_files(one, two, ARTIFACTS)
+    assert "rank 1/2: samples 128-319 (192)" in p.stderr, p.stderr  # 5 batches: rank 0 gets 2, rank 1 3
+    print("calibrate --method max: 2 ranks (range-only exchange) byte-identical to one process")
+
+
+def check_diagnose_equality(d):
+    """diagnose: 2 ranks (uneven: 2 and 3 chunks; reference on 2 and 3 batches) report as one process."""
+    base = ["diagnose", MODEL, "--data", "fashion-mnist:calib", "--samples", "75", "--chunks", "5",
+            "--batch-size", "8", "--reference-data", "fashion-mnist:val", "--reference-samples", "40",
+            "--bootstrap", "16", "--subsets", "8", "--batch-check-samples", "8", "-q"]
+    outs, reports = {}, {}
+    for nproc in (1, 2):
+        out = os.path.join(d, f"diagnose{nproc}")
+        args = base + ["--json", "-o", out]
+        p = run_process(args) if nproc == 1 else torchrun(nproc, args)
+        reports[nproc], outs[nproc] = json.loads(p.stdout), out
+    assert without_timing(reports[1]) == without_timing(reports[2]), "diagnose differs from one process"
+    assert reports[1]["samples"] == 75 and reports[1]["chunk_size"] == 15, reports[1]
+    # rank 0: chunks 0-1 (samples 0-29), rank 1: chunks 2-4 (30-74); only rank 0 printed JSON.
+    assert "rank 0/2: samples 0-29 (30)" in p.stderr and "rank 1/2: samples 30-74 (45)" in p.stderr, p.stderr
+    files = sorted(os.listdir(outs[1]))
+    assert files == sorted(os.listdir(outs[2])) and "report.json" in files and len(files) > 3, files
+    strip = lambda t: [l for l in t.splitlines() if "seconds" not in l and " s)" not in l]  # noqa: E731
+    for name in files:
+        a, b = read(os.path.join(outs[1], name)), read(os.path.join(outs[2], name))
+        if name == "report.json":
+            assert without_timing(json.loads(a)) == without_timing(json.loads(b))
+        elif name == "report.txt":
+            assert strip(a.decode()) == strip(b.decode()), name
+        else:
+            assert a == b, f"{name} differs"
+    print("diagnose: 2 ranks give one process's report and pictures")
+
+
 def bad_sample_dir(d):
     """16 samples, one per .npy file; the last has the wrong shape (read by the last rank only)."""
     data = os.path.join(d, "bad_shard")
@@ -275,6 +320,14 @@ def check_faults(d, plan):
     for r, (code, out_text, err) in res.items():
         assert code == 2 and "s15.npy" in err and not out_text, (r, code, err)
     assert "rank 1 of 2 failed" in res[0][2], res[0][2]
+    # diagnose: the same bad shard (rank 1's chunks) stops both ranks; rank 0 wrote nothing.
+    res = finish(spawn_ranks(2, ["diagnose", MODEL, "--data", data, "--batch-size", "4", "-q", "-o", out,
+                                 "--dist-timeout", str(DIST_TIMEOUT_S)])[0])
+    for r, (code, out_text, err) in res.items():
+        assert code == 2 and "s15.npy" in err and not out_text, (r, code, err)
+    assert "rank 1 of 2 failed" in res[0][2], res[0][2]
+    assert not os.path.exists(os.path.join(out, "report.json"))
+    shutil.rmtree(out, ignore_errors=True)
     # b. A killed rank: the survivor stops within the bound and names it.
     slow = ["calibrate", MODEL, "--data", "fashion-mnist:calib", "--samples", "1024", "--batch-size", "8",
             "-o", out, "-q", "--dist-timeout", str(DIST_TIMEOUT_S)]
@@ -338,6 +391,8 @@ def main():
         check_eval_equality(d, plan)
         check_plan_eval_equality(d, plan)
         check_qat(d, plan)
+        check_max_fast_path(d)
+        check_diagnose_equality(d)
         check_faults(d, plan)
 
 

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <random>
 
+#include "analysis/diagnose/collection.h"
 #include "analysis/diagnose/inputs.h"
 #include "analysis/diagnose/stats.h"
+#include "common/byte_io.h"
 #include "testing/tolerances.h"
 
 namespace quantkit::analysis {
@@ -182,6 +184,148 @@ TEST(DiagnoseInputs, Expectation) {
   EXPECT_FALSE(ParseExpectation("mean=a").ok());
   EXPECT_FALSE(ParseExpectation("gamma=2").ok());
   EXPECT_FALSE(ParseExpectation("mean=1/2,std=1").ok());
+}
+
+// --- The ranks of a distributed diagnose (analysis/diagnose/collection.h) ------------------------
+
+// Every field of two input summaries, compared bit for bit (EXPECT_EQ on doubles: no tolerance,
+// the exchange must not change a single rounding).
+void ExpectSameInputStats(const InputStats& a, const InputStats& b) {
+  EXPECT_EQ(a.input, b.input);
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_EQ(a.sample_dims, b.sample_dims);
+  EXPECT_EQ(a.channel_axis, b.channel_axis);
+  for (auto [x, y] : {std::pair{a.mean, b.mean}, {a.std, b.std}, {a.min, b.min}, {a.max, b.max},
+                      {a.lag1_corr, b.lag1_corr}, {a.kurtosis, b.kurtosis}, {a.lag1_absdiff, b.lag1_absdiff},
+                      {a.lagc_absdiff, b.lagc_absdiff}}) {
+    EXPECT_EQ(x, y);
+  }
+  EXPECT_EQ(a.channel_mean, b.channel_mean);
+  EXPECT_EQ(a.channel_std, b.channel_std);
+  EXPECT_EQ(a.constant_samples, b.constant_samples);
+  EXPECT_EQ(a.duplicate_samples, b.duplicate_samples);
+  EXPECT_EQ(a.sample_mean, b.sample_mean);
+  EXPECT_EQ(a.sample_std, b.sample_std);
+  EXPECT_EQ(a.scale, b.scale);
+}
+
+ir::Tensor Images(int n, uint32_t seed, float offset = 0.3f) {
+  return ir::Tensor::FromVector(ir::DType::kFloat, {n, 3, 8, 8},
+                                SmoothImages(n, 3, 8, 8, seed, {offset, 0.5f, 0.7f}));
+}
+
+// Batches split between two accumulators (two ranks), one of them sent as bytes and appended,
+// give one accumulator's statistics exactly — duplicates across the split and batches of
+// another shape included (that shape is left out in both).
+TEST(DiagnoseExchange, InputStatisticsAppendedInOrderEqualOneAccumulator) {
+  const ir::Tensor b1 = Images(4, 1), b2 = Images(3, 2), b3 = Images(5, 1);  // b3 repeats b1's samples
+  const ir::Tensor other = ir::Tensor::FromVector(ir::DType::kFloat, {2, 3, 4, 4}, std::vector<float>(96, 0.5f));
+  InputStatsAccumulator one("x");
+  for (const ir::Tensor* t : {&b1, &b2, &other, &b3}) ASSERT_TRUE(one.Add(*t).ok());
+  InputStatsAccumulator rank0("x"), rank1("x");
+  ASSERT_TRUE(rank0.Add(b1).ok());
+  ASSERT_TRUE(rank0.Add(b2).ok());
+  ASSERT_TRUE(rank1.Add(other).ok());
+  ASSERT_TRUE(rank1.Add(b3).ok());
+  ByteWriter w;
+  rank1.Encode(&w);
+  const std::string bytes = w.Take(), source = "rank 1";
+  ByteReader r(bytes, source);
+  auto decoded = InputStatsAccumulator::Decode(&r);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_TRUE(r.ExpectEnd().ok());
+  ASSERT_TRUE(rank0.Append(std::move(*decoded)).ok());
+  const InputStats expected = one.Finalize();
+  EXPECT_EQ(expected.samples, 12);          // the 2 samples of the other shape are left out
+  EXPECT_EQ(expected.duplicate_samples, 4);  // b3's first 4 repeat b1
+  ExpectSameInputStats(rank0.Finalize(), expected);
+  // Appending another input's statistics is refused.
+  EXPECT_FALSE(rank0.Append(InputStatsAccumulator("y")).ok());
+}
+
+// The sums are kept per sample and added in sample order: the batch size changes no bit (without
+// it, diagnose's report would depend on --batch-size and on the ranks' shards).
+TEST(DiagnoseExchange, InputStatisticsDoNotDependOnTheBatching) {
+  const std::vector<float> v = SmoothImages(12, 3, 8, 8, 4, {0.1f, 0.4f, 0.9f});
+  InputStatsAccumulator whole("x"), parts("x");
+  ASSERT_TRUE(whole.Add(ir::Tensor::FromVector(ir::DType::kFloat, {12, 3, 8, 8}, v)).ok());
+  const size_t per = 3 * 8 * 8;
+  for (auto [begin, n] : {std::pair<size_t, int64_t>{0, 5}, {5, 1}, {6, 6}}) {
+    std::vector<float> batch(v.begin() + static_cast<int64_t>(begin * per),
+                             v.begin() + static_cast<int64_t>((begin + static_cast<size_t>(n)) * per));
+    ASSERT_TRUE(parts.Add(ir::Tensor::FromVector(ir::DType::kFloat, {n, 3, 8, 8}, batch)).ok());
+  }
+  ExpectSameInputStats(parts.Finalize(), whole.Finalize());
+}
+
+TEST(DiagnoseExchange, TruncatedInputStatisticsAreRefused) {
+  InputStatsAccumulator acc("x");
+  ASSERT_TRUE(acc.Add(Images(4, 3)).ok());
+  ByteWriter w;
+  acc.Encode(&w);
+  const std::string bytes = w.Take(), source = "rank 2";
+  for (size_t n = 0; n < bytes.size(); n += 1 + n / 8) {
+    const std::string cut = bytes.substr(0, n);
+    ByteReader r(cut, source);
+    auto d = InputStatsAccumulator::Decode(&r);
+    ASSERT_FALSE(d.ok()) << "accepted " << n << " of " << bytes.size() << " bytes";
+    EXPECT_EQ(d.status().message().rfind("rank 2", 0), 0u) << d.status().message();
+  }
+}
+
+// Two ranks' parts (chunks [0, 2) and [2, 3), channels, inputs, reference) combined on rank 0
+// equal the part one process collects over the same batches.
+TEST(DiagnoseExchange, CollectionPartsCombineToOneProcess) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.0f, 1.5f);
+  auto values = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng);
+    return v;
+  };
+  const std::vector<std::vector<float>> batches = {values(800), values(800), values(800)};
+  const std::vector<std::vector<float>> ref_batches = {values(400), values(400)};
+  auto observe = [](quant::TensorCollector& c, const std::vector<float>& v) {
+    ASSERT_TRUE(c.Observe({quant::FloatSpan(v), {static_cast<int64_t>(v.size())}}).ok());
+  };
+  auto channel_observe = [](quant::PerChannelAbsMaxCollector& c, const std::vector<float>& v) {
+    ASSERT_TRUE(c.Observe({quant::FloatSpan(v), {2, 4, 10, 10}}).ok());
+  };
+  auto empty = [] {
+    DiagnoseCollection c;
+    c.chunks.assign(3, CollectorMap{{"t", quant::TensorCollector()}});
+    c.reference.emplace("t", quant::TensorCollector());
+    return c;
+  };
+  DiagnoseCollection one = empty(), part0 = empty(), part1 = empty();
+  one.first_chunk = 0, one.end_chunk = 3;
+  part0.first_chunk = 0, part0.end_chunk = 2;
+  part1.first_chunk = 2, part1.end_chunk = 3;
+  for (int c = 0; c < 3; ++c) {
+    DiagnoseCollection& part = c < 2 ? part0 : part1;
+    observe(one.chunks[c].at("t"), batches[c]);
+    observe(part.chunks[c].at("t"), batches[c]);
+    channel_observe(one.channels.try_emplace("t", 1).first->second, batches[c]);
+    channel_observe(part.channels.try_emplace("t", 1).first->second, batches[c]);
+    ASSERT_TRUE(one.inputs.try_emplace("x", "x").first->second.Add(Images(2, 10 + c)).ok());
+    ASSERT_TRUE(part.inputs.try_emplace("x", "x").first->second.Add(Images(2, 10 + c)).ok());
+  }
+  for (int b = 0; b < 2; ++b) {
+    observe(one.reference.at("t"), ref_batches[b]);
+    observe((b == 0 ? part0 : part1).reference.at("t"), ref_batches[b]);
+  }
+  DiagnoseCollection all = empty();
+  ASSERT_TRUE(AppendEncodedCollection(&all, EncodeCollection(part0), "rank 0").ok());
+  ASSERT_TRUE(AppendEncodedCollection(&all, EncodeCollection(part1), "rank 1").ok());
+  for (int c = 0; c < 3; ++c) EXPECT_TRUE(all.chunks[c].at("t") == one.chunks[c].at("t")) << c;
+  EXPECT_TRUE(all.reference.at("t") == one.reference.at("t"));
+  EXPECT_EQ(all.channels.at("t").Finalize(), one.channels.at("t").Finalize());
+  ExpectSameInputStats(all.inputs.at("x").Finalize(), one.inputs.at("x").Finalize());
+  // A part that does not follow the chunks already there (rank 1's twice) is refused by name.
+  auto again = AppendEncodedCollection(&all, EncodeCollection(part1), "rank 2");
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.message().find("rank 2: chunks [2, 3) of 3 do not follow"), std::string::npos)
+      << again.message();
 }
 
 }  // namespace

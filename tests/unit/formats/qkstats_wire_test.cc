@@ -56,6 +56,43 @@ TEST(QkStatsWire, MergedDecodedPartsEqualMergedOriginals) {
   EXPECT_EQ(SerializeStats(*da), SerializeStats(direct));
 }
 
+// The max-only fast path under a launch: range-only collectors travel as their range alone, come
+// back range-only (so they merge with each other, and never pass for an empty histogram) and
+// merge to what the originals merge to.
+TEST(QkStatsWire, RangeOnlyStatisticsTravelWithoutHistograms) {
+  auto make = [](uint32_t seed) {
+    const StatsFile full = Make(seed);
+    StatsFile s;
+    s.model_sha256 = kHash;
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, 2.0f);
+    std::vector<float> v(3000);
+    for (float& x : v) x = d(rng);
+    v[5] = std::numeric_limits<float>::quiet_NaN();
+    auto& act = s.tensors.emplace("act", quant::TensorCollector::RangeOnly()).first->second;
+    EXPECT_TRUE(act.Observe({quant::FloatSpan(v), {static_cast<int64_t>(v.size())}}).ok());
+    s.tensors.emplace("never_seen", quant::TensorCollector::RangeOnly());
+    EXPECT_GT(EncodeStatsWire(full).size(), 20 * EncodeStatsWire(s).size());  // no histogram bytes
+    return s;
+  };
+  const StatsFile a = make(11), b = make(12);
+  auto da = DecodeStatsWire(EncodeStatsWire(a), "rank 0", kHash);
+  auto db = DecodeStatsWire(EncodeStatsWire(b), "rank 1", kHash);
+  ASSERT_TRUE(da.ok()) << da.status().ToString();
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  for (const auto& [name, t] : a.tensors) {
+    EXPECT_TRUE(da->tensors.at(name) == t) << name;
+    EXPECT_FALSE(da->tensors.at(name).has_histogram()) << name;
+  }
+  StatsFile direct = a;
+  ASSERT_TRUE(MergeStats(&direct, b).ok());
+  ASSERT_TRUE(MergeStats(&*da, *db).ok());
+  for (const auto& [name, t] : direct.tensors) EXPECT_TRUE(da->tensors.at(name) == t) << name;
+  EXPECT_EQ(da->tensors.at("act").range().nan_count, 2);
+  // Range-only and histogram statistics of one tensor never merge silently.
+  EXPECT_FALSE(MergeStats(&*da, Make(13)).ok());
+}
+
 TEST(QkStatsWire, RefusesAnotherModel) {
   auto r = DecodeStatsWire(EncodeStatsWire(Make(1)), "rank 2", std::string(64, 'd'));
   ASSERT_FALSE(r.ok());
@@ -93,6 +130,7 @@ TEST(QkStatsWire, CorruptBytesFailCleanly) {
       continue;
     }
     for (const auto& [name, t] : r->tensors) {
+      if (!t.has_histogram()) continue;  // a flipped histogram flag: range-only statistics
       EXPECT_EQ(t.histogram().binned_count() + t.histogram().nonfinite_count(), t.range().count) << name;
     }
   }
