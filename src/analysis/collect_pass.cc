@@ -63,7 +63,7 @@ Result<quant::TensorCollector> CollectorFromStats(const runtime::TensorStats& st
     per_channel->amax = stats.channel_amax;
     per_channel->nonfinite_count = stats.channel_nonfinite;
   }
-  if (!stats.has_histogram) return quant::TensorCollector::RangeOnlyFromParts(range, std::move(per_channel));
+  if (!stats.has_histogram) return quant::TensorCollector::RangeOnly(range, std::move(per_channel));
   std::vector<int64_t> positive = stats.positive, negative = stats.negative;
   if (!stats.has_range) {
     positive.assign(size_t{1} << log2_bins, 0);

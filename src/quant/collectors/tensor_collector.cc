@@ -15,10 +15,12 @@ TensorCollector TensorCollector::RangeOnly() {
   return c;
 }
 
-TensorCollector TensorCollector::RangeOnly(const RangeStats& range) {
+TensorCollector TensorCollector::RangeOnly(const RangeStats& range,
+                                           std::optional<PerChannelStats> per_channel) {
   TensorCollector c = RangeOnly();
   c.range_ = RangeCollector::FromStats(range);
   c.range_stats_ = range;
+  if (per_channel) c.per_channel_ = PerChannelAbsMaxCollector::FromStats(*per_channel);
   return c;
 }
 
@@ -59,15 +61,6 @@ Result<TensorCollector> TensorCollector::FromParts(const RangeStats& range,
   c.range_ = RangeCollector::FromStats(range);
   c.range_stats_ = range;
   c.histogram_ = std::move(histogram);
-  if (per_channel) c.per_channel_ = PerChannelAbsMaxCollector::FromStats(*per_channel);
-  return c;
-}
-
-TensorCollector TensorCollector::RangeOnlyFromParts(const RangeStats& range,
-                                                   std::optional<PerChannelStats> per_channel) {
-  TensorCollector c = RangeOnly();
-  c.range_ = RangeCollector::FromStats(range);
-  c.range_stats_ = range;
   if (per_channel) c.per_channel_ = PerChannelAbsMaxCollector::FromStats(*per_channel);
   return c;
 }

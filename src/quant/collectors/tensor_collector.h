@@ -20,8 +20,10 @@ class TensorCollector {
   // The max-only fast path: range statistics only, no histogram (the histogram is most of the
   // statistics' cost). Enough for the max method; histogram methods and .qkstats files refuse it.
   static TensorCollector RangeOnly();
-  // Range-only statistics restored from their summary (what ranks exchange on the fast path).
-  static TensorCollector RangeOnly(const RangeStats& range);
+  // Range-only statistics restored from their summary (what ranks exchange on the fast path,
+  // what a device computes on it).
+  static TensorCollector RangeOnly(const RangeStats& range,
+                                   std::optional<PerChannelStats> per_channel = std::nullopt);
   bool has_histogram() const { return has_histogram_; }
 
   Status Observe(const TensorView& tensor);
@@ -34,9 +36,6 @@ class TensorCollector {
 
   static Result<TensorCollector> FromParts(const RangeStats& range, StreamingHistogram histogram,
                                            std::optional<PerChannelStats> per_channel);
-  // A RangeOnly() collector holding these statistics (device statistics of the max-only path).
-  static TensorCollector RangeOnlyFromParts(const RangeStats& range,
-                                            std::optional<PerChannelStats> per_channel);
   bool operator==(const TensorCollector& o) const;
 
  private:
