@@ -218,7 +218,8 @@ def main():
         print(f"{name:<16}{n:>5}  {cell(mx)}  {cell(en)}  {cell(sim)}  {cell(om)}  {cell(oe)}  "
               f"{ratio(mx, q)}  {ratio(en, q)}  {ratio(om, mx)}  {ratio(oe, en)}  {rss}")
     print("\nSimulation: simulated INT8 pass / FP32 pass, both timed inside one `eval --plan` (batch by batch, "
-          "so load hits both alike; target <= 1.3); fallback trial / whole simulated pass (zoo, target <= 0.7)")
+          "so load hits both alike; target <= 1.3); fallback trial / the simulated pass that filled its cache "
+          "(zoo, target <= 0.7)")
     print(f"{'model':<16}{'n':>5}  {'simulated s':>11}  {'FP32 s':>8}  sim/fp32  {'trial s':>8}  {'sim pass s':>10}  "
           f"trial/sim  trials  checkpoints")
     for name, n, _, _, _, sim, _, _, fb in calib:

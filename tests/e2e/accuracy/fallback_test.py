@@ -133,8 +133,9 @@ def check_cache_on_residual_model(d):
     run(["calibrate", model, "--data", "fashion-mnist:calib", "--samples", "64", "-o", out, "-q"])
     args = ["fallback", model, "--plan", os.path.join(out, "plan.json"), "--data", "fashion-mnist:val",
             "--samples", "200", "--metric", "rel_mse", "--budget", "0", "--max-float", "3", "--json", "-q"]
-    cached = json.loads(run(args))
-    whole = json.loads(run(args + ["--trial-cache-mb", "0"]))
+    # Budget 0 cannot be met (exit 1): the search runs every phase up to --max-float.
+    cached = json.loads(run(args, expect=1))
+    whole = json.loads(run(args + ["--trial-cache-mb", "0"], expect=1))
     assert cached["trial_cache"]["checkpoints"] > 0, cached["trial_cache"]
     assert len(cached["steps"]) > 3, cached["steps"]
     assert [(s["float_nodes"], s["loss"]) for s in whole["steps"]] == \
