@@ -18,11 +18,14 @@ constexpr int kMaxCheckpoints = 32;
 // Copies the named tensors of one run (the observer's views die with the callback).
 class CaptureObserver : public runtime::Observer {
  public:
-  CaptureObserver(const std::set<std::string>* wanted, std::unordered_map<std::string, ir::Tensor>* out)
+  CaptureObserver(const std::set<std::string>* wanted,
+                  std::unordered_map<std::string, ir::Tensor>* out)
       : wanted_(wanted), out_(out) {}
   bool Wants(const std::string& name) const override { return wanted_->count(name) > 0; }
-  Status OnTensor(const std::string& name, const ir::Node* /*producer*/, const runtime::TensorView& view) override {
-    if (view.dtype == ir::DType::kString) return Status::Ok();  // not byte-copyable: never a checkpoint
+  Status OnTensor(const std::string& name, const ir::Node* /*producer*/,
+                  const runtime::TensorView& view) override {
+    if (view.dtype == ir::DType::kString)
+      return Status::Ok();  // not byte-copyable: never a checkpoint
     ir::Tensor t(view.dtype, view.shape);
     if (t.nbytes() > 0) std::memcpy(t.mutable_data(), view.data, t.nbytes());
     (*out_)[name] = std::move(t);
@@ -35,14 +38,14 @@ class CaptureObserver : public runtime::Observer {
 };
 
 bool SameAttribute(const ir::Attribute& a, const ir::Attribute& b) {
-  if (a.name != b.name || a.type != b.type || a.f != b.f || a.i != b.i || a.s != b.s || a.floats != b.floats ||
-      a.ints != b.ints || a.strings != b.strings || a.tensors.size() != b.tensors.size() ||
-      a.ref_attr_name != b.ref_attr_name) {
+  if (a.name != b.name || a.type != b.type || a.f != b.f || a.i != b.i || a.s != b.s ||
+      a.floats != b.floats || a.ints != b.ints || a.strings != b.strings ||
+      a.tensors.size() != b.tensors.size() || a.ref_attr_name != b.ref_attr_name) {
     return false;
   }
   // Subgraphs and sparse tensors are never compared: such nodes never match (conservative).
-  if (!a.graphs.empty() || !b.graphs.empty() || !a.sparse_tensors.empty() || !b.sparse_tensors.empty() ||
-      a.type_protos != b.type_protos) {
+  if (!a.graphs.empty() || !b.graphs.empty() || !a.sparse_tensors.empty() ||
+      !b.sparse_tensors.empty() || a.type_protos != b.type_protos) {
     return false;
   }
   if (a.type == ir::AttrType::kTensor && !a.t.ContentEquals(b.t)) return false;
@@ -62,7 +65,8 @@ std::vector<std::vector<std::string>> LiveSets(const std::vector<ir::Node*>& ord
     for (const ir::Value* v : order[i]->outputs()) {
       if (v == nullptr || v->name().empty()) continue;
       size_t last = v->is_graph_output() ? order.size() : i;
-      for (const ir::Use& u : v->uses()) last = std::max(last, pos.count(u.node) ? pos[u.node] : order.size());
+      for (const ir::Use& u : v->uses())
+        last = std::max(last, pos.count(u.node) ? pos[u.node] : order.size());
       for (size_t p = i + 1; p <= last && p < order.size(); ++p) live[p].push_back(v->name());
     }
   }
@@ -71,13 +75,15 @@ std::vector<std::vector<std::string>> LiveSets(const std::vector<ir::Node*>& ord
 
 }  // namespace
 
-Result<std::unique_ptr<PrefixCache>> PrefixCache::Create(const PlanEvaluator& evaluator, const quant::QuantPlan& base,
+Result<std::unique_ptr<PrefixCache>> PrefixCache::Create(const PlanEvaluator& evaluator,
+                                                         const quant::QuantPlan& base,
                                                          int64_t budget_bytes) {
   auto cache = std::unique_ptr<PrefixCache>(new PrefixCache());
   const PlanEvalOptions& o = evaluator.options();
   QK_ASSIGN_OR_RETURN(ir::Model matched, BuildSimulationModel(o.model, base, o.simulation));
   cache->base_ = std::make_shared<const ir::Model>(std::move(matched));
-  QK_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, evaluator.float_model().graph->TopologicalOrder());
+  QK_ASSIGN_OR_RETURN(std::vector<ir::Node*> order,
+                      evaluator.float_model().graph->TopologicalOrder());
   const std::vector<std::vector<std::string>> live = LiveSets(order);
 
   // The first batch keeps every candidate; its sizes, scaled to all samples, pick the
@@ -98,7 +104,8 @@ Result<std::unique_ptr<PrefixCache>> PrefixCache::Create(const PlanEvaluator& ev
       for (int j = 1; j <= k; ++j) {
         for (const std::string& name : live[static_cast<size_t>(j * n / (k + 1))]) {
           auto it = first.find(name);
-          if (it != first.end() && names.insert(name).second) bytes += static_cast<double>(it->second.nbytes()) * scale;
+          if (it != first.end() && names.insert(name).second)
+            bytes += static_cast<double>(it->second.nbytes()) * scale;
         }
       }
       if (bytes <= static_cast<double>(budget_bytes) && !names.empty()) {
@@ -127,7 +134,8 @@ Result<std::unique_ptr<PrefixCache>> PrefixCache::Create(const PlanEvaluator& ev
       cache->bytes_ += static_cast<int64_t>(it->second.nbytes());
       per_batch.push_back(std::move(it->second));
     }
-    if (per_batch.size() == captured.size()) cache->activations_.emplace(name, std::move(per_batch));
+    if (per_batch.size() == captured.size())
+      cache->activations_.emplace(name, std::move(per_batch));
   }
   return cache;
 }
@@ -142,7 +150,8 @@ Result<std::vector<std::string>> PrefixCache::Cut(ir::Model* model) const {
   QK_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, g.TopologicalOrder());
   for (const ir::Node* n : order) {
     for (const ir::Attribute& a : n->attributes()) {
-      if (!a.graphs.empty()) return std::vector<std::string>{};  // outer-scope reads are not node inputs
+      if (!a.graphs.empty())
+        return std::vector<std::string>{};  // outer-scope reads are not node inputs
     }
   }
   // Values of the trial that equal the base's value of the same name, by induction in
@@ -152,7 +161,8 @@ Result<std::vector<std::string>> PrefixCache::Cut(ir::Model* model) const {
     const ir::Value* w = b.FindValue(v->name());
     if (w == nullptr) return false;
     if (v->is_graph_input() || w->is_graph_input()) {
-      return v->is_graph_input() && w->is_graph_input() && !v->is_initializer() && !w->is_initializer();
+      return v->is_graph_input() && w->is_graph_input() && !v->is_initializer() &&
+             !w->is_initializer();
     }
     if (v->is_initializer() || w->is_initializer()) {
       return v->initializer && w->initializer && v->initializer->ContentEquals(*w->initializer);

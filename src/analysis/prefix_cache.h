@@ -38,7 +38,8 @@ class PrefixCache {
  public:
   // Runs `base`'s simulation over the evaluator's batches once and keeps the checkpoints that fit
   // `budget_bytes` (estimated from the first batch). A collective, like every evaluator run.
-  static Result<std::unique_ptr<PrefixCache>> Create(const PlanEvaluator& evaluator, const quant::QuantPlan& base,
+  static Result<std::unique_ptr<PrefixCache>> Create(const PlanEvaluator& evaluator,
+                                                     const quant::QuantPlan& base,
                                                      int64_t budget_bytes);
 
   // Removes from `model` every node its outputs do not need once the matching cached
