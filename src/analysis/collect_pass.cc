@@ -28,6 +28,7 @@ const runtime::TensorStatsRequest* CollectingObserver::StatsRequestFor(const std
   runtime::TensorStatsRequest& request = requests_[name];
   request.log2_bins = it->second.histogram().log2_bins();
   request.min_range_exp = quant::kMinRangeExp;
+  request.histogram = it->second.has_histogram();
   const std::optional<quant::PerChannelStats> per_channel = it->second.per_channel();
   request.channel_axis.reset();
   if (per_channel) request.channel_axis = per_channel->axis;
@@ -55,6 +56,14 @@ Result<quant::TensorCollector> CollectorFromStats(const runtime::TensorStats& st
   range.max = stats.max;
   // As RangeCollector::Observe: the abs-max of the finite range, 0 while there is none.
   if (range.min <= range.max) range.amax = std::max(std::fabs(range.min), std::fabs(range.max));
+  std::optional<quant::PerChannelStats> per_channel;
+  if (stats.has_per_channel) {
+    per_channel.emplace();
+    per_channel->axis = stats.axis;
+    per_channel->amax = stats.channel_amax;
+    per_channel->nonfinite_count = stats.channel_nonfinite;
+  }
+  if (!stats.has_histogram) return quant::TensorCollector::RangeOnlyFromParts(range, std::move(per_channel));
   std::vector<int64_t> positive = stats.positive, negative = stats.negative;
   if (!stats.has_range) {
     positive.assign(size_t{1} << log2_bins, 0);
@@ -64,13 +73,6 @@ Result<quant::TensorCollector> CollectorFromStats(const runtime::TensorStats& st
                       quant::StreamingHistogram::FromParts(log2_bins, stats.has_range, stats.range_exp,
                                                            std::move(positive), std::move(negative),
                                                            stats.zero_count, stats.nonfinite_count()));
-  std::optional<quant::PerChannelStats> per_channel;
-  if (stats.has_per_channel) {
-    per_channel.emplace();
-    per_channel->axis = stats.axis;
-    per_channel->amax = stats.channel_amax;
-    per_channel->nonfinite_count = stats.channel_nonfinite;
-  }
   return quant::TensorCollector::FromParts(range, std::move(histogram), std::move(per_channel));
 }
 

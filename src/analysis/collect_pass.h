@@ -34,6 +34,9 @@ class CollectingObserver final : public runtime::Observer {
   void set_target(CollectorMap* collectors) { collectors_ = collectors; }
   bool Wants(const std::string& name) const override { return collectors_->count(name) != 0; }
   bool WantsFloat() const override { return true; }
+  // Q/DQ placement quantizes inside If/Loop/Scan bodies: their tensors are watched by qualified
+  // name (ir/scopes.h), every iteration's values included.
+  bool WantsSubgraphTensors() const override { return true; }
   Status OnTensor(const std::string& name, const ir::Node* producer,
                   const runtime::TensorView& view) override;
   const runtime::TensorStatsRequest* StatsRequestFor(const std::string& name) const override;

@@ -171,6 +171,9 @@ Result<AnalyzeResult> AnalyzeLayers(const PlanEvaluator& evaluator, const quant:
   for (const passes::QdqSite& s : sites) {
     const quant::TensorQuant* t = full.Find(s.tensor);
     if (!t || !t->quantized) continue;
+    // Rows cover the main graph: a body tensor has one value per iteration or none at all (a
+    // branch not taken). Bodies stay quantized in every trial's plan.
+    if (s.consumer->owner() != model.graph.get()) continue;
     auto [it, fresh] = index.emplace(s.tensor, rows.size());
     if (fresh) {
       LayerRow row;

@@ -5,6 +5,7 @@
 #include "analysis/model_loading.h"
 #include "common/check.h"
 #include "formats/plan_files.h"
+#include "ir/scopes.h"
 #include "passes/extract_qdq.h"
 #include "passes/fold_weight_qdq.h"
 
@@ -27,7 +28,7 @@ Result<std::vector<std::string>> UnmatchedPlanTensors(const ir::Graph& graph, co
   int activations = 0, matched = 0;
   for (const auto& [name, t] : plan.tensors) {
     if (!t.quantized) continue;
-    const bool found = graph.FindValue(name) != nullptr;
+    const bool found = ir::FindQualifiedValue(graph, name) != nullptr;
     if (!found) unmatched.push_back(name);
     if (t.role == quant::TensorRole::kActivation) {
       ++activations;

@@ -1,9 +1,11 @@
 #include "passes/insert_qdq.h"
 
 #include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include "common/check.h"
+#include "ir/scopes.h"
 #include "ir/verifier.h"
 #include "quant/weight_scales.h"
 
@@ -59,7 +61,8 @@ Status AddWeightScales(const ir::Graph& graph, const std::vector<QdqSite>& sites
                        quant::QuantPlan* plan) {
   for (const QdqSite& site : sites) {
     if (site.role != quant::TensorRole::kWeight || plan->Find(site.tensor)) continue;
-    const ir::Value* w = graph.FindValue(site.tensor);
+    // The consumer's input, followed out of a body to the weight it captures.
+    const ir::Value* w = ir::ResolveCapture(site.consumer->input(static_cast<size_t>(site.input_index)));
     QK_RETURN_IF_NOT(w && w->initializer && w->initializer->dtype() == ir::DType::kFloat,
                      StatusCode::kInternal, "weight site '{}' is not a float initializer",
                      site.tensor);
@@ -81,15 +84,23 @@ Result<InsertQdqReport> InsertQdq(ir::Model& model, const quant::QuantPlan& plan
                    "(per-channel axis). Convert the model to opset {} first.",
                    opset, kMinQdqOpset, kMinQdqOpset);
   QK_RETURN_IF_ERROR(quant::ValidatePlan(plan));
-  ir::Graph& graph = *model.graph;
-  QK_RETURN_IF_ERROR(graph.SortTopologically());
-
-  // Group sites by tensor; decide everything before mutating.
-  InsertQdqReport report;
-  std::map<std::string, PendingPair> pairs;
+  // Each graph holding sites (the main graph, If/Loop/Scan bodies) is sorted; its depth orders
+  // the insertion, enclosing graphs first, so that a body's new names (UniqueValueName looks
+  // outwards) never shadow a name its enclosing graph gains later.
+  std::unordered_map<const ir::Graph*, int> depth;
   std::unordered_map<const ir::Node*, size_t> position;
-  const auto nodes = graph.nodes();
-  for (size_t i = 0; i < nodes.size(); ++i) position[nodes[i]] = i;
+  Status sorted;
+  ir::ForEachGraph(*model.graph, [&](ir::Graph& g) {
+    depth[&g] = g.parent() ? depth[g.parent()] + 1 : 0;
+    if (sorted.ok()) sorted = g.SortTopologically();
+    const auto nodes = g.nodes();
+    for (size_t i = 0; i < nodes.size(); ++i) position[nodes[i]] = i;
+  });
+  QK_RETURN_IF_ERROR(sorted);
+
+  // Group sites by (graph, tensor); decide everything before mutating.
+  InsertQdqReport report;
+  std::map<std::tuple<int, const ir::Graph*, std::string>, PendingPair> pairs;
   for (const QdqSite& site : sites) {
     const quant::TensorQuant* entry = plan.Find(site.tensor);
     if (!entry) {
@@ -100,17 +111,21 @@ Result<InsertQdqReport> InsertQdq(ir::Model& model, const quant::QuantPlan& plan
       report.skipped.push_back(site.tensor + ": " + entry->reason);
       continue;
     }
-    QK_RETURN_IF_NOT(graph.FindValue(site.tensor) && site.consumer->owner() == &graph,
-                     StatusCode::kInternal, "site '{}' does not belong to the graph", site.tensor);
-    PendingPair& p = pairs[site.tensor];
+    const ir::Graph* owner = site.consumer->owner();
+    QK_RETURN_IF_NOT(depth.count(owner) && site.consumer->input(static_cast<size_t>(site.input_index)),
+                     StatusCode::kInternal, "site '{}' does not belong to the model", site.tensor);
+    PendingPair& p = pairs[{depth[owner], owner, site.tensor}];
     p.entry = entry;
     p.sites.push_back(&site);
     if (!p.first_consumer || position[site.consumer] < position[p.first_consumer]) {
       p.first_consumer = site.consumer;
     }
   }
-  for (auto& [tensor, p] : pairs) {
-    ir::Value* x = graph.FindValue(tensor);
+  for (auto& [key, p] : pairs) {
+    ir::Graph& graph = *p.first_consumer->owner();
+    // The value the consumers read in their own graph (a body's capture, not the outer value).
+    const QdqSite& any = *p.sites.front();
+    ir::Value* x = any.consumer->input(static_cast<size_t>(any.input_index));
     QK_ASSIGN_OR_RETURN(ir::Value * dq, BuildPair(graph, x, *p.entry, p.first_consumer));
     for (const QdqSite* site : p.sites) {
       graph.SetNodeInput(site->consumer, static_cast<size_t>(site->input_index), dq);

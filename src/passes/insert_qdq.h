@@ -4,6 +4,8 @@
 // written explicitly (TensorRT's parser defaults a missing axis to 0, ONNX to 1), float weights
 // kept behind Q -> DQ. A tensor read by several sites gets one shared Q/DQ pair; consumers that
 // are not sites keep reading the float tensor. Graph outputs are never rewired.
+// Sites inside If/Loop/Scan bodies get their pair inside that body (one per body and tensor; a
+// captured tensor is quantized where the body reads it), keyed by the site's qualified name.
 //
 // Requires the default-domain opset >= 13 (per-axis Q/DQ); fails before mutating otherwise.
 #pragma once

@@ -6,11 +6,14 @@
 
 #include "common/check.h"
 #include "common/text.h"
+#include "ir/scopes.h"
 #include "passes/placement_rules.h"
 
 namespace quantkit::passes {
 namespace {
 
+// `v` is the value as its graph defines it (ir::ResolveCapture): a body's capture of a weight is
+// the weight.
 bool IsFloatConstant(const ir::Value* v) {
   return v && v->is_constant() && v->initializer.has_value() &&
          v->initializer->dtype() == ir::DType::kFloat;
@@ -61,10 +64,13 @@ Status CheckExclusions(const ir::Graph& graph, const PlacementOptions& options) 
   if (options.exclude_nodes.empty() && options.exclude_op_types.empty()) return Status::Ok();
   std::set<std::string> node_names, op_types;
   std::vector<std::string> nodes_in_order, op_types_in_order;  // what the "no close match" hint lists
-  for (const ir::Node* n : graph.nodes()) {
-    if (!n->name.empty() && node_names.insert(n->name).second) nodes_in_order.push_back(n->name);
-    if (op_types.insert(n->op_type()).second) op_types_in_order.push_back(n->op_type());
-  }
+  // Nodes of control-flow bodies count: their weighted ops are quantized too.
+  ir::ForEachScopedGraph(graph, [&](const ir::Graph& g, const std::string&) {
+    for (const ir::Node* n : g.nodes()) {
+      if (!n->name.empty() && node_names.insert(n->name).second) nodes_in_order.push_back(n->name);
+      if (op_types.insert(n->op_type()).second) op_types_in_order.push_back(n->op_type());
+    }
+  });
   // A name given in both sets (the CLI's --exclude) needs to match one of the two.
   auto matches = [&](const std::string& name) { return node_names.count(name) || op_types.count(name); };
   for (const std::set<std::string>* names : {&options.exclude_nodes, &options.exclude_op_types}) {
@@ -92,18 +98,27 @@ Status CheckExclusions(const ir::Graph& graph, const PlacementOptions& options) 
   return Status::Ok();
 }
 
-Result<std::vector<QdqSite>> FindQdqSites(const ir::Graph& graph, const PlacementOptions& options) {
-  QK_RETURN_IF_ERROR(CheckExclusions(graph, options));
+namespace {
+
+// The sites of one graph (the main graph or a body), appended in topological order. A value a
+// body captures is the value its defining graph holds, named in that graph's scope (`scopes`).
+Status SitesOfGraph(const ir::Graph& graph, const std::unordered_map<const ir::Graph*, std::string>& scopes,
+                    const PlacementOptions& options, std::vector<QdqSite>* sites) {
   QK_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, graph.TopologicalOrder());
   std::unordered_map<const ir::Node*, size_t> position;
   for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
   const std::unordered_map<const ir::Node*, int> depth = NodeDepths(order);
+  // Plan key of an input: its qualified name where it is defined ("" when a capture is dangling).
+  auto key_of = [&](const ir::Value* def) {
+    if (def == nullptr) return std::string();
+    const auto it = scopes.find(def->owner());
+    return it == scopes.end() ? std::string() : ir::QualifiedName(it->second, def->name());
+  };
 
-  std::vector<QdqSite> sites;
   auto add_activation = [&](ir::Node* node, int index) {
-    ir::Value* v = node->input(static_cast<size_t>(index));
-    if (!v || v->is_constant()) return;
-    sites.push_back(QdqSite{node, index, v->name(), quant::TensorRole::kActivation, -1});
+    const ir::Value* def = ir::ResolveCapture(node->input(static_cast<size_t>(index)));
+    if (!def || def->is_constant() || key_of(def).empty()) return;
+    sites->push_back(QdqSite{node, index, key_of(def), quant::TensorRole::kActivation, -1});
   };
 
   for (ir::Node* node : order) {
@@ -116,11 +131,11 @@ Result<std::vector<QdqSite>> FindQdqSites(const ir::Graph& graph, const Placemen
     if (options.weighted_op_types.count(op)) {
       // R1: activation inputs and constant weights (inputs 0 and 1); bias (input 2) stays float.
       for (int i = 0; i < 2 && i < static_cast<int>(node->num_inputs()); ++i) {
-        ir::Value* v = node->input(static_cast<size_t>(i));
-        if (!v) continue;
-        if (IsFloatConstant(v)) {
-          const int64_t axis = options.per_channel_weights ? WeightAxis(*node, *v) : -1;
-          sites.push_back(QdqSite{node, i, v->name(), quant::TensorRole::kWeight, axis});
+        const ir::Value* def = ir::ResolveCapture(node->input(static_cast<size_t>(i)));
+        if (!def) continue;
+        if (IsFloatConstant(def)) {
+          const int64_t axis = options.per_channel_weights ? WeightAxis(*node, *def) : -1;
+          sites->push_back(QdqSite{node, i, key_of(def), quant::TensorRole::kWeight, axis});
         } else {
           add_activation(node, i);
         }
@@ -142,6 +157,22 @@ Result<std::vector<QdqSite>> FindQdqSites(const ir::Graph& graph, const Placemen
       add_activation(node, skip);
     }
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<QdqSite>> FindQdqSites(const ir::Graph& graph, const PlacementOptions& options) {
+  QK_RETURN_IF_ERROR(CheckExclusions(graph, options));
+  QK_RETURN_IF_ERROR(ir::CheckScopeNames(graph));
+  const std::unordered_map<const ir::Graph*, std::string> scopes = ir::GraphScopes(graph);
+  std::vector<QdqSite> sites;
+  Status status;
+  // The bodies of If/Loop/Scan follow the main graph, parents before the bodies they hold.
+  ir::ForEachScopedGraph(graph, [&](const ir::Graph& g, const std::string&) {
+    if (status.ok()) status = SitesOfGraph(g, scopes, options, &sites);
+  });
+  QK_RETURN_IF_ERROR(status);
   return sites;
 }
 

@@ -16,7 +16,11 @@
 //   R4  LayerNormalization, Softmax and every other op stay float (no Q/DQ) unless the user
 //       adds the op type.
 //   R5  excluded nodes (by name) and op types are skipped entirely.
-// A site is one (consumer node, input index); tensors with several sites share one Q/DQ pair.
+//   R6  the bodies of If, Loop and Scan get the same rules: a site's consumer may sit in a body,
+//       and its tensor is the qualified name of ir/scopes.h ("/If.then_branch::x"; a capture is
+//       named where it is defined, so a body's Conv on a main-graph weight has that weight's name).
+// A site is one (consumer node, input index); tensors with several sites share one Q/DQ pair
+// per graph (a body reading a captured tensor gets its own pair, inside the body).
 #pragma once
 
 #include <set>
@@ -41,7 +45,7 @@ struct PlacementOptions {
 struct QdqSite {
   ir::Node* consumer = nullptr;
   int input_index = 0;
-  std::string tensor;
+  std::string tensor;  // the plan key: the value's name, qualified in bodies (R6)
   quant::TensorRole role = quant::TensorRole::kActivation;
   int64_t axis = -1;  // per-channel axis for weights; -1 per tensor
 };

@@ -9,6 +9,7 @@
 #include "common/check.h"
 #include "common/text.h"
 #include "formats/scale_problem.h"
+#include "ir/scopes.h"
 #include "passes/qdq_placement.h"
 
 namespace quantkit::pipelines {
@@ -112,7 +113,7 @@ Result<CacheCheck> CheckCache(const formats::TrtCache& cache, const ir::Graph& m
   CacheCheck c;
   std::map<std::string, float> entries(cache.scales.begin(), cache.scales.end());
   for (const auto& [name, s] : entries) {
-    if (model.FindValue(name)) {
+    if (ir::FindQualifiedValue(model, name)) {
       ++c.matched;
     } else {
       c.stale.push_back(name);

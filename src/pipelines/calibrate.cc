@@ -21,11 +21,16 @@
 #include "passes/insert_qdq.h"
 #include "pipelines/calibration_stages.h"
 #include "quantkit/version.h"
+#include "runtime/device.h"
 
 namespace quantkit::pipelines {
 namespace {
 
 namespace fs = std::filesystem;
+
+bool SampleExactRuns(const CalibrateOptions& options) {
+  return options.sample_exact.value_or(!runtime::DefaultDevice().is_cuda());
+}
 
 // Runs this rank's shard of the data through the model once (the stages' CollectStatistics),
 // filling one collector per activation. Provenance (description, fingerprint, sample count)
@@ -54,33 +59,13 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   const auto start = std::chrono::steady_clock::now();
   analysis::PassOptions pass;
   pass.batch_size = options.batch_size;
-  pass.run_batch = analysis::kSampleExactRunBatch;  // determinism by construction (collect_pass.h)
+  pass.run_batch = SampleExactRuns(options) ? analysis::kSampleExactRunBatch : 0;  // collect_pass.h
   pass.progress = options.progress && comm.is_root();
   QK_ASSIGN_OR_RETURN(Statistics shard, CollectStatistics(loaded, analysis::ReadInOrder(*source, pass),
                                                           source->num_samples(), sites, pass, kind));
   statistics->stats = std::move(shard.stats);
   result->rank.work_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
-}
-
-// "3 Conv, 1 Gemm" for the weighted ops that sit in control-flow bodies ("" when none): the user
-// must hear that they were left in float rather than see "0 activations" and no reason.
-std::string WeightedOpsInSubgraphs(ir::Graph& graph, const passes::PlacementOptions& placement) {
-  std::map<std::string, int> counts;
-  for (ir::Node* node : graph.nodes()) {
-    for (ir::Attribute& attr : node->attributes()) {
-      for (auto& sub : attr.graphs) {
-        ir::ForEachGraph(*sub, [&](ir::Graph& g) {
-          for (const ir::Node* n : g.nodes()) {
-            if (placement.weighted_op_types.count(n->op_type())) ++counts[n->op_type()];
-          }
-        });
-      }
-    }
-  }
-  std::string out;
-  for (const auto& [op, n] : counts) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n, op);
-  return out;
 }
 
 std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
@@ -163,6 +148,9 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   quant::QuantPlan& plan = result.plan;
   plan = std::move(built.plan);
   result.warnings.insert(result.warnings.end(), built.warnings.begin(), built.warnings.end());
+  BodyReport bodies = ReportBodies(prepared.model, prepared.sites, plan);
+  result.notes.insert(result.notes.end(), bodies.notes.begin(), bodies.notes.end());
+  result.warnings.insert(result.warnings.end(), bodies.warnings.begin(), bodies.warnings.end());
   // Preparation (collection, merge) plus this plan: not the evaluations of --compare-methods.
   result.seconds = prepared.report.seconds +
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -212,11 +200,6 @@ Status Prepare(const CalibrateOptions& options, const runtime::Communicator& com
                                        loaded.folded_ifs));
   }
   QK_ASSIGN_OR_RETURN(prepared->sites, FindCalibrationSites(loaded, options.placement));
-  if (std::string inside = WeightedOpsInSubgraphs(*loaded.model->graph, options.placement); !inside.empty()) {
-    result.warnings.push_back(fmt::format(
-        "{} inside If/Loop/Scan bodies stay in float: Q/DQ placement covers the main graph only{}",
-        inside, prepared->sites.sites.empty() ? " (nothing else to quantize: 0 activations)" : ""));
-  }
   // Before the data is read: an override naming nothing fails at once.
   QK_RETURN_IF_ERROR(CheckOverrides(prepared->sites, {options.method, options.method_overrides}));
   if (!options.from_stats.empty()) {

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct CalibrateOptions {
   data::ImageOptions image;    // preprocessing declared for an image-folder --data
   int64_t samples = 0;         // 0: all the data holds
   int64_t batch_size = 32;
+  // One sample per model run (analysis::kSampleExactRunBatch): statistics independent of
+  // batch_size by construction. Unset: yes on the CPU, no on a GPU, where one-sample runs leave
+  // the device idle (batched, the statistics depend on batch_size in the last float bits).
+  std::optional<bool> sample_exact;
   quant::MethodRequest method; // default: max
   // Per-tensor overrides by tensor name or by the op type of the tensor's consumer.
   std::map<std::string, quant::MethodRequest> method_overrides;

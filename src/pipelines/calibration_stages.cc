@@ -11,6 +11,7 @@
 #include "common/sha256.h"
 #include "common/text.h"
 #include "formats/ranges.h"
+#include "ir/scopes.h"
 #include "onnx/export.h"
 #include "passes/apply_plan.h"
 #include "quant/method_amax.h"
@@ -110,8 +111,20 @@ Status CheckOverrides(const CalibrationSites& sites, const MethodChoice& methods
 Result<ActivationEntry> BuildActivationEntry(const std::string& tensor,
                                              const quant::TensorCollector& collector,
                                              const quant::MethodRequest& method) {
-  QK_ASSIGN_OR_RETURN(quant::CalibResult amax, quant::AmaxFromCollector(collector, method));
   ActivationEntry out;
+  if (collector.range().count == 0) {
+    // Only a body tensor can go unseen: the branch of an If on data that no sample took, or a
+    // Loop that never iterated. Nothing measured, nothing to quantize with.
+    out.entry.tensor = tensor;
+    out.entry.role = quant::TensorRole::kActivation;
+    out.entry.source = quant::MethodLabel(method);
+    out.entry.quantized = false;
+    out.entry.reason = kNeverComputedReason;
+    // No warning per tensor: ReportBodies sums them up per op type, and the summary's
+    // "float:" lines name each one with this reason.
+    return out;
+  }
+  QK_ASSIGN_OR_RETURN(quant::CalibResult amax, quant::AmaxFromCollector(collector, method));
   // QuantPlan::SetActivationAmax is the one amax -> entry rule (a range without a usable scale
   // stays in float); a scratch plan lends it.
   quant::QuantPlan scratch;
@@ -177,16 +190,68 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& mod
   QK_RETURN_IF_ERROR(passes::AddWeightScales(*model.model->graph, sites.sites, &plan));
   // Exclusions travel with the plan, so that simulating or converting it later (eval --plan,
   // convert) leaves the same nodes without Q/DQ as the model written here.
-  for (const ir::Node* n : model.model->graph->nodes()) {
-    if (n->name.empty()) continue;
-    if (sites.placement.exclude_nodes.count(n->name)) {
-      plan.float_nodes[n->name] = "excluded by request (--exclude)";
-    } else if (sites.placement.exclude_op_types.count(n->op_type())) {
-      plan.float_nodes[n->name] = "op type " + n->op_type() + " excluded by request (--exclude)";
+  ir::ForEachScopedGraph(*model.model->graph, [&](const ir::Graph& g, const std::string&) {
+    for (const ir::Node* n : g.nodes()) {
+      if (n->name.empty()) continue;
+      if (sites.placement.exclude_nodes.count(n->name)) {
+        plan.float_nodes[n->name] = "excluded by request (--exclude)";
+      } else if (sites.placement.exclude_op_types.count(n->op_type())) {
+        plan.float_nodes[n->name] = "op type " + n->op_type() + " excluded by request (--exclude)";
+      }
     }
-  }
+  });
   QK_RETURN_IF_ERROR(quant::ValidatePlan(plan));
   return built;
+}
+
+namespace {
+
+// "3 Conv, 1 Gemm"
+std::string CountOps(const std::map<std::string, int>& counts) {
+  std::string out;
+  for (const auto& [op, n] : counts) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n, op);
+  return out;
+}
+
+}  // namespace
+
+BodyReport ReportBodies(const LoadedModel& model, const CalibrationSites& sites, const quant::QuantPlan& plan) {
+  const ir::Graph* main = model.model->graph.get();
+  // A body's weighted op is quantized when every activation it reads is.
+  std::map<const ir::Node*, bool> body_ops;
+  for (const passes::QdqSite& site : sites.sites) {
+    if (site.consumer->owner() == main || site.role != quant::TensorRole::kActivation) continue;
+    const quant::TensorQuant* entry = plan.Find(site.tensor);
+    auto [it, fresh] = body_ops.emplace(site.consumer, true);
+    it->second = it->second && entry != nullptr && entry->quantized;
+  }
+  std::map<std::string, int> quantized, unseen, recurrent;
+  for (const auto& [node, ok] : body_ops) ++(ok ? quantized : unseen)[node->op_type()];
+  ir::ForEachScopedGraph(*main, [&](const ir::Graph& g, const std::string&) {
+    for (const ir::Node* n : g.nodes()) {
+      if (n->domain().empty() && (n->op_type() == "LSTM" || n->op_type() == "GRU" || n->op_type() == "RNN")) {
+        ++recurrent[n->op_type()];
+      }
+    }
+  });
+  BodyReport report;
+  if (!quantized.empty()) {
+    report.notes.push_back(fmt::format("{} inside If/Loop/Scan bodies quantized (statistics from every sample "
+                                       "that ran the body, every Loop/Scan iteration included)",
+                                       CountOps(quantized)));
+  }
+  if (!unseen.empty()) {
+    report.warnings.push_back(fmt::format("{} inside If/Loop/Scan bodies stay in float: their inputs were never "
+                                          "computed on the calibration data (an If branch no sample took, or a "
+                                          "body that never ran); add samples that take it",
+                                          CountOps(unseen)));
+  }
+  if (!recurrent.empty()) {
+    report.warnings.push_back(fmt::format("{} stay in float: TensorRT's Q/DQ recipe quantizes the inputs of "
+                                          "Conv, ConvTranspose, Gemm and MatMul only",
+                                          CountOps(recurrent)));
+  }
+  return report;
 }
 
 Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::QuantPlan& plan,

@@ -100,8 +100,14 @@ struct ActivationEntry {
   double clipped_share = 0.0;         // share of values above the amax (0 for max, which clips none)
 };
 
+// Why a body tensor that no calibration sample computed stays in float.
+inline constexpr char kNeverComputedReason[] =
+    "was never computed on the calibration data (an If branch no sample took, or a Loop/Scan body "
+    "that never ran): kept in float";
+
 // One activation's plan entry from its statistics: the amax of `method`, the warnings it raises
 // and the share of values it clips. Needs the collector's histogram for any method but max.
+// A collector that saw no value gives an entry kept in float (kNeverComputedReason), no warning.
 Result<ActivationEntry> BuildActivationEntry(const std::string& tensor,
                                              const quant::TensorCollector& collector,
                                              const quant::MethodRequest& method);
@@ -118,6 +124,14 @@ struct BuiltPlan {
 // public quantkit/calibration.h.
 Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& model,
                             const CalibrationSites& sites, const MethodChoice& methods);
+
+// What happened inside If/Loop/Scan bodies, for the summary: notes on the weighted ops quantized
+// there, warnings naming those left in float (a body no sample ran; LSTM/GRU/RNN, which TensorRT's
+// Q/DQ recipe leaves in float) and why. Empty for a model without bodies or recurrent ops.
+struct BodyReport {
+  std::vector<std::string> notes, warnings;
+};
+BodyReport ReportBodies(const LoadedModel& model, const CalibrationSites& sites, const quant::QuantPlan& plan);
 
 struct ArtifactReport {
   std::vector<std::string> written;

@@ -47,10 +47,12 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   c.stats_out.clear();
   QK_ASSIGN_OR_RETURN(PreparedCalibration prepared, PrepareCalibration(c));
   size_t best = 0;
+  std::vector<quant::QuantPlan> plans;
   for (size_t i = 0; i < methods.size(); ++i) {
     QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
                                                    {methods[i], c.method_overrides}));
     QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(built.plan, metrics));
+    plans.push_back(std::move(built.plan));
     MethodScore s;
     s.method = quant::MethodLabel(methods[i]);
     s.value = t.metrics.at(r.metric);
@@ -63,8 +65,27 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
     if (s.loss < b.loss || (s.loss == b.loss && s.rel_mse < b.rel_mse)) best = i;
   }
   r.best = r.scores[best].method;
+  r.best_loss = r.scores[best].loss;
+  r.best_rel_mse = r.scores[best].rel_mse;
   c = base;
   c.method = methods[best];
+  if (options.per_tensor) {
+    // Each trial: the plan of one method choice over the same statistics, simulated on the holdout.
+    PlanScorer score = [&](const MethodChoice& choice) -> Result<PlanScore> {
+      QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites, choice));
+      QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(built.plan, {metric.get()}));
+      return PlanScore{metric->Loss(t.metrics.at(r.metric), r.fp32_value), t.output.relative_mse()};
+    };
+    QK_ASSIGN_OR_RETURN(PerTensorChoice chosen,
+                        ChoosePerTensor(prepared.sites, methods, plans, {c.method, c.method_overrides},
+                                        {r.best_loss, r.best_rel_mse}, score));
+    c.method_overrides = chosen.methods.overrides;
+    r.tensor_changes = chosen.changes;
+    r.tensor_trials = chosen.trials;
+    r.tensor_candidates = chosen.candidates;
+    r.best_loss = chosen.score.loss;
+    r.best_rel_mse = chosen.score.rel_mse;
+  }
   QK_ASSIGN_OR_RETURN(r.best_result, FinishCalibration(c, prepared));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
@@ -78,7 +99,16 @@ std::string FormatCompareMethods(const CompareMethodsResult& r) {
     s += fmt::format("{:<18} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.2f} {:>12.4e}{}\n", m.method, m.value, m.loss,
                      m.agreement, m.sqnr_db, m.rel_mse, m.method == r.best ? "  <- best" : "");
   }
-  s += fmt::format("best: {} ({:.2f} s for {} methods, one statistics pass)\n", r.best, r.seconds, r.scores.size());
+  if (r.tensor_trials > 0 || r.tensor_candidates > 0) {
+    s += fmt::format("per tensor: {} of {} candidate tensors changed in {} trials (loss {:.4g}, rel MSE {:.4e})\n",
+                     r.tensor_changes.size(), r.tensor_candidates, r.tensor_trials, r.best_loss, r.best_rel_mse);
+    for (const TensorMethodChange& c : r.tensor_changes) {
+      s += fmt::format("  {}: {} -> {} (loss {:.4g} -> {:.4g}, rel MSE {:.4e} -> {:.4e})\n", c.tensor, c.from, c.to, c.before.loss, c.after.loss,
+                       c.before.rel_mse, c.after.rel_mse);
+    }
+  }
+  s += fmt::format("best: {} ({:.2f} s for {} methods{}, one statistics pass)\n", r.best, r.seconds, r.scores.size(),
+                   r.tensor_trials > 0 ? fmt::format(" and {} per-tensor trials", r.tensor_trials) : "");
   return s;
 }
 
@@ -92,6 +122,12 @@ std::string CompareMethodsJson(const CompareMethodsResult& r) {
   nlohmann::json j{{"holdout", r.holdout}, {"metric", r.metric},     {"fp32", r.fp32_value},
                    {"methods", scores},    {"best", r.best},         {"seconds", r.seconds},
                    {"written", r.best_result.written}};
+  nlohmann::json changes = nlohmann::json::array();
+  for (const TensorMethodChange& c : r.tensor_changes) {
+    changes.push_back({{"tensor", c.tensor}, {"from", c.from}, {"to", c.to}, {"loss_before", c.before.loss},
+                       {"loss_after", c.after.loss}});
+  }
+  j["per_tensor"] = {{"changes", changes}, {"trials", r.tensor_trials}, {"candidates", r.tensor_candidates}};
   return j.dump(1);
 }
 

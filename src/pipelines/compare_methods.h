@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "pipelines/auto_method.h"
 #include "pipelines/calibrate.h"
 #include "quant/tensor_calib.h"
 #include "quantkit/status.h"
@@ -25,6 +26,9 @@ struct CompareMethodsOptions {
   std::string holdout;
   int64_t holdout_samples = 0;
   std::string metric;                      // empty: top1 with labels, else agreement
+  // --method auto: after the per-model choice, the greedy per-tensor pass of
+  // pipelines/auto_method.h (at most kAutoMaxTensorTrials more held-out evaluations).
+  bool per_tensor = false;
 };
 
 struct MethodScore {
@@ -37,6 +41,10 @@ struct CompareMethodsResult {
   double fp32_value = 0;
   std::vector<MethodScore> scores;  // in the order tried
   std::string best;
+  // per_tensor: the tensors whose method the greedy pass changed, and what it cost.
+  std::vector<TensorMethodChange> tensor_changes;
+  int tensor_trials = 0, tensor_candidates = 0;
+  double best_loss = 0, best_rel_mse = 0;  // of the plan written (per-tensor changes included)
   CalibrateResult best_result;      // the artifacts of the best method
   double seconds = 0;
 };

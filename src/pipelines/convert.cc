@@ -14,6 +14,7 @@
 #include "analysis/model_loading.h"
 #include "formats/plan_files.h"
 #include "formats/ranges.h"
+#include "ir/scopes.h"
 #include "onnx/export.h"
 #include "passes/apply_plan.h"
 #include "passes/extract_qdq.h"
@@ -256,7 +257,7 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
   QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.model));
   int unmatched = 0;
   for (const auto& [name, t] : plan.tensors) {
-    if (!model.graph->FindValue(name)) ++unmatched;
+    if (!ir::FindQualifiedValue(*model.graph, name)) ++unmatched;
   }
   if (unmatched) {
     result.messages.push_back(fmt::format(

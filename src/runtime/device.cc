@@ -1,6 +1,7 @@
 #include "runtime/device.h"
 
 #include <ATen/Context.h>
+#include <torch/version.h>
 
 #include <atomic>
 #include <cerrno>
@@ -71,15 +72,29 @@ Status CheckDeviceAvailable(const Device& device) {
   return Status::Ok();
 }
 
-Status SetDefaultDevice(const Device& device) {
+Status UseDevice(const Device& device) {
   QK_RETURN_IF_ERROR(CheckDeviceAvailable(device));
   if (device.is_cuda()) {
     // FP32 means FP32: PyTorch lets cuDNN convolutions use TF32 by default (10-bit mantissa
     // products), which would move FP32 and simulated-INT8 results by far more than summation
-    // order. quantkit's GPU numbers must compare with its CPU numbers and with TensorRT's.
+    // order (on an H100, plain_cnn's logits moved by 2^-11 with TF32 on). quantkit's GPU numbers
+    // must compare with its CPU numbers and with TensorRT's. Set for every interpreter and
+    // trainer on a GPU, not only for the CLI's default device.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9)
+    // torch >= 2.9: the fp32_precision settings only; the legacy setters warn there, and mixing
+    // the two makes torch's own TF32 queries fail.
+    at::globalContext().setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::ALL,
+                                            at::Float32Precision::IEEE);
+#else
     at::globalContext().setAllowTF32CuDNN(false);
     at::globalContext().setAllowTF32CuBLAS(false);
+#endif
   }
+  return Status::Ok();
+}
+
+Status SetDefaultDevice(const Device& device) {
+  QK_RETURN_IF_ERROR(UseDevice(device));
   g_default_index.store(device.index);
   g_default_kind.store(static_cast<int>(device.kind));
   return Status::Ok();

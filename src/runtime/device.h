@@ -37,6 +37,9 @@ bool LibtorchHasCuda();
 int CudaDeviceCount();
 // Ok for the CPU; kUnsupported naming what is missing (CUDA in the build, a GPU, device N).
 Status CheckDeviceAvailable(const Device& device);
+// CheckDeviceAvailable, then the numerics quantkit needs on it (on a GPU: no TF32). Every
+// interpreter and trainer calls it for its device.
+Status UseDevice(const Device& device);
 
 // The device new interpreters use (default: the CPU). Checks availability first.
 Status SetDefaultDevice(const Device& device);

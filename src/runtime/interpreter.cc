@@ -5,6 +5,10 @@
 // captured from an enclosing graph (If/Loop bodies) are resolved by name through the chain of
 // calling frames when the subgraph starts; the enclosing node counts as a consumer of each
 // capture, so liveness keeps them alive until that node has run.
+//
+// Observers see the main graph's tensors; those that ask (Observer::WantsSubgraphTensors) also
+// see each body's, under the qualified names of ir/scopes.h: a body run gets a RunState of its
+// own (BodyWatch), made once per body plan and run, without the hook and the memory accounting.
 #include "runtime/interpreter.h"
 
 #include <c10/core/InferenceMode.h>
@@ -16,6 +20,7 @@
 #include <unordered_set>
 
 #include "common/check.h"
+#include "ir/scopes.h"
 #include "runtime/aten_bridge.h"
 #include "runtime/device_placement.h"
 #include "runtime/heap.h"
@@ -56,6 +61,7 @@ class SubgraphPlan {
   const ir::Graph* graph = nullptr;
   std::vector<Step> steps;
   std::vector<std::string> slot_names;
+  std::vector<std::string> slot_qualified;  // what observers see (ir/scopes.h); = slot_names at the top
   std::vector<const ir::Node*> slot_producer;
   std::unordered_map<std::string, int> slot_by_name;
   std::vector<int> input_slots;
@@ -68,8 +74,11 @@ class SubgraphPlan {
 
 namespace {
 
+struct RunState;
+
 struct Frame {
   const SubgraphPlan* plan = nullptr;
+  RunState* state = nullptr;  // observation of this frame (nullptr: none)
   std::vector<at::Tensor> slots;
   const Frame* parent = nullptr;
   // The step being executed ("node 'x' (Reshape, opset 13)"), so that an error escaping the
@@ -83,7 +92,7 @@ class PlanBuilder {
   PlanBuilder(const ir::Model& model, at::Device device, bool training)
       : model_(model), device_(device), training_(training) {}
 
-  Result<std::shared_ptr<SubgraphPlan>> Build(const ir::Graph& graph) {
+  Result<std::shared_ptr<SubgraphPlan>> Build(const ir::Graph& graph, const std::string& scope = "") {
     auto plan = std::make_shared<SubgraphPlan>();
     plan->graph = &graph;
     std::unordered_map<const ir::Value*, int> slot_of;
@@ -93,6 +102,7 @@ class PlanBuilder {
       const int s = static_cast<int>(plan->slot_names.size());
       slot_of.emplace(v, s);
       plan->slot_names.push_back(v->name());
+      plan->slot_qualified.push_back(ir::QualifiedName(scope, v->name()));
       plan->slot_producer.push_back(v->producer());
       plan->slot_by_name[v->name()] = s;
       return s;
@@ -133,9 +143,15 @@ class PlanBuilder {
       }
       std::vector<std::shared_ptr<const SubgraphPlan>> subplans;
       KernelInit init{*node, step.opset, nullptr};
-      init.compile_subgraph = [this, &subplans](const ir::Graph& g)
+      init.compile_subgraph = [this, &subplans, &scope, node](const ir::Graph& g)
           -> Result<std::shared_ptr<const SubgraphPlan>> {
-        QK_ASSIGN_OR_RETURN(std::shared_ptr<SubgraphPlan> sub, Build(g));
+        std::string attribute;
+        for (const ir::Attribute& a : node->attributes()) {
+          for (const auto& sub : a.graphs) {
+            if (sub.get() == &g) attribute = a.name;
+          }
+        }
+        QK_ASSIGN_OR_RETURN(std::shared_ptr<SubgraphPlan> sub, Build(g, ir::SubgraphScope(scope, *node, attribute)));
         subplans.push_back(sub);
         return std::shared_ptr<const SubgraphPlan>(sub);
       };
@@ -189,13 +205,39 @@ class PlanBuilder {
   bool training_ = false;
 };
 
+struct BodyWatch;
+
 struct RunState {
   const AtenRunOptions* options = nullptr;
-  std::vector<std::vector<Observer*>> watchers;  // per top-level slot
+  std::vector<std::vector<Observer*>> watchers;  // per slot of the plan this state observes
+  BodyWatch* bodies = nullptr;                   // nullptr: no observer watches bodies
+};
+
+// The observers that watch body tensors, and one RunState per body plan met in this run.
+struct BodyWatch {
+  std::vector<Observer*> observers;
+  AtenRunOptions options;  // no hook, no stats: bodies are observed only
+  std::unordered_map<const SubgraphPlan*, std::unique_ptr<RunState>> states;
+
+  RunState* For(const SubgraphPlan& plan) {
+    std::unique_ptr<RunState>& state = states[&plan];
+    if (!state) {
+      state = std::make_unique<RunState>();
+      state->options = &options;
+      state->bodies = this;
+      state->watchers.resize(plan.slot_names.size());
+      for (Observer* obs : observers) {
+        for (size_t s = 0; s < plan.slot_names.size(); ++s) {
+          if (obs->Wants(plan.slot_qualified[s])) state->watchers[s].push_back(obs);
+        }
+      }
+    }
+    return state.get();
+  }
 };
 
 Status Notify(RunState& state, const SubgraphPlan& plan, int slot, at::Tensor& value) {
-  const std::string& name = plan.slot_names[slot];
+  const std::string& name = plan.slot_qualified[slot];
   const ir::Node* producer = plan.slot_producer[slot];
   if (state.options->hook) QK_RETURN_IF_ERROR(state.options->hook(name, producer, value));
   for (Observer* obs : state.watchers[slot]) {
@@ -330,6 +372,8 @@ std::vector<at::Tensor> KernelContext::RunSubgraph(const SubgraphPlan& plan,
   child.plan = &plan;
   child.parent = static_cast<const Frame*>(frame_);
   child.device = child.parent->device;
+  const RunState* outer = child.parent->state;
+  if (outer != nullptr && outer->bodies != nullptr) child.state = outer->bodies->For(plan);
   FillConstants(plan, child);
   QK_KERNEL_CHECK(inputs.size() <= plan.input_slots.size(), "subgraph takes {} inputs, got {}",
                   plan.input_slots.size(), inputs.size());
@@ -344,7 +388,14 @@ std::vector<at::Tensor> KernelContext::RunSubgraph(const SubgraphPlan& plan,
     }
     QK_KERNEL_CHECK(child.slots[s].defined(), "outer-scope value '{}' is not available", name);
   }
-  Execute(child, nullptr);
+  if (child.state != nullptr) {
+    for (int s : plan.input_slots) {
+      if (!child.slots[s].defined() || child.state->watchers[s].empty()) continue;
+      Status st = Notify(*child.state, plan, s, child.slots[s]);
+      if (!st.ok()) throw NodeFailure{st};
+    }
+  }
+  Execute(child, child.state);
   std::vector<at::Tensor> out;
   for (int s : plan.output_slots) {
     QK_KERNEL_CHECK(child.slots[s].defined(), "subgraph output '{}' has no value", plan.slot_names[s]);
@@ -465,11 +516,15 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
   state.options = &opts;
   const bool notify = opts.hook || !opts.observers.empty() || opts.stats != nullptr;
   state.watchers.resize(p.slot_names.size());
+  BodyWatch bodies;
   for (Observer* obs : opts.observers) {
     for (size_t s = 0; s < p.slot_names.size(); ++s) {
       if (obs->Wants(p.slot_names[s])) state.watchers[s].push_back(obs);
     }
+    if (obs->WantsSubgraphTensors()) bodies.observers.push_back(obs);
   }
+  if (!bodies.observers.empty()) state.bodies = &bodies;
+  frame.state = notify ? &state : nullptr;
   try {
     if (notify) {
       for (int s : p.input_slots) {
@@ -511,7 +566,7 @@ Result<std::unique_ptr<Interpreter>> Interpreter::Create(std::shared_ptr<const i
   auto impl = std::make_unique<Impl>();
   impl->model = model;
   impl->device = options.device.value_or(DefaultDevice());
-  QK_RETURN_IF_ERROR(CheckDeviceAvailable(impl->device));
+  QK_RETURN_IF_ERROR(UseDevice(impl->device));
   impl->aten_device = ToAtenDevice(impl->device);
   impl->options = std::move(options);
   try {

@@ -4,7 +4,10 @@
 // Contract:
 //  - OnTensor is called once per produced tensor of the top-level graph (graph inputs included,
 //    with producer == nullptr), in execution order, right after the producing node ran.
-//    Tensors produced inside If/Loop bodies are not reported (they may run many times).
+//    Tensors of If/Loop/Scan bodies are reported only to observers whose WantsSubgraphTensors()
+//    is true: under their qualified names (ir/scopes.h, "/If.then_branch::t"), the body's inputs
+//    included, each time the body runs (every Loop/Scan iteration; an If's branch when taken).
+//    Wants() is asked with the qualified name. A value a body captures is not reported again.
 //  - The view points at contiguous host memory in the tensor's own dtype and is valid only during
 //    the callback: copy what must outlive it. Float tensors are viewed in place (no copy); a
 //    non-contiguous result (e.g. a Transpose view) is made contiguous first. When WantsFloat()
@@ -56,6 +59,8 @@ class Observer {
   virtual bool Wants(const std::string& tensor_name) const { return true; }
   // Present every numeric tensor as float (calibration collectors want float).
   virtual bool WantsFloat() const { return false; }
+  // Also watch the tensors of control-flow bodies (see the contract above).
+  virtual bool WantsSubgraphTensors() const { return false; }
   virtual Status OnTensor(const std::string& tensor_name, const ir::Node* producer,
                           const TensorView& view) = 0;
   // Statistics wanted for a tensor when it lives on a device; nullptr (the default): OnTensor

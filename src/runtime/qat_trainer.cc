@@ -126,7 +126,7 @@ Result<std::unique_ptr<QatTrainer>> QatTrainer::Create(ir::Model student, ir::Mo
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   const Device device = DefaultDevice();
-  QK_RETURN_IF_ERROR(CheckDeviceAvailable(device));
+  QK_RETURN_IF_ERROR(UseDevice(device));
   impl->device = ToAtenDevice(device);
   // Trainable copies of the initializers, taken before the model moves into the interpreter, on
   // the compute device so that they are leaves there (the optimizer updates them in place).

@@ -39,8 +39,11 @@ Result<TensorStats> ComputeTensorStats(const at::Tensor& input, const TensorStat
   const at::Tensor x = input.to(at::kFloat).reshape({-1});
   const int64_t n = int64_t{1} << request.log2_bins;
   s.count = x.numel();
-  s.positive.assign(static_cast<size_t>(n), 0);
-  s.negative.assign(static_cast<size_t>(n), 0);
+  s.has_histogram = request.histogram;
+  if (s.has_histogram) {
+    s.positive.assign(static_cast<size_t>(n), 0);
+    s.negative.assign(static_cast<size_t>(n), 0);
+  }
 
   std::optional<int64_t> axis;
   if (request.channel_axis) {
@@ -80,7 +83,7 @@ Result<TensorStats> ComputeTensorStats(const at::Tensor& input, const TensorStat
   s.max = v[5] == 0 ? 0.0f : static_cast<float>(v[5]);
   const double amax = v[6];
 
-  if (amax > 0) {
+  if (amax > 0 && s.has_histogram) {
     s.has_range = true;
     s.range_exp = RangeExpFor(amax, request.min_range_exp);
     // Bin index in [0, 2n): the negative half is offset by n; zeros and non-finite values go to

@@ -32,6 +32,7 @@ struct TensorStatsRequest {
   int log2_bins = 14;                    // fine bins per sign = 2^log2_bins (quant/collectors/histogram.h)
   int min_range_exp = -126;              // quant::kMinRangeExp
   std::optional<int64_t> channel_axis;   // per-channel abs-max along this axis (may be negative)
+  bool histogram = true;                 // false: range statistics only (the max-only fast path)
 };
 
 struct TensorStats {
@@ -43,7 +44,8 @@ struct TensorStats {
   int64_t neginf_count = 0;
   int64_t zero_count = 0;
   float min = 0, max = 0;  // +inf / -inf when no finite value
-  // Histogram of this batch alone.
+  // Histogram of this batch alone (when requested: has_histogram).
+  bool has_histogram = true;
   bool has_range = false;  // a finite non-zero value was seen
   int range_exp = 0;
   std::vector<int64_t> positive, negative;  // 2^log2_bins each

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -201,7 +202,8 @@ TEST(Cuda, CliCalibrateAndEvalOnTheGpuAgreeWithTheCpu) {
   for (const auto& [tensor, amax] : ranges["cpu"]) {
     EXPECT_NEAR(ranges["cuda"][tensor], amax, testing::kGpuAmaxRtol * std::fabs(amax)) << tensor;
   }
-  std::system(("rm -rf '" + dir + "'").c_str());
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
 }
 
 // QAT trains on the GPU, and its checkpoints move between devices: half the steps on the GPU,
@@ -221,7 +223,8 @@ TEST(Cuda, QatTrainsOnTheGpuAndResumesOnTheCpu) {
       testing::RunQuantkit(QK_QUANTKIT_BIN, common + " --resume " + dir + "/b/checkpoint.pt --device cpu", dir);
   EXPECT_EQ(rest.exit_code, 0) << rest.err;
   EXPECT_EQ(access((dir + "/b/model.qdq.onnx").c_str(), F_OK), 0);
-  std::system(("rm -rf '" + dir + "'").c_str());
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
 }
 
 TEST(Cuda, MissingDeviceOrdinalExits3) {
@@ -234,7 +237,8 @@ TEST(Cuda, MissingDeviceOrdinalExits3) {
       dir);
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("cuda:99"), std::string::npos) << r.err;
-  std::system(("rm -rf '" + dir + "'").c_str());
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
 }
 
 }  // namespace

@@ -64,4 +64,11 @@ inline constexpr double kGpuFp32Atol = 1e-4;
 // order only, so each tensor's max moves by a few float ulps of its magnitude.
 inline constexpr double kGpuAmaxRtol = 1e-4;
 
+// Symmetric int8 (max calibration) on the two or three quantized tensors of a tiny hand-written
+// model (tests/unit/analysis/control_flow_quant_test.cc): each Q/DQ moves a value by at most half
+// a step, amax/254, and the short conv/tanh chains add a few of those, about 1-2% of the output
+// range. A scale that is wrong (another tensor's, or one iteration's instead of all) or a pair in
+// the wrong graph shows as tens of percent.
+inline constexpr double kInt8TinyModelRelMax = 0.05;
+
 }  // namespace quantkit::testing

@@ -40,7 +40,8 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option("-o,--output-dir", opts->calibrate.output_dir, "directory for the artifacts");
   cmd->add_option("--method", opts->method,
                   "max | entropy | percentile[:P] | mse | auto (every method from one statistics pass, the best "
-                  "on held-out data vs FP32: --holdout, or the last quarter of --data)")
+                  "on held-out data vs FP32: --holdout, or the last quarter of --data; then refined per "
+                  "tensor, at most 24 more held-out evaluations)")
       ->capture_default_str();
   cmd->add_option("--override", opts->overrides,
                   "per-tensor method, TENSOR=METHOD or OPTYPE=METHOD (op type of the consumer)");
@@ -50,8 +51,11 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   cmd->add_option("--samples", opts->calibrate.samples, "use the first N samples (0: all)")->capture_default_str();
   cmd->add_option("--batch-size", opts->calibrate.batch_size,
-                  "samples read at a time (the model runs one sample at a time: results never depend on it)")
+                  "samples read at a time; with --sample-exact on, the model still runs one sample at a time")
       ->capture_default_str();
+  cmd->add_option("--sample-exact", opts->calibrate.sample_exact,
+                  "on|off: one sample per model run, so results never depend on --batch-size "
+                  "(default: on for the CPU, off for a GPU, where batched runs are many times faster)");
   cmd->add_option("--stats", opts->calibrate.stats_out, "also write the statistics (.qkstats)");
   cmd->add_option("--from-stats", opts->calibrate.from_stats,
                   "skip the model run: merge these .qkstats shards instead");
@@ -142,6 +146,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
         if (cm.holdout.empty() && c.data.rfind("fashion-mnist", 0) == 0) cm.holdout = "fashion-mnist:val";
         cm.holdout_samples = opts->holdout_samples;
         cm.metric = opts->metric;
+        cm.per_tensor = auto_method;  // auto refines per tensor; --compare-methods is the per-model table
         auto r = pipelines::CompareMethods(cm);
         if (!r.ok()) return Report(r.status());
         if (opts->json) {

@@ -60,6 +60,15 @@ Result<TensorCollector> TensorCollector::FromParts(const RangeStats& range,
   return c;
 }
 
+TensorCollector TensorCollector::RangeOnlyFromParts(const RangeStats& range,
+                                                   std::optional<PerChannelStats> per_channel) {
+  TensorCollector c = RangeOnly();
+  c.range_ = RangeCollector::FromStats(range);
+  c.range_stats_ = range;
+  if (per_channel) c.per_channel_ = PerChannelAbsMaxCollector::FromStats(*per_channel);
+  return c;
+}
+
 bool TensorCollector::operator==(const TensorCollector& o) const {
   return has_histogram_ == o.has_histogram_ && range_stats_ == o.range_stats_ && histogram_ == o.histogram_ &&
          per_channel() == o.per_channel();

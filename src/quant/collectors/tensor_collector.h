@@ -32,6 +32,9 @@ class TensorCollector {
 
   static Result<TensorCollector> FromParts(const RangeStats& range, StreamingHistogram histogram,
                                            std::optional<PerChannelStats> per_channel);
+  // A RangeOnly() collector holding these statistics (device statistics of the max-only path).
+  static TensorCollector RangeOnlyFromParts(const RangeStats& range,
+                                            std::optional<PerChannelStats> per_channel);
   bool operator==(const TensorCollector& o) const;
 
  private:

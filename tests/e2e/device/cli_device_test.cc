@@ -101,5 +101,24 @@ TEST_F(CliDevice, DeviceStatisticsAlgorithmWritesTheSameQkstats) {
   EXPECT_TRUE(*a == *b) << "the device algorithm's statistics differ from the host collectors'";
 }
 
+// The max-only fast path keeps range statistics only; the device algorithm must then compute no
+// histogram and merge into the range-only collectors (on a GPU this failed with "cannot merge
+// range-only statistics with statistics that have a histogram").
+TEST_F(CliDevice, DeviceStatisticsAlgorithmOnTheMaxOnlyPathWritesTheSameCache) {
+  const std::string common =
+      "calibrate " + kModel + " --data fashion-mnist:calib --samples 80 --batch-size 32 -q --method max -o ";
+  const testing::CommandResult host = Run(common + dir_ + "/host --device cpu");
+  ASSERT_EQ(host.exit_code, 0) << host.err;
+  const testing::CommandResult dev = Run(common + dir_ + "/device", "QUANTKIT_DEVICE_STATS=1");
+  ASSERT_EQ(dev.exit_code, 0) << dev.err;
+  for (const char* file : {"/calib.cache", "/model.qdq.onnx"}) {
+    auto a = ReadFileToString(dir_ + "/host" + file);
+    auto b = ReadFileToString(dir_ + "/device" + file);
+    ASSERT_TRUE(a.ok() && b.ok()) << file;
+    ASSERT_GT(a->size(), 100u) << file;
+    EXPECT_TRUE(*a == *b) << file << " differs between the device algorithm and the host collectors";
+  }
+}
+
 }  // namespace
 }  // namespace quantkit

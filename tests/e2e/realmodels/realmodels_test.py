@@ -14,8 +14,8 @@ static dimension, both holding convolutions, an STFT-as-convolution audio front-
   5. `calibrate --method auto` on the text-line recogniser (a CTC sequence output, where the issue saw
      entropy collapse) picks a method on the held-out tail of its calibration data and stays within
      the model's budget on val;
-  3. the summary says what was done: the opset upgrade (opset 9/11), which ops stayed in float
-     inside the branches of an If on data, and the If on a static dimension replaced by its taken
+  3. the summary says what was done: the opset upgrade (opset 9/11), the convolutions quantized
+     inside the branch of an If on data, and the If on a static dimension replaced by its taken
      branch, whose convolutions are then quantized (MIN_Q_NODES).
 The shipped PyPI models (PP-OCR, Silero VAD) are in python/realmodels_table.py, which needs pip.
 Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py.
@@ -44,7 +44,7 @@ BUDGETS = {
     "fixed_b1": ("agreement", 0.9, "min"),        # measured 1.0
     "textline": ("rel_rms", 0.01, "max"),         # measured 0.0027
     "gru_state": ("score_abs", 0.002, "max"),     # measured 0.00017
-    "if_model": ("agreement", 0.9, "min"),        # measured 1.0 (the If's convolutions stay float)
+    "if_model": ("agreement", 0.9, "min"),        # measured 1.0 (the taken branch's convolutions quantized)
     "if_static": ("agreement", 0.9, "min"),       # measured 1.0 (the taken branch is quantized)
     # Max calibration on a log-power front-end loses resolution (symmetric int8 on a power
     # spectrum): measured 0.063, onnxruntime's asymmetric uint8 0.013. `quantkit fallback` is the
@@ -55,12 +55,14 @@ BUDGET_BOUND = 0.02  # calibrate --budget on audio_frontend, mean abs score diff
 EXPECTED_NOTES = {
     "seg_opset9": "model upgraded from opset 9 to 13",
     "seg_opset11": "model upgraded from opset 11 to 13",
-    "if_model": "inside If/Loop/Scan bodies stay in float",
+    "if_model": "inside If/Loop/Scan bodies quantized",
     "if_static": "replaced by the branch taken",
 }
 # The folded If's branch holds two Conv (input, weights) and a Relu -> Conv edge: without the fold
 # only the head's Gemm (2 QuantizeLinear) is quantized.
-MIN_Q_NODES = {"if_static": 6}
+# The If on data: the taken branch (sr == 16000 in every sample) has two Conv, quantized inside the
+# branch (input and weights each), beside the head's Gemm.
+MIN_Q_NODES = {"if_static": 6, "if_model": 6}
 
 
 def main():
@@ -118,6 +120,23 @@ def main():
                   f"(bound {bound}), {row['quantkit_cpu_seconds']:.1f} s CPU")
             if row["quantkit_rel_rms"] > bound:
                 failures.append(f"textline --method auto: rel RMS {row['quantkit_rel_rms']:.4f} > {bound}")
+        # Item 5 under --from-stats: the statistics carry histograms, so auto builds every method's plan
+        # from them; the held-out data must then be given (the shards hold no samples), else exit 2
+        # naming --holdout. The per-tensor pass reports its trials.
+        stats = os.path.join(tmp, "textline.qkstats")
+        model = os.path.join(folder, "model.onnx")
+        r = subprocess.run([QK, "calibrate", model, "--data", os.path.join(folder, "calib"), "--stats", stats, "-q"],
+                           capture_output=True, text=True)
+        r_auto = subprocess.run([QK, "calibrate", model, "--from-stats", stats, "--method", "auto", "--holdout",
+                                 os.path.join(folder, "val"), "-o", os.path.join(tmp, "auto_stats"), "-q"],
+                                capture_output=True, text=True)
+        r_bare = subprocess.run([QK, "calibrate", model, "--from-stats", stats, "--method", "auto", "-o",
+                                 os.path.join(tmp, "auto_bare"), "-q"], capture_output=True, text=True)
+        if r.returncode != 0 or r_auto.returncode != 0 or "per tensor:" not in r_auto.stdout:
+            failures.append(f"textline --from-stats --method auto: exit {r.returncode}/{r_auto.returncode}: "
+                            f"{(r.stderr + r_auto.stderr).strip()[-300:]!r}")
+        if r_bare.returncode != 2 or "--holdout" not in r_bare.stderr:
+            failures.append(f"--from-stats --method auto without --holdout: exit {r_bare.returncode}, {r_bare.stderr!r}")
         # Item 2's error text: a wrong per-sample shape on a dynamic-shape model names '?' for the
         # dynamic dims instead of a size taken from the first sample.
         folder = realmodels.ensure("textline")
@@ -131,7 +150,7 @@ def main():
 
     for f in failures:
         print("FAIL", f)
-    print(f"{len(realmodels.EXPORTED) + 3 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(realmodels.EXPORTED) + 4 - len(failures)} passed, {len(failures)} failed")
     assert not failures, failures
 
 

@@ -1,6 +1,7 @@
 // Training mode of the interpreter: gradients of every op family on the forward path of the zoo
 // and torchvision models against central finite differences (float64 graphs), the parameter
 // overrides autograd reaches through, and FakeQuantize (bit-exact forward, STE and LSQ backward).
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
