@@ -13,13 +13,18 @@ Runners (FP32 table): quantkit eval; onnxruntime InferenceSession (default graph
 PyTorch eager (Debian torch 1.13 + torchvision, .venv); the same model traced to TorchScript, run by
 torch 1.13 (.venv) and by PyPI torch 2.x (.venv-torch, when present): the libtorch comparison on
 identical ops. Calibration table: quantkit calibrate --method max / entropy, quantkit eval --plan
-(FP32 reference + simulated INT8 pass with the max plan: target <= 2.3x eval), and onnxruntime.quantization.quantize_static (MinMax,
+(FP32 reference + simulated INT8 pass with the max plan), and onnxruntime.quantization.quantize_static (MinMax,
 Entropy; its memory grows with the sample count, so it runs up to --max-ort-samples only).
+Simulation table: the simulated and the FP32 pass timed inside one eval --plan (its model_seconds and
+reference_seconds), and on the zoo model a fallback search (rel_mse, 3 float layers at most): its mean
+trial time against one whole simulated pass (trials start from cached activations of the prefix).
 Ratios: quantkit/ort for FP32 (target <= 1.5), calibrate/quantkit-FP32 (max <= 1.15, entropy <= 1.3),
-simulated/FP32 (<= 1.3), ORT-quantize/quantkit-calibrate (>= 3 MinMax, >= 10 Entropy).
+simulated/FP32 (<= 1.3), trial/simulated (<= 0.7), ORT-quantize/quantkit-calibrate (>= 3 MinMax, >= 10
+Entropy; peak RSS >= 10x).
 Torchvision models have random weights (python/export_torchvision.py); resnet_small is a zoo model.
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -82,26 +87,42 @@ np.save(path, np.random.default_rng(0).standard_normal((n, *dims[1:]), dtype=np.
 
 
 class Run:
-    def __init__(self, wall, cpu, rss):
-        self.wall, self.cpu, self.rss = wall, cpu, rss
+    def __init__(self, wall, cpu, rss, out=""):
+        self.wall, self.cpu, self.rss, self.out = wall, cpu, rss, out
 
     def cell(self):
         return f"{self.wall:7.1f}s {self.cpu:7.1f}c {self.rss / 2**20:6.0f}M"
 
 
-def measure(cmd, env=None):
-    """Runs cmd as a child; returns its wall seconds, CPU seconds and peak RSS, or None on failure."""
+def measure(cmd, env=None, ok=(0,)):
+    """Runs cmd as a child; returns its wall seconds, CPU seconds and peak RSS, or None when its exit
+    code is not in `ok`."""
     t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(p.pid, 0)
-    dt = time.perf_counter() - t
-    err = p.stderr.read().decode(errors="replace")
-    p.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as errf:
+        p = subprocess.Popen(cmd, stdout=out, stderr=errf, env=env)
+        _, status, usage = os.wait4(p.pid, 0)
+        dt = time.perf_counter() - t
+        out.seek(0)
+        errf.seek(0)
+        text, err = out.read().decode(errors="replace"), errf.read().decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) not in ok:
         print(f"  ! {' '.join(cmd[:3])} failed: {err.strip().splitlines()[-1] if err.strip() else '?'}",
               file=sys.stderr)
         return None
-    return Run(dt, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
+    return Run(dt, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, text)
+
+
+def json_field(run, *keys):
+    """A number from a child's --json output (None when the child failed)."""
+    if not run:
+        return None
+    try:
+        v = json.loads(run.out)
+        for k in keys:
+            v = v[k]
+        return v
+    except (ValueError, KeyError):  # an older quantkit without the field
+        return None
 
 
 RATIO_ON = "wall"
@@ -167,13 +188,18 @@ def main():
                 out = os.path.join(d, "qk")
                 q_max = measure([qk, "calibrate", model, "--method", "max", "-o", out] + common)
                 plan = os.path.join(out, "plan.json")
-                q_sim = measure([qk, "eval", model, "--plan", plan] + common) if os.path.exists(plan) else None
+                q_sim = measure([qk, "eval", model, "--plan", plan, "--json"] + common) if os.path.exists(plan) else None
+                fb = None
+                if name in ZOO and os.path.exists(plan):  # fallback trials from cached prefixes (zoo model)
+                    fb = measure([qk, "fallback", model, "--plan", plan, "--data", data, "--batch-size", b,
+                                  "--samples", str(n), "--metric", "rel_mse", "--budget", "0", "--max-float", "3",
+                                  "--json", "-q"], ok=(0, 1))  # budget 0 is never met: exit 1
                 q_ent = measure([qk, "calibrate", model, "--method", "entropy", "-o", out + "e"] + common)
                 o_max = o_ent = None
                 if n <= args.max_ort_samples:
                     o_max = measure([py, "-c", ORT_QUANTIZE, model, data, os.path.join(d, "o.onnx"), "max", b])
                     o_ent = measure([py, "-c", ORT_QUANTIZE, model, data, os.path.join(d, "o.onnx"), "entropy", b])
-                calib.append((name, n, q_eval, q_max, q_ent, q_sim, o_max, o_ent))
+                calib.append((name, n, q_eval, q_max, q_ent, q_sim, o_max, o_ent, fb))
                 print(f"calib {name} {n}: max {q_max.cell() if q_max else 'failed'} | "
                       f"entropy {q_ent.cell() if q_ent else 'failed'}", flush=True)
                 os.remove(data)
@@ -185,12 +211,27 @@ def main():
     for name, n, q, o, e, t1, t2 in fp32:
         print(f"{name:<16}{n:>5}  {cell(q)}  {cell(o)}  {cell(e)}  {cell(t1)}  {cell(t2)}  {ratio(q, o)}  "
               f"{ratio(q, e)}   {ratio(t2, t1)}")
-    print("\nCalibration and simulation (same columns; sim = eval --plan <max plan>)")
-    print(f"{'model':<16}{'n':>5}  {'calibrate max':>23}  {'calibrate entropy':>23}  {'eval --plan (ref+sim)':>23}  "
-          f"{'ORT MinMax':>23}  {'ORT Entropy':>23}  max/fp32 ent/fp32 sim/fp32 ortMM/max ortEnt/ent")
-    for name, n, q, mx, en, sim, om, oe in calib:
+    print("\nCalibration (same columns; eval --plan = FP32 reference + simulated INT8 with the max plan)")
+    print(f"{'model':<16}{'n':>5}  {'calibrate max':>23}  {'calibrate entropy':>23}  {'eval --plan':>23}  "
+          f"{'ORT MinMax':>23}  {'ORT Entropy':>23}  max/fp32 ent/fp32 ortMM/max ortEnt/ent  RSS ortMM/max")
+    for name, n, q, mx, en, sim, om, oe, _ in calib:
+        rss = f"{om.rss / mx.rss:10.1f}x" if om and mx else f"{'n/a':>11}"
         print(f"{name:<16}{n:>5}  {cell(mx)}  {cell(en)}  {cell(sim)}  {cell(om)}  {cell(oe)}  "
-              f"{ratio(mx, q)}  {ratio(en, q)}  {ratio(sim, q)}  {ratio(om, mx)}  {ratio(oe, en)}")
+              f"{ratio(mx, q)}  {ratio(en, q)}  {ratio(om, mx)}  {ratio(oe, en)}  {rss}")
+    print("\nSimulation: simulated INT8 pass / FP32 pass, both timed inside one `eval --plan` (batch by batch, "
+          "so load hits both alike; target <= 1.3); fallback trial / the simulated pass that filled its cache "
+          "(zoo, target <= 0.7)")
+    print(f"{'model':<16}{'n':>5}  {'simulated s':>11}  {'FP32 s':>8}  sim/fp32  {'trial s':>8}  {'sim pass s':>10}  "
+          f"trial/sim  trials  checkpoints")
+    for name, n, _, _, _, sim, _, _, fb in calib:
+        s_sec, f_sec = json_field(sim, "model_seconds"), json_field(sim, "reference_seconds")
+        row = f"{name:<16}{n:>5}  " + (f"{s_sec:11.2f}  {f_sec:8.2f}  {s_sec / f_sec:7.2f}x" if s_sec and f_sec
+                                        else f"{'n/a':>29}")
+        if fb and json_field(fb, "simulated_pass_seconds"):
+            t, p = json_field(fb, "trial_seconds"), json_field(fb, "simulated_pass_seconds")
+            row += (f"  {t:8.3f}  {p:10.3f}  {t / p:8.2f}x  {json_field(fb, 'trials'):6d}  "
+                    f"{json_field(fb, 'trial_cache', 'checkpoints'):11d}")
+        print(row)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "analysis/model_loading.h"
+#include "analysis/prefix_cache.h"
 #include "common/check.h"
 #include "runtime/interpreter.h"
 
@@ -199,25 +200,34 @@ Result<TrialResult> PlanEvaluator::EvaluateFp32(const std::vector<Metric*>& metr
 
 Result<TrialResult> PlanEvaluator::EvaluatePlan(const quant::QuantPlan& plan,
                                                 const std::vector<Metric*>& metrics,
-                                                const ObserverFor& observer) const {
+                                                const ObserverFor& observer, const PrefixCache* cache) const {
   // A clone of the loaded float model: the file is read and prepared once per search, not per trial.
   QK_ASSIGN_OR_RETURN(ir::Model model, BuildSimulationModel(*float_model_, plan, options_.simulation));
-  return EvaluateModel(std::move(model), metrics, observer);
+  return EvaluateModel(std::move(model), metrics, observer, cache);
 }
 
 Result<TrialResult> PlanEvaluator::EvaluateModel(ir::Model model, const std::vector<Metric*>& metrics,
-                                                 const ObserverFor& observer) const {
+                                                 const ObserverFor& observer, const PrefixCache* cache) const {
   const auto start = std::chrono::steady_clock::now();
   QK_RETURN_IF_ERROR(CheckMetrics(metrics));
   std::vector<double> rows;
   const Status local = [&]() -> Status {
-    QK_ASSIGN_OR_RETURN(auto interpreter, runtime::Interpreter::Create(std::move(model)));
+    std::vector<std::string> cached;  // graph inputs fed from the cache
+    if (cache && !observer) {
+      QK_ASSIGN_OR_RETURN(cached, cache->Cut(&model));
+    }
+    runtime::InterpreterOptions interpreter_options;
+    // Cached activations are not user inputs (the user's were checked by the FP32 run).
+    interpreter_options.check_finite_inputs = cached.empty();
+    QK_ASSIGN_OR_RETURN(auto interpreter, runtime::Interpreter::Create(std::move(model), interpreter_options));
     for (size_t i = 0; i < batches_.size(); ++i) {
       runtime::RunOptions run_options;
       if (observer) {
         if (runtime::Observer* o = observer(i)) run_options.observers = {o};
       }
-      QK_ASSIGN_OR_RETURN(auto outs, interpreter->Run(Feeds(batches_[i]), run_options));
+      std::vector<runtime::NamedTensor> feeds = Feeds(batches_[i]);
+      for (const std::string& name : cached) feeds.push_back({name, cache->Activation(name, i)});
+      QK_ASSIGN_OR_RETURN(auto outs, interpreter->Run(feeds, run_options));
       const int64_t n = reference_[i].dims()[0];
       const int64_t width = reference_[i].numel() / n;
       QK_RETURN_IF_NOT(!outs.empty(), StatusCode::kInvalidArgument, "the model has no outputs");

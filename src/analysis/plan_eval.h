@@ -32,6 +32,8 @@
 
 namespace quantkit::analysis {
 
+class PrefixCache;  // analysis/prefix_cache.h
+
 struct PlanEvalOptions {
   std::string model;  // the FP32 model
   std::string data;   // data::OpenSource spec
@@ -57,11 +59,13 @@ class PlanEvaluator {
 
   // The FP32 model itself (its metrics: top-1 with labels; agreement is 1 by definition).
   Result<TrialResult> EvaluateFp32(const std::vector<Metric*>& metrics) const;
+  // With a `cache` (and no observer, which wants every tensor) the trial runs only the part of
+  // its model that differs from the cache's base, from cached activations: same results.
   Result<TrialResult> EvaluatePlan(const quant::QuantPlan& plan, const std::vector<Metric*>& metrics,
-                                   const ObserverFor& observer = nullptr) const;
+                                   const ObserverFor& observer = nullptr, const PrefixCache* cache = nullptr) const;
   // Any model with the FP32 model's inputs (e.g. a Q/DQ model as written).
   Result<TrialResult> EvaluateModel(ir::Model model, const std::vector<Metric*>& metrics,
-                                    const ObserverFor& observer = nullptr) const;
+                                    const ObserverFor& observer = nullptr, const PrefixCache* cache = nullptr) const;
   // Runs the FP32 model again over the cached batches with an observer (to capture activations).
   Status RunFp32(const ObserverFor& observer) const;
 

@@ -64,6 +64,10 @@ void AppendFromBytes(const std::string& bytes, std::vector<T>* out) {
   std::memcpy(out->data() + old, bytes.data(), n * sizeof(T));
 }
 
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 // Counts that combine by integer sums across ranks.
 enum Count : size_t { kSamples, kLabelled, kCorrect1, kCorrect5, kAgree, kNumCounts };
 
@@ -124,7 +128,9 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
         const int64_t count = batch.size;
         std::vector<runtime::NamedTensor> feeds;
         for (auto& [name, t] : batch.inputs) feeds.push_back({name, std::move(t)});
+        const auto model_start = std::chrono::steady_clock::now();
         QK_ASSIGN_OR_RETURN(auto outs, interpreter->Run(feeds));
+        result.model_seconds += SecondsSince(model_start);
         QK_ASSIGN_OR_RETURN(Rows rows, AsRows(outs, count));
         result.output_width = rows.width;
         if (keep_outputs) result.outputs.insert(result.outputs.end(), rows.data, rows.data + count * rows.width);
@@ -147,7 +153,9 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
           }
         }
         if (reference) {
+          const auto reference_start = std::chrono::steady_clock::now();
           QK_ASSIGN_OR_RETURN(auto ref_outs, reference->Run(feeds));
+          result.reference_seconds += SecondsSince(reference_start);
           QK_ASSIGN_OR_RETURN(Rows ref, AsRows(ref_outs, count));
           QK_RETURN_IF_NOT(ref.width == rows.width, StatusCode::kInvalidArgument,
                            "the reference model's first output has {} values per sample, the model's {}",
@@ -294,6 +302,10 @@ std::string FormatEval(const EvalOptions& options, const EvalResult& r) {
                      r.agreement->sqnr_db, r.agreement->max_abs_error);
   }
   for (const auto& [name, v] : r.metrics) s += fmt::format("{}: {:.6g}\n", name, v);
+  if (r.agreement && r.reference_seconds > 0) {
+    s += fmt::format("passes: {} {:.2f} s, reference {:.2f} s ({:.2f}x)\n", options.plan.empty() ? "model" : "simulated",
+                     r.model_seconds, r.reference_seconds, r.model_seconds / r.reference_seconds);
+  }
   return s;
 }
 

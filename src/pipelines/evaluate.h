@@ -60,6 +60,10 @@ struct EvalResult {
   std::vector<float> outputs;        // [samples, output_width] when keep_outputs
   int64_t output_width = 0;
   double seconds = 0;
+  // Seconds inside the model's runs and the reference's (this rank). With --plan: the simulated
+  // INT8 pass and the FP32 pass, run batch after batch in one process, so their ratio holds on a
+  // loaded machine (docs/performance.md).
+  double model_seconds = 0, reference_seconds = 0;
   std::vector<std::string> written;  // files saved (rank 0)
   RankReport rank;                   // this process's part; only rank 0 holds the totals
 };

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -55,11 +56,20 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
   r.full_eval_seconds = evaluator.fp32_seconds();
   QK_ASSIGN_OR_RETURN(std::vector<std::string> candidates, FallbackCandidates(evaluator, plan));
 
+  std::unique_ptr<analysis::PrefixCache> cache;
+  if (options.trial_cache_bytes > 0) {
+    const auto cache_start = std::chrono::steady_clock::now();
+    QK_ASSIGN_OR_RETURN(cache, analysis::PrefixCache::Create(evaluator, plan, options.trial_cache_bytes));
+    r.simulated_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - cache_start).count();
+    r.cache_checkpoints = cache->checkpoints();
+    r.cache_bytes = cache->bytes();
+  }
   std::map<FloatSet, double> values;  // metric value per evaluated set, for the report
   Progress progress("fallback", 0, "trials");
   if (!options.progress || evaluator.rank() != 0) progress.set_enabled(false);
   LossFn loss = [&](const FloatSet& set) -> Result<double> {
-    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator.EvaluatePlan(WithFloatNodes(plan, set, "fallback trial"), {metric}));
+    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator.EvaluatePlan(WithFloatNodes(plan, set, "fallback trial"), {metric},
+                                                                              nullptr, cache.get()));
     const double v = t.metrics.at(r.metric);
     values[set] = v;
     progress.Advance(1);
@@ -140,6 +150,11 @@ std::string FormatFallback(const FallbackResult& r) {
   out += fmt::format("\n--layerPrecisions={}\n", r.layer_precisions);
   out += fmt::format("search: {} trials in {:.2f} s ({:.3f} s per trial; one FP32 pass {:.3f} s)\n", s.evaluations,
                      s.seconds, r.trial_seconds, r.full_eval_seconds);
+  if (r.cache_checkpoints > 0) {
+    out += fmt::format("trials start from {} checkpoint(s) of cached activations ({:.1f} MiB; one whole simulated "
+                       "pass {:.3f} s)\n",
+                       r.cache_checkpoints, static_cast<double>(r.cache_bytes) / (1 << 20), r.simulated_seconds);
+  }
   for (const std::string& w : r.written) out += "wrote " + w + "\n";
   return out;
 }
@@ -166,7 +181,9 @@ std::string FallbackJson(const FallbackResult& r) {
                    {"trials", s.evaluations},
                    {"search_seconds", s.seconds},
                    {"trial_seconds", r.trial_seconds},
-                   {"fp32_pass_seconds", r.full_eval_seconds}};
+                   {"fp32_pass_seconds", r.full_eval_seconds},
+                   {"simulated_pass_seconds", r.simulated_seconds},
+                   {"trial_cache", {{"checkpoints", r.cache_checkpoints}, {"bytes", r.cache_bytes}}}};
   return j.dump(1);
 }
 

@@ -23,6 +23,7 @@
 #include "pipelines/fallback_search.h"
 #include "analysis/metrics.h"
 #include "analysis/plan_eval.h"
+#include "analysis/prefix_cache.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
 
@@ -34,6 +35,10 @@ struct FallbackOptions {
   std::string output_dir;
   std::string float_precision = "fp16";
   bool progress = true;
+  // Trials start from cached activations of the part they share with the plan's own simulation
+  // (analysis/prefix_cache.h), within this many bytes; 0: every trial runs the whole model.
+  // Same results either way.
+  int64_t trial_cache_bytes = analysis::kDefaultPrefixCacheBytes;
 };
 
 struct FallbackResult {
@@ -43,6 +48,9 @@ struct FallbackResult {
   double fp32_value = 0, int8_value = 0, final_value = 0;
   double full_eval_seconds = 0;  // one FP32 pass over the data (not repeated by trials)
   double trial_seconds = 0;      // mean wall time of a trial
+  double simulated_seconds = 0;  // one whole simulated pass of the plan (building the trial cache)
+  int cache_checkpoints = 0;     // checkpoints the trial cache holds (0: trials run whole models)
+  int64_t cache_bytes = 0;
   std::string layer_precisions;
   std::vector<std::string> written;
 };

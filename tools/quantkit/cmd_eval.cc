@@ -56,7 +56,8 @@ void SetupEval(CLI::App& app, RunFn* run) {
       if (r->rank.world_size > 1) PrintRankLine(r->rank);
       if (r->rank.rank != 0) return 0;  // rank 0 holds the totals and prints the report
       if (opts->json) {
-        nlohmann::json j{{"samples", r->samples}, {"seconds", r->seconds}};
+        nlohmann::json j{{"samples", r->samples}, {"seconds", r->seconds}, {"model_seconds", r->model_seconds}};
+        if (r->agreement) j["reference_seconds"] = r->reference_seconds;
         if (r->top1) j["top1"] = *r->top1, j["top5"] = *r->top5;
         if (r->agreement) {
           j["agreement"] = {{"argmax", r->agreement->argmax_agreement}, {"cosine", r->agreement->cosine},

@@ -33,6 +33,11 @@ void SetupFallback(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   cmd->add_option("-o,--output-dir", opts->fallback.output_dir,
                   "write plan.json, model.qdq.onnx, layer_precisions.txt, fallback.json");
+  cmd->add_option_function<int64_t>(
+         "--trial-cache-mb", [opts](int64_t mb) { opts->fallback.trial_cache_bytes = mb << 20; },
+         "memory for cached activations trials start from (0: every trial runs the whole model; same results)")
+      ->default_str(std::to_string(analysis::kDefaultPrefixCacheBytes >> 20))
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", opts->json, "print the search report as JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   cmd->callback([run, opts] {

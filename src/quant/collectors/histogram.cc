@@ -67,19 +67,36 @@ void StreamingHistogram::GrowTo(int new_exp) {
   range_exp_ = new_exp;
 }
 
-void StreamingHistogram::Observe(FloatSpan values) {
-  if (values.size == 0) return;
-  // Pass 1: the batch's largest finite |x| and whether anything is non-finite (vectorised,
-  // threaded); pass 2 bins (scan::BinFinite: exact power-of-two scaling, so the bin of a value
-  // depends only on the value and the range).
-  const scan::Summary s = scan::Summarize(values);
+void StreamingHistogram::Observe(FloatSpan values) { ObserveAndSummarize(values); }
+
+scan::Summary StreamingHistogram::ObserveAndSummarize(FloatSpan values) {
+  // Usually one pass: values that fit the current range are binned while they are summarised
+  // (scan::SummarizeAndBin). The rest (the first batch, a batch that widens the range, NaN/Inf)
+  // is binned after the range has grown to the batch's largest finite |x| — the same histogram
+  // as binning everything at the final range (docs/histogram-policy.md). The bin of a value
+  // depends only on the value and the range (exact power-of-two scaling).
+  std::vector<FloatSpan> rest;
+  scan::Summary s;
+  if (has_range_) {
+    s = scan::SummarizeAndBin(values, log2_bins_, range_exp_, pos_.data(), neg_.data(), &zeros_, &rest);
+  } else {
+    s = scan::Summarize(values);
+    if (values.size > 0) rest.push_back(values);
+  }
   const float amax = std::max(std::fabs(s.min), std::fabs(s.max));
   const bool any_finite = s.min <= s.max;
   if (any_finite && amax > 0.0f) GrowTo(RangeExpFor(amax));
-  if (!s.nonfinite) {
-    scan::BinFinite(values, amax, log2_bins_, range_exp_, pos_.data(), neg_.data(), &zeros_);
-    return;
+  for (const FloatSpan& span : rest) {
+    if (!s.nonfinite) {
+      scan::BinFinite(span, amax, log2_bins_, range_exp_, pos_.data(), neg_.data(), &zeros_);
+    } else {
+      BinWithNonFinite(span);
+    }
   }
+  return s;
+}
+
+void StreamingHistogram::BinWithNonFinite(FloatSpan values) {
   // Rare: NaN/Inf present. They are counted apart and never binned.
   const int64_t n = bins_per_sign();
   const double scale = std::ldexp(1.0, log2_bins_ - range_exp_);

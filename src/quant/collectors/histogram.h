@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "quant/collectors/scan.h"
 #include "quant/histogram.h"
 #include "quant/span.h"
 #include "quantkit/status.h"
@@ -36,6 +37,9 @@ class StreamingHistogram {
   explicit StreamingHistogram(int log2_bins = kDefaultStreamLog2Bins);
 
   void Observe(FloatSpan values);
+  // Observe that also returns the values' scan::Summary, computed in the same pass (what
+  // TensorCollector hands to its RangeCollector instead of scanning the tensor again).
+  scan::Summary ObserveAndSummarize(FloatSpan values);
   // Adds `other` (same log2_bins; checked, a mismatch is an InternalError).
   void Merge(const StreamingHistogram& other);
 
@@ -69,6 +73,7 @@ class StreamingHistogram {
 
  private:
   void GrowTo(int new_exp);
+  void BinWithNonFinite(FloatSpan values);  // value by value, NaN/Inf counted apart
 
   int log2_bins_;
   bool has_range_ = false;

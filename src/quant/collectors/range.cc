@@ -14,11 +14,14 @@ bool RangeStats::operator==(const RangeStats& o) const {
 }
 
 void RangeCollector::Observe(FloatSpan values) {
-  RangeStats& s = stats_;
-  s.count += static_cast<int64_t>(values.size);
   // One vectorised (and, for large tensors, threaded) pass for the common case; NaN/Inf are
   // rare and recounted below.
-  const scan::Summary batch = scan::Summarize(values);
+  Observe(values, scan::Summarize(values));
+}
+
+void RangeCollector::Observe(FloatSpan values, const scan::Summary& batch) {
+  RangeStats& s = stats_;
+  s.count += static_cast<int64_t>(values.size);
   if (batch.nonfinite) {
     for (float v : values) {
       if (std::isnan(v)) ++s.nan_count;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "quant/collectors/scan.h"
 #include "quant/span.h"
 
 namespace quantkit::quant {
@@ -28,6 +29,8 @@ struct RangeStats {
 class RangeCollector {
  public:
   void Observe(FloatSpan values);
+  // The same with the values' summary already computed (by the histogram's pass).
+  void Observe(FloatSpan values, const scan::Summary& summary);
   void Merge(const RangeCollector& other);
   RangeStats Finalize() const { return stats_; }
   // Restores a collector from finalized statistics (used by the .qkstats reader).

@@ -142,6 +142,127 @@ void Bin(FloatSpan values, Real scale, uint32_t half, uint32_t used, int64_t* po
   }
 }
 
+// --- the fused pass (SummarizeAndBin) ---
+
+// A block can be counted at the current range when it is finite and every |x| < 2^range_exp.
+bool Fits(const Summary& b, float limit) { return !b.nonfinite && std::max(-b.min, b.max) < limit; }
+
+// One thread's share of a small tensor, straight into the int64 histogram. Returns how many
+// values were binned (all of them, or up to the first block that does not fit); *total gets the
+// summary of all n.
+template <typename Real>
+size_t FusedDirect(const float* v, size_t n, Real scale, uint32_t half, float limit, int64_t* pos, int64_t* neg,
+                   int64_t* zeros, Summary* total) {
+  uint32_t idx[kBlock];
+  int64_t z = 0;
+  size_t s = 0;
+  for (; s < n; s += kBlock) {
+    const size_t m = std::min(kBlock, n - s);
+    // Summary first (the block then sits in L1 for the indices): two simple loops vectorise
+    // where one fused loop did not (1.4 vs 2.5 ns/element).
+    const Summary b = SummarizeChunk(v + s, m);
+    if (!Fits(b, limit)) break;
+    BlockIndices(v + s, m, scale, half, idx);
+    Combine(total, b);
+    z += b.zeros;
+    for (size_t i = 0; i < m; ++i) {
+      const uint32_t j = idx[i];
+      int64_t* h = j >= half ? neg : pos;
+      ++h[j & (half - 1)];
+    }
+  }
+  pos[0] -= z;
+  *zeros += z;
+  if (s < n) Combine(total, SummarizeChunk(v + s, n - s));
+  return std::min(s, n);
+}
+
+// One thread's share of a large tensor, as BinLocal (two interleaved 32-bit copies), except that
+// the batch's abs-max is not known in advance: counters are cleared on demand, up to the highest
+// bin a block can reach.
+template <typename Real>
+size_t FusedLocal(const float* v, size_t n, Real scale, uint32_t half, float limit, int64_t* pos, int64_t* neg,
+                  int64_t* zeros, Summary* total) {
+  thread_local std::vector<uint32_t> scratch;
+  scratch.resize(4 * static_cast<size_t>(half));
+  uint32_t* c0 = scratch.data();
+  uint32_t* c1 = c0 + 2 * static_cast<size_t>(half);
+  uint32_t idx[kBlock];
+  constexpr size_t kMaxPiece = size_t{1} << 30;  // flush before a 32-bit counter could overflow
+  size_t s = 0;
+  bool stopped = false;
+  while (s < n && !stopped) {
+    const size_t piece_end = std::min(n, s + kMaxPiece);
+    uint32_t cleared = 0;  // bins [0, cleared) of each half of c0 and c1 are zeroed and in use
+    int64_t z = 0;
+    for (; s < piece_end; s += kBlock) {
+      const size_t m = std::min(kBlock, piece_end - s);
+      const Summary b = SummarizeChunk(v + s, m);
+      if (!Fits(b, limit)) {
+        stopped = true;
+        break;
+      }
+      BlockIndices(v + s, m, scale, half, idx);
+      Combine(total, b);
+      z += b.zeros;
+      const float amax = std::max(-b.min, b.max);
+      const uint32_t need = static_cast<uint32_t>(static_cast<Real>(amax) * scale) + 1;  // <= half
+      if (need > cleared) {
+        for (uint32_t* c : {c0, c1}) {
+          std::memset(c + cleared, 0, (need - cleared) * sizeof(uint32_t));
+          std::memset(c + half + cleared, 0, (need - cleared) * sizeof(uint32_t));
+        }
+        cleared = need;
+      }
+      size_t i = 0;
+      for (; i + 1 < m; i += 2) {
+        ++c0[idx[i]];
+        ++c1[idx[i + 1]];
+      }
+      if (i < m) ++c0[idx[i]];
+    }
+    if (!stopped) s = piece_end;
+#pragma omp critical(quantkit_scan_bin)
+    {
+      for (uint32_t k = 0; k < cleared; ++k) {
+        pos[k] += static_cast<int64_t>(c0[k]) + c1[k];
+        neg[k] += static_cast<int64_t>(c0[half + k]) + c1[half + k];
+      }
+      pos[0] -= z;
+      *zeros += z;
+    }
+  }
+  if (s < n) Combine(total, SummarizeChunk(v + s, n - s));
+  return s;
+}
+
+template <typename Real>
+Summary Fused(FloatSpan values, Real scale, uint32_t half, float limit, int64_t* pos, int64_t* neg, int64_t* zeros,
+              std::vector<FloatSpan>* unbinned) {
+  const size_t n = values.size;
+  Summary total{kInf, -kInf, 0, false};
+  if (n < kParallelMinValues) {
+    const size_t done = FusedDirect(values.data, n, scale, half, limit, pos, neg, zeros, &total);
+    if (done < n) unbinned->push_back(values.subspan(done, n - done));
+    return total;
+  }
+#pragma omp parallel
+  {
+    const size_t t = static_cast<size_t>(omp_get_thread_num());
+    const size_t threads = static_cast<size_t>(omp_get_num_threads());
+    const size_t begin = n * t / threads, end = n * (t + 1) / threads;
+    Summary mine{kInf, -kInf, 0, false};
+    const size_t done = FusedLocal(values.data + begin, end - begin, scale, half, limit, pos, neg, zeros, &mine);
+    // Spans and summaries combine in any order: integer sums, min and max.
+#pragma omp critical(quantkit_scan_summary)
+    {
+      Combine(&total, mine);
+      if (begin + done < end) unbinned->push_back(values.subspan(begin + done, end - begin - done));
+    }
+  }
+  return total;
+}
+
 }  // namespace
 
 Summary Summarize(FloatSpan values) {
@@ -173,6 +294,18 @@ void BinFinite(FloatSpan values, float amax, int log2_bins, int range_exp, int64
   } else {
     Bin(values, dscale, half, used, pos, neg, zeros);
   }
+}
+
+Summary SummarizeAndBin(FloatSpan values, int log2_bins, int range_exp, int64_t* pos, int64_t* neg,
+                        int64_t* zeros, std::vector<FloatSpan>* unbinned) {
+  const uint32_t half = uint32_t{1} << log2_bins;
+  const int shift = log2_bins - range_exp;
+  const float limit = std::ldexp(1.0f, range_exp);  // +inf for 2^128: every finite value fits
+  const double dscale = std::ldexp(1.0, shift);
+  if (shift <= std::numeric_limits<float>::max_exponent - 1) {
+    return Fused(values, static_cast<float>(dscale), half, limit, pos, neg, zeros, unbinned);
+  }
+  return Fused(values, dscale, half, limit, pos, neg, zeros, unbinned);
 }
 
 }  // namespace quantkit::quant::scan

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "quant/span.h"
 
@@ -30,5 +31,15 @@ Summary Summarize(FloatSpan values);
 // 2^range_exp (the caller grew the range first); pos/neg hold 2^log2_bins counters each.
 void BinFinite(FloatSpan values, float amax, int log2_bins, int range_exp, int64_t* pos, int64_t* neg,
                int64_t* zeros);
+
+// Summarize and BinFinite in one pass over the data, for the steady state of calibration: after
+// the first samples a tensor's range rarely grows, so its values already fit the histogram's
+// range 2^range_exp. Bins (as BinFinite) every block of values that is finite and below
+// 2^range_exp; at the first block that is not, a thread stops binning and only summarises the
+// rest of its share, which is appended to *unbinned (at most one span per thread). Returns the
+// Summary of all values. The caller grows the range (exact: docs/histogram-policy.md) and bins
+// the unbinned spans, which gives the histogram two separate passes would.
+Summary SummarizeAndBin(FloatSpan values, int log2_bins, int range_exp, int64_t* pos, int64_t* neg,
+                        int64_t* zeros, std::vector<FloatSpan>* unbinned);
 
 }  // namespace quantkit::quant::scan

@@ -26,9 +26,13 @@ TensorCollector TensorCollector::RangeOnly(const RangeStats& range,
 
 Status TensorCollector::Observe(const TensorView& tensor) {
   if (per_channel_) QK_RETURN_IF_ERROR(per_channel_->Observe(tensor));
-  range_.Observe(tensor.values);
+  // One scan feeds both: the histogram's pass also summarises (min/max/zeros/non-finite).
+  if (has_histogram_) {
+    range_.Observe(tensor.values, histogram_.ObserveAndSummarize(tensor.values));
+  } else {
+    range_.Observe(tensor.values);
+  }
   range_stats_ = range_.Finalize();
-  if (has_histogram_) histogram_.Observe(tensor.values);
   return Status::Ok();
 }
 

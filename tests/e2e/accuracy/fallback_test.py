@@ -57,6 +57,18 @@ def main():
         assert r["within_budget"] and (r["fp32"] - r["final"]) * 100 <= BUDGET_POINTS + 1e-9, r
         assert set(readers) & set(r["float_nodes"]), (readers, r["float_nodes"])
         assert r["ranking"][0]["node"] in readers, r["ranking"][:3]
+        # Trials start from cached activations of the unchanged prefix (analysis/prefix_cache.h);
+        # every trial must give exactly the numbers of a whole-model run.
+        assert r["trial_cache"]["checkpoints"] > 0, r["trial_cache"]
+        whole = json.loads(run(["fallback", model, "--plan", plan, "--data", "fashion-mnist:val", "--samples",
+                                str(SEARCH_SAMPLES), "--budget", str(BUDGET_POINTS), "--trial-cache-mb", "0",
+                                "--json", "-q"]))
+        assert whole["trial_cache"]["checkpoints"] == 0, whole["trial_cache"]
+        assert [(s["float_nodes"], s["loss"]) for s in whole["steps"]] == \
+            [(s["float_nodes"], s["loss"]) for s in r["steps"]], "cached-prefix trials changed a loss"
+        print(f"fallback trial cache: {r['trial_cache']}; trial {r['trial_seconds']:.3f} s vs "
+              f"{whole['trial_seconds']:.3f} s whole (simulated pass {r['simulated_pass_seconds']:.3f} s)")
+        check_cache_on_residual_model(d)
         lp = open(os.path.join(fb, "layer_precisions.txt")).read().strip()
         for n in r["float_nodes"]:
             assert f"{n}:fp16" in lp, (n, lp)
@@ -111,6 +123,25 @@ def main():
         auto_plan = json.load(open(os.path.join(auto, "plan.json")))
         assert auto_plan["provenance"]["method"] == cm["best"], (auto_plan["provenance"], cm["best"])
     print("fallback_test: passed")
+
+
+def check_cache_on_residual_model(d):
+    """resnet_small (residual Adds: two live branches at most checkpoints) with its max plan: the
+    search's every loss is identical with and without the trial cache."""
+    model = os.path.join(ROOT, "models", "zoo", "resnet_small.onnx")
+    out = os.path.join(d, "rs")
+    run(["calibrate", model, "--data", "fashion-mnist:calib", "--samples", "64", "-o", out, "-q"])
+    args = ["fallback", model, "--plan", os.path.join(out, "plan.json"), "--data", "fashion-mnist:val",
+            "--samples", "200", "--metric", "rel_mse", "--budget", "0", "--max-float", "3", "--json", "-q"]
+    # Budget 0 cannot be met (exit 1): the search runs every phase up to --max-float.
+    cached = json.loads(run(args, expect=1))
+    whole = json.loads(run(args + ["--trial-cache-mb", "0"], expect=1))
+    assert cached["trial_cache"]["checkpoints"] > 0, cached["trial_cache"]
+    assert len(cached["steps"]) > 3, cached["steps"]
+    assert [(s["float_nodes"], s["loss"]) for s in whole["steps"]] == \
+        [(s["float_nodes"], s["loss"]) for s in cached["steps"]], "cached-prefix trials changed a loss"
+    print(f"resnet_small fallback: {cached['trials']} trials, {cached['trial_seconds']:.3f} s each with the "
+          f"cache vs {whole['trial_seconds']:.3f} s whole; simulated pass {cached['simulated_pass_seconds']:.3f} s")
 
 
 def test_fallback():

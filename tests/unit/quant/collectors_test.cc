@@ -298,6 +298,52 @@ std::vector<float> FiniteData(std::mt19937* rng, size_t n, int kind) {
   return v;
 }
 
+// The policy of docs/histogram-policy.md computed value by value in double, over all values a
+// collector saw (NaN/Inf counted apart), and the range statistics the same way.
+struct Oracle {
+  std::vector<int64_t> pos, neg;
+  int64_t zeros = 0, nonfinite = 0;
+  int range_exp = 0;
+  float amax = 0.0f, min = kInf, max = -kInf;
+
+  Oracle(const std::vector<float>& data, int log2_bins)
+      : pos(size_t{1} << log2_bins), neg(size_t{1} << log2_bins) {
+    for (float x : data) {
+      if (!std::isfinite(x)) continue;
+      amax = std::max(amax, std::fabs(x));
+      min = std::min(min, x);
+      max = std::max(max, x);
+      zeros += x == 0.0f;
+    }
+    std::frexp(amax, &range_exp);
+    range_exp = std::max(range_exp, kMinRangeExp);
+    for (float x : data) {
+      if (!std::isfinite(x)) {
+        ++nonfinite;
+        continue;
+      }
+      const auto k = static_cast<size_t>(std::floor(std::fabs(static_cast<double>(x)) * std::ldexp(1.0, log2_bins - range_exp)));
+      if (x > 0) ++pos[k];
+      if (x < 0) ++neg[k];
+    }
+  }
+
+  void Expect(const StreamingHistogram& h, const RangeStats& s, size_t count, const std::string& where) const {
+    if (amax > 0) {
+      EXPECT_EQ(h.range_exp(), range_exp) << where;
+    }
+    EXPECT_EQ(h.positive(), pos) << where;
+    EXPECT_EQ(h.negative(), neg) << where;
+    EXPECT_EQ(h.zero_count(), zeros) << where;
+    EXPECT_EQ(h.nonfinite_count(), nonfinite) << where;
+    EXPECT_EQ(s.zero_count, zeros) << where;
+    EXPECT_EQ(s.min, min == 0.0f ? 0.0f : min) << where;
+    EXPECT_EQ(s.max, max == 0.0f ? 0.0f : max) << where;
+    EXPECT_EQ(s.count, static_cast<int64_t>(count)) << where;
+    EXPECT_EQ(s.nan_count + s.posinf_count + s.neginf_count, nonfinite) << where;
+  }
+};
+
 TEST(CollectorScans, ThreadedScansMatchAScalarOracleAtEveryThreadCount) {
   std::mt19937 rng(Seed());
   constexpr int kLog2Bins = 10;
@@ -305,44 +351,62 @@ TEST(CollectorScans, ThreadedScansMatchAScalarOracleAtEveryThreadCount) {
     // Above the parallel threshold (threads split it) and below it (one thread, direct bins).
     for (size_t n : {size_t{1} << 18 | 13, size_t{999}}) {
       const std::vector<float> data = FiniteData(&rng, n, kind);
-      // Oracle: the policy of docs/histogram-policy.md computed value by value in double.
-      float amax = 0.0f, mn = kInf, mx = -kInf;
-      int64_t zeros = 0;
-      for (float x : data) {
-        amax = std::max(amax, std::fabs(x));
-        mn = std::min(mn, x);
-        mx = std::max(mx, x);
-        zeros += x == 0.0f;
-      }
-      int e = 0;
-      std::frexp(amax, &e);
-      e = std::max(e, kMinRangeExp);
-      std::vector<int64_t> pos(size_t{1} << kLog2Bins), neg(size_t{1} << kLog2Bins);
-      for (float x : data) {
-        const auto k = static_cast<size_t>(std::floor(std::fabs(static_cast<double>(x)) * std::ldexp(1.0, kLog2Bins - e)));
-        if (x > 0) ++pos[k];
-        if (x < 0) ++neg[k];
-      }
+      const Oracle oracle(data, kLog2Bins);
       for (int threads : {1, 2, 3}) {
         omp_set_num_threads(threads);
         StreamingHistogram h(kLog2Bins);
         RangeCollector r;
         h.Observe(FloatSpan(data));
         r.Observe(FloatSpan(data));
-        const std::string where = fmt::format("kind {} n {} threads {}", kind, n, threads);
-        if (amax > 0) {
-          EXPECT_EQ(h.range_exp(), e) << where;
-        }
-        EXPECT_EQ(h.positive(), pos) << where;
-        EXPECT_EQ(h.negative(), neg) << where;
-        EXPECT_EQ(h.zero_count(), zeros) << where;
-        EXPECT_EQ(h.nonfinite_count(), 0) << where;
-        const RangeStats s = r.Finalize();
-        EXPECT_EQ(s.zero_count, zeros) << where;
-        EXPECT_EQ(s.min, mn == 0.0f ? 0.0f : mn) << where;
-        EXPECT_EQ(s.max, mx == 0.0f ? 0.0f : mx) << where;
-        EXPECT_EQ(s.count, static_cast<int64_t>(n)) << where;
+        oracle.Expect(h, r.Finalize(), n, fmt::format("kind {} n {} threads {}", kind, n, threads));
       }
+    }
+  }
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+// TensorCollector's one pass (scan::SummarizeAndBin: bin at the current range while summarising,
+// stop a thread's share at the first block that widens the range or holds NaN/Inf, grow, bin the
+// rest) against the oracle, on batches that stop it at the start, in the middle and at the end of
+// every thread's share, for large (threaded) and small (direct) tensors. Without the exact
+// growth of the already binned part, or with a stopped block counted twice or not at all, the
+// counts would differ.
+TEST(CollectorScans, OnePassCollectorMatchesTheOracleWhenABatchWidensTheRange) {
+  std::mt19937 rng(Seed());
+  constexpr int kLog2Bins = 10;
+  for (size_t n : {size_t{1} << 18 | 13, size_t{999}}) {
+    // Batch 0 sets a small range; batches 1-3 each widen it at one position; batch 4 holds NaN and
+    // ±Inf; batch 5 fits (the steady state); batch 6 has only zeros and a subnormal.
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<std::vector<float>> batches;
+    for (int b = 0; b < 6; ++b) {
+      std::vector<float> v(n);
+      for (float& x : v) x = rng() % 10 == 0 ? 0.0f : std::ldexp(normal(rng), -8);  // |x| < 2^-4 or so
+      batches.push_back(std::move(v));
+    }
+    batches[1][0] = 1e3f;                  // first block
+    batches[2][n / 2 + 7] = -3e4f;         // the middle: inside the second thread's share
+    batches[3][n - 1] = 7e5f;              // the last block
+    batches[3][n / 3] = -6e5f;             // and inside the first (or second of three) share
+    batches[4][n / 4] = kNaN;
+    batches[4][n - 3] = kInf;
+    batches[4][1] = -kInf;
+    batches[4][n / 2] = 2e6f;              // widens the range in the same batch as the NaN
+    batches.push_back(std::vector<float>(n, 0.0f));
+    batches.back()[n / 5] = std::numeric_limits<float>::denorm_min();
+    std::vector<float> all;
+    for (const auto& b : batches) all.insert(all.end(), b.begin(), b.end());
+    const Oracle oracle(all, kLog2Bins);
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      TensorCollector c(kLog2Bins);
+      for (const auto& b : batches) ASSERT_TRUE(c.Observe({FloatSpan(b), {static_cast<int64_t>(n)}}).ok());
+      oracle.Expect(c.histogram(), c.range(), all.size(), fmt::format("n {} threads {}", n, threads));
+      // And the two-pass path (range and histogram scanning separately) agrees bit for bit.
+      Collected separate;
+      for (const auto& b : batches) separate.Observe(FloatSpan(b));
+      EXPECT_TRUE(separate.hist == c.histogram()) << "threads " << threads;
+      EXPECT_TRUE(separate.range.Finalize() == c.range()) << "threads " << threads;
     }
   }
   omp_set_num_threads(omp_get_num_procs());
