@@ -50,8 +50,8 @@ struct InterpreterOptions {
   // (oneDNN's NHWC kernels, no per-call reorders; weights reordered once), and the ops between
   // them keep that memory order. The values are the same tensors in NCHW semantics: observers
   // and outputs see contiguous NCHW data. Only the summation order inside kernels may differ.
-  // Never in training mode or on a GPU. Unset: on, unless the environment sets
-  // QUANTKIT_CHANNELS_LAST=0 (docs/performance.md).
+  // Never in training mode or on a GPU; only in runs nobody observes (memory_order.h). Unset:
+  // off, unless the environment sets QUANTKIT_CHANNELS_LAST=1 (docs/performance.md).
   std::optional<bool> channels_last;
 };
 
