@@ -158,7 +158,9 @@ def check_eval_equality(d, plan):
     print("eval: 2 ranks give the same report, predictions and outputs as one process")
 
 
-TIMING_KEYS = {"seconds", "fp32_seconds", "search_seconds", "trial_seconds", "fp32_pass_seconds"}
+# Wall times, and the trial cache's size, which is rank 0's own shard's under a launch.
+TIMING_KEYS = {"seconds", "fp32_seconds", "search_seconds", "trial_seconds", "fp32_pass_seconds",
+               "simulated_pass_seconds", "model_seconds", "reference_seconds", "trial_cache"}
 
 
 def without_timing(j):
