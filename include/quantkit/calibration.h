@@ -106,6 +106,10 @@ class Statistics {
 
 struct CollectOptions {
   bool progress = false;  // a bar on stderr when it is a terminal
+  // Samples per model run, cut at multiples of it in stream order whatever the stream's batches
+  // (the statistics do not depend on them; 1: nor on the order). 0: the CLI's default (8 on the
+  // CPU). Models whose runs cannot be stacked run one sample at a time.
+  int64_t run_batch = 0;
 };
 
 // One pass of `stream` through the FP32 model, collecting every activation of `sites`.

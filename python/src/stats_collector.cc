@@ -5,7 +5,7 @@
 #include "analysis/model_loading.h"
 #include "arrays.h"
 #include "common/check.h"
-#include "data/sample_split.h"
+#include "pipelines/calibration_stages.h"
 #include "errors.h"
 
 namespace py = pybind11;
@@ -13,7 +13,7 @@ namespace py = pybind11;
 namespace quantkit::python {
 
 StatsCollector::StatsCollector(const std::string& model, const passes::PlacementOptions& placement,
-                               int64_t expected_samples, bool progress) {
+                               int64_t expected_samples, bool progress, std::optional<int64_t> run_batch) {
   stats_.model_sha256 = Unwrap(Sha256OfFile(model));
   ir::Model m = Unwrap(analysis::LoadModelForQuantization(model));
   const std::vector<passes::QdqSite> sites = Unwrap(passes::FindQdqSites(*m.graph, placement));
@@ -21,6 +21,10 @@ StatsCollector::StatsCollector(const std::string& model, const passes::Placement
     stats_.tensors.emplace(name, quant::TensorCollector());
   }
   inputs_ = data::ModelInputs(m);
+  if (run_batch && *run_batch <= 0) {
+    throw StatusError(Status(StatusCode::kInvalidArgument, fmt::format("run_batch must be positive, got {}", *run_batch)));
+  }
+  chunker_ = std::make_unique<data::RunChunker>(pipelines::CalibrationRunBatch(inputs_, run_batch), inputs_);
   for (const data::InputSpec& in : inputs_) input_names_.push_back(in.name);
   interpreter_ = Unwrap(runtime::Interpreter::Create(std::move(m)));
   observer_ = std::make_unique<analysis::CollectingObserver>(&stats_.tensors);
@@ -49,26 +53,32 @@ void StatsCollector::Observe(const py::dict& batch) {
   {
     py::gil_scoped_release release;
     for (const auto& [name, tensor] : b.inputs) data_hash_.Update(tensor.data(), tensor.nbytes());
-    runtime::RunOptions options;
-    options.observers = {observer_.get()};
-    // One sample per model run, as the CLI's calibration (analysis::kSampleExactRunBatch): the
-    // statistics then do not depend on how the caller batched the data (data/sample_split.h).
-    std::vector<data::Batch> samples = data::SplitIntoSamples(b, inputs_);
+    std::vector<data::Batch> runs = chunker_->Add(b);
     b.inputs.clear();
-    for (size_t i = 0; i < samples.size() && status.ok(); ++i) {
-      std::vector<runtime::NamedTensor> sample;
-      for (auto& [name, tensor] : samples[i].inputs) sample.push_back({name, std::move(tensor)});
-      auto outputs = interpreter_->Run(sample, options);
-      if (!outputs.ok()) {
-        status = outputs.status().WithContext(fmt::format("{} (sample {})", origin, samples_ + static_cast<int64_t>(i)));
-      }
-    }
-    samples.clear();  // the last references to the arrays go with the GIL re-taken by the buffer
+    status = RunAll(std::move(runs)).WithContext(origin);
+    // The last references to the arrays go with the GIL re-taken by the buffer; samples of this
+    // batch held back for the next run keep theirs until then.
   }
   ThrowIfError(status);
   samples_ += size;
   ++batches_;
   progress_->Advance(size);
+}
+
+Status StatsCollector::RunAll(std::vector<data::Batch> runs) {
+  runtime::RunOptions options;
+  options.observers = {observer_.get()};
+  for (data::Batch& run : runs) {
+    const int64_t size = run.size;
+    std::vector<runtime::NamedTensor> feeds;
+    for (auto& [name, tensor] : run.inputs) feeds.push_back({name, std::move(tensor)});
+    auto outputs = interpreter_->Run(feeds, options);
+    if (!outputs.ok()) {
+      return outputs.status().WithContext(fmt::format("samples {}-{}", run_samples_, run_samples_ + size - 1));
+    }
+    run_samples_ += size;
+  }
+  return Status::Ok();
 }
 
 void StatsCollector::ObserveSource(const std::string& spec, const data::ImageOptions& image,
@@ -86,11 +96,20 @@ void StatsCollector::ObserveSource(const std::string& spec, const data::ImageOpt
       source = data::Take(std::move(source), samples);
       source_description_ = source->Describe();
       source_fingerprint_ = source->Fingerprint();
+      QK_RETURN_IF_NOT(batch_size > 0, StatusCode::kInvalidArgument, "batch size must be positive, got {}",
+                       batch_size);
+      QK_RETURN_IF_NOT(source->num_samples() > 0, StatusCode::kInvalidArgument, "{}: no samples",
+                       source->Describe());
       analysis::PassOptions pass;
       pass.batch_size = batch_size;
-      pass.progress = false;  // RunPass draws its own bar; ours stays silent for a spec
+      pass.run_batch = chunker_->run_batch();
+      pass.progress = false;  // RunBatches draws its own bar; ours stays silent for a spec
       progress_->set_enabled(false);
-      QK_RETURN_IF_ERROR(analysis::RunPass(*interpreter_, *source, pass, {observer_.get()}));
+      // The CLI's reads and runs (pipelines/calibrate.cc CollectShard).
+      const analysis::BatchReader runs = analysis::InRuns(analysis::ReadInOrder(*source, pass),
+                                                          data::RunChunker(chunker_->run_batch(), inputs_));
+      QK_RETURN_IF_ERROR(
+          analysis::RunBatches(*interpreter_, runs, source->num_samples(), pass, {observer_.get()}).status());
       samples_ += source->num_samples();
       return Status::Ok();
     }();
@@ -101,6 +120,14 @@ void StatsCollector::ObserveSource(const std::string& spec, const data::ImageOpt
 pipelines::Statistics StatsCollector::Finish(const std::string& description) {
   CheckOpen();
   finished_ = true;
+  Status status;
+  if (std::optional<data::Batch> rest = chunker_->Finish()) {
+    py::gil_scoped_release release;
+    std::vector<data::Batch> runs;
+    runs.push_back(std::move(*rest));
+    status = RunAll(std::move(runs));
+  }
+  ThrowIfError(status);
   progress_->Finish();
   pipelines::Statistics shared;
   shared.stats = stats_;

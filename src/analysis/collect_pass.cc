@@ -85,9 +85,7 @@ BatchReader ReadInOrder(const data::Source& source, const PassOptions& options) 
   }
   // A model with a fixed batch dim caps the batch; samples that do not stack (varying shapes)
   // run in runs of equal shapes (data::ReadStackable), so no batch size has to be chosen by hand.
-  int64_t batch_size = data::EffectiveBatchSize(source, options.batch_size);
-  // run_batch > 0 caps what one model run sees (kSampleExactRunBatch: sample-exact statistics).
-  if (options.run_batch > 0) batch_size = std::min(batch_size, options.run_batch);
+  const int64_t batch_size = ReadBatchSize(data::EffectiveBatchSize(source, options.batch_size), options.run_batch);
   // The next range is read on a background thread while the model runs on the current one
   // (data::BatchPrefetcher); its batches are handed out one model run at a time.
   struct State {
@@ -107,6 +105,36 @@ BatchReader ReadInOrder(const data::Source& source, const PassOptions& options) 
     data::Batch batch = std::move(state->pending.front());
     state->pending.pop_front();
     return std::optional<data::Batch>(std::move(batch));
+  };
+}
+
+int64_t ReadBatchSize(int64_t batch_size, int64_t run_batch) {
+  if (run_batch <= 1) return batch_size;
+  return std::max(run_batch, batch_size / run_batch * run_batch);
+}
+
+BatchReader InRuns(BatchReader next, data::RunChunker chunker) {
+  struct State {
+    BatchReader next;
+    data::RunChunker chunker;
+    std::deque<data::Batch> runs;
+    bool done = false;
+  };
+  auto state = std::make_shared<State>(State{std::move(next), std::move(chunker), {}, false});
+  return [state]() -> Result<std::optional<data::Batch>> {
+    while (state->runs.empty() && !state->done) {
+      QK_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, state->next());
+      if (!batch) {
+        state->done = true;
+        if (std::optional<data::Batch> rest = state->chunker.Finish()) state->runs.push_back(std::move(*rest));
+        break;
+      }
+      for (data::Batch& run : state->chunker.Add(*batch)) state->runs.push_back(std::move(run));
+    }
+    if (state->runs.empty()) return std::optional<data::Batch>();
+    data::Batch run = std::move(state->runs.front());
+    state->runs.pop_front();
+    return std::optional<data::Batch>(std::move(run));
   };
 }
 

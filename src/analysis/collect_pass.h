@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "data/run_chunks.h"
 #include "data/source.h"
 #include "quant/collectors/tensor_collector.h"
 #include "quantkit/status.h"
@@ -48,21 +49,14 @@ class CollectingObserver final : public runtime::Observer {
   mutable std::map<std::string, runtime::TensorStatsRequest> requests_;
 };
 
-// Calibration runs every sample on its own: ATen's float kernels (oneDNN convolution, GEMM)
-// choose their blocking, and so their summation order, by batch size, so a sample's activations
-// differed in the last bits with the samples batched beside it. One sample per run makes the
-// statistics (and the cache) independent of --batch-size, of the order and of the sharding of
-// the data by construction (collectors merge exactly, quant/collectors).
-inline constexpr int64_t kSampleExactRunBatch = 1;
-
 // The collector state of one batch summarised on a device: merged into a collector, it gives
 // exactly what Observe() of the same values gives.
 Result<quant::TensorCollector> CollectorFromStats(const runtime::TensorStats& stats, int log2_bins);
 
 struct PassOptions {
   int64_t batch_size = 32;
-  // > 0: at most this many samples per model run, whatever batch_size says
-  // (kSampleExactRunBatch for calibration). 0: runs of batch_size samples.
+  // > 0: reads are whole multiples of run_batch, aligned to multiples of it, so InRuns cuts
+  // them into runs without copying (calibration, data/run_chunks.h). 0: no constraint.
   int64_t run_batch = 0;
   // > 0: no batch straddles a multiple of chunk_size, so per-chunk statistics stay exact.
   int64_t chunk_size = 0;
@@ -81,9 +75,16 @@ struct PassHooks {
 // such as the public quantkit::BatchStream).
 using BatchReader = std::function<Result<std::optional<data::Batch>>()>;
 
-// Batches of `source` in order: batch_size samples each, never straddling a multiple of
-// options.chunk_size when it is set.
+// Batches of `source` in order: batch_size samples each (with run_batch, a multiple of it: rounded
+// down, at least run_batch), never straddling a multiple of options.chunk_size when it is set.
 BatchReader ReadInOrder(const data::Source& source, const PassOptions& options);
+
+// The samples read at a time for `batch_size` when the model runs on runs of `run_batch` (0: any).
+int64_t ReadBatchSize(int64_t batch_size, int64_t run_batch);
+
+// The batches of `next` re-cut into model runs by `chunker` (data/run_chunks.h): the runs depend
+// on the sample index only, not on how `next` batches the data.
+BatchReader InRuns(BatchReader next, data::RunChunker chunker);
 
 // Runs every batch of `next` through `interpreter` once; returns the number of samples. The
 // hooks' `start` is the running sample index. `size_hint` (-1: unknown) sizes the progress bar.

@@ -24,13 +24,10 @@
 #include "runtime/device.h"
 
 namespace quantkit::pipelines {
+
 namespace {
 
 namespace fs = std::filesystem;
-
-bool SampleExactRuns(const CalibrateOptions& options) {
-  return options.sample_exact.value_or(!runtime::DefaultDevice().is_cuda());
-}
 
 // Runs this rank's shard of the data through the model once (the stages' CollectStatistics),
 // filling one collector per activation. Provenance (description, fingerprint, sample count)
@@ -46,9 +43,14 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   QK_RETURN_IF_NOT(source->num_samples() > 0, StatusCode::kInvalidArgument, "{}: no samples",
                    source->Describe());
   statistics->samples = result->samples = source->num_samples();
-  // Shards hold whole batches (as the model takes them), so every rank runs the batches one
-  // process would.
-  source = ShardForRank(std::move(source), comm, data::EffectiveBatchSize(*source, options.batch_size),
+  // Shards hold whole reads, which hold whole runs (data/run_chunks.h), so every rank runs the
+  // model on exactly the runs one process would.
+  const int64_t run_batch = CalibrationRunBatch(inputs, options.run_batch);
+  analysis::PassOptions pass;
+  pass.batch_size = options.batch_size;
+  pass.run_batch = run_batch;
+  source = ShardForRank(std::move(source), comm,
+                        analysis::ReadBatchSize(data::EffectiveBatchSize(*source, options.batch_size), run_batch),
                         &result->rank);
   statistics->stats.model_sha256 = loaded.sha256;
   if (source->num_samples() == 0) {
@@ -60,12 +62,12 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
     return Status::Ok();
   }
   const auto start = std::chrono::steady_clock::now();
-  analysis::PassOptions pass;
-  pass.batch_size = options.batch_size;
-  pass.run_batch = SampleExactRuns(options) ? analysis::kSampleExactRunBatch : 0;  // collect_pass.h
   pass.progress = options.progress && comm.is_root();
-  QK_ASSIGN_OR_RETURN(Statistics shard, CollectStatistics(loaded, analysis::ReadInOrder(*source, pass),
-                                                          source->num_samples(), sites, pass, kind));
+  QK_ASSIGN_OR_RETURN(Statistics shard,
+                      CollectStatistics(loaded,
+                                        analysis::InRuns(analysis::ReadInOrder(*source, pass),
+                                                         data::RunChunker(run_batch, inputs)),
+                                        source->num_samples(), sites, pass, kind));
   statistics->stats = std::move(shard.stats);
   result->rank.work_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
@@ -222,6 +224,8 @@ Status Prepare(const CalibrateOptions& options, const runtime::Communicator& com
 Status CheckSource(const CalibrateOptions& options) {
   QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument,
                    "--batch-size must be positive, got {}", options.batch_size);
+  QK_RETURN_IF_NOT(options.run_batch.value_or(1) > 0, StatusCode::kInvalidArgument,
+                   "--run-batch must be positive, got {}", options.run_batch.value_or(1));
   QK_RETURN_IF_NOT(!options.data.empty() || !options.from_stats.empty() || options.statistics,
                    StatusCode::kInvalidArgument,
                    "give calibration data (--data) or statistics (--from-stats)");

@@ -38,10 +38,11 @@ struct CalibrateOptions {
   data::ImageOptions image;    // preprocessing declared for an image-folder --data
   int64_t samples = 0;         // 0: all the data holds
   int64_t batch_size = 32;
-  // One sample per model run (analysis::kSampleExactRunBatch): statistics independent of
-  // batch_size by construction. Unset: yes on the CPU, no on a GPU, where one-sample runs leave
-  // the device idle (batched, the statistics depend on batch_size in the last float bits).
-  std::optional<bool> sample_exact;
+  // Samples per model run (data/run_chunks.h): runs cut at multiples of it in sample order, so
+  // the statistics do not depend on batch_size or the launch size; 1 also makes them independent
+  // of the order. Unset: the device's default (CalibrationRunBatch). Models whose runs cannot be stacked
+  // (state inputs, varying sample shapes) run one sample at a time (data::RunBatchFor).
+  std::optional<int64_t> run_batch;
   quant::MethodRequest method; // default: max
   // Per-tensor overrides by tensor name or by the op type of the tensor's consumer.
   std::map<std::string, quant::MethodRequest> method_overrides;

@@ -16,6 +16,7 @@
 #include "passes/apply_plan.h"
 #include "quant/method_amax.h"
 #include "quantkit/version.h"
+#include "runtime/device.h"
 #include "runtime/interpreter.h"
 
 namespace quantkit::pipelines {
@@ -48,6 +49,11 @@ Result<CalibrationSites> FindCalibrationSites(const LoadedModel& model,
   return s;
 }
 
+int64_t CalibrationRunBatch(const std::vector<data::InputSpec>& inputs, std::optional<int64_t> requested) {
+  constexpr int64_t kCpuRunBatch = 8, kGpuRunBatch = 128;
+  return data::RunBatchFor(inputs, requested.value_or(runtime::DefaultDevice().is_cuda() ? kGpuRunBatch : kCpuRunBatch));
+}
+
 Result<Statistics> CollectStatistics(const LoadedModel& model, const analysis::BatchReader& next,
                                      int64_t size_hint, const CalibrationSites& sites,
                                      const analysis::PassOptions& options, CollectorKind kind) {
@@ -62,17 +68,6 @@ Result<Statistics> CollectStatistics(const LoadedModel& model, const analysis::B
   analysis::CollectingObserver observer(&result.stats.tensors);
   QK_ASSIGN_OR_RETURN(result.samples,
                       analysis::RunBatches(*interpreter, next, size_hint, options, {&observer}));
-  return result;
-}
-
-Result<Statistics> CollectStatistics(const LoadedModel& model, const data::Source& source,
-                                     const CalibrationSites& sites,
-                                     const analysis::PassOptions& options) {
-  QK_ASSIGN_OR_RETURN(Statistics result,
-                      CollectStatistics(model, analysis::ReadInOrder(source, options), source.num_samples(),
-                                        sites, options));
-  result.data_description = source.Describe();
-  result.data_fingerprint = source.Fingerprint();
   return result;
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,16 +64,18 @@ struct Statistics {
 // What the collectors keep: histograms (any method) or the range only (max; no histogram work).
 enum class CollectorKind { kHistogram, kRangeOnly };
 
-// One pass: pulls batches from `next` until it returns std::nullopt. `size_hint` (-1: unknown)
+// Samples per model run for calibrating a model with `inputs` (data/run_chunks.h): `requested`,
+// or 8 on the CPU (convolutions reach their per-sample speed by then; docs/performance.md) and
+// 128 on a GPU (one kernel launch per op per run); 1 where runs cannot be stacked.
+int64_t CalibrationRunBatch(const std::vector<data::InputSpec>& inputs, std::optional<int64_t> requested);
+
+// One pass: runs the model on each batch of `next` (calibration: analysis::InRuns) until it
+// returns std::nullopt. `size_hint` (-1: unknown)
 // sizes the progress bar.
 Result<Statistics> CollectStatistics(const LoadedModel& model, const analysis::BatchReader& next,
                                      int64_t size_hint, const CalibrationSites& sites,
                                      const analysis::PassOptions& options,
                                      CollectorKind kind = CollectorKind::kHistogram);
-// The same over a data::Source (the CLI's --data), with its description and fingerprint.
-Result<Statistics> CollectStatistics(const LoadedModel& model, const data::Source& source,
-                                     const CalibrationSites& sites,
-                                     const analysis::PassOptions& options);
 // Merged .qkstats shards of this model (exactly one pass over all their data).
 Result<Statistics> StatisticsFromFiles(const LoadedModel& model, const std::vector<std::string>& paths);
 

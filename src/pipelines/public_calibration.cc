@@ -12,7 +12,7 @@
 #include "common/check.h"
 #include "data/image_options.h"
 #include "data/image_options_text.h"
-#include "data/sample_split.h"
+#include "data/run_chunks.h"
 #include "formats/plan_files.h"
 #include "formats/ranges.h"
 #include "pipelines/calibration_stages.h"
@@ -349,21 +349,19 @@ Result<Statistics> CollectStatistics(const Model& model, BatchStream& stream, co
   QK_ASSIGN_OR_RETURN(pipelines::CalibrationSites internal,
                       pipelines::FindCalibrationSites(loaded, ToPlacement(sites.placement)));
   const std::vector<data::InputSpec> inputs = data::ModelInputs(*loaded.model);
+  QK_RETURN_IF_NOT(options.run_batch >= 0, StatusCode::kInvalidArgument, "run_batch must be >= 0, got {}",
+                   options.run_batch);
   int64_t index = 0;
-  // One sample per model run, as the CLI and the Python module: the statistics do not depend on
-  // how the stream batches the data (data/sample_split.h).
-  std::deque<data::Batch> pending;
-  analysis::BatchReader next = [&]() -> Result<std::optional<data::Batch>> {
-    if (pending.empty()) {
-      QK_ASSIGN_OR_RETURN(std::optional<InputBatch> in, stream.Next());
-      if (!in) return std::optional<data::Batch>();
-      QK_ASSIGN_OR_RETURN(data::Batch batch, ToBatch(*in, inputs, index++));
-      for (data::Batch& s : data::SplitIntoSamples(batch, inputs)) pending.push_back(std::move(s));
-    }
-    data::Batch sample = std::move(pending.front());
-    pending.pop_front();
-    return std::optional<data::Batch>(std::move(sample));
+  analysis::BatchReader batches = [&]() -> Result<std::optional<data::Batch>> {
+    QK_ASSIGN_OR_RETURN(std::optional<InputBatch> in, stream.Next());
+    if (!in) return std::optional<data::Batch>();
+    QK_ASSIGN_OR_RETURN(data::Batch batch, ToBatch(*in, inputs, index++));
+    return std::optional<data::Batch>(std::move(batch));
   };
+  // Runs as the CLI's calibration cuts them (data/run_chunks.h), whatever the stream's batches.
+  const int64_t run_batch = pipelines::CalibrationRunBatch(
+      inputs, options.run_batch > 0 ? std::optional<int64_t>(options.run_batch) : std::nullopt);
+  const analysis::BatchReader next = analysis::InRuns(batches, data::RunChunker(run_batch, inputs));
   analysis::PassOptions pass;
   pass.progress = options.progress;
   QK_ASSIGN_OR_RETURN(pipelines::Statistics s,

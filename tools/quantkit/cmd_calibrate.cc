@@ -51,11 +51,12 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   cmd->add_option("--samples", opts->calibrate.samples, "use the first N samples (0: all)")->capture_default_str();
   cmd->add_option("--batch-size", opts->calibrate.batch_size,
-                  "samples read at a time; with --sample-exact on, the model still runs one sample at a time")
+                  "samples read at a time (a multiple of the run batch); results do not depend on it")
       ->capture_default_str();
-  cmd->add_option("--sample-exact", opts->calibrate.sample_exact,
-                  "on|off: one sample per model run, so results never depend on --batch-size "
-                  "(default: on for the CPU, off for a GPU, where batched runs are many times faster)");
+  cmd->add_option("--run-batch", opts->calibrate.run_batch,
+                  "samples per model run, cut at multiples of N in sample order, so results do not depend on "
+                  "--batch-size or the launch size; 1 also makes them independent of the order "
+                  "(default: 8 on the CPU, 128 on a GPU)");
   cmd->add_option("--stats", opts->calibrate.stats_out, "also write the statistics (.qkstats)");
   cmd->add_option("--from-stats", opts->calibrate.from_stats,
                   "skip the model run: merge these .qkstats shards instead");

@@ -5,9 +5,12 @@
   item 10 `calibrate` output lints clean (no warning, no error) on every float zoo model: the
           residual Add of a projection shortcut quantizes the shortcut Conv's output, never the
           backbone Conv that the Add fuses into (lint QK009);
-  item 11 determinism as the README promises: the cache (max and entropy) is bit-identical for
-          --batch-size 1, 7 and 32, for the data in reversed order, and for two statistics
-          shards merged.
+  item 11 determinism as the README promises: the model runs on runs of --run-batch samples cut
+          at multiples of it in sample order (data/run_chunks.h), so the cache (max and entropy)
+          is bit-identical for --batch-size 1, 7 and 32 and for two statistics shards split at a
+          multiple of the run batch (read at other batch sizes); with --run-batch 1 it is also
+          bit-identical for the data in reversed order and for shards split anywhere; and the run
+          batch itself moves scales by last bits only (RUN_BATCH_SCALE_RTOL).
 argv[1] = quantkit binary, argv[2] = repository root.
 """
 import json
@@ -25,6 +28,9 @@ ZOO = os.path.join(ROOT, "models", "zoo")
 # Peak RSS allowed when reading 16 samples from a member that declares 1 GiB: the interpreter,
 # libtorch and the model, not the data (measured ~250 MB).
 NPZ_RSS_LIMIT_MB = 600
+# The default run batch (8) against one sample per run: ATen sums in another order by batch size,
+# so activations, and so scales, may differ in the last float bits.
+RUN_BATCH_SCALE_RTOL = 1e-5
 
 
 def child_peak_rss_mb(args):
@@ -66,33 +72,56 @@ def item10_calibrate_lints_clean(d):
         assert "QK009" not in p.stdout, p.stdout
 
 
+def cache_scales(text):
+    out = {}
+    for line in text.splitlines()[1:]:
+        name, hexbits = line.rsplit(": ", 1)
+        out[name] = np.frombuffer(bytes.fromhex(hexbits), ">f4")[0]
+    return out
+
+
 def item11_determinism(d):
     model = os.path.join(ZOO, "plain_cnn.onnx")
     x, _ = zoo_data.load_split("calib")
     x = np.ascontiguousarray(x[:300], np.float32)
     np.save(os.path.join(d, "x.npy"), x)
     np.save(os.path.join(d, "x_rev.npy"), np.ascontiguousarray(x[::-1]))
-    np.save(os.path.join(d, "xa.npy"), x[:113])
-    np.save(os.path.join(d, "xb.npy"), x[113:])
-    for method in ("max", "entropy"):
-        caches = {}
-        for label, data, batch in (("batch 1", "x.npy", 1), ("batch 7", "x.npy", 7), ("batch 32", "x.npy", 32),
-                                   ("reversed", "x_rev.npy", 32)):
-            out = os.path.join(d, f"{method}_{label.replace(' ', '')}")
-            run(["calibrate", model, "--data", os.path.join(d, data), "--method", method, "--batch-size",
-                 str(batch), "-o", out, "-q"])
-            caches[label] = open(os.path.join(out, "calib.cache")).read()
+
+    def calibrate(out, data, batch, *extra):
+        run(["calibrate", model, "--data", os.path.join(d, data), "--batch-size", str(batch), "-o", out, "-q",
+             *extra])
+        return open(os.path.join(out, "calib.cache")).read()
+
+    def shards(method, split, *extra):
+        np.save(os.path.join(d, "xa.npy"), x[:split])
+        np.save(os.path.join(d, "xb.npy"), x[split:])
         s1, s2 = os.path.join(d, "a.qkstats"), os.path.join(d, "b.qkstats")
-        run(["calibrate", model, "--data", os.path.join(d, "xa.npy"), "--stats", s1, "--batch-size", "5", "-q"])
-        run(["calibrate", model, "--data", os.path.join(d, "xb.npy"), "--stats", s2, "--batch-size", "64", "-q"])
-        out = os.path.join(d, f"{method}_shards")
+        run(["calibrate", model, "--data", os.path.join(d, "xa.npy"), "--stats", s1, "--batch-size", "5", "-q", *extra])
+        run(["calibrate", model, "--data", os.path.join(d, "xb.npy"), "--stats", s2, "--batch-size", "64", "-q", *extra])
+        out = os.path.join(d, f"{method}_shards{split}")
         run(["calibrate", model, "--from-stats", s1, s2, "--method", method, "-o", out, "-q"])
-        caches["two shards"] = open(os.path.join(out, "calib.cache")).read()
-        ref = caches["batch 32"]
-        for label, c in caches.items():
-            differ = [a for a, b in zip(ref.splitlines(), c.splitlines()) if a != b]
-            print(f"item 11: {method}: {label}: {len(differ)} cache lines differ from batch 32")
-            assert c == ref, f"{method}: {label} differs from batch 32: {differ}"
+        return open(os.path.join(out, "calib.cache")).read()
+
+    for method in ("max", "entropy"):
+        m = ["--method", method]
+        caches = {label: calibrate(os.path.join(d, f"{method}_b{batch}"), "x.npy", batch, *m)
+                  for label, batch in (("batch 1", 1), ("batch 7", 7), ("batch 32", 32))}
+        caches["two shards at 112"] = shards(method, 112)
+        one = ["--run-batch", "1"]
+        exact = {"run batch 1": calibrate(os.path.join(d, f"{method}_r1"), "x.npy", 32, *m, *one),
+                 "run batch 1, reversed": calibrate(os.path.join(d, f"{method}_r1rev"), "x_rev.npy", 7, *m, *one),
+                 "run batch 1, two shards at 113": shards(method, 113, *one)}
+        for group, ref_label in ((caches, "batch 32"), (exact, "run batch 1")):
+            ref = group[ref_label]
+            for label, c in group.items():
+                differ = [a for a, b in zip(ref.splitlines(), c.splitlines()) if a != b]
+                print(f"item 11: {method}: {label}: {len(differ)} cache lines differ from {ref_label}")
+                assert c == ref, f"{method}: {label} differs from {ref_label}: {differ}"
+        a, b = cache_scales(caches["batch 32"]), cache_scales(exact["run batch 1"])
+        assert a.keys() == b.keys()
+        worst = max(abs(a[k] - b[k]) / max(b[k], 1e-30) for k in a)
+        print(f"item 11: {method}: run batch 8 vs 1: largest relative scale difference {worst:.2e}")
+        assert worst <= RUN_BATCH_SCALE_RTOL, worst
 
 
 def main():

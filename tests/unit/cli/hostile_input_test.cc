@@ -299,6 +299,10 @@ TEST_F(Hostile, Item6_NamesThatMatchNothingAreErrorsWithCloseMatches) {
   ExpectFails({"eval", File("model.onnx"), "--plan", File("float_nodes.json"), "--data", File("x.npy")}, {2},
               {"NoSuchConv"});
   ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy")}, {2}, {"-o"});
+  for (const char* n : {"0", "-8"}) {
+    ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "--run-batch", n}, {2},
+                {"--run-batch must be positive"}, out);
+  }
   ExpectFails({"nosuchcmd", "--help"}, {2}, {"nosuchcmd", "subcommands: '"});
   ExpectFails({"quantise", "--help"}, {2}, {"unknown subcommand 'quantise'"});
   ExpectFails({"calibrat", File("model.onnx")}, {2}, {"did you mean 'calibrate'"});
