@@ -44,7 +44,8 @@ ir::Tensor Rows(const ir::Tensor& t, int64_t begin, int64_t count) {
 }
 
 // Rows of several tensors of one input, stacked into new memory.
-ir::Tensor StackRows(const std::vector<std::pair<const ir::Tensor*, std::pair<int64_t, int64_t>>>& parts) {
+ir::Tensor StackRows(
+    const std::vector<std::pair<const ir::Tensor*, std::pair<int64_t, int64_t>>>& parts) {
   const ir::Tensor& first = *parts.front().first;
   std::vector<int64_t> dims = first.dims();
   dims[0] = 0;
@@ -54,14 +55,16 @@ ir::Tensor StackRows(const std::vector<std::pair<const ir::Tensor*, std::pair<in
   for (const auto& [t, range] : parts) {
     const size_t row = RowBytes(*t);
     QK_CHECK(row == RowBytes(first), "stacked rows of different sizes");
-    std::memcpy(dst, static_cast<const uint8_t*>(t->data()) + static_cast<size_t>(range.first) * row,
+    std::memcpy(dst,
+                static_cast<const uint8_t*>(t->data()) + static_cast<size_t>(range.first) * row,
                 static_cast<size_t>(range.second) * row);
     dst += static_cast<size_t>(range.second) * row;
   }
   return out;
 }
 
-Batch Slice(const Batch& batch, const std::vector<InputSpec>& inputs, int64_t begin, int64_t count) {
+Batch Slice(const Batch& batch, const std::vector<InputSpec>& inputs, int64_t begin,
+            int64_t count) {
   if (begin == 0 && count == batch.size) return batch;
   Batch out;
   out.size = count;
@@ -80,7 +83,8 @@ Batch Slice(const Batch& batch, const std::vector<InputSpec>& inputs, int64_t be
 int64_t RunBatchFor(const std::vector<InputSpec>& inputs, int64_t requested) {
   int64_t run_batch = std::max<int64_t>(requested, 1);
   for (const InputSpec& in : inputs) {
-    if (!in.batched() || in.batch_axis != 0 || !in.has_rank || in.dtype == ir::DType::kString) return 1;
+    if (!in.batched() || in.batch_axis != 0 || !in.has_rank || in.dtype == ir::DType::kString)
+      return 1;
     for (int64_t d : in.SampleDims()) {
       if (d < 0) return 1;
     }
@@ -123,7 +127,8 @@ Batch RunChunker::Stack() {
     for (size_t i = 0; i < first.inputs.size(); ++i) {
       const auto& [name, tensor] = first.inputs[i];
       if (!BatchedOnLeadingAxis(inputs_, name) || !OnLeadingAxis(tensor, first.size)) {
-        out.inputs.emplace_back(name, tensor);  // unbatched: RunBatchFor keeps such models at run_batch 1
+        out.inputs.emplace_back(name,
+                                tensor);  // unbatched: RunBatchFor keeps such models at run_batch 1
         continue;
       }
       std::vector<std::pair<const ir::Tensor*, std::pair<int64_t, int64_t>>> parts;
@@ -137,7 +142,8 @@ Batch RunChunker::Stack() {
     }
     bool labels = true;
     for (const Piece& p : pending_) {
-      labels = labels && p.batch.labels && p.batch.labels->rank() == 1 && OnLeadingAxis(*p.batch.labels, p.batch.size);
+      labels = labels && p.batch.labels && p.batch.labels->rank() == 1 &&
+               OnLeadingAxis(*p.batch.labels, p.batch.size);
     }
     if (labels) {
       std::vector<std::pair<const ir::Tensor*, std::pair<int64_t, int64_t>>> parts;

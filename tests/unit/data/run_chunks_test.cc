@@ -2,11 +2,11 @@
 // the runs are [0, K), [K, 2K), ... and the rest; runs inside one batch are views of its rows (no
 // copy), runs straddling batches are stacked; unbatched inputs and labels follow the rules of
 // data/run_chunks.h. RunBatchFor falls back to one sample per run where runs cannot be stacked.
+#include "data/run_chunks.h"
+
 #include <gtest/gtest.h>
 
 #include <numeric>
-
-#include "data/run_chunks.h"
 
 namespace quantkit::data {
 namespace {
@@ -72,8 +72,13 @@ std::vector<int64_t> Range(int64_t begin, int64_t end) {
 
 TEST(RunChunker, RunsDependOnTheSampleIndexOnly) {
   const std::vector<std::vector<int64_t>> expected = {Range(0, 8), Range(8, 16), Range(16, 17)};
-  for (const std::vector<int64_t>& batches : std::vector<std::vector<int64_t>>{
-           {17}, {5, 3, 8, 1}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {16, 1}, {3, 13, 1}, {8, 8, 1}}) {
+  for (const std::vector<int64_t>& batches :
+       std::vector<std::vector<int64_t>>{{17},
+                                         {5, 3, 8, 1},
+                                         {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                                         {16, 1},
+                                         {3, 13, 1},
+                                         {8, 8, 1}}) {
     EXPECT_EQ(Cut(8, batches), expected) << "batches of " << ::testing::PrintToString(batches);
   }
   EXPECT_EQ(Cut(8, {8, 8}), (std::vector<std::vector<int64_t>>{Range(0, 8), Range(8, 16)}));
@@ -98,7 +103,8 @@ TEST(RunChunker, RunsInsideOneBatchAreViewsAndStraddlingRunsAreCopies) {
 TEST(RunChunker, UnbatchedInputsArePassedWhole) {
   RunChunker chunker(1, {Spec("x", {-1, 2}), Spec("sr", {}, kUnbatched)});
   Batch b = Samples(0, 2);
-  b.inputs.emplace_back("sr", ir::Tensor::FromVector(ir::DType::kInt64, {}, std::vector<int64_t>{16000}));
+  b.inputs.emplace_back("sr",
+                        ir::Tensor::FromVector(ir::DType::kInt64, {}, std::vector<int64_t>{16000}));
   std::vector<Batch> runs = chunker.Add(b);
   ASSERT_EQ(runs.size(), 2u);
   for (const Batch& run : runs) {
@@ -111,11 +117,14 @@ TEST(RunChunker, UnbatchedInputsArePassedWhole) {
 TEST(RunBatchFor, StacksOnlyWhereEveryInputStacksOnItsLeadingAxis) {
   EXPECT_EQ(RunBatchFor({Spec("x", {-1, 3, 224, 224})}, 8), 8);
   EXPECT_EQ(RunBatchFor({Spec("x", {-1, 3, 224, 224}), Spec("y", {-1, 10})}, 8), 8);
-  EXPECT_EQ(RunBatchFor({Spec("x", {4, 3, 224, 224})}, 8), 4) << "a batch the model fixes caps the run";
+  EXPECT_EQ(RunBatchFor({Spec("x", {4, 3, 224, 224})}, 8), 4)
+      << "a batch the model fixes caps the run";
   EXPECT_EQ(RunBatchFor({Spec("x", {1, 3, 224, 224})}, 8), 1);
   EXPECT_EQ(RunBatchFor({Spec("x", {-1, 3, -1, -1})}, 8), 1) << "varying sample shapes";
-  EXPECT_EQ(RunBatchFor({Spec("x", {-1, 512}), Spec("state", {2, -1, 128}, 1)}, 8), 1) << "state batched on axis 1";
-  EXPECT_EQ(RunBatchFor({Spec("x", {-1, 512}), Spec("sr", {}, kUnbatched)}, 8), 1) << "unbatched input";
+  EXPECT_EQ(RunBatchFor({Spec("x", {-1, 512}), Spec("state", {2, -1, 128}, 1)}, 8), 1)
+      << "state batched on axis 1";
+  EXPECT_EQ(RunBatchFor({Spec("x", {-1, 512}), Spec("sr", {}, kUnbatched)}, 8), 1)
+      << "unbatched input";
   InputSpec unknown;
   unknown.name = "x";
   EXPECT_EQ(RunBatchFor({unknown}, 8), 1) << "unknown rank";
