@@ -202,11 +202,14 @@ def check_plan_eval_equality(d, plan):
 # qat, 2 ranks vs 1 process on the same global batches: the runs may differ only by the order of
 # float sums (one process sums the gradient over 32 samples in one kernel, two ranks over 16 each,
 # then average), about 1e-7 of the gradient. After 4 SGD steps the parameters must stay apart by
-# less than this share of how far training moved them (measured: 1.1e-5; a missing or wrong
-# all-reduce, i.e. training on half the batch, is off by a share of order 1), and each step's
-# loss (which reflects every earlier update) within QAT_LOSS_RTOL (measured: 3e-8).
+# less than this share of how far training moved them (measured: 1.1e-5 and 1.6e-5 with two
+# plans; a missing or wrong all-reduce, i.e. training on half the batch, is off by a share of
+# order 1). The losses are a weaker check: fake quantization is discontinuous, so parameters 3e-8
+# apart can put one value on the other side of a rounding boundary and move a step's loss by far
+# more than the parameters differ (measured: 3e-8 with one plan; 2.3e-3 at step 4 with the plan
+# of run batch 8, parameters 3e-8 apart). QAT_LOSS_RTOL allows a few such code flips.
 QAT_DISAGREEMENT_MAX = 1e-4
-QAT_LOSS_RTOL = 1e-5
+QAT_LOSS_RTOL = 1e-2
 
 
 def initializers(path):
@@ -266,10 +269,14 @@ def check_diagnose_equality(d):
             "--batch-size", "8", "--reference-data", "fashion-mnist:val", "--reference-samples", "40",
             "--bootstrap", "16", "--subsets", "8", "--batch-check-samples", "8", "-q"]
     outs, reports = {}, {}
+    # The batch-dependence check runs on rank 0 alone, and OpenBLAS (the Gemm) sums in another order
+    # with one thread than with two (resnet_small: max output diff 3.9e-7 vs 2.6e-7): the one
+    # process runs with OMP_NUM_THREADS=1, as torchrun starts every rank.
+    one_env = dict(os.environ, OMP_NUM_THREADS="1")
     for nproc in (1, 2):
         out = os.path.join(d, f"diagnose{nproc}")
         args = base + ["--json", "-o", out]
-        p = run_process(args) if nproc == 1 else torchrun(nproc, args)
+        p = run_process(args, env=one_env) if nproc == 1 else torchrun(nproc, args)
         reports[nproc], outs[nproc] = json.loads(p.stdout), out
     assert without_timing(reports[1]) == without_timing(reports[2]), "diagnose differs from one process"
     assert reports[1]["samples"] == 75 and reports[1]["chunk_size"] == 15, reports[1]
