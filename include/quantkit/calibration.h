@@ -81,9 +81,9 @@ Result<Sites> FindSites(const Model& model, const Placement& placement = {});
 
 // The exact range of one tensor's values over every sample seen.
 struct TensorRange {
-  float min = 0, max = 0;    // over the finite values (+inf/-inf while none was seen)
-  float amax = 0;            // max |x| over the finite values
-  int64_t count = 0;         // elements seen, NaN and Inf included
+  float min = 0, max = 0;  // over the finite values (+inf/-inf while none was seen)
+  float amax = 0;          // max |x| over the finite values
+  int64_t count = 0;       // elements seen, NaN and Inf included
   int64_t nan_count = 0, inf_count = 0;
 };
 
@@ -117,7 +117,8 @@ class Statistics {
   static Result<Statistics> Load(const std::string& path);
   // Several .qkstats files merged exactly (shards). With `model_sha256`, each must have been
   // collected on that model (Model::sha256()).
-  static Result<Statistics> Load(const std::vector<std::string>& paths, const std::string& model_sha256 = "");
+  static Result<Statistics> Load(const std::vector<std::string>& paths,
+                                 const std::string& model_sha256 = "");
 
   const Impl& impl() const { return *impl_; }
   bool valid() const { return impl_ != nullptr; }
@@ -181,7 +182,8 @@ class Plan {
   // A copy where `tensor` is a per-tensor symmetric int8 activation of range `amax`
   // (scale = amax / 127), added or replacing its entry; a non-positive or non-finite amax keeps
   // it in float with a reason. Fails when the resulting plan is invalid.
-  Result<Plan> WithActivationAmax(const std::string& tensor, float amax, const std::string& source) const;
+  Result<Plan> WithActivationAmax(const std::string& tensor, float amax,
+                                  const std::string& source) const;
 
   std::string ToJson() const;  // quantkit's plan JSON
   static Result<Plan> FromJson(const std::string& json, const std::string& source_name);
@@ -253,15 +255,15 @@ Result<std::unique_ptr<BatchStream>> OpenDataSpec(const Model& model, const std:
 // ranges.txt, plan.json and summary.txt (all or none).
 struct CalibrateOptions {
   std::string model;
-  std::string data;             // a data spec (OpenDataSpec); unused when `statistics` is valid
-  Statistics statistics;        // collected earlier (merged, loaded): no model run
-  DataSpecOptions data_options; // batch size, sample cap and image preprocessing of `data`
+  std::string data;              // a data spec (OpenDataSpec); unused when `statistics` is valid
+  Statistics statistics;         // collected earlier (merged, loaded): no model run
+  DataSpecOptions data_options;  // batch size, sample cap and image preprocessing of `data`
   MethodChoices methods;
   Placement placement;
-  std::string output_dir;       // empty: the plan only
-  std::string stats_out;        // also write the statistics (.qkstats) here
+  std::string output_dir;  // empty: the plan only
+  std::string stats_out;   // also write the statistics (.qkstats) here
   CacheOptions cache;
-  bool progress = false;        // a bar on stderr when it is a terminal
+  bool progress = false;  // a bar on stderr when it is a terminal
 };
 
 struct CalibrateReport {

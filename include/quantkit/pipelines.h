@@ -30,7 +30,7 @@ struct EvaluateOptions {
   std::string placement = "auto";
   int64_t samples = 0, batch_size = 64;
   ImagePreprocessing image;
-  bool progress = false;        // a bar on stderr when it is a terminal
+  bool progress = false;  // a bar on stderr when it is a terminal
 };
 struct EvaluateReport {
   int64_t samples = 0;

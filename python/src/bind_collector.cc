@@ -19,25 +19,27 @@ namespace quantkit::python {
 
 void BindCollector(py::module_& m) {
   py::class_<StatsCollector>(m, "StatsCollector")
-      .def(py::init([](const std::string& model, const std::vector<std::string>& exclude, bool per_channel,
-                       int64_t expected_samples, bool progress) {
+      .def(py::init([](const std::string& model, const std::vector<std::string>& exclude,
+                       bool per_channel, int64_t expected_samples, bool progress) {
              return std::make_unique<StatsCollector>(
-                 model, pipelines::ToPlacementOptions(PlacementFrom(exclude, per_channel)), expected_samples,
-                 progress);
+                 model, pipelines::ToPlacementOptions(PlacementFrom(exclude, per_channel)),
+                 expected_samples, progress);
            }),
-           py::arg("model"), py::arg("exclude"), py::arg("per_channel"), py::arg("expected_samples"),
-           py::arg("progress"))
+           py::arg("model"), py::arg("exclude"), py::arg("per_channel"),
+           py::arg("expected_samples"), py::arg("progress"))
       .def("observe", &StatsCollector::Observe, py::arg("batch"))
-      .def("observe_source",
-           [](StatsCollector& c, const std::string& spec, int64_t samples, int64_t batch_size) {
-             c.ObserveSource(spec, {}, samples, batch_size);
-           },
-           py::arg("spec"), py::arg("samples"), py::arg("batch_size"))
-      .def("finish",
-           [](StatsCollector& c, const std::string& description) {
-             return pipelines::MakePublicStatistics(c.Finish(description));
-           },
-           py::arg("description"))
+      .def(
+          "observe_source",
+          [](StatsCollector& c, const std::string& spec, int64_t samples, int64_t batch_size) {
+            c.ObserveSource(spec, {}, samples, batch_size);
+          },
+          py::arg("spec"), py::arg("samples"), py::arg("batch_size"))
+      .def(
+          "finish",
+          [](StatsCollector& c, const std::string& description) {
+            return pipelines::MakePublicStatistics(c.Finish(description));
+          },
+          py::arg("description"))
       .def("conformed_pointers", &StatsCollector::ConformedPointers, py::arg("batch"))
       .def_property_readonly("samples", &StatsCollector::samples)
       .def_property_readonly("input_names", &StatsCollector::input_names);

@@ -27,8 +27,9 @@ namespace {
 // A workflow bound as f(options) -> report, the GIL released while it runs.
 template <typename Report, typename Options>
 void DefWorkflow(py::module_& m, const char* name, Result<Report> (*workflow)(const Options&)) {
-  m.def(name, [workflow](const Options& options) { return Unwrap(workflow(options)); }, py::arg("options"),
-        py::call_guard<py::gil_scoped_release>());
+  m.def(
+      name, [workflow](const Options& options) { return Unwrap(workflow(options)); },
+      py::arg("options"), py::call_guard<py::gil_scoped_release>());
 }
 
 void BindOptions(py::module_& m) {
@@ -144,11 +145,16 @@ void BindPipelines(py::module_& m) {
   BindOptions(m);
   BindReports(m);
   m.def("placement", &PlacementFrom, py::arg("exclude"), py::arg("per_channel"),
-        "Excluded names (node names or op types, as the CLI's --exclude) and the weights' granularity.");
-  m.def("model_inputs", [](const std::string& model) { return Unwrap(ModelInputNames(model)); },
-        py::arg("model"), "Names of the inputs a data batch must feed.", py::call_guard<py::gil_scoped_release>());
-  m.def("check_calibrate_options",
-        [](const CalibrateOptions& options) { ThrowIfError(CheckCalibrateOptions(options)); }, py::arg("options"));
+        "Excluded names (node names or op types, as the CLI's --exclude) and the weights' "
+        "granularity.");
+  m.def(
+      "model_inputs", [](const std::string& model) { return Unwrap(ModelInputNames(model)); },
+      py::arg("model"), "Names of the inputs a data batch must feed.",
+      py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "check_calibrate_options",
+      [](const CalibrateOptions& options) { ThrowIfError(CheckCalibrateOptions(options)); },
+      py::arg("options"));
   DefWorkflow(m, "calibrate", &Calibrate);
   DefWorkflow(m, "evaluate", &Evaluate);
   DefWorkflow(m, "analyze", &Analyze);

@@ -14,8 +14,8 @@ Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& optio
   return OpenPlanEvaluation(options, std::move(plan), placement, distributed);
 }
 
-Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& options, quant::QuantPlan plan,
-                                          const std::string& placement,
+Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& options,
+                                          quant::QuantPlan plan, const std::string& placement,
                                           const std::optional<DistributedOptions>& distributed) {
   analysis::PlanEvalOptions eval = options;
   QK_ASSIGN_OR_RETURN(eval.simulation.mode, passes::ParsePlacementPolicy(placement));

@@ -31,13 +31,22 @@ using pipelines::MakePublicStatistics;
 using pipelines::ToPlacementOptions;
 
 TensorScale ToTensorScale(const quant::TensorQuant& t) {
-  return TensorScale{t.tensor,     t.quantized, t.reason, t.role == quant::TensorRole::kWeight,
-                     t.scale,      t.amax,      t.zero_point, t.axis,
-                     t.source,     quant::TensorRoleName(t.role), quant::QuantDTypeName(t.dtype)};
+  return TensorScale{t.tensor,
+                     t.quantized,
+                     t.reason,
+                     t.role == quant::TensorRole::kWeight,
+                     t.scale,
+                     t.amax,
+                     t.zero_point,
+                     t.axis,
+                     t.source,
+                     quant::TensorRoleName(t.role),
+                     quant::QuantDTypeName(t.dtype)};
 }
 
 Artifacts ArtifactsFrom(std::vector<std::string> written, const passes::PassReport& inserted) {
-  return Artifacts{std::move(written), static_cast<int>(inserted.Count(passes::counter::kActivationPairs)),
+  return Artifacts{std::move(written),
+                   static_cast<int>(inserted.Count(passes::counter::kActivationPairs)),
                    static_cast<int>(inserted.Count(passes::counter::kWeightPairs))};
 }
 
@@ -198,7 +207,8 @@ quantkit::Statistics MakePublicStatistics(Statistics statistics) {
 }
 
 Result<data::ImageOptions> ToImageOptions(const ImagePreprocessing& p) {
-  return data::ParseImageOptions({p.resize, p.center_crop, p.color, p.layout, p.mean, p.std, p.scale});
+  return data::ParseImageOptions(
+      {p.resize, p.center_crop, p.color, p.layout, p.mean, p.std, p.scale});
 }
 
 passes::PlacementOptions ToPlacementOptions(const Placement& p) {
@@ -273,8 +283,9 @@ Result<Sites> FindSites(const Model& model, const Placement& placement) {
     for (const ir::Node* n : graph.nodes()) found |= n->name == node;
     QK_RETURN_IF_NOT(found, StatusCode::kNotFound, "{}: excluded node '{}' is not in the model", model.path(), node);
   }
-  QK_ASSIGN_OR_RETURN(pipelines::CalibrationSites found,
-                      pipelines::FindCalibrationSites(model.impl().loaded, ToPlacementOptions(placement)));
+  QK_ASSIGN_OR_RETURN(
+      pipelines::CalibrationSites found,
+      pipelines::FindCalibrationSites(model.impl().loaded, ToPlacementOptions(placement)));
   Sites sites;
   sites.model = model;
   sites.placement = placement;
@@ -308,7 +319,9 @@ std::vector<std::string> Statistics::tensors() const {
 int64_t Statistics::samples() const { return impl_->statistics.samples; }
 const std::string& Statistics::model_sha256() const { return impl_->statistics.stats.model_sha256; }
 const std::string& Statistics::data_description() const { return impl_->statistics.data_description; }
-const std::string& Statistics::data_fingerprint() const { return impl_->statistics.data_fingerprint; }
+const std::string& Statistics::data_fingerprint() const {
+  return impl_->statistics.data_fingerprint;
+}
 
 Result<float> Statistics::AbsMax(const std::string& tensor) const {
   return Amax(tensor, "max");
@@ -316,11 +329,13 @@ Result<float> Statistics::AbsMax(const std::string& tensor) const {
 
 namespace {
 
-Result<const quant::TensorCollector*> FindCollector(const Statistics& statistics, const std::string& tensor) {
+Result<const quant::TensorCollector*> FindCollector(const Statistics& statistics,
+                                                    const std::string& tensor) {
   QK_RETURN_IF_ERROR(RequireValid(statistics.valid(), "statistics"));
   const auto& tensors = statistics.impl().statistics.stats.tensors;
   auto it = tensors.find(tensor);
-  QK_RETURN_IF_NOT(it != tensors.end(), StatusCode::kNotFound, "no statistics for tensor '{}'", tensor);
+  QK_RETURN_IF_NOT(it != tensors.end(), StatusCode::kNotFound, "no statistics for tensor '{}'",
+                   tensor);
   return &it->second;
 }
 
@@ -375,9 +390,12 @@ Status Statistics::Save(const std::string& path) const {
   return formats::WriteStatsFile(path, impl_->statistics.stats);
 }
 
-Result<Statistics> Statistics::Load(const std::string& path) { return Load(std::vector<std::string>{path}); }
+Result<Statistics> Statistics::Load(const std::string& path) {
+  return Load(std::vector<std::string>{path});
+}
 
-Result<Statistics> Statistics::Load(const std::vector<std::string>& paths, const std::string& model_sha256) {
+Result<Statistics> Statistics::Load(const std::vector<std::string>& paths,
+                                    const std::string& model_sha256) {
   pipelines::Statistics s;
   QK_ASSIGN_OR_RETURN(s.stats, formats::MergeStatsFiles(paths, model_sha256));
   s.data_description = "statistics from";
@@ -444,7 +462,8 @@ Plan Plan::WithFloatNodes(const std::vector<std::string>& nodes, const std::stri
   return MakePublicPlan(std::move(plan));
 }
 
-Result<Plan> Plan::WithActivationAmax(const std::string& tensor, float amax, const std::string& source) const {
+Result<Plan> Plan::WithActivationAmax(const std::string& tensor, float amax,
+                                      const std::string& source) const {
   QK_RETURN_IF_ERROR(RequireValid(valid(), "plan"));
   quant::QuantPlan plan = impl_->plan;
   plan.SetActivationAmax(tensor, amax, source);
@@ -504,7 +523,8 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const Sites& sites, co
 Result<Artifacts> WriteArtifacts(const Model& model, const Plan& plan, const std::string& dir,
                                  const ArtifactOptions& options) {
   QK_RETURN_IF_ERROR(RequireValid(model.valid() && plan.valid(), "model or plan"));
-  QK_ASSIGN_OR_RETURN(formats::TrtCacheWriteOptions cache, pipelines::ToTrtCacheOptions(options.cache));
+  QK_ASSIGN_OR_RETURN(formats::TrtCacheWriteOptions cache,
+                      pipelines::ToTrtCacheOptions(options.cache));
   QK_ASSIGN_OR_RETURN(pipelines::ArtifactReport report,
                       pipelines::WriteArtifacts(model.impl().loaded, plan.impl().plan,
                                                 ToPlacementOptions(options.placement), dir, cache));
@@ -520,7 +540,8 @@ Result<Artifacts> WriteQdqModel(const Model& model, const Plan& plan, const std:
   quant::QuantPlan applied = plan.impl().plan;
   passes::ApplyPlanOptions apply;
   apply.placement = ToPlacementOptions(placement);
-  QK_ASSIGN_OR_RETURN(passes::PassReport inserted, passes::RunPass(qdq_model, passes::ApplyPlan(&applied, apply)));
+  QK_ASSIGN_OR_RETURN(passes::PassReport inserted,
+                      passes::RunPass(qdq_model, passes::ApplyPlan(&applied, apply)));
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, path));
   return ArtifactsFrom({path}, inserted);
 }

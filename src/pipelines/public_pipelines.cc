@@ -1,7 +1,5 @@
 // include/quantkit/pipelines.h over the internal pipelines: parse the public options (strings
 // become enums here, once), call the one pipeline function, and return its report.
-#include "quantkit/pipelines.h"
-
 #include "analysis/diagnose/diagnose.h"
 #include "analysis/layer_analysis.h"
 #include "analysis/metrics.h"
@@ -16,6 +14,7 @@
 #include "pipelines/public_internal.h"
 #include "pipelines/run_model.h"
 #include "quant/method_amax.h"
+#include "quantkit/pipelines.h"
 
 namespace quantkit {
 namespace {
@@ -26,7 +25,8 @@ Result<pipelines::PlanEvaluation> Open(const PlanEvaluationOptions& o) {
   eval.data = o.data;
   eval.samples = o.samples;
   eval.batch_size = o.batch_size;
-  if (o.loaded_plan.valid()) return pipelines::OpenPlanEvaluation(eval, o.loaded_plan.impl().plan, o.placement);
+  if (o.loaded_plan.valid())
+    return pipelines::OpenPlanEvaluation(eval, o.loaded_plan.impl().plan, o.placement);
   return pipelines::OpenPlanEvaluation(eval, o.plan, o.placement);
 }
 
@@ -53,7 +53,9 @@ Result<pipelines::CalibrateOptions> ToCalibrateOptions(const CalibrateOptions& o
 
 }  // namespace
 
-Status CheckCalibrateOptions(const CalibrateOptions& options) { return ToCalibrateOptions(options).status(); }
+Status CheckCalibrateOptions(const CalibrateOptions& options) {
+  return ToCalibrateOptions(options).status();
+}
 
 Result<CalibrateReport> Calibrate(const CalibrateOptions& options) {
   QK_ASSIGN_OR_RETURN(pipelines::CalibrateOptions c, ToCalibrateOptions(options));
