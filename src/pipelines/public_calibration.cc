@@ -493,11 +493,17 @@ Status Plan::Write(const std::string& path) const {
 
 Status Plan::Write(const std::string& path, PlanFormat format, const CacheOptions& cache) const {
   QK_RETURN_IF_ERROR(RequireValid(valid(), "plan"));
+  switch (format) {
+    case PlanFormat::kJson:
+      return formats::WritePlanFile(path, formats::ArtifactKind::kPlanJson, impl_->plan, {});
+    case PlanFormat::kRangesText:
+      return formats::WritePlanFile(path, formats::ArtifactKind::kRangesText, impl_->plan, {});
+    case PlanFormat::kTrtCache:
+      break;
+  }
+  // The header names are checked only where they are written.
   QK_ASSIGN_OR_RETURN(formats::TrtCacheWriteOptions header, pipelines::ToTrtCacheOptions(cache));
-  formats::ArtifactKind kind = formats::ArtifactKind::kPlanJson;
-  if (format == PlanFormat::kTrtCache) kind = formats::ArtifactKind::kTrtCache;
-  if (format == PlanFormat::kRangesText) kind = formats::ArtifactKind::kRangesText;
-  return formats::WritePlanFile(path, kind, impl_->plan, header);
+  return formats::WritePlanFile(path, formats::ArtifactKind::kTrtCache, impl_->plan, header);
 }
 
 Result<std::string> Plan::CacheText(const CacheOptions& cache) const {

@@ -386,6 +386,10 @@ TEST(PublicApi, PlansEditedByHandWrittenInEachFormatAndAsAQdqModel) {
   ASSERT_TRUE(std::getline(rin, line));
   EXPECT_EQ(line.rfind("t:", 0), 0u) << line;
   EXPECT_FALSE(edited->CacheText({"eight", "MinMaxCalibration"}).ok());
+  EXPECT_FALSE(edited->Write(cache, PlanFormat::kTrtCache, {"8.6.1", "Legacy"}).ok());
+  // The cache header applies to caches only.
+  EXPECT_TRUE(
+      edited->Write((dir / "p.json").string(), PlanFormat::kJson, {"8.6.1", "Legacy"}).ok());
 
   // The Q/DQ model alone: the pairs WriteArtifacts inserts; a float node loses its input pair.
   VectorStream stream(MakeBatches({4}, 1403), c.input);
