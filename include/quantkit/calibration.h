@@ -258,6 +258,7 @@ struct CalibrateOptions {
   std::string data;              // a data spec (OpenDataSpec); unused when `statistics` is valid
   Statistics statistics;         // collected earlier (merged, loaded): no model run
   DataSpecOptions data_options;  // batch size, sample cap and image preprocessing of `data`
+  int64_t run_batch = 0;         // samples per model run, as CollectOptions::run_batch
   MethodChoices methods;
   Placement placement;
   std::string output_dir;  // empty: the plan only

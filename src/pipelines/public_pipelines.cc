@@ -38,6 +38,9 @@ Result<pipelines::CalibrateOptions> ToCalibrateOptions(const CalibrateOptions& o
   QK_ASSIGN_OR_RETURN(c.image, pipelines::ToImageOptions(o.data_options.image));
   c.samples = o.data_options.samples;
   c.batch_size = o.data_options.batch_size;
+  QK_RETURN_IF_NOT(o.run_batch >= 0, StatusCode::kInvalidArgument, "run_batch must be >= 0, got {}",
+                   o.run_batch);
+  if (o.run_batch > 0) c.run_batch = o.run_batch;
   QK_ASSIGN_OR_RETURN(pipelines::MethodChoice methods, pipelines::ToMethodChoice(o.methods));
   c.method = methods.method;
   c.method_overrides = std::move(methods.overrides);

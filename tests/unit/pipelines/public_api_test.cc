@@ -308,6 +308,9 @@ TEST(PublicApi, CalibrateInOneCallGivesTheStagesPlanAndTheCliFiles) {
   bad.methods.method = "max";
   bad.cache.trt_version = "eight";
   EXPECT_FALSE(CheckCalibrateOptions(bad).ok());
+  bad.cache.trt_version = "8.6.1";
+  bad.run_batch = -1;
+  EXPECT_FALSE(CheckCalibrateOptions(bad).ok());
   EXPECT_FALSE(fs::exists(dir / "missing.onnx"));
 }
 
