@@ -39,6 +39,7 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
     batching. Arrays are read in place (no copy) when C-contiguous; the GIL is released while the
     model runs. Errors raise ``quantkit.errors.QuantkitError`` subclasses."""
     _torchcheck.check()
+    exclude = list(exclude)  # read twice below: a generator must not run dry
     options = _core.CalibrateOptions()  # quantkit::CalibrateOptions (include/quantkit/calibration.h)
     options.model = os.fspath(model)
     options.methods.method = method
