@@ -6,6 +6,8 @@
 //   Plan plan       = BuildPlan(s, sites, methods)             no model run: any method, any time
 //   WriteArtifacts(model, plan, "out/")                        model.qdq.onnx, calib.cache, ...
 //
+// or all of it in one call, exactly as `quantkit calibrate`: Calibrate(CalibrateOptions).
+//
 // Statistics are streaming and mergeable: collect on shards (processes, machines), Merge() them in
 // any order, and BuildPlan gives exactly the plan of one pass over all the data. Several methods
 // cost one collection (BuildPlan per method). Model, Sites, Statistics and Plan are cheap-to-copy
@@ -47,6 +49,10 @@ class Model {
 
 Result<Model> LoadModel(const std::string& path);
 
+// The input names a batch must feed, of any ONNX model (float, or already holding Q/DQ, which
+// LoadModel refuses): for callers that only need to shape data for Evaluate and the others.
+Result<std::vector<std::string>> ModelInputNames(const std::string& path);
+
 // Where Q/DQ pairs go (TensorRT explicit quantization; docs/calibration-spec.md §5).
 struct Placement {
   bool per_channel_weights = true;
@@ -73,6 +79,14 @@ struct Sites {
 
 Result<Sites> FindSites(const Model& model, const Placement& placement = {});
 
+// The exact range of one tensor's values over every sample seen.
+struct TensorRange {
+  float min = 0, max = 0;  // over the finite values (+inf/-inf while none was seen)
+  float amax = 0;          // max |x| over the finite values
+  int64_t count = 0;       // elements seen, NaN and Inf included
+  int64_t nan_count = 0, inf_count = 0;
+};
+
 // Calibration statistics (streaming histograms and exact ranges per activation).
 class Statistics {
  public:
@@ -84,10 +98,15 @@ class Statistics {
   int64_t samples() const;
   const std::string& model_sha256() const;
   const std::string& data_description() const;
+  const std::string& data_fingerprint() const;  // what identifies the data (plan provenance)
   // max |x| over the finite values seen for `tensor`.
   Result<float> AbsMax(const std::string& tensor) const;
+  // The exact range of `tensor` (min, max, amax, element counts).
+  Result<TensorRange> Range(const std::string& tensor) const;
   // The amax a calibration method ("max", "entropy", "percentile[:P]", "mse") gives `tensor`.
   Result<float> Amax(const std::string& tensor, const std::string& method) const;
+  // The same for every tensor; the method is checked even when there is no tensor.
+  Result<std::map<std::string, float>> Amax(const std::string& method) const;
 
   // Exact merge: same result as one pass over both data sets, whatever the order.
   Result<Statistics> Merge(const Statistics& other) const;
@@ -96,6 +115,10 @@ class Statistics {
   static Result<Statistics> Parse(const std::string& bytes, const std::string& source_name);
   Status Save(const std::string& path) const;
   static Result<Statistics> Load(const std::string& path);
+  // Several .qkstats files merged exactly (shards). With `model_sha256`, each must have been
+  // collected on that model (Model::sha256()).
+  static Result<Statistics> Load(const std::vector<std::string>& paths,
+                                 const std::string& model_sha256 = "");
 
   const Impl& impl() const { return *impl_; }
   bool valid() const { return impl_ != nullptr; }
@@ -127,7 +150,18 @@ struct TensorScale {
   std::vector<int32_t> zero_point;
   int64_t axis = -1;
   std::string source;           // method label, "qdq:<node>", "cache"
+  std::string role;             // "activation" | "weight"
+  std::string dtype;            // "int8" | "uint8"
 };
+
+// What a TensorRT calibration cache's header says (the cache's body is the plan's).
+struct CacheOptions {
+  std::string trt_version = "8.6.1";
+  std::string calibrator = "EntropyCalibration2";  // or "MinMaxCalibration" (header only)
+};
+
+// The plan file formats Plan::Write writes whatever the path's extension.
+enum class PlanFormat { kJson, kTrtCache, kRangesText };
 
 // A QuantPlan (docs/architecture.md, decision 4): the hub every format converts through.
 class Plan {
@@ -135,13 +169,21 @@ class Plan {
   struct Impl;
   Plan() = default;
   explicit Plan(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  // A plan with no tensor, to fill by hand (WithActivationAmax).
+  static Plan Empty();
 
   std::vector<TensorScale> tensors() const;
+  int64_t num_quantized() const;
   std::optional<TensorScale> Find(const std::string& tensor) const;
   std::map<std::string, std::string> float_nodes() const;  // node -> reason
   std::string method() const;                               // provenance
   // A copy that keeps `nodes` in float (mixed precision), each with `reason`.
   Plan WithFloatNodes(const std::vector<std::string>& nodes, const std::string& reason) const;
+  // A copy where `tensor` is a per-tensor symmetric int8 activation of range `amax`
+  // (scale = amax / 127), added or replacing its entry; a non-positive or non-finite amax keeps
+  // it in float with a reason. Fails when the resulting plan is invalid.
+  Result<Plan> WithActivationAmax(const std::string& tensor, float amax,
+                                  const std::string& source) const;
 
   std::string ToJson() const;  // quantkit's plan JSON
   static Result<Plan> FromJson(const std::string& json, const std::string& source_name);
@@ -150,6 +192,10 @@ class Plan {
   static Result<Plan> Read(const std::string& path);
   // .json / .cache / .txt by extension (TensorRT 8.6 EntropyCalibration2 header for caches).
   Status Write(const std::string& path) const;
+  // `format` whatever the extension; `cache` applies to kTrtCache only. Atomic.
+  Status Write(const std::string& path, PlanFormat format, const CacheOptions& cache = {}) const;
+  // The calibration cache's text, as Write(path, PlanFormat::kTrtCache, cache) writes it.
+  Result<std::string> CacheText(const CacheOptions& cache = {}) const;
 
   const Impl& impl() const { return *impl_; }
   bool valid() const { return impl_ != nullptr; }
@@ -176,9 +222,8 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const Sites& sites,
                             const MethodChoices& methods = {});
 
 struct ArtifactOptions {
-  Placement placement;                          // as given to FindSites for this plan
-  std::string trt_version = "8.6.1";            // calib.cache header
-  std::string calibrator = "EntropyCalibration2";  // or "MinMaxCalibration" (header only)
+  Placement placement;  // as given to FindSites for this plan
+  CacheOptions cache;   // calib.cache header
 };
 
 struct Artifacts {
@@ -192,9 +237,50 @@ struct Artifacts {
 Result<Artifacts> WriteArtifacts(const Model& model, const Plan& plan, const std::string& dir,
                                  const ArtifactOptions& options = {});
 
+// Writes only the Q/DQ model (`path`, atomically; `written` names it). Q/DQ go where
+// `placement` puts them for a calibrated plan, and where the source model had them for a plan
+// read from a Q/DQ model (passes::ApplyPlan, placement "auto"); float_nodes stay in float;
+// weight scales the plan lacks come from the model's initializers.
+Result<Artifacts> WriteQdqModel(const Model& model, const Plan& plan, const std::string& path,
+                                const Placement& placement = {});
+
 // quantkit's data specs (the CLI's --data: NAME=FILE.npy, FILE.npz, DIR, image folders with
 // declared preprocessing, fashion-mnist[:split], FILE.json) as a stream checked against `model`.
 Result<std::unique_ptr<BatchStream>> OpenDataSpec(const Model& model, const std::string& spec,
                                                   const DataSpecOptions& options = {});
+
+// The whole of `quantkit calibrate` in one call, with its exact results (the same plan.json,
+// provenance included, for the same data spec): load, find the sites, collect (or take
+// `statistics`), build the plan, and with `output_dir` write model.qdq.onnx, calib.cache,
+// ranges.txt, plan.json and summary.txt (all or none).
+struct CalibrateOptions {
+  std::string model;
+  std::string data;              // a data spec (OpenDataSpec); unused when `statistics` is valid
+  Statistics statistics;         // collected earlier (merged, loaded): no model run
+  DataSpecOptions data_options;  // batch size, sample cap and image preprocessing of `data`
+  int64_t run_batch = 0;         // samples per model run, as CollectOptions::run_batch
+  MethodChoices methods;
+  Placement placement;
+  std::string output_dir;  // empty: the plan only
+  std::string stats_out;   // also write the statistics (.qkstats) here
+  CacheOptions cache;
+  bool progress = false;  // a bar on stderr when it is a terminal
+};
+
+struct CalibrateReport {
+  Plan plan;
+  std::vector<std::string> written, warnings;
+  std::vector<std::string> notes;  // what was done to make the model calibratable (opset upgrade)
+  std::string summary;             // the summary.txt text
+  int64_t samples = 0;
+  double seconds = 0;
+  int64_t peak_rss_bytes = 0;
+};
+
+Result<CalibrateReport> Calibrate(const CalibrateOptions& options);
+
+// The checks Calibrate makes on `options` before reading anything (method names, cache header,
+// image preprocessing): lets a caller fail before it collects statistics itself.
+Status CheckCalibrateOptions(const CalibrateOptions& options);
 
 }  // namespace quantkit

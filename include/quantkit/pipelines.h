@@ -4,7 +4,8 @@
 // the CLI prints) and `json` (the full machine-readable report, stable field names).
 //
 // Paths name files; data specs are the CLI's --data strings (quantkit/calibration.h
-// OpenDataSpec). Errors are values (quantkit/status.h). Nothing here prints.
+// OpenDataSpec). Errors are values (quantkit/status.h). Nothing here prints, except the progress
+// bar on stderr that `progress` asks for.
 // Public header: standard library and quantkit types only.
 #pragma once
 
@@ -29,19 +30,23 @@ struct EvaluateOptions {
   std::string placement = "auto";
   int64_t samples = 0, batch_size = 64;
   ImagePreprocessing image;
+  bool progress = false;  // a bar on stderr when it is a terminal
 };
 struct EvaluateReport {
   int64_t samples = 0;
   std::optional<double> top1, top5;
   std::optional<double> argmax_agreement, cosine, sqnr_db, max_abs_error;  // with a reference
+  std::map<std::string, double> metrics;  // every metric computed, by name
   double seconds = 0;
   std::string text;
 };
 Result<EvaluateReport> Evaluate(const EvaluateOptions& options);
 
-// The plan-vs-FP32 workflows share these: the FP32 model, a plan file (any format), the data.
+// The plan-vs-FP32 workflows share these: the FP32 model, a plan (a file of any format, or one
+// in memory), the data.
 struct PlanEvaluationOptions {
   std::string model, plan, data;
+  Plan loaded_plan;  // used instead of the file `plan` when valid()
   std::string placement = "auto";
   int64_t samples = 256, batch_size = 64;
   std::vector<std::string> metrics;  // top1, agreement, rel_mse; empty: top1 with labels, agreement
@@ -51,6 +56,7 @@ struct PlanEvaluationOptions {
 struct AnalyzeOptions {
   PlanEvaluationOptions evaluation;
   bool accumulated = true;
+  bool progress = false;  // a bar on stderr when it is a terminal
 };
 struct AnalyzeReport {
   std::vector<std::string> ranked_tensors;  // worst first
@@ -84,6 +90,7 @@ struct DiagnoseOptions {
   int64_t samples = 0, reference_samples = 0, batch_size = 32;
   std::string method = "max";
   std::string output_dir;  // report.txt, report.json, SVG pictures
+  bool progress = false;   // a bar on stderr when it is a terminal
 };
 struct DiagnoseReport {
   bool clean = false;       // no error or warning finding

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Union
 
 from . import _core, _data, _torchcheck
 from .plan import DEFAULT_CALIBRATOR, DEFAULT_TRT_VERSION, CalibrationReport, Plan, PathLike
-from .stats import Statistics, _per_channel
+from .stats import Statistics, _placement
 
 PlanLike = Union[Plan, PathLike]
 
@@ -39,32 +39,34 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
     batching. Arrays are read in place (no copy) when C-contiguous; the GIL is released while the
     model runs. Errors raise ``quantkit.errors.QuantkitError`` subclasses."""
     _torchcheck.check()
-    args = _core.CalibrateArgs()
-    args.model = os.fspath(model)
-    args.method = method
-    args.overrides = dict(overrides or {})
-    args.exclude = list(exclude)
-    args.per_channel = _per_channel(weights)
-    args.output_dir = os.fspath(output_dir) if output_dir is not None else ""
-    args.stats_out = os.fspath(stats_out) if stats_out is not None else ""
-    args.trt_version = trt_version
-    args.calibrator = calibrator
-    args.samples = samples
-    args.batch_size = batch_size
-    args.progress = progress
-    _core.check_calibrate_args(args)  # bad options fail before the data is read
+    exclude = list(exclude)  # read twice below: a generator must not run dry
+    options = _core.CalibrateOptions()  # quantkit::CalibrateOptions (include/quantkit/calibration.h)
+    options.model = os.fspath(model)
+    options.methods.method = method
+    options.methods.overrides = dict(overrides or {})
+    options.placement = _placement(exclude, weights)
+    options.output_dir = os.fspath(output_dir) if output_dir is not None else ""
+    options.stats_out = os.fspath(stats_out) if stats_out is not None else ""
+    options.cache.trt_version = trt_version
+    options.cache.calibrator = calibrator
+    options.data_options.samples = samples
+    options.data_options.batch_size = batch_size
+    options.progress = progress
+    _core.check_calibrate_options(options)  # bad options fail before the data is read
     start = time.perf_counter()
     if _data.is_spec(data):
-        args.data = os.fspath(data)
-        core_plan, info = _core.calibrate(args)
+        options.data = os.fspath(data)
     else:
         if not isinstance(data, Statistics):
             data = Statistics.collect(model, data, samples=samples, exclude=exclude, weights=weights,
                                       progress=progress)
-        core_plan, info = _core.calibrate_from_stats(args, data._core)
+        options.statistics = data._core
+    r = _core.calibrate(options)
     # With Python data the C++ side only built the plan: count the statistics pass too.
-    info["seconds"] = time.perf_counter() - start
-    return Plan(core_plan, CalibrationReport(**info))
+    report = CalibrationReport(written=list(r.written), warnings=list(r.warnings), summary=r.summary,
+                               samples=r.samples, seconds=time.perf_counter() - start,
+                               peak_rss_bytes=r.peak_rss_bytes)
+    return Plan(r.plan, report)
 
 
 @dataclass
@@ -106,10 +108,21 @@ def evaluate(model: PathLike, data: _data.DataLike, plan: Optional[PlanLike] = N
     ``fashion-mnist:val``), and agreement with ``reference`` or, with ``plan``, INT8 simulation
     of the plan on the FP32 model compared with FP32. Python data is evaluated without labels."""
     _torchcheck.check()
+    options = _core.EvaluateOptions()
+    options.model = os.fspath(model)
+    options.reference_model = os.fspath(reference) if reference else ""
+    options.samples = samples if _data.is_spec(data) else 0
+    options.batch_size = batch_size
+    options.progress = progress
     with _as_spec(model, data, samples) as spec, _plan_path(plan) as plan_path:
-        d = _core.evaluate(os.fspath(model), spec, plan_path, os.fspath(reference) if reference else "",
-                           0 if not _data.is_spec(data) else samples, batch_size, progress)
-    return EvalResult(**d)
+        options.data, options.plan = spec, plan_path
+        r = _core.evaluate(options)
+    agreement = None
+    if r.argmax_agreement is not None:
+        agreement = {"argmax_agreement": r.argmax_agreement, "cosine": r.cosine, "sqnr_db": r.sqnr_db,
+                     "max_abs_error": r.max_abs_error}
+    return EvalResult(samples=r.samples, top1=r.top1, top5=r.top5, agreement=agreement,
+                      metrics=dict(r.metrics), seconds=r.seconds, report=r.text)
 
 
 def analyze(model: PathLike, plan: PlanLike, data: _data.DataLike, *, metrics: Iterable[str] = (),
@@ -118,11 +131,14 @@ def analyze(model: PathLike, plan: PlanLike, data: _data.DataLike, *, metrics: I
     """Per-tensor INT8 error of ``plan``: each quantized tensor alone and accumulated along the
     graph (SQNR, cosine, relative MSE at the tensor and the output), worst first."""
     _torchcheck.check()
+    options = _core.AnalyzeOptions()
+    options.evaluation = _plan_evaluation(model, plan, data, list(metrics), samples, batch_size, placement)
+    options.accumulated = accumulated
+    options.progress = progress
     with _as_spec(model, data, samples) as spec:
-        js, text = _core.analyze(os.fspath(model), _to_plan(plan)._core, spec, list(metrics),
-                                 samples if _data.is_spec(data) else 0, batch_size, placement,
-                                 accumulated, progress)
-    return Report(json.loads(js), text)
+        options.evaluation.data = spec
+        r = _core.analyze(options)
+    return Report(json.loads(r.json), r.text)
 
 
 def fallback(model: PathLike, plan: PlanLike, data: _data.DataLike, *, budget: float = 0.5,
@@ -132,12 +148,16 @@ def fallback(model: PathLike, plan: PlanLike, data: _data.DataLike, *, budget: f
     FP32 (points of ``metric``). ``Report.plan`` is the plan with those float nodes; with
     ``output_dir``, writes plan.json, model.qdq.onnx, layer_precisions.txt and fallback.json."""
     _torchcheck.check()
+    options = _core.FallbackOptions()
+    options.evaluation = _plan_evaluation(model, plan, data, [metric] if metric else [], samples, batch_size,
+                                          placement)
+    options.budget = budget
+    options.max_float_layers = max_float_layers
+    options.output_dir = os.fspath(output_dir) if output_dir else ""
     with _as_spec(model, data, samples) as spec:
-        core_plan, js, text, written = _core.fallback(
-            os.fspath(model), _to_plan(plan)._core, spec, metric, budget, max_float_layers,
-            os.fspath(output_dir) if output_dir else "", samples if _data.is_spec(data) else 0,
-            batch_size, placement)
-    return Report(json.loads(js), text, Plan(core_plan), list(written))
+        options.evaluation.data = spec
+        r = _core.fallback(options)
+    return Report(json.loads(r.json), r.text, Plan(r.plan), list(r.written))
 
 
 def diagnose(model: PathLike, data: _data.DataLike, *, reference: Optional[_data.DataLike] = None,
@@ -146,16 +166,35 @@ def diagnose(model: PathLike, data: _data.DataLike, *, reference: Optional[_data
     """Is the calibration data enough, stable, representative and preprocessed as the model
     expects? (docs/diagnose.md). ``Report.data["clean"]``: no warning finding."""
     _torchcheck.check()
+    options = _core.DiagnoseOptions()
+    options.model = os.fspath(model)
+    options.method = method
+    options.samples = samples if _data.is_spec(data) else 0
+    options.batch_size = batch_size
+    options.output_dir = os.fspath(output_dir) if output_dir else ""
+    options.progress = progress
     with _as_spec(model, data, samples) as spec, \
             (_as_spec(model, reference, 0) if reference is not None else contextlib.nullcontext("")) as ref:
-        js, text, _clean = _core.diagnose(os.fspath(model), spec, ref, method,
-                                          samples if _data.is_spec(data) else 0, batch_size,
-                                          os.fspath(output_dir) if output_dir else "", progress)
-    return Report(json.loads(js), text)
+        options.data, options.reference_data = spec, ref
+        r = _core.diagnose(options)
+    return Report(json.loads(r.json), r.text)
 
 
 def _to_plan(plan: PlanLike) -> Plan:
     return plan if isinstance(plan, Plan) else Plan.load(plan)
+
+
+def _plan_evaluation(model: PathLike, plan: PlanLike, data: Any, metrics: list[str], samples: int,
+                     batch_size: int, placement: str) -> Any:
+    """quantkit::PlanEvaluationOptions of analyze and fallback (the data spec is set by the caller)."""
+    evaluation = _core.PlanEvaluationOptions()
+    evaluation.model = os.fspath(model)
+    evaluation.loaded_plan = _to_plan(plan)._core
+    evaluation.metrics = metrics
+    evaluation.samples = samples if _data.is_spec(data) else 0
+    evaluation.batch_size = batch_size
+    evaluation.placement = placement
+    return evaluation
 
 
 @contextlib.contextmanager

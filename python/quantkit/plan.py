@@ -114,9 +114,7 @@ class Plan:
 
     def keep_float(self, node: str, reason: str = "kept in float by request") -> None:
         """Keeps ``node`` in float: its inputs get no Q/DQ in ``write_qdq`` and simulations."""
-        nodes = dict(self._core.float_nodes)
-        nodes[node] = reason
-        self._core.float_nodes = nodes
+        self._core.keep_float(node, reason)
 
     def set_activation_amax(self, tensor: str, amax: float, source: str = "python") -> None:
         """Sets one activation's range by hand (scale = amax / 127)."""

@@ -108,6 +108,11 @@ def _per_channel(weights: str) -> bool:
     return weights == "per-channel"
 
 
+def _placement(exclude: Iterable[str], weights: str) -> Any:
+    """quantkit::Placement of ``exclude`` (node names or op types) and ``weights``."""
+    return _core.placement(list(exclude), _per_channel(weights))
+
+
 def _core_error(message: str) -> Exception:
     from .errors import InvalidArgumentError
     return InvalidArgumentError(message, "invalid argument", 2)

@@ -1,214 +1,165 @@
-// The pipelines: calibrate, evaluate, analyze, fallback, diagnose. Each releases the GIL for the
-// whole computation and returns plain values (a Plan, dicts, JSON text the Python side parses),
-// so python/quantkit wraps them in typed result objects with to_dict().
-//
-// TODO(issue 14): these call the src/pipelines workflows through this thin facade; bind the
-// include/quantkit public headers (CollectStatistics -> BuildPlan -> WriteArtifacts) once they land.
+// The workflows: calibrate, evaluate, analyze, fallback, diagnose, over include/quantkit. The
+// public option structs are bound field by field (python/quantkit/pipelines.py fills them), so
+// each option is converted to its internal form once, by the public API
+// (src/pipelines/public_internal.h); the reports come back as bound structs that the Python side
+// wraps in typed results with to_dict(). Every workflow releases the GIL for its whole run.
 #include <pybind11/stl.h>
 
-#include "analysis/diagnose/diagnose.h"
-#include "analysis/layer_analysis.h"
-#include "analysis/metrics.h"
-#include "analysis/plan_eval.h"
-#include "analysis/simulate.h"
+#include "bindings.h"
 #include "errors.h"
-#include "pipelines/calibrate.h"
-#include "pipelines/evaluate.h"
-#include "pipelines/fallback.h"
-#include "pipelines/plan_evaluation.h"
-#include "quant/method_amax.h"
+#include "quantkit/calibration.h"
+#include "quantkit/pipelines.h"
 
 namespace py = pybind11;
 
 namespace quantkit::python {
 
-formats::TrtCacheWriteOptions CacheOptions(const std::string& trt_version, const std::string& calibrator);
-
-passes::PlacementOptions PlacementFrom(const std::vector<std::string>& exclude, bool per_channel) {
-  passes::PlacementOptions p;
-  // As the CLI's --exclude: a name is a node name or an op type; both sets are applied.
-  for (const std::string& e : exclude) {
-    p.exclude_nodes.insert(e);
-    p.exclude_op_types.insert(e);
-  }
+Placement PlacementFrom(const std::vector<std::string>& exclude, bool per_channel) {
+  Placement p;
+  p.exclude_nodes.insert(exclude.begin(), exclude.end());
+  p.exclude_op_types.insert(exclude.begin(), exclude.end());
   p.per_channel_weights = per_channel;
   return p;
 }
 
 namespace {
 
-struct CalibrateArgs {
-  std::string model, data, method, output_dir, stats_out, trt_version, calibrator;
-  std::map<std::string, std::string> overrides;
-  std::vector<std::string> exclude;
-  bool per_channel = true, progress = true;
-  int64_t samples = 0, batch_size = 32;
-};
-
-// Options as the CLI reads them; every error here comes before any compute.
-pipelines::CalibrateOptions ToOptions(const CalibrateArgs& a) {
-  pipelines::CalibrateOptions c;
-  c.model = a.model;
-  c.data = a.data;
-  c.samples = a.samples;
-  c.batch_size = a.batch_size;
-  c.method = Unwrap(quant::ParseMethod(a.method));
-  for (const auto& [name, method] : a.overrides) c.method_overrides[name] = Unwrap(quant::ParseMethod(method));
-  c.placement = PlacementFrom(a.exclude, a.per_channel);
-  c.output_dir = a.output_dir;
-  c.stats_out = a.stats_out;
-  c.cache = CacheOptions(a.trt_version, a.calibrator);
-  c.progress = a.progress;
-  return c;
+// A workflow bound as f(options) -> report, the GIL released while it runs.
+template <typename Report, typename Options>
+void DefWorkflow(py::module_& m, const char* name, Result<Report> (*workflow)(const Options&)) {
+  m.def(
+      name, [workflow](const Options& options) { return Unwrap(workflow(options)); },
+      py::arg("options"), py::call_guard<py::gil_scoped_release>());
 }
 
-py::tuple CalibrateImpl(const CalibrateArgs& a, const pipelines::Statistics* stats) {
-  pipelines::CalibrateOptions c = ToOptions(a);
-  c.statistics = stats;  // read only; the Python object outlives the call
-  Result<pipelines::CalibrateResult> r = [&] {
-    py::gil_scoped_release release;
-    return pipelines::Calibrate(c);
-  }();
-  pipelines::CalibrateResult result = Unwrap(std::move(r));
-  py::dict info;
-  info["written"] = result.written;
-  info["warnings"] = result.warnings;
-  info["summary"] = result.summary;
-  info["samples"] = result.samples;
-  info["seconds"] = result.seconds;
-  info["peak_rss_bytes"] = result.peak_rss_bytes;
-  return py::make_tuple(std::move(result.plan), info);
+void BindOptions(py::module_& m) {
+  py::class_<Placement>(m, "Placement")
+      .def(py::init<>())
+      .def_readwrite("per_channel_weights", &Placement::per_channel_weights)
+      .def_readwrite("quantize_residual_add", &Placement::quantize_residual_add)
+      .def_readwrite("exclude_nodes", &Placement::exclude_nodes)
+      .def_readwrite("exclude_op_types", &Placement::exclude_op_types);
+  py::class_<MethodChoices>(m, "MethodChoices")
+      .def(py::init<>())
+      .def_readwrite("method", &MethodChoices::method)
+      .def_readwrite("overrides", &MethodChoices::overrides);
+  py::class_<CacheOptions>(m, "CacheOptions")
+      .def(py::init<>())
+      .def_readwrite("trt_version", &CacheOptions::trt_version)
+      .def_readwrite("calibrator", &CacheOptions::calibrator);
+  py::class_<DataSpecOptions>(m, "DataSpecOptions")
+      .def(py::init<>())
+      .def_readwrite("batch_size", &DataSpecOptions::batch_size)
+      .def_readwrite("samples", &DataSpecOptions::samples);
+  py::class_<CalibrateOptions>(m, "CalibrateOptions")
+      .def(py::init<>())
+      .def_readwrite("model", &CalibrateOptions::model)
+      .def_readwrite("data", &CalibrateOptions::data)
+      .def_readwrite("statistics", &CalibrateOptions::statistics)
+      .def_readwrite("data_options", &CalibrateOptions::data_options)
+      .def_readwrite("methods", &CalibrateOptions::methods)
+      .def_readwrite("placement", &CalibrateOptions::placement)
+      .def_readwrite("output_dir", &CalibrateOptions::output_dir)
+      .def_readwrite("stats_out", &CalibrateOptions::stats_out)
+      .def_readwrite("cache", &CalibrateOptions::cache)
+      .def_readwrite("progress", &CalibrateOptions::progress);
+  py::class_<EvaluateOptions>(m, "EvaluateOptions")
+      .def(py::init<>())
+      .def_readwrite("model", &EvaluateOptions::model)
+      .def_readwrite("data", &EvaluateOptions::data)
+      .def_readwrite("reference_model", &EvaluateOptions::reference_model)
+      .def_readwrite("plan", &EvaluateOptions::plan)
+      .def_readwrite("placement", &EvaluateOptions::placement)
+      .def_readwrite("samples", &EvaluateOptions::samples)
+      .def_readwrite("batch_size", &EvaluateOptions::batch_size)
+      .def_readwrite("progress", &EvaluateOptions::progress);
+  py::class_<PlanEvaluationOptions>(m, "PlanEvaluationOptions")
+      .def(py::init<>())
+      .def_readwrite("model", &PlanEvaluationOptions::model)
+      .def_readwrite("loaded_plan", &PlanEvaluationOptions::loaded_plan)
+      .def_readwrite("data", &PlanEvaluationOptions::data)
+      .def_readwrite("placement", &PlanEvaluationOptions::placement)
+      .def_readwrite("samples", &PlanEvaluationOptions::samples)
+      .def_readwrite("batch_size", &PlanEvaluationOptions::batch_size)
+      .def_readwrite("metrics", &PlanEvaluationOptions::metrics);
+  py::class_<AnalyzeOptions>(m, "AnalyzeOptions")
+      .def(py::init<>())
+      .def_readwrite("evaluation", &AnalyzeOptions::evaluation)
+      .def_readwrite("accumulated", &AnalyzeOptions::accumulated)
+      .def_readwrite("progress", &AnalyzeOptions::progress);
+  py::class_<FallbackOptions>(m, "FallbackOptions")
+      .def(py::init<>())
+      .def_readwrite("evaluation", &FallbackOptions::evaluation)
+      .def_readwrite("budget", &FallbackOptions::budget)
+      .def_readwrite("max_float_layers", &FallbackOptions::max_float_layers)
+      .def_readwrite("output_dir", &FallbackOptions::output_dir);
+  py::class_<DiagnoseOptions>(m, "DiagnoseOptions")
+      .def(py::init<>())
+      .def_readwrite("model", &DiagnoseOptions::model)
+      .def_readwrite("data", &DiagnoseOptions::data)
+      .def_readwrite("reference_data", &DiagnoseOptions::reference_data)
+      .def_readwrite("samples", &DiagnoseOptions::samples)
+      .def_readwrite("batch_size", &DiagnoseOptions::batch_size)
+      .def_readwrite("method", &DiagnoseOptions::method)
+      .def_readwrite("output_dir", &DiagnoseOptions::output_dir)
+      .def_readwrite("progress", &DiagnoseOptions::progress);
 }
 
-std::vector<std::unique_ptr<analysis::Metric>> Metrics(std::vector<std::string> names,
-                                                        const analysis::PlanEvaluator& evaluator) {
-  return Unwrap(pipelines::AnalyzeMetrics(std::move(names), evaluator));  // as `quantkit analyze`
-}
-
-std::unique_ptr<analysis::PlanEvaluator> Evaluator(const std::string& model, const std::string& data,
-                                                   int64_t samples, int64_t batch_size,
-                                                   const std::string& placement) {
-  analysis::PlanEvalOptions eval;
-  eval.model = model;
-  eval.data = data;
-  eval.samples = samples;
-  eval.batch_size = batch_size;
-  eval.simulation.mode = Unwrap(passes::ParsePlacementPolicy(placement));
-  return Unwrap(analysis::PlanEvaluator::Create(eval));
+void BindReports(py::module_& m) {
+  py::class_<CalibrateReport>(m, "CalibrateReport")
+      .def_readonly("plan", &CalibrateReport::plan)
+      .def_readonly("written", &CalibrateReport::written)
+      .def_readonly("warnings", &CalibrateReport::warnings)
+      .def_readonly("summary", &CalibrateReport::summary)
+      .def_readonly("samples", &CalibrateReport::samples)
+      .def_readonly("seconds", &CalibrateReport::seconds)
+      .def_readonly("peak_rss_bytes", &CalibrateReport::peak_rss_bytes);
+  py::class_<EvaluateReport>(m, "EvaluateReport")
+      .def_readonly("samples", &EvaluateReport::samples)
+      .def_readonly("top1", &EvaluateReport::top1)
+      .def_readonly("top5", &EvaluateReport::top5)
+      .def_readonly("argmax_agreement", &EvaluateReport::argmax_agreement)
+      .def_readonly("cosine", &EvaluateReport::cosine)
+      .def_readonly("sqnr_db", &EvaluateReport::sqnr_db)
+      .def_readonly("max_abs_error", &EvaluateReport::max_abs_error)
+      .def_readonly("metrics", &EvaluateReport::metrics)
+      .def_readonly("seconds", &EvaluateReport::seconds)
+      .def_readonly("text", &EvaluateReport::text);
+  py::class_<AnalyzeReport>(m, "AnalyzeReport")
+      .def_readonly("json", &AnalyzeReport::json)
+      .def_readonly("text", &AnalyzeReport::text);
+  py::class_<FallbackReport>(m, "FallbackReport")
+      .def_readonly("plan", &FallbackReport::plan)
+      .def_readonly("written", &FallbackReport::written)
+      .def_readonly("json", &FallbackReport::json)
+      .def_readonly("text", &FallbackReport::text);
+  py::class_<DiagnoseReport>(m, "DiagnoseReport")
+      .def_readonly("clean", &DiagnoseReport::clean)
+      .def_readonly("json", &DiagnoseReport::json)
+      .def_readonly("text", &DiagnoseReport::text);
 }
 
 }  // namespace
 
 void BindPipelines(py::module_& m) {
-  py::class_<CalibrateArgs>(m, "CalibrateArgs")
-      .def(py::init<>())
-      .def_readwrite("model", &CalibrateArgs::model)
-      .def_readwrite("data", &CalibrateArgs::data)
-      .def_readwrite("method", &CalibrateArgs::method)
-      .def_readwrite("overrides", &CalibrateArgs::overrides)
-      .def_readwrite("exclude", &CalibrateArgs::exclude)
-      .def_readwrite("per_channel", &CalibrateArgs::per_channel)
-      .def_readwrite("output_dir", &CalibrateArgs::output_dir)
-      .def_readwrite("stats_out", &CalibrateArgs::stats_out)
-      .def_readwrite("trt_version", &CalibrateArgs::trt_version)
-      .def_readwrite("calibrator", &CalibrateArgs::calibrator)
-      .def_readwrite("samples", &CalibrateArgs::samples)
-      .def_readwrite("batch_size", &CalibrateArgs::batch_size)
-      .def_readwrite("progress", &CalibrateArgs::progress);
-
-  m.def("check_calibrate_args", [](const CalibrateArgs& a) { ToOptions(a); }, py::arg("args"));
-  m.def("calibrate", [](const CalibrateArgs& a) { return CalibrateImpl(a, nullptr); }, py::arg("args"));
-  m.def("calibrate_from_stats", [](const CalibrateArgs& a, const pipelines::Statistics& stats) {
-          return CalibrateImpl(a, &stats);
-        }, py::arg("args"), py::arg("stats"));
-
-  m.def("evaluate", [](const std::string& model, const std::string& data, const std::string& plan,
-                       const std::string& reference, int64_t samples, int64_t batch_size, bool progress) {
-          pipelines::EvalOptions o;
-          o.model = model;
-          o.data = data;
-          o.plan = plan;
-          o.reference_model = reference;
-          o.samples = samples;
-          o.batch_size = batch_size;
-          o.progress = progress;
-          Result<pipelines::EvalResult> r = [&] {
-            py::gil_scoped_release release;
-            return pipelines::Evaluate(o);
-          }();
-          const pipelines::EvalResult e = Unwrap(std::move(r));
-          py::dict d;
-          d["samples"] = e.samples;
-          d["top1"] = e.top1 ? py::cast(*e.top1) : py::none();
-          d["top5"] = e.top5 ? py::cast(*e.top5) : py::none();
-          if (e.agreement) {
-            py::dict a;
-            a["argmax_agreement"] = e.agreement->argmax_agreement;
-            a["cosine"] = e.agreement->cosine;
-            a["sqnr_db"] = e.agreement->sqnr_db;
-            a["max_abs_error"] = e.agreement->max_abs_error;
-            d["agreement"] = a;
-          } else {
-            d["agreement"] = py::none();
-          }
-          d["metrics"] = e.metrics;
-          d["seconds"] = e.seconds;
-          d["report"] = pipelines::FormatEval(o, e);
-          return d;
-        }, py::arg("model"), py::arg("data"), py::arg("plan"), py::arg("reference"), py::arg("samples"),
-        py::arg("batch_size"), py::arg("progress"));
-
-  m.def("analyze", [](const std::string& model, const quant::QuantPlan& plan, const std::string& data,
-                      const std::vector<std::string>& metric_names, int64_t samples, int64_t batch_size,
-                      const std::string& placement, bool accumulated, bool progress) {
-          py::gil_scoped_release release;
-          auto evaluator = Evaluator(model, data, samples, batch_size, placement);
-          auto metrics = Metrics(metric_names, *evaluator);
-          analysis::AnalyzeOptions options;
-          options.accumulated = accumulated;
-          options.progress = progress;
-          const analysis::AnalyzeResult r = Unwrap(
-              analysis::AnalyzeLayers(*evaluator, plan, analysis::MetricPointers(metrics), options));
-          return std::make_pair(analysis::AnalyzeJson(r), analysis::FormatAnalyzeTable(r, r.rows.size()));
-        }, py::arg("model"), py::arg("plan"), py::arg("data"), py::arg("metrics"), py::arg("samples"),
-        py::arg("batch_size"), py::arg("placement"), py::arg("accumulated"), py::arg("progress"));
-
-  m.def("fallback", [](const std::string& model, const quant::QuantPlan& plan, const std::string& data,
-                       const std::string& metric, double budget, int max_float_layers,
-                       const std::string& output_dir, int64_t samples, int64_t batch_size,
-                       const std::string& placement) {
-          py::gil_scoped_release release;
-          auto evaluator = Evaluator(model, data, samples, batch_size, placement);
-          auto metric_ptr = Unwrap(pipelines::FallbackMetric(metric, *evaluator));
-          pipelines::FallbackOptions options;
-          options.budget = budget;
-          options.max_float_layers = max_float_layers;
-          options.output_dir = output_dir;
-          pipelines::FallbackResult r =
-              Unwrap(pipelines::RunFallback(*evaluator, plan, metric_ptr.get(), options));
-          std::string json = pipelines::FallbackJson(r), text = pipelines::FormatFallback(r);
-          return std::make_tuple(std::move(r.plan), json, text, r.written);
-        }, py::arg("model"), py::arg("plan"), py::arg("data"), py::arg("metric"), py::arg("budget"),
-        py::arg("max_float_layers"), py::arg("output_dir"), py::arg("samples"), py::arg("batch_size"),
-        py::arg("placement"));
-
-  m.def("diagnose", [](const std::string& model, const std::string& data, const std::string& reference,
-                       const std::string& method, int64_t samples, int64_t batch_size,
-                       const std::string& output_dir, bool progress) {
-          analysis::DiagnoseOptions o;
-          o.model = model;
-          o.data = data;
-          o.reference_data = reference;
-          o.method = Unwrap(quant::ParseMethod(method));
-          o.samples = samples;
-          o.batch_size = batch_size;
-          o.output_dir = output_dir;
-          o.progress = progress;
-          py::gil_scoped_release release;
-          const analysis::DiagnoseResult r = Unwrap(analysis::Diagnose(o));
-          return std::make_tuple(analysis::DiagnoseJson(r), analysis::DiagnoseText(r), r.clean);
-        }, py::arg("model"), py::arg("data"), py::arg("reference"), py::arg("method"), py::arg("samples"),
-        py::arg("batch_size"), py::arg("output_dir"), py::arg("progress"));
+  BindOptions(m);
+  BindReports(m);
+  m.def("placement", &PlacementFrom, py::arg("exclude"), py::arg("per_channel"),
+        "Excluded names (node names or op types, as the CLI's --exclude) and the weights' "
+        "granularity.");
+  m.def(
+      "model_inputs", [](const std::string& model) { return Unwrap(ModelInputNames(model)); },
+      py::arg("model"), "Names of the inputs a data batch must feed.",
+      py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "check_calibrate_options",
+      [](const CalibrateOptions& options) { ThrowIfError(CheckCalibrateOptions(options)); },
+      py::arg("options"));
+  DefWorkflow(m, "calibrate", &Calibrate);
+  DefWorkflow(m, "evaluate", &Evaluate);
+  DefWorkflow(m, "analyze", &Analyze);
+  DefWorkflow(m, "fallback", &Fallback);
+  DefWorkflow(m, "diagnose", &Diagnose);
 }
 
 }  // namespace quantkit::python

@@ -1,29 +1,22 @@
-// quantkit._core.Plan: a quant::QuantPlan (the hub: every artifact is written from one).
+// quantkit._core.Plan: a quantkit::Plan (the hub: every artifact is written from one). The plan's
+// contents are immutable and shared; the methods that change a Python Plan (keep_float,
+// set_activation_amax) give the bound object a changed copy, so other holders are unaffected.
 #include <pybind11/stl.h>
 
-#include "analysis/model_loading.h"
-#include "analysis/simulate.h"
+#include "bindings.h"
 #include "errors.h"
-#include "formats/ranges.h"
-#include "formats/trt_cache.h"
-#include "onnx/export.h"
-#include "quant/plan.h"
+#include "quantkit/calibration.h"
 
 namespace py = pybind11;
 
 namespace quantkit::python {
-
-formats::TrtCacheWriteOptions CacheOptions(const std::string& trt_version, const std::string& calibrator) {
-  return {Unwrap(formats::ParseTrtVersion(trt_version)), Unwrap(formats::ParseTrtCalibrator(calibrator))};
-}
-
 namespace {
 
-py::dict TensorDict(const quant::TensorQuant& t) {
+py::dict TensorDict(const TensorScale& t) {
   py::dict d;
   d["quantized"] = t.quantized;
-  d["role"] = quant::TensorRoleName(t.role);
-  d["dtype"] = quant::QuantDTypeName(t.dtype);
+  d["role"] = t.role;
+  d["dtype"] = t.dtype;
   d["scale"] = t.scale;
   d["amax"] = t.amax;
   d["zero_point"] = t.zero_point;
@@ -36,59 +29,83 @@ py::dict TensorDict(const quant::TensorQuant& t) {
 }  // namespace
 
 void BindPlan(py::module_& m) {
-  py::class_<quant::QuantPlan>(m, "Plan")
-      .def(py::init<>())
-      .def_static("from_json", [](const std::string& text, const std::string& source) {
-             return Unwrap(formats::ParsePlanJson(text, source));
-           }, py::arg("text"), py::arg("source") = "<json>")
-      .def_static("load", [](const std::string& path) {
-             py::gil_scoped_release release;
-             return Unwrap(analysis::ReadPlanFile(path));
-           }, py::arg("path"))
-      .def("to_json", [](const quant::QuantPlan& p) { return formats::FormatPlanJson(p); })
-      .def("save", [](const quant::QuantPlan& p, const std::string& path) {
-             ThrowIfError(formats::WritePlanJson(path, p));
-           }, py::arg("path"))
-      .def("cache_text", [](const quant::QuantPlan& p, const std::string& trt_version,
-                            const std::string& calibrator) {
-             return formats::FormatTrtCache(p, CacheOptions(trt_version, calibrator));
-           }, py::arg("trt_version"), py::arg("calibrator"))
-      .def("write_cache", [](const quant::QuantPlan& p, const std::string& path,
-                             const std::string& trt_version, const std::string& calibrator) {
-             ThrowIfError(formats::WriteTrtCache(path, p, CacheOptions(trt_version, calibrator)));
-           }, py::arg("path"), py::arg("trt_version"), py::arg("calibrator"))
-      .def("write_ranges", [](const quant::QuantPlan& p, const std::string& path) {
-             ThrowIfError(formats::WriteRangesText(path, p));
-           }, py::arg("path"))
-      .def("write_qdq", [](const quant::QuantPlan& p, const std::string& model, const std::string& path,
-                           bool per_channel) {
-             py::gil_scoped_release release;
-             ir::Model m = Unwrap(analysis::LoadModelForQuantization(model));
-             quant::QuantPlan plan = p;  // weight scales missing from the plan are filled on a copy
-             analysis::SimulationOptions options;
-             options.placement.per_channel_weights = per_channel;
-             const passes::PassReport report = Unwrap(passes::RunPass(m, passes::ApplyPlan(&plan, options)));
-             ThrowIfError(onnx_io::ExportModel(m, path));
-             return std::make_pair(report.Count(passes::counter::kActivationPairs),
-                                   report.Count(passes::counter::kWeightPairs));
-           }, py::arg("model"), py::arg("path"), py::arg("per_channel"))
-      .def("tensor", [](const quant::QuantPlan& p, const std::string& name) {
-             const quant::TensorQuant* t = p.Find(name);
-             if (!t) throw StatusError(Status(StatusCode::kNotFound, "the plan has no tensor '" + name + "'"));
-             return TensorDict(*t);
-           }, py::arg("name"))
-      .def_property_readonly("tensor_names", [](const quant::QuantPlan& p) {
-             std::vector<std::string> names;
-             for (const auto& [name, t] : p.tensors) names.push_back(name);
-             return names;
-           })
-      .def_readwrite("float_nodes", &quant::QuantPlan::float_nodes)
-      .def("set_activation_amax", [](quant::QuantPlan& p, const std::string& tensor, float amax,
-                                     const std::string& source) {
-             p.SetActivationAmax(tensor, amax, source);
-             ThrowIfError(quant::ValidatePlan(p));
-           }, py::arg("tensor"), py::arg("amax"), py::arg("source") = "python")
-      .def_property_readonly("num_quantized", &quant::QuantPlan::NumQuantized);
+  py::class_<Plan>(m, "Plan")
+      .def(py::init([] { return Plan::Empty(); }))
+      .def_static(
+          "from_json",
+          [](const std::string& text, const std::string& source) {
+            return Unwrap(Plan::FromJson(text, source));
+          },
+          py::arg("text"), py::arg("source") = "<json>")
+      .def_static(
+          "load", [](const std::string& path) { return Unwrap(Plan::Read(path)); }, py::arg("path"),
+          py::call_guard<py::gil_scoped_release>())
+      .def("to_json", &Plan::ToJson)
+      .def(
+          "save",
+          [](const Plan& p, const std::string& path) {
+            ThrowIfError(p.Write(path, PlanFormat::kJson));
+          },
+          py::arg("path"))
+      .def(
+          "cache_text",
+          [](const Plan& p, const std::string& trt_version, const std::string& calibrator) {
+            return Unwrap(p.CacheText({trt_version, calibrator}));
+          },
+          py::arg("trt_version"), py::arg("calibrator"))
+      .def(
+          "write_cache",
+          [](const Plan& p, const std::string& path, const std::string& trt_version,
+             const std::string& calibrator) {
+            ThrowIfError(p.Write(path, PlanFormat::kTrtCache, {trt_version, calibrator}));
+          },
+          py::arg("path"), py::arg("trt_version"), py::arg("calibrator"))
+      .def(
+          "write_ranges",
+          [](const Plan& p, const std::string& path) {
+            ThrowIfError(p.Write(path, PlanFormat::kRangesText));
+          },
+          py::arg("path"))
+      .def(
+          "write_qdq",
+          [](const Plan& p, const std::string& model, const std::string& path, bool per_channel) {
+            const Model loaded = Unwrap(LoadModel(model));
+            const Artifacts a =
+                Unwrap(WriteQdqModel(loaded, p, path, PlacementFrom({}, per_channel)));
+            return std::make_pair(a.activation_pairs, a.weight_pairs);
+          },
+          py::arg("model"), py::arg("path"), py::arg("per_channel"),
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "tensor",
+          [](const Plan& p, const std::string& name) {
+            const std::optional<TensorScale> t = p.Find(name);
+            if (!t)
+              throw StatusError(
+                  Status(StatusCode::kNotFound, "the plan has no tensor '" + name + "'"));
+            return TensorDict(*t);
+          },
+          py::arg("name"))
+      .def_property_readonly("tensor_names",
+                             [](const Plan& p) {
+                               std::vector<std::string> names;
+                               for (const TensorScale& t : p.tensors()) names.push_back(t.tensor);
+                               return names;
+                             })
+      .def_property_readonly("float_nodes", &Plan::float_nodes)
+      .def(
+          "keep_float",
+          [](Plan& p, const std::string& node, const std::string& reason) {
+            p = p.WithFloatNodes({node}, reason);
+          },
+          py::arg("node"), py::arg("reason"))
+      .def(
+          "set_activation_amax",
+          [](Plan& p, const std::string& tensor, float amax, const std::string& source) {
+            p = Unwrap(p.WithActivationAmax(tensor, amax, source));
+          },
+          py::arg("tensor"), py::arg("amax"), py::arg("source") = "python")
+      .def_property_readonly("num_quantized", &Plan::num_quantized);
 }
 
 }  // namespace quantkit::python

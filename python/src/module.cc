@@ -1,18 +1,11 @@
 // quantkit._core: the compiled half of `import quantkit` (docs/python.md). The Python package
 // (python/quantkit) holds the public API, the data adapters and the libtorch check; this module
-// holds the bindings it calls.
+// holds the bindings it calls, over the public C++ API (include/quantkit/).
 #include <pybind11/pybind11.h>
 
+#include "bindings.h"
 #include "errors.h"
 #include "quantkit/version.h"
-
-namespace py = pybind11;
-
-namespace quantkit::python {
-void BindStats(py::module_& m);
-void BindPlan(py::module_& m);
-void BindPipelines(py::module_& m);
-}  // namespace quantkit::python
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "quantkit's compiled bindings; use the `quantkit` package, not this module.";
@@ -20,5 +13,6 @@ PYBIND11_MODULE(_core, m) {
   quantkit::python::RegisterErrors(m);
   quantkit::python::BindPlan(m);
   quantkit::python::BindStats(m);
+  quantkit::python::BindCollector(m);
   quantkit::python::BindPipelines(m);
 }

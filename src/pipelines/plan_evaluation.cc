@@ -10,10 +10,17 @@ namespace quantkit::pipelines {
 Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& options, const std::string& plan_path,
                                           const std::string& placement,
                                           const std::optional<DistributedOptions>& distributed) {
+  QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, analysis::ReadPlanFile(plan_path));
+  return OpenPlanEvaluation(options, std::move(plan), placement, distributed);
+}
+
+Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& options,
+                                          quant::QuantPlan plan, const std::string& placement,
+                                          const std::optional<DistributedOptions>& distributed) {
   analysis::PlanEvalOptions eval = options;
   QK_ASSIGN_OR_RETURN(eval.simulation.mode, passes::ParsePlacementPolicy(placement));
   PlanEvaluation r;
-  QK_ASSIGN_OR_RETURN(r.plan, analysis::ReadPlanFile(plan_path));
+  r.plan = std::move(plan);
   if (distributed) {
     QK_ASSIGN_OR_RETURN(r.comm, OpenCommunicator(*distributed));
     eval.comm = r.comm.get();

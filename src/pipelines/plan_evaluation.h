@@ -34,6 +34,10 @@ struct PlanEvaluation {
 Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& options, const std::string& plan_path,
                                           const std::string& placement,
                                           const std::optional<DistributedOptions>& distributed = std::nullopt);
+// The same for a plan already in memory (the public API's and Python's plans).
+Result<PlanEvaluation> OpenPlanEvaluation(
+    const analysis::PlanEvalOptions& options, quant::QuantPlan plan, const std::string& placement,
+    const std::optional<DistributedOptions>& distributed = std::nullopt);
 
 // The metrics analyze ranks by: `given`, else analysis::DefaultMetricName for the evaluator's data
 // and output, with argmax agreement beside top-1 on a class vector. The one rule of the CLI, the

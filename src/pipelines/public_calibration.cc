@@ -1,6 +1,6 @@
 // include/quantkit/calibration.h over the internal stages (pipelines/calibration_stages.h). The
-// handles hold the internal types; this file is the only place that converts between them and
-// the public, std-only structs.
+// handles hold the internal types (pipelines/public_internal.h); this file and that header are
+// the only places that convert between them and the public, std-only structs.
 #include "quantkit/calibration.h"
 
 #include <fmt/format.h>
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <deque>
 
+#include "analysis/model_loading.h"
 #include "analysis/simulate.h"
 #include "common/check.h"
 #include "data/image_options.h"
@@ -15,48 +16,38 @@
 #include "data/run_chunks.h"
 #include "formats/plan_files.h"
 #include "formats/ranges.h"
+#include "onnx/export.h"
+#include "passes/apply_plan.h"
 #include "pipelines/calibration_stages.h"
 #include "pipelines/public_internal.h"
 #include "quant/method_amax.h"
 
 namespace quantkit {
 
-struct Model::Impl {
-  pipelines::LoadedModel loaded;
-};
-struct Statistics::Impl {
-  pipelines::Statistics statistics;
-};
-struct Plan::Impl {
-  quant::QuantPlan plan;
-};
-
 namespace {
 
-Plan MakePlan(quant::QuantPlan plan) {
-  auto impl = std::make_shared<Plan::Impl>();
-  impl->plan = std::move(plan);
-  return Plan(std::move(impl));
-}
-
-Statistics MakeStatistics(pipelines::Statistics statistics) {
-  auto impl = std::make_shared<Statistics::Impl>();
-  impl->statistics = std::move(statistics);
-  return Statistics(std::move(impl));
-}
-
-passes::PlacementOptions ToPlacement(const Placement& p) {
-  passes::PlacementOptions o;
-  o.per_channel_weights = p.per_channel_weights;
-  o.quantize_residual_add = p.quantize_residual_add;
-  o.exclude_nodes = p.exclude_nodes;
-  o.exclude_op_types = p.exclude_op_types;
-  return o;
-}
+using pipelines::MakePublicPlan;
+using pipelines::MakePublicStatistics;
+using pipelines::ToPlacementOptions;
 
 TensorScale ToTensorScale(const quant::TensorQuant& t) {
-  return TensorScale{t.tensor, t.quantized, t.reason, t.role == quant::TensorRole::kWeight,
-                     t.scale, t.amax, t.zero_point, t.axis, t.source};
+  return TensorScale{t.tensor,
+                     t.quantized,
+                     t.reason,
+                     t.role == quant::TensorRole::kWeight,
+                     t.scale,
+                     t.amax,
+                     t.zero_point,
+                     t.axis,
+                     t.source,
+                     quant::TensorRoleName(t.role),
+                     quant::QuantDTypeName(t.dtype)};
+}
+
+Artifacts ArtifactsFrom(std::vector<std::string> written, const passes::PassReport& inserted) {
+  return Artifacts{std::move(written),
+                   static_cast<int>(inserted.Count(passes::counter::kActivationPairs)),
+                   static_cast<int>(inserted.Count(passes::counter::kWeightPairs))};
 }
 
 Status RequireValid(bool valid, const char* what) {
@@ -199,9 +190,38 @@ class SourceStream final : public BatchStream {
   int64_t next_ = 0;
 };
 
-// Overrides are checked against the sites by pipelines::BuildPlan.
-Result<pipelines::MethodChoice> ParseChoices(const MethodChoices& choices) {
-  pipelines::MethodChoice out;
+}  // namespace
+
+namespace pipelines {
+
+quantkit::Plan MakePublicPlan(quant::QuantPlan plan) {
+  auto impl = std::make_shared<quantkit::Plan::Impl>();
+  impl->plan = std::move(plan);
+  return quantkit::Plan(std::move(impl));
+}
+
+quantkit::Statistics MakePublicStatistics(Statistics statistics) {
+  auto impl = std::make_shared<quantkit::Statistics::Impl>();
+  impl->statistics = std::move(statistics);
+  return quantkit::Statistics(std::move(impl));
+}
+
+Result<data::ImageOptions> ToImageOptions(const ImagePreprocessing& p) {
+  return data::ParseImageOptions(
+      {p.resize, p.center_crop, p.color, p.layout, p.mean, p.std, p.scale});
+}
+
+passes::PlacementOptions ToPlacementOptions(const Placement& p) {
+  passes::PlacementOptions o;
+  o.per_channel_weights = p.per_channel_weights;
+  o.quantize_residual_add = p.quantize_residual_add;
+  o.exclude_nodes = p.exclude_nodes;
+  o.exclude_op_types = p.exclude_op_types;
+  return o;
+}
+
+Result<MethodChoice> ToMethodChoice(const MethodChoices& choices) {
+  MethodChoice out;
   QK_ASSIGN_OR_RETURN(out.method, quant::ParseMethod(choices.method));
   for (const auto& [key, method] : choices.overrides) {
     QK_ASSIGN_OR_RETURN(out.overrides[key], quant::ParseMethod(method));
@@ -209,12 +229,11 @@ Result<pipelines::MethodChoice> ParseChoices(const MethodChoices& choices) {
   return out;
 }
 
-}  // namespace
-
-namespace pipelines {
-
-Result<data::ImageOptions> ToImageOptions(const ImagePreprocessing& p) {
-  return data::ParseImageOptions({p.resize, p.center_crop, p.color, p.layout, p.mean, p.std, p.scale});
+Result<formats::TrtCacheWriteOptions> ToTrtCacheOptions(const CacheOptions& cache) {
+  formats::TrtCacheWriteOptions out;
+  QK_ASSIGN_OR_RETURN(out.version, formats::ParseTrtVersion(cache.trt_version));
+  QK_ASSIGN_OR_RETURN(out.calibrator, formats::ParseTrtCalibrator(cache.calibrator));
+  return out;
 }
 
 }  // namespace pipelines
@@ -249,6 +268,13 @@ Result<Model> LoadModel(const std::string& path) {
   return Model(std::move(impl));
 }
 
+Result<std::vector<std::string>> ModelInputNames(const std::string& path) {
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(path));
+  std::vector<std::string> names;
+  for (const data::InputSpec& s : data::ModelInputs(model)) names.push_back(s.name);
+  return names;
+}
+
 Result<Sites> FindSites(const Model& model, const Placement& placement) {
   QK_RETURN_IF_ERROR(RequireValid(model.valid(), "model"));
   const ir::Graph& graph = *model.impl().loaded.model->graph;
@@ -257,8 +283,9 @@ Result<Sites> FindSites(const Model& model, const Placement& placement) {
     for (const ir::Node* n : graph.nodes()) found |= n->name == node;
     QK_RETURN_IF_NOT(found, StatusCode::kNotFound, "{}: excluded node '{}' is not in the model", model.path(), node);
   }
-  QK_ASSIGN_OR_RETURN(pipelines::CalibrationSites found,
-                      pipelines::FindCalibrationSites(model.impl().loaded, ToPlacement(placement)));
+  QK_ASSIGN_OR_RETURN(
+      pipelines::CalibrationSites found,
+      pipelines::FindCalibrationSites(model.impl().loaded, ToPlacementOptions(placement)));
   Sites sites;
   sites.model = model;
   sites.placement = placement;
@@ -292,19 +319,50 @@ std::vector<std::string> Statistics::tensors() const {
 int64_t Statistics::samples() const { return impl_->statistics.samples; }
 const std::string& Statistics::model_sha256() const { return impl_->statistics.stats.model_sha256; }
 const std::string& Statistics::data_description() const { return impl_->statistics.data_description; }
+const std::string& Statistics::data_fingerprint() const {
+  return impl_->statistics.data_fingerprint;
+}
 
 Result<float> Statistics::AbsMax(const std::string& tensor) const {
   return Amax(tensor, "max");
 }
 
+namespace {
+
+Result<const quant::TensorCollector*> FindCollector(const Statistics& statistics,
+                                                    const std::string& tensor) {
+  QK_RETURN_IF_ERROR(RequireValid(statistics.valid(), "statistics"));
+  const auto& tensors = statistics.impl().statistics.stats.tensors;
+  auto it = tensors.find(tensor);
+  QK_RETURN_IF_NOT(it != tensors.end(), StatusCode::kNotFound, "no statistics for tensor '{}'",
+                   tensor);
+  return &it->second;
+}
+
+}  // namespace
+
+Result<TensorRange> Statistics::Range(const std::string& tensor) const {
+  QK_ASSIGN_OR_RETURN(const quant::TensorCollector* collector, FindCollector(*this, tensor));
+  const quant::RangeStats& r = collector->range();
+  return TensorRange{r.min, r.max, r.amax, r.count, r.nan_count, r.posinf_count + r.neginf_count};
+}
+
 Result<float> Statistics::Amax(const std::string& tensor, const std::string& method) const {
+  QK_ASSIGN_OR_RETURN(quant::MethodRequest request, quant::ParseMethod(method));
+  QK_ASSIGN_OR_RETURN(const quant::TensorCollector* collector, FindCollector(*this, tensor));
+  QK_ASSIGN_OR_RETURN(quant::CalibResult r, quant::AmaxFromCollector(*collector, request));
+  return r.amax;
+}
+
+Result<std::map<std::string, float>> Statistics::Amax(const std::string& method) const {
   QK_RETURN_IF_ERROR(RequireValid(valid(), "statistics"));
   QK_ASSIGN_OR_RETURN(quant::MethodRequest request, quant::ParseMethod(method));
-  auto it = impl_->statistics.stats.tensors.find(tensor);
-  QK_RETURN_IF_NOT(it != impl_->statistics.stats.tensors.end(), StatusCode::kNotFound,
-                   "no statistics for tensor '{}'", tensor);
-  QK_ASSIGN_OR_RETURN(quant::CalibResult r, quant::AmaxFromCollector(it->second, request));
-  return r.amax;
+  std::map<std::string, float> out;
+  for (const auto& [name, collector] : impl_->statistics.stats.tensors) {
+    QK_ASSIGN_OR_RETURN(quant::CalibResult r, quant::AmaxFromCollector(collector, request));
+    out[name] = r.amax;
+  }
+  return out;
 }
 
 Result<Statistics> Statistics::Merge(const Statistics& other) const {
@@ -314,7 +372,7 @@ Result<Statistics> Statistics::Merge(const Statistics& other) const {
   merged.samples += other.impl_->statistics.samples;
   merged.data_description += " + " + other.impl_->statistics.data_description;
   merged.data_fingerprint += " + " + other.impl_->statistics.data_fingerprint;
-  return MakeStatistics(std::move(merged));
+  return MakePublicStatistics(std::move(merged));
 }
 
 std::string Statistics::Serialize() const { return formats::SerializeStats(impl_->statistics.stats); }
@@ -324,7 +382,7 @@ Result<Statistics> Statistics::Parse(const std::string& bytes, const std::string
   QK_ASSIGN_OR_RETURN(s.stats, formats::ParseStats(bytes, source_name));
   s.data_description = "statistics from " + source_name;
   s.data_fingerprint = "qkstats";
-  return MakeStatistics(std::move(s));
+  return MakePublicStatistics(std::move(s));
 }
 
 Status Statistics::Save(const std::string& path) const {
@@ -333,11 +391,17 @@ Status Statistics::Save(const std::string& path) const {
 }
 
 Result<Statistics> Statistics::Load(const std::string& path) {
+  return Load(std::vector<std::string>{path});
+}
+
+Result<Statistics> Statistics::Load(const std::vector<std::string>& paths,
+                                    const std::string& model_sha256) {
   pipelines::Statistics s;
-  QK_ASSIGN_OR_RETURN(s.stats, formats::ReadStatsFile(path));
-  s.data_description = "statistics from " + path;
+  QK_ASSIGN_OR_RETURN(s.stats, formats::MergeStatsFiles(paths, model_sha256));
+  s.data_description = "statistics from";
+  for (const std::string& path : paths) s.data_description += " " + path;
   s.data_fingerprint = "qkstats";
-  return MakeStatistics(std::move(s));
+  return MakePublicStatistics(std::move(s));
 }
 
 Result<Statistics> CollectStatistics(const Model& model, BatchStream& stream, const Sites& sites,
@@ -347,7 +411,7 @@ Result<Statistics> CollectStatistics(const Model& model, BatchStream& stream, co
                    "the sites were found on another model than {}", model.path());
   const pipelines::LoadedModel& loaded = model.impl().loaded;
   QK_ASSIGN_OR_RETURN(pipelines::CalibrationSites internal,
-                      pipelines::FindCalibrationSites(loaded, ToPlacement(sites.placement)));
+                      pipelines::FindCalibrationSites(loaded, ToPlacementOptions(sites.placement)));
   const std::vector<data::InputSpec> inputs = data::ModelInputs(*loaded.model);
   QK_RETURN_IF_NOT(options.run_batch >= 0, StatusCode::kInvalidArgument, "run_batch must be >= 0, got {}",
                    options.run_batch);
@@ -368,10 +432,14 @@ Result<Statistics> CollectStatistics(const Model& model, BatchStream& stream, co
                       pipelines::CollectStatistics(loaded, next, stream.size_hint(), internal, pass));
   s.data_description = stream.Describe();
   s.data_fingerprint = "stream: " + stream.Describe();
-  return MakeStatistics(std::move(s));
+  return MakePublicStatistics(std::move(s));
 }
 
 // ---- Plan --------------------------------------------------------------------------------------
+
+Plan Plan::Empty() { return MakePublicPlan(quant::QuantPlan{}); }
+
+int64_t Plan::num_quantized() const { return static_cast<int64_t>(impl_->plan.NumQuantized()); }
 
 std::vector<TensorScale> Plan::tensors() const {
   std::vector<TensorScale> out;
@@ -391,19 +459,28 @@ std::string Plan::method() const { return impl_->plan.provenance.method; }
 Plan Plan::WithFloatNodes(const std::vector<std::string>& nodes, const std::string& reason) const {
   quant::QuantPlan plan = impl_->plan;
   for (const std::string& n : nodes) plan.float_nodes[n] = reason;
-  return MakePlan(std::move(plan));
+  return MakePublicPlan(std::move(plan));
+}
+
+Result<Plan> Plan::WithActivationAmax(const std::string& tensor, float amax,
+                                      const std::string& source) const {
+  QK_RETURN_IF_ERROR(RequireValid(valid(), "plan"));
+  quant::QuantPlan plan = impl_->plan;
+  plan.SetActivationAmax(tensor, amax, source);
+  QK_RETURN_IF_ERROR(quant::ValidatePlan(plan));
+  return MakePublicPlan(std::move(plan));
 }
 
 std::string Plan::ToJson() const { return formats::FormatPlanJson(impl_->plan); }
 
 Result<Plan> Plan::FromJson(const std::string& json, const std::string& source_name) {
   QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, formats::ParsePlanJson(json, source_name));
-  return MakePlan(std::move(plan));
+  return MakePublicPlan(std::move(plan));
 }
 
 Result<Plan> Plan::Read(const std::string& path) {
   QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, analysis::ReadPlanFile(path));
-  return MakePlan(std::move(plan));
+  return MakePublicPlan(std::move(plan));
 }
 
 Status Plan::Write(const std::string& path) const {
@@ -414,31 +491,65 @@ Status Plan::Write(const std::string& path) const {
   return formats::WritePlanFile(path, kind, impl_->plan, formats::TrtCacheWriteOptions{});
 }
 
+Status Plan::Write(const std::string& path, PlanFormat format, const CacheOptions& cache) const {
+  QK_RETURN_IF_ERROR(RequireValid(valid(), "plan"));
+  switch (format) {
+    case PlanFormat::kJson:
+      return formats::WritePlanFile(path, formats::ArtifactKind::kPlanJson, impl_->plan, {});
+    case PlanFormat::kRangesText:
+      return formats::WritePlanFile(path, formats::ArtifactKind::kRangesText, impl_->plan, {});
+    case PlanFormat::kTrtCache:
+      break;
+  }
+  // The header names are checked only where they are written.
+  QK_ASSIGN_OR_RETURN(formats::TrtCacheWriteOptions header, pipelines::ToTrtCacheOptions(cache));
+  return formats::WritePlanFile(path, formats::ArtifactKind::kTrtCache, impl_->plan, header);
+}
+
+Result<std::string> Plan::CacheText(const CacheOptions& cache) const {
+  QK_RETURN_IF_ERROR(RequireValid(valid(), "plan"));
+  QK_ASSIGN_OR_RETURN(formats::TrtCacheWriteOptions header, pipelines::ToTrtCacheOptions(cache));
+  return formats::FormatTrtCache(impl_->plan, header);
+}
+
 Result<BuiltPlan> BuildPlan(const Statistics& statistics, const Sites& sites, const MethodChoices& methods) {
   QK_RETURN_IF_ERROR(RequireValid(statistics.valid() && sites.model.valid(), "statistics or sites"));
   const pipelines::LoadedModel& loaded = sites.model.impl().loaded;
   QK_ASSIGN_OR_RETURN(pipelines::CalibrationSites internal,
-                      pipelines::FindCalibrationSites(loaded, ToPlacement(sites.placement)));
-  QK_ASSIGN_OR_RETURN(pipelines::MethodChoice choice, ParseChoices(methods));
+                      pipelines::FindCalibrationSites(loaded, ToPlacementOptions(sites.placement)));
+  QK_ASSIGN_OR_RETURN(pipelines::MethodChoice choice, pipelines::ToMethodChoice(methods));
   const pipelines::Statistics& s = statistics.impl().statistics;
   QK_RETURN_IF_NOT(s.stats.model_sha256.empty() || s.stats.model_sha256 == loaded.sha256,
                    StatusCode::kInvalidArgument, "the statistics were collected on another model than {}",
                    loaded.path);
   QK_ASSIGN_OR_RETURN(pipelines::BuiltPlan built, pipelines::BuildPlan(s, loaded, internal, choice));
-  return BuiltPlan{MakePlan(std::move(built.plan)), std::move(built.warnings)};
+  return BuiltPlan{MakePublicPlan(std::move(built.plan)), std::move(built.warnings)};
 }
 
 Result<Artifacts> WriteArtifacts(const Model& model, const Plan& plan, const std::string& dir,
                                  const ArtifactOptions& options) {
   QK_RETURN_IF_ERROR(RequireValid(model.valid() && plan.valid(), "model or plan"));
-  formats::TrtCacheWriteOptions cache;
-  QK_ASSIGN_OR_RETURN(cache.version, formats::ParseTrtVersion(options.trt_version));
-  QK_ASSIGN_OR_RETURN(cache.calibrator, formats::ParseTrtCalibrator(options.calibrator));
+  QK_ASSIGN_OR_RETURN(formats::TrtCacheWriteOptions cache,
+                      pipelines::ToTrtCacheOptions(options.cache));
   QK_ASSIGN_OR_RETURN(pipelines::ArtifactReport report,
                       pipelines::WriteArtifacts(model.impl().loaded, plan.impl().plan,
-                                                ToPlacement(options.placement), dir, cache));
-  return Artifacts{report.written, static_cast<int>(report.inserted.Count(passes::counter::kActivationPairs)),
-                   static_cast<int>(report.inserted.Count(passes::counter::kWeightPairs))};
+                                                ToPlacementOptions(options.placement), dir, cache));
+  return ArtifactsFrom(report.written, report.inserted);
+}
+
+Result<Artifacts> WriteQdqModel(const Model& model, const Plan& plan, const std::string& path,
+                                const Placement& placement) {
+  QK_RETURN_IF_ERROR(RequireValid(model.valid() && plan.valid(), "model or plan"));
+  // The loaded model is shared and immutable: the Q/DQ model is a fresh copy of the file, and
+  // the plan a copy that gains the weight scales it lacked.
+  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(model.path()));
+  quant::QuantPlan applied = plan.impl().plan;
+  passes::ApplyPlanOptions apply;
+  apply.placement = ToPlacementOptions(placement);
+  QK_ASSIGN_OR_RETURN(passes::PassReport inserted,
+                      passes::RunPass(qdq_model, passes::ApplyPlan(&applied, apply)));
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, path));
+  return ArtifactsFrom({path}, inserted);
 }
 
 }  // namespace quantkit

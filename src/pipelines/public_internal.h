@@ -1,14 +1,42 @@
-// Conversions shared by the public API's implementation files (public_calibration.cc,
-// public_pipelines.cc); not part of the public API.
+// The public API's handles over the internal types, and the conversions of its option structs:
+// shared by the public API's implementation files (public_calibration.cc, public_pipelines.cc)
+// and the one binding that still feeds internal statistics in (python/src/bind_collector.cc).
+// Not part of the public API. Each public option is converted to its internal form here, once.
 #pragma once
 
 #include "data/image_options.h"
+#include "formats/trt_cache.h"
+#include "passes/qdq_placement.h"
+#include "pipelines/calibration_stages.h"
+#include "quant/plan.h"
+#include "quantkit/calibration.h"
 #include "quantkit/data_source.h"
 #include "quantkit/status.h"
 
-namespace quantkit::pipelines {
+namespace quantkit {
+
+struct Model::Impl {
+  pipelines::LoadedModel loaded;
+};
+struct Statistics::Impl {
+  pipelines::Statistics statistics;
+};
+struct Plan::Impl {
+  quant::QuantPlan plan;
+};
+
+namespace pipelines {
+
+quantkit::Plan MakePublicPlan(quant::QuantPlan plan);
+quantkit::Statistics MakePublicStatistics(Statistics statistics);
 
 // The declared preprocessing as text (the CLI's option strings) -> data::ImageOptions.
 Result<data::ImageOptions> ToImageOptions(const ImagePreprocessing& preprocessing);
+passes::PlacementOptions ToPlacementOptions(const Placement& placement);
+// Method names parsed ("percentile:99.9"); overrides are checked against the sites by BuildPlan.
+Result<MethodChoice> ToMethodChoice(const MethodChoices& choices);
+// The TensorRT version and calibrator names parsed.
+Result<formats::TrtCacheWriteOptions> ToTrtCacheOptions(const CacheOptions& cache);
 
-}  // namespace quantkit::pipelines
+}  // namespace pipelines
+}  // namespace quantkit

@@ -1,14 +1,12 @@
 // include/quantkit/pipelines.h over the internal pipelines: parse the public options (strings
 // become enums here, once), call the one pipeline function, and return its report.
-#include "quantkit/pipelines.h"
-
 #include "analysis/diagnose/diagnose.h"
 #include "analysis/layer_analysis.h"
 #include "analysis/metrics.h"
 #include "common/check.h"
-#include "formats/ranges.h"
 #include "formats/trt_cache.h"
 #include "passes/apply_plan.h"
+#include "pipelines/calibrate.h"
 #include "pipelines/convert.h"
 #include "pipelines/evaluate.h"
 #include "pipelines/fallback.h"
@@ -16,6 +14,7 @@
 #include "pipelines/public_internal.h"
 #include "pipelines/run_model.h"
 #include "quant/method_amax.h"
+#include "quantkit/pipelines.h"
 
 namespace quantkit {
 namespace {
@@ -26,10 +25,55 @@ Result<pipelines::PlanEvaluation> Open(const PlanEvaluationOptions& o) {
   eval.data = o.data;
   eval.samples = o.samples;
   eval.batch_size = o.batch_size;
+  if (o.loaded_plan.valid())
+    return pipelines::OpenPlanEvaluation(eval, o.loaded_plan.impl().plan, o.placement);
   return pipelines::OpenPlanEvaluation(eval, o.plan, o.placement);
 }
 
+// The one conversion of the public calibrate options; every error here comes before any compute.
+Result<pipelines::CalibrateOptions> ToCalibrateOptions(const CalibrateOptions& o) {
+  pipelines::CalibrateOptions c;
+  c.model = o.model;
+  c.data = o.data;
+  QK_ASSIGN_OR_RETURN(c.image, pipelines::ToImageOptions(o.data_options.image));
+  c.samples = o.data_options.samples;
+  c.batch_size = o.data_options.batch_size;
+  QK_RETURN_IF_NOT(o.run_batch >= 0, StatusCode::kInvalidArgument, "run_batch must be >= 0, got {}",
+                   o.run_batch);
+  if (o.run_batch > 0) c.run_batch = o.run_batch;
+  QK_ASSIGN_OR_RETURN(pipelines::MethodChoice methods, pipelines::ToMethodChoice(o.methods));
+  c.method = methods.method;
+  c.method_overrides = std::move(methods.overrides);
+  c.placement = pipelines::ToPlacementOptions(o.placement);
+  c.output_dir = o.output_dir;
+  c.stats_out = o.stats_out;
+  QK_ASSIGN_OR_RETURN(c.cache, pipelines::ToTrtCacheOptions(o.cache));
+  c.progress = o.progress;
+  // Read only, and `o` outlives the call that uses `c`.
+  if (o.statistics.valid()) c.statistics = &o.statistics.impl().statistics;
+  return c;
+}
+
 }  // namespace
+
+Status CheckCalibrateOptions(const CalibrateOptions& options) {
+  return ToCalibrateOptions(options).status();
+}
+
+Result<CalibrateReport> Calibrate(const CalibrateOptions& options) {
+  QK_ASSIGN_OR_RETURN(pipelines::CalibrateOptions c, ToCalibrateOptions(options));
+  QK_ASSIGN_OR_RETURN(pipelines::CalibrateResult r, pipelines::Calibrate(c));
+  CalibrateReport report;
+  report.plan = pipelines::MakePublicPlan(std::move(r.plan));
+  report.written = std::move(r.written);
+  report.warnings = std::move(r.warnings);
+  report.notes = std::move(r.notes);
+  report.summary = std::move(r.summary);
+  report.samples = r.samples;
+  report.seconds = r.seconds;
+  report.peak_rss_bytes = r.peak_rss_bytes;
+  return report;
+}
 
 Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
   pipelines::EvalOptions eval;
@@ -41,7 +85,7 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
   QK_ASSIGN_OR_RETURN(eval.simulation.mode, passes::ParsePlacementPolicy(options.placement));
   eval.samples = options.samples;
   eval.batch_size = options.batch_size;
-  eval.progress = false;
+  eval.progress = options.progress;
   QK_ASSIGN_OR_RETURN(pipelines::EvalResult r, pipelines::Evaluate(eval));
   EvaluateReport report;
   report.samples = r.samples;
@@ -53,6 +97,7 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
     report.sqnr_db = r.agreement->sqnr_db;
     report.max_abs_error = r.agreement->max_abs_error;
   }
+  report.metrics = r.metrics;
   report.seconds = r.seconds;
   report.text = pipelines::FormatEval(eval, r);
   return report;
@@ -63,7 +108,7 @@ Result<AnalyzeReport> Analyze(const AnalyzeOptions& options) {
   QK_ASSIGN_OR_RETURN(auto owned, pipelines::AnalyzeMetrics(options.evaluation.metrics, *opened.evaluator));
   analysis::AnalyzeOptions analyze;
   analyze.accumulated = options.accumulated;
-  analyze.progress = false;
+  analyze.progress = options.progress;
   QK_ASSIGN_OR_RETURN(analysis::AnalyzeResult r,
                       analysis::AnalyzeLayers(*opened.evaluator, opened.plan, analysis::MetricPointers(owned), analyze));
   AnalyzeReport report;
@@ -88,7 +133,7 @@ Result<FallbackReport> Fallback(const FallbackOptions& options) {
   QK_ASSIGN_OR_RETURN(pipelines::FallbackResult r,
                       pipelines::RunFallback(*opened.evaluator, opened.plan, metric.get(), fallback));
   FallbackReport report;
-  QK_ASSIGN_OR_RETURN(report.plan, Plan::FromJson(formats::FormatPlanJson(r.plan), "fallback plan"));
+  report.plan = pipelines::MakePublicPlan(r.plan);
   report.float_layers.assign(r.search.float_layers.begin(), r.search.float_layers.end());
   report.fp32_value = r.fp32_value;
   report.int8_value = r.int8_value;
@@ -112,7 +157,7 @@ Result<DiagnoseReport> Diagnose(const DiagnoseOptions& options) {
   d.batch_size = options.batch_size;
   QK_ASSIGN_OR_RETURN(d.method, quant::ParseMethod(options.method));
   d.output_dir = options.output_dir;
-  d.progress = false;
+  d.progress = options.progress;
   QK_ASSIGN_OR_RETURN(analysis::DiagnoseResult r, analysis::Diagnose(d));
   DiagnoseReport report;
   report.clean = r.clean;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <vector>
@@ -253,6 +255,166 @@ TEST(PublicApi, DataSpecStreamMatchesTheCliCalibration) {
   ASSERT_TRUE(built.ok()) << built.status().ToString();
   EXPECT_EQ(built->plan.method(), "percentile:99.99");
   EXPECT_GT(built->plan.tensors().size(), c.sites.activations.size());  // weights too
+}
+
+// The one-call Calibrate is the stages' calibration: the same scales as BuildPlan on the same
+// statistics, plus what `quantkit calibrate -o` writes (summary.txt too) and --stats.
+TEST(PublicApi, CalibrateInOneCallGivesTheStagesPlanAndTheCliFiles) {
+  Calibrated c = Load();
+  VectorStream stream(MakeBatches({6, 2}, 1401), c.input);
+  auto stats = CollectStatistics(c.model, stream, c.sites);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  auto staged = BuildPlan(*stats, c.sites, {"entropy", {}});
+  ASSERT_TRUE(staged.ok()) << staged.status().ToString();
+
+  const fs::path dir = fs::path(testing::TempDir()) / "qk_public_api_calibrate";
+  fs::remove_all(dir);
+  CalibrateOptions options;
+  options.model = kModel;
+  options.statistics = *stats;
+  options.methods.method = "entropy";
+  options.output_dir = (dir / "out").string();
+  options.stats_out = (dir / "shard.qkstats").string();
+  ASSERT_TRUE(CheckCalibrateOptions(options).ok());
+  auto report = Calibrate(options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  // The artifacts of `quantkit calibrate -o`, and the --stats file.
+  for (const char* name :
+       {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"}) {
+    EXPECT_TRUE(fs::exists(dir / "out" / name)) << name;
+  }
+  EXPECT_EQ(report->written.size(), 6u);
+  EXPECT_FALSE(report->summary.empty());
+  EXPECT_EQ(report->plan.num_quantized(), staged->plan.num_quantized());
+  for (const TensorScale& want : staged->plan.tensors()) {
+    auto got = report->plan.Find(want.tensor);
+    ASSERT_TRUE(got.has_value()) << want.tensor;
+    EXPECT_EQ(got->scale, want.scale) << want.tensor;
+    EXPECT_EQ(got->role, want.weight ? "weight" : "activation") << want.tensor;
+    EXPECT_EQ(got->dtype, "int8") << want.tensor;
+  }
+  // --stats wrote the statistics it calibrated from; reading them back checks the model.
+  auto saved = Statistics::Load({options.stats_out}, c.model.sha256());
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  EXPECT_EQ(saved->Serialize(), stats->Serialize());
+
+  // Bad options fail before anything is read (the model does not even exist here).
+  CalibrateOptions bad;
+  bad.model = (dir / "missing.onnx").string();
+  bad.methods.method = "median";
+  Status s = CheckCalibrateOptions(bad);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("median"), std::string::npos) << s.message();
+  bad.methods.method = "max";
+  bad.cache.trt_version = "eight";
+  EXPECT_FALSE(CheckCalibrateOptions(bad).ok());
+  bad.cache.trt_version = "8.6.1";
+  bad.run_batch = -1;
+  EXPECT_FALSE(CheckCalibrateOptions(bad).ok());
+  EXPECT_FALSE(fs::exists(dir / "missing.onnx"));
+}
+
+TEST(PublicApi, StatisticsRangesAmaxesAndShardFiles) {
+  Calibrated c = Load();
+  auto batches = MakeBatches({3, 5}, 1402);
+  VectorStream first({batches[0]}, c.input), second({batches[1]}, c.input), whole(batches, c.input);
+  auto a = CollectStatistics(c.model, first, c.sites);
+  auto b = CollectStatistics(c.model, second, c.sites);
+  auto all = CollectStatistics(c.model, whole, c.sites);
+  ASSERT_TRUE(a.ok() && b.ok() && all.ok());
+
+  auto entropy = all->Amax("entropy");
+  ASSERT_TRUE(entropy.ok()) << entropy.status().ToString();
+  EXPECT_EQ(entropy->size(), all->tensors().size());
+  for (const std::string& tensor : all->tensors()) {
+    auto one = all->Amax(tensor, "entropy");
+    ASSERT_TRUE(one.ok());
+    EXPECT_EQ(entropy->at(tensor), *one) << tensor;
+    auto range = all->Range(tensor);
+    ASSERT_TRUE(range.ok()) << range.status().ToString();
+    EXPECT_EQ(range->amax, *all->AbsMax(tensor)) << tensor;
+    EXPECT_LE(range->min, range->max) << tensor;
+    EXPECT_GT(range->count, 0) << tensor;
+    EXPECT_EQ(range->nan_count + range->inf_count, 0) << tensor;
+  }
+  EXPECT_FALSE(all->Amax("median").ok());
+  auto missing = all->Range("no_such_tensor");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+
+  // Shards saved by two ranks, loaded together: exactly one pass; another model's hash is refused.
+  const fs::path dir = fs::path(testing::TempDir()) / "qk_public_api_shards";
+  fs::create_directories(dir);
+  const std::string pa = (dir / "a.qkstats").string(), pb = (dir / "b.qkstats").string();
+  ASSERT_TRUE(a->Save(pa).ok() && b->Save(pb).ok());
+  auto loaded = Statistics::Load({pa, pb}, c.model.sha256());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->Serialize(), all->Serialize());
+  EXPECT_EQ(loaded->data_description(), "statistics from " + pa + " " + pb);
+  EXPECT_FALSE(Statistics::Load({pa}, std::string(64, '0')).ok());
+  EXPECT_FALSE(Statistics::Load(std::vector<std::string>{}).ok());
+}
+
+TEST(PublicApi, PlansEditedByHandWrittenInEachFormatAndAsAQdqModel) {
+  Calibrated c = Load();
+  const fs::path dir = fs::path(testing::TempDir()) / "qk_public_api_plan_files";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+
+  // By hand: a copy gains the entry, the original is unchanged; a zero range stays in float.
+  const Plan empty = Plan::Empty();
+  EXPECT_EQ(empty.num_quantized(), 0);
+  auto edited = empty.WithActivationAmax("t", 2.54f, "hand");
+  ASSERT_TRUE(edited.ok()) << edited.status().ToString();
+  EXPECT_TRUE(empty.tensors().empty());
+  ASSERT_EQ(edited->num_quantized(), 1);
+  EXPECT_FLOAT_EQ(edited->Find("t")->scale.at(0), 2.54f / 127.0f);
+  EXPECT_EQ(edited->Find("t")->source, "hand");
+  auto zero = edited->WithActivationAmax("z", 0.0f, "hand");
+  ASSERT_TRUE(zero.ok());
+  EXPECT_FALSE(zero->Find("z")->quantized);
+  EXPECT_FALSE(zero->Find("z")->reason.empty());
+
+  // The format is the caller's, whatever the extension; the cache header is the caller's too.
+  const std::string ranges = (dir / "ranges.dat").string(), cache = (dir / "plan.bin").string();
+  ASSERT_TRUE(edited->Write(ranges, PlanFormat::kRangesText).ok());
+  ASSERT_TRUE(edited->Write(cache, PlanFormat::kTrtCache, {"8.6.1", "MinMaxCalibration"}).ok());
+  auto text = edited->CacheText({"8.6.1", "MinMaxCalibration"});
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(text->rfind("TRT-8601-MinMaxCalibration\n", 0), 0u) << *text;
+  std::ifstream in(cache, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), *text);
+  std::ifstream rin(ranges);
+  std::string line;
+  ASSERT_TRUE(std::getline(rin, line));
+  EXPECT_EQ(line.rfind("t:", 0), 0u) << line;
+  EXPECT_FALSE(edited->CacheText({"eight", "MinMaxCalibration"}).ok());
+  EXPECT_FALSE(edited->Write(cache, PlanFormat::kTrtCache, {"8.6.1", "Legacy"}).ok());
+  // The cache header applies to caches only.
+  EXPECT_TRUE(
+      edited->Write((dir / "p.json").string(), PlanFormat::kJson, {"8.6.1", "Legacy"}).ok());
+
+  // The Q/DQ model alone: the pairs WriteArtifacts inserts; a float node loses its input pair.
+  VectorStream stream(MakeBatches({4}, 1403), c.input);
+  auto stats = CollectStatistics(c.model, stream, c.sites);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  auto built = BuildPlan(*stats, c.sites);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  auto artifacts = WriteArtifacts(c.model, built->plan, (dir / "all").string());
+  auto qdq = WriteQdqModel(c.model, built->plan, (dir / "q.onnx").string());
+  ASSERT_TRUE(artifacts.ok() && qdq.ok()) << qdq.status().ToString();
+  EXPECT_EQ(qdq->written, std::vector<std::string>{(dir / "q.onnx").string()});
+  EXPECT_EQ(qdq->activation_pairs, artifacts->activation_pairs);
+  EXPECT_EQ(qdq->weight_pairs, artifacts->weight_pairs);
+  auto extracted = Plan::Read((dir / "q.onnx").string());
+  ASSERT_TRUE(extracted.ok()) << extracted.status().ToString();
+  EXPECT_GT(extracted->num_quantized(), 0);
+  const Plan fewer =
+      built->plan.WithFloatNodes({c.sites.sites.front().consumer}, "kept by the test");
+  auto fewer_qdq = WriteQdqModel(c.model, fewer, (dir / "q2.onnx").string());
+  ASSERT_TRUE(fewer_qdq.ok()) << fewer_qdq.status().ToString();
+  EXPECT_LT(fewer_qdq->activation_pairs + fewer_qdq->weight_pairs,
+            qdq->activation_pairs + qdq->weight_pairs);
 }
 
 }  // namespace
