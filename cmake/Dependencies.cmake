@@ -33,6 +33,13 @@ if(QUANTKIT_TORCH_PYTHON)
   # the system directories: with Debian's libtorch-dev installed it would mix Debian's libtorch.so
   # with PyPI's headers. CMAKE_LIBRARY_PATH is searched first.
   list(PREPEND CMAKE_LIBRARY_PATH ${quantkit_torch_root}/lib)
+  # A CUDA wheel's libtorch_cuda.so finds the NCCL, cuDNN, ... of the wheel's nvidia/* packages
+  # through its RUNPATH at run time, but at link time ld resolves those dependencies itself and
+  # takes a system copy first (the CUDA toolkit's older libnccl.so.2: undefined ncclCommGrow, ...).
+  file(GLOB quantkit_nvidia_lib_dirs LIST_DIRECTORIES true "${quantkit_torch_root}/../nvidia/*/lib")
+  foreach(dir IN LISTS quantkit_nvidia_lib_dirs)
+    add_link_options("LINKER:-rpath-link,${dir}")
+  endforeach()
 endif()
 # The Python extension may point find_package(Torch) at its interpreter's torch (QuantkitPython).
 if(QUANTKIT_PYTHON)
