@@ -1,6 +1,7 @@
 #include "runtime/threads.h"
 
 #include <ATen/Parallel.h>
+#include <dlfcn.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -36,6 +37,16 @@ Result<int> SetComputeThreads(int threads) {
   const int usable = UsableCpus();
   const int used = threads == 0 ? DefaultComputeThreads() : std::min(threads, usable);
   at::set_num_threads(used);
+  // ATen's GEMMs run in the BLAS libtorch was linked against. OpenBLAS's pthread build (Debian's
+  // libblas.so.3 alternative when libopenblas0-pthread is installed) keeps a pool of its own that
+  // ignores at::set_num_threads, so `--threads 1` still ran every MatMul on all CPUs (and its
+  // idle workers spun in sched_yield beside ATen's). Looked up at run time: other BLAS builds
+  // (MKL in PyPI torch, OpenBLAS's OpenMP build, which follows omp_set_num_threads) lack it or
+  // need nothing.
+  using SetBlasThreads = void (*)(int);
+  if (auto set_blas = reinterpret_cast<SetBlasThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    set_blas(used);
+  }
   return used;
 }
 

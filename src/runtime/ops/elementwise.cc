@@ -201,6 +201,12 @@ Result<KernelPtr> Binary(const KernelInit& init) {
           }
           return Out{at::pow(a.to(at::kDouble), b.to(at::kDouble)).to(a.scalar_type())};
         }
+        // x^2 (LayerNorm's variance in every exported transformer) as x * x: what onnxruntime
+        // computes, correctly rounded, and one multiply instead of a vectorised powf (3% of a
+        // vit_b_16 pass). Same result as pow(x, 2) for every x, inf, NaN and -0 included.
+        if (b.numel() == 1 && b.dim() <= a.dim() && b.is_cpu() && b.to(at::kDouble).item<double>() == 2.0) {
+          return Out{at::mul(a, a)};
+        }
         return Out{at::pow(a, b.to(a.scalar_type()))};
       }
       case BinOp::kEq: return Out{at::eq(a, b)};
