@@ -12,7 +12,7 @@ Rules, checked on every C++ file of src/, include/, tools/ and python/ (the bind
   5. Public headers (include/quantkit/) include no fmt, nlohmann, ATen, protobuf or CLI11.
   6. The Python bindings (python/src/) bind the public API only: they include the standard
      library, pybind11, fmt, quantkit/ public headers and their own headers ("errors.h"), never
-     an internal header. PYTHON_INTERNAL_ALLOWED lists the files still on the internal path.
+     an internal header.
 
 Run by ctest (test `layering_check`, label unit); prints one line per violation
 ("src/quant/x.h:12: quant includes analysis/y.h (a layer above)") and exits 1 when any.
@@ -33,11 +33,6 @@ PROTOBUF = re.compile(r"^(google/protobuf/|onnx/(onnx|onnx-ml|onnx_pb|onnx-opera
 CLI11 = re.compile(r"^CLI/")
 THIRD_PARTY_IN_PUBLIC = re.compile(r"^(fmt/|nlohmann/|ATen/|c10/|torch/|google/|CLI/|onnx/)")
 SOURCE_SUFFIXES = {".h", ".hpp", ".cc", ".cpp", ".cxx"}
-# Rule 6's exceptions: the StatsCollector, which conforms numpy arrays with the data layer's own
-# checks and messages (ir::Tensor views), and its binding. TODO(#14): collect through
-# quantkit::CollectStatistics over a Python BatchStream, then empty this list.
-PYTHON_INTERNAL_ALLOWED = {"python/src/stats_collector.h", "python/src/stats_collector.cc",
-                           "python/src/arrays.h", "python/src/arrays.cc", "python/src/bind_collector.cc"}
 PYTHON_THIRD_PARTY = re.compile(r"^(pybind11|fmt)/")
 
 
@@ -72,9 +67,8 @@ def check_file(root: pathlib.Path, path: pathlib.Path):
             elif bracket == '"' and not header.startswith("quantkit/"):
                 problems.append(f"{at}: public header includes {header} (std and quantkit/ only)")
             continue
-        if rel.parts[:2] == ("python", "src") and str(rel) not in PYTHON_INTERNAL_ALLOWED:
-            # An own header on the internal path would bring its internal includes along.
-            own = bracket == '"' and "/" not in header and f"python/src/{header}" not in PYTHON_INTERNAL_ALLOWED
+        if rel.parts[:2] == ("python", "src"):
+            own = bracket == '"' and "/" not in header  # checked as files of python/src themselves
             public = bracket == '"' and header.startswith("quantkit/")
             std = bracket == "<" and "/" not in header
             if not (own or public or std or (bracket == "<" and PYTHON_THIRD_PARTY.match(header))):
@@ -107,8 +101,7 @@ def self_test():
         "python/src/internal.cc": '#include "quant/plan.h"\n#include <nlohmann/json.hpp>\n',
         "python/src/ok.cc": ('#include <pybind11/stl.h>\n#include <fmt/format.h>\n#include <map>\n'
                              '#include "errors.h"\n#include "quantkit/calibration.h"\n'),
-        "python/src/smuggle.cc": '#include "stats_collector.h"\n',
-        "python/src/stats_collector.cc": '#include "pipelines/calibrate.h"\n',
+        "python/src/collector.cc": '#include "pipelines/public_internal.h"\n#include "collector.h"\n',
     }
     with tempfile.TemporaryDirectory() as tmp:
         root = pathlib.Path(tmp)
@@ -118,7 +111,7 @@ def self_test():
         found = [p for rel in planted for p in check_file(root, root / rel)]
     expected = ["src/quant/up.h:1", "src/formats/aten.cc:1", "src/data/pb.cc:1",
                 "src/pipelines/cli.cc:1", "include/quantkit/leak.h:1", "include/quantkit/leak.h:2",
-                "python/src/internal.cc:1", "python/src/internal.cc:2", "python/src/smuggle.cc:1"]
+                "python/src/internal.cc:1", "python/src/internal.cc:2", "python/src/collector.cc:1"]
     got = [p.split(": ")[0] for p in found]
     if sorted(got) != sorted(expected):
         print(f"self-test FAILED: expected violations at {expected}, got {found}")

@@ -133,11 +133,65 @@ struct CollectOptions {
   // (the statistics do not depend on them; 1: nor on the order). 0: the CLI's default (8 on the
   // CPU). Models whose runs cannot be stacked run one sample at a time.
   int64_t run_batch = 0;
+  // Samples a StatisticsCollector will be given, for the progress bar (0: unknown).
+  // CollectStatistics takes the stream's size_hint().
+  int64_t expected_samples = 0;
 };
 
-// One pass of `stream` through the FP32 model, collecting every activation of `sites`.
+// One pass of `stream` through the FP32 model, collecting every activation of `sites`: a
+// StatisticsCollector fed each batch of the stream in turn. The statistics' description is
+// stream.Describe().
 Result<Statistics> CollectStatistics(const Model& model, BatchStream& stream, const Sites& sites,
                                      const CollectOptions& options = {});
+
+// One statistics pass fed by the caller, batch by batch (push; CollectStatistics pulls a stream):
+// for data that arrives in the caller's loop (a Python DataLoader, an onnxruntime reader). The
+// model runs on the CLI's runs whatever the batches: the samples are cut, in the order given,
+// into runs of `run_batch` samples at multiples of it, so the statistics are byte-identical to
+// `quantkit calibrate`'s on the same samples. Samples that do not fill a run wait for the next
+// batch or for Finish(). Not thread-safe; one pass per collector.
+class StatisticsCollector {
+ public:
+  struct Impl;
+  // Activations of `sites` (FindSites on this model).
+  static Result<StatisticsCollector> Create(const Model& model, const Sites& sites,
+                                            const CollectOptions& options = {});
+  // Activations of `placement`, whose excluded names need not exist (as the CLI's --exclude,
+  // where a name may be a node or an op type).
+  static Result<StatisticsCollector> Create(const Model& model, const Placement& placement,
+                                            const CollectOptions& options = {});
+  StatisticsCollector(StatisticsCollector&&) noexcept;
+  StatisticsCollector& operator=(StatisticsCollector&&) noexcept;
+  ~StatisticsCollector();
+
+  // One batch: every model input fed, no other name, each checked as the CLI checks data (dtype,
+  // per-sample dims; messages name "batch <index>" and the input). Arrays are read in place and
+  // kept alive (ArrayView::keep_alive) until their samples have run; the data's SHA-256 covers
+  // every byte observed. Runs the model on the runs this batch completes.
+  Status Observe(const InputBatch& batch);
+  // Every sample of a data spec (OpenDataSpec's), read and run exactly as `quantkit calibrate
+  // --data` does; its description and fingerprint become the statistics'. A spec is read whole:
+  // not mixed with Observe() in one pass.
+  Status ObserveDataSpec(const std::string& spec, const DataSpecOptions& options = {});
+  // `batch` as Observe() would feed it to the model, checked (errors name "batch") but not run:
+  // the caller's memory wherever no copy is needed.
+  Result<InputBatch> Conform(const InputBatch& batch) const;
+  // Runs the samples still held back, then returns the statistics (once; fails without samples).
+  // Observed batches are described as "<description> (<N> samples in <B> batches)" with the
+  // fingerprint "sha256:<hex>" of their bytes.
+  Result<Statistics> Finish(const std::string& description);
+
+  const std::vector<std::string>& input_names() const;  // the model's, in order
+  int64_t samples() const;                              // observed so far
+  int64_t batches() const;                              // Observe() calls that succeeded
+  int64_t run_batch() const;                            // samples per model run
+
+  Impl& impl() { return *impl_; }
+
+ private:
+  explicit StatisticsCollector(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
 
 // Per-tensor quantization of one tensor in a plan.
 struct TensorScale {

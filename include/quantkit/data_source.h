@@ -26,8 +26,22 @@
 
 namespace quantkit {
 
-// Element types an input array can have (ONNX names). Data of other types is refused.
-enum class ElementType { kFloat32, kFloat16, kFloat64, kInt8, kUint8, kInt32, kInt64, kBool };
+// Element types an array can have (ONNX names). A model input reads its own type only: data of
+// another type is refused naming both, never converted.
+enum class ElementType {
+  kFloat32,
+  kFloat16,
+  kFloat64,
+  kInt8,
+  kUint8,
+  kInt32,
+  kInt64,
+  kBool,
+  kInt16,
+  kUint16,
+  kUint32,
+  kUint64
+};
 
 // "float32", "int64", ...
 const char* ElementTypeName(ElementType type);

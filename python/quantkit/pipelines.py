@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Union
 
 from . import _core, _data, _torchcheck
 from .plan import DEFAULT_CALIBRATOR, DEFAULT_TRT_VERSION, CalibrationReport, Plan, PathLike
-from .stats import Statistics, _placement
+from .stats import Statistics, _placement, _run_batch
 
 PlanLike = Union[Plan, PathLike]
 
@@ -22,7 +22,7 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
               overrides: Optional[Mapping[str, str]] = None, exclude: Iterable[str] = (),
               weights: str = "per-channel", trt_version: str = DEFAULT_TRT_VERSION,
               calibrator: str = DEFAULT_CALIBRATOR, stats_out: Optional[PathLike] = None,
-              progress: bool = True) -> Plan:
+              progress: bool = True, run_batch: Optional[int] = None) -> Plan:
     """Calibrates the FP32 ONNX ``model`` on ``data`` and returns the plan; with ``output_dir``,
     also writes TensorRT's artifacts there, atomically, as ``quantkit calibrate -o`` does:
     model.qdq.onnx, calib.cache, ranges.txt, plan.json, summary.txt.
@@ -34,6 +34,7 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
     method    max | entropy | percentile[:P] | mse (``overrides``: ``{tensor or op type: method}``).
     samples   use the first N samples (0: all). ``batch_size`` applies to a data spec only.
     exclude   node names or op types kept in float. ``weights``: per-channel | per-tensor.
+    run_batch samples per model run, as the CLI's ``--run-batch`` (None: its default, 8 on the CPU).
 
     The same data gives the same plan and byte-identical artifacts as the CLI, whatever the
     batching. Arrays are read in place (no copy) when C-contiguous; the GIL is released while the
@@ -52,6 +53,7 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
     options.data_options.samples = samples
     options.data_options.batch_size = batch_size
     options.progress = progress
+    options.run_batch = _run_batch(run_batch)
     _core.check_calibrate_options(options)  # bad options fail before the data is read
     start = time.perf_counter()
     if _data.is_spec(data):
@@ -59,7 +61,7 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
     else:
         if not isinstance(data, Statistics):
             data = Statistics.collect(model, data, samples=samples, exclude=exclude, weights=weights,
-                                      progress=progress)
+                                      progress=progress, run_batch=run_batch)
         options.statistics = data._core
     r = _core.calibrate(options)
     # With Python data the C++ side only built the plan: count the statistics pass too.

@@ -31,16 +31,18 @@ class Statistics:
     @classmethod
     def collect(cls, model: PathLike, data: _data.DataLike, *, samples: int = 0, batch_size: int = 32,
                 exclude: Iterable[str] = (), weights: str = "per-channel",
-                progress: bool = True) -> "Statistics":
+                progress: bool = True, run_batch: Optional[int] = None) -> "Statistics":
         """Runs ``data`` through the FP32 ``model`` once (see ``quantkit.calibrate`` for ``data``).
 
         ``batch_size`` applies to a data spec; Python data keeps its own batches. ``samples``
-        (0: all) stops after that many samples. The GIL is released while the model runs."""
+        (0: all) stops after that many samples. ``run_batch``: samples per model run, as the
+        CLI's ``--run-batch`` (None: its default); the statistics are the CLI's at the same run
+        batch whatever the batches of ``data``. The GIL is released while the model runs."""
         _torchcheck.check()
         model = os.fspath(model)
         collector = _core.StatsCollector(model, list(exclude), _per_channel(weights),
                                          0 if _data.is_spec(data) else _data.expected_samples(data, samples),
-                                         progress)
+                                         progress, _run_batch(run_batch))
         if _data.is_spec(data):
             collector.observe_source(os.fspath(data), samples, batch_size)
             return cls(collector.finish(""))
@@ -106,6 +108,15 @@ def _per_channel(weights: str) -> bool:
     if weights not in ("per-channel", "per-tensor"):
         raise ValueError(f"weights must be 'per-channel' or 'per-tensor', got {weights!r}")
     return weights == "per-channel"
+
+
+def _run_batch(run_batch: Optional[int]) -> int:
+    """The public CollectOptions::run_batch of ``run_batch`` (None: 0, the CLI's default)."""
+    if run_batch is None:
+        return 0
+    if isinstance(run_batch, bool) or not isinstance(run_batch, int) or run_batch <= 0:
+        raise _core_error(f"run_batch must be a positive integer or None, got {run_batch!r}")
+    return run_batch
 
 
 def _placement(exclude: Iterable[str], weights: str) -> Any:

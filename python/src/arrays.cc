@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <memory>
+#include <utility>
+#include <vector>
+
 #include "errors.h"
 
 namespace py = pybind11;
@@ -9,41 +13,32 @@ namespace py = pybind11;
 namespace quantkit::python {
 namespace {
 
-// Owns one reference to a Python object whose memory an ir::Tensor views. The last ir::Tensor
-// may be dropped while the GIL is released (inside a model run), so the reference is given back
-// under the GIL.
-class PyObjectBuffer final : public ir::Buffer {
- public:
-  PyObjectBuffer(py::object owner, const uint8_t* data, size_t size)
-      : owner_(owner.release().ptr()), data_(data), size_(size) {}
-  ~PyObjectBuffer() override {
+// One reference to a Python object whose memory a view reads. The last holder may let go while
+// the GIL is released (inside a model run), so the reference is given back under the GIL.
+std::shared_ptr<const void> HoldReference(py::object owner) {
+  PyObject* ref = owner.release().ptr();
+  return std::shared_ptr<const void>(ref, [](const void* p) {
     py::gil_scoped_acquire gil;
-    Py_XDECREF(owner_);
+    Py_XDECREF(static_cast<PyObject*>(const_cast<void*>(p)));
+  });
+}
+
+ElementType ElementTypeOf(const py::dtype& dt, const std::string& what) {
+  struct NumpyType {
+    char kind;  // numpy's dtype.kind
+    int64_t itemsize;
+    ElementType type;
+  };
+  static constexpr NumpyType kTypes[] = {
+      {'f', 4, ElementType::kFloat32}, {'f', 8, ElementType::kFloat64},
+      {'f', 2, ElementType::kFloat16}, {'b', 1, ElementType::kBool},
+      {'i', 1, ElementType::kInt8},    {'i', 2, ElementType::kInt16},
+      {'i', 4, ElementType::kInt32},   {'i', 8, ElementType::kInt64},
+      {'u', 1, ElementType::kUint8},   {'u', 2, ElementType::kUint16},
+      {'u', 4, ElementType::kUint32},  {'u', 8, ElementType::kUint64}};
+  for (const NumpyType& t : kTypes) {
+    if (dt.kind() == t.kind && static_cast<int64_t>(dt.itemsize()) == t.itemsize) return t.type;
   }
-  const uint8_t* data() const override { return data_; }
-  size_t size() const override { return size_; }
-
- private:
-  PyObject* owner_;
-  const uint8_t* data_;
-  size_t size_;
-};
-
-ir::DType DTypeOf(const py::dtype& dt, const std::string& what) {
-  const char kind = dt.kind();
-  const auto size = dt.itemsize();
-  if (kind == 'f' && size == 4) return ir::DType::kFloat;
-  if (kind == 'f' && size == 8) return ir::DType::kDouble;
-  if (kind == 'f' && size == 2) return ir::DType::kFloat16;
-  if (kind == 'b' && size == 1) return ir::DType::kBool;
-  if (kind == 'i' && size == 1) return ir::DType::kInt8;
-  if (kind == 'i' && size == 2) return ir::DType::kInt16;
-  if (kind == 'i' && size == 4) return ir::DType::kInt32;
-  if (kind == 'i' && size == 8) return ir::DType::kInt64;
-  if (kind == 'u' && size == 1) return ir::DType::kUint8;
-  if (kind == 'u' && size == 2) return ir::DType::kUint16;
-  if (kind == 'u' && size == 4) return ir::DType::kUint32;
-  if (kind == 'u' && size == 8) return ir::DType::kUint64;
   throw StatusError(Status(StatusCode::kInvalidArgument,
                            fmt::format("{}: numpy dtype {} has no ONNX tensor type quantkit reads",
                                        what, py::repr(dt).cast<std::string>())));
@@ -51,7 +46,7 @@ ir::DType DTypeOf(const py::dtype& dt, const std::string& what) {
 
 }  // namespace
 
-ir::Tensor TensorFromArray(py::handle obj, const std::string& what) {
+ArrayView ViewOfArray(py::handle obj, const std::string& what) {
   if (!py::isinstance<py::array>(obj)) {
     throw StatusError(Status(StatusCode::kInvalidArgument,
                              fmt::format("{}: expected a numpy array, got {}", what,
@@ -60,24 +55,25 @@ ir::Tensor TensorFromArray(py::handle obj, const std::string& what) {
   // PyArray_FromAny with these flags returns the same array when it already qualifies (no copy).
   auto arr = py::array::ensure(obj, py::array::c_style | py::detail::npy_api::NPY_ARRAY_ALIGNED_);
   if (!arr) {
-    throw StatusError(Status(StatusCode::kInvalidArgument,
-                             fmt::format("{}: the array cannot be read as a C-contiguous array", what)));
+    throw StatusError(
+        Status(StatusCode::kInvalidArgument,
+               fmt::format("{}: the array cannot be read as a C-contiguous array", what)));
   }
   const char order = arr.dtype().attr("byteorder").cast<std::string>()[0];
   if (order == '>') {  // big-endian data (np.dtype('>f4')): one native copy
-    arr = py::array::ensure(arr.attr("astype")(arr.dtype().attr("newbyteorder")("=")), py::array::c_style);
+    arr = py::array::ensure(arr.attr("astype")(arr.dtype().attr("newbyteorder")("=")),
+                            py::array::c_style);
   }
-  const ir::DType dtype = DTypeOf(arr.dtype(), what);
-  std::vector<int64_t> dims(arr.shape(), arr.shape() + arr.ndim());
-  const auto* data = static_cast<const uint8_t*>(arr.data());
-  const size_t nbytes = static_cast<size_t>(arr.nbytes());
-  auto buffer = std::make_shared<PyObjectBuffer>(std::move(arr), data, nbytes);
-  return ir::Tensor(dtype, std::move(dims), std::move(buffer), 0);
+  ArrayView view;
+  view.type = ElementTypeOf(arr.dtype(), what);
+  view.shape.assign(arr.shape(), arr.shape() + arr.ndim());
+  view.data = arr.data();
+  view.keep_alive = HoldReference(std::move(arr));
+  return view;
 }
 
-std::vector<std::pair<std::string, ir::Tensor>> TensorsFromDict(const py::dict& arrays,
-                                                                 const std::string& what) {
-  std::vector<std::pair<std::string, ir::Tensor>> out;
+InputBatch BatchFromDict(const py::dict& arrays, const std::string& what) {
+  InputBatch batch;
   for (const auto& [key, value] : arrays) {
     if (!py::isinstance<py::str>(key)) {
       throw StatusError(Status(StatusCode::kInvalidArgument,
@@ -85,9 +81,9 @@ std::vector<std::pair<std::string, ir::Tensor>> TensorsFromDict(const py::dict& 
                                            py::repr(key).cast<std::string>())));
     }
     const std::string name = key.cast<std::string>();
-    out.emplace_back(name, TensorFromArray(value, fmt::format("{}: input '{}'", what, name)));
+    batch.inputs[name] = ViewOfArray(value, fmt::format("{}: input '{}'", what, name));
   }
-  return out;
+  return batch;
 }
 
 }  // namespace quantkit::python

@@ -1,48 +1,83 @@
-// quantkit._core.StatsCollector: one statistics pass fed batch by batch from Python
-// (stats_collector.h). The one binding still on the internal path: the collector conforms
-// numpy arrays to the model inputs with the data layer's own checks and messages (ir::Tensor
-// views, arrays.h), which the public BatchStream does not offer yet. Its statistics leave here
-// as the public quantkit::Statistics. scripts/check_layers.py allows internal headers in this
-// file, stats_collector.* and arrays.* only.
-// TODO(#14): collect through quantkit::CollectStatistics over a Python BatchStream once it
-// reports the data layer's messages; then this file, stats_collector.* and arrays.* go.
+// quantkit._core.StatsCollector: one statistics pass fed batch by batch from Python (a
+// DataLoader, an onnxruntime CalibrationDataReader) or from a CLI data spec, over the public
+// quantkit::StatisticsCollector (quantkit/calibration.h): the CLI's checks and messages, model
+// runs and statistics, whatever the Python batching. observe() reads the arrays with the GIL held
+// (arrays.h: views, no copy where the layout allows) and releases it for the checks and the model
+// runs; Python pulls the next batch only between runs.
+#include <fmt/format.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "arrays.h"
 #include "bindings.h"
 #include "errors.h"
-#include "pipelines/public_internal.h"
-#include "stats_collector.h"
 
 namespace py = pybind11;
 
 namespace quantkit::python {
 
 void BindCollector(py::module_& m) {
-  py::class_<StatsCollector>(m, "StatsCollector")
+  py::class_<StatisticsCollector>(m, "StatsCollector")
       .def(py::init([](const std::string& model, const std::vector<std::string>& exclude,
-                       bool per_channel, int64_t expected_samples, bool progress) {
-             return std::make_unique<StatsCollector>(
-                 model, pipelines::ToPlacementOptions(PlacementFrom(exclude, per_channel)),
-                 expected_samples, progress);
+                       bool per_channel, int64_t expected_samples, bool progress,
+                       int64_t run_batch) {
+             CollectOptions options;
+             options.expected_samples = expected_samples;
+             options.progress = progress;
+             options.run_batch = run_batch;
+             return Unwrap(StatisticsCollector::Create(
+                 Unwrap(LoadModel(model)), PlacementFrom(exclude, per_channel), options));
            }),
            py::arg("model"), py::arg("exclude"), py::arg("per_channel"),
-           py::arg("expected_samples"), py::arg("progress"))
-      .def("observe", &StatsCollector::Observe, py::arg("batch"))
+           py::arg("expected_samples"), py::arg("progress"), py::arg("run_batch") = 0,
+           "run_batch: samples per model run (0: the CLI's default).")
+      .def(
+          "observe",
+          [](StatisticsCollector& c, const py::dict& batch) {
+            const InputBatch arrays = BatchFromDict(batch, fmt::format("batch {}", c.batches()));
+            Status status;
+            {
+              py::gil_scoped_release release;
+              status = c.Observe(arrays);
+            }
+            ThrowIfError(status);
+          },
+          py::arg("batch"))
       .def(
           "observe_source",
-          [](StatsCollector& c, const std::string& spec, int64_t samples, int64_t batch_size) {
-            c.ObserveSource(spec, {}, samples, batch_size);
+          [](StatisticsCollector& c, const std::string& spec, int64_t samples, int64_t batch_size) {
+            DataSpecOptions options;
+            options.samples = samples;
+            options.batch_size = batch_size;
+            ThrowIfError(c.ObserveDataSpec(spec, options));
           },
-          py::arg("spec"), py::arg("samples"), py::arg("batch_size"))
+          py::arg("spec"), py::arg("samples"), py::arg("batch_size"),
+          py::call_guard<py::gil_scoped_release>())
       .def(
           "finish",
-          [](StatsCollector& c, const std::string& description) {
-            return pipelines::MakePublicStatistics(c.Finish(description));
+          [](StatisticsCollector& c, const std::string& description) {
+            return Unwrap(c.Finish(description));
           },
-          py::arg("description"))
-      .def("conformed_pointers", &StatsCollector::ConformedPointers, py::arg("batch"))
-      .def_property_readonly("samples", &StatsCollector::samples)
-      .def_property_readonly("input_names", &StatsCollector::input_names);
+          py::arg("description"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "conformed_pointers",
+          [](const StatisticsCollector& c, const py::dict& batch) {
+            const InputBatch conformed = Unwrap(c.Conform(BatchFromDict(batch, "batch")));
+            std::vector<std::pair<std::string, uintptr_t>> out;
+            for (const auto& [name, view] : conformed.inputs) {
+              out.emplace_back(name, reinterpret_cast<uintptr_t>(view.data));
+            }
+            return out;
+          },
+          py::arg("batch"),
+          "Data pointers of the tensors a batch becomes (tests: arrays are not copied).")
+      .def_property_readonly("samples", &StatisticsCollector::samples)
+      .def_property_readonly("run_batch", &StatisticsCollector::run_batch)
+      .def_property_readonly("input_names", &StatisticsCollector::input_names);
 }
 
 }  // namespace quantkit::python

@@ -57,6 +57,7 @@ void BindOptions(py::module_& m) {
       .def_readwrite("data", &CalibrateOptions::data)
       .def_readwrite("statistics", &CalibrateOptions::statistics)
       .def_readwrite("data_options", &CalibrateOptions::data_options)
+      .def_readwrite("run_batch", &CalibrateOptions::run_batch)
       .def_readwrite("methods", &CalibrateOptions::methods)
       .def_readwrite("placement", &CalibrateOptions::placement)
       .def_readwrite("output_dir", &CalibrateOptions::output_dir)

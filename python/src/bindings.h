@@ -1,5 +1,5 @@
-// The parts of quantkit._core, each binding the public API (include/quantkit/) only, except
-// BindCollector (see bind_collector.cc).
+// The parts of quantkit._core, each binding the public API (include/quantkit/) only
+// (scripts/check_layers.py).
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -6,8 +6,9 @@
 // samples share a run is then a function of the sample index alone, so the statistics do not
 // depend on how the data was read or handed in (--batch-size, DataLoader batches), nor on launch
 // sharding (ranks take whole runs); run_batch 1 makes them independent of the order too.
-// The one place batches become model runs: the CLI's calibration (analysis::ReadInOrder), the
-// public CollectStatistics(BatchStream) and the Python StatsCollector all go through RunChunker.
+// The one place batches become model runs: the CLI's calibration (analysis::ReadInOrder) and the
+// public StatisticsCollector (fed by CollectStatistics(BatchStream) and by Python) go through
+// RunChunker.
 #pragma once
 
 #include <cstdint>

@@ -1,19 +1,18 @@
 // include/quantkit/calibration.h over the internal stages (pipelines/calibration_stages.h). The
 // handles hold the internal types (pipelines/public_internal.h); this file and that header are
-// the only places that convert between them and the public, std-only structs.
+// the only places that convert between them and the public, std-only structs (the data path,
+// OpenDataSpec and the statistics collectors: public_collector.cc).
 #include "quantkit/calibration.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <deque>
 
 #include "analysis/model_loading.h"
 #include "analysis/simulate.h"
 #include "common/check.h"
 #include "data/image_options.h"
 #include "data/image_options_text.h"
-#include "data/run_chunks.h"
 #include "formats/plan_files.h"
 #include "formats/ranges.h"
 #include "onnx/export.h"
@@ -28,6 +27,7 @@ namespace {
 
 using pipelines::MakePublicPlan;
 using pipelines::MakePublicStatistics;
+using pipelines::RequireValid;
 using pipelines::ToPlacementOptions;
 
 TensorScale ToTensorScale(const quant::TensorQuant& t) {
@@ -50,149 +50,14 @@ Artifacts ArtifactsFrom(std::vector<std::string> written, const passes::PassRepo
                    static_cast<int>(inserted.Count(passes::counter::kWeightPairs))};
 }
 
+}  // namespace
+
+namespace pipelines {
+
 Status RequireValid(bool valid, const char* what) {
   QK_RETURN_IF_NOT(valid, StatusCode::kInvalidArgument, "{} is empty (default-constructed)", what);
   return Status::Ok();
 }
-
-Result<ir::DType> ToDType(ElementType type) {
-  switch (type) {
-    case ElementType::kFloat32: return ir::DType::kFloat;
-    case ElementType::kFloat16: return ir::DType::kFloat16;
-    case ElementType::kFloat64: return ir::DType::kDouble;
-    case ElementType::kInt8: return ir::DType::kInt8;
-    case ElementType::kUint8: return ir::DType::kUint8;
-    case ElementType::kInt32: return ir::DType::kInt32;
-    case ElementType::kInt64: return ir::DType::kInt64;
-    case ElementType::kBool: return ir::DType::kBool;
-  }
-  return Status(StatusCode::kInvalidArgument, "unknown element type");
-}
-
-Result<ElementType> FromDType(ir::DType dtype) {
-  for (ElementType t : {ElementType::kFloat32, ElementType::kFloat16, ElementType::kFloat64, ElementType::kInt8,
-                        ElementType::kUint8, ElementType::kInt32, ElementType::kInt64, ElementType::kBool}) {
-    if (*ToDType(t) == dtype) return t;
-  }
-  return MakeStatus(StatusCode::kUnsupported, "element type {} has no public equivalent", ir::DTypeName(dtype));
-}
-
-// Bytes of a caller's array, kept alive by the caller's handle: no copy.
-class BorrowedBuffer final : public ir::Buffer {
- public:
-  BorrowedBuffer(const void* data, size_t size, std::shared_ptr<const void> owner)
-      : data_(static_cast<const uint8_t*>(data)), size_(size), owner_(std::move(owner)) {}
-  const uint8_t* data() const override { return data_; }
-  size_t size() const override { return size_; }
-
- private:
-  const uint8_t* data_;
-  size_t size_;
-  std::shared_ptr<const void> owner_;
-};
-
-std::string ShapeText(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-// One array of a batch as an ir::Tensor over the caller's bytes, after checking it against the
-// model input (dtype, rank, fixed per-sample dims) or the label contract.
-Result<ir::Tensor> BorrowArray(const ArrayView& array, const std::string& what, ir::DType want_dtype,
-                               const std::vector<int64_t>* model_dims) {
-  QK_ASSIGN_OR_RETURN(ir::DType dtype, ToDType(array.type));
-  QK_RETURN_IF_NOT(dtype == want_dtype, StatusCode::kInvalidArgument, "{}: {} data, the model expects {}",
-                   what, ElementTypeName(array.type), ir::DTypeName(want_dtype));
-  QK_RETURN_IF_NOT(!array.shape.empty() && array.shape[0] > 0, StatusCode::kInvalidArgument,
-                   "{}: shape {} has no leading batch dimension", what, ShapeText(array.shape));
-  int64_t numel = 1;
-  for (int64_t d : array.shape) {
-    QK_RETURN_IF_NOT(d >= 0, StatusCode::kInvalidArgument, "{}: negative dimension in {}", what,
-                     ShapeText(array.shape));
-    numel *= d;
-  }
-  if (model_dims) {
-    QK_RETURN_IF_NOT(array.shape.size() == model_dims->size(), StatusCode::kInvalidArgument,
-                     "{}: shape {}, the model expects rank {} {}", what, ShapeText(array.shape),
-                     model_dims->size(), ShapeText(*model_dims));
-    for (size_t i = 1; i < array.shape.size(); ++i) {
-      QK_RETURN_IF_NOT((*model_dims)[i] < 0 || (*model_dims)[i] == array.shape[i], StatusCode::kInvalidArgument,
-                       "{}: shape {}, the model expects {} (-1: any)", what, ShapeText(array.shape),
-                       ShapeText(*model_dims));
-    }
-  }
-  QK_RETURN_IF_NOT(array.data != nullptr || numel == 0, StatusCode::kInvalidArgument, "{}: no data", what);
-  const size_t bytes = ir::StorageBytes(dtype, numel);
-  return ir::Tensor(dtype, array.shape, std::make_shared<BorrowedBuffer>(array.data, bytes, array.keep_alive), 0);
-}
-
-Result<data::Batch> ToBatch(const InputBatch& in, const std::vector<data::InputSpec>& inputs, int64_t index) {
-  const std::string where = fmt::format("batch {}", index);
-  data::Batch batch;
-  for (const auto& [name, array] : in.inputs) {
-    bool known = false;
-    for (const data::InputSpec& spec : inputs) known |= spec.name == name;
-    QK_RETURN_IF_NOT(known, StatusCode::kInvalidArgument, "{}: '{}' is not an input of the model", where, name);
-  }
-  for (const data::InputSpec& spec : inputs) {
-    auto it = in.inputs.find(spec.name);
-    QK_RETURN_IF_NOT(it != in.inputs.end(), StatusCode::kInvalidArgument, "{}: model input '{}' is missing",
-                     where, spec.name);
-    QK_ASSIGN_OR_RETURN(ir::Tensor t, BorrowArray(it->second, where + " input '" + spec.name + "'", spec.dtype,
-                                                  &spec.dims));
-    if (batch.size == 0) batch.size = t.dims()[0];
-    QK_RETURN_IF_NOT(t.dims()[0] == batch.size, StatusCode::kInvalidArgument,
-                     "{}: input '{}' has {} samples, other inputs {}", where, spec.name, t.dims()[0], batch.size);
-    batch.inputs.emplace_back(spec.name, std::move(t));
-  }
-  if (in.labels) {
-    QK_ASSIGN_OR_RETURN(ir::Tensor labels, BorrowArray(*in.labels, where + " labels", ir::DType::kInt64, nullptr));
-    QK_RETURN_IF_NOT(labels.rank() == 1 && labels.dims()[0] == batch.size, StatusCode::kInvalidArgument,
-                     "{} labels: shape {}, expected [{}]", where, ShapeText(labels.dims()), batch.size);
-    batch.labels = std::move(labels);
-  }
-  return batch;
-}
-
-// A data::Source read in order as a public stream (the CLI's data specs for library callers).
-class SourceStream final : public BatchStream {
- public:
-  SourceStream(std::unique_ptr<data::Source> source, int64_t batch_size)
-      : source_(std::move(source)), batch_size_(batch_size) {}
-  Result<std::optional<InputBatch>> Next() override {
-    if (next_ >= source_->num_samples()) return std::optional<InputBatch>();
-    const int64_t count = std::min(batch_size_, source_->num_samples() - next_);
-    QK_ASSIGN_OR_RETURN(data::Batch batch, source_->Read(next_, count));
-    next_ += count;
-    InputBatch out;
-    for (auto& [name, tensor] : batch.inputs) {
-      QK_ASSIGN_OR_RETURN(ArrayView view, View(std::move(tensor)));
-      out.inputs.emplace(name, std::move(view));
-    }
-    if (batch.labels) {
-      QK_ASSIGN_OR_RETURN(ArrayView labels, View(std::move(*batch.labels)));
-      out.labels = std::move(labels);
-    }
-    return std::optional<InputBatch>(std::move(out));
-  }
-  std::string Describe() const override { return source_->Describe(); }
-  int64_t size_hint() const override { return source_->num_samples(); }
-
- private:
-  static Result<ArrayView> View(ir::Tensor tensor) {
-    auto owned = std::make_shared<ir::Tensor>(std::move(tensor));
-    QK_ASSIGN_OR_RETURN(ElementType type, FromDType(owned->dtype()));
-    return ArrayView{type, owned->dims(), owned->data(), owned};
-  }
-  std::unique_ptr<data::Source> source_;
-  int64_t batch_size_;
-  int64_t next_ = 0;
-};
-
-}  // namespace
-
-namespace pipelines {
 
 quantkit::Plan MakePublicPlan(quant::QuantPlan plan) {
   auto impl = std::make_shared<quantkit::Plan::Impl>();
@@ -238,20 +103,6 @@ Result<formats::TrtCacheWriteOptions> ToTrtCacheOptions(const CacheOptions& cach
 
 }  // namespace pipelines
 
-const char* ElementTypeName(ElementType type) {
-  switch (type) {
-    case ElementType::kFloat32: return "float32";
-    case ElementType::kFloat16: return "float16";
-    case ElementType::kFloat64: return "float64";
-    case ElementType::kInt8: return "int8";
-    case ElementType::kUint8: return "uint8";
-    case ElementType::kInt32: return "int32";
-    case ElementType::kInt64: return "int64";
-    case ElementType::kBool: return "bool";
-  }
-  return "unknown";
-}
-
 // ---- Model -------------------------------------------------------------------------------------
 
 const std::string& Model::path() const { return impl_->loaded.path; }
@@ -295,18 +146,6 @@ Result<Sites> FindSites(const Model& model, const Placement& placement) {
         Site{s.tensor, s.consumer->name, s.input_index, s.role == quant::TensorRole::kWeight, s.axis});
   }
   return sites;
-}
-
-Result<std::unique_ptr<BatchStream>> OpenDataSpec(const Model& model, const std::string& spec,
-                                                  const DataSpecOptions& options) {
-  QK_RETURN_IF_ERROR(RequireValid(model.valid(), "model"));
-  QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument, "batch size must be positive, got {}",
-                   options.batch_size);
-  QK_ASSIGN_OR_RETURN(data::ImageOptions image, pipelines::ToImageOptions(options.image));
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
-                      data::OpenSource(spec, data::ModelInputs(*model.impl().loaded.model), image));
-  source = data::Take(std::move(source), options.samples);
-  return std::unique_ptr<BatchStream>(new SourceStream(std::move(source), options.batch_size));
 }
 
 // ---- Statistics --------------------------------------------------------------------------------
@@ -401,37 +240,6 @@ Result<Statistics> Statistics::Load(const std::vector<std::string>& paths,
   s.data_description = "statistics from";
   for (const std::string& path : paths) s.data_description += " " + path;
   s.data_fingerprint = "qkstats";
-  return MakePublicStatistics(std::move(s));
-}
-
-Result<Statistics> CollectStatistics(const Model& model, BatchStream& stream, const Sites& sites,
-                                     const CollectOptions& options) {
-  QK_RETURN_IF_ERROR(RequireValid(model.valid(), "model"));
-  QK_RETURN_IF_NOT(sites.model.valid() && &sites.model.impl() == &model.impl(), StatusCode::kInvalidArgument,
-                   "the sites were found on another model than {}", model.path());
-  const pipelines::LoadedModel& loaded = model.impl().loaded;
-  QK_ASSIGN_OR_RETURN(pipelines::CalibrationSites internal,
-                      pipelines::FindCalibrationSites(loaded, ToPlacementOptions(sites.placement)));
-  const std::vector<data::InputSpec> inputs = data::ModelInputs(*loaded.model);
-  QK_RETURN_IF_NOT(options.run_batch >= 0, StatusCode::kInvalidArgument, "run_batch must be >= 0, got {}",
-                   options.run_batch);
-  int64_t index = 0;
-  analysis::BatchReader batches = [&]() -> Result<std::optional<data::Batch>> {
-    QK_ASSIGN_OR_RETURN(std::optional<InputBatch> in, stream.Next());
-    if (!in) return std::optional<data::Batch>();
-    QK_ASSIGN_OR_RETURN(data::Batch batch, ToBatch(*in, inputs, index++));
-    return std::optional<data::Batch>(std::move(batch));
-  };
-  // Runs as the CLI's calibration cuts them (data/run_chunks.h), whatever the stream's batches.
-  const int64_t run_batch = pipelines::CalibrationRunBatch(
-      inputs, options.run_batch > 0 ? std::optional<int64_t>(options.run_batch) : std::nullopt);
-  const analysis::BatchReader next = analysis::InRuns(batches, data::RunChunker(run_batch, inputs));
-  analysis::PassOptions pass;
-  pass.progress = options.progress;
-  QK_ASSIGN_OR_RETURN(pipelines::Statistics s,
-                      pipelines::CollectStatistics(loaded, next, stream.size_hint(), internal, pass));
-  s.data_description = stream.Describe();
-  s.data_fingerprint = "stream: " + stream.Describe();
   return MakePublicStatistics(std::move(s));
 }
 

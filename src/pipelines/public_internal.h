@@ -1,7 +1,6 @@
 // The public API's handles over the internal types, and the conversions of its option structs:
-// shared by the public API's implementation files (public_calibration.cc, public_pipelines.cc)
-// and the one binding that still feeds internal statistics in (python/src/bind_collector.cc).
-// Not part of the public API. Each public option is converted to its internal form here, once.
+// shared by the public API's implementation files (public_calibration.cc, public_collector.cc,
+// public_pipelines.cc). Not part of the public API. Each public option is converted to its internal form here, once.
 #pragma once
 
 #include "data/image_options.h"
@@ -27,6 +26,8 @@ struct Plan::Impl {
 
 namespace pipelines {
 
+// kInvalidArgument "<what> is empty (default-constructed)" unless `valid`.
+Status RequireValid(bool valid, const char* what);
 quantkit::Plan MakePublicPlan(quant::QuantPlan plan);
 quantkit::Statistics MakePublicStatistics(Statistics statistics);
 

@@ -22,6 +22,12 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="session")
+def quantkit_cli():
+    """run_cli: the built `quantkit` command, for tests that compare with it."""
+    return run_cli
+
+
+@pytest.fixture(scope="session")
 def model() -> str:
     return str(MODEL)
 

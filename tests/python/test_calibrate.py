@@ -10,6 +10,7 @@ import onnx
 import pytest
 
 import quantkit
+from quantkit import _core
 
 ARTIFACTS = ["model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"]
 
@@ -48,6 +49,47 @@ def test_dataloader_gives_the_cli_artifacts(model, calib_array, cli_entropy, tmp
     assert plan.report.samples == len(calib_array)
     assert "DataLoader" in plan.provenance["data_description"]
     assert plan.num_quantized > 0 and plan.scales
+
+
+class ArrayReader:
+    """An onnxruntime-style CalibrationDataReader: get_next() gives {"input": rows} of `batch` rows."""
+
+    def __init__(self, array, batch):
+        self.it = iter(array[i:i + batch] for i in range(0, len(array), batch))
+
+    def get_next(self):
+        x = next(self.it, None)
+        return None if x is None else {"input": x}
+
+
+def test_run_batch_gives_the_cli_bytes_at_that_run_batch(model, calib_array, calib_dir, quantkit_cli, tmp_path):
+    """run_batch is the CLI's --run-batch: at run_batch=1, readers of batches of 1 and of 32 give
+    the bytes of `quantkit calibrate --run-batch 1`, and so does the data spec."""
+    cli = tmp_path / "cli"
+    spec = f"input={calib_dir / 'input.npy'}"
+    quantkit_cli("calibrate", model, "--data", spec, "--method", "entropy", "--batch-size", "32",
+            "--run-batch", "1", "-o", str(cli), "-q")
+    for batch in (1, 32):
+        out = tmp_path / f"reader{batch}"
+        plan = quantkit.calibrate(model, ArrayReader(calib_array, batch), method="entropy", output_dir=out,
+                                  progress=False, run_batch=1)
+        assert_same_as_cli(out, cli)
+        assert plan.report.samples == len(calib_array)
+    quantkit.calibrate(model, spec, method="entropy", output_dir=tmp_path / "spec", progress=False, run_batch=1)
+    assert_same_as_cli(tmp_path / "spec", cli)
+    assert _core.StatsCollector(model, [], True, 0, False, 1).run_batch == 1
+    assert _core.StatsCollector(model, [], True, 0, False).run_batch in (8, 128)  # the CLI's CPU / GPU default
+
+
+@pytest.mark.parametrize("run_batch", [0, -3, 2.5])
+def test_run_batch_must_be_positive(model, calib_array, calib_dir, tmp_path, run_batch):
+    for data in (ArrayReader(calib_array, 32), f"input={calib_dir / 'input.npy'}"):
+        with pytest.raises(quantkit.InvalidArgumentError, match="run_batch") as info:
+            quantkit.calibrate(model, data, output_dir=tmp_path / "out", progress=False, run_batch=run_batch)
+        assert isinstance(info.value, ValueError) and info.value.exit_code == 2
+        with pytest.raises(ValueError, match="run_batch"):
+            quantkit.Statistics.collect(model, data, progress=False, run_batch=run_batch)
+    assert not (tmp_path / "out").exists()
 
 
 # The model runs on the CLI's runs (data/run_chunks.h: cut at multiples of the run batch in sample

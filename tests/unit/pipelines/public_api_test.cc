@@ -139,6 +139,76 @@ TEST(PublicApi, StreamStatisticsDoNotDependOnTheCallersBatching) {
   EXPECT_EQ(a->Serialize(), b->Serialize());
 }
 
+// The push collector is the pull one's engine: the same batches observed one by one give the
+// stream's bytes; samples that do not fill a run wait for Finish(); arrays of the model's layout
+// are read in place; a finished pass and a spec mixed with batches are refused.
+TEST(PublicApi, StatisticsCollectorIsFedBatchByBatch) {
+  const uint32_t seed = 1415;
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  Calibrated c = Load();
+  auto batches = MakeBatches({5, 3, 8, 1}, seed);
+  VectorStream stream(batches, c.input);
+  auto pulled = CollectStatistics(c.model, stream, c.sites);
+  ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();
+
+  CollectOptions options;
+  options.run_batch = 4;
+  VectorStream again(batches, c.input);
+  auto pulled4 = CollectStatistics(c.model, again, c.sites, options);
+  ASSERT_TRUE(pulled4.ok()) << pulled4.status().ToString();
+
+  for (int64_t run_batch : {int64_t{0}, int64_t{4}}) {
+    SCOPED_TRACE(testing::Message() << "run_batch " << run_batch);
+    options.run_batch = run_batch;
+    auto collector = StatisticsCollector::Create(c.model, c.sites, options);
+    ASSERT_TRUE(collector.ok()) << collector.status().ToString();
+    EXPECT_EQ(collector->input_names(), c.model.input_names());
+    EXPECT_EQ(collector->run_batch(), run_batch == 0 ? 8 : run_batch);
+    VectorStream source(batches, c.input);
+    while (true) {
+      auto batch = source.Next();
+      ASSERT_TRUE(batch.ok());
+      if (!*batch) break;
+      if (collector->batches() == 0) {  // the caller's memory, not a copy
+        auto conformed = collector->Conform(**batch);
+        ASSERT_TRUE(conformed.ok()) << conformed.status().ToString();
+        EXPECT_EQ(conformed->inputs.at(c.input).data, (*batch)->inputs.at(c.input).data);
+      }
+      ASSERT_TRUE(collector->Observe(**batch).ok());
+    }
+    EXPECT_EQ(collector->samples(), 17);
+    EXPECT_EQ(collector->batches(), 4);
+    auto stats = collector->Finish("test vectors");
+    ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+    EXPECT_EQ(stats->Serialize(), (run_batch == 0 ? pulled : pulled4)->Serialize());
+    EXPECT_EQ(stats->samples(), 17);
+    EXPECT_EQ(stats->data_description(), "test vectors (17 samples in 4 batches)");
+    EXPECT_EQ(stats->data_fingerprint().rfind("sha256:", 0), 0u) << stats->data_fingerprint();
+    EXPECT_FALSE(collector->Finish("again").ok());
+    EXPECT_FALSE(collector->Observe(InputBatch{}).ok());
+  }
+
+  // Checks name the batch; the CLI's messages.
+  auto collector = StatisticsCollector::Create(c.model, c.sites);
+  ASSERT_TRUE(collector.ok());
+  VectorStream wrong_name(MakeBatches({2}, 1), "x");
+  Status bad = collector->Observe(**wrong_name.Next());
+  EXPECT_NE(
+      bad.message().find("batch 0: 'x' is not an input of the model (inputs: " + c.input + ")"),
+      std::string::npos)
+      << bad.message();
+  // A data spec is read whole, never mixed with batches.
+  VectorStream one(MakeBatches({2}, 2), c.input);
+  ASSERT_TRUE(collector->Observe(**one.Next()).ok());
+  Status mixed = collector->ObserveDataSpec("fashion-mnist:calib");
+  EXPECT_EQ(mixed.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mixed.message().find("read whole"), std::string::npos) << mixed.message();
+
+  options.run_batch = -1;
+  EXPECT_EQ(StatisticsCollector::Create(c.model, c.sites, options).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(PublicApi, WriteArtifactsAndReadThePlanBack) {
   Calibrated c = Load();
   VectorStream stream(MakeBatches({4, 4}, 7), c.input);
