@@ -14,8 +14,10 @@ DEB_PACKAGES=(
   libclang-rt-14-dev
   libtorch-dev libgloo-dev libonnx-dev libprotobuf-dev protobuf-compiler
   # ATen's convolutions and matmuls call libblas.so.3; Debian's default is the reference BLAS,
-  # 3-30x slower. OpenBLAS takes over the libblas.so.3 alternative (measured in bench/).
-  libopenblas0-pthread
+  # 3-30x slower. OpenBLAS takes over the libblas.so.3 alternative (measured in bench/), in its
+  # OpenMP build: it shares libgomp's thread pool with ATen, where the pthread build runs a pool of
+  # its own beside ATen's (both spin on 2 cores: vit_b_16 eval 1.5x slower; docs/performance.md 9).
+  libopenblas0-openmp
   libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libzip-dev
   zlib1g-dev libssl-dev libpng-dev libjpeg-dev
   python3 python3-venv python3-pip python3-numpy python3-torch python3-torchvision
@@ -38,6 +40,22 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# A machine that also has OpenBLAS's pthread build (an earlier setup installed it) keeps that one
+# (higher priority) behind libblas.so.3, liblapack.so.3 and libopenblas.so.0: select the OpenMP
+# build for all three, once, and say so (two OpenBLAS copies in one process would each keep a pool).
+ARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
+  alt=$lib-$ARCH
+  want=$(update-alternatives --list "$alt" 2>/dev/null | grep /openblas-openmp/ || true)
+  have=$(update-alternatives --query "$alt" 2>/dev/null | sed -n 's/^Value: //p')
+  if [[ -n $want && $have != "$want" ]]; then
+    echo "setup: selecting OpenBLAS's OpenMP build for $lib ($want)"
+    SUDO=""
+    if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+    $SUDO update-alternatives --quiet --set "$alt" "$want"
+  fi
+done
 
 # The venv uses Debian's interpreter so that python3-torch (a Debian package) is importable.
 PY=/usr/bin/python3
