@@ -10,6 +10,7 @@
 #include "common/check.h"
 #include "common/progress.h"
 #include "data/prefetch.h"
+#include "runtime/device.h"
 
 namespace quantkit::analysis {
 
@@ -106,6 +107,11 @@ BatchReader ReadInOrder(const data::Source& source, const PassOptions& options) 
     state->pending.pop_front();
     return std::optional<data::Batch>(std::move(batch));
   };
+}
+
+int64_t CalibrationRunBatch(const std::vector<data::InputSpec>& inputs, std::optional<int64_t> requested) {
+  constexpr int64_t kCpuRunBatch = 8, kGpuRunBatch = 128;
+  return data::RunBatchFor(inputs, requested.value_or(runtime::DefaultDevice().is_cuda() ? kGpuRunBatch : kCpuRunBatch));
 }
 
 int64_t ReadBatchSize(int64_t batch_size, int64_t run_batch) {

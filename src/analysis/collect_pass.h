@@ -79,6 +79,12 @@ using BatchReader = std::function<Result<std::optional<data::Batch>>()>;
 // down, at least run_batch), never straddling a multiple of options.chunk_size when it is set.
 BatchReader ReadInOrder(const data::Source& source, const PassOptions& options);
 
+// Samples per model run for collecting statistics on a model with `inputs` (data/run_chunks.h):
+// `requested`, or 8 on the CPU (convolutions reach their per-sample speed by then;
+// docs/performance.md) and 128 on a GPU (one kernel launch per op per run); 1 where runs cannot
+// be stacked. calibrate and diagnose use it.
+int64_t CalibrationRunBatch(const std::vector<data::InputSpec>& inputs, std::optional<int64_t> requested);
+
 // The samples read at a time for `batch_size` when the model runs on runs of `run_batch` (0: any).
 int64_t ReadBatchSize(int64_t batch_size, int64_t run_batch);
 

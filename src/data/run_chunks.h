@@ -31,11 +31,14 @@ int64_t RunBatchFor(const std::vector<InputSpec>& inputs, int64_t requested);
 // with run_batch 1, by RunBatchFor). Labels follow their rows.
 class RunChunker {
  public:
-  RunChunker(int64_t run_batch, std::vector<InputSpec> inputs);
+  // chunk_size > 0: the grid of runs restarts at every multiple of chunk_size (diagnose's
+  // chunks, each with statistics of its own): no run straddles a chunk, and a chunk's runs do not
+  // depend on where the stream started, as long as it started at a chunk boundary.
+  RunChunker(int64_t run_batch, std::vector<InputSpec> inputs, int64_t chunk_size = 0);
 
   // The runs completed by the samples of `batch`, in order.
   std::vector<Batch> Add(const Batch& batch);
-  // The samples left over (fewer than run_batch) as one run; nullopt when there are none.
+  // The samples left over (a shorter run) as one run; nullopt when there are none.
   std::optional<Batch> Finish();
 
   int64_t run_batch() const { return run_batch_; }
@@ -47,10 +50,12 @@ class RunChunker {
   };
   Batch Stack();  // the pending rows as one run; clears them
 
-  int64_t run_batch_;
+  int64_t run_batch_, chunk_size_;
   std::vector<InputSpec> inputs_;
   std::vector<Piece> pending_;
   int64_t pending_rows_ = 0;
+  int64_t position_ = 0;  // samples added so far
+  int64_t target_ = 0;    // size of the run being gathered (run_batch, or less before a chunk end)
 };
 
 }  // namespace quantkit::data

@@ -45,7 +45,7 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   statistics->samples = result->samples = source->num_samples();
   // Shards hold whole reads, which hold whole runs (data/run_chunks.h), so every rank runs the
   // model on exactly the runs one process would.
-  const int64_t run_batch = CalibrationRunBatch(inputs, options.run_batch);
+  const int64_t run_batch = analysis::CalibrationRunBatch(inputs, options.run_batch);
   analysis::PassOptions pass;
   pass.batch_size = options.batch_size;
   pass.run_batch = run_batch;

@@ -40,7 +40,7 @@ struct CalibrateOptions {
   int64_t batch_size = 32;
   // Samples per model run (data/run_chunks.h): runs cut at multiples of it in sample order, so
   // the statistics do not depend on batch_size or the launch size; 1 also makes them independent
-  // of the order. Unset: the device's default (CalibrationRunBatch). Models whose runs cannot be stacked
+  // of the order. Unset: the device's default (analysis::CalibrationRunBatch). Models whose runs cannot be stacked
   // (state inputs, varying sample shapes) run one sample at a time (data::RunBatchFor).
   std::optional<int64_t> run_batch;
   quant::MethodRequest method; // default: max

@@ -16,7 +16,6 @@
 #include "passes/apply_plan.h"
 #include "quant/method_amax.h"
 #include "quantkit/version.h"
-#include "runtime/device.h"
 #include "runtime/interpreter.h"
 
 namespace quantkit::pipelines {
@@ -47,11 +46,6 @@ Result<CalibrationSites> FindCalibrationSites(const LoadedModel& model,
   s.activations = passes::ActivationTensors(s.sites);
   for (const passes::QdqSite& site : s.sites) s.consumer_op.emplace(site.tensor, site.consumer->op_type());
   return s;
-}
-
-int64_t CalibrationRunBatch(const std::vector<data::InputSpec>& inputs, std::optional<int64_t> requested) {
-  constexpr int64_t kCpuRunBatch = 8, kGpuRunBatch = 128;
-  return data::RunBatchFor(inputs, requested.value_or(runtime::DefaultDevice().is_cuda() ? kGpuRunBatch : kCpuRunBatch));
 }
 
 Result<Statistics> CollectStatistics(const LoadedModel& model, const analysis::BatchReader& next,

@@ -64,11 +64,6 @@ struct Statistics {
 // What the collectors keep: histograms (any method) or the range only (max; no histogram work).
 enum class CollectorKind { kHistogram, kRangeOnly };
 
-// Samples per model run for calibrating a model with `inputs` (data/run_chunks.h): `requested`,
-// or 8 on the CPU (convolutions reach their per-sample speed by then; docs/performance.md) and
-// 128 on a GPU (one kernel launch per op per run); 1 where runs cannot be stacked.
-int64_t CalibrationRunBatch(const std::vector<data::InputSpec>& inputs, std::optional<int64_t> requested);
-
 // One pass: runs the model on each batch of `next` (calibration: analysis::InRuns) until it
 // returns std::nullopt. `size_hint` (-1: unknown)
 // sizes the progress bar.

@@ -315,7 +315,7 @@ Result<StatisticsCollector> StatisticsCollector::Create(const Model& model,
   impl->observer = std::make_unique<analysis::CollectingObserver>(&impl->result.stats.tensors);
   // Runs as the CLI's calibration cuts them (data/run_chunks.h), whatever the caller's batches.
   impl->chunker = std::make_unique<data::RunChunker>(
-      pipelines::CalibrationRunBatch(impl->inputs, options.run_batch > 0
+      analysis::CalibrationRunBatch(impl->inputs, options.run_batch > 0
                                                        ? std::optional<int64_t>(options.run_batch)
                                                        : std::nullopt),
       impl->inputs);

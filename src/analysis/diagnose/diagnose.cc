@@ -229,8 +229,12 @@ Status CollectShard(const DiagnoseOptions& o, const runtime::Communicator& comm,
   for (CollectorMap& c : part->chunks) {
     for (const std::string& a : setup->activations) c.emplace(a, quant::TensorCollector());
   }
-  // Shards on chunk boundaries: every chunk is one rank's (and batches restart at each).
+  // Shards on chunk boundaries: every chunk is one rank's (and runs restart at each).
   r->shard = data::ShardOf(n, comm.rank(), comm.world_size(), /*granule=*/k);
+  // The model runs on calibration's runs (data/run_chunks.h), restarting at every chunk: the
+  // statistics depend on the sample index only, not on --batch-size or the ranks.
+  const std::vector<data::InputSpec> inputs = data::ModelInputs(model);
+  const int64_t run_batch = CalibrationRunBatch(inputs, std::nullopt);
   part->first_chunk = static_cast<int>(r->shard.begin / k);
   part->end_chunk = static_cast<int>((r->shard.end + k - 1) / k);
   if (comm.world_size() > 1) source = data::Slice(std::move(source), r->shard);
@@ -238,6 +242,7 @@ Status CollectShard(const DiagnoseOptions& o, const runtime::Communicator& comm,
   ChannelObserver channels(&part->chunks[0], &part->channels);
   PassOptions pass;
   pass.batch_size = o.batch_size;
+  pass.run_batch = run_batch;
   pass.chunk_size = k;
   pass.label = "diagnose";
   pass.progress = o.progress && comm.is_root();
@@ -249,16 +254,19 @@ Status CollectShard(const DiagnoseOptions& o, const runtime::Communicator& comm,
   };
   const auto start = std::chrono::steady_clock::now();
   if (source->num_samples() > 0) {
-    QK_RETURN_IF_ERROR(RunPass(*setup->interp, *source, pass, {&observer, &channels}, hooks));
+    QK_RETURN_IF_ERROR(RunBatches(*setup->interp,
+                                  InRuns(ReadInOrder(*source, pass), data::RunChunker(run_batch, inputs, k)),
+                                  source->num_samples(), pass, {&observer, &channels}, hooks)
+                           .status());
   }
   if (!o.reference_data.empty()) {
     QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> ref, Open(o.reference_data, model, o.reference_samples));
     r->reference = ref->Describe();
     r->reference_samples = ref->num_samples();
     for (const std::string& a : setup->activations) part->reference.emplace(a, quant::TensorCollector());
-    // Whole batches as one process runs them.
+    // Whole reads, so whole runs, as one process runs them.
     const data::ShardRange shard = data::ShardOf(ref->num_samples(), comm.rank(), comm.world_size(),
-                                                 data::EffectiveBatchSize(*ref, o.batch_size));
+                                                 ReadBatchSize(data::EffectiveBatchSize(*ref, o.batch_size), run_batch));
     if (comm.world_size() > 1) ref = data::Slice(std::move(ref), shard);
     CollectingObserver ref_observer(&part->reference);
     PassOptions rp = pass;
@@ -268,7 +276,11 @@ Status CollectShard(const DiagnoseOptions& o, const runtime::Communicator& comm,
     rh.before_run = [&](int64_t, const data::Batch& batch) {
       return AddInputs(setup->batch_first, batch, &part->reference_inputs);
     };
-    if (ref->num_samples() > 0) QK_RETURN_IF_ERROR(RunPass(*setup->interp, *ref, rp, {&ref_observer}, rh));
+    if (ref->num_samples() > 0) {
+      QK_RETURN_IF_ERROR(RunBatches(*setup->interp, InRuns(ReadInOrder(*ref, rp), data::RunChunker(run_batch, inputs)),
+                                    ref->num_samples(), rp, {&ref_observer}, rh)
+                             .status());
+    }
   }
   r->collect_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();

@@ -339,8 +339,10 @@ def check_faults(d, plan):
     assert not os.path.exists(os.path.join(out, "report.json"))
     shutil.rmtree(out, ignore_errors=True)
     # b. A killed rank: the survivor stops within the bound and names it.
-    slow = ["calibrate", MODEL, "--data", "fashion-mnist:calib", "--samples", "1024", "--batch-size", "8",
-            "-o", out, "-q", "--dist-timeout", str(DIST_TIMEOUT_S)]
+    # Long enough to be killed mid-work: runs of 8 calibrate 1024 samples in ~0.3 s, so one sample
+    # per run over 16384 samples (about 4 s per rank at one thread).
+    slow = ["calibrate", MODEL, "--data", "fashion-mnist:train", "--samples", "16384", "--batch-size", "64",
+            "--run-batch", "1", "-o", out, "-q", "--dist-timeout", str(DIST_TIMEOUT_S)]
     procs, port = spawn_ranks(2, slow)
     deadline = time.monotonic() + FAULT_BOUND_S
     while not connected_to(procs[1].pid, port):  # rank 1 has joined: kill it mid-work

@@ -51,10 +51,11 @@ std::vector<int64_t> Indices(const Batch& run) {
   return out;
 }
 
-std::vector<std::vector<int64_t>> Cut(int64_t run_batch, const std::vector<int64_t>& batch_sizes) {
-  RunChunker chunker(run_batch, {Spec("x", {-1, 2})});
+std::vector<std::vector<int64_t>> Cut(int64_t run_batch, const std::vector<int64_t>& batch_sizes,
+                                      int64_t chunk_size = 0, int64_t first = 0) {
+  RunChunker chunker(run_batch, {Spec("x", {-1, 2})}, chunk_size);
   std::vector<std::vector<int64_t>> runs;
-  int64_t start = 0;
+  int64_t start = first;
   for (int64_t size : batch_sizes) {
     for (const Batch& run : chunker.Add(Samples(start, size))) runs.push_back(Indices(run));
     start += size;
@@ -83,6 +84,18 @@ TEST(RunChunker, RunsDependOnTheSampleIndexOnly) {
   }
   EXPECT_EQ(Cut(8, {8, 8}), (std::vector<std::vector<int64_t>>{Range(0, 8), Range(8, 16)}));
   EXPECT_EQ(Cut(1, {2, 1}), (std::vector<std::vector<int64_t>>{{0}, {1}, {2}}));
+}
+
+// diagnose: runs restart at every chunk (statistics per chunk), and a rank whose shard starts at
+// a chunk boundary cuts its chunks exactly as one process does.
+TEST(RunChunker, RunsRestartAtEveryChunk) {
+  const std::vector<std::vector<int64_t>> expected = {Range(0, 4),   Range(4, 8),   Range(8, 10), Range(10, 14),
+                                                      Range(14, 18), Range(18, 20), Range(20, 23)};
+  EXPECT_EQ(Cut(4, {7, 9, 7}, 10), expected);
+  EXPECT_EQ(Cut(4, {23}, 10), expected);
+  EXPECT_EQ(Cut(4, {1, 2, 20}, 10), expected);
+  EXPECT_EQ(Cut(4, {5, 8}, 10, /*first=*/10),
+            (std::vector<std::vector<int64_t>>{Range(10, 14), Range(14, 18), Range(18, 20), Range(20, 23)}));
 }
 
 TEST(RunChunker, RunsInsideOneBatchAreViewsAndStraddlingRunsAreCopies) {
