@@ -144,6 +144,11 @@ BatchReader InRuns(BatchReader next, data::RunChunker chunker) {
   };
 }
 
+BatchReader ReadRuns(const data::Source& source, const PassOptions& options,
+                     const std::vector<data::InputSpec>& inputs) {
+  return InRuns(ReadInOrder(source, options), data::RunChunker(options.run_batch, inputs, options.chunk_size));
+}
+
 Result<int64_t> RunBatches(const runtime::Interpreter& interpreter, const BatchReader& next,
                            int64_t size_hint, const PassOptions& options,
                            const std::vector<runtime::Observer*>& observers, const PassHooks& hooks) {

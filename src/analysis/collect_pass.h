@@ -88,6 +88,11 @@ int64_t CalibrationRunBatch(const std::vector<data::InputSpec>& inputs, std::opt
 // The samples read at a time for `batch_size` when the model runs on runs of `run_batch` (0: any).
 int64_t ReadBatchSize(int64_t batch_size, int64_t run_batch);
 
+// ReadInOrder(source, options) cut into runs of options.run_batch (> 0) that restart at every
+// options.chunk_size (RunChunker): the one way a data::Source feeds calibration and diagnose.
+BatchReader ReadRuns(const data::Source& source, const PassOptions& options,
+                     const std::vector<data::InputSpec>& inputs);
+
 // The batches of `next` re-cut into model runs by `chunker` (data/run_chunks.h): the runs depend
 // on the sample index only, not on how `next` batches the data.
 BatchReader InRuns(BatchReader next, data::RunChunker chunker);

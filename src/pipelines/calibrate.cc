@@ -24,7 +24,6 @@
 #include "runtime/device.h"
 
 namespace quantkit::pipelines {
-
 namespace {
 
 namespace fs = std::filesystem;
@@ -65,8 +64,7 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   pass.progress = options.progress && comm.is_root();
   QK_ASSIGN_OR_RETURN(Statistics shard,
                       CollectStatistics(loaded,
-                                        analysis::InRuns(analysis::ReadInOrder(*source, pass),
-                                                         data::RunChunker(run_batch, inputs)),
+                                        analysis::ReadRuns(*source, pass, inputs),
                                         source->num_samples(), sites, pass, kind));
   statistics->stats = std::move(shard.stats);
   result->rank.work_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -365,8 +365,7 @@ Status StatisticsCollector::ObserveDataSpec(const std::string& spec,
   pass.progress = s.show_progress;  // RunBatches draws the bar of a spec; ours stays silent
   s.progress->set_enabled(false);
   // The CLI's reads and runs (pipelines/calibrate.cc CollectShard).
-  const analysis::BatchReader runs = analysis::InRuns(analysis::ReadInOrder(*source, pass),
-                                                      data::RunChunker(pass.run_batch, s.inputs));
+  const analysis::BatchReader runs = analysis::ReadRuns(*source, pass, s.inputs);
   QK_ASSIGN_OR_RETURN(
       s.result.samples,
       analysis::RunBatches(*s.interpreter, runs, source->num_samples(), pass, {s.observer.get()}));

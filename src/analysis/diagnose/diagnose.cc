@@ -255,7 +255,7 @@ Status CollectShard(const DiagnoseOptions& o, const runtime::Communicator& comm,
   const auto start = std::chrono::steady_clock::now();
   if (source->num_samples() > 0) {
     QK_RETURN_IF_ERROR(RunBatches(*setup->interp,
-                                  InRuns(ReadInOrder(*source, pass), data::RunChunker(run_batch, inputs, k)),
+                                  ReadRuns(*source, pass, inputs),
                                   source->num_samples(), pass, {&observer, &channels}, hooks)
                            .status());
   }
@@ -277,7 +277,7 @@ Status CollectShard(const DiagnoseOptions& o, const runtime::Communicator& comm,
       return AddInputs(setup->batch_first, batch, &part->reference_inputs);
     };
     if (ref->num_samples() > 0) {
-      QK_RETURN_IF_ERROR(RunBatches(*setup->interp, InRuns(ReadInOrder(*ref, rp), data::RunChunker(run_batch, inputs)),
+      QK_RETURN_IF_ERROR(RunBatches(*setup->interp, ReadRuns(*ref, rp, inputs),
                                     ref->num_samples(), rp, {&ref_observer}, rh)
                              .status());
     }
