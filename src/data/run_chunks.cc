@@ -130,7 +130,9 @@ Batch RunChunker::Stack() {
     const Batch& first = pending_.front().batch;
     out.size = pending_rows_;
     for (size_t i = 0; i < first.inputs.size(); ++i) {
-      const auto& [name, tensor] = first.inputs[i];
+      // Named references, not a structured binding: C++17 lambdas cannot capture bindings (clang).
+      const std::string& name = first.inputs[i].first;
+      const ir::Tensor& tensor = first.inputs[i].second;
       if (!BatchedOnLeadingAxis(inputs_, name) || !OnLeadingAxis(tensor, first.size)) {
         out.inputs.emplace_back(name,
                                 tensor);  // unbatched: RunBatchFor keeps such models at run_batch 1
