@@ -9,6 +9,7 @@
 #include "ir/scopes.h"
 #include "passes/extract_qdq.h"
 #include "passes/fold_weight_qdq.h"
+#include "passes/fuse_activation_qdq.h"
 
 namespace quantkit::analysis {
 
@@ -56,7 +57,8 @@ Result<ir::Model> BuildSimulationModel(const ir::Model& float_model, const quant
   quant::QuantPlan filled = plan;
   const passes::ApplyPlan apply(&filled, options);
   const passes::FoldWeightQdq fold_weights;
-  QK_RETURN_IF_ERROR(passes::RunPasses(model, {&apply, &fold_weights}));
+  const passes::FuseActivationQdq fuse_activations;
+  QK_RETURN_IF_ERROR(passes::RunPasses(model, {&apply, &fold_weights, &fuse_activations}));
   return model;
 }
 

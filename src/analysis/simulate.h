@@ -8,7 +8,8 @@
 // (passes/apply_plan.h) and running it makes "simulation == exported Q/DQ ONNX in onnxruntime"
 // true by construction; the only difference is that weight Q/DQ pairs are folded into
 // fake-quantized initializers once at setup (same float values, computed with quant/params.h),
-// so a run pays only for activation fake quantization.
+// so a run pays only for activation fake quantization, and each activation pair runs as one
+// com.quantkit::FakeQuantizeLinear (passes/fuse_activation_qdq.h: the same bits in one pass).
 #pragma once
 
 #include <string>
@@ -36,7 +37,8 @@ Result<quant::QuantPlan> ReadPlanFile(const std::string& path);
 Result<std::vector<std::string>> UnmatchedPlanTensors(const ir::Graph& graph, const quant::QuantPlan& plan,
                                                       const std::string& model_name);
 
-// Load + passes::ApplyPlan + passes::FoldWeightQdq: the model a simulation runs.
+// Load + passes::ApplyPlan + passes::FoldWeightQdq + passes::FuseActivationQdq: the model a
+// simulation runs.
 Result<ir::Model> BuildSimulationModel(const std::string& float_model_path, const quant::QuantPlan& plan,
                                        const SimulationOptions& options);
 

@@ -14,6 +14,7 @@
 #include <c10/core/InferenceMode.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
@@ -74,6 +75,9 @@ class SubgraphPlan {
     std::vector<int> inputs;   // -1: omitted optional input
     std::vector<int> outputs;  // -1: omitted optional output
     std::vector<int> free_after;
+    // Per input: its slot is read last by this step (and only once), so the step receives the
+    // slot's own reference instead of a copy (kernel.h: a kernel may reuse such a buffer).
+    std::vector<bool> hand_over;
     std::string where;
   };
 
@@ -216,6 +220,16 @@ class PlanBuilder {
         plan->is_free_at_start[s] = true;
       }
     }
+    for (size_t i = 0; i < plan->steps.size(); ++i) {
+      SubgraphPlan::Step& step = plan->steps[i];
+      step.hand_over.assign(step.inputs.size(), false);
+      for (size_t j = 0; j < step.inputs.size(); ++j) {
+        const int s = step.inputs[j];
+        if (s < 0 || keep[s] || last_use[s] != static_cast<int>(i)) continue;
+        step.hand_over[j] = std::count(step.inputs.begin(), step.inputs.end(), s) == 1 &&
+                            std::count(implicit_inputs[i].begin(), implicit_inputs[i].end(), s) == 0;
+      }
+    }
     return plan;
   }
 
@@ -327,7 +341,7 @@ void Execute(Frame& frame, RunState* state) {
                                  fmt::format("{}: input '{}' has no value (not fed or not produced)",
                                              step.where, plan.slot_names[s]))};
       }
-      inputs[j] = frame.slots[s];
+      inputs[j] = step.hand_over[j] ? std::move(frame.slots[s]) : frame.slots[s];
     }
     std::vector<at::Tensor> outputs;
     frame.where = &step.where;

@@ -69,6 +69,12 @@ class Kernel {
 using KernelPtr = std::unique_ptr<Kernel>;
 
 // Inputs of one node execution; an omitted optional input is an undefined at::Tensor.
+//
+// An input that this node reads last (and once) is handed over: the context then holds the only
+// reference the interpreter had, and when in(i).use_count() == 1 and its storage has no other
+// owner, the kernel may write its output into that buffer. Observers have already seen the value
+// (they are called when it is produced). A buffer ATen did not allocate (a fed tensor wrapping
+// the caller's memory: storage not resizable) must never be written.
 class KernelContext {
  public:
   KernelContext(const std::vector<at::Tensor>& inputs, size_t num_outputs, void* frame)

@@ -6,11 +6,9 @@
 // float8 have no ATen 1.13 dtype).
 #include <ATen/Parallel.h>
 
-#include <algorithm>
-#include <cmath>
-
 #include "runtime/kernel.h"
 #include "runtime/ops/ops.h"
+#include "runtime/ops/quant_loops.h"
 
 namespace quantkit::runtime {
 namespace {
@@ -34,9 +32,11 @@ at::Tensor Align(const at::Tensor& s, const at::Tensor& x, int64_t axis, int64_t
 }
 
 // --- per-tensor fast paths (the fake quantization of every simulated activation) ---
-// One fused pass instead of five ATen passes and temporaries, with the same float operations in
-// the same order (divide, round half to even, add the zero point in float, clamp, truncate), so
-// the results are bit-identical to the general path below.
+// One vectorized pass (quant_loops.h) instead of five ATen passes and temporaries, with the same
+// float operations in the same order, so the results are bit-identical to the general path below.
+
+// Elements per parallel_for task: large enough that a task outweighs its scheduling.
+constexpr int64_t kGrain = int64_t{1} << 15;
 
 bool IsScalarOf(const at::Tensor& t, at::ScalarType type) {
   return t.defined() && t.numel() == 1 && t.scalar_type() == type;
@@ -50,32 +50,101 @@ at::Tensor DenseInEitherOrder(const at::Tensor& t) {
   return t.is_contiguous() || channels_last ? t : t.contiguous();
 }
 
-template <typename Q>
 at::Tensor QuantizePerTensor(const at::Tensor& x_in, float scale, float zp, float lo, float hi,
                              at::ScalarType qt) {
   const at::Tensor x = DenseInEitherOrder(x_in);
   at::Tensor q = at::empty_like(x, x.options().dtype(qt));  // same memory order as x
   const float* src = x.data_ptr<float>();
-  Q* dst = q.data_ptr<Q>();
-  at::parallel_for(0, x.numel(), int64_t{1} << 15, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const float v = std::nearbyint(src[i] / scale) + zp;
-      dst[i] = static_cast<Q>(static_cast<int32_t>(std::min(std::max(v, lo), hi)));
+  void* dst = q.data_ptr();
+  at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    if (qt == at::kChar) {
+      quant_loops::QuantizeToInt8(src + begin, static_cast<int8_t*>(dst) + begin, end - begin, scale, zp, lo, hi);
+    } else {
+      quant_loops::QuantizeToUint8(src + begin, static_cast<uint8_t*>(dst) + begin, end - begin, scale, zp, lo, hi);
     }
   });
   return q;
 }
 
-template <typename Q>
 at::Tensor DequantizePerTensor(const at::Tensor& q_in, float scale, int32_t zp) {
   const at::Tensor q = DenseInEitherOrder(q_in);
   at::Tensor r = at::empty_like(q, q.options().dtype(at::kFloat));  // same memory order as q
-  const Q* src = q.data_ptr<Q>();
+  const void* src = q.data_ptr();
   float* dst = r.data_ptr<float>();
-  at::parallel_for(0, q.numel(), int64_t{1} << 15, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) dst[i] = static_cast<float>(static_cast<int32_t>(src[i]) - zp) * scale;
+  const bool int8 = q.scalar_type() == at::kChar;
+  at::parallel_for(0, q.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    if (int8) {
+      quant_loops::DequantizeInt8(static_cast<const int8_t*>(src) + begin, dst + begin, end - begin, scale, zp);
+    } else {
+      quant_loops::DequantizeUint8(static_cast<const uint8_t*>(src) + begin, dst + begin, end - begin, scale, zp);
+    }
   });
   return r;
+}
+
+// True when FakeQuantizeLinear may write its output over x: the interpreter handed x over at its
+// last use (kernel.h) and nothing else holds the tensor or its buffer, which ATen allocated and x
+// covers exactly. A fed tensor (wrapped caller memory: storage not resizable) is never written.
+bool MayOverwrite(const at::Tensor& x) {
+  return x.use_count() == 1 && x.storage().use_count() == 1 && x.storage().resizable() &&
+         x.storage_offset() == 0 && x.storage().nbytes() == x.nbytes();
+}
+
+// Quantized type and range of a QuantizeLinear: the zero point's type, else output_dtype, else uint8.
+struct QuantType {
+  at::ScalarType type = at::kByte;
+  double lo = 0, hi = 255;
+};
+QuantType QuantTypeOf(const KernelContext& c, at::ScalarType output_dtype) {
+  QuantType t;
+  t.type = c.has(2) ? c.in(2).scalar_type() : output_dtype;
+  QK_KERNEL_CHECK(QuantRange(t.type, &t.lo, &t.hi), "unsupported quantized dtype {}", c10::toString(t.type));
+  return t;
+}
+
+// Per-tensor 8-bit parameters on the CPU: the vectorized loops apply.
+bool PerTensor8Bit(const KernelContext& c, at::ScalarType qt, int64_t block) {
+  return c.in(0).device().is_cpu() && IsScalarOf(c.in(1), at::kFloat) && block == 0 &&
+         (qt == at::kChar || qt == at::kByte) && (!c.has(2) || c.in(2).numel() == 1);
+}
+
+at::Tensor Quantize(const KernelContext& c, const QuantType& qt, int64_t axis, int64_t block) {
+  const at::Tensor& x = c.in(0);
+  if (x.scalar_type() == at::kFloat && PerTensor8Bit(c, qt.type, block)) {
+    const float zp = c.has(2) ? c.in(2).to(at::kFloat).item<float>() : 0.0f;
+    return QuantizePerTensor(x, c.in(1).item<float>(), zp, static_cast<float>(qt.lo), static_cast<float>(qt.hi),
+                             qt.type);
+  }
+  at::Tensor scale = Align(c.in(1), x, axis, block);
+  // Divide in the scale's precision (float), like the reference implementation.
+  at::Tensor q = at::round(x.to(scale.scalar_type()) / scale);
+  if (c.has(2)) q = q + Align(c.in(2), x, axis, block).to(q.scalar_type());
+  return at::clamp(q, qt.lo, qt.hi).to(qt.type);
+}
+
+// Dequantizes `q` with the scale and zero point inputs (1, 2) of `c`.
+at::Tensor Dequantize(const at::Tensor& q, const KernelContext& c, int64_t axis, int64_t block) {
+  if ((q.scalar_type() == at::kChar || q.scalar_type() == at::kByte) && PerTensor8Bit(c, q.scalar_type(), block)) {
+    const int32_t zp = c.has(2) ? c.in(2).to(at::kInt).item<int32_t>() : 0;
+    return DequantizePerTensor(q, c.in(1).item<float>(), zp);
+  }
+  at::Tensor scale = Align(c.in(1), q, axis, block);
+  at::Tensor v = q.to(at::kInt);
+  if (c.has(2)) v = v - Align(c.in(2), q, axis, block).to(at::kInt);
+  return v.to(scale.scalar_type()) * scale;
+}
+
+Status CheckZeroPointType(const KernelInit& init) {
+  if (const ir::Value* zp = init.node.input(2); zp && zp->type.is_tensor() &&
+      zp->type.dtype != ir::DType::kUndefined) {
+    switch (zp->type.dtype) {
+      case ir::DType::kUint8: case ir::DType::kInt8: case ir::DType::kInt16: break;
+      default:
+        return init.Error(StatusCode::kUnsupported, "zero point '{}' has unsupported dtype {}",
+                          zp->name(), ir::DTypeName(zp->type.dtype));
+    }
+  }
+  return Status::Ok();
 }
 
 Result<KernelPtr> MakeQuantize(const KernelInit& init) {
@@ -86,55 +155,41 @@ Result<KernelPtr> MakeQuantize(const KernelInit& init) {
   if (output_dtype != 0 && !OnnxToScalarType(output_dtype, &out_type)) {
     return init.Error(StatusCode::kUnsupported, "output_dtype {} is not supported", output_dtype);
   }
-  if (const ir::Value* zp = init.node.input(2); zp && zp->type.is_tensor() &&
-      zp->type.dtype != ir::DType::kUndefined) {
-    switch (zp->type.dtype) {
-      case ir::DType::kUint8: case ir::DType::kInt8: case ir::DType::kInt16: break;
-      default:
-        return init.Error(StatusCode::kUnsupported, "zero point '{}' has unsupported dtype {}",
-                          zp->name(), ir::DTypeName(zp->type.dtype));
-    }
-  }
-  const bool has_output_dtype = output_dtype != 0;
-  return MakeKernel([=](KernelContext& c) {
-    const at::Tensor& x = c.in(0);
-    at::ScalarType qt = c.has(2) ? c.in(2).scalar_type() : out_type;
-    if (!c.has(2) && !has_output_dtype) qt = at::kByte;
-    double lo, hi;
-    QK_KERNEL_CHECK(QuantRange(qt, &lo, &hi), "unsupported quantized dtype {}", c10::toString(qt));
-    if (x.device().is_cpu() && x.scalar_type() == at::kFloat && IsScalarOf(c.in(1), at::kFloat) && block == 0 &&
-        (qt == at::kChar || qt == at::kByte) && (!c.has(2) || c.in(2).numel() == 1)) {
-      const float scale = c.in(1).item<float>();
-      const float zp = c.has(2) ? c.in(2).to(at::kFloat).item<float>() : 0.0f;
-      const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
-      return Out{qt == at::kChar ? QuantizePerTensor<int8_t>(x, scale, zp, flo, fhi, qt)
-                                 : QuantizePerTensor<uint8_t>(x, scale, zp, flo, fhi, qt)};
-    }
-    at::Tensor scale = Align(c.in(1), x, axis, block);
-    // Divide in the scale's precision (float), like the reference implementation.
-    at::Tensor q = at::round(x.to(scale.scalar_type()) / scale);
-    if (c.has(2)) q = q + Align(c.in(2), x, axis, block).to(q.scalar_type());
-    return Out{at::clamp(q, lo, hi).to(qt)};
-  });
+  QK_RETURN_IF_ERROR(CheckZeroPointType(init));
+  return MakeKernel([=](KernelContext& c) { return Out{Quantize(c, QuantTypeOf(c, out_type), axis, block)}; });
 }
 
 Result<KernelPtr> MakeDequantize(const KernelInit& init) {
   const int64_t axis = init.node.GetInt("axis", 1);
   const int64_t block = init.node.GetInt("block_size", 0);
-  return MakeKernel([=](KernelContext& c) {
+  return MakeKernel([=](KernelContext& c) { return Out{Dequantize(c.in(0), c, axis, block)}; });
+}
+
+// com.quantkit::FakeQuantizeLinear(x, scale[, zero_point]) = DequantizeLinear(QuantizeLinear(x,
+// scale, zero_point), scale, zero_point), per tensor (passes/fuse_activation_qdq.h writes it for
+// a simulation). On the CPU with 8-bit types, one pass without the 8-bit intermediate, in place
+// when the interpreter hands x over; elsewhere the two kernels' computations in turn.
+Result<KernelPtr> MakeFakeQuantizeLinear(const KernelInit& init) {
+  QK_RETURN_IF_ERROR(CheckZeroPointType(init));
+  return MakeKernel([](KernelContext& c) {
+    const QuantType qt = QuantTypeOf(c, at::kByte);
     const at::Tensor& x = c.in(0);
-    if (x.device().is_cpu() && (x.scalar_type() == at::kChar || x.scalar_type() == at::kByte) &&
-        IsScalarOf(c.in(1), at::kFloat) &&
-        block == 0 && (!c.has(2) || c.in(2).numel() == 1)) {
+    if (x.scalar_type() == at::kFloat && PerTensor8Bit(c, qt.type, 0)) {
       const float scale = c.in(1).item<float>();
-      const int32_t zp = c.has(2) ? c.in(2).to(at::kInt).item<int32_t>() : 0;
-      return Out{x.scalar_type() == at::kChar ? DequantizePerTensor<int8_t>(x, scale, zp)
-                                              : DequantizePerTensor<uint8_t>(x, scale, zp)};
+      const float zp = c.has(2) ? c.in(2).to(at::kFloat).item<float>() : 0.0f;
+      // In place when allowed: one pass over memory already in use, no new activation buffer.
+      const bool overwrite = MayOverwrite(x) && (x.is_contiguous() || x.is_contiguous(at::MemoryFormat::ChannelsLast));
+      const at::Tensor src = DenseInEitherOrder(x);
+      at::Tensor out = overwrite ? src : at::empty_like(src);  // same memory order as src
+      const float* in = src.data_ptr<float>();
+      float* dst = out.data_ptr<float>();
+      at::parallel_for(0, src.numel(), kGrain, [&](int64_t begin, int64_t end) {
+        quant_loops::FakeQuantize(in + begin, dst + begin, end - begin, scale, zp, static_cast<float>(qt.lo),
+                                  static_cast<float>(qt.hi));
+      });
+      return Out{out};
     }
-    at::Tensor scale = Align(c.in(1), x, axis, block);
-    at::Tensor v = x.to(at::kInt);
-    if (c.has(2)) v = v - Align(c.in(2), x, axis, block).to(at::kInt);
-    return Out{v.to(scale.scalar_type()) * scale};
+    return Out{Dequantize(Quantize(c, qt, 1, 0), c, 1, 0)};
   });
 }
 
@@ -143,6 +198,7 @@ Result<KernelPtr> MakeDequantize(const KernelInit& init) {
 void AppendQuantKernels(KernelTable& t) {
   t.push_back({"", "QuantizeLinear", 10, kLatestOpset, MakeQuantize});
   t.push_back({"", "DequantizeLinear", 10, kLatestOpset, MakeDequantize});
+  t.push_back({"com.quantkit", "FakeQuantizeLinear", 1, kLatestOpset, MakeFakeQuantizeLinear});
 }
 
 }  // namespace quantkit::runtime
