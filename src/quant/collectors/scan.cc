@@ -8,14 +8,17 @@
 #include <limits>
 #include <vector>
 
+#include "common/vector_clones.h"
+
 namespace quantkit::quant::scan {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // Blocks with 32-bit counters: 64-bit lanes in the reductions would halve the vector width
-// (2.6x slower at -O2 on this machine).
-Summary SummarizeChunk(const float* v, size_t n) {
+// (2.6x slower at -O2 on this machine). Cloned per vector width (common/vector_clones.h): min,
+// max and counts are exact at any width.
+QK_VECTOR_CLONES Summary SummarizeChunk(const float* v, size_t n) {
   constexpr size_t kSummaryBlock = 4096;
   float mn = kInf, mx = -kInf;
   int64_t zeros = 0;
@@ -55,7 +58,7 @@ void Combine(Summary* total, const Summary& s) {
 constexpr size_t kBlock = 512;
 
 template <typename Real>
-int64_t BlockIndices(const float* v, size_t n, Real scale, uint32_t half, uint32_t* idx) {
+QK_ALWAYS_INLINE int64_t BlockIndicesOf(const float* v, size_t n, Real scale, uint32_t half, uint32_t* idx) {
   int32_t zeros = 0;  // n <= kBlock
 #pragma omp simd reduction(+ : zeros)
   for (size_t i = 0; i < n; ++i) {
@@ -65,6 +68,14 @@ int64_t BlockIndices(const float* v, size_t n, Real scale, uint32_t half, uint32
     zeros += x == 0.0f;
   }
   return zeros;
+}
+
+// One clone per vector width and precision (a product and a truncation per value).
+QK_VECTOR_CLONES int64_t BlockIndices(const float* v, size_t n, float scale, uint32_t half, uint32_t* idx) {
+  return BlockIndicesOf(v, n, scale, half, idx);
+}
+QK_VECTOR_CLONES int64_t BlockIndices(const float* v, size_t n, double scale, uint32_t half, uint32_t* idx) {
+  return BlockIndicesOf(v, n, scale, half, idx);
 }
 
 // One thread's share, straight into the int64 histogram (small tensors: no scratch to clear).
