@@ -56,7 +56,9 @@ Result<at::Tensor> WrapTensor(const ir::Tensor& t, const std::string& what) {
     return MakeStatus(StatusCode::kInvalidModel, "{}: {} bytes for {} elements of {}", what,
                       t.nbytes(), t.numel(), ir::DTypeName(t.dtype()));
   }
-  // ATen never writes through these (kernels are functional), so dropping const is safe.
+  // Nothing writes through these, so dropping const is safe: kernels are functional, and the one
+  // that may overwrite an input it was handed (FakeQuantizeLinear, kernel.h) requires a resizable
+  // storage, which from_blob's is not.
   return at::from_blob(const_cast<void*>(t.data()), t.dims(), opts);
 }
 
