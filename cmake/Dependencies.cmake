@@ -48,6 +48,21 @@ endif()
 find_package(Torch REQUIRED)
 message(STATUS "quantkit: libtorch ${Torch_VERSION} from ${TORCH_INSTALL_PREFIX}")
 
+# oneDNN's sgemm for float MatMul/Gemm (runtime/ops/float_gemm.h): the libdnnl.so.2 that Debian's
+# libtorch itself links, so one copy and one OpenMP runtime in the process (libdnnl-dev adds the
+# header). A PyPI torch bundles its own oneDNN and libgomp: no second copy is loaded beside them,
+# and MatMul/Gemm use ATen's at::mm there.
+set(QUANTKIT_DNNL OFF)
+if(NOT QUANTKIT_TORCH_PYTHON AND Torch_DIR MATCHES "^/usr/")
+  find_path(QUANTKIT_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.h)
+  find_library(QUANTKIT_DNNL_LIB NAMES dnnl)
+  if(NOT QUANTKIT_DNNL_INCLUDE_DIR OR NOT QUANTKIT_DNNL_LIB)
+    message(FATAL_ERROR "quantkit: oneDNN's dnnl.h / libdnnl not found (install libdnnl-dev: scripts/setup.sh)")
+  endif()
+  set(QUANTKIT_DNNL ON)
+  message(STATUS "quantkit: float MatMul/Gemm through oneDNN's sgemm (${QUANTKIT_DNNL_LIB})")
+endif()
+
 # fmt, one copy for every translation unit. PyPI torch ships fmt 12 headers in its include
 # directory and no libfmt; Debian ships fmt 9 (headers + libfmt.so.9). Mixing them is the clash
 # seen on the first CUDA build (ATen's include path shadows Debian's headers, then fmt::v12

@@ -13,6 +13,9 @@ DEB_PACKAGES=(
   # which --no-install-recommends below would leave out on a fresh Debian 12.
   libclang-rt-14-dev
   libtorch-dev libgloo-dev libonnx-dev libprotobuf-dev protobuf-compiler
+  # oneDNN's header: float MatMul/Gemm call the sgemm of the libdnnl Debian's libtorch links
+  # (2x OpenBLAS's on AVX-512 machines; runtime/ops/float_gemm.h).
+  libdnnl-dev
   # ATen's convolutions and matmuls call libblas.so.3; Debian's default is the reference BLAS,
   # 3-30x slower. OpenBLAS takes over the libblas.so.3 alternative (measured in bench/), in its
   # OpenMP build: it shares libgomp's thread pool with ATen, where the pthread build runs a pool of

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "runtime/kernel.h"
+#include "runtime/ops/float_gemm.h"
 #include "runtime/ops/ops.h"
 
 namespace quantkit::runtime {
@@ -11,7 +12,7 @@ namespace {
 using Out = std::vector<at::Tensor>;
 
 Result<KernelPtr> MakeMatMul(const KernelInit&) {
-  return MakeKernel([](KernelContext& c) { return Out{at::matmul(c.in(0), c.in(1))}; });
+  return MakeKernel([](KernelContext& c) { return Out{MatMul(c.in(0), c.in(1))}; });
 }
 
 // Y = alpha * A' * B' + beta * C (C broadcast, optional from opset 11).
@@ -25,7 +26,7 @@ Result<KernelPtr> MakeGemm(const KernelInit& init) {
     at::Tensor b = trans_b ? c.in(1).t() : c.in(1);
     QK_KERNEL_CHECK(a.dim() == 2 && b.dim() == 2, "A and B must be 2-D, got ranks {} and {}",
                     a.dim(), b.dim());
-    at::Tensor y = at::matmul(a, b);
+    at::Tensor y = MatMul2d(a, b);
     if (alpha != 1.0) y = y * alpha;
     if (c.has(2) && beta != 0.0) y = y + (beta == 1.0 ? c.in(2) : c.in(2) * beta);
     return Out{y.to(c.in(0).scalar_type())};
