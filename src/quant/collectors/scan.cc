@@ -70,12 +70,53 @@ QK_ALWAYS_INLINE int64_t BlockIndicesOf(const float* v, size_t n, Real scale, ui
   return zeros;
 }
 
+// The same for the 32-bit scratch counters, except that a zero goes to one of kZeroSlots spare
+// counters past both halves (index 2 * half + i % kZeroSlots), which are never read: zeros are
+// counted by the summary, and after a ReLU half the values are zeros. In bin 0 every one of them
+// was an increment of the same counter, waiting for the previous one (store-to-load latency);
+// spread over eight slots they no longer queue.
+constexpr uint32_t kZeroSlots = 8;
+
+template <typename Real>
+QK_ALWAYS_INLINE int64_t ScratchIndicesOf(const float* v, size_t n, Real scale, uint32_t half, uint32_t* idx) {
+  const uint32_t spare = 2 * half;
+  int32_t zeros = 0;  // n <= kBlock
+#pragma omp simd reduction(+ : zeros)
+  for (size_t i = 0; i < n; ++i) {
+    const float x = v[i];
+    const uint32_t k = static_cast<uint32_t>(static_cast<int32_t>(std::fabs(static_cast<Real>(x)) * scale));
+    const uint32_t bin = x < 0.0f ? k + half : k;
+    idx[i] = x == 0.0f ? spare + static_cast<uint32_t>(i % kZeroSlots) : bin;
+    zeros += x == 0.0f;
+  }
+  return zeros;
+}
+
 // One clone per vector width and precision (a product and a truncation per value).
 QK_VECTOR_CLONES int64_t BlockIndices(const float* v, size_t n, float scale, uint32_t half, uint32_t* idx) {
   return BlockIndicesOf(v, n, scale, half, idx);
 }
 QK_VECTOR_CLONES int64_t BlockIndices(const float* v, size_t n, double scale, uint32_t half, uint32_t* idx) {
   return BlockIndicesOf(v, n, scale, half, idx);
+}
+QK_VECTOR_CLONES int64_t ScratchIndices(const float* v, size_t n, float scale, uint32_t half, uint32_t* idx) {
+  return ScratchIndicesOf(v, n, scale, half, idx);
+}
+QK_VECTOR_CLONES int64_t ScratchIndices(const float* v, size_t n, double scale, uint32_t half, uint32_t* idx) {
+  return ScratchIndicesOf(v, n, scale, half, idx);
+}
+
+// A thread's two interleaved 32-bit counter copies, each [positive half | negative half | spare
+// zero slots].
+struct Scratch {
+  uint32_t* c0;
+  uint32_t* c1;
+};
+Scratch ThreadScratch(uint32_t half) {
+  thread_local std::vector<uint32_t> scratch;
+  const size_t stride = 2 * static_cast<size_t>(half) + kZeroSlots;
+  scratch.resize(2 * stride);
+  return {scratch.data(), scratch.data() + stride};
 }
 
 // One thread's share, straight into the int64 histogram (small tensors: no scratch to clear).
@@ -103,10 +144,7 @@ void BinDirect(const float* v, size_t n, Real scale, uint32_t half, int64_t* pos
 template <typename Real>
 void BinLocal(const float* v, size_t n, Real scale, uint32_t half, uint32_t used, int64_t* pos, int64_t* neg,
               int64_t* zeros) {
-  thread_local std::vector<uint32_t> scratch;
-  scratch.resize(4 * static_cast<size_t>(half));
-  uint32_t* c0 = scratch.data();
-  uint32_t* c1 = c0 + 2 * static_cast<size_t>(half);
+  const auto [c0, c1] = ThreadScratch(half);
   uint32_t idx[kBlock];
   // Flush before a 32-bit counter could overflow.
   constexpr size_t kMaxPiece = size_t{1} << 30;
@@ -119,7 +157,7 @@ void BinLocal(const float* v, size_t n, Real scale, uint32_t half, uint32_t used
     int64_t z = 0;
     for (size_t s = 0; s < pn; s += kBlock) {
       const size_t m = std::min(kBlock, pn - s);
-      z += BlockIndices(v + p + s, m, scale, half, idx);
+      z += ScratchIndices(v + p + s, m, scale, half, idx);
       size_t i = 0;
       for (; i + 1 < m; i += 2) {
         ++c0[idx[i]];
@@ -133,7 +171,6 @@ void BinLocal(const float* v, size_t n, Real scale, uint32_t half, uint32_t used
         pos[k] += static_cast<int64_t>(c0[k]) + c1[k];
         neg[k] += static_cast<int64_t>(c0[half + k]) + c1[half + k];
       }
-      pos[0] -= z;
       *zeros += z;
     }
   }
@@ -194,10 +231,7 @@ size_t FusedDirect(const float* v, size_t n, Real scale, uint32_t half, float li
 template <typename Real>
 size_t FusedLocal(const float* v, size_t n, Real scale, uint32_t half, float limit, int64_t* pos, int64_t* neg,
                   int64_t* zeros, Summary* total) {
-  thread_local std::vector<uint32_t> scratch;
-  scratch.resize(4 * static_cast<size_t>(half));
-  uint32_t* c0 = scratch.data();
-  uint32_t* c1 = c0 + 2 * static_cast<size_t>(half);
+  const auto [c0, c1] = ThreadScratch(half);
   uint32_t idx[kBlock];
   constexpr size_t kMaxPiece = size_t{1} << 30;  // flush before a 32-bit counter could overflow
   size_t s = 0;
@@ -213,7 +247,7 @@ size_t FusedLocal(const float* v, size_t n, Real scale, uint32_t half, float lim
         stopped = true;
         break;
       }
-      BlockIndices(v + s, m, scale, half, idx);
+      ScratchIndices(v + s, m, scale, half, idx);
       Combine(total, b);
       z += b.zeros;
       const float amax = std::max(-b.min, b.max);
@@ -239,7 +273,6 @@ size_t FusedLocal(const float* v, size_t n, Real scale, uint32_t half, float lim
         pos[k] += static_cast<int64_t>(c0[k]) + c1[k];
         neg[k] += static_cast<int64_t>(c0[half + k]) + c1[half + k];
       }
-      pos[0] -= z;
       *zeros += z;
     }
   }
