@@ -62,7 +62,8 @@ struct EvalResult {
   double seconds = 0;
   // Seconds inside the model's runs and the reference's (this rank). With --plan: the simulated
   // INT8 pass and the FP32 pass, run batch after batch in one process, so their ratio holds on a
-  // loaded machine (docs/performance.md).
+  // loaded machine (docs/performance.md). With a reference and more than one run, both leave out
+  // the first run, which pays one-time kernel generation for whichever model ran first.
   double model_seconds = 0, reference_seconds = 0;
   std::vector<std::string> written;  // files saved (rank 0)
   RankReport rank;                   // this process's part; only rank 0 holds the totals
