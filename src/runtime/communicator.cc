@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -280,6 +281,10 @@ std::unique_ptr<Communicator> SingleProcessCommunicator() { return std::make_uni
 
 Result<std::unique_ptr<Communicator>> Connect(const DistributedEnv& env, const CommunicatorOptions& options) {
   if (env.world_size == 1) return SingleProcessCommunicator();
+  // A peer that dies mid-job closes its sockets; Gloo's next write to one raises SIGPIPE, whose
+  // default action kills this rank without a word. Ignored, the write fails with EPIPE and the
+  // collective reports which rank never arrived (Python, and so torch.distributed, ignores it too).
+  std::signal(SIGPIPE, SIG_IGN);
 #if TORCH_VERSION_MAJOR < 2
   // torchrun >= 2.x shares its agent's TCPStore with the workers; that store speaks a newer wire
   // protocol (it opens with a VALIDATE query) than libtorch 1.x's client, which would fail later

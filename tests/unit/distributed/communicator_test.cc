@@ -242,6 +242,10 @@ TEST(GlooCommunicatorTest, KilledRankIsNamedWithinBoundedTime) {
   auto out = RunRanks({0, 1}, [&](int rank) -> std::string {
     auto comm = Connect(EnvFor(rank, world, port), {kTestTimeout});
     if (!comm.ok()) return "connect: " + comm.status().message();
+    // Both connected before the kill: a rank's Connect can return while the other's is still
+    // completing the mesh, and a kill then fails that Connect instead of the collective below.
+    auto ready = (*comm)->AllGather("ready", "connecting");
+    if (!ready.ok()) return "ready: " + ready.status().message();
     if (rank == 1) raise(SIGKILL);
     auto all = (*comm)->AllGather("x", "gathering statistics");
     return all.ok() ? std::string("unexpectedly OK") : all.status().message();
@@ -249,7 +253,7 @@ TEST(GlooCommunicatorTest, KilledRankIsNamedWithinBoundedTime) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(out[1].exit_code, -1);
   EXPECT_NE(out[0].report.find("rank 1 never reached gathering statistics"), std::string::npos)
-      << out[0].report;
+      << out[0].report << " (rank 0 exit " << out[0].exit_code << ")";
   EXPECT_LT(seconds, kFaultBoundSeconds);
 }
 
