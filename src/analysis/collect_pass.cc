@@ -86,7 +86,7 @@ BatchReader ReadInOrder(const data::Source& source, const PassOptions& options) 
   }
   // A model with a fixed batch dim caps the batch; samples that do not stack (varying shapes)
   // run in runs of equal shapes (data::ReadStackable), so no batch size has to be chosen by hand.
-  const int64_t batch_size = ReadBatchSize(data::EffectiveBatchSize(source, options.batch_size), options.run_batch);
+  const int64_t batch_size = ReadSize(source, options);
   // The next range is read on a background thread while the model runs on the current one
   // (data::BatchPrefetcher); its batches are handed out one model run at a time.
   struct State {
@@ -114,9 +114,10 @@ int64_t CalibrationRunBatch(const std::vector<data::InputSpec>& inputs, std::opt
   return data::RunBatchFor(inputs, requested.value_or(runtime::DefaultDevice().is_cuda() ? kGpuRunBatch : kCpuRunBatch));
 }
 
-int64_t ReadBatchSize(int64_t batch_size, int64_t run_batch) {
-  if (run_batch <= 1) return batch_size;
-  return std::max(run_batch, batch_size / run_batch * run_batch);
+int64_t ReadSize(const data::Source& source, const PassOptions& options) {
+  const int64_t batch_size = data::EffectiveBatchSize(source, options.batch_size);
+  if (options.run_batch <= 1) return batch_size;
+  return std::max(options.run_batch, batch_size / options.run_batch * options.run_batch);
 }
 
 BatchReader InRuns(BatchReader next, data::RunChunker chunker) {

@@ -85,8 +85,10 @@ BatchReader ReadInOrder(const data::Source& source, const PassOptions& options);
 // be stacked. calibrate and diagnose use it.
 int64_t CalibrationRunBatch(const std::vector<data::InputSpec>& inputs, std::optional<int64_t> requested);
 
-// The samples read at a time for `batch_size` when the model runs on runs of `run_batch` (0: any).
-int64_t ReadBatchSize(int64_t batch_size, int64_t run_batch);
+// The samples ReadInOrder reads at a time from `source`: options.batch_size capped by the model's
+// fixed batch, rounded to whole runs. Also the granule of a rank's shard, so that every rank runs
+// the model on exactly the runs one process would.
+int64_t ReadSize(const data::Source& source, const PassOptions& options);
 
 // ReadInOrder(source, options) cut into runs of options.run_batch (> 0) that restart at every
 // options.chunk_size (RunChunker): the one way a data::Source feeds calibration and diagnose.

@@ -48,9 +48,7 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   analysis::PassOptions pass;
   pass.batch_size = options.batch_size;
   pass.run_batch = run_batch;
-  source = ShardForRank(std::move(source), comm,
-                        analysis::ReadBatchSize(data::EffectiveBatchSize(*source, options.batch_size), run_batch),
-                        &result->rank);
+  source = ShardForRank(std::move(source), comm, analysis::ReadSize(*source, pass), &result->rank);
   statistics->stats.model_sha256 = loaded.sha256;
   if (source->num_samples() == 0) {
     // A rank with no samples (fewer batches than ranks) contributes empty collectors.

@@ -265,8 +265,7 @@ Status CollectShard(const DiagnoseOptions& o, const runtime::Communicator& comm,
     r->reference_samples = ref->num_samples();
     for (const std::string& a : setup->activations) part->reference.emplace(a, quant::TensorCollector());
     // Whole reads, so whole runs, as one process runs them.
-    const data::ShardRange shard = data::ShardOf(ref->num_samples(), comm.rank(), comm.world_size(),
-                                                 ReadBatchSize(data::EffectiveBatchSize(*ref, o.batch_size), run_batch));
+    const data::ShardRange shard = data::ShardOf(ref->num_samples(), comm.rank(), comm.world_size(), ReadSize(*ref, pass));
     if (comm.world_size() > 1) ref = data::Slice(std::move(ref), shard);
     CollectingObserver ref_observer(&part->reference);
     PassOptions rp = pass;
