@@ -59,6 +59,12 @@ struct Placement {
   bool quantize_residual_add = true;
   std::set<std::string> exclude_nodes;     // node names kept in float (each must exist)
   std::set<std::string> exclude_op_types;  // op types kept in float
+
+  // A name as the CLI's --exclude takes it: a node name or an op type (both sets get it).
+  void Exclude(const std::string& name) {
+    exclude_nodes.insert(name);
+    exclude_op_types.insert(name);
+  }
 };
 
 struct Site {

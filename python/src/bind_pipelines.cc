@@ -16,8 +16,7 @@ namespace quantkit::python {
 
 Placement PlacementFrom(const std::vector<std::string>& exclude, bool per_channel) {
   Placement p;
-  p.exclude_nodes.insert(exclude.begin(), exclude.end());
-  p.exclude_op_types.insert(exclude.begin(), exclude.end());
+  for (const std::string& name : exclude) p.Exclude(name);
   p.per_channel_weights = per_channel;
   return p;
 }

@@ -40,6 +40,14 @@ struct PlacementOptions {
   bool per_channel_weights = true;
   std::set<std::string> exclude_nodes;     // node names kept in float
   std::set<std::string> exclude_op_types;  // op types kept in float
+
+  // --exclude NAME: a node name or an op type. Both sets get it: exporters' node names
+  // (/layer1/Conv) never look like op types, and a name matching neither is an error
+  // (CheckExclusions). quantkit::Placement::Exclude is the same rule in the public API.
+  void Exclude(const std::string& name) {
+    exclude_nodes.insert(name);
+    exclude_op_types.insert(name);
+  }
 };
 
 struct QdqSite {

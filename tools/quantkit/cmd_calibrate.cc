@@ -104,12 +104,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
         if (!m.ok()) return Report(m.status());
         c.method_overrides[o.substr(0, eq)] = *m;
       }
-      for (const std::string& e : opts->exclude) {
-        // Op types start with an upper-case letter and contain no '/' or '.': ONNX node names
-        // from exporters (/layer1/Conv) never look like that, and both sets are applied anyway.
-        c.placement.exclude_nodes.insert(e);
-        c.placement.exclude_op_types.insert(e);
-      }
+      for (const std::string& e : opts->exclude) c.placement.Exclude(e);
       c.placement.per_channel_weights = opts->weights == "per-channel";
       auto version = formats::ParseTrtVersion(opts->trt_version);
       if (!version.ok()) return Report(version.status());

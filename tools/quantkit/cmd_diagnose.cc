@@ -64,10 +64,7 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
         if (!e.ok()) return Report(e.status());
         o.expect = *e;
       }
-      for (const std::string& e : opts->exclude) {
-        o.placement.exclude_nodes.insert(e);
-        o.placement.exclude_op_types.insert(e);
-      }
+      for (const std::string& e : opts->exclude) o.placement.Exclude(e);
       o.progress = !opts->quiet;
       auto run = pipelines::Diagnose(o, opts->distributed);
       if (!run.ok()) return Report(run.status());
