@@ -27,6 +27,7 @@ struct EvaluateOptions {
   std::string model, data;
   std::string reference_model;  // optional
   std::string plan;             // optional: simulate this plan on `model`
+  Plan loaded_plan;             // a plan in memory, simulated instead of the file `plan` when valid()
   std::string placement = "auto";
   int64_t samples = 0, batch_size = 64;
   ImagePreprocessing image;

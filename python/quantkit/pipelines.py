@@ -116,8 +116,12 @@ def evaluate(model: PathLike, data: _data.DataLike, plan: Optional[PlanLike] = N
     options.samples = samples if _data.is_spec(data) else 0
     options.batch_size = batch_size
     options.progress = progress
-    with _as_spec(model, data, samples) as spec, _plan_path(plan) as plan_path:
-        options.data, options.plan = spec, plan_path
+    if isinstance(plan, Plan):
+        options.loaded_plan = plan._core
+    elif plan is not None:
+        options.plan = os.fspath(plan)
+    with _as_spec(model, data, samples) as spec:
+        options.data = spec
         r = _core.evaluate(options)
     agreement = None
     if r.argmax_agreement is not None:
@@ -197,19 +201,6 @@ def _plan_evaluation(model: PathLike, plan: PlanLike, data: Any, metrics: list[s
     evaluation.batch_size = batch_size
     evaluation.placement = placement
     return evaluation
-
-
-@contextlib.contextmanager
-def _plan_path(plan: Optional[PlanLike]) -> Iterator[str]:
-    if plan is None:
-        yield ""
-    elif isinstance(plan, Plan):
-        with tempfile.TemporaryDirectory(prefix="quantkit-") as d:
-            path = os.path.join(d, "plan.json")
-            plan.save(path)
-            yield path
-    else:
-        yield os.fspath(plan)
 
 
 @contextlib.contextmanager

@@ -69,6 +69,7 @@ void BindOptions(py::module_& m) {
       .def_readwrite("data", &EvaluateOptions::data)
       .def_readwrite("reference_model", &EvaluateOptions::reference_model)
       .def_readwrite("plan", &EvaluateOptions::plan)
+      .def_readwrite("loaded_plan", &EvaluateOptions::loaded_plan)
       .def_readwrite("placement", &EvaluateOptions::placement)
       .def_readwrite("samples", &EvaluateOptions::samples)
       .def_readwrite("batch_size", &EvaluateOptions::batch_size)

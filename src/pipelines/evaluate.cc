@@ -85,8 +85,13 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
   // Every rank evaluates its shard; a failure on any rank stops them all.
   const Status evaluated = [&]() -> Status {
     std::unique_ptr<runtime::Interpreter> interpreter, reference;
-    if (!options.plan.empty()) {
-      QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, analysis::ReadPlanFile(options.plan));
+    if (options.simulates()) {
+      quant::QuantPlan plan;
+      if (options.loaded_plan) {
+        plan = *options.loaded_plan;
+      } else {
+        QK_ASSIGN_OR_RETURN(plan, analysis::ReadPlanFile(options.plan));
+      }
       QK_ASSIGN_OR_RETURN(ir::Model simulated, analysis::BuildSimulationModel(options.model, plan, options.simulation));
       QK_ASSIGN_OR_RETURN(interpreter, runtime::Interpreter::Create(std::move(simulated)));
       QK_ASSIGN_OR_RETURN(reference, Load(options.reference_model.empty() ? options.model : options.reference_model));
@@ -303,7 +308,8 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
 }
 
 std::string FormatEval(const EvalOptions& options, const EvalResult& r) {
-  std::string s = options.plan.empty() ? "" : fmt::format("plan: {} (simulated INT8)\n", options.plan);
+  std::string s = !options.simulates() ? ""
+                  : fmt::format("plan: {} (simulated INT8)\n", options.loaded_plan ? "in memory" : options.plan);
   s += fmt::format("model: {}\ndata: {} ({} samples, {:.2f} s, {:.1f} samples/s)\n",
                               options.model, options.data, r.samples, r.seconds,
                               static_cast<double>(r.samples) / std::max(r.seconds, 1e-9));
@@ -316,7 +322,7 @@ std::string FormatEval(const EvalOptions& options, const EvalResult& r) {
   }
   for (const auto& [name, v] : r.metrics) s += fmt::format("{}: {:.6g}\n", name, v);
   if (r.agreement && r.reference_seconds > 0) {
-    s += fmt::format("passes: {} {:.2f} s, reference {:.2f} s ({:.2f}x)\n", options.plan.empty() ? "model" : "simulated",
+    s += fmt::format("passes: {} {:.2f} s, reference {:.2f} s ({:.2f}x)\n", options.simulates() ? "simulated" : "model",
                      r.model_seconds, r.reference_seconds, r.model_seconds / r.reference_seconds);
   }
   return s;

@@ -30,6 +30,7 @@ struct EvalOptions {
   data::ImageOptions image;    // preprocessing declared for an image-folder --data
   std::string reference_model;  // optional: compare outputs against this model
   std::string plan;             // optional: simulate this plan on `model` (the FP32 model)
+  std::optional<quant::QuantPlan> loaded_plan;  // a plan in memory, simulated instead of `plan`
   analysis::SimulationOptions simulation;
   std::vector<analysis::Metric*> metrics;  // not owned; need a reference (the FP32 model with a plan)
   int64_t samples = 0;
@@ -42,6 +43,8 @@ struct EvalOptions {
   // Under torchrun/srun/a PyTorchJob each rank evaluates its shard; counts are summed exactly and
   // float sums added per batch in sample order on rank 0, so its report equals one process's.
   DistributedOptions distributed;
+
+  bool simulates() const { return loaded_plan.has_value() || !plan.empty(); }
 };
 
 struct Agreement {

@@ -82,6 +82,7 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
   QK_ASSIGN_OR_RETURN(eval.image, pipelines::ToImageOptions(options.image));
   eval.reference_model = options.reference_model;
   eval.plan = options.plan;
+  if (options.loaded_plan.valid()) eval.loaded_plan = options.loaded_plan.impl().plan;
   QK_ASSIGN_OR_RETURN(eval.simulation.mode, passes::ParsePlacementPolicy(options.placement));
   eval.samples = options.samples;
   eval.batch_size = options.batch_size;

@@ -26,6 +26,15 @@ def test_evaluate_a_plan_on_labelled_data(model, plan):
     assert r.to_dict()["top1"] == r.top1
 
 
+def test_a_plan_in_memory_is_simulated_as_its_saved_file(model, plan, tmp_path):
+    path = tmp_path / "plan.json"
+    plan.save(path)
+    in_memory = quantkit.evaluate(model, "fashion-mnist:val", plan, samples=64, progress=False)
+    from_file = quantkit.evaluate(model, "fashion-mnist:val", path, samples=64, progress=False)
+    assert in_memory.agreement == from_file.agreement and in_memory.top1 == from_file.top1
+    assert "plan: in memory" in in_memory.report and f"plan: {path}" in from_file.report
+
+
 def test_evaluate_python_data_against_fp32(model, plan, calib_array):
     r = quantkit.evaluate(model, [{"input": calib_array[:64]}], plan, progress=False)
     assert r.samples == 64 and r.top1 is None and r.agreement["cosine"] > 0.9
