@@ -158,15 +158,17 @@ def check_eval_equality(d, plan):
     print("eval: 2 ranks give the same report, predictions and outputs as one process")
 
 
-# Wall times, and the trial cache's size, which is rank 0's own shard's under a launch.
+# Fields that differ between one process and a launch by design: wall times (run to run), and the
+# trial cache's size, which is rank 0's own shard's under a launch.
 TIMING_KEYS = {"seconds", "fp32_seconds", "search_seconds", "trial_seconds", "fp32_pass_seconds",
-               "simulated_pass_seconds", "model_seconds", "reference_seconds", "trial_cache"}
+               "simulated_pass_seconds", "model_seconds", "reference_seconds"}
+PER_RANK_KEYS = {"trial_cache"}
 
 
 def without_timing(j):
-    """A report with its wall-time fields removed (they differ from run to run)."""
+    """A report without the fields that differ by design (TIMING_KEYS, PER_RANK_KEYS)."""
     if isinstance(j, dict):
-        return {k: without_timing(v) for k, v in j.items() if k not in TIMING_KEYS}
+        return {k: without_timing(v) for k, v in j.items() if k not in TIMING_KEYS | PER_RANK_KEYS}
     if isinstance(j, list):
         return [without_timing(v) for v in j]
     return j
