@@ -1,6 +1,7 @@
 #include "passes/apply_plan.h"
 
 #include "common/check.h"
+#include "passes/float_precision.h"
 #include "passes/placement_rules.h"
 
 namespace quantkit::passes {
@@ -43,7 +44,16 @@ Result<std::vector<QdqSite>> PlanSites(const ir::Graph& graph, const quant::Quan
 Status ApplyPlan::Run(ir::Model& model, PassReport* report) const {
   QK_ASSIGN_OR_RETURN(std::vector<QdqSite> sites, PlanSites(*model.graph, *plan_, options_));
   QK_RETURN_IF_ERROR(AddWeightScales(*model.graph, sites, plan_));
-  return InsertQdq(*plan_, sites).Run(model, report);
+  QK_RETURN_IF_ERROR(InsertQdq(*plan_, sites, options_.weight_storage).Run(model, report));
+  // The float part in the plan's dtype, last: it types what InsertQdq wrote.
+  PassReport typed;
+  QK_RETURN_IF_ERROR(ConvertFloatPrecision(plan_->float_precision).Run(model, &typed));
+  for (const auto& [name, n] : typed.counts) report->Add(name, n);
+  for (auto& [name, items] : typed.lists) report->lists[name] = std::move(items);
+  report->notes.insert(report->notes.end(), typed.notes.begin(), typed.notes.end());
+  if (!typed.summary.empty()) report->summary += "; " + typed.summary;
+  report->changed = report->changed || typed.changed;
+  return Status::Ok();
 }
 
 }  // namespace quantkit::passes
