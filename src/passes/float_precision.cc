@@ -13,6 +13,7 @@
 #include "common/check.h"
 #include "common/text.h"
 #include "ir/float16.h"
+#include "ir/shape_inference.h"
 #include "ir/verifier.h"
 #include "passes/upgrade_opset.h"
 
@@ -84,6 +85,8 @@ class Converter {
       : model_(model), g_(*model.graph), fp_(precision), low_(ToIrDType(precision.dtype)) {}
 
   Status Run(PassReport* report) {
+    // The types decide everything: infer those the model does not declare (declared ones stay).
+    QK_RETURN_IF_ERROR(ir::InferShapes(model_));
     QK_RETURN_IF_ERROR(g_.SortTopologically());
     CollectCaptures();
     Classify();
@@ -491,8 +494,9 @@ std::string FloatRangeProblem(float amax, quant::FloatDType dtype) {
   const float min_normal = half ? ir::kFloat16MinNormal : ir::kBFloat16MinNormal;
   const char* name = quant::FloatDTypeName(dtype);
   if (amax > max / kFloat16RangeMargin) {
-    return fmt::format("calibrated |values| reach {}, within {}x of {}'s largest value {}", Sci(amax),
-                       kFloat16RangeMargin, name, Sci(max));
+    return fmt::format("calibrated |values| reach {}, above {}'s largest value {} / {} (the margin for data beyond "
+                       "the calibration's)",
+                       Sci(amax), name, Sci(max), kFloat16RangeMargin);
   }
   if (amax > 0.0f && amax < min_normal) {
     return fmt::format("calibrated |values| stay below {} ({}), {}'s smallest normal: {} would flush or round them",

@@ -26,6 +26,8 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
     double budget = 0;
     CLI::Option* budget_option = nullptr;
     ImageArgs image;
+    FloatArgs floats;
+    std::string int8 = "on";
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -76,6 +78,9 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_flag("--json", opts->json, "--compare-methods: print the table as JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->image);
+  AddFloatOptions(cmd, &opts->floats);
+  cmd->add_option("--int8", opts->int8, "on | off: off writes model.<float-dtype>.onnx without Q/DQ (FP16 from data)")
+      ->capture_default_str();
   AddDistributedOptions(cmd, &opts->calibrate.distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
@@ -105,6 +110,16 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
         c.method_overrides[o.substr(0, eq)] = *m;
       }
       for (const std::string& e : opts->exclude) c.placement.Exclude(e);
+      auto floats = ToFloatOptions(opts->floats);
+      if (!floats.ok()) return Report(floats.status());
+      c.floats = *floats;
+      auto storage = passes::ParseWeightStorage(opts->floats.weight_storage);
+      if (!storage.ok()) return Report(storage.status());
+      c.weight_storage = *storage;
+      if (opts->int8 != "on" && opts->int8 != "off") {
+        return Report(Status(StatusCode::kInvalidArgument, "--int8 '" + opts->int8 + "': use on or off"));
+      }
+      c.int8 = opts->int8 == "on";
       c.placement.per_channel_weights = opts->weights == "per-channel";
       auto version = formats::ParseTrtVersion(opts->trt_version);
       if (!version.ok()) return Report(version.status());
