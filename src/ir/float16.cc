@@ -1,84 +1,83 @@
 #include "ir/float16.h"
 
+#include <fp16.h>
+
 #include <cstring>
 
+#include "common/check.h"
+
 namespace quantkit::ir {
-namespace {
 
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
+uint16_t FloatToHalf(float value) { return fp16_ieee_from_fp32_value(value); }
+float HalfToFloat(uint16_t bits) { return fp16_ieee_to_fp32_value(bits); }
+
+// bfloat16 is the upper half of a float32; libfp16 has no bfloat16, and this is the whole format:
+// add 0x7FFF plus the lowest kept bit (round half to even), keep the top 16 bits. A NaN is made
+// quiet first so that rounding cannot carry its payload into the exponent (c10::BFloat16 alike).
+uint16_t FloatToBFloat16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
 }
 
-float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
+float BFloat16ToFloat(uint16_t bits) {
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof(value));
+  return value;
 }
 
-}  // namespace
-
-uint16_t FloatToHalf(float f) {
-  const uint32_t u = Bits(f);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  const uint32_t abs = u & 0x7fffffffu;
-  if (abs >= 0x7f800000u) {  // inf or NaN (NaN keeps a quiet mantissa bit)
-    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-  }
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds above 65504
-  if (abs < 0x38800000u) {
-    // Below 2^-14: a subnormal FP16 (or zero). Adding 0.5 in float32 aligns the mantissa so the
-    // hardware's own round-to-nearest-even does the rounding at 2^-24.
-    const float rounded = FromBits(abs) + 0.5f;
-    return static_cast<uint16_t>(sign | static_cast<uint16_t>(Bits(rounded) - Bits(0.5f)));
-  }
-  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped mantissa bits to even.
-  const uint32_t odd = (abs >> 13) & 1u;
-  const uint32_t r = abs + 0xc8000fffu + odd;  // (15 - 127) << 23, plus the rounding bias
-  return static_cast<uint16_t>(sign | static_cast<uint16_t>(r >> 13));
-}
-
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t mant = h & 0x3ffu;
-  if (exp == 0) {
-    // Zero or subnormal: mant * 2^-24 is exact in float32.
-    const float v = static_cast<float>(mant) * kFloat16MinSubnormal;
-    return FromBits(sign | Bits(v));
-  }
-  if (exp == 31) return FromBits(sign | 0x7f800000u | (mant << 13));
-  return FromBits(sign | ((exp + 112u) << 23) | (mant << 13));
-}
-
-uint16_t FloatToBFloat16(float f) {
-  const uint32_t u = Bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
-  const uint32_t odd = (u >> 16) & 1u;
-  return static_cast<uint16_t>((u + 0x7fffu + odd) >> 16);
-}
-
-float BFloat16ToFloat(uint16_t b) { return FromBits(static_cast<uint32_t>(b) << 16); }
-
-float RoundToFloatType(float f, DType dtype) {
+float RoundToFloatType(float value, DType dtype) {
   switch (dtype) {
-    case DType::kFloat16: return HalfToFloat(FloatToHalf(f));
-    case DType::kBFloat16: return BFloat16ToFloat(FloatToBFloat16(f));
-    default: return f;
+    case DType::kFloat16: return HalfToFloat(FloatToHalf(value));
+    case DType::kBFloat16: return BFloat16ToFloat(FloatToBFloat16(value));
+    default: return value;
+  }
+}
+
+bool ReadFloatValues(const Tensor& t, std::vector<float>* out) {
+  const int64_t n = t.numel();
+  if (t.nbytes() < StorageBytes(t.dtype(), n)) return false;
+  switch (t.dtype()) {
+    case DType::kFloat: out->assign(t.data_as<float>(), t.data_as<float>() + n); return true;
+    case DType::kDouble:
+      out->assign(t.data_as<double>(), t.data_as<double>() + n);
+      return true;
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      const uint16_t* p = t.data_as<uint16_t>();
+      out->resize(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        (*out)[static_cast<size_t>(i)] = t.dtype() == DType::kFloat16 ? HalfToFloat(p[i]) : BFloat16ToFloat(p[i]);
+      }
+      return true;
+    }
+    default: return false;
   }
 }
 
 Result<Tensor> ConvertFloatTensor(const Tensor& t, DType to) {
-  if (t.dtype() != DType::kFloat || (to != DType::kFloat16 && to != DType::kBFloat16)) {
-    return Status(StatusCode::kInvalidArgument, "ConvertFloatTensor: float32 to float16/bfloat16 only");
-  }
+  QK_RETURN_IF_NOT(to == DType::kFloat || Is16BitFloat(to), StatusCode::kInvalidArgument,
+                   "tensor '{}': cannot convert to {} (float, float16 or bfloat16 only)", t.name,
+                   DTypeName(to));
+  std::vector<float> values;
+  QK_RETURN_IF_NOT(ReadFloatValues(t, &values), StatusCode::kInvalidArgument,
+                   "tensor '{}': {} is not a float type to convert to {}", t.name, DTypeName(t.dtype()),
+                   DTypeName(to));
   Tensor out(to, t.dims());
-  const float* src = t.data_as<float>();
-  uint16_t* dst = out.mutable_data_as<uint16_t>();
-  for (int64_t i = 0; i < t.numel(); ++i) dst[i] = to == DType::kFloat16 ? FloatToHalf(src[i]) : FloatToBFloat16(src[i]);
+  if (to == DType::kFloat) {
+    std::memcpy(out.mutable_data(), values.data(), values.size() * sizeof(float));
+  } else {
+    uint16_t* dst = out.mutable_data_as<uint16_t>();
+    for (size_t i = 0; i < values.size(); ++i) {
+      dst[i] = to == DType::kFloat16 ? FloatToHalf(values[i]) : FloatToBFloat16(values[i]);
+    }
+  }
   out.name = t.name;
   out.doc_string = t.doc_string;
+  out.metadata_props = t.metadata_props;
   return out;
 }
 
