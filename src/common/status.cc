@@ -12,6 +12,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kIoError: return "I/O error";
     case StatusCode::kResourceExhausted: return "resource exhausted";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kCancelled: return "cancelled";
   }
   return "unknown";
 }
@@ -26,6 +27,7 @@ int ExitCodeFor(StatusCode code) {
     case StatusCode::kIoError: return 4;
     case StatusCode::kResourceExhausted: return 5;
     case StatusCode::kInternal: return 70;
+    case StatusCode::kCancelled: return 130;
   }
   return 70;
 }
