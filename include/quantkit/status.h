@@ -23,14 +23,12 @@ enum class StatusCode : int {
   kIoError,          // reading or writing failed
   kResourceExhausted,// out of memory / too large
   kInternal,         // a quantkit bug
-  kCancelled,        // stopped on request (Ctrl-C in Python: quantkit/cancel.h); nothing written
 };
 
 const char* StatusCodeName(StatusCode code);
 
 // Exit codes of the CLI: 0 success, 1 findings (lint/diagnose warnings), 2 bad input,
-// 3 unsupported, 4 I/O, 5 resources, 70 internal error, 130 cancelled (128 + SIGINT, as a shell
-// reports a command stopped by Ctrl-C).
+// 3 unsupported, 4 I/O, 5 resources, 70 internal error.
 int ExitCodeFor(StatusCode code);
 
 class [[nodiscard]] Status {

@@ -85,8 +85,11 @@ _BY_CODE = {
     "internal error": InternalError,
     "cancelled": CancelledError,
 }
+CANCELLED_MESSAGE = "cancelled (interrupted)"  # quantkit/cancel.h kCancelledMessage
 
 
 def from_status(code: str, exit_code: int, message: str) -> QuantkitError:
     """The exception for a failed C++ Status (called by quantkit._core)."""
+    if message == CANCELLED_MESSAGE:
+        return CancelledError(message)
     return _BY_CODE.get(code, InternalError)(message, code, exit_code)

@@ -14,9 +14,12 @@ void RequestCancel() noexcept { g_cancel.store(true, std::memory_order_relaxed);
 void ClearCancel() noexcept { g_cancel.store(false, std::memory_order_relaxed); }
 bool CancelRequested() noexcept { return g_cancel.load(std::memory_order_relaxed); }
 
-Status CheckCancelled() {
-  if (!CancelRequested()) return Status();
-  return Status(StatusCode::kCancelled, "cancelled (interrupted)");
+Status CancelledStatus() { return Status(StatusCode::kInternal, kCancelledMessage); }
+
+bool IsCancelled(const Status& status) {
+  return status.code() == StatusCode::kInternal && status.message() == kCancelledMessage;
 }
+
+Status CheckCancelled() { return CancelRequested() ? CancelledStatus() : Status(); }
 
 }  // namespace quantkit

@@ -12,7 +12,6 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kIoError: return "I/O error";
     case StatusCode::kResourceExhausted: return "resource exhausted";
     case StatusCode::kInternal: return "internal error";
-    case StatusCode::kCancelled: return "cancelled";
   }
   return "unknown";
 }
@@ -27,7 +26,6 @@ int ExitCodeFor(StatusCode code) {
     case StatusCode::kIoError: return 4;
     case StatusCode::kResourceExhausted: return 5;
     case StatusCode::kInternal: return 70;
-    case StatusCode::kCancelled: return 130;
   }
   return 70;
 }

@@ -57,8 +57,7 @@ def test_openmp_already_loaded_is_left_alone_and_said():
     r = python("import os, torch, quantkit; print(os.environ.get('OMP_WAIT_POLICY')); "
                "print(quantkit.openmp_wait_policy())")
     assert r.returncode == 0, r.stderr[-2000:]
-    if "libgomp" not in open("/proc/self/maps").read() and r.stdout.splitlines()[0] == "PASSIVE":
-        pytest.skip("this torch loads no OpenMP runtime")
+    # torch's libtorch brought libgomp, which read the environment already: quantkit says so.
     assert r.stdout.splitlines()[0] == "None" and "OMP_WAIT_POLICY=passive" in r.stdout
 
 
