@@ -98,8 +98,8 @@ def _cached_statistics(path: str, model: str) -> Optional[Statistics]:
     if not os.path.exists(path):
         return None
     with open(path, "rb") as f:
-        head = f.read(1)
-    if head == b"{":
+        head = f.read(4096)
+    if b'"CLS"' in head and b"TensorsData" in head:
         _refuse("calibration_cache_path", path, "it holds onnxruntime's JSON ranges; quantkit keeps its "
                 "own statistics (.qkstats) there: give a path of its own")
     return Statistics.load(path, model=model)

@@ -36,7 +36,7 @@ def test_import_orders(model, imports):
         pytest.importorskip("torch")
     r = python(f"import sys\n{imports}\nMODEL = {model!r}\n{CALIBRATE}")
     assert r.returncode == 0, r.stderr[-3000:]
-    libtorch, _, torch_imported = r.stdout.split()[-3:]
+    _, libtorch, torch_imported = r.stdout.split()[-3:]
     assert libtorch == "1"  # one libtorch in the process, whoever loaded it first
     if imports == "import quantkit":
         # A PyPI-torch build imports torch itself (its libraries' loader); a system one needs none.
@@ -63,7 +63,7 @@ def test_openmp_already_loaded_is_left_alone_and_said():
 
 def fake_torch(tmp_path, version: str, cuda: str | None = "13.2"):
     d = tmp_path / "torch"
-    d.mkdir()
+    d.mkdir(parents=True)
     (d / "version.py").write_text(f"from typing import Optional\n__version__ = '{version}'\ndebug = False\n"
                                   f"cuda: Optional[str] = {cuda!r}\ngit_version = 'abc123'\n")
     return str(d)
