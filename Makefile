@@ -63,16 +63,16 @@ bench: build
 	@bash bench/run.sh $(BUILD_DIR)
 
 zoo: setup
-	@.venv/bin/python python/zoo/train_all.py
+	@.venv/bin/python -m qkdev.zoo.train_all
 
 # docs/zoo-table.md: every zoo model x every method, per-tensor weights, fallback (full test split).
 zoo-table: build
-	@.venv/bin/python python/zoo_table.py $(BUILD_DIR)/tools/quantkit/quantkit --markdown docs/zoo-table.md \
+	@.venv/bin/python -m qkdev.zoo_table $(BUILD_DIR)/tools/quantkit/quantkit --markdown docs/zoo-table.md \
 		--json docs/zoo-table.json
 
 # docs/qat-table.md: PTQ plan losing points -> quantkit qat, label-free and with labels (full test split).
 qat-table: build
-	@.venv/bin/python python/qat_table.py $(BUILD_DIR)/tools/quantkit/quantkit --markdown docs/qat-table.md \
+	@.venv/bin/python -m qkdev.qat_table $(BUILD_DIR)/tools/quantkit/quantkit --markdown docs/qat-table.md \
 		--json docs/qat-table.json
 
 fuzz: setup

@@ -6,7 +6,7 @@ The same script calls quantize_static twice with the same arguments; only the im
     from quantkit.ort import quantize_static                  # quantkit
 
 Each run is a child process (its own peak RSS and CPU time). Accuracy: top-1 of each Q/DQ model
-on the Fashion-MNIST test split with onnxruntime (python/zoo/eval_ort.py), next to FP32.
+on the Fashion-MNIST test split with onnxruntime (qkdev/zoo/eval_ort.py), next to FP32.
 
   PYTHONPATH=build/dev/python .venv/bin/python bench/python_migration.py [--model resnet_small]
       [--calib 512] [--per-channel]
@@ -20,13 +20,13 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "python", "zoo"))
+sys.path.insert(0, ROOT)  # qkdev: the repository's development scripts
 
 CHILD = r'''
 import sys
 import numpy as np
 sys.path.insert(0, sys.argv[5])
-import data
+from qkdev.zoo import data
 from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType
 if sys.argv[1] == "ort":
     from onnxruntime.quantization import quantize_static
@@ -52,7 +52,7 @@ def run(tool, model, out, calib, per_channel):
     """Wall time, CPU time (user+sys) and peak RSS of one child (os.wait4: that child's own)."""
     start = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-c", CHILD, tool, model, out, str(calib),
-                              os.path.join(ROOT, "python", "zoo"), "1" if per_channel else "0"])
+                              ROOT, "1" if per_channel else "0"])
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
@@ -68,8 +68,7 @@ def main():
     ap.add_argument("--calib", type=int, default=512)
     ap.add_argument("--per-channel", action="store_true")
     args = ap.parse_args()
-    import data
-    import eval_ort
+    from qkdev.zoo import data, eval_ort
     model = os.path.join(ROOT, "models", "zoo", f"{args.model}.onnx")
     x, y = data.load_split("test")
     rows = {"fp32": {"top1": eval_ort.evaluate(model, x, y)[0]}}
