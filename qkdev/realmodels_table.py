@@ -116,13 +116,15 @@ def ort_quantize(model_path, calib_feeds, out_path):
 
 
 def count_quantize_nodes(path):
-    """QuantizeLinear nodes in the graph and in every subgraph (If/Loop/Scan bodies)."""
+    """Quantized tensors: QuantizeLinear nodes, and DequantizeLinear nodes of INT8-stored weights,
+    in the graph and in every subgraph (If/Loop/Scan bodies)."""
     import onnx
 
     def walk(graph):
         n = 0
+        inits = {i.name for i in graph.initializer}
         for node in graph.node:
-            n += node.op_type == "QuantizeLinear"
+            n += node.op_type == "QuantizeLinear" or (node.op_type == "DequantizeLinear" and node.input[0] in inits)
             for a in node.attribute:
                 if a.type == onnx.AttributeProto.GRAPH:
                     n += walk(a.g)

@@ -4,6 +4,7 @@
 
 #include "common/check.h"
 #include "ir/scopes.h"
+#include "passes/float_precision.h"
 #include "passes/placement_rules.h"
 
 namespace quantkit::passes {
@@ -71,8 +72,16 @@ Status ApplyPlan::Run(ir::Model& model, PassReport* report) const {
   // The stages' weights first: weight scales a plan lacks are computed from the values exported.
   QK_RETURN_IF_ERROR(ApplyInitializerOverrides(*plan_, &model));
   QK_RETURN_IF_ERROR(AddWeightScales(*model.graph, sites, plan_));
-  QK_RETURN_IF_ERROR(InsertQdq(*plan_, sites).Run(model, report));
+  QK_RETURN_IF_ERROR(InsertQdq(*plan_, sites, options_.weight_storage).Run(model, report));
   report->changed = report->changed || !plan_->initializers.empty();
+  // The float part in the plan's dtype, last: it types what InsertQdq wrote.
+  PassReport typed;
+  QK_RETURN_IF_ERROR(ConvertFloatPrecision(plan_->float_precision).Run(model, &typed));
+  for (const auto& [name, n] : typed.counts) report->Add(name, n);
+  for (auto& [name, items] : typed.lists) report->lists[name] = std::move(items);
+  report->notes.insert(report->notes.end(), typed.notes.begin(), typed.notes.end());
+  if (!typed.summary.empty()) report->summary += "; " + typed.summary;
+  report->changed = report->changed || typed.changed;
   return Status::Ok();
 }
 

@@ -10,8 +10,10 @@
 //             policy kAuto:     kPlan when the plan came from a Q/DQ model (sources "qdq:"), else
 //                               kTensorRT
 //   weights = plan entries for weight sites, filled per channel (max|w|/127) when missing
-//   pairs   = passes::InsertQdq(plan, sites), run on the model
 //   first, plan.initializers (PTQ stages' weights) replace the initializers they name
+//   pairs   = passes::InsertQdq(plan, sites), run on the model (weights stored as options.weight_storage)
+//   types   = passes::ConvertFloatPrecision(plan.float_precision): the float part in the plan's float
+//             dtype (FP16 by default for a written model), FP32 islands where the plan says
 //
 // Requires a float model loaded for quantization (constants as initializers). Mutates the model
 // only after the sites and weight scales are computed; the plan gains the filled weight entries.
@@ -41,6 +43,9 @@ Result<PlacementPolicy> ParsePlacementPolicy(const std::string& text);
 struct ApplyPlanOptions {
   PlacementOptions placement;
   PlacementPolicy mode = PlacementPolicy::kAuto;
+  // kFakeQuant for the models quantkit runs (simulation folds float weights once; QAT trains them);
+  // every writer of a model file sets kInt8 (its --weight-storage default).
+  WeightStorage weight_storage = WeightStorage::kFakeQuant;
 };
 
 // True when the plan's quantized entries came from a Q/DQ model (sources "qdq:").

@@ -29,6 +29,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The placement of the run: none at all under --int8 off (no site, so the statistics are the
+// float tensors' ranges alone, and the written model has no Q/DQ).
+passes::PlacementOptions PlacementFor(const CalibrateOptions& options) {
+  passes::PlacementOptions placement = options.placement;
+  if (!options.int8) {
+    placement.weighted_op_types.clear();
+    placement.pool_op_types.clear();
+    placement.quantize_residual_add = false;
+  }
+  return placement;
+}
+
 // Runs this rank's shard of the data through the model once (the stages' CollectStatistics),
 // filling one collector per activation. Provenance (description, fingerprint, sample count)
 // names the whole data.
@@ -54,6 +66,10 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   if (source->num_samples() == 0) {
     // A rank with no samples (fewer batches than ranks) contributes empty collectors.
     for (const std::string& name : sites.activations) {
+      statistics->stats.tensors.emplace(
+          name, kind == CollectorKind::kRangeOnly ? quant::TensorCollector::RangeOnly() : quant::TensorCollector());
+    }
+    for (const std::string& name : sites.float_tensors) {
       statistics->stats.tensors.emplace(
           name, kind == CollectorKind::kRangeOnly ? quant::TensorCollector::RangeOnly() : quant::TensorCollector());
     }
@@ -91,6 +107,16 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
   if (inserted) {
     s += fmt::format("Q/DQ pairs: {} on activations, {} on weights\n",
                      inserted->Count(passes::counter::kActivationPairs), inserted->Count(passes::counter::kWeightPairs));
+  }
+  const quant::FloatPrecision& fp = r.plan.float_precision;
+  s += fmt::format("float dtype: {}{}\n", quant::FloatDTypeName(fp.dtype),
+                   fp.dtype == quant::FloatDType::kFloat32 ? "" : fp.cast_io ? " (inputs and outputs too)"
+                                                                             : " (inputs and outputs keep their types)");
+  if (inserted && fp.dtype != quant::FloatDType::kFloat32) {
+    s += fmt::format("  {} node(s) kept in FP32, {} Cast(s)\n", inserted->Count(passes::counter::kFp32Nodes),
+                     inserted->Count(passes::counter::kCastsInserted));
+    for (const std::string& n : inserted->List(passes::list::kFp32NodeReasons)) s += "  fp32: " + n + "\n";
+    for (const std::string& n : inserted->notes) s += "note: " + n + "\n";
   }
   for (const auto& [name, t] : r.plan.tensors) {
     if (!t.quantized) s += fmt::format("  float: {}: {}\n", name, t.reason);
@@ -141,8 +167,9 @@ Status WriteStats(const std::string& path, const formats::StatsFile& stats, Arti
 
 // The -o directory's files as one set (common/artifact_set.h): all five or none, never mixed
 // with a concurrent run's.
-Result<std::unique_ptr<ArtifactSet>> OpenArtifacts(const std::string& output_dir) {
-  return ArtifactSet::Open(output_dir,
+Result<std::unique_ptr<ArtifactSet>> OpenArtifacts(const CalibrateOptions& options) {
+  if (!options.int8) return ArtifactSet::Open(options.output_dir, {WrittenModelName(options), "plan.json", "summary.txt"});
+  return ArtifactSet::Open(options.output_dir,
                            {"model.qdq.onnx", "model.float.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"});
 }
 
@@ -180,7 +207,7 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
     return WriteStats(options.stats_out, prepared.statistics.stats, nullptr, &result.written);
   }
   if (!artifacts) {
-    QK_ASSIGN_OR_RETURN(artifacts, OpenArtifacts(options.output_dir));
+    QK_ASSIGN_OR_RETURN(artifacts, OpenArtifacts(options));
   }
   // Weights a stage changed: the float model holding them, for the cache and ranges (TensorRT
   // <= 10 builds from a float model) and as QAT's start point; the plan names it by its hash.
@@ -195,12 +222,15 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   // model is shared and immutable.
   QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(options.model));
   passes::ApplyPlanOptions apply;
-  apply.placement = options.placement;
+  apply.placement = PlacementFor(options);
   apply.mode = passes::PlacementPolicy::kTensorRT;
+  apply.weight_storage = options.weight_storage;
   QK_ASSIGN_OR_RETURN(passes::PassReport inserted, passes::RunPass(qdq_model, passes::ApplyPlan(&plan, apply)));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, artifacts->Stage("model.qdq.onnx")));
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache(artifacts->Stage("calib.cache"), plan, options.cache));
-  QK_RETURN_IF_ERROR(formats::WriteRangesText(artifacts->Stage("ranges.txt"), plan));
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, artifacts->Stage(WrittenModelName(options))));
+  if (options.int8) {
+    QK_RETURN_IF_ERROR(formats::WriteTrtCache(artifacts->Stage("calib.cache"), plan, options.cache));
+    QK_RETURN_IF_ERROR(formats::WriteRangesText(artifacts->Stage("ranges.txt"), plan));
+  }
   QK_RETURN_IF_ERROR(formats::WritePlanJson(artifacts->Stage("plan.json"), plan));
   result.summary = Summarize(options, result, &inserted);
   QK_RETURN_IF_ERROR(WriteFileAtomic(artifacts->Stage("summary.txt"), result.summary));
@@ -225,7 +255,7 @@ Status Prepare(const CalibrateOptions& options, const runtime::Communicator& com
   if (const passes::PassReport* ifs = passes::FindReport(loaded.load_passes, "fold_constant_if"); ifs && ifs->changed) {
     result.notes.push_back(ifs->summary + ", which is quantized");
   }
-  QK_ASSIGN_OR_RETURN(prepared->sites, FindCalibrationSites(loaded, options.placement));
+  QK_ASSIGN_OR_RETURN(prepared->sites, FindCalibrationSites(loaded, PlacementFor(options), options.floats));
   // Before the data is read: an override naming nothing fails at once.
   QK_RETURN_IF_ERROR(CheckOverrides(prepared->sites, {options.method, options.method_overrides}));
   if (!options.from_stats.empty()) {
@@ -245,6 +275,8 @@ Status Prepare(const CalibrateOptions& options, const runtime::Communicator& com
 }
 
 Status CheckSource(const CalibrateOptions& options) {
+  QK_RETURN_IF_NOT(options.int8 || options.floats.dtype != quant::FloatDType::kFloat32, StatusCode::kInvalidArgument,
+                   "--int8 off writes the model in --float-dtype fp16 or bf16; with fp32 there is nothing to write");
   QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument,
                    "--batch-size must be positive, got {}", options.batch_size);
   QK_RETURN_IF_NOT(options.run_batch.value_or(1) > 0, StatusCode::kInvalidArgument,
@@ -263,6 +295,10 @@ Status CheckSource(const CalibrateOptions& options) {
 }
 
 }  // namespace
+
+std::string WrittenModelName(const CalibrateOptions& options) {
+  return options.int8 ? "model.qdq.onnx" : fmt::format("model.{}.onnx", quant::FloatDTypeName(options.floats.dtype));
+}
 
 Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options) {
   QK_RETURN_IF_ERROR(CheckSource(options));
@@ -303,7 +339,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   std::unique_ptr<ArtifactSet> artifacts;
   Status opened = Status::Ok();
   if (comm->is_root() && !options.output_dir.empty()) {
-    Result<std::unique_ptr<ArtifactSet>> set = OpenArtifacts(options.output_dir);
+    Result<std::unique_ptr<ArtifactSet>> set = OpenArtifacts(options);
     if (set.ok()) {
       artifacts = std::move(*set);
     } else {

@@ -25,6 +25,8 @@
 #include "pipelines/ptq_stages.h"
 #include "formats/qkstats.h"
 #include "formats/trt_cache.h"
+#include "passes/float_precision.h"
+#include "passes/insert_qdq.h"
 #include "passes/qdq_placement.h"
 #include "quant/plan.h"
 #include "quant/tensor_calib.h"
@@ -48,6 +50,14 @@ struct CalibrateOptions {
   // Per-tensor overrides by tensor name or by the op type of the tensor's consumer.
   std::map<std::string, quant::MethodRequest> method_overrides;
   passes::PlacementOptions placement;
+  // The float part of the written model: --float-dtype, --cast-io, --keep-fp32 (the statistics
+  // then also hold the range of every float tensor, which decides where FP16 cannot hold one).
+  passes::FloatOptions floats;
+  passes::WeightStorage weight_storage = passes::WeightStorage::kInt8;  // --weight-storage
+  // false (--int8 off): no Q/DQ at all, the float-dtype conversion alone from the same statistics
+  // (what ModelOpt's AutoCast does, in bounded memory): writes model.<dtype>.onnx, plan.json and
+  // summary.txt.
+  bool int8 = true;
   std::string output_dir;      // empty: compute the plan only
   std::string stats_out;       // write .qkstats
   std::vector<std::string> from_stats;
@@ -77,6 +87,9 @@ struct CalibrateResult {
 };
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options);
+
+// "model.qdq.onnx", or "model.fp16.onnx" / "model.bf16.onnx" for --int8 off.
+std::string WrittenModelName(const CalibrateOptions& options);
 
 // One calibration up to its statistics (calibration_stages.h), kept so that any number of plans
 // are built from it without loading, hashing or running the model again (--compare-methods).

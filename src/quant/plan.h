@@ -25,6 +25,10 @@ namespace quantkit::quant {
 
 enum class QuantDType { kInt8, kUint8 };
 
+// The dtype of a written model's non-quantized tensors (strongly typed TensorRT: the ONNX types
+// decide each layer's precision; docs/strongly-typed.md).
+enum class FloatDType { kFloat32, kFloat16, kBFloat16 };
+
 enum class TensorRole {
   kActivation,  // produced at run time (includes graph inputs)
   kWeight,      // constant input of a weighted op (per-channel by default)
@@ -34,6 +38,9 @@ const char* QuantDTypeName(QuantDType dtype);
 const char* TensorRoleName(TensorRole role);
 Result<QuantDType> ParseQuantDType(const std::string& s);
 Result<TensorRole> ParseTensorRole(const std::string& s);
+const char* FloatDTypeName(FloatDType dtype);  // "fp32", "fp16", "bf16"
+// "fp32" | "fp16" | "bf16" (also "float32", "float16", "bfloat16"): the CLI's --float-dtype.
+Result<FloatDType> ParseFloatDType(const std::string& s);
 
 struct TensorQuant {
   std::string tensor;
@@ -75,6 +82,27 @@ struct InitializerOverride {
   std::string stage;  // the stage that wrote it ("adaround")
 };
 
+// How a writer types the float (non-quantized) part of the model: every float tensor in `dtype`,
+// except the FP32 islands named here, each with its reason. Decided once, recorded in the plan, so
+// that every writer of the plan (calibrate, convert, fallback, qat) writes the same model.
+struct FloatPrecision {
+  FloatDType dtype = FloatDType::kFloat32;
+  // Graph inputs and outputs take `dtype` too (default: they keep the model's own types, with a
+  // Cast after each float input and before each float output).
+  bool cast_io = false;
+  // Nodes, and op types, computed in FP32 by request (--keep-fp32 NAME|OPTYPE), with the reason.
+  std::map<std::string, std::string> fp32_nodes;
+  std::map<std::string, std::string> fp32_op_types;
+  // Tensors `dtype` cannot hold, from the calibration statistics (range beyond it with the margin
+  // of passes/float_precision.h, or values it flushes): their producers and consumers stay FP32.
+  std::map<std::string, std::string> fp32_tensors;
+
+  bool operator==(const FloatPrecision& o) const {
+    return dtype == o.dtype && cast_io == o.cast_io && fp32_nodes == o.fp32_nodes &&
+           fp32_op_types == o.fp32_op_types && fp32_tensors == o.fp32_tensors;
+  }
+};
+
 struct QuantPlan {
   Provenance provenance;
   std::map<std::string, TensorQuant> tensors;  // sorted: deterministic outputs
@@ -84,6 +112,8 @@ struct QuantPlan {
   // the float model calibrate writes beside the plan (model.float.onnx); plan.json records only
   // provenance.float_model_sha256, so a plan file is paired with that model.
   std::map<std::string, InitializerOverride> initializers;
+  // The float dtype of the written model and its FP32 islands.
+  FloatPrecision float_precision;
 
   const TensorQuant* Find(const std::string& tensor) const;
   // Adds or replaces a per-tensor symmetric int8 entry from a calibrated amax.

@@ -30,6 +30,8 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
     std::string ptq;
     int64_t ptq_memory_mib = pipelines::kDefaultPtqMemoryBytes >> 20;
     ImageArgs image;
+    FloatArgs floats;
+    std::string int8 = "on";
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -100,6 +102,9 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option("--seed", opts->calibrate.ptq.seed, "seed of the PTQ stages' random draws")->capture_default_str();
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->image);
+  AddFloatOptions(cmd, &opts->floats);
+  cmd->add_option("--int8", opts->int8, "on | off: off writes model.<float-dtype>.onnx without Q/DQ (FP16 from data)")
+      ->capture_default_str();
   AddDistributedOptions(cmd, &opts->calibrate.distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
@@ -129,6 +134,16 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
         c.method_overrides[o.substr(0, eq)] = *m;
       }
       for (const std::string& e : opts->exclude) c.placement.Exclude(e);
+      auto floats = ToFloatOptions(opts->floats);
+      if (!floats.ok()) return Report(floats.status());
+      c.floats = *floats;
+      auto storage = passes::ParseWeightStorage(opts->floats.weight_storage);
+      if (!storage.ok()) return Report(storage.status());
+      c.weight_storage = *storage;
+      if (opts->int8 != "on" && opts->int8 != "off") {
+        return Report(Status(StatusCode::kInvalidArgument, "--int8 '" + opts->int8 + "': use on or off"));
+      }
+      c.int8 = opts->int8 == "on";
       c.placement.per_channel_weights = opts->weights == "per-channel";
       auto version = formats::ParseTrtVersion(opts->trt_version);
       if (!version.ok()) return Report(version.status());

@@ -120,12 +120,14 @@ def scan_model(rng):
 
 
 def q_nodes_by_scope(path):
-    """QuantizeLinear count per body, keyed like quantkit's scopes ("<node>.<attribute>")."""
+    """Quantized tensors per body (QuantizeLinear nodes, and DequantizeLinear nodes of INT8-stored
+    weights), keyed like quantkit's scopes ("<node>.<attribute>")."""
     counts = {}
 
     def walk(graph, scope):
+        inits = {i.name for i in graph.initializer}
         for node in graph.node:
-            if node.op_type == "QuantizeLinear":
+            if node.op_type == "QuantizeLinear" or (node.op_type == "DequantizeLinear" and node.input[0] in inits):
                 counts[scope] = counts.get(scope, 0) + 1
             for a in node.attribute:
                 if a.type == onnx.AttributeProto.GRAPH:
