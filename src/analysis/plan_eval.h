@@ -27,7 +27,7 @@
 #include "ir/graph.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
-#include "runtime/communicator.h"
+#include "distributed/communicator.h"
 #include "runtime/observer.h"
 
 namespace quantkit::analysis {

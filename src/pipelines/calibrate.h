@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "pipelines/calibration_stages.h"
-#include "pipelines/distributed.h"
+#include "distributed/launch.h"
 #include "formats/qkstats.h"
 #include "formats/trt_cache.h"
 #include "passes/qdq_placement.h"

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "analysis/diagnose/diagnose.h"
-#include "pipelines/distributed.h"
+#include "distributed/launch.h"
 #include "quantkit/status.h"
 
 namespace quantkit::pipelines {

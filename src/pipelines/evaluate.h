@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "pipelines/distributed.h"
+#include "distributed/launch.h"
 #include "analysis/metrics.h"
 #include "analysis/simulate.h"
 #include "data/image_options.h"

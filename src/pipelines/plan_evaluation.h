@@ -14,7 +14,7 @@
 
 #include "analysis/metrics.h"
 #include "analysis/plan_eval.h"
-#include "pipelines/distributed.h"
+#include "distributed/launch.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
 

@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "data/image_options.h"
-#include "pipelines/distributed.h"
+#include "distributed/launch.h"
 #include "passes/qdq_placement.h"
 #include "quant/tensor_calib.h"
 #include "quantkit/status.h"
-#include "runtime/qat_trainer.h"
+#include "train/qat_trainer.h"
 
 namespace quantkit::pipelines {
 

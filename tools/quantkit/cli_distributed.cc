@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/check.h"
-#include "runtime/communicator.h"
+#include "distributed/communicator.h"
 
 namespace quantkit::cli {
 

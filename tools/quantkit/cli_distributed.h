@@ -7,7 +7,7 @@
 #include <chrono>
 #include <memory>
 
-#include "pipelines/distributed.h"
+#include "distributed/launch.h"
 
 namespace quantkit::cli {
 

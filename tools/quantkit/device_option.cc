@@ -3,7 +3,7 @@
 #include <optional>
 
 #include "common/check.h"
-#include "runtime/communicator.h"
+#include "distributed/communicator.h"
 #include "runtime/device.h"
 
 namespace quantkit::cli {

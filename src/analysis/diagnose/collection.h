@@ -20,7 +20,7 @@
 #include "analysis/diagnose/inputs.h"
 #include "quant/collectors/per_channel.h"
 #include "quantkit/status.h"
-#include "runtime/communicator.h"
+#include "distributed/communicator.h"
 
 namespace quantkit::analysis {
 

@@ -22,7 +22,7 @@
 #include "data/source.h"
 #include "quant/collectors/per_channel.h"
 #include "quant/method_amax.h"
-#include "runtime/communicator.h"
+#include "distributed/communicator.h"
 #include "runtime/interpreter.h"
 
 namespace quantkit::analysis {

@@ -25,7 +25,7 @@
 #include "quant/collectors/range.h"
 #include "quant/tensor_calib.h"
 #include "quantkit/status.h"
-#include "runtime/communicator.h"
+#include "distributed/communicator.h"
 
 namespace quantkit {
 class ArtifactSet;

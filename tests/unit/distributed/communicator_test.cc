@@ -1,6 +1,6 @@
 // runtime::Communicator over c10d (TCPStore + ProcessGroupGloo): each rank is a forked process,
 // as under torchrun. The children report through a pipe; the parent checks every rank's result.
-#include "runtime/communicator.h"
+#include "distributed/communicator.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>

@@ -17,7 +17,7 @@
 #include "data/source.h"
 #include "formats/qkstats.h"
 #include "quantkit/status.h"
-#include "runtime/communicator.h"
+#include "distributed/communicator.h"
 
 namespace quantkit::pipelines {
 

@@ -1,4 +1,4 @@
-#include "runtime/communicator.h"
+#include "distributed/communicator.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>

@@ -1,5 +1,5 @@
 // QatTrainer: teacher/student forward, loss, backward and libtorch optimizer steps.
-#include "runtime/qat_trainer.h"
+#include "train/qat_trainer.h"
 
 #include <fmt/ranges.h>
 

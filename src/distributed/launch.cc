@@ -1,4 +1,4 @@
-#include "pipelines/distributed.h"
+#include "distributed/launch.h"
 
 #include <fmt/format.h>
 
