@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "analysis/diagnose/stats.h"
+#include "pipelines/diagnose/stats.h"
 #include "analysis/model_loading.h"
 #include "common/artifact_set.h"
 #include "common/check.h"

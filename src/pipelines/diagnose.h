@@ -3,7 +3,7 @@
 // statistics and alone writes -o; its report is one process's report, timing aside.
 #pragma once
 
-#include "analysis/diagnose/diagnose.h"
+#include "pipelines/diagnose/diagnose.h"
 #include "distributed/launch.h"
 #include "quantkit/status.h"
 

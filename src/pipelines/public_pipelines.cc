@@ -1,6 +1,6 @@
 // include/quantkit/pipelines.h over the internal pipelines: parse the public options (strings
 // become enums here, once), call the one pipeline function, and return its report.
-#include "analysis/diagnose/diagnose.h"
+#include "pipelines/diagnose/diagnose.h"
 #include "analysis/layer_analysis.h"
 #include "analysis/metrics.h"
 #include "common/check.h"

@@ -1,7 +1,7 @@
 // quantkit diagnose MODEL --data SPEC [--reference-data SPEC] [--expect ...] [-o DIR] [--json]
 #include <cstdio>
 
-#include "analysis/diagnose/diagnose.h"
+#include "pipelines/diagnose/diagnose.h"
 #include "cli_distributed.h"
 #include "cli_util.h"
 #include "pipelines/diagnose.h"

@@ -5,7 +5,7 @@
 #include "cli_distributed.h"
 #include "cli_util.h"
 #include "common/progress.h"
-#include "pipelines/qat.h"
+#include "pipelines/qat/qat.h"
 #include "quant/method_amax.h"
 
 namespace quantkit::cli {

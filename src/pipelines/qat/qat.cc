@@ -1,4 +1,4 @@
-#include "pipelines/qat.h"
+#include "pipelines/qat/qat.h"
 
 #include <fmt/ranges.h>
 
@@ -18,7 +18,7 @@
 #include "common/file_util.h"
 #include "common/progress.h"
 #include "pipelines/calibrate.h"
-#include "pipelines/qat_plot.h"
+#include "pipelines/qat/plot.h"
 #include "data/shard.h"
 #include "data/npy.h"
 #include "data/source.h"

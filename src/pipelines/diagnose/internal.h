@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/diagnose/diagnose.h"
+#include "pipelines/diagnose/diagnose.h"
 #include "quant/collectors/tensor_collector.h"
 
 namespace quantkit::analysis::diagnose_internal {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "analysis/diagnose/internal.h"
+#include "pipelines/diagnose/internal.h"
 #include "quant/method.h"
 
 namespace quantkit::analysis::diagnose_internal {

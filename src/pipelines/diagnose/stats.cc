@@ -1,4 +1,4 @@
-#include "analysis/diagnose/stats.h"
+#include "pipelines/diagnose/stats.h"
 
 #include <algorithm>
 #include <cmath>

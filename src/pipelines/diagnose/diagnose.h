@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/diagnose/inputs.h"
-#include "analysis/diagnose/stats.h"
+#include "pipelines/diagnose/inputs.h"
+#include "pipelines/diagnose/stats.h"
 #include "data/shard.h"
 #include "passes/qdq_placement.h"
 #include "quant/collectors/range.h"

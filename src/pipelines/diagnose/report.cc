@@ -6,7 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "analysis/diagnose/diagnose.h"
+#include "pipelines/diagnose/diagnose.h"
 #include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/file_util.h"

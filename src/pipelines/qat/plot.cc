@@ -1,4 +1,4 @@
-#include "pipelines/qat_plot.h"
+#include "pipelines/qat/plot.h"
 
 #include <fmt/format.h>
 

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <random>
 
-#include "analysis/diagnose/collection.h"
-#include "analysis/diagnose/inputs.h"
-#include "analysis/diagnose/stats.h"
+#include "pipelines/diagnose/collection.h"
+#include "pipelines/diagnose/inputs.h"
+#include "pipelines/diagnose/stats.h"
 #include "common/byte_io.h"
 #include "testing/tolerances.h"
 

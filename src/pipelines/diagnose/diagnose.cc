@@ -1,4 +1,4 @@
-#include "analysis/diagnose/diagnose.h"
+#include "pipelines/diagnose/diagnose.h"
 
 #include <fmt/format.h>
 
@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "analysis/collect_pass.h"
-#include "analysis/diagnose/collection.h"
-#include "analysis/diagnose/internal.h"
+#include "pipelines/diagnose/collection.h"
+#include "pipelines/diagnose/internal.h"
 #include "analysis/model_loading.h"
 #include "common/artifact_set.h"
 #include "common/check.h"

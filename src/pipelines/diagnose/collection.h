@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "analysis/collect_pass.h"
-#include "analysis/diagnose/inputs.h"
+#include "pipelines/diagnose/inputs.h"
 #include "quant/collectors/per_channel.h"
 #include "quantkit/status.h"
 #include "distributed/communicator.h"

@@ -1,4 +1,4 @@
-#include "analysis/diagnose/inputs.h"
+#include "pipelines/diagnose/inputs.h"
 
 #include <fmt/format.h>
 

@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "analysis/diagnose/stats.h"
+#include "pipelines/diagnose/stats.h"
 #include "common/byte_io.h"
 #include "ir/tensor.h"
 #include "quantkit/status.h"

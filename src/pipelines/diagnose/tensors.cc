@@ -6,7 +6,7 @@
 #include <numeric>
 #include <random>
 
-#include "analysis/diagnose/internal.h"
+#include "pipelines/diagnose/internal.h"
 #include "common/check.h"
 #include "quant/method_amax.h"
 

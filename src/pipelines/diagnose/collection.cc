@@ -1,4 +1,4 @@
-#include "analysis/diagnose/collection.h"
+#include "pipelines/diagnose/collection.h"
 
 #include <fmt/format.h>
 
