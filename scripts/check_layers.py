@@ -101,7 +101,7 @@ def self_test():
         "python/src/internal.cc": '#include "quant/plan.h"\n#include <nlohmann/json.hpp>\n',
         "python/src/ok.cc": ('#include <pybind11/stl.h>\n#include <fmt/format.h>\n#include <map>\n'
                              '#include "errors.h"\n#include "quantkit/calibration.h"\n'),
-        "python/src/collector.cc": '#include "pipelines/public_internal.h"\n#include "collector.h"\n',
+        "python/src/collector.cc": '#include "api/internal.h"\n#include "collector.h"\n',
     }
     with tempfile.TemporaryDirectory() as tmp:
         root = pathlib.Path(tmp)

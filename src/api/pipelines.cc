@@ -11,7 +11,7 @@
 #include "pipelines/evaluate.h"
 #include "pipelines/fallback.h"
 #include "pipelines/plan_evaluation.h"
-#include "pipelines/public_internal.h"
+#include "api/internal.h"
 #include "pipelines/run_model.h"
 #include "quant/method_amax.h"
 #include "quantkit/pipelines.h"

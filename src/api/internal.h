@@ -1,6 +1,6 @@
 // The public API's handles over the internal types, and the conversions of its option structs:
-// shared by the public API's implementation files (public_calibration.cc, public_collector.cc,
-// public_pipelines.cc). Not part of the public API. Each public option is converted to its internal form here, once.
+// shared by the public API's implementation files (calibration.cc, collector.cc,
+// pipelines.cc). Not part of the public API. Each public option is converted to its internal form here, once.
 #pragma once
 
 #include "data/image_options.h"

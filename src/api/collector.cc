@@ -13,7 +13,7 @@
 #include "data/image_options.h"
 #include "data/run_chunks.h"
 #include "pipelines/calibration_stages.h"
-#include "pipelines/public_internal.h"
+#include "api/internal.h"
 #include "quantkit/calibration.h"
 #include "runtime/interpreter.h"
 

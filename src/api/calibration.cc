@@ -1,7 +1,7 @@
 // include/quantkit/calibration.h over the internal stages (pipelines/calibration_stages.h). The
-// handles hold the internal types (pipelines/public_internal.h); this file and that header are
+// handles hold the internal types (api/internal.h); this file and that header are
 // the only places that convert between them and the public, std-only structs (the data path,
-// OpenDataSpec and the statistics collectors: public_collector.cc).
+// OpenDataSpec and the statistics collectors: collector.cc).
 #include "quantkit/calibration.h"
 
 #include <fmt/format.h>
@@ -18,7 +18,7 @@
 #include "onnx/export.h"
 #include "passes/apply_plan.h"
 #include "pipelines/calibration_stages.h"
-#include "pipelines/public_internal.h"
+#include "api/internal.h"
 #include "quant/method_amax.h"
 
 namespace quantkit {
