@@ -18,7 +18,7 @@
 
 #include "common/check.h"
 
-namespace quantkit::runtime {
+namespace quantkit::distributed {
 namespace {
 
 // Parses an environment variable as an int in [lo, hi]; `name` is quoted in the error.
@@ -257,8 +257,8 @@ Result<std::optional<DistributedEnv>> ReadDistributedEnv() {
   return ReadDistributedEnv([](const char* name) -> const char* { return std::getenv(name); });
 }
 
-Result<Device> ParseDeviceForRank(const std::string& text, const std::optional<DistributedEnv>& env) {
-  QK_ASSIGN_OR_RETURN(Device device, ParseDevice(text));
+Result<runtime::Device> ParseDeviceForRank(const std::string& text, const std::optional<DistributedEnv>& env) {
+  QK_ASSIGN_OR_RETURN(runtime::Device device, runtime::ParseDevice(text));
   if (env.has_value() && text == "cuda") device.index = env->local_rank;
   return device;
 }
@@ -347,4 +347,4 @@ Result<std::unique_ptr<Communicator>> Connect(const DistributedEnv& env, const C
   }
 }
 
-}  // namespace quantkit::runtime
+}  // namespace quantkit::distributed

@@ -27,7 +27,7 @@
 #include "quantkit/status.h"
 #include "runtime/device.h"
 
-namespace quantkit::runtime {
+namespace quantkit::distributed {
 
 // This process's place in a launch (what torchrun exports).
 struct DistributedEnv {
@@ -53,7 +53,7 @@ Result<std::optional<DistributedEnv>> ReadDistributedEnv();  // the process envi
 // LOCAL_WORLD_SIZE-1), as torch's own scripts do with torch.cuda.set_device(local_rank); without
 // this every rank would share GPU 0. An explicit cuda:N is kept (the user's choice, even when
 // ranks then share a GPU), and so are the CPU and a process outside a launch (env empty).
-Result<Device> ParseDeviceForRank(const std::string& text, const std::optional<DistributedEnv>& env);
+Result<runtime::Device> ParseDeviceForRank(const std::string& text, const std::optional<DistributedEnv>& env);
 
 inline constexpr std::chrono::seconds kDefaultDistributedTimeout{1800};  // torch's default too
 
@@ -95,4 +95,4 @@ std::unique_ptr<Communicator> SingleProcessCommunicator();
 // options.timeout naming the address, the world size and the ranks that never arrived.
 Result<std::unique_ptr<Communicator>> Connect(const DistributedEnv& env, const CommunicatorOptions& options);
 
-}  // namespace quantkit::runtime
+}  // namespace quantkit::distributed

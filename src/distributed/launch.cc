@@ -3,27 +3,51 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include "common/check.h"
 #include "formats/qkstats_wire.h"
 
-namespace quantkit::pipelines {
+namespace quantkit::distributed {
 
-Result<std::unique_ptr<runtime::Communicator>> OpenCommunicator(const DistributedOptions& options) {
-  QK_ASSIGN_OR_RETURN(std::optional<runtime::DistributedEnv> env, runtime::ReadDistributedEnv());
+Result<runtime::Device> SelectDevice(const std::string& text) {
+  Result<std::optional<DistributedEnv>> env = ReadDistributedEnv();
+  const std::optional<DistributedEnv> launch = env.ok() ? *env : std::nullopt;
+  QK_ASSIGN_OR_RETURN(runtime::Device device, ParseDeviceForRank(text, launch));
+  if (Status st = runtime::SetDefaultDevice(device); !st.ok()) {
+    if (!launch.has_value() || text != "cuda") return st;
+    return Status(st.code(), st.message() +
+                                 " (plain `cuda` under a distributed launch is cuda:LOCAL_RANK; LOCAL_RANK=" +
+                                 std::to_string(launch->local_rank) + ")");
+  }
+  return device;
+}
+
+Status RefuseUnderLaunch(const std::string& what, const std::string& shared) {
+  Result<std::optional<DistributedEnv>> env = ReadDistributedEnv();
+  if (!env.ok() || !env->has_value() || (*env)->world_size == 1) return Status::Ok();
+  return MakeStatus(StatusCode::kUnsupported,
+                    "{} runs as one process, but this is rank {} of {} of a distributed launch; {} "
+                    "(docs/distributed.md)",
+                    what, (*env)->rank, (*env)->world_size, shared);
+}
+
+Result<std::unique_ptr<Communicator>> OpenCommunicator(const DistributedOptions& options) {
+  QK_ASSIGN_OR_RETURN(std::optional<DistributedEnv> env, ReadDistributedEnv());
   if (!env) {
     QK_RETURN_IF_NOT(!options.required, StatusCode::kInvalidArgument,
                      "--distributed: this process was not launched by torchrun, srun torchrun or a "
                      "PyTorchJob (RANK and WORLD_SIZE are not set; see docs/distributed.md)");
-    return runtime::SingleProcessCommunicator();
+    return SingleProcessCommunicator();
   }
-  runtime::CommunicatorOptions o;
+  CommunicatorOptions o;
   o.timeout = options.timeout;
-  return runtime::Connect(*env, o);
+  return Connect(*env, o);
 }
 
 std::unique_ptr<data::Source> ShardForRank(std::unique_ptr<data::Source> source,
-                                           const runtime::Communicator& comm, int64_t granule,
+                                           const Communicator& comm, int64_t granule,
                                            RankReport* report) {
   report->rank = comm.rank();
   report->world_size = comm.world_size();
@@ -32,7 +56,7 @@ std::unique_ptr<data::Source> ShardForRank(std::unique_ptr<data::Source> source,
   return data::Slice(std::move(source), report->shard);
 }
 
-Result<formats::StatsFile> MergeStatsOnRoot(runtime::Communicator& comm, formats::StatsFile local) {
+Result<formats::StatsFile> MergeStatsOnRoot(Communicator& comm, formats::StatsFile local) {
   if (comm.world_size() == 1) return local;
   // Binary, exact (numbers travel as their bytes) and validated on decode, so a rank sending
   // something inconsistent is an error here, not a wrong plan. (The JSON .qkstats text it
@@ -64,4 +88,4 @@ std::string FormatRankLine(const RankReport& r) {
   return s;
 }
 
-}  // namespace quantkit::pipelines
+}  // namespace quantkit::distributed

@@ -56,7 +56,7 @@ struct CalibrateOptions {
   const Statistics* statistics = nullptr;
   // Under torchrun/srun/a PyTorchJob each rank collects its shard, rank 0 merges exactly and
   // writes everything (analysis/distributed.h); other ranks write nothing.
-  DistributedOptions distributed;
+  distributed::DistributedOptions distributed;
 };
 
 struct CalibrateResult {
@@ -68,7 +68,7 @@ struct CalibrateResult {
   int64_t samples = 0;
   double seconds = 0.0;
   int64_t peak_rss_bytes = 0;
-  RankReport rank;             // this process's part (rank 0 of 1 without a launch)
+  distributed::RankReport rank;             // this process's part (rank 0 of 1 without a launch)
 };
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options);

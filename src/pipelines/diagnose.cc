@@ -6,8 +6,8 @@
 namespace quantkit::pipelines {
 
 Result<DiagnoseRun> Diagnose(analysis::DiagnoseOptions options,
-                             const DistributedOptions& distributed) {
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> comm, OpenCommunicator(distributed));
+                             const distributed::DistributedOptions& distributed) {
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm, distributed::OpenCommunicator(distributed));
   options.comm = comm.get();
   DiagnoseRun run;
   QK_ASSIGN_OR_RETURN(run.result, analysis::Diagnose(options));

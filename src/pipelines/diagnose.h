@@ -12,10 +12,10 @@ namespace quantkit::pipelines {
 struct DiagnoseRun {
   analysis::DiagnoseResult
       result;       // the whole report on rank 0; on the others only its rank fields
-  RankReport rank;  // this rank's summary line
+  distributed::RankReport rank;  // this rank's summary line
 };
 
 Result<DiagnoseRun> Diagnose(analysis::DiagnoseOptions options,
-                             const DistributedOptions& distributed);
+                             const distributed::DistributedOptions& distributed);
 
 }  // namespace quantkit::pipelines

@@ -17,7 +17,21 @@
 #include "runtime/device_placement.h"
 #include "runtime/interpreter_aten.h"
 
-namespace quantkit::runtime {
+namespace quantkit::train {
+
+// The interpreter's ATen level, which training drives from inside (runtime/interpreter_aten.h).
+using runtime::AtenRunOptions;
+using runtime::CopyToAten;
+using runtime::DefaultDevice;
+using runtime::Device;
+using runtime::Interpreter;
+using runtime::InterpreterOptions;
+using runtime::NamedTensor;
+using runtime::RunAten;
+using runtime::ToAtenDevice;
+using runtime::ToIrTensor;
+using runtime::UseDevice;
+using runtime::WrapTensor;
 
 namespace {
 
@@ -370,4 +384,4 @@ Result<CheckpointExtras> QatTrainer::LoadCheckpoint(const std::string& path) {
   return extras;
 }
 
-}  // namespace quantkit::runtime
+}  // namespace quantkit::train

@@ -28,7 +28,7 @@
 #include "quantkit/status.h"
 #include "runtime/interpreter.h"
 
-namespace quantkit::runtime {
+namespace quantkit::train {
 
 enum class OptimizerKind { kSgd, kAdamW };
 enum class DistillLoss { kMse, kKl };
@@ -50,7 +50,7 @@ struct TrainerOptions {
 
 // One batch: every model input stacked [B, ...], labels int64 [B] when the data has them.
 struct TrainingBatch {
-  std::vector<NamedTensor> inputs;
+  std::vector<runtime::NamedTensor> inputs;
   std::optional<ir::Tensor> labels;
 };
 
@@ -69,7 +69,7 @@ struct EvalCounts {
 // What a checkpoint carries beyond the trainer's own state (the pipeline's bookkeeping).
 struct CheckpointExtras {
   std::map<std::string, double> values;  // e.g. best metric, epoch
-  std::vector<NamedTensor> best;         // the best parameters so far (may be empty)
+  std::vector<runtime::NamedTensor> best;         // the best parameters so far (may be empty)
 };
 
 class QatTrainer {
@@ -95,8 +95,8 @@ class QatTrainer {
   Result<EvalCounts> Evaluate(const TrainingBatch& batch) const;
 
   // Current parameter values (copies), in the order given to Create.
-  Result<std::vector<NamedTensor>> Parameters() const;
-  Status SetParameters(const std::vector<NamedTensor>& values);
+  Result<std::vector<runtime::NamedTensor>> Parameters() const;
+  Status SetParameters(const std::vector<runtime::NamedTensor>& values);
 
   // Parameters, optimizer state, step count and extras; written to a temp file, then renamed.
   Status SaveCheckpoint(const std::string& path, const CheckpointExtras& extras) const;
@@ -107,4 +107,4 @@ class QatTrainer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace quantkit::runtime
+}  // namespace quantkit::train

@@ -48,7 +48,7 @@ Result<data::ImageOptions> ToImageOptions(const ImageArgs& args);
 struct PlanEvalArgs {
   analysis::PlanEvalOptions eval;
   std::string plan, placement = "auto";
-  pipelines::DistributedOptions distributed;  // --distributed, --dist-timeout
+  distributed::DistributedOptions distributed;  // --distributed, --dist-timeout
 };
 void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* args, const std::string& data_help);
 

@@ -69,8 +69,8 @@ std::vector<std::string> TrainableParameters(const ir::Graph& g,
   return names;
 }
 
-runtime::TrainingBatch ToTraining(data::Batch&& b) {
-  runtime::TrainingBatch t;
+train::TrainingBatch ToTraining(data::Batch&& b) {
+  train::TrainingBatch t;
   for (auto& [name, tensor] : b.inputs) t.inputs.push_back({name, std::move(tensor)});
   t.labels = std::move(b.labels);
   return t;
@@ -78,7 +78,7 @@ runtime::TrainingBatch ToTraining(data::Batch&& b) {
 
 // Samples `indices` of `source` stacked into one batch: each Read(i, 1) is a contiguous [1, ...]
 // tensor, so stacking is concatenating their bytes.
-Result<runtime::TrainingBatch> GatherSamples(const data::Source& source, const std::vector<int64_t>& indices) {
+Result<train::TrainingBatch> GatherSamples(const data::Source& source, const std::vector<int64_t>& indices) {
   std::vector<data::Batch> parts;
   for (int64_t i : indices) {
     QK_ASSIGN_OR_RETURN(data::Batch b, source.Read(i, 1));
@@ -106,7 +106,7 @@ Result<runtime::TrainingBatch> GatherSamples(const data::Source& source, const s
     }
     return out;
   };
-  runtime::TrainingBatch out;
+  train::TrainingBatch out;
   for (size_t k = 0; k < parts.front().inputs.size(); ++k) {
     QK_ASSIGN_OR_RETURN(ir::Tensor t, stack([k](const data::Batch& b) -> const ir::Tensor& { return b.inputs[k].second; }));
     out.inputs.push_back({parts.front().inputs[k].first, std::move(t)});
@@ -132,8 +132,8 @@ std::vector<int64_t> Permutation(int64_t n, uint64_t seed, int64_t epoch) {
 // Top-1 against labels when the data has them, else argmax agreement with the FP32 model. Under a
 // launch each rank evaluates its shard (whole batches: the batches one process runs) and the
 // counts are summed exactly, so every rank gets one process's value.
-Result<double> Validate(const runtime::QatTrainer& trainer, const data::Source& val, int64_t batch_size,
-                        runtime::Communicator& comm, std::string* metric) {
+Result<double> Validate(const train::QatTrainer& trainer, const data::Source& val, int64_t batch_size,
+                        distributed::Communicator& comm, std::string* metric) {
   enum { kSamples, kCorrect, kAgree, kUnlabelled, kCounts };
   std::vector<int64_t> counts(kCounts, 0);
   const data::ShardRange shard = data::ShardOf(val.num_samples(), comm.rank(), comm.world_size(), batch_size);
@@ -141,7 +141,7 @@ Result<double> Validate(const runtime::QatTrainer& trainer, const data::Source& 
     for (int64_t start = shard.begin; start < shard.end; start += batch_size) {
       QK_ASSIGN_OR_RETURN(data::Batch b, val.Read(start, std::min(batch_size, shard.end - start)));
       counts[kUnlabelled] += b.labels.has_value() ? 0 : 1;
-      QK_ASSIGN_OR_RETURN(runtime::EvalCounts c, trainer.Evaluate(ToTraining(std::move(b))));
+      QK_ASSIGN_OR_RETURN(train::EvalCounts c, trainer.Evaluate(ToTraining(std::move(b))));
       counts[kSamples] += c.samples, counts[kCorrect] += c.correct, counts[kAgree] += c.agree_teacher;
     }
     return Status::Ok();
@@ -159,7 +159,7 @@ Result<double> Validate(const runtime::QatTrainer& trainer, const data::Source& 
 // and divided by the number of ranks. Each rank's loss is the mean over its equal share of the
 // global batch, so the average is the global batch's gradient; rank order makes the sum, and so
 // the update, the same bits on every rank.
-Status AverageOverRanks(runtime::Communicator& comm, std::vector<float>* gradients, runtime::StepResult* r) {
+Status AverageOverRanks(distributed::Communicator& comm, std::vector<float>* gradients, train::StepResult* r) {
   const double losses[4] = {r->loss, r->distill, r->label, r->feature};
   std::string bytes(reinterpret_cast<const char*>(losses), sizeof(losses));
   bytes.append(reinterpret_cast<const char*>(gradients->data()), gradients->size() * sizeof(float));
@@ -230,10 +230,10 @@ int64_t StaticClasses(const ir::Model& m) {
   return classes;
 }
 
-const char* LossName(const runtime::TrainerOptions& t) {
+const char* LossName(const train::TrainerOptions& t) {
   if (t.label_weight > 0 && t.distill_weight > 0) return "cross-entropy+distillation";
   if (t.label_weight > 0) return "cross-entropy";
-  return t.distill == runtime::DistillLoss::kMse ? "distillation-mse" : "distillation-kl";
+  return t.distill == train::DistillLoss::kMse ? "distillation-mse" : "distillation-kl";
 }
 
 }  // namespace
@@ -244,7 +244,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
   QK_RETURN_IF_NOT(!o.output_dir.empty(), StatusCode::kInvalidArgument, "an output directory (-o) is required");
   QK_RETURN_IF_NOT(o.steps >= 0 && o.epochs >= 0, StatusCode::kInvalidArgument, "--steps/--epochs must be >= 0");
   QatResult result;
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> comm, OpenCommunicator(o.distributed));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm, distributed::OpenCommunicator(o.distributed));
   const int world = comm->world_size();
   QK_RETURN_IF_NOT(world == 1 || !o.plan.empty(), StatusCode::kInvalidArgument,
                    "qat under a distributed launch needs --plan (calibrate first, under the same launch: "
@@ -326,11 +326,11 @@ Result<QatResult> RunQat(const QatOptions& o) {
   }
   result.steps_per_epoch = n / o.batch_size;  // whole batches only
   const int64_t total = o.steps > 0 ? o.steps : std::max<int64_t>(o.epochs, 1) * result.steps_per_epoch;
-  runtime::TrainerOptions topts = o.trainer;
+  train::TrainerOptions topts = o.trainer;
   topts.total_steps = total;
   if (topts.warmup_steps == 0) topts.warmup_steps = static_cast<int64_t>(std::floor(o.warmup_fraction * total));
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::QatTrainer> trainer,
-                      runtime::QatTrainer::Create(std::move(training), std::move(teacher), params, topts));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<train::QatTrainer> trainer,
+                      train::QatTrainer::Create(std::move(training), std::move(teacher), params, topts));
 
   std::error_code ec;
   if (comm->is_root()) fs::create_directories(o.output_dir, ec);  // rank 0 alone writes
@@ -341,7 +341,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
   // 4. Training, resumable.
   std::vector<runtime::NamedTensor> best;
   double best_metric = -1;
-  runtime::CheckpointExtras extras;
+  train::CheckpointExtras extras;
   if (!o.resume.empty()) {
     QK_ASSIGN_OR_RETURN(extras, trainer->LoadCheckpoint(o.resume));
     best = extras.best;
@@ -364,7 +364,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
     return Status::Ok();
   };
   auto save_checkpoint = [&]() -> Status {  // by rank 0; every rank learns its outcome
-    runtime::CheckpointExtras x;
+    train::CheckpointExtras x;
     x.best = best;
     x.values["best_metric"] = best_metric;
     x.values["best_step"] = static_cast<double>(result.best_step);
@@ -397,16 +397,16 @@ Result<QatResult> RunQat(const QatOptions& o) {
     // here with the error that stopped it before (so no rank waits for a gradient never sent).
     bool reduced = false;
     const std::string step_name = fmt::format("QAT step {}", s + 1);
-    runtime::QatTrainer::GradientReducer reducer;
+    train::QatTrainer::GradientReducer reducer;
     if (world > 1) {
-      reducer = [&](std::vector<float>* gradients, runtime::StepResult* r) -> Status {
+      reducer = [&](std::vector<float>* gradients, train::StepResult* r) -> Status {
         reduced = true;
         QK_RETURN_IF_ERROR(comm->Agree(Status::Ok(), step_name));
         return AverageOverRanks(*comm, gradients, r);
       };
     }
-    Result<runtime::StepResult> stepped = [&]() -> Result<runtime::StepResult> {
-      QK_ASSIGN_OR_RETURN(runtime::TrainingBatch batch, GatherSamples(*train_src, idx));
+    Result<train::StepResult> stepped = [&]() -> Result<train::StepResult> {
+      QK_ASSIGN_OR_RETURN(train::TrainingBatch batch, GatherSamples(*train_src, idx));
       if (!labels.empty()) {
         std::vector<int64_t> l;
         for (int64_t i : idx) l.push_back(labels[static_cast<size_t>(i)]);
@@ -415,7 +415,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
       return trainer->Step(batch, reducer);
     }();
     if (!stepped.ok() && world > 1 && !reduced) QK_RETURN_IF_ERROR(comm->Agree(stepped.status(), step_name));
-    QK_ASSIGN_OR_RETURN(runtime::StepResult r, std::move(stepped));
+    QK_ASSIGN_OR_RETURN(train::StepResult r, std::move(stepped));
     train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
     cpu_seconds += static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
     if (s == first_step) result.first_loss = r.loss;
@@ -494,7 +494,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
                        {"data", train_src->Describe()},
                        {"plan", o.plan.empty() ? "calibrated: " + plan.provenance.method : o.plan},
                        {"loss", LossName(topts)},
-                       {"optimizer", topts.optimizer == runtime::OptimizerKind::kSgd ? "sgd" : "adamw"},
+                       {"optimizer", topts.optimizer == train::OptimizerKind::kSgd ? "sgd" : "adamw"},
                        {"lr", topts.lr},
                        {"warmup_steps", topts.warmup_steps},
                        {"batch_size", o.batch_size},

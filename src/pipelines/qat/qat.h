@@ -2,7 +2,7 @@
 //
 //   plan (--plan, or calibrate first)  ->  BatchNormalization folded into its Conv (frozen stats)
 //   -> the Q/DQ model calibrate exports (passes::ApplyPlan: TensorRT placement)
-//   -> training graph (passes::QdqToFakeQuant) -> runtime::QatTrainer steps on shuffled batches
+//   -> training graph (passes::QdqToFakeQuant) -> train::QatTrainer steps on shuffled batches
 //      (FP32 teacher on the same batch: label-free distillation by default; cross-entropy with labels)
 //   -> per-epoch validation with keep-the-best, checkpoints (--resume)
 //   -> OUT/model.qdq.onnx (fine-tuned weights, weight scales recomputed from them, final activation
@@ -41,7 +41,7 @@ struct QatOptions {
   int64_t steps = 0;
   int64_t batch_size = 64;
   uint64_t seed = 0;
-  runtime::TrainerOptions trainer;  // total_steps is filled here
+  train::TrainerOptions trainer;  // total_steps is filled here
   double warmup_fraction = 0.05;    // share of the steps spent warming up (when trainer.warmup_steps == 0)
   bool recompute_weight_scales = true;
   // LSQ by default: a frozen scale cannot undo a calibration that clips (an entropy plan clips
@@ -59,7 +59,7 @@ struct QatOptions {
   // Under torchrun/srun/a PyTorchJob: data-parallel. batch_size is the global batch; each rank
   // runs batch_size / N of its samples and the gradients are averaged over the ranks (in rank
   // order: the same bits on every rank) before each optimizer step. Rank 0 writes.
-  DistributedOptions distributed;
+  distributed::DistributedOptions distributed;
 };
 
 struct QatEval {
@@ -83,7 +83,7 @@ struct QatResult {
   bool paused = false;                // stopped by stop_after before the last step
   std::vector<std::string> written;
   std::string summary;
-  RankReport rank;  // this process's part (samples per step, time of the steps)
+  distributed::RankReport rank;  // this process's part (samples per step, time of the steps)
 };
 
 Result<QatResult> RunQat(const QatOptions& options);
