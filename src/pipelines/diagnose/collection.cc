@@ -8,7 +8,7 @@
 #include "common/check.h"
 #include "formats/qkstats_wire.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 namespace {
 
 constexpr char kMagic[8] = {'Q', 'K', 'D', 'I', 'A', 'G', 'W', '1'};
@@ -16,13 +16,13 @@ constexpr uint32_t kByteOrder = 0x01020304;
 
 // Collectors travel in the statistics' own binary form (formats/qkstats_wire.h, validated on
 // decode); the model hash is checked once per run by the caller, not per collector set.
-void PutCollectors(ByteWriter& out, const CollectorMap& collectors) {
+void PutCollectors(ByteWriter& out, const analysis::CollectorMap& collectors) {
   formats::StatsFile stats;
   stats.tensors = collectors;
   out.PutString(formats::EncodeStatsWire(stats));
 }
 
-Result<CollectorMap> GetCollectors(ByteReader& in, const std::string& what) {
+Result<analysis::CollectorMap> GetCollectors(ByteReader& in, const std::string& what) {
   QK_ASSIGN_OR_RETURN(std::string bytes, in.GetString(what.c_str()));
   QK_ASSIGN_OR_RETURN(formats::StatsFile stats,
                       formats::DecodeStatsWire(bytes, in.source() + ": " + what));
@@ -46,7 +46,7 @@ Status AppendInputs(ByteReader& in, std::map<std::string, InputStatsAccumulator>
 }
 
 // The collectors of one set merged into another with the same tensors (exact merges).
-Status MergeCollectors(CollectorMap* into, const CollectorMap& part, const std::string& source) {
+Status MergeCollectors(analysis::CollectorMap* into, const analysis::CollectorMap& part, const std::string& source) {
   QK_RETURN_IF_NOT(into->size() == part.size(), StatusCode::kInvalidArgument,
                    "{}: statistics of {} tensors, expected {}", source, part.size(), into->size());
   for (const auto& [name, collector] : part) {
@@ -105,8 +105,8 @@ Status AppendEncodedCollection(DiagnoseCollection* into, const std::string& byte
                    "{}: chunks [{}, {}) of {} do not follow chunks [0, {}) of {}", source, first,
                    end, chunks, into->end_chunk, into->chunks.size());
   for (int32_t c = first; c < end; ++c) {
-    QK_ASSIGN_OR_RETURN(CollectorMap part, GetCollectors(in, fmt::format("chunk {}", c)));
-    CollectorMap& target = into->chunks[static_cast<size_t>(c)];
+    QK_ASSIGN_OR_RETURN(analysis::CollectorMap part, GetCollectors(in, fmt::format("chunk {}", c)));
+    analysis::CollectorMap& target = into->chunks[static_cast<size_t>(c)];
     QK_RETURN_IF_NOT(part.size() == target.size(), StatusCode::kInvalidArgument,
                      "{}: chunk {} has statistics of {} tensors, expected {}", source, c,
                      part.size(), target.size());
@@ -127,13 +127,13 @@ Status AppendEncodedCollection(DiagnoseCollection* into, const std::string& byte
                            .WithContext(fmt::format("{}: tensor '{}'", source, name)));
   }
   QK_RETURN_IF_ERROR(AppendInputs(in, &into->inputs));
-  QK_ASSIGN_OR_RETURN(CollectorMap reference, GetCollectors(in, "reference statistics"));
+  QK_ASSIGN_OR_RETURN(analysis::CollectorMap reference, GetCollectors(in, "reference statistics"));
   QK_RETURN_IF_ERROR(MergeCollectors(&into->reference, reference, source));
   QK_RETURN_IF_ERROR(AppendInputs(in, &into->reference_inputs));
   return in.ExpectEnd();
 }
 
-Result<DiagnoseCollection> GatherCollectionOnRoot(runtime::Communicator& comm,
+Result<DiagnoseCollection> GatherCollectionOnRoot(distributed::Communicator& comm,
                                                   DiagnoseCollection local) {
   if (comm.world_size() == 1) return local;
   QK_ASSIGN_OR_RETURN(std::vector<std::string> parts,
@@ -159,4 +159,4 @@ Result<DiagnoseCollection> GatherCollectionOnRoot(runtime::Communicator& comm,
   return all;
 }
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -22,16 +22,16 @@
 #include "quantkit/status.h"
 #include "distributed/communicator.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 
 struct DiagnoseCollection {
-  std::vector<CollectorMap>
+  std::vector<analysis::CollectorMap>
       chunks;  // by global chunk index; this rank fills [first_chunk, end_chunk)
   int first_chunk = 0, end_chunk = 0;
   std::map<std::string, quant::PerChannelAbsMaxCollector>
       channels;  // axis-1 abs-max of NCHW tensors
   std::map<std::string, InputStatsAccumulator> inputs;
-  CollectorMap reference;  // empty without reference data
+  analysis::CollectorMap reference;  // empty without reference data
   std::map<std::string, InputStatsAccumulator> reference_inputs;
 };
 
@@ -47,7 +47,7 @@ Status AppendEncodedCollection(DiagnoseCollection* into, const std::string& byte
 
 // Every rank calls it: rank 0 gets every rank's part combined in rank order, the other ranks an
 // empty collection. A single process gets its own part back untouched.
-Result<DiagnoseCollection> GatherCollectionOnRoot(runtime::Communicator& comm,
+Result<DiagnoseCollection> GatherCollectionOnRoot(distributed::Communicator& comm,
                                                   DiagnoseCollection local);
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -22,11 +22,22 @@
 #include "data/source.h"
 #include "quant/collectors/per_channel.h"
 #include "quant/method_amax.h"
-#include "distributed/communicator.h"
 #include "runtime/interpreter.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 namespace {
+
+// The measurement layer's statistics pass (analysis/collect_pass.h) and model loading.
+using analysis::CalibrationRunBatch;
+using analysis::CollectingObserver;
+using analysis::CollectorMap;
+using analysis::LoadModelForQuantization;
+using analysis::PassHooks;
+using analysis::PassOptions;
+using analysis::ReadRuns;
+using analysis::ReadSize;
+using analysis::RunBatches;
+using analysis::RunPass;
 
 using namespace diagnose_internal;  // NOLINT: this file's own helpers
 
@@ -213,7 +224,7 @@ Status PrepareSetup(const DiagnoseOptions& o, Setup* setup, DiagnoseResult* r) {
 // 1. This rank's shard of the calibration data: one collector set per chunk, per-channel
 // abs-max, input statistics; then its shard of the reference data (collection.h says why the
 // shards give one process's numbers).
-Status CollectShard(const DiagnoseOptions& o, const runtime::Communicator& comm, Setup* setup,
+Status CollectShard(const DiagnoseOptions& o, const distributed::Communicator& comm, Setup* setup,
                     DiagnoseCollection* part, DiagnoseResult* r) {
   QK_RETURN_IF_ERROR(PrepareSetup(o, setup, r));
   const ir::Model& model = *setup->model;
@@ -230,14 +241,14 @@ Status CollectShard(const DiagnoseOptions& o, const runtime::Communicator& comm,
     for (const std::string& a : setup->activations) c.emplace(a, quant::TensorCollector());
   }
   // Shards on chunk boundaries: every chunk is one rank's (and runs restart at each).
-  r->shard = data::ShardOf(n, comm.rank(), comm.world_size(), /*granule=*/k);
+  r->rank.shard = data::ShardOf(n, comm.rank(), comm.world_size(), /*granule=*/k);
   // The model runs on calibration's runs (data/run_chunks.h), restarting at every chunk: the
   // statistics depend on the sample index only, not on --batch-size or the ranks.
   const std::vector<data::InputSpec> inputs = data::ModelInputs(model);
   const int64_t run_batch = CalibrationRunBatch(inputs, std::nullopt);
-  part->first_chunk = static_cast<int>(r->shard.begin / k);
-  part->end_chunk = static_cast<int>((r->shard.end + k - 1) / k);
-  if (comm.world_size() > 1) source = data::Slice(std::move(source), r->shard);
+  part->first_chunk = static_cast<int>(r->rank.shard.begin / k);
+  part->end_chunk = static_cast<int>((r->rank.shard.end + k - 1) / k);
+  if (comm.world_size() > 1) source = data::Slice(std::move(source), r->rank.shard);
   CollectingObserver observer(&part->chunks[0]);
   ChannelObserver channels(&part->chunks[0], &part->channels);
   PassOptions pass;
@@ -247,7 +258,7 @@ Status CollectShard(const DiagnoseOptions& o, const runtime::Communicator& comm,
   pass.label = "diagnose";
   pass.progress = o.progress && comm.is_root();
   PassHooks hooks;
-  const int64_t offset = r->shard.begin;  // the hooks count this rank's samples from 0
+  const int64_t offset = r->rank.shard.begin;  // the hooks count this rank's samples from 0
   hooks.before_run = [&](int64_t start, const data::Batch& batch) {
     observer.set_target(&part->chunks[static_cast<size_t>((offset + start) / k)]);
     return AddInputs(setup->batch_first, batch, &part->inputs);
@@ -281,7 +292,7 @@ Status CollectShard(const DiagnoseOptions& o, const runtime::Communicator& comm,
                              .status());
     }
   }
-  r->collect_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r->rank.work_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
 }
 
@@ -358,7 +369,7 @@ Status Analyse(const DiagnoseOptions& o, const Setup& setup, DiagnoseCollection 
     r.written.push_back(out->Target("report.json"));
     QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("report.json"), DiagnoseJson(r)));
     QK_RETURN_IF_ERROR(out->Commit().status());
-    r.write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
+    r.rank.write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
   }
   return Status::Ok();
 }
@@ -375,19 +386,15 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
                    "--bootstrap and --subsets must not be negative");
   QK_RETURN_IF_NOT(o.ci_tolerance > 0 && o.cv_tolerance > 0, StatusCode::kInvalidArgument,
                    "--tolerance values must be positive");
-  std::unique_ptr<runtime::Communicator> single;
-  runtime::Communicator* comm = o.comm;
-  if (!comm) {
-    single = runtime::SingleProcessCommunicator();
-    comm = single.get();
-  }
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm,
+                      distributed::OpenCommunicator(o.distributed));
   const auto start_time = std::chrono::steady_clock::now();
   DiagnoseResult r;
   r.model = o.model;
   r.method = quant::MethodLabel(o.method);
   r.chosen = o.method;
-  r.rank = comm->rank();
-  r.world_size = comm->world_size();
+  r.rank.rank = comm->rank();
+  r.rank.world_size = comm->world_size();
   // -o is locked (by rank 0, which alone writes) before the long passes, so that a concurrent
   // run into the same directory fails at once; the reports and pictures then land together or
   // not at all.
@@ -408,7 +415,7 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
   QK_RETURN_IF_ERROR(comm->Agree(status, "diagnosing the data"));
   const auto merge_start = std::chrono::steady_clock::now();
   Result<DiagnoseCollection> all = GatherCollectionOnRoot(*comm, std::move(part));
-  r.merge_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - merge_start).count();
+  r.rank.merge_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - merge_start).count();
   if (!comm->is_root()) {
     // Wait for rank 0's outcome: its failure to analyse or write fails this rank too.
     QK_RETURN_IF_ERROR(all.status());
@@ -421,4 +428,4 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
   return r;
 }
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -21,17 +21,17 @@
 #include "pipelines/diagnose/inputs.h"
 #include "pipelines/diagnose/stats.h"
 #include "data/shard.h"
+#include "distributed/launch.h"
 #include "passes/qdq_placement.h"
 #include "quant/collectors/range.h"
 #include "quant/tensor_calib.h"
 #include "quantkit/status.h"
-#include "distributed/communicator.h"
 
 namespace quantkit {
 class ArtifactSet;
 }  // namespace quantkit
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 
 struct DiagnoseOptions {
   std::string model;
@@ -52,10 +52,10 @@ struct DiagnoseOptions {
   passes::PlacementOptions placement;
   std::string output_dir;       // SVG pictures + report.json + report.txt; empty: none
   bool progress = true;
-  // The ranks of a distributed run (not owned; nullptr: one process). Each rank runs its shard
-  // of the data; rank 0 gets every rank's statistics, analyses them and alone writes -o, and
-  // its report is one process's report (timing aside; docs/distributed.md).
-  runtime::Communicator* comm = nullptr;
+  // Under torchrun/srun/a PyTorchJob (docs/distributed.md): each rank runs its shard of the data;
+  // rank 0 gets every rank's statistics, analyses them and alone writes -o, and its report is one
+  // process's report (timing aside).
+  distributed::DistributedOptions distributed;
 };
 
 struct TensorDiagnosis {
@@ -112,15 +112,13 @@ struct DiagnoseResult {
   std::string summary;                             // the text report
   std::vector<std::string> written;
   double seconds = 0;
-  // This process's part of a distributed run (rank 0 of 1 otherwise); not in the reports. On the
-  // ranks other than 0 only these, model, data and samples are filled.
-  int rank = 0, world_size = 1;
-  data::ShardRange shard;           // the calibration samples this rank ran
-  double collect_seconds = 0;       // its passes over its shards
-  double merge_seconds = 0;         // gathering on rank 0
-  double write_seconds = 0;         // the report files (rank 0)
+  // This process's part of a distributed run (rank 0 of 1 otherwise; not in the reports): its
+  // calibration samples, its passes over its shards (work), gathering (merge) and the report
+  // files (write, rank 0). On the ranks other than 0 only this, model, data and samples are filled.
+  distributed::RankReport rank;
 };
 
+// One process, or the ranks of a launch (options.distributed): every rank calls it.
 Result<DiagnoseResult> Diagnose(const DiagnoseOptions& options);
 
 // The JSON report (stable field names; docs/diagnose.md).
@@ -131,4 +129,4 @@ std::string DiagnoseText(const DiagnoseResult& r);
 // returns their final paths.
 Result<std::vector<std::string>> WriteDiagnoseSvgs(const DiagnoseResult& r, ArtifactSet& out);
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -8,7 +8,7 @@
 #include "pipelines/diagnose/internal.h"
 #include "quant/method.h"
 
-namespace quantkit::analysis::diagnose_internal {
+namespace quantkit::pipelines::diagnose_internal {
 namespace {
 
 void SampleOutliers(const std::vector<InputStats>& sets, const std::vector<InputStats>* base,
@@ -173,4 +173,4 @@ void AddFindings(const DiagnoseOptions& o, DiagnoseResult* result) {
   r.clean = std::none_of(F.begin(), F.end(), [](const Finding& f) { return f.severity != "info"; });
 }
 
-}  // namespace quantkit::analysis::diagnose_internal
+}  // namespace quantkit::pipelines::diagnose_internal

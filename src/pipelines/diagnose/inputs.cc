@@ -10,7 +10,7 @@
 
 #include "common/check.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 namespace {
 
 // Thresholds, named once (docs/diagnose.md explains each).
@@ -442,4 +442,4 @@ void CheckExpectation(const InputStats& d, const std::string& dl, const InputExp
   }
 }
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -15,7 +15,7 @@
 #include "ir/tensor.h"
 #include "quantkit/status.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 
 struct InputStats {
   std::string input;
@@ -93,4 +93,4 @@ void CompareInputSets(const InputStats& data, const std::string& data_label, con
 void CheckExpectation(const InputStats& data, const std::string& data_label,
                       const InputExpectation& expect, std::vector<Finding>* out);
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

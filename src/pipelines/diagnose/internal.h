@@ -7,7 +7,7 @@
 #include "pipelines/diagnose/diagnose.h"
 #include "quant/collectors/tensor_collector.h"
 
-namespace quantkit::analysis::diagnose_internal {
+namespace quantkit::pipelines::diagnose_internal {
 
 // Thresholds (docs/diagnose.md).
 inline constexpr double kOutlierRatio = 4.0;       // max / p99.99 above this: outliers dominate
@@ -50,4 +50,4 @@ void TensorFindings(const TensorDiagnosis& t, const quant::MethodRequest& method
 // worst_ci_rel, moving, unstable, enough, suggested_samples, outliers and clean.
 void AddFindings(const DiagnoseOptions& o, DiagnoseResult* r);
 
-}  // namespace quantkit::analysis::diagnose_internal
+}  // namespace quantkit::pipelines::diagnose_internal

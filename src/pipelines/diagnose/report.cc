@@ -12,7 +12,7 @@
 #include "common/file_util.h"
 #include "common/text.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 namespace {
 
 using nlohmann::json;
@@ -237,4 +237,4 @@ Result<std::vector<std::string>> WriteDiagnoseSvgs(const DiagnoseResult& r, Arti
   return written;
 }
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 
 double Quantile(std::vector<double> v, double q) {
   if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
@@ -106,4 +106,4 @@ double JensenShannonBits(const quant::StreamingHistogram& a, float a_range,
   return std::clamp(js, 0.0, 1.0);
 }
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -9,7 +9,7 @@
 
 #include "quant/collectors/histogram.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 
 // One thing diagnose noticed. `code` is stable (docs/diagnose.md lists them; tests and scripts
 // match on it); `severity` is "error", "warning" or "info" — a clean bill has no error/warning.
@@ -44,4 +44,4 @@ double ShareAbove(const quant::StreamingHistogram& h, double threshold);
 double JensenShannonBits(const quant::StreamingHistogram& a, float a_range,
                          const quant::StreamingHistogram& b, float b_range, int64_t bins = 256);
 
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines

@@ -10,7 +10,7 @@
 #include "common/check.h"
 #include "quant/method_amax.h"
 
-namespace quantkit::analysis::diagnose_internal {
+namespace quantkit::pipelines::diagnose_internal {
 namespace {
 
 // amax of a method; 0 for a tensor without finite non-zero values (nothing to calibrate).
@@ -188,4 +188,4 @@ void TensorFindings(const TensorDiagnosis& t, const quant::MethodRequest& method
   }
 }
 
-}  // namespace quantkit::analysis::diagnose_internal
+}  // namespace quantkit::pipelines::diagnose_internal

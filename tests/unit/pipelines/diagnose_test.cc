@@ -12,7 +12,7 @@
 #include "common/byte_io.h"
 #include "testing/tolerances.h"
 
-namespace quantkit::analysis {
+namespace quantkit::pipelines {
 namespace {
 
 bool Has(const std::vector<Finding>& f, const std::string& code) {
@@ -293,7 +293,7 @@ TEST(DiagnoseExchange, CollectionPartsCombineToOneProcess) {
   };
   auto empty = [] {
     DiagnoseCollection c;
-    c.chunks.assign(3, CollectorMap{{"t", quant::TensorCollector()}});
+    c.chunks.assign(3, analysis::CollectorMap{{"t", quant::TensorCollector()}});
     c.reference.emplace("t", quant::TensorCollector());
     return c;
   };
@@ -329,4 +329,4 @@ TEST(DiagnoseExchange, CollectionPartsCombineToOneProcess) {
 }
 
 }  // namespace
-}  // namespace quantkit::analysis
+}  // namespace quantkit::pipelines
