@@ -25,10 +25,10 @@ namespace quantkit {
 
 namespace {
 
-using pipelines::MakePublicPlan;
-using pipelines::MakePublicStatistics;
-using pipelines::RequireValid;
-using pipelines::ToPlacementOptions;
+using api::MakePublicPlan;
+using api::MakePublicStatistics;
+using api::RequireValid;
+using api::ToPlacementOptions;
 
 TensorScale ToTensorScale(const quant::TensorQuant& t) {
   return TensorScale{t.tensor,
@@ -52,7 +52,7 @@ Artifacts ArtifactsFrom(std::vector<std::string> written, const passes::PassRepo
 
 }  // namespace
 
-namespace pipelines {
+namespace api {
 
 Status RequireValid(bool valid, const char* what) {
   QK_RETURN_IF_NOT(valid, StatusCode::kInvalidArgument, "{} is empty (default-constructed)", what);
@@ -65,7 +65,7 @@ quantkit::Plan MakePublicPlan(quant::QuantPlan plan) {
   return quantkit::Plan(std::move(impl));
 }
 
-quantkit::Statistics MakePublicStatistics(Statistics statistics) {
+quantkit::Statistics MakePublicStatistics(pipelines::Statistics statistics) {
   auto impl = std::make_shared<quantkit::Statistics::Impl>();
   impl->statistics = std::move(statistics);
   return quantkit::Statistics(std::move(impl));
@@ -85,8 +85,8 @@ passes::PlacementOptions ToPlacementOptions(const Placement& p) {
   return o;
 }
 
-Result<MethodChoice> ToMethodChoice(const MethodChoices& choices) {
-  MethodChoice out;
+Result<pipelines::MethodChoice> ToMethodChoice(const MethodChoices& choices) {
+  pipelines::MethodChoice out;
   QK_ASSIGN_OR_RETURN(out.method, quant::ParseMethod(choices.method));
   for (const auto& [key, method] : choices.overrides) {
     QK_ASSIGN_OR_RETURN(out.overrides[key], quant::ParseMethod(method));
@@ -101,7 +101,7 @@ Result<formats::TrtCacheWriteOptions> ToTrtCacheOptions(const CacheOptions& cach
   return out;
 }
 
-}  // namespace pipelines
+}  // namespace api
 
 // ---- Model -------------------------------------------------------------------------------------
 
@@ -310,13 +310,13 @@ Status Plan::Write(const std::string& path, PlanFormat format, const CacheOption
       break;
   }
   // The header names are checked only where they are written.
-  QK_ASSIGN_OR_RETURN(formats::TrtCacheWriteOptions header, pipelines::ToTrtCacheOptions(cache));
+  QK_ASSIGN_OR_RETURN(formats::TrtCacheWriteOptions header, api::ToTrtCacheOptions(cache));
   return formats::WritePlanFile(path, formats::ArtifactKind::kTrtCache, impl_->plan, header);
 }
 
 Result<std::string> Plan::CacheText(const CacheOptions& cache) const {
   QK_RETURN_IF_ERROR(RequireValid(valid(), "plan"));
-  QK_ASSIGN_OR_RETURN(formats::TrtCacheWriteOptions header, pipelines::ToTrtCacheOptions(cache));
+  QK_ASSIGN_OR_RETURN(formats::TrtCacheWriteOptions header, api::ToTrtCacheOptions(cache));
   return formats::FormatTrtCache(impl_->plan, header);
 }
 
@@ -325,7 +325,7 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const Sites& sites, co
   const pipelines::LoadedModel& loaded = sites.model.impl().loaded;
   QK_ASSIGN_OR_RETURN(pipelines::CalibrationSites internal,
                       pipelines::FindCalibrationSites(loaded, ToPlacementOptions(sites.placement)));
-  QK_ASSIGN_OR_RETURN(pipelines::MethodChoice choice, pipelines::ToMethodChoice(methods));
+  QK_ASSIGN_OR_RETURN(pipelines::MethodChoice choice, api::ToMethodChoice(methods));
   const pipelines::Statistics& s = statistics.impl().statistics;
   QK_RETURN_IF_NOT(s.stats.model_sha256.empty() || s.stats.model_sha256 == loaded.sha256,
                    StatusCode::kInvalidArgument, "the statistics were collected on another model than {}",
@@ -338,7 +338,7 @@ Result<Artifacts> WriteArtifacts(const Model& model, const Plan& plan, const std
                                  const ArtifactOptions& options) {
   QK_RETURN_IF_ERROR(RequireValid(model.valid() && plan.valid(), "model or plan"));
   QK_ASSIGN_OR_RETURN(formats::TrtCacheWriteOptions cache,
-                      pipelines::ToTrtCacheOptions(options.cache));
+                      api::ToTrtCacheOptions(options.cache));
   QK_ASSIGN_OR_RETURN(pipelines::ArtifactReport report,
                       pipelines::WriteArtifacts(model.impl().loaded, plan.impl().plan,
                                                 ToPlacementOptions(options.placement), dir, cache));

@@ -1,27 +1,24 @@
 // The public API's data path (include/quantkit/data_source.h, calibration.h): caller arrays as
 // ir::Tensor views checked by the data layer (data::ConformBatch: the CLI's rules and messages),
-// data specs as streams (OpenDataSpec), and the one statistics pass over caller data,
-// StatisticsCollector (push), which CollectStatistics(BatchStream) (pull) feeds.
+// data specs as streams (OpenDataSpec), and StatisticsCollector (push), which
+// CollectStatistics(BatchStream) (pull) feeds: converted batches handed to the one statistics
+// pass over caller data, pipelines::PushCollection.
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "analysis/collect_pass.h"
-#include "common/check.h"
-#include "common/progress.h"
-#include "common/sha256.h"
-#include "data/image_options.h"
-#include "data/run_chunks.h"
-#include "pipelines/calibration_stages.h"
 #include "api/internal.h"
+#include "common/check.h"
+#include "data/image_options.h"
+#include "pipelines/calibration_stages.h"
+#include "pipelines/push_collection.h"
 #include "quantkit/calibration.h"
-#include "runtime/interpreter.h"
 
 namespace quantkit {
 
 namespace {
 
-using pipelines::RequireValid;
+using api::RequireValid;
 
 constexpr ElementType kElementTypes[] = {
     ElementType::kFloat32, ElementType::kFloat16, ElementType::kFloat64, ElementType::kInt8,
@@ -170,7 +167,7 @@ class SourceStream final : public BatchStream {
 
 Result<std::unique_ptr<data::Source>> OpenSpec(const Model& model, const std::string& spec,
                                                const DataSpecOptions& options) {
-  QK_ASSIGN_OR_RETURN(data::ImageOptions image, pipelines::ToImageOptions(options.image));
+  QK_ASSIGN_OR_RETURN(data::ImageOptions image, api::ToImageOptions(options.image));
   QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
                       data::OpenSource(spec, data::ModelInputs(*model.impl().loaded.model), image));
   return data::Take(std::move(source), options.samples);
@@ -217,67 +214,12 @@ Result<std::unique_ptr<BatchStream>> OpenDataSpec(const Model& model, const std:
   return std::unique_ptr<BatchStream>(new SourceStream(std::move(source), options.batch_size));
 }
 
-// ---- StatisticsCollector -----------------------------------------------------------------------
+// ---- StatisticsCollector: the push pass of pipelines/push_collection.h over converted batches ----
 
 struct StatisticsCollector::Impl {
-  Model model;  // the interpreter runs its graph
-  std::vector<data::InputSpec> inputs;
+  Model model;  // the handle keeps the loaded model alive; OpenSpec reads its inputs
   std::vector<std::string> input_names;
-  pipelines::Statistics result;  // the collectors; `samples` counts what was observed
-  std::unique_ptr<runtime::Interpreter> interpreter;
-  std::unique_ptr<analysis::CollectingObserver> observer;
-  std::unique_ptr<data::RunChunker> chunker;  // the caller's batches -> model runs
-  std::unique_ptr<Progress> progress;
-  bool show_progress = false;
-  Sha256 data_hash;  // over every byte observed, in order
-  int64_t batches = 0;
-  int64_t run_samples = 0;  // samples run so far (error messages)
-  bool from_spec = false;   // ObserveDataSpec set the description and fingerprint
-  bool finished = false;
-
-  Status CheckOpen() const {
-    QK_RETURN_IF_NOT(!finished, StatusCode::kInvalidArgument,
-                     "the statistics pass is already finished");
-    return Status::Ok();
-  }
-  // A data spec is read whole: refused when the pass has `other` data.
-  static Status CheckNotMixed(bool other) {
-    QK_RETURN_IF_NOT(!other, StatusCode::kInvalidArgument,
-                     "a data spec is read whole: do not mix it with other batches in one pass");
-    return Status::Ok();
-  }
-
-  // Runs the model on each run; errors name the run's samples.
-  Status RunAll(std::vector<data::Batch> runs) {
-    runtime::RunOptions options;
-    options.observers = {observer.get()};
-    for (data::Batch& run : runs) {
-      const int64_t size = run.size;
-      std::vector<runtime::NamedTensor> feeds;
-      for (auto& [name, tensor] : run.inputs) feeds.push_back({name, std::move(tensor)});
-      auto outputs = interpreter->Run(feeds, options);
-      if (!outputs.ok()) {
-        return outputs.status().WithContext(
-            fmt::format("samples {}-{}", run_samples, run_samples + size - 1));
-      }
-      run_samples += size;
-    }
-    return Status::Ok();
-  }
-
-  // Runs the samples held back and closes the pass; the caller describes the data.
-  Result<pipelines::Statistics> Finish() {
-    QK_RETURN_IF_ERROR(CheckOpen());
-    finished = true;
-    if (std::optional<data::Batch> rest = chunker->Finish()) {
-      std::vector<data::Batch> runs;
-      runs.push_back(std::move(*rest));
-      QK_RETURN_IF_ERROR(RunAll(std::move(runs)));
-    }
-    QK_RETURN_IF_NOT(result.samples > 0, StatusCode::kInvalidArgument, "the data holds no samples");
-    progress->Finish();
-    return std::move(result);
-  }
+  std::unique_ptr<pipelines::PushCollection> pass;
 };
 
 StatisticsCollector::StatisticsCollector(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -298,96 +240,49 @@ Result<StatisticsCollector> StatisticsCollector::Create(const Model& model,
                                                         const Placement& placement,
                                                         const CollectOptions& options) {
   QK_RETURN_IF_ERROR(RequireValid(model.valid(), "model"));
-  QK_RETURN_IF_NOT(options.run_batch >= 0, StatusCode::kInvalidArgument,
-                   "run_batch must be >= 0, got {}", options.run_batch);
-  const pipelines::LoadedModel& loaded = model.impl().loaded;
-  QK_ASSIGN_OR_RETURN(
-      pipelines::CalibrationSites sites,
-      pipelines::FindCalibrationSites(loaded, pipelines::ToPlacementOptions(placement)));
+  pipelines::PushCollectionOptions o;
+  o.run_batch = options.run_batch;
+  o.expected_samples = options.expected_samples;
+  o.progress = options.progress;
   auto impl = std::make_unique<Impl>();
   impl->model = model;
-  impl->inputs = data::ModelInputs(*loaded.model);
-  for (const data::InputSpec& in : impl->inputs) impl->input_names.push_back(in.name);
-  impl->result.stats.model_sha256 = loaded.sha256;
-  for (const std::string& name : sites.activations)
-    impl->result.stats.tensors.emplace(name, quant::TensorCollector());
-  QK_ASSIGN_OR_RETURN(impl->interpreter, runtime::Interpreter::Create(loaded.model));
-  impl->observer = std::make_unique<analysis::CollectingObserver>(&impl->result.stats.tensors);
-  // Runs as the CLI's calibration cuts them (data/run_chunks.h), whatever the caller's batches.
-  impl->chunker = std::make_unique<data::RunChunker>(
-      analysis::CalibrationRunBatch(impl->inputs, options.run_batch > 0
-                                                       ? std::optional<int64_t>(options.run_batch)
-                                                       : std::nullopt),
-      impl->inputs);
-  impl->show_progress = options.progress;
-  impl->progress = std::make_unique<Progress>("calibrate", options.expected_samples, "samples");
-  if (!options.progress) impl->progress->set_enabled(false);
+  QK_ASSIGN_OR_RETURN(impl->pass, pipelines::PushCollection::Create(
+                                      model.impl().loaded, api::ToPlacementOptions(placement), o));
+  for (const data::InputSpec& in : impl->pass->inputs()) impl->input_names.push_back(in.name);
   return StatisticsCollector(std::move(impl));
 }
 
 const std::vector<std::string>& StatisticsCollector::input_names() const {
   return impl_->input_names;
 }
-int64_t StatisticsCollector::samples() const { return impl_->result.samples; }
-int64_t StatisticsCollector::batches() const { return impl_->batches; }
-int64_t StatisticsCollector::run_batch() const { return impl_->chunker->run_batch(); }
+int64_t StatisticsCollector::samples() const { return impl_->pass->samples(); }
+int64_t StatisticsCollector::batches() const { return impl_->pass->batches(); }
+int64_t StatisticsCollector::run_batch() const { return impl_->pass->run_batch(); }
 
 Status StatisticsCollector::Observe(const InputBatch& batch) {
-  Impl& s = *impl_;
-  QK_RETURN_IF_ERROR(s.CheckOpen());
-  QK_RETURN_IF_ERROR(s.CheckNotMixed(s.from_spec));
-  const std::string origin = fmt::format("batch {}", s.batches);
-  QK_ASSIGN_OR_RETURN(data::Batch b, ToBatch(batch, s.inputs, origin));
-  for (const auto& [name, tensor] : b.inputs) s.data_hash.Update(tensor.data(), tensor.nbytes());
-  std::vector<data::Batch> runs = s.chunker->Add(b);
-  const int64_t size = b.size;
-  b = data::Batch();  // samples held back for the next run keep their arrays alive until then
-  QK_RETURN_IF_ERROR(s.RunAll(std::move(runs)).WithContext(origin));
-  s.result.samples += size;
-  ++s.batches;
-  s.progress->Advance(size);
-  return Status::Ok();
+  pipelines::PushCollection& pass = *impl_->pass;
+  QK_RETURN_IF_ERROR(pass.CanObserve());
+  const std::string origin = fmt::format("batch {}", pass.batches());
+  QK_ASSIGN_OR_RETURN(data::Batch b, ToBatch(batch, pass.inputs(), origin));
+  return pass.Observe(std::move(b), origin);
 }
 
 Status StatisticsCollector::ObserveDataSpec(const std::string& spec,
                                             const DataSpecOptions& options) {
-  Impl& s = *impl_;
-  QK_RETURN_IF_ERROR(s.CheckOpen());
-  QK_RETURN_IF_ERROR(s.CheckNotMixed(s.from_spec || s.result.samples > 0));
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, OpenSpec(s.model, spec, options));
-  QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument,
-                   "batch size must be positive, got {}", options.batch_size);
-  QK_RETURN_IF_NOT(source->num_samples() > 0, StatusCode::kInvalidArgument, "{}: no samples",
-                   source->Describe());
-  analysis::PassOptions pass;
-  pass.batch_size = options.batch_size;
-  pass.run_batch = s.chunker->run_batch();
-  pass.progress = s.show_progress;  // RunBatches draws the bar of a spec; ours stays silent
-  s.progress->set_enabled(false);
-  // The CLI's reads and runs (pipelines/calibrate.cc CollectShard).
-  const analysis::BatchReader runs = analysis::ReadRuns(*source, pass, s.inputs);
-  QK_ASSIGN_OR_RETURN(
-      s.result.samples,
-      analysis::RunBatches(*s.interpreter, runs, source->num_samples(), pass, {s.observer.get()}));
-  s.from_spec = true;
-  s.result.data_description = source->Describe();
-  s.result.data_fingerprint = source->Fingerprint();
-  return Status::Ok();
+  pipelines::PushCollection& pass = *impl_->pass;
+  QK_RETURN_IF_ERROR(pass.CanObserveSource());
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, OpenSpec(impl_->model, spec, options));
+  return pass.ObserveSource(*source, options.batch_size);
 }
 
 Result<InputBatch> StatisticsCollector::Conform(const InputBatch& batch) const {
-  QK_ASSIGN_OR_RETURN(data::Batch b, ToBatch(batch, impl_->inputs, "batch"));
+  QK_ASSIGN_OR_RETURN(data::Batch b, ToBatch(batch, impl_->pass->inputs(), "batch"));
   return ToInputBatch(std::move(b));
 }
 
 Result<Statistics> StatisticsCollector::Finish(const std::string& description) {
-  QK_ASSIGN_OR_RETURN(pipelines::Statistics s, impl_->Finish());
-  if (!impl_->from_spec) {
-    s.data_description =
-        fmt::format("{} ({} samples in {} batches)", description, s.samples, impl_->batches);
-    s.data_fingerprint = "sha256:" + impl_->data_hash.HexDigest();
-  }
-  return pipelines::MakePublicStatistics(std::move(s));
+  QK_ASSIGN_OR_RETURN(pipelines::Statistics s, impl_->pass->Finish(description));
+  return api::MakePublicStatistics(std::move(s));
 }
 
 Result<Statistics> CollectStatistics(const Model& model, BatchStream& stream, const Sites& sites,
@@ -401,10 +296,9 @@ Result<Statistics> CollectStatistics(const Model& model, BatchStream& stream, co
     if (!batch) break;
     QK_RETURN_IF_ERROR(collector.Observe(*batch));
   }
-  QK_ASSIGN_OR_RETURN(pipelines::Statistics s, collector.impl().Finish());
-  s.data_description = stream.Describe();
-  s.data_fingerprint = "stream: " + stream.Describe();
-  return pipelines::MakePublicStatistics(std::move(s));
+  QK_ASSIGN_OR_RETURN(pipelines::Statistics s,
+                      collector.impl().pass->Finish(stream.Describe(), "stream: " + stream.Describe()));
+  return api::MakePublicStatistics(std::move(s));
 }
 
 }  // namespace quantkit

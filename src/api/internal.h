@@ -24,20 +24,20 @@ struct Plan::Impl {
   quant::QuantPlan plan;
 };
 
-namespace pipelines {
+namespace api {
 
 // kInvalidArgument "<what> is empty (default-constructed)" unless `valid`.
 Status RequireValid(bool valid, const char* what);
 quantkit::Plan MakePublicPlan(quant::QuantPlan plan);
-quantkit::Statistics MakePublicStatistics(Statistics statistics);
+quantkit::Statistics MakePublicStatistics(pipelines::Statistics statistics);
 
 // The declared preprocessing as text (the CLI's option strings) -> data::ImageOptions.
 Result<data::ImageOptions> ToImageOptions(const ImagePreprocessing& preprocessing);
 passes::PlacementOptions ToPlacementOptions(const Placement& placement);
 // Method names parsed ("percentile:99.9"); overrides are checked against the sites by BuildPlan.
-Result<MethodChoice> ToMethodChoice(const MethodChoices& choices);
+Result<pipelines::MethodChoice> ToMethodChoice(const MethodChoices& choices);
 // The TensorRT version and calibrator names parsed.
 Result<formats::TrtCacheWriteOptions> ToTrtCacheOptions(const CacheOptions& cache);
 
-}  // namespace pipelines
+}  // namespace api
 }  // namespace quantkit

@@ -35,19 +35,19 @@ Result<pipelines::CalibrateOptions> ToCalibrateOptions(const CalibrateOptions& o
   pipelines::CalibrateOptions c;
   c.model = o.model;
   c.data = o.data;
-  QK_ASSIGN_OR_RETURN(c.image, pipelines::ToImageOptions(o.data_options.image));
+  QK_ASSIGN_OR_RETURN(c.image, api::ToImageOptions(o.data_options.image));
   c.samples = o.data_options.samples;
   c.batch_size = o.data_options.batch_size;
   QK_RETURN_IF_NOT(o.run_batch >= 0, StatusCode::kInvalidArgument, "run_batch must be >= 0, got {}",
                    o.run_batch);
   if (o.run_batch > 0) c.run_batch = o.run_batch;
-  QK_ASSIGN_OR_RETURN(pipelines::MethodChoice methods, pipelines::ToMethodChoice(o.methods));
+  QK_ASSIGN_OR_RETURN(pipelines::MethodChoice methods, api::ToMethodChoice(o.methods));
   c.method = methods.method;
   c.method_overrides = std::move(methods.overrides);
-  c.placement = pipelines::ToPlacementOptions(o.placement);
+  c.placement = api::ToPlacementOptions(o.placement);
   c.output_dir = o.output_dir;
   c.stats_out = o.stats_out;
-  QK_ASSIGN_OR_RETURN(c.cache, pipelines::ToTrtCacheOptions(o.cache));
+  QK_ASSIGN_OR_RETURN(c.cache, api::ToTrtCacheOptions(o.cache));
   c.progress = o.progress;
   // Read only, and `o` outlives the call that uses `c`.
   if (o.statistics.valid()) c.statistics = &o.statistics.impl().statistics;
@@ -64,7 +64,7 @@ Result<CalibrateReport> Calibrate(const CalibrateOptions& options) {
   QK_ASSIGN_OR_RETURN(pipelines::CalibrateOptions c, ToCalibrateOptions(options));
   QK_ASSIGN_OR_RETURN(pipelines::CalibrateResult r, pipelines::Calibrate(c));
   CalibrateReport report;
-  report.plan = pipelines::MakePublicPlan(std::move(r.plan));
+  report.plan = api::MakePublicPlan(std::move(r.plan));
   report.written = std::move(r.written);
   report.warnings = std::move(r.warnings);
   report.notes = std::move(r.notes);
@@ -79,7 +79,7 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
   pipelines::EvalOptions eval;
   eval.model = options.model;
   eval.data = options.data;
-  QK_ASSIGN_OR_RETURN(eval.image, pipelines::ToImageOptions(options.image));
+  QK_ASSIGN_OR_RETURN(eval.image, api::ToImageOptions(options.image));
   eval.reference_model = options.reference_model;
   eval.plan = options.plan;
   if (options.loaded_plan.valid()) eval.loaded_plan = options.loaded_plan.impl().plan;
@@ -134,7 +134,7 @@ Result<FallbackReport> Fallback(const FallbackOptions& options) {
   QK_ASSIGN_OR_RETURN(pipelines::FallbackResult r,
                       pipelines::RunFallback(*opened.evaluator, opened.plan, metric.get(), fallback));
   FallbackReport report;
-  report.plan = pipelines::MakePublicPlan(r.plan);
+  report.plan = api::MakePublicPlan(r.plan);
   report.float_layers.assign(r.search.float_layers.begin(), r.search.float_layers.end());
   report.fp32_value = r.fp32_value;
   report.int8_value = r.int8_value;
@@ -149,7 +149,7 @@ Result<FallbackReport> Fallback(const FallbackOptions& options) {
 }
 
 Result<DiagnoseReport> Diagnose(const DiagnoseOptions& options) {
-  analysis::DiagnoseOptions d;
+  pipelines::DiagnoseOptions d;
   d.model = options.model;
   d.data = options.data;
   d.reference_data = options.reference_data;
@@ -159,15 +159,15 @@ Result<DiagnoseReport> Diagnose(const DiagnoseOptions& options) {
   QK_ASSIGN_OR_RETURN(d.method, quant::ParseMethod(options.method));
   d.output_dir = options.output_dir;
   d.progress = options.progress;
-  QK_ASSIGN_OR_RETURN(analysis::DiagnoseResult r, analysis::Diagnose(d));
+  QK_ASSIGN_OR_RETURN(pipelines::DiagnoseResult r, pipelines::Diagnose(d));
   DiagnoseReport report;
   report.clean = r.clean;
   report.enough = r.enough;
   report.suggested_samples = r.suggested_samples;
-  for (const analysis::Finding& f : r.findings) report.findings.push_back(f.severity + ": " + f.message);
+  for (const pipelines::Finding& f : r.findings) report.findings.push_back(f.severity + ": " + f.message);
   report.written = r.written;
-  report.text = analysis::DiagnoseText(r);
-  report.json = analysis::DiagnoseJson(r);
+  report.text = pipelines::DiagnoseText(r);
+  report.json = pipelines::DiagnoseJson(r);
   return report;
 }
 
