@@ -45,7 +45,7 @@ passes::PlacementOptions PlacementFor(const CalibrateOptions& options) {
 // filling one collector per activation. Provenance (description, fingerprint, sample count)
 // names the whole data.
 Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, const CalibrationSites& sites,
-                    const runtime::Communicator& comm, CollectorKind kind, Statistics* statistics,
+                    const distributed::Communicator& comm, CollectorKind kind, Statistics* statistics,
                     CalibrateResult* result) {
   const std::vector<data::InputSpec> inputs = data::ModelInputs(*loaded.model);
   QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, data::OpenSource(options.data, inputs, options.image));
@@ -61,7 +61,7 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   analysis::PassOptions pass;
   pass.batch_size = options.batch_size;
   pass.run_batch = run_batch;
-  source = ShardForRank(std::move(source), comm, analysis::ReadSize(*source, pass), &result->rank);
+  source = distributed::ShardForRank(std::move(source), comm, analysis::ReadSize(*source, pass), &result->rank);
   statistics->stats.model_sha256 = loaded.sha256;
   if (source->num_samples() == 0) {
     // A rank with no samples (fewer batches than ranks) contributes empty collectors.
@@ -242,7 +242,7 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
 
 // Loads the model, finds the sites and gets this rank's statistics: its shard of --data, or
 // the statistics given (--from-stats, options.statistics).
-Status Prepare(const CalibrateOptions& options, const runtime::Communicator& comm, CollectorKind kind,
+Status Prepare(const CalibrateOptions& options, const distributed::Communicator& comm, CollectorKind kind,
                PreparedCalibration* prepared) {
   CalibrateResult& result = prepared->report;
   QK_ASSIGN_OR_RETURN(prepared->model, LoadFloatModel(options.model));
@@ -302,7 +302,7 @@ std::string WrittenModelName(const CalibrateOptions& options) {
 
 Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options) {
   QK_RETURN_IF_ERROR(CheckSource(options));
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> comm, OpenCommunicator(options.distributed));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm, distributed::OpenCommunicator(options.distributed));
   QK_RETURN_IF_NOT(comm->world_size() == 1, StatusCode::kInvalidArgument,
                    "--compare-methods runs in one process (a distributed run shards --data across the ranks)");
   PreparedCalibration prepared;
@@ -320,7 +320,7 @@ Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   QK_RETURN_IF_ERROR(CheckSource(options));
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> comm, OpenCommunicator(options.distributed));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm, distributed::OpenCommunicator(options.distributed));
   QK_RETURN_IF_NOT(comm->world_size() == 1 || (options.from_stats.empty() && !options.statistics),
                    StatusCode::kInvalidArgument,
                    "a distributed run shards --data across the ranks: --from-stats and --compare-methods "
@@ -352,7 +352,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
                   : opened;
   QK_RETURN_IF_ERROR(comm->Agree(collected, "collecting statistics"));
   const auto merge_start = std::chrono::steady_clock::now();
-  Result<formats::StatsFile> merged = MergeStatsOnRoot(*comm, std::move(prepared.statistics.stats));
+  Result<formats::StatsFile> merged = distributed::MergeStatsOnRoot(*comm, std::move(prepared.statistics.stats));
   result.rank.merge_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - merge_start).count();
   result.seconds += result.rank.merge_seconds;
   if (!comm->is_root()) {

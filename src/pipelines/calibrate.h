@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "pipelines/calibration_stages.h"
-#include "pipelines/distributed.h"
+#include "distributed/launch.h"
 #include "pipelines/ptq_stages.h"
 #include "formats/qkstats.h"
 #include "formats/trt_cache.h"
@@ -67,7 +67,7 @@ struct CalibrateOptions {
   const Statistics* statistics = nullptr;
   // Under torchrun/srun/a PyTorchJob each rank collects its shard, rank 0 merges exactly and
   // writes everything (analysis/distributed.h); other ranks write nothing.
-  DistributedOptions distributed;
+  distributed::DistributedOptions distributed;
   // PTQ stages after the range choice (--ptq; pipelines/ptq_stages.h). With a stage that changes
   // weights, the artifacts include model.float.onnx (the float model the cache applies to).
   PtqOptions ptq;
@@ -82,7 +82,7 @@ struct CalibrateResult {
   int64_t samples = 0;
   double seconds = 0.0;
   int64_t peak_rss_bytes = 0;
-  RankReport rank;             // this process's part (rank 0 of 1 without a launch)
+  distributed::RankReport rank;             // this process's part (rank 0 of 1 without a launch)
   PtqReport ptq;               // what the PTQ stages did (empty without --ptq)
 };
 

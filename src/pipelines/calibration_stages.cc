@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "analysis/diagnose/stats.h"
+#include "pipelines/diagnose/stats.h"
 #include "analysis/model_loading.h"
 #include "common/artifact_set.h"
 #include "common/check.h"
@@ -184,7 +184,7 @@ Result<ActivationEntry> BuildActivationEntry(const std::string& tensor,
   out.entry = std::move(scratch.SetActivationAmax(tensor, amax.amax, quant::MethodLabel(method)));
   quant::TensorQuant& t = out.entry;
   if (method.method != quant::CalibMethod::kMax && amax.amax > 0) {
-    out.clipped_share = analysis::ShareAbove(collector.histogram(), amax.amax);
+    out.clipped_share = ShareAbove(collector.histogram(), amax.amax);
   }
   const quant::RangeStats& range = collector.range();
   const int64_t nonfinite = range.nan_count + range.posinf_count + range.neginf_count;
