@@ -5,6 +5,7 @@ per layer on 32 samples). Each Q/DQ model runs in onnxruntime on 2000 fashion-mn
 the stages must cut the relative MSE of the logits against FP32 by MIN_REL_MSE_GAIN (measured:
 2.03e-4 -> 1.71e-4, -16%) without losing top-1. The plan file pairs with model.float.onnx: eval of
 that pair is the Q/DQ model prediction for prediction, and eval with the original model is refused.
+--method auto --ptq keeps the stage set that scores best on held-out data, and writes exactly it.
 Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py.
 """
 import json
@@ -53,6 +54,19 @@ def main():
         p = run_process(["eval", model, "--plan", os.path.join(out, "plan.json"), "--data", "fashion-mnist:test",
                          "--samples", "10", "-q"], expect=2)
         assert "model.float.onnx" in p.stderr, p.stderr
+
+        # --method auto --ptq: each stage alone and both tried on held-out data; the one kept (or
+        # none) has the best score, and the written plan carries exactly its stages.
+        auto = os.path.join(d, "auto")
+        j = json.loads(run(["calibrate", model, "--data", "fashion-mnist:calib", "--samples", "128", "--method", "auto",
+                            "--holdout-samples", "200", "--ptq", "seqmse,adaround:iterations=20", "--ptq-samples",
+                            "16", "--ptq-batch", "16", "--json", "-q", "-o", auto]))
+        trials = j["ptq"]["trials"]
+        assert [t["stages"] for t in trials] == ["", "seqmse", "adaround", "seqmse,adaround"], trials
+        best = min(trials, key=lambda t: (t["loss"], t["rel_mse"]))
+        assert j["ptq"]["kept"] == best["stages"], j["ptq"]
+        written = json.load(open(os.path.join(auto, "plan.json")))["provenance"].get("stages", [])
+        assert [s.split("(")[0] for s in written] == [x for x in best["stages"].split(",") if x], (written, best)
 
 
 def test_ptq():
