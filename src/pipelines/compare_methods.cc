@@ -86,6 +86,8 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
     r.tensor_candidates = chosen.candidates;
     r.best_loss = chosen.score.loss;
     r.best_rel_mse = chosen.score.rel_mse;
+    r.tensor_loss = chosen.score.loss;
+    r.tensor_rel_mse = chosen.score.rel_mse;
   }
   if (options.per_tensor && !c.ptq.stages.empty()) {
     QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
@@ -139,7 +141,7 @@ std::string FormatCompareMethods(const CompareMethodsResult& r) {
   }
   if (r.tensor_trials > 0 || r.tensor_candidates > 0) {
     s += fmt::format("per tensor: {} of {} candidate tensors changed in {} trials (loss {:.4g}, rel MSE {:.4e})\n",
-                     r.tensor_changes.size(), r.tensor_candidates, r.tensor_trials, r.best_loss, r.best_rel_mse);
+                     r.tensor_changes.size(), r.tensor_candidates, r.tensor_trials, r.tensor_loss, r.tensor_rel_mse);
     for (const TensorMethodChange& c : r.tensor_changes) {
       s += fmt::format("  {}: {} -> {} (loss {:.4g} -> {:.4g}, rel MSE {:.4e} -> {:.4e})\n", c.tensor, c.from, c.to, c.before.loss, c.after.loss,
                        c.before.rel_mse, c.after.rel_mse);

@@ -52,6 +52,7 @@ struct CompareMethodsResult {
   // per_tensor: the tensors whose method the greedy pass changed, and what it cost.
   std::vector<TensorMethodChange> tensor_changes;
   int tensor_trials = 0, tensor_candidates = 0;
+  double tensor_loss = 0, tensor_rel_mse = 0;  // the score after the per-tensor pass (before stages)
   double best_loss = 0, best_rel_mse = 0;  // of the plan written (per-tensor changes included)
   std::vector<PtqTrial> ptq_trials;        // --method auto with --ptq: each candidate, in the order tried
   std::string ptq_best;                    // the stages kept ("" : none helped)

@@ -11,6 +11,8 @@
 
 #include "analysis/layer_cache.h"
 #include "analysis/model_loading.h"
+#include "analysis/simulate.h"
+#include "passes/apply_plan.h"
 #include "common/file_util.h"
 #include "common/sha256.h"
 #include "formats/ranges.h"
@@ -223,6 +225,50 @@ TEST(CalibratePtq, StagesReachEveryArtifactAndAreDeterministic) {
     ASSERT_TRUE(x.ok() && y.ok());
     EXPECT_TRUE(*x == *y) << f << " differs between two runs with the same seed";
   }
+}
+
+TEST(ApplyInitializerOverrides, WritesWhatThePlanHoldsAndChecksNamesAndDims) {
+  auto model = analysis::LoadModelForQuantization(kModel);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ir::Value* w = nullptr;
+  for (const ir::Node* n : model->graph->nodes()) {
+    if (n->op_type() == "Conv") w = n->input(1);
+    if (w) break;
+  }
+  ASSERT_TRUE(w && w->initializer);
+  ir::Tensor changed(ir::DType::kFloat, w->initializer->dims());
+  changed.mutable_data_as<float>()[0] = 0.25f;
+  quant::QuantPlan plan;
+  plan.initializers[w->name()] = {changed, "test"};
+  ASSERT_TRUE(passes::ApplyInitializerOverrides(plan, &*model).ok());
+  EXPECT_TRUE(model->graph->FindValue(w->name())->initializer->ContentEquals(changed));
+  // A name the model does not read, and other dims: refused, naming the tensor (a plan for another
+  // model would otherwise export weights that were never computed for it).
+  quant::QuantPlan wrong_name;
+  wrong_name.initializers["no_such_weight"] = {changed, "test"};
+  Status s = passes::ApplyInitializerOverrides(wrong_name, &*model);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'no_such_weight'"), std::string::npos) << s.message();
+  quant::QuantPlan wrong_dims;
+  wrong_dims.initializers[w->name()] = {ir::Tensor(ir::DType::kFloat, {3}), "test"};
+  s = passes::ApplyInitializerOverrides(wrong_dims, &*model);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("dims [3]"), std::string::npos) << s.message();
+}
+
+TEST(CheckPlanFloatModel, APlanFileWithStageWeightsPairsOnlyWithItsFloatModel) {
+  quant::QuantPlan plan;
+  EXPECT_TRUE(analysis::CheckPlanFloatModel(plan, kModel).ok());  // no stages: any model
+  plan.provenance.stages = {"adaround(iterations=1) samples=1 batch=1 seed=0"};
+  plan.provenance.float_model_sha256 = std::string(64, 'a');
+  Status s = analysis::CheckPlanFloatModel(plan, kModel);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("model.float.onnx"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("adaround"), std::string::npos) << s.message();
+  auto sha = Sha256OfFile(kModel);
+  ASSERT_TRUE(sha.ok());
+  plan.provenance.float_model_sha256 = *sha;
+  EXPECT_TRUE(analysis::CheckPlanFloatModel(plan, kModel).ok());
 }
 
 TEST(CalibratePtq, NeedsTheDataItself) {
