@@ -22,6 +22,11 @@ endif()
 # (the GPU route, docs/gpu.md): QUANTKIT_TORCH_PYTHON names that environment's interpreter and
 # torch.utils.cmake_prefix_path is added to the search path. -DCMAKE_PREFIX_PATH works as well.
 set(QUANTKIT_TORCH_PYTHON "" CACHE FILEPATH "python whose PyPI torch to build against (empty: Debian's libtorch)")
+# The Python extension's interpreter; when it imports a PyPI torch, that torch is the one to link
+# (QuantkitPython sets QUANTKIT_TORCH_PYTHON).
+if(QUANTKIT_PYTHON)
+  include(QuantkitPython)
+endif()
 if(QUANTKIT_TORCH_PYTHON)
   execute_process(
     COMMAND ${QUANTKIT_TORCH_PYTHON} -c
@@ -46,10 +51,6 @@ if(QUANTKIT_TORCH_PYTHON)
   foreach(dir IN LISTS quantkit_nvidia_lib_dirs)
     add_link_options("LINKER:-rpath-link,${dir}")
   endforeach()
-endif()
-# The Python extension may point find_package(Torch) at its interpreter's torch (QuantkitPython).
-if(QUANTKIT_PYTHON)
-  include(QuantkitPython)  # may point find_package(Torch) at the Python torch's libtorch
 endif()
 find_package(Torch REQUIRED)
 message(STATUS "quantkit: libtorch ${Torch_VERSION} from ${TORCH_INSTALL_PREFIX}")

@@ -30,7 +30,7 @@ DEB_PACKAGES=(
   python3-dev pybind11-dev python3-pytest
   libonnx-testdata dataset-fashion-mnist
 )
-PY_REQUIREMENTS=python/requirements.txt
+PY_REQUIREMENTS=scripts/requirements.txt
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

@@ -9,6 +9,7 @@
 #include "analysis/model_loading.h"
 #include "analysis/prefix_cache.h"
 #include "common/check.h"
+#include "ir/float16.h"
 #include "runtime/interpreter.h"
 
 namespace quantkit::analysis {
@@ -22,6 +23,14 @@ std::vector<runtime::NamedTensor> Feeds(const data::Batch& batch) {
   std::vector<runtime::NamedTensor> feeds;
   for (const auto& [name, t] : batch.inputs) feeds.push_back({name, t});
   return feeds;
+}
+
+// A float16 / bfloat16 output (an FP16 model's, as TensorRT hands it out) as float32, exactly:
+// metrics and errors read float32.
+Status WidenOutput(ir::Tensor* t) {
+  if (!ir::Is16BitFloat(t->dtype())) return Status::Ok();
+  QK_ASSIGN_OR_RETURN(*t, ir::ConvertFloatTensor(*t, ir::DType::kFloat));
+  return Status::Ok();
 }
 
 Status CheckOutput(const runtime::NamedTensor& out, int64_t batch, int64_t width) {
@@ -75,6 +84,7 @@ Result<std::unique_ptr<PlanEvaluator>> PlanEvaluator::Create(const PlanEvalOptio
         const auto start = std::chrono::steady_clock::now();
         QK_ASSIGN_OR_RETURN(auto outs, fp32->Run(Feeds(batch)));
         run_seconds += Since(start);
+        if (!outs.empty()) QK_RETURN_IF_ERROR(WidenOutput(&outs[0].tensor));
         QK_RETURN_IF_NOT(!outs.empty() && outs[0].tensor.dtype() == ir::DType::kFloat &&
                              outs[0].tensor.rank() >= 1 && outs[0].tensor.dims()[0] == count,
                          StatusCode::kInvalidArgument, "{}: the first output is not a float [batch, ...] tensor",
@@ -231,6 +241,7 @@ Result<TrialResult> PlanEvaluator::EvaluateModel(ir::Model model, const std::vec
       const int64_t n = reference_[i].dims()[0];
       const int64_t width = reference_[i].numel() / n;
       QK_RETURN_IF_NOT(!outs.empty(), StatusCode::kInvalidArgument, "the model has no outputs");
+      QK_RETURN_IF_ERROR(WidenOutput(&outs[0].tensor));
       QK_RETURN_IF_ERROR(CheckOutput(outs[0], n, width));
       const float* out = outs[0].tensor.data_as<float>();
       const float* ref = reference_[i].data_as<float>();

@@ -27,7 +27,7 @@
 #include "ir/graph.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
-#include "runtime/communicator.h"
+#include "distributed/communicator.h"
 #include "runtime/observer.h"
 
 namespace quantkit::analysis {
@@ -41,7 +41,7 @@ struct PlanEvalOptions {
   int64_t samples = 0;
   int64_t batch_size = 64;
   SimulationOptions simulation;
-  runtime::Communicator* comm = nullptr;  // not owned; nullptr: one process
+  distributed::Communicator* comm = nullptr;  // not owned; nullptr: one process
 };
 
 struct TrialResult {
@@ -73,7 +73,7 @@ class PlanEvaluator {
   // with every rank's, in batch order: the rows one process would hold. A collective.
   Result<std::vector<double>> GatherBatchRows(std::vector<double> local, size_t stride,
                                               const std::string& what) const;
-  // One outcome for all ranks (runtime::Communicator::Agree); the status itself in one process.
+  // One outcome for all ranks (distributed::Communicator::Agree); the status itself in one process.
   Status Agree(const Status& local, const std::string& step) const;
 
   const PlanEvalOptions& options() const { return options_; }

@@ -9,8 +9,10 @@
 #include <unordered_map>
 
 #include "analysis/model_loading.h"
+#include "analysis/typed_lint.h"
 #include "common/check.h"
 #include "common/text.h"
+#include "ir/float16.h"
 #include "passes/qdq_pairs.h"
 #include "passes/placement_rules.h"
 #include "runtime/interpreter.h"
@@ -86,9 +88,9 @@ class Linter {
   }
   static std::vector<float> ScaleOf(const ir::Value* dq_out) {
     const ir::Value* s = dq_out->producer()->input(1);
-    if (!s || !s->initializer || s->initializer->dtype() != ir::DType::kFloat) return {};
-    const ir::Tensor& t = *s->initializer;
-    return std::vector<float>(t.data_as<float>(), t.data_as<float>() + t.numel());
+    std::vector<float> values;
+    if (!s || !s->initializer || !ir::ReadFloatValues(*s->initializer, &values)) return {};
+    return values;
   }
 
   void CheckParams(const ir::Node& n) {
@@ -148,9 +150,10 @@ class Linter {
     }
     if (!scale || !scale->initializer) return;
     const ir::Tensor& s = *scale->initializer;
-    if (s.dtype() == ir::DType::kFloat) {
-      for (int64_t i = 0; i < s.numel(); ++i) {
-        const float v = s.data_as<float>()[i];
+    // float32, float16 or bfloat16 scales (an FP16 model's Q/DQ: opset 19+).
+    if (std::vector<float> values; ir::ReadFloatValues(s, &values)) {
+      for (size_t i = 0; i < values.size(); ++i) {
+        const float v = values[i];
         if (!(v > 0.0f) || !std::isfinite(v)) {
           Add("QK003", Severity::kError, n,
               fmt::format("scale '{}'[{}] = {} is not finite and positive", scale->name(), i, v),
@@ -301,6 +304,7 @@ int LintReport::Count(Severity s) const {
 
 LintReport LintQdqModel(const ir::Model& model) {
   LintReport report = Linter(model).Run();
+  LintStronglyTyped(model, &report.findings);  // QK015-QK018 (analysis/typed_lint.h)
   if (report.num_q + report.num_dq == 0) {
     report.findings.push_back(LintFinding{
         "QK013", Severity::kWarning, model.graph->name, "Graph",

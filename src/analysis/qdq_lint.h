@@ -20,6 +20,8 @@
 //   QK013 warning  no QuantizeLinear/DequantizeLinear at all: a float model, nothing to lint
 //   QK014 info     an op quantkit's runtime lacks (a plugin?): its inputs and outputs were not
 //                  checked by running the model's kernels
+//   QK015-QK018    strongly typed networks (TensorRT 11): mixed float types at an op, Q/DQ type
+//                  mismatches, a Cast after a DequantizeLinear, FP32 islands (analysis/typed_lint.h)
 #pragma once
 
 #include <string>

@@ -12,6 +12,7 @@
 #include "common/text.h"
 #include "data/npy.h"
 #include "data/source_internal.h"
+#include "ir/float16.h"
 
 namespace quantkit::data {
 namespace fs = std::filesystem;
@@ -23,6 +24,13 @@ Result<ir::Tensor> Conform(ir::Tensor t, const InputSpec& spec, bool batched,
   // One rule for every command (run, calibrate, eval, diagnose, data), as the README says: the
   // data's dtype is the model input's, or it is refused. float64 -> float32 looks harmless but
   // usually means un-preprocessed data (numpy's default dtype), and a silent cast hides that.
+  // The one conversion: float32 data for a float16 / bfloat16 input (an FP16 model made with its
+  // inputs converted) is rounded to it, nearest even, as the deployment's own conversion does;
+  // the same preprocessed data then serves the FP32 model and its FP16 twin.
+  if (t.dtype() == ir::DType::kFloat && ir::Is16BitFloat(spec.dtype)) {
+    QK_ASSIGN_OR_RETURN(t, ir::ConvertFloatTensor(t, spec.dtype));
+    if (note) *note = fmt::format("input '{}': float32 data rounded to {}", spec.name, ir::DTypeName(spec.dtype));
+  }
   QK_RETURN_IF_NOT(t.dtype() == spec.dtype, StatusCode::kInvalidArgument,
                    "{}: input '{}' expects {} but the data is {} (convert it, e.g. "
                    "x.astype(np.float32); quantkit does not guess preprocessing such as 0-255 -> 0-1)",

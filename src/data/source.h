@@ -93,7 +93,8 @@ struct InputSpec {
 std::vector<InputSpec> ModelInputs(const ir::Model& model);
 
 // Opens a source and checks it against the model inputs: every input fed, per-sample dtype and
-// fixed dims matching (float16/float64 data is converted to float32 with a note in Describe()).
+// fixed dims matching (float32 data for a float16/bfloat16 input is rounded to it, with a note
+// in Describe(); any other dtype mismatch is an error).
 // Errors name the file, the input and the shapes/dtypes seen and expected. `image` is the
 // preprocessing declared on the command line for an image-folder spec; declaring it for any
 // other kind of source (a JSON config carries its own) is an error rather than ignored.

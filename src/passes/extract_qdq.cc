@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "common/check.h"
+#include "ir/float16.h"
 #include "passes/qdq_pairs.h"
 #include "quant/params.h"
 #include "quant/symmetric_conversion.h"
@@ -95,7 +96,7 @@ class Propagator {
     const ir::Value* target = Resolve(to);
     if (!target || target->is_constant() || plan_->Find(target->name())) return false;
     if (target->type.kind == ir::TypeInfo::Kind::kTensor && target->type.dtype != ir::DType::kFloat &&
-        target->type.dtype != ir::DType::kUndefined) {
+        !ir::Is16BitFloat(target->type.dtype) && target->type.dtype != ir::DType::kUndefined) {
       return false;  // shape tensors etc. are never quantized
     }
     quant::TensorQuant& t = plan_->SetScale(target->name(), from.scale, -1, quant::TensorRole::kActivation,
@@ -110,7 +111,7 @@ class Propagator {
     const ir::Value* in = node.input(0);
     const ir::Value* out = node.output(0);
     bool changed = false;
-    if (ShapeOps().count(op) || op == "Relu") {
+    if (ShapeOps().count(op) || op == "Relu" || FloatCast(node)) {
       if (const auto* e = Entry(in)) changed |= Copy(out, *e, op);
       if (const auto* e = Entry(out)) changed |= Copy(in, *e, op);
     } else if (op == "Clip") {
@@ -132,13 +133,23 @@ class Propagator {
     }
     return changed;
   }
+  // A Cast between float types (an FP16 model's Cast after a float32 graph input): the same
+  // tensor in another precision, so ModelOpt's scale of `input_cast_to_fp16` is the FP32 model's
+  // scale of `input`.
+  static bool FloatCast(const ir::Node& node) {
+    if (node.op_type() != "Cast") return false;
+    const auto to = static_cast<ir::DType>(node.GetInt("to", 0));
+    const ir::DType from = node.input(0)->type.is_tensor() ? node.input(0)->type.dtype : ir::DType::kUndefined;
+    auto is_float = [](ir::DType t) { return t == ir::DType::kFloat || ir::Is16BitFloat(t); };
+    return is_float(to) && (is_float(from) || from == ir::DType::kUndefined);
+  }
   // Clip bounds (opset >= 11: inputs 1 and 2; older: attributes) inside [-amax, amax].
   static bool ClipWithin(const ir::Node& node, float amax) {
     auto bound = [&](size_t index, const char* attr, float fallback) {
       const ir::Value* v = node.input(index);
-      if (v && v->initializer && v->initializer->dtype() == ir::DType::kFloat &&
-          v->initializer->numel() == 1) {
-        return v->initializer->data_as<float>()[0];
+      std::vector<float> value;
+      if (v && v->initializer && v->initializer->numel() == 1 && ir::ReadFloatValues(*v->initializer, &value)) {
+        return value.front();
       }
       return node.GetFloat(attr, fallback);
     };

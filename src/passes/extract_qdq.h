@@ -12,8 +12,9 @@
 // Propagation (ExtractOptions::propagate) gives every tensor TensorRT may ask for a scale where
 // one is implied, to a fixpoint, through ops that preserve the quantization grid:
 //   forward  y = op(x): Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Identity, MaxPool,
-//                       Relu, Clip (output range is within the input's), Concat (equal scales)
-//   backward x = input of op(x) = y: the same shape ops, MaxPool and Relu; Clip when its bounds
+//                       Relu, a Cast between float types (an FP16 model's input Cast),
+//                       Clip (output range is within the input's), Concat (equal scales)
+//   backward x = input of op(x) = y: the same shape ops, MaxPool, Relu and float Casts; Clip when its bounds
 //                       lie within ±amax(y); Concat gives every unscaled input the output's scale.
 #pragma once
 

@@ -35,8 +35,11 @@ bool Fusable(const ir::Node* q, const ir::Node* dq) {
   if (quantized == nullptr || quantized->uses().size() != 1 || quantized->is_graph_output()) return false;
   if (q->input(0) == nullptr || q->input(0)->is_constant()) return false;
   if (!OnlyAxisAttribute(q) || !OnlyAxisAttribute(dq) || dq->input(0) != quantized) return false;
-  const ir::Tensor* scale = ScalarConstant(q->input(1), {ir::DType::kFloat});
-  if (!SameConstant(scale, ScalarConstant(dq->input(1), {ir::DType::kFloat}))) return false;
+  // float32, or float16 / bfloat16 in an FP16 model (the kernel computes in float32 either way:
+  // runtime/float_precision.h).
+  const std::initializer_list<ir::DType> float_types = {ir::DType::kFloat, ir::DType::kFloat16, ir::DType::kBFloat16};
+  const ir::Tensor* scale = ScalarConstant(q->input(1), float_types);
+  if (!SameConstant(scale, ScalarConstant(dq->input(1), float_types))) return false;
   const bool q_zp = q->input(2) != nullptr, dq_zp = dq->input(2) != nullptr;
   if (!q_zp && !dq_zp) return true;  // uint8, zero point 0
   const std::initializer_list<ir::DType> eight_bit = {ir::DType::kInt8, ir::DType::kUint8};

@@ -7,7 +7,9 @@
 // output keeps DequantizeLinear's name, so observers of float tensors see what they saw.
 //
 // Fused only where the quantized tensor is private to the pair (one reader, not a graph output),
-// scale and zero point are the same scalar constants on both nodes, and no attribute but axis is
+// scale (float32, float16 or bfloat16: the output keeps DequantizeLinear's type, computed as the
+// interpreter computes 16-bit types, runtime/float_precision.h) and zero point are the same
+// scalar constants on both nodes, and no attribute but axis is
 // set; anything else (per-channel, blocked, 16-bit, output_dtype) stays two nodes. Run it after
 // FoldWeightQdq: constant inputs are left alone (weights fold once instead).
 #pragma once

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "ir/float16.h"
+
 namespace quantkit::passes {
 namespace {
 
@@ -9,11 +11,9 @@ bool IsOp(const ir::Node* n, const char* op) {
   return n && n->domain().empty() && n->op_type() == op;
 }
 
+// Scales are float32, float16 or bfloat16 (opset 19+ Q/DQ in an FP16 model; exact in float32).
 bool ReadFloats(const ir::Value* v, std::vector<float>* out) {
-  if (!v || !v->initializer || v->initializer->dtype() != ir::DType::kFloat) return false;
-  const ir::Tensor& t = *v->initializer;
-  out->assign(t.data_as<float>(), t.data_as<float>() + t.numel());
-  return true;
+  return v && v->initializer && ir::ReadFloatValues(*v->initializer, out);
 }
 
 bool ReadZeroPoints(const ir::Value* v, std::vector<int32_t>* out, ir::DType* dtype) {
@@ -38,6 +38,7 @@ bool ReadZeroPoints(const ir::Value* v, std::vector<int32_t>* out, ir::DType* dt
 void FillParams(const ir::Node* node, const ir::Value* x, QdqUnit* u) {
   u->constant_params = ReadFloats(node->input(1), &u->scale) &&
                        ReadZeroPoints(node->input(2), &u->zero_point, &u->quant_dtype);
+  if (u->constant_params) u->scale_dtype = node->input(1)->initializer->dtype();
   if (u->zero_point.empty()) u->zero_point.assign(u->scale.size(), 0);
   u->axis_attr_present = node->has_attr("axis");
   if (u->scale.size() > 1 || (node->input(1) && node->input(1)->type.has_shape &&

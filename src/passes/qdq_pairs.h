@@ -21,7 +21,8 @@ struct QdqUnit {
   ir::Value* x = nullptr;   // float input of Q (pair) or the quantized constant (dq-only)
   ir::Value* y = nullptr;   // float output of DQ
   bool constant_params = false;   // scale (and zero point, if any) are initializers
-  std::vector<float> scale;       // from Q (pair) or DQ (dq-only)
+  std::vector<float> scale;       // from Q (pair) or DQ (dq-only), read as float32
+  ir::DType scale_dtype = ir::DType::kFloat;  // float32, float16 or bfloat16 as stored
   std::vector<int32_t> zero_point;
   ir::DType quant_dtype = ir::DType::kUint8;  // ONNX default when no zero point is given
   int64_t axis = -1;              // normalised per-channel axis; -1 per tensor

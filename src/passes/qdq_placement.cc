@@ -178,8 +178,14 @@ Result<std::vector<QdqSite>> FindQdqSites(const ir::Graph& graph, const Placemen
 
 std::vector<QdqSite> SitesFromPlan(const ir::Graph& graph, const quant::QuantPlan& plan) {
   std::vector<QdqSite> sites;
+  // The scale read through a float Cast (extract_qdq.h: ModelOpt's `input_cast_to_fp16`) stands
+  // for its Q/DQ in a model without that Cast (the FP32 model the FP16 one was made from).
+  const std::string cast_alias = "propagated:Cast from ";
   for (const auto& [name, entry] : plan.tensors) {
-    if (!entry.quantized || entry.source.rfind("qdq:", 0) != 0) continue;
+    if (!entry.quantized) continue;
+    const bool alias = entry.source.rfind(cast_alias, 0) == 0 &&
+                       graph.FindValue(entry.source.substr(cast_alias.size())) == nullptr;
+    if (entry.source.rfind("qdq:", 0) != 0 && !alias) continue;
     const ir::Value* v = graph.FindValue(name);
     if (!v) continue;
     for (const ir::Use& use : v->uses()) {

@@ -64,7 +64,9 @@ Result<std::vector<QdqSite>> FindQdqSites(const ir::Graph& graph, const Placemen
 
 // Sites that put Q/DQ exactly where the plan's entries came from a Q/DQ model (source "qdq:"),
 // at every consumer of each such tensor: re-inserting an extracted plan this way reproduces the
-// original model's fake quantization. Entries that were propagated or calibrated are skipped.
+// original model's fake quantization. Entries that were propagated or calibrated are skipped,
+// except one propagated through a float Cast whose Cast output is not in `graph` (an FP16
+// model's scale applied to the FP32 model it came from: passes/extract_qdq.h).
 std::vector<QdqSite> SitesFromPlan(const ir::Graph& graph, const quant::QuantPlan& plan);
 
 // Names of the activation tensors that need statistics (deduplicated, sorted).

@@ -1,6 +1,7 @@
 #include "passes/strip_qdq.h"
 
 #include "common/check.h"
+#include "ir/float16.h"
 #include "ir/verifier.h"
 #include "passes/qdq_pairs.h"
 #include "quant/params.h"
@@ -8,7 +9,9 @@
 namespace quantkit::passes {
 namespace {
 
-// y = (q - z) * s per channel along `axis` (-1: one scale), computed in float as ONNX does.
+// y = (q - z) * s per channel along `axis` (-1: one scale), computed in float as ONNX does, in
+// the DequantizeLinear's output type (the scale's: float16 scales give a float16 weight, rounded
+// once, so the stripped FP16 model stays well typed).
 Result<ir::Tensor> DequantizeConstant(const QdqUnit& u) {
   const ir::Tensor& q = *u.x->initializer;
   QK_RETURN_IF_NOT(q.dtype() == ir::DType::kInt8 || q.dtype() == ir::DType::kUint8 ||
@@ -40,6 +43,7 @@ Result<ir::Tensor> DequantizeConstant(const QdqUnit& u) {
     }
     dst[i] = quant::Dequantize(v, u.scale[static_cast<size_t>(c)], u.zero_point[static_cast<size_t>(c)]);
   }
+  if (u.scale_dtype != ir::DType::kFloat) return ir::ConvertFloatTensor(out, u.scale_dtype);
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include "passes/apply_plan.h"
 #include "common/file_util.h"
 #include "common/progress.h"
+#include "common/sha256.h"
 #include "data/source.h"
 #include "formats/qkstats.h"
 #include "formats/ranges.h"
@@ -44,7 +45,7 @@ passes::PlacementOptions PlacementFor(const CalibrateOptions& options) {
 // filling one collector per activation. Provenance (description, fingerprint, sample count)
 // names the whole data.
 Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, const CalibrationSites& sites,
-                    const runtime::Communicator& comm, CollectorKind kind, Statistics* statistics,
+                    const distributed::Communicator& comm, CollectorKind kind, Statistics* statistics,
                     CalibrateResult* result) {
   const std::vector<data::InputSpec> inputs = data::ModelInputs(*loaded.model);
   QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, data::OpenSource(options.data, inputs, options.image));
@@ -60,7 +61,7 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   analysis::PassOptions pass;
   pass.batch_size = options.batch_size;
   pass.run_batch = run_batch;
-  source = ShardForRank(std::move(source), comm, analysis::ReadSize(*source, pass), &result->rank);
+  source = distributed::ShardForRank(std::move(source), comm, analysis::ReadSize(*source, pass), &result->rank);
   statistics->stats.model_sha256 = loaded.sha256;
   if (source->num_samples() == 0) {
     // A rank with no samples (fewer batches than ranks) contributes empty collectors.
@@ -126,6 +127,12 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
     for (const auto& o : options.placement.exclude_op_types) s += " op " + o;
     s += "\n";
   }
+  for (const std::string& line : FormatPtqReport(r.ptq)) s += line + "\n";
+  if (!r.plan.initializers.empty()) {
+    s += fmt::format("float model: model.float.onnx holds the {} weight tensor(s) the PTQ stages changed; calib.cache "
+                     "and ranges.txt apply to it (and `qat` starts from it)\n",
+                     r.plan.initializers.size());
+  }
   for (const std::string& n : r.notes) s += "note: " + n + "\n";
   for (const std::string& w : r.warnings) s += "warning: " + w + "\n";
   if (r.samples > 0) {
@@ -163,20 +170,30 @@ Status WriteStats(const std::string& path, const formats::StatsFile& stats, Arti
 Result<std::unique_ptr<ArtifactSet>> OpenArtifacts(const CalibrateOptions& options) {
   if (!options.int8) return ArtifactSet::Open(options.output_dir, {WrittenModelName(options), "plan.json", "summary.txt"});
   return ArtifactSet::Open(options.output_dir,
-                           {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"});
+                           {"model.qdq.onnx", "model.float.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"});
 }
 
 // Rank 0 (or the only process): the plan from the merged statistics, then every artifact.
 // `artifacts`: the set opened (and locked) before the collection, or null to open it now.
 Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& prepared,
-                    std::unique_ptr<ArtifactSet> artifacts, CalibrateResult* result_out) {
+                    std::unique_ptr<ArtifactSet> artifacts, CalibrateResult* result_out,
+                    const ReadyPlan* ready_plan = nullptr) {
   CalibrateResult& result = *result_out;
   const auto start = std::chrono::steady_clock::now();
-  QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
-                                                 {options.method, options.method_overrides}));
   quant::QuantPlan& plan = result.plan;
-  plan = std::move(built.plan);
-  result.warnings.insert(result.warnings.end(), built.warnings.begin(), built.warnings.end());
+  if (ready_plan) {
+    plan = ready_plan->plan;
+    result.ptq = ready_plan->ptq;
+    result.warnings.insert(result.warnings.end(), ready_plan->warnings.begin(), ready_plan->warnings.end());
+  } else {
+    QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
+                                                   {options.method, options.method_overrides}));
+    plan = std::move(built.plan);
+    result.warnings.insert(result.warnings.end(), built.warnings.begin(), built.warnings.end());
+    // The stages edit the plan (and its weights) before anything is written.
+    QK_ASSIGN_OR_RETURN(result.ptq, RunPtqStages(prepared.model, prepared.sites,
+                                                 {options.data, options.image, options.samples}, options.ptq, &plan));
+  }
   BodyReport bodies = ReportBodies(prepared.model, prepared.sites, plan);
   result.notes.insert(result.notes.end(), bodies.notes.begin(), bodies.notes.end());
   result.warnings.insert(result.warnings.end(), bodies.warnings.begin(), bodies.warnings.end());
@@ -191,6 +208,15 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   }
   if (!artifacts) {
     QK_ASSIGN_OR_RETURN(artifacts, OpenArtifacts(options));
+  }
+  // Weights a stage changed: the float model holding them, for the cache and ranges (TensorRT
+  // <= 10 builds from a float model) and as QAT's start point; the plan names it by its hash.
+  if (!plan.initializers.empty()) {
+    QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(options.model));
+    QK_RETURN_IF_ERROR(passes::ApplyInitializerOverrides(plan, &float_model));
+    const std::string staged = artifacts->Stage("model.float.onnx");
+    QK_RETURN_IF_ERROR(onnx_io::ExportModel(float_model, staged));
+    QK_ASSIGN_OR_RETURN(plan.provenance.float_model_sha256, Sha256OfFile(staged));
   }
   // The one plan -> Q/DQ code (passes::ApplyPlan) on a fresh copy of the file: the collected
   // model is shared and immutable.
@@ -216,7 +242,7 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
 
 // Loads the model, finds the sites and gets this rank's statistics: its shard of --data, or
 // the statistics given (--from-stats, options.statistics).
-Status Prepare(const CalibrateOptions& options, const runtime::Communicator& comm, CollectorKind kind,
+Status Prepare(const CalibrateOptions& options, const distributed::Communicator& comm, CollectorKind kind,
                PreparedCalibration* prepared) {
   CalibrateResult& result = prepared->report;
   QK_ASSIGN_OR_RETURN(prepared->model, LoadFloatModel(options.model));
@@ -258,6 +284,13 @@ Status CheckSource(const CalibrateOptions& options) {
   QK_RETURN_IF_NOT(!options.data.empty() || !options.from_stats.empty() || options.statistics,
                    StatusCode::kInvalidArgument,
                    "give calibration data (--data) or statistics (--from-stats)");
+  if (!options.ptq.stages.empty()) {
+    QK_RETURN_IF_ERROR(CheckPtqOptions(options.ptq));
+    QK_RETURN_IF_NOT(!options.data.empty(), StatusCode::kInvalidArgument,
+                     "--ptq {} fits weights on the calibration samples themselves: give --data (statistics alone "
+                     "do not hold them)",
+                     PtqStagesText(options.ptq.stages));
+  }
   return Status::Ok();
 }
 
@@ -269,7 +302,7 @@ std::string WrittenModelName(const CalibrateOptions& options) {
 
 Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options) {
   QK_RETURN_IF_ERROR(CheckSource(options));
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> comm, OpenCommunicator(options.distributed));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm, distributed::OpenCommunicator(options.distributed));
   QK_RETURN_IF_NOT(comm->world_size() == 1, StatusCode::kInvalidArgument,
                    "--compare-methods runs in one process (a distributed run shards --data across the ranks)");
   PreparedCalibration prepared;
@@ -278,15 +311,16 @@ Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options) 
   return prepared;
 }
 
-Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared) {
+Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared,
+                                          const ReadyPlan* plan) {
   CalibrateResult result = prepared.report;
-  QK_RETURN_IF_ERROR(WriteOutputs(options, prepared, nullptr, &result));
+  QK_RETURN_IF_ERROR(WriteOutputs(options, prepared, nullptr, &result, plan));
   return result;
 }
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   QK_RETURN_IF_ERROR(CheckSource(options));
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> comm, OpenCommunicator(options.distributed));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm, distributed::OpenCommunicator(options.distributed));
   QK_RETURN_IF_NOT(comm->world_size() == 1 || (options.from_stats.empty() && !options.statistics),
                    StatusCode::kInvalidArgument,
                    "a distributed run shards --data across the ranks: --from-stats and --compare-methods "
@@ -318,7 +352,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
                   : opened;
   QK_RETURN_IF_ERROR(comm->Agree(collected, "collecting statistics"));
   const auto merge_start = std::chrono::steady_clock::now();
-  Result<formats::StatsFile> merged = MergeStatsOnRoot(*comm, std::move(prepared.statistics.stats));
+  Result<formats::StatsFile> merged = distributed::MergeStatsOnRoot(*comm, std::move(prepared.statistics.stats));
   result.rank.merge_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - merge_start).count();
   result.seconds += result.rank.merge_seconds;
   if (!comm->is_root()) {

@@ -21,7 +21,8 @@
 #include <vector>
 
 #include "pipelines/calibration_stages.h"
-#include "pipelines/distributed.h"
+#include "distributed/launch.h"
+#include "pipelines/ptq_stages.h"
 #include "formats/qkstats.h"
 #include "formats/trt_cache.h"
 #include "passes/float_precision.h"
@@ -66,7 +67,10 @@ struct CalibrateOptions {
   const Statistics* statistics = nullptr;
   // Under torchrun/srun/a PyTorchJob each rank collects its shard, rank 0 merges exactly and
   // writes everything (analysis/distributed.h); other ranks write nothing.
-  DistributedOptions distributed;
+  distributed::DistributedOptions distributed;
+  // PTQ stages after the range choice (--ptq; pipelines/ptq_stages.h). With a stage that changes
+  // weights, the artifacts include model.float.onnx (the float model the cache applies to).
+  PtqOptions ptq;
 };
 
 struct CalibrateResult {
@@ -78,7 +82,8 @@ struct CalibrateResult {
   int64_t samples = 0;
   double seconds = 0.0;
   int64_t peak_rss_bytes = 0;
-  RankReport rank;             // this process's part (rank 0 of 1 without a launch)
+  distributed::RankReport rank;             // this process's part (rank 0 of 1 without a launch)
+  PtqReport ptq;               // what the PTQ stages did (empty without --ptq)
 };
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options);
@@ -101,8 +106,16 @@ struct PreparedCalibration {
 // options.from_stats / options.statistics).
 Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options);
 
-// The plan of options.method (and overrides) from `prepared`; with options.output_dir, the
-// artifact set (all five files or none); with options.stats_out, the .qkstats.
-Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared);
+// The plan of options.method (and overrides) from `prepared`, then options.ptq's stages; with
+// options.output_dir, the artifact set (all its files or none); with options.stats_out, the .qkstats.
+// `plan`: one built (and staged) already (--method auto's pick), written as it is, with `ptq` the
+// report of its stages and `warnings` those of its BuildPlan.
+struct ReadyPlan {
+  quant::QuantPlan plan;
+  PtqReport ptq;
+  std::vector<std::string> warnings;
+};
+Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared,
+                                          const ReadyPlan* plan = nullptr);
 
 }  // namespace quantkit::pipelines

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "analysis/diagnose/stats.h"
+#include "pipelines/diagnose/stats.h"
 #include "analysis/model_loading.h"
 #include "common/artifact_set.h"
 #include "common/check.h"
@@ -184,7 +184,7 @@ Result<ActivationEntry> BuildActivationEntry(const std::string& tensor,
   out.entry = std::move(scratch.SetActivationAmax(tensor, amax.amax, quant::MethodLabel(method)));
   quant::TensorQuant& t = out.entry;
   if (method.method != quant::CalibMethod::kMax && amax.amax > 0) {
-    out.clipped_share = analysis::ShareAbove(collector.histogram(), amax.amax);
+    out.clipped_share = ShareAbove(collector.histogram(), amax.amax);
   }
   const quant::RangeStats& range = collector.range();
   const int64_t nonfinite = range.nan_count + range.posinf_count + range.neginf_count;
@@ -210,7 +210,7 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& mod
   BuiltPlan built;
   quant::QuantPlan& plan = built.plan;
   plan.provenance = {model.sha256, statistics.data_description, statistics.data_fingerprint,
-                     quant::MethodLabel(methods.method), QUANTKIT_VERSION, statistics.samples};
+                     quant::MethodLabel(methods.method), QUANTKIT_VERSION, statistics.samples, {}, {}};
   struct Clipping {
     double share;
     std::string tensor, method;
@@ -333,7 +333,15 @@ Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::Qua
                                       const formats::TrtCacheWriteOptions& cache, passes::WeightStorage weights) {
   // All four files or none, never mixed with a concurrent run's (common/artifact_set.h).
   QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
-                      ArtifactSet::Open(dir, {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json"}));
+                      ArtifactSet::Open(dir, {"model.qdq.onnx", "model.float.onnx", "calib.cache", "ranges.txt", "plan.json"}));
+  quant::QuantPlan stamped = plan;
+  // A plan whose PTQ stages changed weights: the float model holding them (see calibrate.h).
+  if (!plan.initializers.empty()) {
+    QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(model.path));
+    QK_RETURN_IF_ERROR(passes::ApplyInitializerOverrides(plan, &float_model));
+    QK_RETURN_IF_ERROR(onnx_io::ExportModel(float_model, out->Stage("model.float.onnx")));
+    QK_ASSIGN_OR_RETURN(stamped.provenance.float_model_sha256, Sha256OfFile(out->Stage("model.float.onnx")));
+  }
   // The collected model is shared and immutable; the Q/DQ model is a fresh copy of the file.
   QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(model.path));
   quant::QuantPlan applied = plan;
@@ -344,9 +352,9 @@ Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::Qua
   ArtifactReport report;
   QK_ASSIGN_OR_RETURN(report.inserted, passes::RunPass(qdq_model, passes::ApplyPlan(&applied, apply)));
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, out->Stage("model.qdq.onnx")));
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage("calib.cache"), plan, cache));
-  QK_RETURN_IF_ERROR(formats::WriteRangesText(out->Stage("ranges.txt"), plan));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), plan));
+  QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage("calib.cache"), stamped, cache));
+  QK_RETURN_IF_ERROR(formats::WriteRangesText(out->Stage("ranges.txt"), stamped));
+  QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), stamped));
   QK_ASSIGN_OR_RETURN(report.written, out->Commit());
   return report;
 }

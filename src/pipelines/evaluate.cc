@@ -75,7 +75,7 @@ enum Count : size_t { kSamples, kLabelled, kCorrect1, kCorrect5, kAgree, kNumCou
 
 Result<EvalResult> Evaluate(const EvalOptions& options) {
   QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be positive");
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Communicator> comm, OpenCommunicator(options.distributed));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm, distributed::OpenCommunicator(options.distributed));
   EvalResult result;
   std::vector<int64_t> counts(kNumCounts, 0);
   BatchSums sums;
@@ -121,7 +121,7 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     // Fixed-batch models cap the batch; shards hold whole batches, so every rank runs the batches
     // (and groups of equal shapes) one process would.
     const int64_t batch_size = data::EffectiveBatchSize(*source, options.batch_size);
-    source = ShardForRank(std::move(source), *comm, batch_size, &result.rank);
+    source = distributed::ShardForRank(std::move(source), *comm, batch_size, &result.rank);
     const int64_t n = source->num_samples();
     int64_t timed_runs = 0;
     std::pair<double, double> first_run_seconds{0, 0};  // model, reference

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "pipelines/distributed.h"
+#include "distributed/launch.h"
 #include "analysis/metrics.h"
 #include "analysis/simulate.h"
 #include "data/image_options.h"
@@ -42,7 +42,7 @@ struct EvalOptions {
   std::string save_predictions, save_outputs;
   // Under torchrun/srun/a PyTorchJob each rank evaluates its shard; counts are summed exactly and
   // float sums added per batch in sample order on rank 0, so its report equals one process's.
-  DistributedOptions distributed;
+  distributed::DistributedOptions distributed;
 
   bool simulates() const { return loaded_plan.has_value() || !plan.empty(); }
 };
@@ -69,7 +69,7 @@ struct EvalResult {
   // the first run, which pays one-time kernel generation for whichever model ran first.
   double model_seconds = 0, reference_seconds = 0;
   std::vector<std::string> written;  // files saved (rank 0)
-  RankReport rank;                   // this process's part; only rank 0 holds the totals
+  distributed::RankReport rank;                   // this process's part; only rank 0 holds the totals
 };
 
 Result<EvalResult> Evaluate(const EvalOptions& options);

@@ -9,20 +9,21 @@ namespace quantkit::pipelines {
 
 Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& options, const std::string& plan_path,
                                           const std::string& placement,
-                                          const std::optional<DistributedOptions>& distributed) {
+                                          const std::optional<distributed::DistributedOptions>& distributed) {
   QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, analysis::ReadPlanFile(plan_path));
   return OpenPlanEvaluation(options, std::move(plan), placement, distributed);
 }
 
 Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& options,
                                           quant::QuantPlan plan, const std::string& placement,
-                                          const std::optional<DistributedOptions>& distributed) {
+                                          const std::optional<distributed::DistributedOptions>& distributed) {
   analysis::PlanEvalOptions eval = options;
+  QK_RETURN_IF_ERROR(analysis::CheckPlanFloatModel(plan, eval.model));
   QK_ASSIGN_OR_RETURN(eval.simulation.mode, passes::ParsePlacementPolicy(placement));
   PlanEvaluation r;
   r.plan = std::move(plan);
   if (distributed) {
-    QK_ASSIGN_OR_RETURN(r.comm, OpenCommunicator(*distributed));
+    QK_ASSIGN_OR_RETURN(r.comm, distributed::OpenCommunicator(*distributed));
     eval.comm = r.comm.get();
   }
   QK_ASSIGN_OR_RETURN(r.evaluator, analysis::PlanEvaluator::Create(eval));
@@ -35,8 +36,8 @@ Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& optio
   return r;
 }
 
-RankReport PlanEvaluation::Rank(double work_seconds, int64_t passes) const {
-  RankReport report;
+distributed::RankReport PlanEvaluation::Rank(double work_seconds, int64_t passes) const {
+  distributed::RankReport report;
   report.rank = evaluator->rank();
   report.world_size = evaluator->world_size();
   report.shard = evaluator->shard();

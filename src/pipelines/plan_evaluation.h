@@ -14,30 +14,30 @@
 
 #include "analysis/metrics.h"
 #include "analysis/plan_eval.h"
-#include "pipelines/distributed.h"
+#include "distributed/launch.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
 
 namespace quantkit::pipelines {
 
 struct PlanEvaluation {
-  std::unique_ptr<runtime::Communicator> comm;  // declared first: outlives the evaluator using it
+  std::unique_ptr<distributed::Communicator> comm;  // declared first: outlives the evaluator using it
   quant::QuantPlan plan;
   std::unique_ptr<analysis::PlanEvaluator> evaluator;
   std::vector<std::string> warnings;  // rank 0's only: one copy per job
 
   // This rank's summary line: `passes` runs over its shard in `work_seconds`.
-  RankReport Rank(double work_seconds, int64_t passes) const;
+  distributed::RankReport Rank(double work_seconds, int64_t passes) const;
 };
 
 // `placement`: "auto" | "tensorrt" | "plan".
 Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& options, const std::string& plan_path,
                                           const std::string& placement,
-                                          const std::optional<DistributedOptions>& distributed = std::nullopt);
+                                          const std::optional<distributed::DistributedOptions>& distributed = std::nullopt);
 // The same for a plan already in memory (the public API's and Python's plans).
 Result<PlanEvaluation> OpenPlanEvaluation(
     const analysis::PlanEvalOptions& options, quant::QuantPlan plan, const std::string& placement,
-    const std::optional<DistributedOptions>& distributed = std::nullopt);
+    const std::optional<distributed::DistributedOptions>& distributed = std::nullopt);
 
 // The metrics analyze ranks by: `given`, else analysis::DefaultMetricName for the evaluator's data
 // and output, with argmax agreement beside top-1 on a class vector. The one rule of the CLI, the

@@ -23,8 +23,10 @@
 
 #include "common/check.h"
 #include "ir/scopes.h"
+#include "quantkit/cancel.h"
 #include "runtime/aten_bridge.h"
 #include "runtime/device_placement.h"
+#include "runtime/float_precision.h"
 #include "runtime/heap.h"
 #include "runtime/interpreter_aten.h"
 #include "runtime/kernel.h"
@@ -79,6 +81,7 @@ class SubgraphPlan {
     // slot's own reference instead of a copy (kernel.h: a kernel may reuse such a buffer).
     std::vector<bool> hand_over;
     std::string where;
+    StepPrecision precision;  // float16 / bfloat16 handling (float_precision.h)
   };
 
   const ir::Graph* graph = nullptr;
@@ -90,6 +93,9 @@ class SubgraphPlan {
   std::vector<int> input_slots;
   std::vector<int> output_slots;
   std::vector<std::pair<int, at::Tensor>> constants;    // initializers, wrapped without copy
+  // Per slot: the 16-bit type of a float16 / bfloat16 initializer, held widened to float32 in
+  // `constants` (float_precision.h); Undefined for every other slot.
+  std::vector<at::ScalarType> constant_logical;
   std::vector<std::pair<int, std::string>> local_captures;  // slots filled from outer frames
   std::vector<std::string> captures;  // every name resolved outside this graph (transitive)
   std::vector<bool> is_free_at_start;  // unused constants/inputs, dropped before the first step
@@ -103,6 +109,8 @@ struct Frame {
   const SubgraphPlan* plan = nullptr;
   RunState* state = nullptr;  // observation of this frame (nullptr: none)
   std::vector<at::Tensor> slots;
+  // Per slot: the 16-bit type of a value held as float32 (float_precision.h), else Undefined.
+  std::vector<at::ScalarType> logical;
   const Frame* parent = nullptr;
   // The step being executed ("node 'x' (Reshape, opset 13)"), so that an error escaping the
   // per-step handlers still names the node.
@@ -131,8 +139,14 @@ class PlanBuilder {
       return s;
     };
     for (const ir::Value* v : graph.inputs()) plan->input_slots.push_back(slot(v));
+    std::vector<std::pair<int, at::ScalarType>> widened;
     for (const ir::Value* v : graph.initializers()) {
       QK_ASSIGN_OR_RETURN(at::Tensor t, WrapTensor(*v->initializer, "initializer '" + v->name() + "'"));
+      // 16-bit float weights are widened once, here: every kernel computes in float32.
+      if (Is16BitFloat(t.scalar_type())) {
+        widened.emplace_back(slot(v), t.scalar_type());
+        t = t.to(at::kFloat);
+      }
       // Weights move to the device once, here; shape constants stay on the host (KeepOnHost).
       if (!device_.is_cpu() && !KeepOnHost(t)) t = t.to(device_);
       plan->constants.emplace_back(slot(v), t);
@@ -180,6 +194,7 @@ class PlanBuilder {
         return std::shared_ptr<const SubgraphPlan>(sub);
       };
       QK_ASSIGN_OR_RETURN(step.kernel, factory(init));
+      step.precision = PlanStepPrecision(*node);
       for (const ir::Value* v : node->inputs()) step.inputs.push_back(v ? slot(v) : -1);
       for (const ir::Value* v : node->outputs()) step.outputs.push_back(v ? slot(v) : -1);
       // Captures of the bodies: consumers here, or captures of this graph in turn.
@@ -201,6 +216,8 @@ class PlanBuilder {
 
     // Liveness: a slot is freed after its last consumer; graph outputs are never freed.
     const size_t n = plan->slot_names.size();
+    plan->constant_logical.assign(n, at::ScalarType::Undefined);
+    for (const auto& [s, type] : widened) plan->constant_logical[s] = type;
     std::vector<int> last_use(n, -1);
     std::vector<bool> keep(n, false);
     for (int s : plan->output_slots) keep[s] = true;
@@ -271,7 +288,10 @@ struct BodyWatch {
   }
 };
 
-Status Notify(RunState& state, const SubgraphPlan& plan, int slot, at::Tensor& value) {
+// `logical`: the slot's 16-bit type when it holds float32 storage of a float16 / bfloat16 value
+// (float_precision.h); observers that take tensors as they are see that type.
+Status Notify(RunState& state, const SubgraphPlan& plan, int slot, at::Tensor& value,
+              at::ScalarType logical = at::ScalarType::Undefined) {
   const std::string& name = plan.slot_qualified[slot];
   const ir::Node* producer = plan.slot_producer[slot];
   if (state.options->hook) QK_RETURN_IF_ERROR(state.options->hook(name, producer, value));
@@ -284,6 +304,7 @@ Status Notify(RunState& state, const SubgraphPlan& plan, int slot, at::Tensor& v
     }
     at::Tensor t = value.device().is_cpu() ? value : value.cpu();
     if (obs->WantsFloat() && t.scalar_type() != at::kFloat && !t.is_complex()) t = t.to(at::kFloat);
+    if (!obs->WantsFloat()) t = Materialize(t, logical);
     t = t.contiguous();
     TensorView view{FromScalarType(t.scalar_type()), t.sizes().vec(), t.data_ptr()};
     QK_RETURN_IF_ERROR(obs->OnTensor(name, producer, view));
@@ -293,6 +314,7 @@ Status Notify(RunState& state, const SubgraphPlan& plan, int slot, at::Tensor& v
 
 void FillConstants(const SubgraphPlan& plan, Frame& frame) {
   frame.slots.assign(plan.slot_names.size(), at::Tensor());
+  frame.logical = plan.constant_logical;
   for (const auto& [s, t] : plan.constants) {
     if (!plan.is_free_at_start[s]) frame.slots[s] = t;
   }
@@ -331,11 +353,14 @@ std::vector<at::Tensor> ComputeStep(const SubgraphPlan::Step& step, std::vector<
 void Execute(Frame& frame, RunState* state) {
   const SubgraphPlan& plan = *frame.plan;
   std::vector<at::Tensor> inputs;
+  std::vector<at::ScalarType> logical;  // of the inputs (float_precision.h)
   for (const SubgraphPlan::Step& step : plan.steps) {
     inputs.assign(step.inputs.size(), at::Tensor());
+    logical.assign(step.inputs.size(), at::ScalarType::Undefined);
     for (size_t j = 0; j < step.inputs.size(); ++j) {
       const int s = step.inputs[j];
       if (s < 0) continue;
+      logical[j] = frame.logical[s];
       if (!frame.slots[s].defined()) {
         throw NodeFailure{Status(StatusCode::kInvalidArgument,
                                  fmt::format("{}: input '{}' has no value (not fed or not produced)",
@@ -346,7 +371,12 @@ void Execute(Frame& frame, RunState* state) {
     std::vector<at::Tensor> outputs;
     frame.where = &step.where;
     try {
+      // 16-bit float inputs compute in float32; type16: the 16-bit type of the float results.
+      const at::ScalarType type16 = PrepareInputs(step.precision, inputs, logical);
       outputs = ComputeStep(step, inputs, frame);
+      for (size_t j = 0; j < step.outputs.size() && j < outputs.size(); ++j) {
+        if (step.outputs[j] >= 0) frame.logical[step.outputs[j]] = FinishOutput(step.precision, j, type16, outputs[j]);
+      }
     } catch (const NodeFailure&) {
       throw;
     } catch (const KernelError& e) {
@@ -378,7 +408,7 @@ void Execute(Frame& frame, RunState* state) {
       }
       frame.slots[s] = std::move(outputs[j]);
       if (state != nullptr && (state->options->hook || !state->watchers[s].empty())) {
-        Status st = Notify(*state, plan, s, frame.slots[s]);
+        Status st = Notify(*state, plan, s, frame.slots[s], frame.logical[s]);
         if (!st.ok()) throw NodeFailure{st};
       }
     }
@@ -418,6 +448,7 @@ std::vector<at::Tensor> KernelContext::RunSubgraph(const SubgraphPlan& plan,
       auto it = f->plan->slot_by_name.find(name);
       if (it != f->plan->slot_by_name.end() && f->slots[it->second].defined()) {
         child.slots[s] = f->slots[it->second];
+        child.logical[s] = f->logical[it->second];
         break;
       }
     }
@@ -434,7 +465,7 @@ std::vector<at::Tensor> KernelContext::RunSubgraph(const SubgraphPlan& plan,
   std::vector<at::Tensor> out;
   for (int s : plan.output_slots) {
     QK_KERNEL_CHECK(child.slots[s].defined(), "subgraph output '{}' has no value", plan.slot_names[s]);
-    out.push_back(child.slots[s]);
+    out.push_back(Materialize(child.slots[s], child.logical[s]));
   }
   return out;
 }
@@ -588,7 +619,7 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
     if (!frame.slots[s].defined()) {
       return MakeStatus(StatusCode::kInvalidArgument, "graph output '{}' was not computed", p.slot_names[s]);
     }
-    out.push_back(frame.slots[s]);
+    out.push_back(Materialize(frame.slots[s], frame.logical[s]));
   }
   return out;
 }
@@ -635,6 +666,7 @@ Device Interpreter::device() const { return impl_->device; }
 
 Result<std::vector<NamedTensor>> Interpreter::Run(const std::vector<NamedTensor>& inputs,
                                                   const RunOptions& options) const {
+  QK_RETURN_IF_ERROR(CheckCancelled());  // every long call runs the model: Ctrl-C stops it here
   c10::InferenceMode guard;
   std::vector<std::pair<std::string, at::Tensor>> feeds;
   for (const NamedTensor& in : inputs) {
@@ -656,6 +688,7 @@ Result<std::vector<NamedTensor>> Interpreter::Run(const std::vector<NamedTensor>
 Result<std::vector<at::Tensor>> RunAten(const Interpreter& interpreter,
                                         const std::vector<std::pair<std::string, at::Tensor>>& inputs,
                                         const AtenRunOptions& options) {
+  QK_RETURN_IF_ERROR(CheckCancelled());
   return interpreter.impl().Run(inputs, options);
 }
 

@@ -42,7 +42,7 @@ struct InterpreterOptions {
   // Where weights and activations live (default: runtime::DefaultDevice(), i.e. --device).
   // Inputs may be given on the host; outputs of Run() come back to the host.
   std::optional<Device> device;
-  // Training mode (QAT, runtime/qat_trainer.h): also resolves the training-only ops of
+  // Training mode (QAT, train/qat_trainer.h): also resolves the training-only ops of
   // runtime/training_ops.h (FakeQuantize). Gradients are recorded only by RunAten, which leaves
   // autograd on; Run() always executes under inference mode.
   bool training = false;

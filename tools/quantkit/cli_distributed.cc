@@ -1,16 +1,14 @@
 #include "cli_distributed.h"
 
 #include <cstdio>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/check.h"
-#include "runtime/communicator.h"
 
 namespace quantkit::cli {
 
-void AddDistributedOptions(CLI::App* cmd, pipelines::DistributedOptions* options) {
+void AddDistributedOptions(CLI::App* cmd, distributed::DistributedOptions* options) {
   const char* group = "Distributed (torchrun, srun torchrun, PyTorchJob; docs/distributed.md)";
   cmd->add_flag("--distributed", options->required,
                 "require a torch.distributed launch (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); "
@@ -34,17 +32,13 @@ Status CheckDistributedLaunch(const CLI::App& app) {
       name == "diagnose") {
     return Status::Ok();
   }
-  Result<std::optional<runtime::DistributedEnv>> env = runtime::ReadDistributedEnv();
-  if (!env.ok() || !env->has_value() || (*env)->world_size == 1) return Status::Ok();
-  return MakeStatus(StatusCode::kUnsupported,
-                    "`quantkit {}` runs as one process, but this is rank {} of {} of a distributed "
-                    "launch; only calibrate, eval, analyze, diagnose, fallback and qat share work across ranks "
-                    "(docs/distributed.md)",
-                    name, (*env)->rank, (*env)->world_size);
+  return distributed::RefuseUnderLaunch(
+      "`quantkit " + name + "`",
+      "only calibrate, eval, analyze, diagnose, fallback and qat share work across ranks");
 }
 
-void PrintRankLine(const pipelines::RankReport& report) {
-  std::fprintf(stderr, "quantkit: %s\n", pipelines::FormatRankLine(report).c_str());
+void PrintRankLine(const distributed::RankReport& report) {
+  std::fprintf(stderr, "quantkit: %s\n", distributed::FormatRankLine(report).c_str());
 }
 
 }  // namespace quantkit::cli

@@ -7,18 +7,18 @@
 #include <chrono>
 #include <memory>
 
-#include "pipelines/distributed.h"
+#include "distributed/launch.h"
 
 namespace quantkit::cli {
 
 // Fills *options as the options are parsed (the pointer must outlive parsing).
-void AddDistributedOptions(CLI::App* cmd, pipelines::DistributedOptions* options);
+void AddDistributedOptions(CLI::App* cmd, distributed::DistributedOptions* options);
 
 // Under a distributed launch (WORLD_SIZE > 1) only the subcommands above share the work; any other
 // subcommand would run N copies writing the same outputs, so it is refused (kUnsupported).
 Status CheckDistributedLaunch(const CLI::App& app);
 
 // Prints this rank's one summary line (stderr keeps rank 0's stdout report clean for pipes).
-void PrintRankLine(const pipelines::RankReport& report);
+void PrintRankLine(const distributed::RankReport& report);
 
 }  // namespace quantkit::cli

@@ -64,7 +64,7 @@ Result<std::optional<passes::FloatOptions>> ToFloatOverride(const FloatArgs& arg
 struct PlanEvalArgs {
   analysis::PlanEvalOptions eval;
   std::string plan, placement = "auto";
-  pipelines::DistributedOptions distributed;  // --distributed, --dist-timeout
+  distributed::DistributedOptions distributed;  // --distributed, --dist-timeout
 };
 void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* args, const std::string& data_help);
 

@@ -1,25 +1,23 @@
 // quantkit diagnose MODEL --data SPEC [--reference-data SPEC] [--expect ...] [-o DIR] [--json]
 #include <cstdio>
 
-#include "analysis/diagnose/diagnose.h"
 #include "cli_distributed.h"
 #include "cli_util.h"
-#include "pipelines/diagnose.h"
+#include "pipelines/diagnose/diagnose.h"
 #include "quant/method_amax.h"
 
 namespace quantkit::cli {
 
 void SetupDiagnose(CLI::App& app, RunFn* run) {
   struct Options {
-    analysis::DiagnoseOptions diagnose;
-    pipelines::DistributedOptions distributed;
+    pipelines::DiagnoseOptions diagnose;
     std::string method = "max";
     std::string expect;
     std::vector<std::string> exclude;
     bool json = false, quiet = false, strict = false;
   };
   auto opts = std::make_shared<Options>();
-  analysis::DiagnoseOptions& d = opts->diagnose;
+  pipelines::DiagnoseOptions& d = opts->diagnose;
   CLI::App* cmd = app.add_subcommand(
       "diagnose",
       "Calibration-data diagnostics: are the samples enough and stable, representative of a reference "
@@ -52,28 +50,27 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
   cmd->add_flag("--json", opts->json, "print the JSON report instead of the text");
   cmd->add_flag("--strict", opts->strict, "exit 1 when the data is not clean (errors or warnings)");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
-  AddDistributedOptions(cmd, &opts->distributed);
+  AddDistributedOptions(cmd, &d.distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      analysis::DiagnoseOptions& o = opts->diagnose;
+      pipelines::DiagnoseOptions& o = opts->diagnose;
       auto method = quant::ParseMethod(opts->method);
       if (!method.ok()) return Report(method.status());
       o.method = *method;
       if (!opts->expect.empty()) {
-        auto e = analysis::ParseExpectation(opts->expect);
+        auto e = pipelines::ParseExpectation(opts->expect);
         if (!e.ok()) return Report(e.status());
         o.expect = *e;
       }
       for (const std::string& e : opts->exclude) o.placement.Exclude(e);
       o.progress = !opts->quiet;
-      auto run = pipelines::Diagnose(o, opts->distributed);
-      if (!run.ok()) return Report(run.status());
+      auto result = pipelines::Diagnose(o);
+      if (!result.ok()) return Report(result.status());
       // Under a launch rank 0 has the whole report and prints it; every rank prints its line.
-      if (run->rank.world_size > 1) PrintRankLine(run->rank);
-      if (run->rank.rank != 0) return 0;
-      const analysis::DiagnoseResult* result = &run->result;
+      if (result->rank.world_size > 1) PrintRankLine(result->rank);
+      if (result->rank.rank != 0) return 0;
       if (opts->json) {
-        std::fputs(analysis::DiagnoseJson(*result).c_str(), stdout);
+        std::fputs(pipelines::DiagnoseJson(*result).c_str(), stdout);
       } else {
         std::fputs(result->summary.c_str(), stdout);
         for (const std::string& f : result->written) std::printf("wrote %s\n", f.c_str());

@@ -5,7 +5,7 @@
 #include "cli_distributed.h"
 #include "cli_util.h"
 #include "common/progress.h"
-#include "pipelines/qat.h"
+#include "pipelines/qat/qat.h"
 #include "quant/method_amax.h"
 
 namespace quantkit::cli {
@@ -76,9 +76,9 @@ void SetupQat(CLI::App& app, RunFn* run) {
       q.placement.per_channel_weights = opts->weights == "per-channel";
       q.recompute_weight_scales = !opts->frozen_weight_scales;
       if (opts->optimizer == "adamw") {
-        q.trainer.optimizer = runtime::OptimizerKind::kAdamW;
+        q.trainer.optimizer = train::OptimizerKind::kAdamW;
       } else if (opts->optimizer == "sgd") {
-        q.trainer.optimizer = runtime::OptimizerKind::kSgd;
+        q.trainer.optimizer = train::OptimizerKind::kSgd;
       } else {
         return Report(Status(StatusCode::kInvalidArgument, "--optimizer must be adamw or sgd, got '" +
                                                                opts->optimizer + "'"));
@@ -87,7 +87,7 @@ void SetupQat(CLI::App& app, RunFn* run) {
       if (l != "mse" && l != "kl" && l != "ce" && l != "ce+kl" && l != "ce+mse") {
         return Report(Status(StatusCode::kInvalidArgument, "--loss must be mse, kl, ce, ce+kl or ce+mse, got '" + l + "'"));
       }
-      q.trainer.distill = l.find("kl") != std::string::npos ? runtime::DistillLoss::kKl : runtime::DistillLoss::kMse;
+      q.trainer.distill = l.find("kl") != std::string::npos ? train::DistillLoss::kKl : train::DistillLoss::kMse;
       q.trainer.distill_weight = l == "ce" ? 0.0 : 1.0;
       q.trainer.label_weight = l.rfind("ce", 0) == 0 ? 1.0 : 0.0;
       q.trainer.feature_tensors = opts->features;

@@ -1,9 +1,7 @@
 #include "device_option.h"
 
-#include <optional>
-
 #include "common/check.h"
-#include "runtime/communicator.h"
+#include "distributed/launch.h"
 #include "runtime/device.h"
 
 namespace quantkit::cli {
@@ -25,16 +23,7 @@ void AddDeviceOptions(CLI::App& app, std::string* device) {
 }
 
 Status ApplyDeviceOption(CLI::App& app, const std::string& text) {
-  // A malformed launch environment is reported by the distributed pipelines (exit 2, naming the
-  // variable); here it only means that LOCAL_RANK cannot pick the GPU.
-  Result<std::optional<runtime::DistributedEnv>> env = runtime::ReadDistributedEnv();
-  const std::optional<runtime::DistributedEnv> launch = env.ok() ? *env : std::nullopt;
-  QK_ASSIGN_OR_RETURN(runtime::Device device, runtime::ParseDeviceForRank(text, launch));
-  if (Status st = runtime::SetDefaultDevice(device); !st.ok()) {
-    if (!launch.has_value() || text != "cuda") return st;
-    return Status(st.code(), st.message() + " (plain `cuda` under a distributed launch is cuda:LOCAL_RANK; LOCAL_RANK=" +
-                                 std::to_string(launch->local_rank) + ")");
-  }
+  QK_ASSIGN_OR_RETURN(runtime::Device device, distributed::SelectDevice(text));
   if (!device.is_cuda()) return Status::Ok();
   for (CLI::App* sub : app.get_subcommands()) {
     if (sub->get_name() == "qat") continue;  // the batch size of training is the user's to choose

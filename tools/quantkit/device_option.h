@@ -20,7 +20,7 @@ void AddDeviceOptions(CLI::App& app, std::string* device);
 // kUnsupported when CUDA is asked for and the build or the machine has none) and, on a GPU,
 // raises the default --batch-size of the chosen subcommand to runtime::kCudaDefaultBatchSize
 // when the user gave none (not for qat: there the batch size is a training hyper-parameter).
-// Under a distributed launch plain `cuda` is cuda:LOCAL_RANK (runtime::ParseDeviceForRank).
+// Under a distributed launch plain `cuda` is cuda:LOCAL_RANK (distributed::ParseDeviceForRank).
 Status ApplyDeviceOption(CLI::App& app, const std::string& device);
 
 }  // namespace quantkit::cli

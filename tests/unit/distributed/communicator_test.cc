@@ -1,6 +1,6 @@
-// runtime::Communicator over c10d (TCPStore + ProcessGroupGloo): each rank is a forked process,
+// distributed::Communicator over c10d (TCPStore + ProcessGroupGloo): each rank is a forked process,
 // as under torchrun. The children report through a pipe; the parent checks every rank's result.
-#include "runtime/communicator.h"
+#include "distributed/communicator.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace quantkit::runtime {
+namespace quantkit::distributed {
 namespace {
 
 using std::chrono::milliseconds;
@@ -160,12 +160,12 @@ TEST(DistributedEnvTest, PlainCudaPicksTheLocalRanksGpu) {
       {"cpu", env, "cpu"},           {"cuda", std::nullopt, "cuda:0"},  {"cuda:2", std::nullopt, "cuda:2"},
   };
   for (const Case& c : cases) {
-    Result<Device> device = ParseDeviceForRank(c.text, c.env);
+    Result<runtime::Device> device = ParseDeviceForRank(c.text, c.env);
     ASSERT_TRUE(device.ok()) << c.text << ": " << device.status().ToString();
     EXPECT_EQ(device->ToString(), c.expected) << c.text << (c.env ? " (launched)" : "");
   }
   // A malformed device is still refused under a launch.
-  Result<Device> bad = ParseDeviceForRank("gpu1", env);
+  Result<runtime::Device> bad = ParseDeviceForRank("gpu1", env);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
@@ -284,4 +284,4 @@ TEST(GlooCommunicatorTest, UnreachableStoreTimesOut) {
 }
 
 }  // namespace
-}  // namespace quantkit::runtime
+}  // namespace quantkit::distributed

@@ -1,0 +1,106 @@
+// QAT stages 2 and 3: the start plan, and the student's training graph built from it.
+#include <iterator>
+#include <set>
+
+#include "analysis/model_loading.h"
+#include "common/check.h"
+#include "passes/apply_plan.h"
+#include "passes/fake_quant.h"
+#include "pipelines/calibrate.h"
+#include "pipelines/qat/stages.h"
+
+namespace quantkit::pipelines::qat {
+
+namespace {
+
+// Initializers the optimizer updates: weights (behind their FakeQuantize) and biases of the
+// weighted ops, normalization scale and shift, and learned activation scales.
+std::vector<std::string> TrainableParameters(const ir::Graph& g,
+                                             const std::map<std::string, std::string>& learned_scales) {
+  static const std::set<std::string> kWeighted{"Conv", "ConvTranspose", "Gemm", "MatMul"};
+  static const std::set<std::string> kNorms{"BatchNormalization", "LayerNormalization", "InstanceNormalization",
+                                            "GroupNormalization"};
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  auto add = [&](const ir::Value* v) {
+    if (v && v->producer() && v->producer()->op_type() == "FakeQuantize") v = v->producer()->input(0);
+    if (v && v->is_constant() && v->initializer->dtype() == ir::DType::kFloat && seen.insert(v->name()).second) {
+      names.push_back(v->name());
+    }
+  };
+  for (const ir::Node* n : g.nodes()) {
+    if (!n->domain().empty()) continue;
+    if (kWeighted.count(n->op_type())) {
+      for (const ir::Value* v : n->inputs()) add(v);
+    } else if (kNorms.count(n->op_type())) {
+      add(n->input(1));
+      add(n->input(2));
+    }
+  }
+  for (const auto& [tensor, scale] : learned_scales) add(g.FindValue(scale));
+  return names;
+}
+
+}  // namespace
+
+Result<ir::Model> LoadFolded(const std::string& path, int* folded) {
+  QK_ASSIGN_OR_RETURN(ir::Model m, analysis::LoadModelForQuantization(path));
+  QK_ASSIGN_OR_RETURN(passes::PassReport bn, passes::RunPass(m, passes::FoldBatchNorm()));
+  if (folded) *folded = static_cast<int>(bn.Count(passes::counter::kFolded));
+  return m;
+}
+
+Result<StartPlan> MakeStartPlan(const QatOptions& o) {
+  StartPlan start;
+  if (!o.plan.empty()) {
+    QK_ASSIGN_OR_RETURN(start.plan, analysis::ReadPlanFile(o.plan));
+  } else {
+    CalibrateOptions c;
+    c.model = o.model;
+    c.data = o.calib_data.empty() ? o.data : o.calib_data;
+    c.image = o.image;
+    c.samples = o.calib_samples;
+    c.method = o.method;
+    c.placement = o.placement;
+    c.progress = o.progress;
+    QK_ASSIGN_OR_RETURN(CalibrateResult cal, Calibrate(c));
+    start.plan = std::move(cal.plan);
+  }
+  // Weight scales follow the fine-tuned weights unless frozen: drop the plan's so that
+  // ApplyPlan recomputes them (max|w|/127 per channel) from the weights it is given.
+  start.train = start.plan;
+  if (o.recompute_weight_scales) {
+    for (auto it = start.train.tensors.begin(); it != start.train.tensors.end();) {
+      it = it->second.role == quant::TensorRole::kWeight ? start.train.tensors.erase(it) : std::next(it);
+    }
+  }
+  start.sim.placement = o.placement;
+  return start;
+}
+
+Result<Graphs> PrepareGraphs(const QatOptions& o, StartPlan* plan, QatResult* result) {
+  Graphs g;
+  QK_ASSIGN_OR_RETURN(g.student, LoadFolded(o.model, &result->folded_batch_norms));
+  {
+    quant::QuantPlan p = plan->train;
+    QK_ASSIGN_OR_RETURN(passes::PassReport inserted, passes::RunPass(g.student, passes::ApplyPlan(&p, plan->sim)));
+    QK_RETURN_IF_NOT(inserted.changed, StatusCode::kInvalidArgument,
+                     "the plan quantizes nothing in '{}': nothing to fine-tune", o.model);
+    // Frozen weight scales: keep those just filled for BN-folded weights too, so the export
+    // writes the scales training used.
+    if (!o.recompute_weight_scales) plan->train = std::move(p);
+  }
+  passes::FakeQuantOptions fq_options;
+  fq_options.recompute_weight_scales = o.recompute_weight_scales;
+  fq_options.learn_activation_scales = o.learn_activation_scales;
+  QK_ASSIGN_OR_RETURN(passes::PassReport fq, passes::RunPass(g.student, passes::QdqToFakeQuant(fq_options)));
+  result->weight_pairs = static_cast<int>(fq.Count(passes::counter::kWeightPairs));
+  result->activation_pairs = static_cast<int>(fq.Count(passes::counter::kActivationPairs));
+  g.learned_scales = passes::LearnedActivationScales(*g.student.graph);
+  g.parameters = TrainableParameters(*g.student.graph, g.learned_scales);
+  result->parameters = static_cast<int>(g.parameters.size());
+  QK_ASSIGN_OR_RETURN(g.teacher, analysis::LoadModelForQuantization(o.model));
+  return g;
+}
+
+}  // namespace quantkit::pipelines::qat

@@ -1,0 +1,95 @@
+// RunQat: the stages of pipelines/qat/stages.h in order, and the validation of the options.
+#include "pipelines/qat/qat.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "common/check.h"
+#include "distributed/launch.h"
+#include "pipelines/qat/stages.h"
+
+namespace quantkit::pipelines {
+
+namespace qat {
+
+Result<Launch> ValidateOptions(const QatOptions& o, QatResult* result) {
+  QK_RETURN_IF_NOT(o.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be > 0, got {}", o.batch_size);
+  QK_RETURN_IF_NOT(!o.output_dir.empty(), StatusCode::kInvalidArgument, "an output directory (-o) is required");
+  QK_RETURN_IF_NOT(o.steps >= 0 && o.epochs >= 0, StatusCode::kInvalidArgument, "--steps/--epochs must be >= 0");
+  Launch launch;
+  QK_ASSIGN_OR_RETURN(launch.comm, distributed::OpenCommunicator(o.distributed));
+  launch.world = launch.comm->world_size();
+  QK_RETURN_IF_NOT(launch.world == 1 || !o.plan.empty(), StatusCode::kInvalidArgument,
+                   "qat under a distributed launch needs --plan (calibrate first, under the same launch: "
+                   "docs/distributed.md)");
+  QK_RETURN_IF_NOT(o.batch_size % launch.world == 0, StatusCode::kInvalidArgument,
+                   "--batch-size {} is the global batch: it must be a multiple of the {} ranks", o.batch_size,
+                   launch.world);
+  launch.local_batch = o.batch_size / launch.world;
+  result->rank.rank = launch.comm->rank();
+  result->rank.world_size = launch.world;
+  return launch;
+}
+
+}  // namespace qat
+
+Result<QatResult> RunQat(const QatOptions& o) {
+  namespace fs = std::filesystem;
+  const auto start = std::chrono::steady_clock::now();
+  QatResult result;
+  QK_ASSIGN_OR_RETURN(qat::Launch launch, qat::ValidateOptions(o, &result));
+  distributed::Communicator& comm = *launch.comm;
+  QK_ASSIGN_OR_RETURN(qat::StartPlan plan, qat::MakeStartPlan(o));
+  QK_ASSIGN_OR_RETURN(qat::Graphs graphs, qat::PrepareGraphs(o, &plan, &result));
+  QK_ASSIGN_OR_RETURN(qat::TrainingData data, qat::OpenTrainingData(o, graphs.teacher));
+
+  result.steps_per_epoch = data.samples / o.batch_size;  // whole batches only
+  qat::TrainingRun run;
+  run.total_steps = o.steps > 0 ? o.steps : std::max<int64_t>(o.epochs, 1) * result.steps_per_epoch;
+  train::TrainerOptions topts = o.trainer;
+  topts.total_steps = run.total_steps;
+  if (topts.warmup_steps == 0) {
+    topts.warmup_steps = static_cast<int64_t>(std::floor(o.warmup_fraction * run.total_steps));
+  }
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<train::QatTrainer> trainer,
+                      train::QatTrainer::Create(std::move(graphs.student), std::move(graphs.teacher),
+                                                graphs.parameters, topts));
+
+  std::error_code ec;
+  if (comm.is_root()) fs::create_directories(o.output_dir, ec);  // rank 0 alone writes
+  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}", o.output_dir, ec.message());
+  const std::string checkpoint = (fs::path(o.output_dir) / "checkpoint.pt").string();
+
+  QK_RETURN_IF_ERROR(qat::Resume(o, run.total_steps, *trainer, &run.best, &result));
+  QK_RETURN_IF_ERROR(qat::Train(o, launch, data, *trainer, checkpoint, &run, &result));
+  result.steps = trainer->steps_done();
+  // Its slice of every global batch (positions in the batch, not sample numbers), one pass a step.
+  result.rank.shard = {comm.rank() * launch.local_batch, (comm.rank() + 1) * launch.local_batch};
+  result.rank.passes = result.steps - run.first_step;
+  result.rank.work_seconds = run.train_seconds;
+  if (result.paused) {
+    result.summary = fmt::format("qat: stopped at step {} of {} (--stop-after); continue with --resume {}\n",
+                                 result.steps, run.total_steps, checkpoint);
+    result.written.push_back(checkpoint);
+    return result;
+  }
+  const int64_t ran = result.steps - run.first_step;
+  result.seconds_per_step = ran > 0 ? run.train_seconds / static_cast<double>(ran) : 0.0;
+  result.cpu_seconds_per_step = ran > 0 ? run.cpu_seconds / static_cast<double>(ran) : 0.0;
+  if (data.val && !run.best.parameters.empty()) {
+    QK_RETURN_IF_ERROR(trainer->SetParameters(run.best.parameters));  // keep the best
+    result.val_best = run.best.metric;
+  }
+  // Every rank holds the same parameters; rank 0 writes and the others wait for its outcome.
+  const Status written = comm.is_root()
+                             ? qat::WriteResults(o, plan, graphs, topts, data, *trainer, run, start, &result)
+                             : Status::Ok();
+  QK_RETURN_IF_ERROR(comm.Agree(written, "writing the results on rank 0"));
+  return result;
+}
+
+}  // namespace quantkit::pipelines

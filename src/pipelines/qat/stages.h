@@ -1,0 +1,138 @@
+// The stages of `quantkit qat` (pipelines/qat/qat.h), in the order RunQat runs them. Each stage
+// takes what the ones before it made and returns what the ones after it need; none prints.
+//
+//   1. ValidateOptions   options alone and against the launch (ranks, global batch)  qat.cc
+//   2. MakeStartPlan     --plan, or calibrate now; the plan training starts from     prepare.cc
+//   3. PrepareGraphs     BN folded, Q/DQ inserted (TensorRT placement), FakeQuantize  prepare.cc
+//                        pairs, trainable parameters; the FP32 teacher
+//   4. OpenTrainingData  training data, --labels, validation data; batches          data.cc
+//   5. sharding          each rank's slice of every global batch, gradients averaged  ranks.cc
+//                        in rank order, validation counts summed exactly
+//   6. checkpoints       --resume, and a checkpoint after each validation / pause     loop.cc
+//   7. Train             the loop: shuffled batches, steps, validation, keep-the-best loop.cc
+//   8. WriteResults      fine-tuned float and Q/DQ models, calib.cache, plan.json,   report.cc
+//                        training_log.json, training.svg (plot.cc), summary.txt
+// Internal to pipelines/qat/.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analysis/simulate.h"
+#include "data/source.h"
+#include "distributed/communicator.h"
+#include "ir/graph.h"
+#include "pipelines/qat/qat.h"
+#include "quant/plan.h"
+#include "quantkit/status.h"
+#include "runtime/interpreter.h"
+#include "train/qat_trainer.h"
+
+namespace quantkit::pipelines::qat {
+
+// 1. Validation. Opens this process's communicator and checks the options against it (the
+// global batch splits evenly over the ranks); fills result->rank's rank and world size.
+struct Launch {
+  std::unique_ptr<distributed::Communicator> comm;
+  int world = 1;
+  int64_t local_batch = 0;  // this rank's samples of each global batch
+};
+Result<Launch> ValidateOptions(const QatOptions& o, QatResult* result);
+
+// 2. The start plan: --plan, or calibrated now on the calibration data.
+struct StartPlan {
+  quant::QuantPlan plan;   // as read or calibrated (its method names where training started)
+  // What the training graph and the exported model are built from: the start plan without its
+  // weight scales (ApplyPlan recomputes them from the weights it is given) unless they are frozen.
+  quant::QuantPlan train;
+  analysis::SimulationOptions sim;  // the placement, for training and export alike
+};
+Result<StartPlan> MakeStartPlan(const QatOptions& o);
+
+// The float model as the student starts from it: BatchNormalization folded into its Conv.
+Result<ir::Model> LoadFolded(const std::string& path, int* folded);
+
+// 3. Graph preparation: the student's training graph, the teacher and the trainable parameters.
+// With frozen weight scales, plan->train gains the scales ApplyPlan filled for BN-folded weights.
+struct Graphs {
+  ir::Model student;  // Q/DQ pairs rewritten into FakeQuantize nodes
+  ir::Model teacher;  // the FP32 model
+  std::map<std::string, std::string> learned_scales;  // activation tensor -> its scale initializer
+  std::vector<std::string> parameters;                // what the optimizer updates
+};
+Result<Graphs> PrepareGraphs(const QatOptions& o, StartPlan* plan, QatResult* result);
+
+// 4. Training data (the first --samples), --labels checked against it and the model's classes,
+// and validation data.
+struct TrainingData {
+  std::unique_ptr<data::Source> train;
+  std::vector<int64_t> labels;        // --labels for the training samples (empty: none given)
+  std::unique_ptr<data::Source> val;  // null without --val
+  int64_t samples = 0;                // training samples used
+};
+Result<TrainingData> OpenTrainingData(const QatOptions& o, const ir::Model& teacher);
+
+// Sample order of an epoch: a Fisher-Yates shuffle seeded by (seed, epoch), portable.
+std::vector<int64_t> Permutation(int64_t n, uint64_t seed, int64_t epoch);
+// Samples `indices` of `source` stacked into one batch.
+Result<train::TrainingBatch> GatherSamples(const data::Source& source,
+                                           const std::vector<int64_t>& indices);
+// A batch of the data as the trainer takes it.
+train::TrainingBatch ToTraining(data::Batch&& b);
+
+// 5. Sharding.
+// This rank's slice of the global batch that starts at `offset` of the epoch's permutation.
+std::vector<int64_t> RankSlice(const std::vector<int64_t>& perm, int64_t offset, int rank,
+                               int64_t local_batch);
+// Data-parallel step: every rank's gradients and step result averaged, in rank order.
+Status AverageOverRanks(distributed::Communicator& comm, std::vector<float>* gradients,
+                        train::StepResult* r);
+// Top-1 against labels when the data has them, else argmax agreement with the FP32 model; each
+// rank evaluates its shard and the counts are summed exactly.
+Result<double> Validate(const train::QatTrainer& trainer, const data::Source& val, int64_t batch_size,
+                        distributed::Communicator& comm, std::string* metric);
+
+// 6. Checkpoints. The parameters kept so far (keep-the-best) travel in each checkpoint.
+struct Best {
+  std::vector<runtime::NamedTensor> parameters;  // empty until a validation ran
+  double metric = -1;
+};
+// --resume: the trainer's state and the bookkeeping of the run that wrote the checkpoint.
+Status Resume(const QatOptions& o, int64_t total_steps, train::QatTrainer& trainer, Best* best,
+              QatResult* result);
+// Written by rank 0; every rank learns its outcome.
+Status SaveCheckpoint(distributed::Communicator& comm, const train::QatTrainer& trainer,
+                      const std::string& path, const Best& best, const QatResult& result);
+
+// 7. The training loop, from the trainer's step to total_steps (or --stop-after).
+struct StepLog {
+  int64_t step = 0;  // 1-based
+  int64_t epoch = 0;
+  train::StepResult result;
+};
+struct TrainingRun {
+  int64_t total_steps = 0;
+  int64_t first_step = 0;  // where this run started (> 0 after --resume)
+  std::vector<StepLog> log;
+  Best best;
+  // Time of the training steps alone (batch assembly included, validation and checkpoints not).
+  double train_seconds = 0, cpu_seconds = 0;
+};
+Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, train::QatTrainer& trainer,
+             const std::string& checkpoint, TrainingRun* run, QatResult* result);
+
+// 8. The results (rank 0): the fine-tuned float model, the plan and Q/DQ model built from it,
+// the training log, the curve and the summary; result->written lists them.
+Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& graphs,
+                    const train::TrainerOptions& trainer_options, const TrainingData& data,
+                    const train::QatTrainer& trainer, const TrainingRun& run,
+                    std::chrono::steady_clock::time_point start, QatResult* result);
+
+// "cross-entropy+distillation", "cross-entropy", "distillation-mse" or "distillation-kl".
+const char* LossName(const train::TrainerOptions& t);
+
+}  // namespace quantkit::pipelines::qat

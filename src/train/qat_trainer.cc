@@ -1,0 +1,387 @@
+// QatTrainer: teacher/student forward, loss, backward and libtorch optimizer steps.
+#include "train/qat_trainer.h"
+
+#include <fmt/ranges.h>
+
+#include <torch/optim.h>
+#include <torch/serialize.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/check.h"
+#include "runtime/aten_bridge.h"
+#include "runtime/device_placement.h"
+#include "runtime/interpreter_aten.h"
+
+namespace quantkit::train {
+
+// The interpreter's ATen level, which training drives from inside (runtime/interpreter_aten.h).
+using runtime::AtenRunOptions;
+using runtime::CopyToAten;
+using runtime::DefaultDevice;
+using runtime::Device;
+using runtime::Interpreter;
+using runtime::InterpreterOptions;
+using runtime::NamedTensor;
+using runtime::RunAten;
+using runtime::ToAtenDevice;
+using runtime::ToIrTensor;
+using runtime::UseDevice;
+using runtime::WrapTensor;
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+using NamedAten = std::vector<std::pair<std::string, at::Tensor>>;
+
+// Runs `body` and turns ATen/libtorch exceptions into a Status naming `what`.
+template <typename F>
+Status Guarded(const std::string& what, F&& body) {
+  try {
+    return body();
+  } catch (const c10::Error& e) {
+    return MakeStatus(StatusCode::kInternal, "{}: {}", what, e.what_without_backtrace());
+  } catch (const std::bad_alloc&) {
+    return MakeStatus(StatusCode::kResourceExhausted, "{}: out of memory", what);
+  } catch (const std::exception& e) {
+    return MakeStatus(StatusCode::kInternal, "{}: {}", what, e.what());
+  }
+}
+
+Result<NamedAten> Feeds(const TrainingBatch& batch) {
+  NamedAten feeds;
+  for (const NamedTensor& in : batch.inputs) {
+    QK_ASSIGN_OR_RETURN(at::Tensor a, WrapTensor(in.tensor, "input '" + in.name + "'"));
+    feeds.emplace_back(in.name, a);
+  }
+  return feeds;
+}
+
+// Captures named intermediate tensors of one run (feature distillation).
+AtenRunOptions Capturing(const std::vector<std::string>& names, std::map<std::string, at::Tensor>* out) {
+  AtenRunOptions o;
+  if (names.empty()) return o;
+  auto wanted = std::make_shared<std::unordered_set<std::string>>(names.begin(), names.end());
+  o.hook = [wanted, out](const std::string& name, const ir::Node*, at::Tensor& value) {
+    if (wanted->count(name)) (*out)[name] = value;
+    return Status::Ok();
+  };
+  return o;
+}
+
+}  // namespace
+
+struct QatTrainer::Impl {
+  TrainerOptions options;
+  // Where parameters, optimizer state, activations and gradients live (runtime::DefaultDevice()
+  // at creation); batches are copied there and only the loss values come back each step.
+  at::Device device = at::kCPU;
+  std::unique_ptr<Interpreter> student, teacher;
+  std::vector<std::string> names;
+  std::vector<at::Tensor> params;  // leaves with requires_grad
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  int64_t step = 0;
+
+  // The gradients out to `reduce` as one float buffer and back. A parameter the loss does not
+  // reach has no gradient on any rank (same graph): it travels as zeros and stays without one,
+  // so the optimizer skips it as in one process.
+  Status ReduceGradients(const GradientReducer& reduce, StepResult* r) {
+    std::vector<float> flat;
+    for (const at::Tensor& p : params) {
+      // Host copies: the reducer works on host memory (Gloo over TCP), the gradients may live on a GPU.
+      const at::Tensor g = p.grad().defined() ? p.grad().to(at::kCPU, at::kFloat).contiguous()
+                                              : at::zeros(p.sizes(), at::TensorOptions(at::kFloat));
+      flat.insert(flat.end(), g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
+    }
+    const size_t size = flat.size();
+    QK_RETURN_IF_ERROR(reduce(&flat, r));
+    QK_RETURN_IF_NOT(flat.size() == size, StatusCode::kInternal, "gradient reduction changed the size");
+    size_t at = 0;
+    at::NoGradGuard no_grad;
+    for (at::Tensor& p : params) {
+      if (p.grad().defined()) p.mutable_grad().copy_(at::from_blob(flat.data() + at, p.sizes(), at::kFloat));
+      at += static_cast<size_t>(p.numel());
+    }
+    return Status::Ok();
+  }
+
+  NamedAten ParameterFeeds() const {
+    NamedAten p;
+    for (size_t i = 0; i < names.size(); ++i) p.emplace_back(names[i], params[i]);
+    return p;
+  }
+  void SetLr(double lr) {
+    for (auto& group : optimizer->param_groups()) {
+      if (options.optimizer == OptimizerKind::kSgd) {
+        static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr);
+      } else {
+        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+      }
+    }
+  }
+};
+
+QatTrainer::QatTrainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+QatTrainer::~QatTrainer() = default;
+
+Result<std::unique_ptr<QatTrainer>> QatTrainer::Create(ir::Model student, ir::Model teacher,
+                                                       const std::vector<std::string>& parameters,
+                                                       const TrainerOptions& options) {
+  QK_RETURN_IF_NOT(options.total_steps > 0, StatusCode::kInvalidArgument, "total steps must be > 0, got {}",
+                   options.total_steps);
+  QK_RETURN_IF_NOT(options.lr > 0 && std::isfinite(options.lr), StatusCode::kInvalidArgument,
+                   "learning rate must be > 0, got {}", options.lr);
+  QK_RETURN_IF_NOT(parameters.size() > 0, StatusCode::kInvalidArgument, "nothing to train: no parameters");
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  const Device device = DefaultDevice();
+  QK_RETURN_IF_ERROR(UseDevice(device));
+  impl->device = ToAtenDevice(device);
+  // Trainable copies of the initializers, taken before the model moves into the interpreter, on
+  // the compute device so that they are leaves there (the optimizer updates them in place).
+  for (const std::string& name : parameters) {
+    const ir::Value* v = student.graph->FindValue(name);
+    QK_RETURN_IF_NOT(v != nullptr && v->initializer.has_value() && v->initializer->dtype() == ir::DType::kFloat,
+                     StatusCode::kInvalidArgument, "parameter '{}' is not a float initializer of the model", name);
+    QK_ASSIGN_OR_RETURN(at::Tensor t, CopyToAten(*v->initializer, "parameter '" + name + "'"));
+    impl->names.push_back(name);
+    impl->params.push_back(t.to(impl->device).set_requires_grad(true));
+  }
+  for (const std::string& f : options.feature_tensors) {
+    QK_RETURN_IF_NOT(student.graph->FindValue(f) != nullptr && teacher.graph->FindValue(f) != nullptr,
+                     StatusCode::kNotFound, "feature tensor '{}' is not in both the student and the FP32 model", f);
+  }
+  InterpreterOptions training;
+  training.training = true;
+  training.check_finite_inputs = false;
+  training.device = device;
+  QK_ASSIGN_OR_RETURN(impl->student, Interpreter::Create(std::move(student), training));
+  InterpreterOptions plain;
+  plain.check_finite_inputs = false;
+  plain.device = device;
+  QK_ASSIGN_OR_RETURN(impl->teacher, Interpreter::Create(std::move(teacher), plain));
+  QK_RETURN_IF_NOT(impl->student->input_names() == impl->teacher->input_names(), StatusCode::kInvalidArgument,
+                   "the student and the FP32 model have different inputs");
+  QK_RETURN_IF_ERROR(Guarded("creating the optimizer", [&]() -> Status {
+    if (options.optimizer == OptimizerKind::kSgd) {
+      impl->optimizer = std::make_unique<torch::optim::SGD>(
+          impl->params,
+          torch::optim::SGDOptions(options.lr).momentum(options.momentum).weight_decay(options.weight_decay));
+    } else {
+      impl->optimizer = std::make_unique<torch::optim::AdamW>(
+          impl->params, torch::optim::AdamWOptions(options.lr).weight_decay(options.weight_decay));
+    }
+    return Status::Ok();
+  }));
+  return std::unique_ptr<QatTrainer>(new QatTrainer(std::move(impl)));
+}
+
+double QatTrainer::LearningRate(int64_t step) const {
+  const TrainerOptions& o = impl_->options;
+  if (step < o.warmup_steps) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
+  const int64_t span = std::max<int64_t>(o.total_steps - o.warmup_steps, 1);
+  const double t = std::min(1.0, static_cast<double>(step - o.warmup_steps) / static_cast<double>(span));
+  return 0.5 * o.lr * (1.0 + std::cos(kPi * t));
+}
+
+int64_t QatTrainer::steps_done() const { return impl_->step; }
+
+Result<StepResult> QatTrainer::Step(const TrainingBatch& batch, const GradientReducer& reduce) {
+  Impl& m = *impl_;
+  const TrainerOptions& o = m.options;
+  QK_RETURN_IF_NOT(o.label_weight <= 0 || batch.labels.has_value(), StatusCode::kInvalidArgument,
+                   "cross-entropy needs labels, and the training data has none");
+  QK_ASSIGN_OR_RETURN(NamedAten feeds, Feeds(batch));
+  StepResult r;
+  r.lr = LearningRate(m.step);
+  Status st = Guarded("QAT step " + std::to_string(m.step), [&]() -> Status {
+    std::map<std::string, at::Tensor> teacher_features, student_features;
+    at::Tensor teacher_out;
+    {
+      at::NoGradGuard no_grad;
+      QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> t,
+                          RunAten(*m.teacher, feeds, Capturing(o.feature_tensors, &teacher_features)));
+      teacher_out = t.at(0).to(at::kFloat);
+    }
+    AtenRunOptions run = Capturing(o.feature_tensors, &student_features);
+    const NamedAten params = m.ParameterFeeds();
+    run.parameters = &params;
+    QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> s, RunAten(*m.student, feeds, run));
+    const at::Tensor out = s.at(0);
+    at::Tensor loss = at::zeros({}, out.options().dtype(at::kFloat));
+    if (o.distill_weight > 0) {
+      at::Tensor d;
+      if (o.distill == DistillLoss::kMse) {
+        d = at::mse_loss(out, teacher_out);
+      } else {
+        const double tau = o.temperature;
+        const at::Tensor log_p = at::log_softmax(out.flatten(1) / tau, 1);
+        const at::Tensor target = at::softmax(teacher_out.flatten(1) / tau, 1);
+        d = at::kl_div(log_p, target, at::Reduction::Sum) / static_cast<double>(out.size(0)) * (tau * tau);
+      }
+      r.distill = d.item<double>();
+      loss = loss + o.distill_weight * d;
+    }
+    if (o.label_weight > 0) {
+      QK_ASSIGN_OR_RETURN(at::Tensor labels, CopyToAten(*batch.labels, "labels"));
+      const int64_t classes = out.flatten(1).size(1);
+      const int64_t low = labels.numel() > 0 ? labels.min().item<int64_t>() : 0;
+      const int64_t high = labels.numel() > 0 ? labels.max().item<int64_t>() : 0;
+      QK_RETURN_IF_NOT(low >= 0 && high < classes, StatusCode::kInvalidArgument,
+                       "label {} is out of range for the model's {} outputs (labels must be in [0, {}))",
+                       low < 0 ? low : high, classes, classes);
+      at::Tensor ce = at::cross_entropy_loss(out.flatten(1), labels.to(out.device(), at::kLong));
+      r.label = ce.item<double>();
+      loss = loss + o.label_weight * ce;
+    }
+    if (o.feature_weight > 0 && !o.feature_tensors.empty()) {
+      at::Tensor f = at::zeros({}, out.options().dtype(at::kFloat));
+      for (const std::string& name : o.feature_tensors) {
+        QK_RETURN_IF_NOT(student_features.count(name) && teacher_features.count(name), StatusCode::kInternal,
+                         "feature tensor '{}' was not produced", name);
+        f = f + at::mse_loss(student_features[name], teacher_features[name].detach());
+      }
+      f = f / static_cast<double>(o.feature_tensors.size());
+      r.feature = f.item<double>();
+      loss = loss + o.feature_weight * f;
+    }
+    student_features.clear();  // drop references into the autograd graph before backward frees it
+    r.loss = loss.item<double>();
+    QK_RETURN_IF_NOT(std::isfinite(r.loss), StatusCode::kInvalidArgument,
+                     "QAT step {}: the loss is {} (learning rate {} too high?)", m.step, r.loss, r.lr);
+    m.optimizer->zero_grad();
+    loss.backward();  // retain_graph=false: frees the saved activations
+    if (reduce) QK_RETURN_IF_ERROR(m.ReduceGradients(reduce, &r));
+    m.SetLr(r.lr);
+    m.optimizer->step();
+    return Status::Ok();
+  });
+  QK_RETURN_IF_ERROR(st);
+  ++m.step;
+  return r;
+}
+
+Result<EvalCounts> QatTrainer::Evaluate(const TrainingBatch& batch) const {
+  QK_ASSIGN_OR_RETURN(NamedAten feeds, Feeds(batch));
+  EvalCounts c;
+  QK_RETURN_IF_ERROR(Guarded("QAT evaluation", [&]() -> Status {
+    at::NoGradGuard no_grad;
+    AtenRunOptions run;
+    const NamedAten params = impl_->ParameterFeeds();
+    run.parameters = &params;
+    QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> s, RunAten(*impl_->student, feeds, run));
+    QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> t, RunAten(*impl_->teacher, feeds));
+    const at::Tensor ps = s.at(0).flatten(1).argmax(1);
+    const at::Tensor pt = t.at(0).flatten(1).argmax(1);
+    c.samples = ps.size(0);
+    c.agree_teacher = ps.eq(pt).sum().item<int64_t>();
+    if (batch.labels.has_value()) {
+      QK_ASSIGN_OR_RETURN(at::Tensor labels, CopyToAten(*batch.labels, "labels"));
+      c.correct = ps.eq(labels.to(ps.device(), at::kLong)).sum().item<int64_t>();
+    }
+    return Status::Ok();
+  }));
+  return c;
+}
+
+Result<std::vector<NamedTensor>> QatTrainer::Parameters() const {
+  std::vector<NamedTensor> out;
+  for (size_t i = 0; i < impl_->names.size(); ++i) {
+    QK_ASSIGN_OR_RETURN(ir::Tensor t, ToIrTensor(impl_->params[i].detach(), "parameter '" + impl_->names[i] + "'"));
+    out.push_back({impl_->names[i], std::move(t)});
+  }
+  return out;
+}
+
+Status QatTrainer::SetParameters(const std::vector<NamedTensor>& values) {
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < impl_->names.size(); ++i) index[impl_->names[i]] = i;
+  for (const NamedTensor& v : values) {
+    auto it = index.find(v.name);
+    QK_RETURN_IF_NOT(it != index.end(), StatusCode::kInvalidArgument, "'{}' is not a trained parameter", v.name);
+    at::Tensor& p = impl_->params[it->second];
+    QK_ASSIGN_OR_RETURN(at::Tensor src, WrapTensor(v.tensor, "parameter '" + v.name + "'"));
+    QK_RETURN_IF_NOT(src.sizes() == p.sizes() && src.scalar_type() == p.scalar_type(), StatusCode::kInvalidArgument,
+                     "parameter '{}' has shape [{}], expected [{}]", v.name, fmt::join(src.sizes(), ","),
+                     fmt::join(p.sizes(), ","));
+    at::NoGradGuard no_grad;
+    p.copy_(src);
+  }
+  return Status::Ok();
+}
+
+Status QatTrainer::SaveCheckpoint(const std::string& path, const CheckpointExtras& extras) const {
+  const std::string tmp = path + ".tmp";
+  QK_RETURN_IF_ERROR(Guarded("writing checkpoint '" + path + "'", [&]() -> Status {
+    torch::serialize::OutputArchive archive;
+    // Host copies of the parameters; the optimizer state is written where it lives and mapped
+    // onto the reader's device by LoadCheckpoint, so checkpoints move between CPU and GPU runs.
+    for (size_t i = 0; i < impl_->names.size(); ++i) {
+      archive.write("param/" + impl_->names[i], impl_->params[i].detach().cpu());
+    }
+    for (const NamedTensor& b : extras.best) {
+      QK_ASSIGN_OR_RETURN(at::Tensor t, CopyToAten(b.tensor, b.name));
+      archive.write("best/" + b.name, t);
+    }
+    for (const auto& [k, v] : extras.values) archive.write("value/" + k, at::tensor(v, at::kDouble));
+    archive.write("step", at::tensor(impl_->step, at::kLong));
+    torch::serialize::OutputArchive opt;
+    impl_->optimizer->save(opt);
+    archive.write("optimizer", opt);
+    archive.save_to(tmp);
+    return Status::Ok();
+  }));
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    return MakeStatus(StatusCode::kIoError, "{}: cannot write checkpoint", path);
+  }
+  return Status::Ok();
+}
+
+Result<CheckpointExtras> QatTrainer::LoadCheckpoint(const std::string& path) {
+  CheckpointExtras extras;
+  QK_RETURN_IF_ERROR(Guarded("reading checkpoint '" + path + "'", [&]() -> Status {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path, impl_->device);
+    std::vector<at::Tensor> values(impl_->names.size());
+    for (size_t i = 0; i < impl_->names.size(); ++i) {
+      QK_RETURN_IF_NOT(archive.try_read("param/" + impl_->names[i], values[i]), StatusCode::kInvalidArgument,
+                       "{}: checkpoint lacks parameter '{}' (another model or plan?)", path, impl_->names[i]);
+      QK_RETURN_IF_NOT(values[i].sizes() == impl_->params[i].sizes(), StatusCode::kInvalidArgument,
+                       "{}: parameter '{}' has shape [{}], expected [{}]", path, impl_->names[i],
+                       fmt::join(values[i].sizes(), ","), fmt::join(impl_->params[i].sizes(), ","));
+    }
+    for (size_t i = 0; i < impl_->names.size(); ++i) {
+      at::Tensor best;
+      if (archive.try_read("best/" + impl_->names[i], best)) {
+        QK_ASSIGN_OR_RETURN(ir::Tensor t, ToIrTensor(best, impl_->names[i]));
+        extras.best.push_back({impl_->names[i], std::move(t)});
+      }
+    }
+    for (const std::string& key : archive.keys()) {
+      if (key.rfind("value/", 0) != 0) continue;
+      at::Tensor v;
+      archive.read(key, v);
+      extras.values[key.substr(6)] = v.item<double>();
+    }
+    at::Tensor step;
+    archive.read("step", step);
+    torch::serialize::InputArchive opt;
+    archive.read("optimizer", opt);
+    impl_->optimizer->load(opt);
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < values.size(); ++i) impl_->params[i].copy_(values[i]);
+    impl_->step = step.item<int64_t>();
+    return Status::Ok();
+  }));
+  return extras;
+}
+
+}  // namespace quantkit::train

@@ -1,0 +1,110 @@
+// Quantization-aware training of an ONNX graph on the ATen interpreter (ATen-free header).
+//
+// The student is a training graph: the Q/DQ model `calibrate` exports, with each
+// DequantizeLinear(QuantizeLinear(x)) pair rewritten into a FakeQuantize node
+// (passes/fake_quant.h, runtime/training_ops.h). Its trainable parameters are initializers named
+// by the caller (weights, biases, normalization scale/shift, learned activation scales); they
+// become leaf tensors with gradients, everything else stays constant. The teacher is the FP32
+// model, run on the same batch without gradients.
+//
+// One Step(): teacher forward (no grad) -> student forward (autograd on) -> loss -> backward
+// (the autograd graph and its saved activations are freed by it) -> optimizer step with the
+// learning rate of the schedule (linear warm-up, then cosine annealing to 0 at total_steps).
+//
+//   loss = distill_weight * D(student, teacher) + label_weight * CE(student, labels)
+//          + feature_weight * mean over feature_tensors of MSE(student_f, teacher_f)
+//   D = MSE of the first outputs, or KL(softmax(teacher/T) || softmax(student/T)) * T^2.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "quantkit/status.h"
+#include "runtime/interpreter.h"
+
+namespace quantkit::train {
+
+enum class OptimizerKind { kSgd, kAdamW };
+enum class DistillLoss { kMse, kKl };
+
+struct TrainerOptions {
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  double lr = 1e-4;
+  double momentum = 0.9;      // SGD
+  double weight_decay = 0.0;
+  int64_t total_steps = 1;    // the cosine reaches 0 here
+  int64_t warmup_steps = 0;
+  DistillLoss distill = DistillLoss::kMse;
+  double distill_weight = 1.0;
+  double temperature = 1.0;   // KL only
+  double label_weight = 0.0;  // cross-entropy against the batch's labels (required when > 0)
+  std::vector<std::string> feature_tensors;  // names present in both graphs
+  double feature_weight = 0.0;
+};
+
+// One batch: every model input stacked [B, ...], labels int64 [B] when the data has them.
+struct TrainingBatch {
+  std::vector<runtime::NamedTensor> inputs;
+  std::optional<ir::Tensor> labels;
+};
+
+struct StepResult {
+  double loss = 0, distill = 0, label = 0, feature = 0;
+  double lr = 0;
+};
+
+// Counts over one batch of the student's top-1 (first output, argmax).
+struct EvalCounts {
+  int64_t samples = 0;
+  int64_t correct = 0;        // against labels (when the batch has them)
+  int64_t agree_teacher = 0;  // same argmax as the FP32 teacher
+};
+
+// What a checkpoint carries beyond the trainer's own state (the pipeline's bookkeeping).
+struct CheckpointExtras {
+  std::map<std::string, double> values;  // e.g. best metric, epoch
+  std::vector<runtime::NamedTensor> best;         // the best parameters so far (may be empty)
+};
+
+class QatTrainer {
+ public:
+  struct Impl;
+  // Fails when a parameter names no float initializer of `student`, a feature tensor is missing
+  // from either graph, or the graphs have different inputs.
+  static Result<std::unique_ptr<QatTrainer>> Create(ir::Model student, ir::Model teacher,
+                                                    const std::vector<std::string>& parameters,
+                                                    const TrainerOptions& options);
+  ~QatTrainer();
+
+  // Data-parallel training (qat under torchrun): called between backward and the optimizer step
+  // with every parameter's gradient, float32, flattened and concatenated in parameter order, and
+  // this step's result; it replaces both with their average over the ranks, so every rank
+  // applies the same update to the same parameters.
+  using GradientReducer = std::function<Status(std::vector<float>* gradients, StepResult* result)>;
+  Result<StepResult> Step(const TrainingBatch& batch, const GradientReducer& reduce = nullptr);
+  int64_t steps_done() const;
+  double LearningRate(int64_t step) const;  // the schedule
+
+  // Student (and teacher) forward without gradients.
+  Result<EvalCounts> Evaluate(const TrainingBatch& batch) const;
+
+  // Current parameter values (copies), in the order given to Create.
+  Result<std::vector<runtime::NamedTensor>> Parameters() const;
+  Status SetParameters(const std::vector<runtime::NamedTensor>& values);
+
+  // Parameters, optimizer state, step count and extras; written to a temp file, then renamed.
+  Status SaveCheckpoint(const std::string& path, const CheckpointExtras& extras) const;
+  Result<CheckpointExtras> LoadCheckpoint(const std::string& path);
+
+ private:
+  explicit QatTrainer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace quantkit::train
