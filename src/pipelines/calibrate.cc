@@ -11,6 +11,7 @@
 #include "analysis/model_loading.h"
 #include "common/artifact_set.h"
 #include "common/check.h"
+#include "common/file_checks.h"
 #include "passes/apply_plan.h"
 #include "common/file_util.h"
 #include "common/progress.h"
@@ -135,11 +136,12 @@ Status WriteStats(const std::string& path, const formats::StatsFile& stats, Arti
 // The -o directory's files as one set (common/artifact_set.h): all five or none, never mixed
 // with a concurrent run's.
 Result<std::unique_ptr<ArtifactSet>> OpenArtifacts(const std::string& output_dir) {
-  return ArtifactSet::Open(output_dir, {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"});
+  return ArtifactSet::Open(output_dir, kCalibrationArtifacts);
 }
 
 // Rank 0 (or the only process): the plan from the merged statistics, then every artifact.
-// `artifacts`: the set opened (and locked) before the collection, or null to open it now.
+// `artifacts`: the set opened (and locked) before the collection, or null to open it now; it is
+// committed here unless the caller's (options.artifacts), which the caller commits.
 Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& prepared,
                     std::unique_ptr<ArtifactSet> artifacts, CalibrateResult* result_out) {
   CalibrateResult& result = *result_out;
@@ -157,12 +159,16 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.peak_rss_bytes = PeakRssBytes();
 
-  if (options.output_dir.empty()) {
+  if (options.output_dir.empty() && !options.artifacts) {
     result.summary = Summarize(options, result, nullptr);
     return WriteStats(options.stats_out, prepared.statistics.stats, nullptr, &result.written);
   }
-  if (!artifacts) {
-    QK_ASSIGN_OR_RETURN(artifacts, OpenArtifacts(options.output_dir));
+  ArtifactSet* set = options.artifacts;
+  if (!set) {
+    if (!artifacts) {
+      QK_ASSIGN_OR_RETURN(artifacts, OpenArtifacts(options.output_dir));
+    }
+    set = artifacts.get();
   }
   // The one plan -> Q/DQ code (passes::ApplyPlan) on a fresh copy of the file: the collected
   // model is shared and immutable.
@@ -171,13 +177,17 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   apply.placement = options.placement;
   apply.mode = passes::PlacementPolicy::kTensorRT;
   QK_ASSIGN_OR_RETURN(passes::PassReport inserted, passes::RunPass(qdq_model, passes::ApplyPlan(&plan, apply)));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, artifacts->Stage("model.qdq.onnx")));
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache(artifacts->Stage("calib.cache"), plan, options.cache));
-  QK_RETURN_IF_ERROR(formats::WriteRangesText(artifacts->Stage("ranges.txt"), plan));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson(artifacts->Stage("plan.json"), plan));
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, set->Stage("model.qdq.onnx")));
+  QK_RETURN_IF_ERROR(formats::WriteTrtCache(set->Stage("calib.cache"), plan, options.cache));
+  QK_RETURN_IF_ERROR(formats::WriteRangesText(set->Stage("ranges.txt"), plan));
+  QK_RETURN_IF_ERROR(formats::WritePlanJson(set->Stage("plan.json"), plan));
   result.summary = Summarize(options, result, &inserted);
-  QK_RETURN_IF_ERROR(WriteFileAtomic(artifacts->Stage("summary.txt"), result.summary));
-  QK_RETURN_IF_ERROR(WriteStats(options.stats_out, prepared.statistics.stats, artifacts.get(), &result.written));
+  QK_RETURN_IF_ERROR(WriteFileAtomic(set->Stage("summary.txt"), result.summary));
+  QK_RETURN_IF_ERROR(WriteStats(options.stats_out, prepared.statistics.stats, set, &result.written));
+  if (options.artifacts) {  // the caller's set: it commits
+    for (const std::string& name : kCalibrationArtifacts) result.written.push_back(set->Target(name));
+    return Status::Ok();
+  }
   QK_ASSIGN_OR_RETURN(std::vector<std::string> written, artifacts->Commit());
   result.written.insert(result.written.end(), written.begin(), written.end());
   return Status::Ok();
@@ -225,7 +235,9 @@ Status CheckSource(const CalibrateOptions& options) {
   QK_RETURN_IF_NOT(!options.data.empty() || !options.from_stats.empty() || options.statistics,
                    StatusCode::kInvalidArgument,
                    "give calibration data (--data) or statistics (--from-stats)");
-  return Status::Ok();
+  // A non-file where --stats goes is bad input, refused before the pass rather than an I/O
+  // error after it (as -o's targets are, common/artifact_set.h).
+  return CheckOutputFile(options.stats_out, "--stats");
 }
 
 }  // namespace
@@ -267,7 +279,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   // directory fails at once instead of after the whole pass.
   std::unique_ptr<ArtifactSet> artifacts;
   Status opened = Status::Ok();
-  if (comm->is_root() && !options.output_dir.empty()) {
+  if (comm->is_root() && !options.output_dir.empty() && !options.artifacts) {
     Result<std::unique_ptr<ArtifactSet>> set = OpenArtifacts(options.output_dir);
     if (set.ok()) {
       artifacts = std::move(*set);

@@ -30,7 +30,15 @@
 #include "data/image_options.h"
 #include "quantkit/status.h"
 
+namespace quantkit {
+class ArtifactSet;
+}
+
 namespace quantkit::pipelines {
+
+// The files calibrate writes into output_dir.
+inline const std::vector<std::string> kCalibrationArtifacts{"model.qdq.onnx", "calib.cache", "ranges.txt",
+                                                            "plan.json", "summary.txt"};
 
 struct CalibrateOptions {
   std::string model;
@@ -54,6 +62,10 @@ struct CalibrateOptions {
   bool progress = true;        // bar on a terminal (quiet when piped regardless)
   // Statistics already collected (Python's quantkit.Statistics): no model run. Not owned.
   const Statistics* statistics = nullptr;
+  // When set (on rank 0), the artifacts are staged into this set, opened on output_dir with
+  // kCalibrationArtifacts among its names, and the caller commits it together with its own files
+  // (calibrate --budget: one set or nothing). Not owned.
+  ArtifactSet* artifacts = nullptr;
   // Under torchrun/srun/a PyTorchJob each rank collects its shard, rank 0 merges exactly and
   // writes everything (analysis/distributed.h); other ranks write nothing.
   DistributedOptions distributed;
