@@ -10,7 +10,9 @@ from __future__ import annotations
 
 
 class QuantkitError(Exception):
-    """Base class. ``code`` is the category name, ``exit_code`` the CLI's exit code."""
+    """Base class. ``code`` is the category name, ``exit_code`` the CLI's exit code; each subclass
+    carries its category's, so one raised from Python code (a batch of ``None``) has the right
+    exit code too, not the base's 70."""
 
     code: str = "internal error"
     exit_code: int = 70
@@ -30,25 +32,43 @@ class QuantkitError(Exception):
 class InvalidArgumentError(QuantkitError, ValueError):
     """Something impossible was asked: a bad option, a batch that does not fit the model."""
 
+    code = "invalid argument"
+    exit_code = 2
+
 
 class InvalidModelError(QuantkitError, ValueError):
     """A model or data file is corrupt or breaks the ONNX rules."""
+
+    code = "invalid model"
+    exit_code = 2
 
 
 class UnsupportedError(QuantkitError, NotImplementedError):
     """Valid input quantkit does not handle (an op, a dtype)."""
 
+    code = "unsupported"
+    exit_code = 3
+
 
 class NotFoundError(QuantkitError, LookupError):
     """A file, tensor, node or input that was named does not exist."""
+
+    code = "not found"
+    exit_code = 2
 
 
 class QuantkitIOError(QuantkitError, OSError):
     """Reading or writing failed."""
 
+    code = "I/O error"
+    exit_code = 4
+
 
 class ResourceExhaustedError(QuantkitError, MemoryError):
     """Out of memory, or a request too large to honour."""
+
+    code = "resource exhausted"
+    exit_code = 5
 
 
 class InternalError(QuantkitError, RuntimeError):
