@@ -14,6 +14,7 @@
 #include "common/check.h"
 #include "common/file_checks.h"
 #include "common/file_util.h"
+#include "quantkit/cancel.h"
 
 namespace quantkit {
 namespace {
@@ -116,6 +117,8 @@ std::string ArtifactSet::Target(const std::string& name) const { return JoinPath
 
 Result<std::vector<std::string>> ArtifactSet::Commit() {
   QK_RETURN_IF_NOT(!staging_.empty(), StatusCode::kInternal, "{}: artifact set committed twice", dir_);
+  // A cancelled run writes nothing: the staged files go with the staging directory.
+  QK_RETURN_IF_ERROR(CheckCancelled());
   const CommitGuard guard;  // a signal now waits for the renames: never half a set
   std::vector<std::string> written;
   for (const std::string& name : names_) {

@@ -15,6 +15,7 @@
 #include "passes/apply_plan.h"
 #include "common/file_util.h"
 #include "common/progress.h"
+#include "common/sha256.h"
 #include "data/source.h"
 #include "formats/qkstats.h"
 #include "formats/ranges.h"
@@ -28,6 +29,18 @@ namespace quantkit::pipelines {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The placement of the run: none at all under --int8 off (no site, so the statistics are the
+// float tensors' ranges alone, and the written model has no Q/DQ).
+passes::PlacementOptions PlacementFor(const CalibrateOptions& options) {
+  passes::PlacementOptions placement = options.placement;
+  if (!options.int8) {
+    placement.weighted_op_types.clear();
+    placement.pool_op_types.clear();
+    placement.quantize_residual_add = false;
+  }
+  return placement;
+}
 
 // Runs this rank's shard of the data through the model once (the stages' CollectStatistics),
 // filling one collector per activation. Provenance (description, fingerprint, sample count)
@@ -54,6 +67,10 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   if (source->num_samples() == 0) {
     // A rank with no samples (fewer batches than ranks) contributes empty collectors.
     for (const std::string& name : sites.activations) {
+      statistics->stats.tensors.emplace(
+          name, kind == CollectorKind::kRangeOnly ? quant::TensorCollector::RangeOnly() : quant::TensorCollector());
+    }
+    for (const std::string& name : sites.float_tensors) {
       statistics->stats.tensors.emplace(
           name, kind == CollectorKind::kRangeOnly ? quant::TensorCollector::RangeOnly() : quant::TensorCollector());
     }
@@ -92,6 +109,16 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
     s += fmt::format("Q/DQ pairs: {} on activations, {} on weights\n",
                      inserted->Count(passes::counter::kActivationPairs), inserted->Count(passes::counter::kWeightPairs));
   }
+  const quant::FloatPrecision& fp = r.plan.float_precision;
+  s += fmt::format("float dtype: {}{}\n", quant::FloatDTypeName(fp.dtype),
+                   fp.dtype == quant::FloatDType::kFloat32 ? "" : fp.cast_io ? " (inputs and outputs too)"
+                                                                             : " (inputs and outputs keep their types)");
+  if (inserted && fp.dtype != quant::FloatDType::kFloat32) {
+    s += fmt::format("  {} node(s) kept in FP32, {} Cast(s)\n", inserted->Count(passes::counter::kFp32Nodes),
+                     inserted->Count(passes::counter::kCastsInserted));
+    for (const std::string& n : inserted->List(passes::list::kFp32NodeReasons)) s += "  fp32: " + n + "\n";
+    for (const std::string& n : inserted->notes) s += "note: " + n + "\n";
+  }
   for (const auto& [name, t] : r.plan.tensors) {
     if (!t.quantized) s += fmt::format("  float: {}: {}\n", name, t.reason);
   }
@@ -100,6 +127,12 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
     for (const auto& n : options.placement.exclude_nodes) s += " node " + n;
     for (const auto& o : options.placement.exclude_op_types) s += " op " + o;
     s += "\n";
+  }
+  for (const std::string& line : FormatPtqReport(r.ptq)) s += line + "\n";
+  if (!r.plan.initializers.empty()) {
+    s += fmt::format("float model: model.float.onnx holds the {} weight tensor(s) the PTQ stages changed; calib.cache "
+                     "and ranges.txt apply to it (and `qat` starts from it)\n",
+                     r.plan.initializers.size());
   }
   for (const std::string& n : r.notes) s += "note: " + n + "\n";
   for (const std::string& w : r.warnings) s += "warning: " + w + "\n";
@@ -135,22 +168,32 @@ Status WriteStats(const std::string& path, const formats::StatsFile& stats, Arti
 
 // The -o directory's files as one set (common/artifact_set.h): all five or none, never mixed
 // with a concurrent run's.
-Result<std::unique_ptr<ArtifactSet>> OpenArtifacts(const std::string& output_dir) {
-  return ArtifactSet::Open(output_dir, kCalibrationArtifacts);
+Result<std::unique_ptr<ArtifactSet>> OpenArtifacts(const CalibrateOptions& options) {
+  return ArtifactSet::Open(options.output_dir, CalibrationArtifactNames(options));
 }
 
 // Rank 0 (or the only process): the plan from the merged statistics, then every artifact.
 // `artifacts`: the set opened (and locked) before the collection, or null to open it now; it is
 // committed here unless the caller's (options.artifacts), which the caller commits.
 Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& prepared,
-                    std::unique_ptr<ArtifactSet> artifacts, CalibrateResult* result_out) {
+                    std::unique_ptr<ArtifactSet> artifacts, CalibrateResult* result_out,
+                    const ReadyPlan* ready_plan = nullptr) {
   CalibrateResult& result = *result_out;
   const auto start = std::chrono::steady_clock::now();
-  QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
-                                                 {options.method, options.method_overrides}));
   quant::QuantPlan& plan = result.plan;
-  plan = std::move(built.plan);
-  result.warnings.insert(result.warnings.end(), built.warnings.begin(), built.warnings.end());
+  if (ready_plan) {
+    plan = ready_plan->plan;
+    result.ptq = ready_plan->ptq;
+    result.warnings.insert(result.warnings.end(), ready_plan->warnings.begin(), ready_plan->warnings.end());
+  } else {
+    QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
+                                                   {options.method, options.method_overrides}));
+    plan = std::move(built.plan);
+    result.warnings.insert(result.warnings.end(), built.warnings.begin(), built.warnings.end());
+    // The stages edit the plan (and its weights) before anything is written.
+    QK_ASSIGN_OR_RETURN(result.ptq, RunPtqStages(prepared.model, prepared.sites,
+                                                 {options.data, options.image, options.samples}, options.ptq, &plan));
+  }
   BodyReport bodies = ReportBodies(prepared.model, prepared.sites, plan);
   result.notes.insert(result.notes.end(), bodies.notes.begin(), bodies.notes.end());
   result.warnings.insert(result.warnings.end(), bodies.warnings.begin(), bodies.warnings.end());
@@ -166,28 +209,37 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   ArtifactSet* set = options.artifacts;
   if (!set) {
     if (!artifacts) {
-      QK_ASSIGN_OR_RETURN(artifacts, OpenArtifacts(options.output_dir));
+      QK_ASSIGN_OR_RETURN(artifacts, OpenArtifacts(options));
     }
     set = artifacts.get();
+  }
+  // Weights a stage changed: the float model holding them, for the cache and ranges (TensorRT
+  // <= 10 builds from a float model) and as QAT's start point; the plan names it by its hash.
+  if (!plan.initializers.empty()) {
+    QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(options.model));
+    QK_RETURN_IF_ERROR(passes::ApplyInitializerOverrides(plan, &float_model));
+    const std::string staged = set->Stage("model.float.onnx");
+    QK_RETURN_IF_ERROR(onnx_io::ExportModel(float_model, staged));
+    QK_ASSIGN_OR_RETURN(plan.provenance.float_model_sha256, Sha256OfFile(staged));
   }
   // The one plan -> Q/DQ code (passes::ApplyPlan) on a fresh copy of the file: the collected
   // model is shared and immutable.
   QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(options.model));
   passes::ApplyPlanOptions apply;
-  apply.placement = options.placement;
+  apply.placement = PlacementFor(options);
   apply.mode = passes::PlacementPolicy::kTensorRT;
+  apply.weight_storage = options.weight_storage;
   QK_ASSIGN_OR_RETURN(passes::PassReport inserted, passes::RunPass(qdq_model, passes::ApplyPlan(&plan, apply)));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, set->Stage("model.qdq.onnx")));
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache(set->Stage("calib.cache"), plan, options.cache));
-  QK_RETURN_IF_ERROR(formats::WriteRangesText(set->Stage("ranges.txt"), plan));
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, set->Stage(WrittenModelName(options))));
+  if (options.int8) {
+    QK_RETURN_IF_ERROR(formats::WriteTrtCache(set->Stage("calib.cache"), plan, options.cache));
+    QK_RETURN_IF_ERROR(formats::WriteRangesText(set->Stage("ranges.txt"), plan));
+  }
   QK_RETURN_IF_ERROR(formats::WritePlanJson(set->Stage("plan.json"), plan));
   result.summary = Summarize(options, result, &inserted);
   QK_RETURN_IF_ERROR(WriteFileAtomic(set->Stage("summary.txt"), result.summary));
   QK_RETURN_IF_ERROR(WriteStats(options.stats_out, prepared.statistics.stats, set, &result.written));
-  if (options.artifacts) {  // the caller's set: it commits
-    for (const std::string& name : kCalibrationArtifacts) result.written.push_back(set->Target(name));
-    return Status::Ok();
-  }
+  if (options.artifacts) return Status::Ok();  // the caller's set: it commits (and lists what it wrote)
   QK_ASSIGN_OR_RETURN(std::vector<std::string> written, artifacts->Commit());
   result.written.insert(result.written.end(), written.begin(), written.end());
   return Status::Ok();
@@ -208,7 +260,7 @@ Status Prepare(const CalibrateOptions& options, const runtime::Communicator& com
   if (const passes::PassReport* ifs = passes::FindReport(loaded.load_passes, "fold_constant_if"); ifs && ifs->changed) {
     result.notes.push_back(ifs->summary + ", which is quantized");
   }
-  QK_ASSIGN_OR_RETURN(prepared->sites, FindCalibrationSites(loaded, options.placement));
+  QK_ASSIGN_OR_RETURN(prepared->sites, FindCalibrationSites(loaded, PlacementFor(options), options.floats));
   // Before the data is read: an override naming nothing fails at once.
   QK_RETURN_IF_ERROR(CheckOverrides(prepared->sites, {options.method, options.method_overrides}));
   if (!options.from_stats.empty()) {
@@ -228,6 +280,8 @@ Status Prepare(const CalibrateOptions& options, const runtime::Communicator& com
 }
 
 Status CheckSource(const CalibrateOptions& options) {
+  QK_RETURN_IF_NOT(options.int8 || options.floats.dtype != quant::FloatDType::kFloat32, StatusCode::kInvalidArgument,
+                   "--int8 off writes the model in --float-dtype fp16 or bf16; with fp32 there is nothing to write");
   QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument,
                    "--batch-size must be positive, got {}", options.batch_size);
   QK_RETURN_IF_NOT(options.run_batch.value_or(1) > 0, StatusCode::kInvalidArgument,
@@ -235,12 +289,28 @@ Status CheckSource(const CalibrateOptions& options) {
   QK_RETURN_IF_NOT(!options.data.empty() || !options.from_stats.empty() || options.statistics,
                    StatusCode::kInvalidArgument,
                    "give calibration data (--data) or statistics (--from-stats)");
+  if (!options.ptq.stages.empty()) {
+    QK_RETURN_IF_ERROR(CheckPtqOptions(options.ptq));
+    QK_RETURN_IF_NOT(!options.data.empty(), StatusCode::kInvalidArgument,
+                     "--ptq {} fits weights on the calibration samples themselves: give --data (statistics alone "
+                     "do not hold them)",
+                     PtqStagesText(options.ptq.stages));
+  }
   // A non-file where --stats goes is bad input, refused before the pass rather than an I/O
   // error after it (as -o's targets are, common/artifact_set.h).
   return CheckOutputFile(options.stats_out, "--stats");
 }
 
 }  // namespace
+
+std::string WrittenModelName(const CalibrateOptions& options) {
+  return options.int8 ? "model.qdq.onnx" : fmt::format("model.{}.onnx", quant::FloatDTypeName(options.floats.dtype));
+}
+
+std::vector<std::string> CalibrationArtifactNames(const CalibrateOptions& options) {
+  if (!options.int8) return {WrittenModelName(options), "plan.json", "summary.txt"};
+  return {"model.qdq.onnx", "model.float.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"};
+}
 
 Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options) {
   QK_RETURN_IF_ERROR(CheckSource(options));
@@ -253,9 +323,10 @@ Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options) 
   return prepared;
 }
 
-Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared) {
+Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared,
+                                          const ReadyPlan* plan) {
   CalibrateResult result = prepared.report;
-  QK_RETURN_IF_ERROR(WriteOutputs(options, prepared, nullptr, &result));
+  QK_RETURN_IF_ERROR(WriteOutputs(options, prepared, nullptr, &result, plan));
   return result;
 }
 
@@ -280,7 +351,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   std::unique_ptr<ArtifactSet> artifacts;
   Status opened = Status::Ok();
   if (comm->is_root() && !options.output_dir.empty() && !options.artifacts) {
-    Result<std::unique_ptr<ArtifactSet>> set = OpenArtifacts(options.output_dir);
+    Result<std::unique_ptr<ArtifactSet>> set = OpenArtifacts(options);
     if (set.ok()) {
       artifacts = std::move(*set);
     } else {

@@ -47,7 +47,7 @@ Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions
   // the long passes, committed when both are staged, so a failure anywhere leaves -o as it was.
   std::unique_ptr<ArtifactSet> out;
   if (WritesArtifacts()) {
-    std::vector<std::string> names = kCalibrationArtifacts;
+    std::vector<std::string> names = CalibrationArtifactNames(calibrate);
     for (const std::string& f : kFallbackArtifacts) {
       if (std::find(names.begin(), names.end(), f) == names.end()) names.push_back(f);
     }
@@ -71,6 +71,7 @@ Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions
   fallback.max_float_layers = options.max_float_layers;
   fallback.float_precision = options.float_precision;
   fallback.output_dir = calibrate.output_dir;
+  fallback.weight_storage = calibrate.weight_storage;  // the float dtype travels in the plan
   fallback.artifacts = out.get();
   Result<FallbackResult> searched =
       RunFallback(*evaluator, r.calibration.plan, metric.get(), fallback);

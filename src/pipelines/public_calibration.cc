@@ -354,6 +354,7 @@ Result<Artifacts> WriteQdqModel(const Model& model, const Plan& plan, const std:
   quant::QuantPlan applied = plan.impl().plan;
   passes::ApplyPlanOptions apply;
   apply.placement = ToPlacementOptions(placement);
+  apply.weight_storage = passes::WeightStorage::kInt8;  // a model file: INT8 weights
   QK_ASSIGN_OR_RETURN(passes::PassReport inserted,
                       passes::RunPass(qdq_model, passes::ApplyPlan(&applied, apply)));
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, path));

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -148,6 +150,35 @@ void AddTensorBudgetOption(CLI::App& app) {
          "the most one tensor of a model run may take, in MiB (default: the larger of 1024 and 64 x the "
          "model's weights and inputs; also QUANTKIT_MAX_TENSOR_MB): a tiny file cannot make gigabytes")
       ->check(InRange(1, static_cast<double>(runtime::kMaxTensorBudgetMb)));
+}
+
+void AddFloatOptions(CLI::App* cmd, FloatArgs* a) {
+  const char* group = "Strongly typed output (docs/strongly-typed.md)";
+  cmd->add_option("--float-dtype", a->dtype,
+                  fmt::format("dtype of the non-quantized tensors: fp16 | bf16 | fp32 (default {}; a plan.json's own)",
+                              quant::FloatDTypeName(passes::kDefaultFloatDType)))
+      ->group(group);
+  cmd->add_flag("--cast-io", a->cast_io, "graph inputs and outputs take --float-dtype too (default: kept as the model has them)")
+      ->group(group);
+  cmd->add_option("--keep-fp32", a->keep_fp32, "node names or op types computed in FP32")->group(group);
+  cmd->add_option("--weight-storage", a->weight_storage, "quantized weights stored as int8 (+DequantizeLinear) or float (Q->DQ)")
+      ->capture_default_str()->group(group);
+}
+
+Result<passes::FloatOptions> ToFloatOptions(const FloatArgs& a) {
+  passes::FloatOptions f;
+  if (!a.dtype.empty()) {
+    QK_ASSIGN_OR_RETURN(f.dtype, quant::ParseFloatDType(a.dtype));
+  }
+  f.cast_io = a.cast_io;
+  f.keep_fp32 = a.keep_fp32;
+  return f;
+}
+
+Result<std::optional<passes::FloatOptions>> ToFloatOverride(const FloatArgs& a) {
+  if (a.dtype.empty() && !a.cast_io && a.keep_fp32.empty()) return std::optional<passes::FloatOptions>();
+  QK_ASSIGN_OR_RETURN(passes::FloatOptions f, ToFloatOptions(a));
+  return std::optional<passes::FloatOptions>(f);
 }
 
 void AddImageOptions(CLI::App* cmd, ImageArgs* a) {

@@ -12,6 +12,8 @@
 #include "common/text.h"
 #include "pipelines/plan_evaluation.h"
 #include "data/image_options.h"
+#include "passes/float_precision.h"
+#include "passes/insert_qdq.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
 
@@ -46,6 +48,20 @@ struct ImageArgs {
 };
 void AddImageOptions(CLI::App* cmd, ImageArgs* args);
 Result<data::ImageOptions> ToImageOptions(const ImageArgs& args);
+
+// The options of every writer of a Q/DQ model (calibrate, convert, fallback): --float-dtype,
+// --cast-io, --keep-fp32, --weight-storage (docs/strongly-typed.md).
+struct FloatArgs {
+  std::string dtype;  // "": the default (passes::kDefaultFloatDType), or a plan.json's own
+  bool cast_io = false;
+  std::vector<std::string> keep_fp32;
+  std::string weight_storage = "int8";
+};
+void AddFloatOptions(CLI::App* cmd, FloatArgs* args);
+Result<passes::FloatOptions> ToFloatOptions(const FloatArgs& args);
+// nullopt when none of the float options was given (convert and fallback then keep the float
+// precision a plan.json records).
+Result<std::optional<passes::FloatOptions>> ToFloatOverride(const FloatArgs& args);
 
 // The options analyze and fallback share: MODEL, --plan, --data, --samples, --batch-size and
 // --placement. `data_help` describes --data for the subcommand.

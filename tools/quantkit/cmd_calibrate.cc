@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "pipelines/calibrate.h"
 #include "pipelines/calibrate_budget.h"
 #include "pipelines/compare_methods.h"
@@ -26,7 +28,11 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
     int64_t holdout_samples = 0;
     double budget = 0;
     CLI::Option* budget_option = nullptr;
+    std::string ptq;
+    int64_t ptq_memory_mib = pipelines::kDefaultPtqMemoryBytes >> 20;
     ImageArgs image;
+    FloatArgs floats;
+    std::string int8 = "on";
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -81,8 +87,36 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       ->check(InRange(0, kMaxCount));
   cmd->add_option("--metric", opts->metric, "--compare-methods/--budget metric: top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
   cmd->add_flag("--json", opts->json, "--compare-methods: print the table as JSON");
+  std::string stage_help =
+      "PTQ stages after the range choice, in order: NAME[:KEY=VALUE...][,NAME...] "
+      "(e.g. seqmse,adaround:iterations=500). With --method auto, each stage alone and all of them are tried on "
+      "held-out data and the best kept. Stages:";
+  for (const pipelines::PtqStageInfo& st : pipelines::PtqStages()) {
+    stage_help += std::string("\n  ") + st.name + ": " + st.help;
+    for (const pipelines::PtqParam& p : st.params) {
+      stage_help += fmt::format("\n    {}={:g} in [{:g}, {:g}]: {}", p.name, p.default_value, p.min, p.max, p.help);
+    }
+  }
+  cmd->add_option("--ptq", opts->ptq, stage_help);
+  cmd->add_option("--ptq-samples", opts->calibrate.ptq.samples,
+                  "calibration samples the PTQ stages fit on (the first N; fewer when --ptq-memory says so)")
+      ->check(InRange(1, kMaxCount))
+      ->capture_default_str();
+  cmd->add_option("--ptq-batch", opts->calibrate.ptq.batch, "samples per cached run batch and per AdaRound step")
+      ->check(InRange(1, kMaxBatch))
+      ->capture_default_str();
+  cmd->add_option("--ptq-memory", opts->ptq_memory_mib,
+                  "MiB of cached layer activations the PTQ stages may hold (fewer samples beyond it)")
+      ->check(InRange(1, 1 << 30))
+      ->capture_default_str();
+  cmd->add_option("--seed", opts->calibrate.ptq.seed, "seed of the PTQ stages' random draws")
+      ->check(InRange(0, kMaxSeed))
+      ->capture_default_str();
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->image);
+  AddFloatOptions(cmd, &opts->floats);
+  cmd->add_option("--int8", opts->int8, "on | off: off writes model.<float-dtype>.onnx without Q/DQ (FP16 from data)")
+      ->capture_default_str();
   AddDistributedOptions(cmd, &opts->calibrate.distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
@@ -112,6 +146,16 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
         c.method_overrides[o.substr(0, eq)] = *m;
       }
       for (const std::string& e : opts->exclude) c.placement.Exclude(e);
+      auto floats = ToFloatOptions(opts->floats);
+      if (!floats.ok()) return Report(floats.status());
+      c.floats = *floats;
+      auto storage = passes::ParseWeightStorage(opts->floats.weight_storage);
+      if (!storage.ok()) return Report(storage.status());
+      c.weight_storage = *storage;
+      if (opts->int8 != "on" && opts->int8 != "off") {
+        return Report(Status(StatusCode::kInvalidArgument, "--int8 '" + opts->int8 + "': use on or off"));
+      }
+      c.int8 = opts->int8 == "on";
       c.placement.per_channel_weights = opts->weights == "per-channel";
       auto version = formats::ParseTrtVersion(opts->trt_version);
       if (!version.ok()) return Report(version.status());
@@ -119,6 +163,15 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       if (!calibrator.ok()) return Report(calibrator.status());
       c.cache = {*version, *calibrator};
       c.progress = !opts->quiet;
+      auto stages = pipelines::ParsePtqStages(opts->ptq);
+      if (!stages.ok()) return Report(stages.status());
+      c.ptq.stages = *stages;
+      c.ptq.progress = !opts->quiet;
+      if (opts->ptq_memory_mib < 1 || opts->ptq_memory_mib > (int64_t{1} << 30)) {
+        return Report(Status(StatusCode::kInvalidArgument,
+                             fmt::format("--ptq-memory must be in [1, {}] MiB, got {}", int64_t{1} << 30, opts->ptq_memory_mib)));
+      }
+      c.ptq.memory_bytes = opts->ptq_memory_mib << 20;
       if (opts->budget_option->count() > 0) {
         if (opts->compare || auto_method) {
           return Report(Status(StatusCode::kInvalidArgument,

@@ -4,6 +4,7 @@
 
 #include "pipelines/convert.h"
 #include "cli_util.h"
+#include "numeric_options.h"
 
 namespace quantkit::cli {
 
@@ -15,6 +16,8 @@ void SetupConvert(CLI::App& app, RunFn* run) {
     bool layer_precisions = false;
     bool json = false;
     std::string placement = "tensorrt";
+    FloatArgs floats;
+    ImageArgs image;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -42,6 +45,17 @@ void SetupConvert(CLI::App& app, RunFn* run) {
   cmd->add_flag("--qdq", opts->convert.qdq_output,
                 "ONNX -> ONNX: write the TensorRT Q/DQ model (symmetric int8, the extracted "
                 "scales, placed by --placement) instead of the float model");
+  AddFloatOptions(cmd, &opts->floats);
+  AddImageOptions(cmd, &opts->image);
+  cmd->add_option("--data", opts->convert.data,
+                  "plan -> Q/DQ ONNX: data to check the float dtype's ranges on and to report the written model's "
+                  "accuracy against --model");
+  cmd->add_option("--samples", opts->convert.samples, "--data: the first N samples (0: all)")
+      ->check(InRange(0, kMaxCount))
+      ->capture_default_str();
+  cmd->add_option("--batch-size", opts->convert.batch_size, "--data: samples per batch")
+      ->check(InRange(1, kMaxBatch))
+      ->capture_default_str();
   cmd->add_flag("--json", opts->json, "print the result (and per-tensor conversion costs) as JSON");
   cmd->add_flag("--layer-precisions", opts->layer_precisions,
                 "print the trtexec --layerPrecisions string for the layers kept in float");
@@ -57,6 +71,15 @@ void SetupConvert(CLI::App& app, RunFn* run) {
       if (!calibrator.ok()) return Report(calibrator.status());
       opts->convert.cache = {*version, *calibrator};
       opts->convert.placement_from_plan = opts->placement == "plan";
+      auto floats = ToFloatOverride(opts->floats);
+      if (!floats.ok()) return Report(floats.status());
+      opts->convert.floats = *floats;
+      auto storage = passes::ParseWeightStorage(opts->floats.weight_storage);
+      if (!storage.ok()) return Report(storage.status());
+      opts->convert.weight_storage = *storage;
+      auto image = ToImageOptions(opts->image);
+      if (!image.ok()) return Report(image.status());
+      opts->convert.image = *image;
       auto result = pipelines::Convert(opts->convert);
       if (!result.ok()) return Report(result.status());
       if (opts->json) {
@@ -68,7 +91,7 @@ void SetupConvert(CLI::App& app, RunFn* run) {
       if (opts->layer_precisions && result->layer_precisions.empty()) {
         std::printf("no layer kept in float: no --layerPrecisions needed\n");
       } else if (opts->layer_precisions) {
-        std::printf("--precisionConstraints=obey --layerPrecisions=%s\n",
+        std::printf("TensorRT <= 10 (implicit INT8 with the cache): --precisionConstraints=obey --layerPrecisions=%s\n",
                     result->layer_precisions.c_str());
       }
       return 0;

@@ -16,6 +16,7 @@ void SetupFallback(CLI::App& app, RunFn* run) {
     pipelines::FallbackOptions fallback;
     std::string metric;
     bool json = false, quiet = false;
+    FloatArgs floats;
   };
   auto opts = std::make_shared<Options>();
   opts->plan_eval.eval.samples = 1000;
@@ -40,6 +41,7 @@ void SetupFallback(CLI::App& app, RunFn* run) {
          "memory for cached activations trials start from (0: every trial runs the whole model; same results)")
       ->default_str(std::to_string(analysis::kDefaultPrefixCacheBytes >> 20))
       ->check(InRange(0, kMaxTrialCacheMb));
+  AddFloatOptions(cmd, &opts->floats);
   cmd->add_flag("--json", opts->json, "print the search report as JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   cmd->callback([run, opts] {
@@ -51,6 +53,12 @@ void SetupFallback(CLI::App& app, RunFn* run) {
       auto metric = pipelines::FallbackMetric(opts->metric, evaluator);
       if (!metric.ok()) return Report(metric.status());
       opts->fallback.progress = !opts->quiet;
+      auto floats = ToFloatOverride(opts->floats);
+      if (!floats.ok()) return Report(floats.status());
+      opts->fallback.floats = *floats;
+      auto storage = passes::ParseWeightStorage(opts->floats.weight_storage);
+      if (!storage.ok()) return Report(storage.status());
+      opts->fallback.weight_storage = *storage;
       auto r = pipelines::RunFallback(evaluator, plan, metric->get(), opts->fallback);
       if (!r.ok()) return Report(r.status());
       // Every rank took the same decisions; rank 0 wrote and prints the report, each rank its line.
