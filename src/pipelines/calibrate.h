@@ -39,10 +39,6 @@ class ArtifactSet;
 
 namespace quantkit::pipelines {
 
-// The files calibrate writes into output_dir.
-inline const std::vector<std::string> kCalibrationArtifacts{"model.qdq.onnx", "calib.cache", "ranges.txt",
-                                                            "plan.json", "summary.txt"};
-
 struct CalibrateOptions {
   std::string model;
   std::string data;            // data::OpenSource spec; empty with from_stats
@@ -74,8 +70,8 @@ struct CalibrateOptions {
   // Statistics already collected (Python's quantkit.Statistics): no model run. Not owned.
   const Statistics* statistics = nullptr;
   // When set (on rank 0), the artifacts are staged into this set, opened on output_dir with
-  // kCalibrationArtifacts among its names, and the caller commits it together with its own files
-  // (calibrate --budget: one set or nothing). Not owned.
+  // CalibrationArtifactNames among its names, and the caller commits it together with its own
+  // files (calibrate --budget: one set or nothing). Not owned.
   ArtifactSet* artifacts = nullptr;
   // Under torchrun/srun/a PyTorchJob each rank collects its shard, rank 0 merges exactly and
   // writes everything (analysis/distributed.h); other ranks write nothing.
@@ -102,6 +98,8 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options);
 
 // "model.qdq.onnx", or "model.fp16.onnx" / "model.bf16.onnx" for --int8 off.
 std::string WrittenModelName(const CalibrateOptions& options);
+// Every file calibrate may write into output_dir (the artifact set's names).
+std::vector<std::string> CalibrationArtifactNames(const CalibrateOptions& options);
 
 // One calibration up to its statistics (calibration_stages.h), kept so that any number of plans
 // are built from it without loading, hashing or running the model again (--compare-methods).
