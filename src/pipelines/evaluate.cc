@@ -8,6 +8,8 @@
 #include <cstring>
 #include <numeric>
 
+#include <nlohmann/json.hpp>
+
 #include "common/check.h"
 #include "common/progress.h"
 #include "data/npy.h"
@@ -79,7 +81,6 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
   EvalResult result;
   std::vector<int64_t> counts(kNumCounts, 0);
   BatchSums sums;
-  double max_err = 0;
   bool with_reference = false;
   const bool keep_outputs = options.keep_outputs || !options.save_outputs.empty();
   // Every rank evaluates its shard; a failure on any rank stops them all.
@@ -113,7 +114,7 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     }
     QK_RETURN_IF_NOT(all_have_state || comm->world_size() == 1, StatusCode::kUnsupported,
                      "a metric without Metric::State() cannot be combined across processes");
-    sums.stride += 4;  // dot, |out|^2, |ref|^2, |err|^2
+    sums.stride += analysis::ErrorStats::kStateSize;  // the output error
     QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
                         data::OpenSource(options.data, data::ModelInputs(interpreter->model()), options.image));
     source = data::Take(std::move(source), options.samples);
@@ -171,22 +172,16 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
           QK_RETURN_IF_NOT(ref.width == rows.width, StatusCode::kInvalidArgument,
                            "the reference model's first output has {} values per sample, the model's {}",
                            ref.width, rows.width);
-          double dot = 0, norm_out = 0, norm_ref = 0, err2 = 0;
           for (int64_t b = 0; b < count; ++b) {
             const float* r = ref.data + b * ref.width;
             const float* o = rows.data + b * rows.width;
             counts[kAgree] +=
                 (std::max_element(r, r + ref.width) - r) == (std::max_element(o, o + rows.width) - o) ? 1 : 0;
-            for (int64_t c = 0; c < rows.width; ++c) {
-              const double e = static_cast<double>(o[c]) - r[c];
-              dot += static_cast<double>(o[c]) * r[c];
-              norm_out += static_cast<double>(o[c]) * o[c];
-              norm_ref += static_cast<double>(r[c]) * r[c];
-              err2 += e * e;
-              max_err = std::max(max_err, std::fabs(e));
-            }
           }
-          sums.values.insert(sums.values.end(), {dot, norm_out, norm_ref, err2});
+          // The output error of this batch (analysis/metrics.h: the one cosine and SQNR).
+          analysis::ErrorStats error;
+          error.Add(rows.data, ref.data, count * rows.width);
+          error.AppendState(&sums.values);
           const analysis::MetricBatch mb{rows.data, ref.data, count, rows.width,
                                batch.labels ? batch.labels->data_as<int64_t>() : nullptr};
           for (analysis::Metric* m : options.metrics) {
@@ -222,9 +217,7 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
   const auto merge_start = std::chrono::steady_clock::now();
   QK_RETURN_IF_ERROR(comm->AllReduceSum(&counts, "summing counts"));
   if (comm->world_size() > 1) {
-    std::vector<double> local_sums = std::move(sums.values);
-    local_sums.push_back(max_err);
-    QK_ASSIGN_OR_RETURN(auto all_sums, comm->GatherToRoot(ToBytes(local_sums), "gathering sums"));
+    QK_ASSIGN_OR_RETURN(auto all_sums, comm->GatherToRoot(ToBytes(sums.values), "gathering sums"));
     QK_ASSIGN_OR_RETURN(auto all_preds, comm->GatherToRoot(ToBytes(result.predictions), "gathering predictions"));
     std::vector<std::string> all_outputs;
     if (keep_outputs) {
@@ -239,11 +232,7 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     result.predictions.clear();
     result.outputs.clear();
     for (size_t r = 0; r < all_sums.size(); ++r) {
-      std::vector<double> part;
-      AppendFromBytes(all_sums[r], &part);
-      if (part.empty()) continue;
-      max_err = std::max(max_err, part.back());
-      sums.values.insert(sums.values.end(), part.begin(), part.end() - 1);
+      AppendFromBytes(all_sums[r], &sums.values);
       AppendFromBytes(all_preds[r], &result.predictions);
       if (keep_outputs) AppendFromBytes(all_outputs[r], &result.outputs);
     }
@@ -262,7 +251,7 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     result.top5 = static_cast<double>(counts[kCorrect5]) / static_cast<double>(counts[kLabelled]);
   }
   if (with_reference) {
-    double dot = 0, norm_out = 0, norm_ref = 0, err2 = 0;
+    analysis::ErrorStats error;
     const size_t stride = sums.stride;
     const size_t batches = stride ? sums.values.size() / stride : 0;
     for (analysis::Metric* m : options.metrics) {
@@ -270,8 +259,8 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     }
     for (size_t b = 0; b < batches; ++b) {
       const double* v = sums.values.data() + b * stride;
-      dot += v[0], norm_out += v[1], norm_ref += v[2], err2 += v[3];
-      size_t offset = 4;
+      error.Merge(analysis::ErrorStats::FromState(v));  // batch order: one process's sums
+      size_t offset = analysis::ErrorStats::kStateSize;
       for (analysis::Metric* m : options.metrics) {
         const size_t k = m->State().size();
         if (k == 0) continue;
@@ -281,9 +270,9 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     }
     Agreement a;
     a.argmax_agreement = counts[kSamples] ? static_cast<double>(counts[kAgree]) / static_cast<double>(counts[kSamples]) : 0;
-    a.cosine = dot / std::max(std::sqrt(norm_out * norm_ref), 1e-300);
-    a.sqnr_db = err2 > 0 ? 10.0 * std::log10(norm_ref / err2) : INFINITY;
-    a.max_abs_error = max_err;
+    a.cosine = error.cosine();
+    a.sqnr_db = error.sqnr_db();
+    a.max_abs_error = error.max_abs;
     result.agreement = a;
   }
   for (analysis::Metric* m : options.metrics) result.metrics[m->name()] = m->Value();
@@ -305,6 +294,19 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
   result.rank.write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
   QK_RETURN_IF_ERROR(comm->Agree(saved, "saving results on rank 0"));
   return result;
+}
+
+std::string EvalJson(const EvalOptions& options, const EvalResult& r) {
+  nlohmann::json j{{"samples", r.samples}, {"seconds", r.seconds}, {"model_seconds", r.model_seconds}};
+  if (r.agreement) j["reference_seconds"] = r.reference_seconds;
+  if (r.top1) j["top1"] = *r.top1, j["top5"] = *r.top5;
+  if (r.agreement) {
+    j["agreement"] = {{"argmax", r.agreement->argmax_agreement}, {"cosine", r.agreement->cosine},
+                      {"sqnr_db", r.agreement->sqnr_db}, {"max_abs_error", r.agreement->max_abs_error}};
+  }
+  if (!r.metrics.empty()) j["metrics"] = r.metrics;
+  if (!options.plan.empty()) j["plan"] = options.plan;
+  return j.dump(1) + "\n";
 }
 
 std::string FormatEval(const EvalOptions& options, const EvalResult& r) {

@@ -47,9 +47,11 @@ struct EvalOptions {
   bool simulates() const { return loaded_plan.has_value() || !plan.empty(); }
 };
 
+// The first output against the reference's, flattened over all samples: analysis::ErrorStats,
+// the one cosine and SQNR (1 and +inf when both outputs are all zero).
 struct Agreement {
   double argmax_agreement = 0;  // share of samples with the same argmax
-  double cosine = 0;            // over all outputs, flattened
+  double cosine = 0;
   double sqnr_db = 0;           // 10 log10(|ref|^2 / |out - ref|^2)
   double max_abs_error = 0;
 };
@@ -74,5 +76,8 @@ struct EvalResult {
 
 Result<EvalResult> Evaluate(const EvalOptions& options);
 std::string FormatEval(const EvalOptions& options, const EvalResult& result);
+// The report as JSON (one object, newline-terminated): samples, timings, top1/top5, agreement,
+// metrics, the simulated plan.
+std::string EvalJson(const EvalOptions& options, const EvalResult& result);
 
 }  // namespace quantkit::pipelines

@@ -77,6 +77,27 @@ TEST(Metrics, ErrorStatsSqnrCosineRelativeMse) {
   EXPECT_DOUBLE_EQ(exact.cosine(), 1.0);
 }
 
+// The one definition of cosine and SQNR (eval, analyze, fallback and the public API all use
+// ErrorStats): two all-zero outputs are identical, so cosine 1 and SQNR +inf (eval said 0 and +inf
+// while it kept its own sums); one all-zero output against another is orthogonal: cosine 0.
+TEST(Metrics, ErrorStatsOnAllZeroOutputs) {
+  const float zeros[] = {0, 0, 0, 0};
+  const float ones[] = {1, -1, 1, -1};
+  ErrorStats both_zero;
+  both_zero.Add(zeros, zeros, 4);
+  EXPECT_EQ(both_zero.cosine(), 1.0);
+  EXPECT_TRUE(std::isinf(both_zero.sqnr_db()) && both_zero.sqnr_db() > 0);
+  EXPECT_EQ(both_zero.relative_mse(), 0.0);
+  ErrorStats zero_out;
+  zero_out.Add(zeros, ones, 4);
+  EXPECT_EQ(zero_out.cosine(), 0.0);
+  EXPECT_DOUBLE_EQ(zero_out.sqnr_db(), 0.0);  // the whole reference lost: 10 log10(1)
+  ErrorStats zero_ref;
+  zero_ref.Add(ones, zeros, 4);
+  EXPECT_EQ(zero_ref.cosine(), 0.0);
+  EXPECT_TRUE(std::isinf(zero_ref.sqnr_db()) && zero_ref.sqnr_db() < 0);
+}
+
 // The per-batch state that distributed analyze/fallback exchange: it round-trips exactly, and
 // merging batch parts in batch order is what one process computes for the same batches (so the
 // result cannot depend on which rank held which batch). Without Merge's max, max_abs would sum.
