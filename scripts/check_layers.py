@@ -14,6 +14,8 @@ Rules, checked on every C++ file of src/, include/, tools/ and python/ (the bind
   6. The Python bindings (python/src/) bind the public API only: they include the standard
      library, pybind11, fmt, quantkit/ public headers and their own headers ("errors.h"), never
      an internal header.
+  7. The CLI (tools/) is a client of the public API too: it includes the standard library, CLI11,
+     quantkit/ public headers and its own headers ("cli_util.h"), never an internal header.
 
 Run by ctest (test `layering_check`, label unit); prints one line per violation
 ("src/quant/x.h:12: quant includes analysis/y.h (a layer above)") and exits 1 when any.
@@ -76,6 +78,13 @@ def check_file(root: pathlib.Path, path: pathlib.Path):
             if not (own or public or std or (bracket == "<" and PYTHON_THIRD_PARTY.match(header))):
                 problems.append(f"{at}: python bindings include {header} "
                                 f"(quantkit/ public headers, pybind11, fmt, std and their own only)")
+        if rel.parts[0] == "tools":
+            own = bracket == '"' and "/" not in header
+            public = bracket == '"' and header.startswith("quantkit/")
+            std = bracket == "<" and "/" not in header
+            if not (own or public or std or (bracket == "<" and CLI11.match(header))):
+                problems.append(f"{at}: tools include {header} "
+                                f"(quantkit/ public headers, CLI11, std and their own only)")
         if ATEN.match(header) and layer not in TORCH_LAYERS:
             problems.append(f"{at}: {layer} includes {header} "
                             f"(ATen/c10/torch only in runtime/, train/, distributed/)")
@@ -107,7 +116,9 @@ def self_test():
         "src/train/up.cc": '#include "distributed/communicator.h"\n',
         "src/pipelines/api_up.cc": '#include "api/internal.h"\n',
         "src/api/ok.cc": '#include "pipelines/calibrate.h"\n#include "quantkit/pipelines.h"\n',
-        "tools/quantkit/ok.cc": '#include <CLI/CLI.hpp>\n#include "pipelines/calibrate.h"\n',
+        "tools/quantkit/ok.cc": ('#include <CLI/CLI.hpp>\n#include <cstdio>\n#include "cli_util.h"\n'
+                                 '#include "quantkit/pipelines.h"\n'),
+        "tools/quantkit/internal.cc": '#include "pipelines/calibrate.h"\n#include <nlohmann/json.hpp>\n',
         "python/src/internal.cc": '#include "quant/plan.h"\n#include <nlohmann/json.hpp>\n',
         "python/src/ok.cc": ('#include <pybind11/stl.h>\n#include <fmt/format.h>\n#include <map>\n'
                              '#include "errors.h"\n#include "quantkit/calibration.h"\n'),
@@ -121,6 +132,7 @@ def self_test():
         found = [p for rel in planted for p in check_file(root, root / rel)]
     expected = ["src/quant/up.h:1", "src/formats/aten.cc:1", "src/data/pb.cc:1",
                 "src/analysis/c10d.cc:1", "src/train/up.cc:1", "src/pipelines/api_up.cc:1",
+                "tools/quantkit/internal.cc:1", "tools/quantkit/internal.cc:2",
                 "src/pipelines/cli.cc:1", "include/quantkit/leak.h:1", "include/quantkit/leak.h:2",
                 "python/src/internal.cc:1", "python/src/internal.cc:2", "python/src/collector.cc:1"]
     got = [p.split(": ")[0] for p in found]

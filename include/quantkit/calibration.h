@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "quantkit/data_source.h"
+#include "quantkit/options.h"
 #include "quantkit/status.h"
 
 namespace quantkit {
@@ -268,8 +269,16 @@ class Plan {
 // type of the tensor's consumer. Names are parsed here ("percentile:99.9"); unknown ones and
 // overrides naming no tensor or op type of the model are errors.
 struct MethodChoices {
+  // max | entropy | percentile[:P] | mse; Calibrate also takes "auto": every method from one
+  // statistics pass, the best on held-out data (CalibrateOptions::holdout), then refined per
+  // tensor (at most 24 more held-out evaluations).
   std::string method = "max";
   std::map<std::string, std::string> overrides;
+
+  // An override as the CLI's --override takes it, "TENSOR=METHOD" or "OPTYPE=METHOD" (the op
+  // type of the tensor's consumer); kInvalidArgument for text that is not NAME=METHOD or names
+  // an unknown method.
+  Status AddOverride(const std::string& name_equals_method);
 };
 
 struct BuiltPlan {
@@ -313,10 +322,22 @@ Result<std::unique_ptr<BatchStream>> OpenDataSpec(const Model& model, const std:
 // provenance included, for the same data spec): load, find the sites, collect (or take
 // `statistics`), build the plan, and with `output_dir` write model.qdq.onnx, calib.cache,
 // ranges.txt, plan.json and summary.txt (all or none).
+// The held-out data a calibration is judged on (method comparison, method auto, the budget).
+struct HoldoutOptions {
+  // A data spec. Empty: fashion-mnist:val for fashion-mnist data in a comparison, else the last
+  // quarter of the calibration data, which calibration then leaves out.
+  std::string data;
+  int64_t samples = 0;  // the first N (0: all)
+  // top1 | agreement | rel_mse. Empty: top-1 with labels and agreement with FP32 on a
+  // [batch, classes] output, rel_mse on any other output.
+  std::string metric;
+};
+
 struct CalibrateOptions {
   std::string model;
   std::string data;              // a data spec (OpenDataSpec); unused when `statistics` is valid
   Statistics statistics;         // collected earlier (merged, loaded): no model run
+  std::vector<std::string> from_stats;  // or .qkstats shards merged exactly: no model run
   DataSpecOptions data_options;  // batch size, sample cap and image preprocessing of `data`
   int64_t run_batch = 0;         // samples per model run, as CollectOptions::run_batch
   MethodChoices methods;
@@ -325,16 +346,31 @@ struct CalibrateOptions {
   std::string stats_out;   // also write the statistics (.qkstats) here
   CacheOptions cache;
   bool progress = false;  // a bar on stderr when it is a terminal
+  // Calibrate with every method, evaluate each plan on `holdout`, keep the best (its artifacts
+  // are written; CalibrateReport::json holds the table).
+  bool compare_methods = false;
+  // Then keep the fewest layers in float that bring INT8 within this of FP32 on `holdout` (the
+  // fallback search; top1/agreement in points, rel_mse as a ratio) and write the repaired plan.
+  // One method only: not with compare_methods or method "auto".
+  std::optional<double> budget;
+  HoldoutOptions holdout;
+  // Under torchrun/srun/a PyTorchJob each rank collects its shard, rank 0 merges exactly and
+  // writes everything; the other ranks write nothing.
+  DistributedOptions distributed;
 };
 
 struct CalibrateReport {
-  Plan plan;
+  Plan plan;  // the calibrated plan (the best method's; with `budget`, the repaired one)
   std::vector<std::string> written, warnings;
   std::vector<std::string> notes;  // what was done to make the model calibratable (opset upgrade)
   std::string summary;             // the summary.txt text
   int64_t samples = 0;
   double seconds = 0;
   int64_t peak_rss_bytes = 0;
+  bool within_budget = true;       // `budget`: the search reached it
+  std::string text;                // what `quantkit calibrate` prints
+  std::string json;                // compare_methods: the table of every method; else empty
+  RankSummary rank;                // only rank 0's report holds the results
 };
 
 Result<CalibrateReport> Calibrate(const CalibrateOptions& options);

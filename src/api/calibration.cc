@@ -17,6 +17,7 @@
 #include "formats/ranges.h"
 #include "onnx/export.h"
 #include "passes/apply_plan.h"
+#include "pipelines/calibration_run.h"
 #include "pipelines/calibration_stages.h"
 #include "api/internal.h"
 #include "quant/method_amax.h"
@@ -320,6 +321,13 @@ Result<std::string> Plan::CacheText(const CacheOptions& cache) const {
   return formats::FormatTrtCache(impl_->plan, header);
 }
 
+Status MethodChoices::AddOverride(const std::string& name_equals_method) {
+  std::map<std::string, quant::MethodRequest> parsed;
+  QK_RETURN_IF_ERROR(pipelines::AddMethodOverride(name_equals_method, &parsed));
+  for (const auto& [name, method] : parsed) overrides[name] = quant::MethodLabel(method);
+  return Status::Ok();
+}
+
 Result<BuiltPlan> BuildPlan(const Statistics& statistics, const Sites& sites, const MethodChoices& methods) {
   QK_RETURN_IF_ERROR(RequireValid(statistics.valid() && sites.model.valid(), "statistics or sites"));
   const pipelines::LoadedModel& loaded = sites.model.impl().loaded;
@@ -348,16 +356,9 @@ Result<Artifacts> WriteArtifacts(const Model& model, const Plan& plan, const std
 Result<Artifacts> WriteQdqModel(const Model& model, const Plan& plan, const std::string& path,
                                 const Placement& placement) {
   QK_RETURN_IF_ERROR(RequireValid(model.valid() && plan.valid(), "model or plan"));
-  // The loaded model is shared and immutable: the Q/DQ model is a fresh copy of the file, and
-  // the plan a copy that gains the weight scales it lacked.
-  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(model.path()));
-  quant::QuantPlan applied = plan.impl().plan;
-  passes::ApplyPlanOptions apply;
-  apply.placement = ToPlacementOptions(placement);
-  QK_ASSIGN_OR_RETURN(passes::PassReport inserted,
-                      passes::RunPass(qdq_model, passes::ApplyPlan(&applied, apply)));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, path));
-  return ArtifactsFrom({path}, inserted);
+  QK_ASSIGN_OR_RETURN(pipelines::ArtifactReport report,
+                      pipelines::WriteQdqModel(model.path(), plan.impl().plan, ToPlacementOptions(placement), path));
+  return ArtifactsFrom(report.written, report.inserted);
 }
 
 }  // namespace quantkit

@@ -4,12 +4,14 @@
 #pragma once
 
 #include "data/image_options.h"
+#include "distributed/launch.h"
 #include "formats/trt_cache.h"
 #include "passes/qdq_placement.h"
 #include "pipelines/calibration_stages.h"
 #include "quant/plan.h"
 #include "quantkit/calibration.h"
 #include "quantkit/data_source.h"
+#include "quantkit/options.h"
 #include "quantkit/status.h"
 
 namespace quantkit {
@@ -38,6 +40,9 @@ passes::PlacementOptions ToPlacementOptions(const Placement& placement);
 Result<pipelines::MethodChoice> ToMethodChoice(const MethodChoices& choices);
 // The TensorRT version and calibrator names parsed.
 Result<formats::TrtCacheWriteOptions> ToTrtCacheOptions(const CacheOptions& cache);
+// The timeout checked ([1, 86400] s) and converted.
+Result<distributed::DistributedOptions> ToDistributedOptions(const DistributedOptions& options);
+RankSummary ToRankSummary(const distributed::RankReport& report);
 
 }  // namespace api
 }  // namespace quantkit

@@ -1,38 +1,42 @@
-// include/quantkit/pipelines.h over the internal pipelines: parse the public options (strings
-// become enums here, once), call the one pipeline function, and return its report.
-#include "pipelines/diagnose/diagnose.h"
-#include "analysis/layer_analysis.h"
+// include/quantkit/pipelines.h (and Calibrate of calibration.h) over the internal pipelines: each
+// public options struct converted once (strings become enums and parsed values here), one
+// pipeline call, its result converted back. The workflows themselves, reports included, are the
+// pipelines' (pipelines/calibration_run.h, evaluate.h, analyze.h, fallback.h, diagnose/, ...).
+#include "quantkit/pipelines.h"
+
 #include "analysis/metrics.h"
+#include "api/internal.h"
 #include "common/check.h"
-#include "formats/trt_cache.h"
 #include "passes/apply_plan.h"
-#include "pipelines/calibrate.h"
+#include "pipelines/analyze.h"
+#include "pipelines/calibration_run.h"
 #include "pipelines/convert.h"
+#include "pipelines/diagnose/diagnose.h"
 #include "pipelines/evaluate.h"
 #include "pipelines/fallback.h"
-#include "pipelines/plan_evaluation.h"
-#include "api/internal.h"
 #include "pipelines/run_model.h"
-#include "quant/method_amax.h"
-#include "quantkit/pipelines.h"
+#include "quant/method.h"
 
 namespace quantkit {
 namespace {
 
-Result<pipelines::PlanEvaluation> Open(const PlanEvaluationOptions& o) {
-  analysis::PlanEvalOptions eval;
-  eval.model = o.model;
-  eval.data = o.data;
-  eval.samples = o.samples;
-  eval.batch_size = o.batch_size;
-  if (o.loaded_plan.valid())
-    return pipelines::OpenPlanEvaluation(eval, o.loaded_plan.impl().plan, o.placement);
-  return pipelines::OpenPlanEvaluation(eval, o.plan, o.placement);
+Result<pipelines::PlanEvaluationRequest> ToPlanEvaluation(const PlanEvaluationOptions& o) {
+  pipelines::PlanEvaluationRequest r;
+  r.eval.model = o.model;
+  r.eval.data = o.data;
+  r.eval.samples = o.samples;
+  r.eval.batch_size = o.batch_size;
+  r.plan = o.plan;
+  if (o.loaded_plan.valid()) r.loaded_plan = o.loaded_plan.impl().plan;
+  r.placement = o.placement;
+  QK_ASSIGN_OR_RETURN(r.distributed, api::ToDistributedOptions(o.distributed));
+  return r;
 }
 
 // The one conversion of the public calibrate options; every error here comes before any compute.
-Result<pipelines::CalibrateOptions> ToCalibrateOptions(const CalibrateOptions& o) {
-  pipelines::CalibrateOptions c;
+Result<pipelines::CalibrationRequest> ToCalibrationRequest(const CalibrateOptions& o) {
+  pipelines::CalibrationRequest r;
+  pipelines::CalibrateOptions& c = r.calibrate;
   c.model = o.model;
   c.data = o.data;
   QK_ASSIGN_OR_RETURN(c.image, api::ToImageOptions(o.data_options.image));
@@ -41,37 +45,54 @@ Result<pipelines::CalibrateOptions> ToCalibrateOptions(const CalibrateOptions& o
   QK_RETURN_IF_NOT(o.run_batch >= 0, StatusCode::kInvalidArgument, "run_batch must be >= 0, got {}",
                    o.run_batch);
   if (o.run_batch > 0) c.run_batch = o.run_batch;
-  QK_ASSIGN_OR_RETURN(pipelines::MethodChoice methods, api::ToMethodChoice(o.methods));
-  c.method = methods.method;
-  c.method_overrides = std::move(methods.overrides);
+  // Method names parsed now ("auto" is RunCalibration's choice among them).
+  r.method = o.methods.method;
+  MethodChoices methods = o.methods;
+  if (methods.method == "auto") methods.method = "max";
+  QK_ASSIGN_OR_RETURN(pipelines::MethodChoice choice, api::ToMethodChoice(methods));
+  c.method = choice.method;
+  c.method_overrides = std::move(choice.overrides);
   c.placement = api::ToPlacementOptions(o.placement);
   c.output_dir = o.output_dir;
   c.stats_out = o.stats_out;
+  c.from_stats = o.from_stats;
   QK_ASSIGN_OR_RETURN(c.cache, api::ToTrtCacheOptions(o.cache));
   c.progress = o.progress;
   // Read only, and `o` outlives the call that uses `c`.
   if (o.statistics.valid()) c.statistics = &o.statistics.impl().statistics;
-  return c;
+  QK_ASSIGN_OR_RETURN(c.distributed, api::ToDistributedOptions(o.distributed));
+  r.compare_methods = o.compare_methods;
+  r.budget = o.budget;
+  r.holdout = o.holdout.data;
+  r.holdout_samples = o.holdout.samples;
+  r.metric = o.holdout.metric;
+  return r;
 }
 
 }  // namespace
 
 Status CheckCalibrateOptions(const CalibrateOptions& options) {
-  return ToCalibrateOptions(options).status();
+  return ToCalibrationRequest(options).status();
 }
 
 Result<CalibrateReport> Calibrate(const CalibrateOptions& options) {
-  QK_ASSIGN_OR_RETURN(pipelines::CalibrateOptions c, ToCalibrateOptions(options));
-  QK_ASSIGN_OR_RETURN(pipelines::CalibrateResult r, pipelines::Calibrate(c));
+  QK_ASSIGN_OR_RETURN(pipelines::CalibrationRequest request, ToCalibrationRequest(options));
+  QK_ASSIGN_OR_RETURN(pipelines::CalibrationRun run, pipelines::RunCalibration(std::move(request)));
+  pipelines::CalibrateResult& r = run.result;
   CalibrateReport report;
-  report.plan = api::MakePublicPlan(std::move(r.plan));
-  report.written = std::move(r.written);
+  report.plan =
+      api::MakePublicPlan(run.repaired_plan ? std::move(*run.repaired_plan) : std::move(r.plan));
+  report.written = std::move(run.written);
   report.warnings = std::move(r.warnings);
   report.notes = std::move(r.notes);
   report.summary = std::move(r.summary);
   report.samples = r.samples;
   report.seconds = r.seconds;
   report.peak_rss_bytes = r.peak_rss_bytes;
+  report.within_budget = run.within_budget;
+  report.text = std::move(run.text);
+  report.json = std::move(run.json);
+  report.rank = api::ToRankSummary(run.rank);
   return report;
 }
 
@@ -84,9 +105,15 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
   eval.plan = options.plan;
   if (options.loaded_plan.valid()) eval.loaded_plan = options.loaded_plan.impl().plan;
   QK_ASSIGN_OR_RETURN(eval.simulation.mode, passes::ParsePlacementPolicy(options.placement));
+  QK_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<analysis::Metric>> metrics,
+                      analysis::MakeMetrics(options.metrics));
+  eval.metrics = analysis::MetricPointers(metrics);
   eval.samples = options.samples;
   eval.batch_size = options.batch_size;
   eval.progress = options.progress;
+  eval.save_predictions = options.save_predictions;
+  eval.save_outputs = options.save_outputs;
+  QK_ASSIGN_OR_RETURN(eval.distributed, api::ToDistributedOptions(options.distributed));
   QK_ASSIGN_OR_RETURN(pipelines::EvalResult r, pipelines::Evaluate(eval));
   EvaluateReport report;
   report.samples = r.samples;
@@ -100,39 +127,51 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
   }
   report.metrics = r.metrics;
   report.seconds = r.seconds;
+  report.model_seconds = r.model_seconds;
+  report.reference_seconds = r.reference_seconds;
+  report.written = r.written;
   report.text = pipelines::FormatEval(eval, r);
+  report.json = pipelines::EvalJson(eval, r);
+  report.rank = api::ToRankSummary(r.rank);
   return report;
 }
 
 Result<AnalyzeReport> Analyze(const AnalyzeOptions& options) {
-  QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation opened, Open(options.evaluation));
-  QK_ASSIGN_OR_RETURN(auto owned, pipelines::AnalyzeMetrics(options.evaluation.metrics, *opened.evaluator));
-  analysis::AnalyzeOptions analyze;
-  analyze.accumulated = options.accumulated;
-  analyze.progress = options.progress;
-  QK_ASSIGN_OR_RETURN(analysis::AnalyzeResult r,
-                      analysis::AnalyzeLayers(*opened.evaluator, opened.plan, analysis::MetricPointers(owned), analyze));
+  pipelines::AnalyzeRequest request;
+  QK_ASSIGN_OR_RETURN(request.evaluation, ToPlanEvaluation(options.evaluation));
+  request.metrics = options.evaluation.metrics;
+  request.accumulated = options.accumulated;
+  request.progress = options.progress;
+  QK_RETURN_IF_NOT(options.top >= 0, StatusCode::kInvalidArgument, "top must be >= 0, got {}",
+                   options.top);
+  request.top = static_cast<size_t>(options.top);
+  QK_ASSIGN_OR_RETURN(pipelines::AnalyzeRun run, pipelines::Analyze(request));
   AnalyzeReport report;
-  for (const analysis::LayerRow& row : r.rows) report.ranked_tensors.push_back(row.tensor);
-  report.warnings = opened.warnings;
-  report.text = analysis::FormatAnalyzeTable(r, r.rows.size());
-  report.json = analysis::AnalyzeJson(r);
+  for (const analysis::LayerRow& row : run.result.rows) report.ranked_tensors.push_back(row.tensor);
+  report.warnings = std::move(run.warnings);
+  report.text = std::move(run.text);
+  report.json = std::move(run.json);
+  report.rank = api::ToRankSummary(run.rank);
   return report;
 }
 
 Result<FallbackReport> Fallback(const FallbackOptions& options) {
-  QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation opened, Open(options.evaluation));
+  pipelines::FallbackRequest request;
+  QK_ASSIGN_OR_RETURN(request.evaluation, ToPlanEvaluation(options.evaluation));
   QK_RETURN_IF_NOT(options.evaluation.metrics.size() <= 1, StatusCode::kInvalidArgument,
                    "fallback searches on one metric, got {}", options.evaluation.metrics.size());
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric,
-                      pipelines::FallbackMetric(options.evaluation.metrics.empty() ? "" : options.evaluation.metrics.front(),
-                                                *opened.evaluator));
-  pipelines::FallbackOptions fallback;
-  fallback.budget = options.budget;
-  fallback.max_float_layers = options.max_float_layers;
-  fallback.output_dir = options.output_dir;
-  QK_ASSIGN_OR_RETURN(pipelines::FallbackResult r,
-                      pipelines::RunFallback(*opened.evaluator, opened.plan, metric.get(), fallback));
+  if (!options.evaluation.metrics.empty()) request.metric = options.evaluation.metrics.front();
+  QK_RETURN_IF_NOT(options.trial_cache_bytes >= 0, StatusCode::kInvalidArgument,
+                   "the trial cache must be >= 0 bytes, got {}", options.trial_cache_bytes);
+  pipelines::FallbackOptions& f = request.fallback;
+  f.budget = options.budget;
+  f.max_float_layers = options.max_float_layers;
+  f.output_dir = options.output_dir;
+  f.float_precision = options.float_precision;
+  f.trial_cache_bytes = options.trial_cache_bytes;
+  f.progress = options.progress;
+  QK_ASSIGN_OR_RETURN(pipelines::FallbackRun run, pipelines::Fallback(request));
+  const pipelines::FallbackResult& r = run.result;
   FallbackReport report;
   report.plan = api::MakePublicPlan(r.plan);
   report.float_layers.assign(r.search.float_layers.begin(), r.search.float_layers.end());
@@ -142,9 +181,10 @@ Result<FallbackReport> Fallback(const FallbackOptions& options) {
   report.within_budget = r.search.within_budget;
   report.layer_precisions = r.layer_precisions;
   report.written = r.written;
-  report.warnings = opened.warnings;
-  report.text = pipelines::FormatFallback(r);
-  report.json = pipelines::FallbackJson(r);
+  report.warnings = std::move(run.warnings);
+  report.text = std::move(run.text);
+  report.json = std::move(run.json);
+  report.rank = api::ToRankSummary(run.rank);
   return report;
 }
 
@@ -157,17 +197,32 @@ Result<DiagnoseReport> Diagnose(const DiagnoseOptions& options) {
   d.reference_samples = options.reference_samples;
   d.batch_size = options.batch_size;
   QK_ASSIGN_OR_RETURN(d.method, quant::ParseMethod(options.method));
+  d.chunks = options.chunks;
+  d.bootstrap = options.bootstrap;
+  d.subsets = options.subsets;
+  d.seed = options.seed;
+  d.ci_tolerance = options.ci_tolerance;
+  d.cv_tolerance = options.cv_tolerance;
+  d.batch_check_samples = options.batch_check_samples;
+  if (!options.expect.empty()) {
+    QK_ASSIGN_OR_RETURN(d.expect, pipelines::ParseExpectation(options.expect));
+  }
+  d.placement = api::ToPlacementOptions(options.placement);
   d.output_dir = options.output_dir;
   d.progress = options.progress;
+  QK_ASSIGN_OR_RETURN(d.distributed, api::ToDistributedOptions(options.distributed));
   QK_ASSIGN_OR_RETURN(pipelines::DiagnoseResult r, pipelines::Diagnose(d));
   DiagnoseReport report;
   report.clean = r.clean;
   report.enough = r.enough;
   report.suggested_samples = r.suggested_samples;
-  for (const pipelines::Finding& f : r.findings) report.findings.push_back(f.severity + ": " + f.message);
+  for (const pipelines::Finding& f : r.findings)
+    report.findings.push_back(f.severity + ": " + f.message);
   report.written = r.written;
-  report.text = pipelines::DiagnoseText(r);
+  report.text = r.summary;
+  for (const std::string& f : r.written) report.text += "wrote " + f + "\n";
   report.json = pipelines::DiagnoseJson(r);
+  report.rank = api::ToRankSummary(r.rank);
   return report;
 }
 
@@ -176,14 +231,25 @@ Result<ConvertReport> Convert(const ConvertOptions& options) {
   c.input = options.input;
   c.output = options.output;
   c.model = options.model;
-  QK_ASSIGN_OR_RETURN(passes::PlacementPolicy policy, passes::ParsePlacementPolicy(options.placement));
+  QK_ASSIGN_OR_RETURN(passes::PlacementPolicy policy,
+                      passes::ParsePlacementPolicy(options.placement));
   QK_RETURN_IF_NOT(policy != passes::PlacementPolicy::kAuto, StatusCode::kInvalidArgument,
                    "convert placement: use tensorrt or plan");
   c.placement_from_plan = policy == passes::PlacementPolicy::kPlan;
   c.qdq_output = options.qdq_output;
-  QK_ASSIGN_OR_RETURN(c.cache.version, formats::ParseTrtVersion(options.trt_version));
+  QK_ASSIGN_OR_RETURN(c.cache, api::ToTrtCacheOptions({options.trt_version, options.calibrator}));
+  QK_RETURN_IF_NOT(options.float_precision == "fp16" || options.float_precision == "fp32",
+                   StatusCode::kInvalidArgument, "float precision must be fp16 or fp32, got '{}'",
+                   options.float_precision);
+  c.float_precision = options.float_precision;
   QK_ASSIGN_OR_RETURN(pipelines::ConvertResult r, pipelines::Convert(c));
-  return ConvertReport{r.written, r.messages, r.layer_precisions, pipelines::ConvertResultJson(r)};
+  ConvertReport report;
+  report.written = r.written;
+  report.messages = r.messages;
+  report.layer_precisions = r.layer_precisions;
+  report.text = pipelines::FormatConvert(r, options.layer_precisions);
+  report.json = pipelines::ConvertResultJson(r);
+  return report;
 }
 
 Result<RunReport> Run(const RunOptions& options) {
@@ -198,6 +264,7 @@ Result<RunReport> Run(const RunOptions& options) {
   for (const pipelines::TensorSummary& s : summaries) {
     report.outputs.push_back(s.ToString());
     report.written.push_back(s.path);
+    report.text += s.ToString() + "\n";
   }
   return report;
 }

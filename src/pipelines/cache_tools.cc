@@ -10,6 +10,7 @@
 #include "common/text.h"
 #include "formats/scale_problem.h"
 #include "ir/scopes.h"
+#include "onnx/import.h"
 #include "passes/qdq_placement.h"
 
 namespace quantkit::pipelines {
@@ -157,6 +158,34 @@ std::string FormatCacheCheck(const CacheCheck& c) {
   out += fmt::format("{} entries match the model, {} missing, {} stale, {} header issues, {} bad scales\n",
                      c.matched, c.missing.size(), c.stale.size(), c.header_issues.size(), c.bad_scales.size());
   return out;
+}
+
+Result<CacheToolRun> InspectCacheFile(const std::string& path, bool json) {
+  QK_ASSIGN_OR_RETURN(formats::TrtCache cache, formats::ReadTrtCache(path));
+  return CacheToolRun{json ? InspectCacheJson(cache) : InspectCacheText(cache), CountBadScales(cache)};
+}
+
+Result<CacheToolRun> DiffCacheFiles(const std::string& a_path, const std::string& b_path, double rtol) {
+  QK_ASSIGN_OR_RETURN(formats::TrtCache a, formats::ReadTrtCache(a_path));
+  QK_ASSIGN_OR_RETURN(formats::TrtCache b, formats::ReadTrtCache(b_path));
+  const CacheDiff d = DiffCaches(a, b, rtol);
+  return CacheToolRun{FormatCacheDiff(d, a, b), d.empty() ? 0 : 1};
+}
+
+Result<CacheToolRun> CheckCacheFile(const std::string& path, const std::string& model_path,
+                                    const std::string& trt_version, const std::string& calibrator_name) {
+  QK_ASSIGN_OR_RETURN(formats::TrtCache cache, formats::ReadTrtCache(path));
+  QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(model_path));
+  std::optional<formats::TrtVersion> version;
+  if (!trt_version.empty()) {
+    QK_ASSIGN_OR_RETURN(version, formats::ParseTrtVersion(trt_version));
+  }
+  std::optional<formats::TrtCalibrator> calibrator;
+  if (!calibrator_name.empty()) {
+    QK_ASSIGN_OR_RETURN(calibrator, formats::ParseTrtCalibrator(calibrator_name));
+  }
+  QK_ASSIGN_OR_RETURN(CacheCheck result, CheckCache(cache, *model.graph, version, calibrator));
+  return CacheToolRun{FormatCacheCheck(result), result.ok() ? 0 : 1};
 }
 
 }  // namespace quantkit::pipelines

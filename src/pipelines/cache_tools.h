@@ -51,4 +51,18 @@ Result<CacheCheck> CheckCache(const formats::TrtCache& cache, const ir::Graph& m
                               const std::optional<formats::TrtCalibrator>& calibrator);
 std::string FormatCacheCheck(const CacheCheck& c);
 
+// The three `quantkit cache` subcommands on files: what they print and whether they found
+// something (`problems`: unusable scales, differences, or failed checks; the CLI exits 1 then).
+struct CacheToolRun {
+  std::string text;
+  int problems = 0;
+};
+// inspect: the header's meaning, scale and amax per tensor (text, or JSON with `json`).
+Result<CacheToolRun> InspectCacheFile(const std::string& path, bool json);
+// diff: tensors added, removed or changed by more than `rtol` (relative scale change).
+Result<CacheToolRun> DiffCacheFiles(const std::string& a, const std::string& b, double rtol);
+// check: the cache against a model, a TensorRT version and a calibrator (empty: not checked).
+Result<CacheToolRun> CheckCacheFile(const std::string& path, const std::string& model,
+                                    const std::string& trt_version, const std::string& calibrator);
+
 }  // namespace quantkit::pipelines

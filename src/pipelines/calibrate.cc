@@ -19,6 +19,7 @@
 #include "formats/ranges.h"
 #include "onnx/export.h"
 #include "passes/insert_qdq.h"
+#include "pipelines/artifacts.h"
 #include "pipelines/calibration_stages.h"
 #include "quantkit/version.h"
 #include "runtime/device.h"
@@ -135,7 +136,9 @@ Status WriteStats(const std::string& path, const formats::StatsFile& stats, Arti
 // The -o directory's files as one set (common/artifact_set.h): all five or none, never mixed
 // with a concurrent run's.
 Result<std::unique_ptr<ArtifactSet>> OpenArtifacts(const std::string& output_dir) {
-  return ArtifactSet::Open(output_dir, {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"});
+  std::vector<std::string> names = PlanArtifactNames().All();
+  names.push_back("summary.txt");
+  return ArtifactSet::Open(output_dir, names);
 }
 
 // Rank 0 (or the only process): the plan from the merged statistics, then every artifact.
@@ -164,19 +167,11 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   if (!artifacts) {
     QK_ASSIGN_OR_RETURN(artifacts, OpenArtifacts(options.output_dir));
   }
-  // The one plan -> Q/DQ code (passes::ApplyPlan) on a fresh copy of the file: the collected
-  // model is shared and immutable.
-  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(options.model));
-  passes::ApplyPlanOptions apply;
-  apply.placement = options.placement;
-  apply.mode = passes::PlacementPolicy::kTensorRT;
-  QK_ASSIGN_OR_RETURN(passes::PassReport inserted, passes::RunPass(qdq_model, passes::ApplyPlan(&plan, apply)));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, artifacts->Stage("model.qdq.onnx")));
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache(artifacts->Stage("calib.cache"), plan, options.cache));
-  QK_RETURN_IF_ERROR(formats::WriteRangesText(artifacts->Stage("ranges.txt"), plan));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson(artifacts->Stage("plan.json"), plan));
+  // The one plan -> Q/DQ code (passes::ApplyPlan) and the one artifact writer (artifacts.h).
+  QK_ASSIGN_OR_RETURN(passes::PassReport inserted,
+                      StageCalibrationArtifacts(*artifacts, options.model, &plan, options.placement, options.cache));
   result.summary = Summarize(options, result, &inserted);
-  QK_RETURN_IF_ERROR(WriteFileAtomic(artifacts->Stage("summary.txt"), result.summary));
+  QK_RETURN_IF_ERROR(StageText(*artifacts, "summary.txt", result.summary));
   QK_RETURN_IF_ERROR(WriteStats(options.stats_out, prepared.statistics.stats, artifacts.get(), &result.written));
   QK_ASSIGN_OR_RETURN(std::vector<std::string> written, artifacts->Commit());
   result.written.insert(result.written.end(), written.begin(), written.end());

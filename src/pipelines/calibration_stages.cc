@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "pipelines/artifacts.h"
 #include "pipelines/diagnose/stats.h"
 #include "analysis/model_loading.h"
 #include "common/artifact_set.h"
@@ -246,21 +247,12 @@ BodyReport ReportBodies(const LoadedModel& model, const CalibrationSites& sites,
 Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::QuantPlan& plan,
                                       const passes::PlacementOptions& placement, const std::string& dir,
                                       const formats::TrtCacheWriteOptions& cache) {
-  // All four files or none, never mixed with a concurrent run's (common/artifact_set.h).
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
-                      ArtifactSet::Open(dir, {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json"}));
-  // The collected model is shared and immutable; the Q/DQ model is a fresh copy of the file.
-  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(model.path));
-  quant::QuantPlan applied = plan;
-  passes::ApplyPlanOptions apply;
-  apply.placement = placement;
-  apply.mode = passes::PlacementPolicy::kTensorRT;
+  // All four files or none, never mixed with a concurrent run's (pipelines/artifacts.h).
+  const PlanArtifactNames names;
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out, ArtifactSet::Open(dir, names.All()));
+  quant::QuantPlan applied = plan;  // gains the weight entries ApplyPlan fills
   ArtifactReport report;
-  QK_ASSIGN_OR_RETURN(report.inserted, passes::RunPass(qdq_model, passes::ApplyPlan(&applied, apply)));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, out->Stage("model.qdq.onnx")));
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage("calib.cache"), plan, cache));
-  QK_RETURN_IF_ERROR(formats::WriteRangesText(out->Stage("ranges.txt"), plan));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), plan));
+  QK_ASSIGN_OR_RETURN(report.inserted, StageCalibrationArtifacts(*out, model.path, &applied, placement, cache, names));
   QK_ASSIGN_OR_RETURN(report.written, out->Commit());
   return report;
 }

@@ -26,6 +26,7 @@
 #include "passes/insert_qdq.h"
 #include "passes/pass.h"
 #include "passes/qdq_placement.h"
+#include "pipelines/artifacts.h"
 #include "quant/plan.h"
 #include "quant/tensor_calib.h"
 #include "quantkit/status.h"
@@ -132,10 +133,6 @@ struct BodyReport {
 };
 BodyReport ReportBodies(const LoadedModel& model, const CalibrationSites& sites, const quant::QuantPlan& plan);
 
-struct ArtifactReport {
-  std::vector<std::string> written;
-  passes::PassReport inserted;  // ApplyPlan's
-};
 
 // Writes model.qdq.onnx (passes::ApplyPlan, TensorRT placement), calib.cache, ranges.txt and
 // plan.json into `dir` (created when missing).

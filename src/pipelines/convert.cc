@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/artifact_set.h"
+#include "pipelines/artifacts.h"
 #include "common/check.h"
 #include "common/file_util.h"
 #include "analysis/model_loading.h"
@@ -74,11 +75,6 @@ std::vector<ConversionCost> ConversionCosts(const ir::Graph& graph) {
   std::vector<ConversionCost> out;
   for (auto& [name, c] : by_name) out.push_back(std::move(c));
   return out;
-}
-
-std::string Stem(const std::string& path) {
-  fs::path p(path);
-  return (p.parent_path() / p.stem()).string();
 }
 
 }  // namespace
@@ -158,6 +154,18 @@ std::string ConvertResultJson(const ConvertResult& r) {
   return j.dump(1) + "\n";
 }
 
+std::string FormatConvert(const ConvertResult& result, bool layer_precisions) {
+  std::string s;
+  for (const std::string& m : result.messages) s += m + "\n";
+  for (const std::string& f : result.written) s += "wrote " + f + "\n";
+  if (layer_precisions && result.layer_precisions.empty()) {
+    s += "no layer kept in float: no --layerPrecisions needed\n";
+  } else if (layer_precisions) {
+    s += "--precisionConstraints=obey --layerPrecisions=" + result.layer_precisions + "\n";
+  }
+  return s;
+}
+
 Result<ConvertResult> Convert(const ConvertOptions& options) {
   QK_ASSIGN_OR_RETURN(formats::ArtifactKind in_kind, formats::ArtifactKindFromPath(options.input));
   QK_ASSIGN_OR_RETURN(formats::ArtifactKind out_kind, formats::ArtifactKindFromPath(options.output));
@@ -233,15 +241,12 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
                          "{}: no quantized tensor to place Q/DQ on", options.input);
         AddInsertionMessages(ins, &result);
       }
-      // The model and its three plan files are one unit (common/artifact_set.h).
-      const std::string stem = BaseName(Stem(options.output));
+      // The model and its three plan files are one unit (pipelines/artifacts.h).
+      const PlanArtifactNames names = PlanArtifactNames::BesideModel(BaseName(options.output));
       QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
-                          ArtifactSet::Open(DirName(options.output), {BaseName(options.output), stem + ".cache",
-                                                                      stem + ".plan.json", stem + ".ranges.txt"}));
-      QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, out->Stage(BaseName(options.output))));
-      QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage(stem + ".cache"), plan, options.cache));
-      QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage(stem + ".plan.json"), plan));
-      QK_RETURN_IF_ERROR(formats::WriteRangesText(out->Stage(stem + ".ranges.txt"), plan));
+                          ArtifactSet::Open(DirName(options.output),
+                                            {names.qdq_model, names.cache, names.plan, names.ranges}));
+      QK_RETURN_IF_ERROR(StagePlanArtifacts(*out, &model, plan, options.cache, names));
       QK_ASSIGN_OR_RETURN(std::vector<std::string> written, out->Commit());
       result.written.insert(result.written.end(), written.begin(), written.end());
     } else {
@@ -285,8 +290,8 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
                    "default --placement tensorrt for calibrated plans)",
                    options.input, options.model);
   AddInsertionMessages(ins, &result);
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, options.output));
-  result.written.push_back(options.output);
+  QK_ASSIGN_OR_RETURN(std::string written, WriteQdqModelFile(options.output, model));
+  result.written.push_back(written);
   return result;
 }
 

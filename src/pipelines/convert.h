@@ -72,6 +72,9 @@ std::string DescribeCost(const ConversionCost& cost);
 // The result as JSON: written, messages, layer_precisions, integer_ops, dynamic_tensors and
 // conversion_costs (one object per cost with every field of SymmetricConversion).
 std::string ConvertResultJson(const ConvertResult& result);
+// What `quantkit convert` prints: the messages, the files written and, with `layer_precisions`,
+// the trtexec --precisionConstraints/--layerPrecisions options (or that none are needed).
+std::string FormatConvert(const ConvertResult& result, bool layer_precisions);
 
 Result<ConvertResult> Convert(const ConvertOptions& options);
 

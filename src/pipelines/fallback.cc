@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "pipelines/artifacts.h"
 #include "pipelines/convert.h"
 #include "analysis/model_loading.h"
 #include "common/artifact_set.h"
@@ -113,21 +114,33 @@ namespace {
 
 Status WriteOutputs(const ir::Model& model, const std::string& output_dir, FallbackResult* result) {
   FallbackResult& r = *result;
-  // All four files or none, and never mixed with a concurrent run's (common/artifact_set.h).
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
-                      ArtifactSet::Open(output_dir,
-                                        {"model.qdq.onnx", "plan.json", "layer_precisions.txt", "fallback.json"}));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, out->Stage("model.qdq.onnx")));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), r.plan));
-  QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("layer_precisions.txt"), r.layer_precisions + "\n"));
-  for (const char* f : {"model.qdq.onnx", "plan.json", "layer_precisions.txt", "fallback.json"}) {
-    r.written.push_back(out->Target(f));
-  }
-  QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("fallback.json"), FallbackJson(r) + "\n"));
+  // All four files or none, and never mixed with a concurrent run's (pipelines/artifacts.h).
+  PlanArtifactNames names;
+  names.cache = names.ranges = "";
+  const std::vector<std::string> files = {names.qdq_model, names.plan, "layer_precisions.txt", "fallback.json"};
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out, ArtifactSet::Open(output_dir, files));
+  QK_RETURN_IF_ERROR(StagePlanArtifacts(*out, &model, r.plan, {}, names));
+  QK_RETURN_IF_ERROR(StageText(*out, "layer_precisions.txt", r.layer_precisions + "\n"));
+  for (const std::string& f : files) r.written.push_back(out->Target(f));
+  QK_RETURN_IF_ERROR(StageText(*out, "fallback.json", FallbackJson(r) + "\n"));
   return out->Commit().status();
 }
 
 }  // namespace
+
+Result<FallbackRun> Fallback(const FallbackRequest& request) {
+  QK_ASSIGN_OR_RETURN(PlanEvaluation opened, OpenPlanEvaluation(request.evaluation));
+  const analysis::PlanEvaluator& evaluator = *opened.evaluator;
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric, FallbackMetric(request.metric, evaluator));
+  FallbackRun run;
+  QK_ASSIGN_OR_RETURN(run.result, RunFallback(evaluator, opened.plan, metric.get(), request.fallback));
+  const FallbackSearchResult& s = run.result.search;
+  run.warnings = std::move(opened.warnings);
+  run.rank = opened.Rank(s.seconds + run.result.full_eval_seconds, s.evaluations + 1);
+  run.text = FormatFallback(run.result);
+  run.json = FallbackJson(run.result) + "\n";
+  return run;
+}
 
 std::string FormatFallback(const FallbackResult& r) {
   const FallbackSearchResult& s = r.search;

@@ -24,6 +24,8 @@
 #include "analysis/metrics.h"
 #include "analysis/plan_eval.h"
 #include "analysis/prefix_cache.h"
+#include "distributed/launch.h"
+#include "pipelines/plan_evaluation.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
 
@@ -63,5 +65,21 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
 
 std::string FormatFallback(const FallbackResult& r);
 std::string FallbackJson(const FallbackResult& r);
+
+// `quantkit fallback` (and the public Fallback) whole: the plan evaluation opened, the metric
+// chosen (FallbackMetric), the search run and its reports. Every rank takes the same decisions;
+// rank 0 writes and its report is the one to print.
+struct FallbackRequest {
+  PlanEvaluationRequest evaluation;
+  std::string metric;  // empty: FallbackMetric's default for the data and output
+  FallbackOptions fallback;
+};
+struct FallbackRun {
+  FallbackResult result;
+  std::vector<std::string> warnings;  // rank 0's: plan tensors matching no model tensor
+  std::string text, json;             // FormatFallback, FallbackJson
+  distributed::RankReport rank;
+};
+Result<FallbackRun> Fallback(const FallbackRequest& request);
 
 }  // namespace quantkit::pipelines

@@ -7,6 +7,11 @@
 
 namespace quantkit::pipelines {
 
+Result<PlanEvaluation> OpenPlanEvaluation(const PlanEvaluationRequest& r) {
+  if (r.loaded_plan) return OpenPlanEvaluation(r.eval, *r.loaded_plan, r.placement, r.distributed);
+  return OpenPlanEvaluation(r.eval, r.plan, r.placement, r.distributed);
+}
+
 Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& options, const std::string& plan_path,
                                           const std::string& placement,
                                           const std::optional<distributed::DistributedOptions>& distributed) {

@@ -30,6 +30,18 @@ struct PlanEvaluation {
   distributed::RankReport Rank(double work_seconds, int64_t passes) const;
 };
 
+// What the plan-vs-FP32 workflows (analyze, fallback) are asked: the FP32 model and the data
+// (`eval`), a plan file of any format or a plan in memory, where its Q/DQ go, and whether to join
+// a distributed launch (unset: one process).
+struct PlanEvaluationRequest {
+  analysis::PlanEvalOptions eval;
+  std::string plan;                              // a plan file (plan_files.h, or a Q/DQ .onnx)
+  std::optional<quant::QuantPlan> loaded_plan;   // used instead of `plan` when set
+  std::string placement = "auto";                // "auto" | "tensorrt" | "plan"
+  std::optional<distributed::DistributedOptions> distributed;
+};
+Result<PlanEvaluation> OpenPlanEvaluation(const PlanEvaluationRequest& request);
+
 // `placement`: "auto" | "tensorrt" | "plan".
 Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& options, const std::string& plan_path,
                                           const std::string& placement,

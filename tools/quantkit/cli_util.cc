@@ -4,14 +4,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "analysis/simulate.h"
-#include "cli_distributed.h"
-#include "common/check.h"
-#include "data/image_options_text.h"
+#include "quantkit/text.h"
 
 namespace quantkit::cli {
 
@@ -75,8 +73,9 @@ int Parse(CLI::App& app, int argc, char** argv) {
     }
     if (arg.empty() || arg[0] == '-') continue;
     if (std::find(names.begin(), names.end(), arg) == names.end()) {
-      return Report(MakeStatus(StatusCode::kInvalidArgument, "unknown subcommand '{}'{} (run 'quantkit --help')",
-                               arg, DidYouMean(arg, names, "subcommands")));
+      return Report(Status(StatusCode::kInvalidArgument, "unknown subcommand '" + arg + "'" +
+                                                             DidYouMean(arg, names, "subcommands") +
+                                                             " (run 'quantkit --help')"));
     }
     break;
   }
@@ -94,41 +93,63 @@ int Parse(CLI::App& app, int argc, char** argv) {
   return -1;
 }
 
-void AddImageOptions(CLI::App* cmd, ImageArgs* a) {
+void AddImageOptions(CLI::App* cmd, ImagePreprocessing* image) {
   const char* group = "Image folders (docs/data-sources.md)";
-  cmd->add_option("--resize", a->resize, "resize: N = shorter side to N (torchvision Resize(N)), HxW = exact")
+  cmd->add_option("--resize", image->resize,
+                  "resize: N = shorter side to N (torchvision Resize(N)), HxW = exact")
       ->group(group);
-  cmd->add_option("--center-crop", a->crop, "center crop after the resize: N or HxW")->group(group);
-  cmd->add_option("--color", a->color, "rgb | bgr | gray (default: gray for 1-channel inputs, else rgb)")
+  cmd->add_option("--center-crop", image->center_crop, "center crop after the resize: N or HxW")
       ->group(group);
-  cmd->add_option("--layout", a->layout, "nchw | nhwc (default: from the model input)")->group(group);
-  cmd->add_option("--scale", a->scale, "multiply pixels 0..255 by this first (default 1/255)")->group(group);
-  cmd->add_option("--mean", a->mean, "per-channel mean subtracted after scaling, e.g. 0.485,0.456,0.406")
+  cmd->add_option("--color", image->color,
+                  "rgb | bgr | gray (default: gray for 1-channel inputs, else rgb)")
       ->group(group);
-  cmd->add_option("--std", a->std, "per-channel std divided by after the mean, e.g. 0.229,0.224,0.225")
+  cmd->add_option("--layout", image->layout, "nchw | nhwc (default: from the model input)")
+      ->group(group);
+  cmd->add_option_function<double>(
+         "--scale", [image](double scale) { image->scale = scale; },
+         "multiply pixels 0..255 by this first (default 1/255)")
+      ->group(group);
+  cmd->add_option("--mean", image->mean,
+                  "per-channel mean subtracted after scaling, e.g. 0.485,0.456,0.406")
+      ->group(group);
+  cmd->add_option("--std", image->std,
+                  "per-channel std divided by after the mean, e.g. 0.229,0.224,0.225")
       ->group(group);
 }
 
-Result<data::ImageOptions> ToImageOptions(const ImageArgs& a) {
-  data::ImageOptionsText text{a.resize, a.crop, a.color, a.layout, a.mean, a.std, std::nullopt};
-  if (a.scale != 0) text.scale = a.scale;
-  return data::ParseImageOptions(text);
+void AddDistributedOptions(CLI::App* cmd, DistributedOptions* options) {
+  const char* group = "Distributed (torchrun, srun torchrun, PyTorchJob; docs/distributed.md)";
+  cmd->add_flag("--distributed", options->required,
+                "require a torch.distributed launch (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); "
+                "without it a launch is still detected")
+      ->group(group);
+  cmd->add_option(
+         "--dist-timeout", options->timeout_seconds,
+         "seconds to wait for the other ranks at the rendezvous and at each step (default 1800)")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->group(group);
 }
 
-void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* a, const std::string& data_help) {
-  cmd->add_option("model", a->eval.model, "FP32 ONNX model")->required();
-  cmd->add_option("--plan", a->plan, "plan .json, TensorRT cache, ranges .txt or Q/DQ .onnx")->required();
-  cmd->add_option("--data", a->eval.data, data_help)->required();
-  cmd->add_option("--samples", a->eval.samples, "first N samples (0: all)")->capture_default_str();
-  cmd->add_option("--batch-size", a->eval.batch_size, "samples per run")->capture_default_str();
-  cmd->add_option("--placement", a->placement, "auto, tensorrt or plan")->capture_default_str();
-  AddDistributedOptions(cmd, &a->distributed);
+void AddPlanEvalOptions(CLI::App* cmd, PlanEvaluationOptions* o, const std::string& data_help) {
+  cmd->add_option("model", o->model, "FP32 ONNX model")->required();
+  cmd->add_option("--plan", o->plan, "plan .json, TensorRT cache, ranges .txt or Q/DQ .onnx")
+      ->required();
+  cmd->add_option("--data", o->data, data_help)->required();
+  cmd->add_option("--samples", o->samples, "first N samples (0: all)")->capture_default_str();
+  cmd->add_option("--batch-size", o->batch_size, "samples per run")->capture_default_str();
+  cmd->add_option("--placement", o->placement, "auto, tensorrt or plan")->capture_default_str();
+  AddDistributedOptions(cmd, &o->distributed);
 }
 
-Result<pipelines::PlanEvaluation> OpenPlanEvaluation(const PlanEvalArgs& args) {
-  QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation r, pipelines::OpenPlanEvaluation(args.eval, args.plan, args.placement, args.distributed));
-  for (const std::string& w : r.warnings) std::fprintf(stderr, "quantkit: warning: %s\n", EscapeControl(w).c_str());
-  return r;
+void PrintWarnings(const std::vector<std::string>& warnings) {
+  for (const std::string& w : warnings)
+    std::fprintf(stderr, "quantkit: warning: %s\n", EscapeControl(w).c_str());
 }
+
+void PrintRankLine(const RankSummary& rank) {
+  if (rank.world_size > 1) std::fprintf(stderr, "quantkit: %s\n", rank.line.c_str());
+}
+
+void Print(const std::string& text) { std::fputs(text.c_str(), stdout); }
 
 }  // namespace quantkit::cli

@@ -1,18 +1,14 @@
-// Small helpers shared by the subcommands: printing a Status as one line and mapping it to the
-// documented exit code.
+// What the subcommands share: printing a Status as one line with its documented exit code,
+// parsing, and the option groups several subcommands take, each filling a public options struct
+// (include/quantkit/). tools/ includes only public headers: the library does the work.
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
-#include <memory>
 #include <string>
 
-#include "analysis/plan_eval.h"
-#include "common/text.h"
-#include "pipelines/plan_evaluation.h"
-#include "data/image_options.h"
-#include "quant/plan.h"
+#include "quantkit/options.h"
+#include "quantkit/pipelines.h"
 #include "quantkit/status.h"
 
 namespace quantkit::cli {
@@ -24,7 +20,7 @@ using RunFn = std::function<int()>;
 // (names come from untrusted files); returns its exit code (0 if OK).
 int Report(const Status& status);
 
-// Routes stdout through a filter that escapes control characters (common/text.h EscapeControl)
+// Routes stdout through a filter that escapes control characters (quantkit/text.h EscapeControl)
 // except newlines and tabs: every listing (inspect, summaries, tables, lint, cache) prints names
 // taken from untrusted files, and none of them may move the cursor, clear the screen or retitle
 // the terminal. JSON output is unaffected (its strings are escaped already).
@@ -35,25 +31,24 @@ void EscapeStdout();
 // (`quantkit nosuchcmd --help` must not print the main help and succeed).
 int Parse(CLI::App& app, int argc, char** argv);
 
-// The image preprocessing options shared by calibrate, eval and data (data/image_options.h).
-struct ImageArgs {
-  std::string resize, crop, color, layout, mean, std;
-  double scale = 0;  // 0: not given
-};
-void AddImageOptions(CLI::App* cmd, ImageArgs* args);
-Result<data::ImageOptions> ToImageOptions(const ImageArgs& args);
+// The image preprocessing options of calibrate, eval, qat and data (docs/data-sources.md).
+void AddImageOptions(CLI::App* cmd, ImagePreprocessing* image);
 
-// The options analyze and fallback share: MODEL, --plan, --data, --samples, --batch-size and
-// --placement. `data_help` describes --data for the subcommand.
-struct PlanEvalArgs {
-  analysis::PlanEvalOptions eval;
-  std::string plan, placement = "auto";
-  distributed::DistributedOptions distributed;  // --distributed, --dist-timeout
-};
-void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* args, const std::string& data_help);
+// --distributed and --dist-timeout, on the subcommands that run as N processes of one job
+// (calibrate, eval, analyze, diagnose, fallback, qat; docs/distributed.md).
+void AddDistributedOptions(CLI::App* cmd, DistributedOptions* options);
 
-// The shared start of analyze and fallback (pipelines/plan_evaluation.h), its warnings printed
-// on stderr. Under a torchrun/srun/PyTorchJob launch each rank evaluates its shard.
-Result<pipelines::PlanEvaluation> OpenPlanEvaluation(const PlanEvalArgs& args);
+// The options analyze and fallback share: MODEL, --plan, --data, --samples, --batch-size,
+// --placement and the distributed ones. `data_help` describes --data for the subcommand.
+void AddPlanEvalOptions(CLI::App* cmd, PlanEvaluationOptions* options,
+                        const std::string& data_help);
+
+// A report's warnings on stderr ("quantkit: warning: ..."), and under a launch each rank's
+// summary line (stderr keeps rank 0's stdout report clean for pipes).
+void PrintWarnings(const std::vector<std::string>& warnings);
+void PrintRankLine(const RankSummary& rank);
+
+// Prints `text` on stdout as it is.
+void Print(const std::string& text);
 
 }  // namespace quantkit::cli

@@ -1,55 +1,46 @@
 // quantkit analyze MODEL --plan PLAN --data SPEC [--samples N] [--metric M] [--top K] [--json]
-#include <cstdio>
-
-#include "analysis/layer_analysis.h"
-#include "analysis/plan_eval.h"
-#include "analysis/simulate.h"
-#include "cli_distributed.h"
 #include "cli_util.h"
+#include "quantkit/pipelines.h"
 
 namespace quantkit::cli {
 
 void SetupAnalyze(CLI::App& app, RunFn* run) {
   struct Options {
-    PlanEvalArgs plan_eval;
-    std::vector<std::string> metrics;
-    size_t top = 20;
+    AnalyzeOptions analyze;
     bool json = false, quiet = false, no_accumulated = false;
   };
   auto opts = std::make_shared<Options>();
-  opts->plan_eval.eval.samples = 256;
+  AnalyzeOptions& a = opts->analyze;
+  a.evaluation.samples = 256;
+  a.top = 20;
   CLI::App* cmd = app.add_subcommand(
-      "analyze", "Per-tensor INT8 error of a plan: each quantized tensor alone and accumulated along the "
-                 "graph, as SQNR/cosine/relative MSE at the tensor and at the output, saturation and "
-                 "range use; ranked worst first, with the ONNX nodes that read each tensor");
-  AddPlanEvalOptions(cmd, &opts->plan_eval, "data, as for calibrate (e.g. fashion-mnist:val)");
-  cmd->add_option("--metric", opts->metrics, "metrics per trial (default: top1 and agreement on a [batch, classes] output, top1 only with labels; rel_mse on any other output)");
-  cmd->add_option("--top", opts->top, "rows in the table (0: all)")->capture_default_str();
-  cmd->add_flag("--no-accumulated", opts->no_accumulated, "skip the accumulated (prefix) runs: half the time");
+      "analyze",
+      "Per-tensor INT8 error of a plan: each quantized tensor alone and accumulated along the "
+      "graph, as SQNR/cosine/relative MSE at the tensor and at the output, saturation and "
+      "range use; ranked worst first, with the ONNX nodes that read each tensor");
+  AddPlanEvalOptions(cmd, &a.evaluation, "data, as for calibrate (e.g. fashion-mnist:val)");
+  cmd->add_option(
+      "--metric", a.evaluation.metrics,
+      "metrics per trial (default: top1 and agreement on a [batch, classes] output, top1 only with "
+      "labels; rel_mse on any other output)");
+  cmd->add_option("--top", a.top, "rows in the table (0: all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-accumulated", opts->no_accumulated,
+                "skip the accumulated (prefix) runs: half the time");
   cmd->add_flag("--json", opts->json, "print JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      auto opened = OpenPlanEvaluation(opts->plan_eval);
-      if (!opened.ok()) return Report(opened.status());
-      const quant::QuantPlan& plan = opened->plan;
-      const analysis::PlanEvaluator& evaluator = *opened->evaluator;
-      auto owned = pipelines::AnalyzeMetrics(opts->metrics, evaluator);
-      if (!owned.ok()) return Report(owned.status());
-      const std::vector<analysis::Metric*> metrics = analysis::MetricPointers(*owned);
-      analysis::AnalyzeOptions options;
-      options.accumulated = !opts->no_accumulated;
-      options.progress = !opts->quiet && evaluator.rank() == 0;
-      auto r = analysis::AnalyzeLayers(evaluator, plan, metrics, options);
+      opts->analyze.accumulated = !opts->no_accumulated;
+      opts->analyze.progress = !opts->quiet;
+      auto r = Analyze(opts->analyze);
       if (!r.ok()) return Report(r.status());
+      PrintWarnings(r->warnings);
       // Under a launch every rank has the whole report; rank 0 prints it, each rank its line.
-      if (evaluator.world_size() > 1) PrintRankLine(opened->Rank(r->seconds, r->trials + 1));
-      if (evaluator.rank() != 0) return 0;
-      if (opts->json) {
-        std::printf("%s\n", analysis::AnalyzeJson(*r).c_str());
-      } else {
-        std::fputs(analysis::FormatAnalyzeTable(*r, opts->top ? opts->top : r->rows.size()).c_str(), stdout);
-      }
+      PrintRankLine(r->rank);
+      if (r->rank.rank != 0) return 0;
+      Print(opts->json ? r->json : r->text);
       return 0;
     };
   });

@@ -1,76 +1,58 @@
 // quantkit convert IN OUT [--model FLOAT.onnx] [--trt-version V] [--calibrator C]
 //                  [--layer-precisions] [--float-precision fp16|fp32] [--qdq] [--json]
-#include <cstdio>
-
-#include "pipelines/convert.h"
 #include "cli_util.h"
+#include "quantkit/pipelines.h"
 
 namespace quantkit::cli {
 
 void SetupConvert(CLI::App& app, RunFn* run) {
   struct Options {
-    pipelines::ConvertOptions convert;
-    std::string trt_version = formats::kDefaultTrtVersion;
-    std::string calibrator = "EntropyCalibration2";
-    bool layer_precisions = false;
+    ConvertOptions convert;
     bool json = false;
-    std::string placement = "tensorrt";
   };
   auto opts = std::make_shared<Options>();
+  ConvertOptions& c = opts->convert;
   CLI::App* cmd = app.add_subcommand(
       "convert",
       "Convert quantization parameters between formats (kind from the extension):\n"
       "  Q/DQ .onnx -> .cache | .json | .txt      extract scales (e.g. from a QAT export)\n"
-      "  Q/DQ .onnx -> .onnx                      strip Q/DQ; also writes <stem>.cache/.plan.json/.ranges.txt\n"
+      "  Q/DQ .onnx -> .onnx                      strip Q/DQ; also writes "
+      "<stem>.cache/.plan.json/.ranges.txt\n"
       "  .cache | .json | .txt -> .cache | .json | .txt\n"
       "  .cache | .json | .txt -> .onnx --model FLOAT.onnx   write a Q/DQ model for TensorRT\n"
-      "  QOperator .onnx (QLinearConv, QGemm, ConvInteger, ...) -> any of the above, as a Q/DQ model;\n"
-      "    asymmetric uint8 becomes symmetric int8 (amax = max(|lo|, |hi|)); the cost is printed per tensor");
-  cmd->add_option("input", opts->convert.input, "input file")->required();
-  cmd->add_option("output", opts->convert.output, "output file (written atomically)")->required();
-  cmd->add_option("--model", opts->convert.model, "float ONNX model (plan -> Q/DQ ONNX)");
-  cmd->add_option("--trt-version", opts->trt_version,
+      "  QOperator .onnx (QLinearConv, QGemm, ConvInteger, ...) -> any of the above, as a Q/DQ "
+      "model;\n"
+      "    asymmetric uint8 becomes symmetric int8 (amax = max(|lo|, |hi|)); the cost is printed "
+      "per tensor");
+  cmd->add_option("input", c.input, "input file")->required();
+  cmd->add_option("output", c.output, "output file (written atomically)")->required();
+  cmd->add_option("--model", c.model, "float ONNX model (plan -> Q/DQ ONNX)");
+  cmd->add_option("--trt-version", c.trt_version,
                   "TensorRT version the cache is for (header TRT-<NV_TENSORRT_VERSION>-...)")
       ->capture_default_str();
-  cmd->add_option("--calibrator", opts->calibrator, "cache header calibrator: EntropyCalibration2 | MinMaxCalibration")
+  cmd->add_option("--calibrator", c.calibrator,
+                  "cache header calibrator: EntropyCalibration2 | MinMaxCalibration")
       ->capture_default_str();
-  cmd->add_option("--placement", opts->placement,
+  cmd->add_option("--placement", c.placement,
                   "plan -> Q/DQ ONNX: 'tensorrt' (TensorRT's recipe) or 'plan' (exactly where the "
                   "plan's Q/DQ-extracted scales were: reproduces a QAT model)")
       ->check(CLI::IsMember({"tensorrt", "plan"}))
       ->capture_default_str();
-  cmd->add_flag("--qdq", opts->convert.qdq_output,
+  cmd->add_flag("--qdq", c.qdq_output,
                 "ONNX -> ONNX: write the TensorRT Q/DQ model (symmetric int8, the extracted "
                 "scales, placed by --placement) instead of the float model");
   cmd->add_flag("--json", opts->json, "print the result (and per-tensor conversion costs) as JSON");
-  cmd->add_flag("--layer-precisions", opts->layer_precisions,
+  cmd->add_flag("--layer-precisions", c.layer_precisions,
                 "print the trtexec --layerPrecisions string for the layers kept in float");
-  cmd->add_option("--float-precision", opts->convert.float_precision,
+  cmd->add_option("--float-precision", c.float_precision,
                   "precision named in --layerPrecisions for float layers")
       ->check(CLI::IsMember({"fp16", "fp32"}))
       ->capture_default_str();
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      auto version = formats::ParseTrtVersion(opts->trt_version);
-      if (!version.ok()) return Report(version.status());
-      auto calibrator = formats::ParseTrtCalibrator(opts->calibrator);
-      if (!calibrator.ok()) return Report(calibrator.status());
-      opts->convert.cache = {*version, *calibrator};
-      opts->convert.placement_from_plan = opts->placement == "plan";
-      auto result = pipelines::Convert(opts->convert);
-      if (!result.ok()) return Report(result.status());
-      if (opts->json) {
-        std::printf("%s", pipelines::ConvertResultJson(*result).c_str());
-        return 0;
-      }
-      for (const std::string& m : result->messages) std::printf("%s\n", m.c_str());
-      for (const std::string& f : result->written) std::printf("wrote %s\n", f.c_str());
-      if (opts->layer_precisions && result->layer_precisions.empty()) {
-        std::printf("no layer kept in float: no --layerPrecisions needed\n");
-      } else if (opts->layer_precisions) {
-        std::printf("--precisionConstraints=obey --layerPrecisions=%s\n",
-                    result->layer_precisions.c_str());
-      }
+      auto r = Convert(opts->convert);
+      if (!r.ok()) return Report(r.status());
+      Print(opts->json ? r->json : r->text);
       return 0;
     };
   });

@@ -1,68 +1,60 @@
 // quantkit fallback MODEL --plan PLAN --data SPEC --budget B [--metric M] [-o DIR] [--json]
-#include <cstdio>
+#include <string>
 
-#include "pipelines/fallback.h"
-#include "analysis/plan_eval.h"
-#include "analysis/simulate.h"
-#include "cli_distributed.h"
 #include "cli_util.h"
+#include "quantkit/pipelines.h"
 
 namespace quantkit::cli {
 
 void SetupFallback(CLI::App& app, RunFn* run) {
   struct Options {
-    PlanEvalArgs plan_eval;
-    pipelines::FallbackOptions fallback;
+    FallbackOptions fallback;
     std::string metric;
     bool json = false, quiet = false;
   };
   auto opts = std::make_shared<Options>();
-  opts->plan_eval.eval.samples = 1000;
+  FallbackOptions& f = opts->fallback;
+  f.evaluation.samples = 1000;
   CLI::App* cmd = app.add_subcommand(
-      "fallback", "Find a small set of layers to keep in float so that INT8 comes within --budget of FP32: "
-                  "rank layers by the accuracy each recovers alone, greedy on the ranking, then drop "
-                  "unneeded picks; writes the plan, the Q/DQ model and trtexec --layerPrecisions");
-  AddPlanEvalOptions(cmd, &opts->plan_eval,
+      "fallback",
+      "Find a small set of layers to keep in float so that INT8 comes within --budget of FP32: "
+      "rank layers by the accuracy each recovers alone, greedy on the ranking, then drop "
+      "unneeded picks; writes the plan, the Q/DQ model and trtexec --layerPrecisions");
+  AddPlanEvalOptions(cmd, &f.evaluation,
                      "evaluation data (held out from calibration, e.g. fashion-mnist:val)");
-  cmd->add_option("--budget", opts->fallback.budget,
+  cmd->add_option("--budget", f.budget,
                   "allowed loss vs FP32: top1/agreement in points (0.5 = 0.5%), rel_mse as a ratio")
       ->capture_default_str();
-  cmd->add_option("--metric", opts->metric, "top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
-  cmd->add_option("--max-float", opts->fallback.max_float_layers, "at most N float layers (0: no limit)");
-  cmd->add_option("--float-precision", opts->fallback.float_precision, "precision in --layerPrecisions")
+  cmd->add_option("--metric", opts->metric,
+                  "top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, "
+                  "classes] output, "
+                  "else rel_mse)");
+  cmd->add_option("--max-float", f.max_float_layers, "at most N float layers (0: no limit)");
+  cmd->add_option("--float-precision", f.float_precision, "precision in --layerPrecisions")
       ->capture_default_str();
-  cmd->add_option("-o,--output-dir", opts->fallback.output_dir,
+  cmd->add_option("-o,--output-dir", f.output_dir,
                   "write plan.json, model.qdq.onnx, layer_precisions.txt, fallback.json");
   cmd->add_option_function<int64_t>(
          "--trial-cache-mb", [opts](int64_t mb) { opts->fallback.trial_cache_bytes = mb << 20; },
-         "memory for cached activations trials start from (0: every trial runs the whole model; same results)")
-      ->default_str(std::to_string(analysis::kDefaultPrefixCacheBytes >> 20))
+         "memory for cached activations trials start from (0: every trial runs the whole model; "
+         "same results)")
+      ->default_str(std::to_string(f.trial_cache_bytes >> 20))
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", opts->json, "print the search report as JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      auto opened = OpenPlanEvaluation(opts->plan_eval);
-      if (!opened.ok()) return Report(opened.status());
-      const quant::QuantPlan& plan = opened->plan;
-      const analysis::PlanEvaluator& evaluator = *opened->evaluator;
-      auto metric = pipelines::FallbackMetric(opts->metric, evaluator);
-      if (!metric.ok()) return Report(metric.status());
-      opts->fallback.progress = !opts->quiet;
-      auto r = pipelines::RunFallback(evaluator, plan, metric->get(), opts->fallback);
+      FallbackOptions& f = opts->fallback;
+      if (!opts->metric.empty()) f.evaluation.metrics = {opts->metric};
+      f.progress = !opts->quiet;
+      auto r = Fallback(f);
       if (!r.ok()) return Report(r.status());
+      PrintWarnings(r->warnings);
       // Every rank took the same decisions; rank 0 wrote and prints the report, each rank its line.
-      if (evaluator.world_size() > 1) {
-        PrintRankLine(opened->Rank(r->search.seconds + r->full_eval_seconds, r->search.evaluations + 1));
-      }
-      if (evaluator.rank() != 0) return r->search.within_budget ? 0 : 1;
-      if (opts->json) {
-        std::printf("%s\n", pipelines::FallbackJson(*r).c_str());
-      } else {
-        std::fputs(pipelines::FormatFallback(*r).c_str(), stdout);
-      }
+      PrintRankLine(r->rank);
+      if (r->rank.rank == 0) Print(opts->json ? r->json : r->text);
       // Exit 1 when the budget is out of reach, so scripts notice.
-      return r->search.within_budget ? 0 : 1;
+      return r->within_budget ? 0 : 1;
     };
   });
 }

@@ -1,42 +1,50 @@
 // quantkit run MODEL --input NAME=FILE.npy ... [--output-dir DIR] [--dump NAME,...|all]
 // Runs the model through the interpreter, writes each output as .npy and prints one summary line
 // per output.
-#include <cstdio>
-
 #include "cli_util.h"
-#include "pipelines/run_model.h"
+#include "quantkit/pipelines.h"
 
 namespace quantkit::cli {
 
 void SetupRun(CLI::App& app, RunFn* run) {
-  auto options = std::make_shared<pipelines::RunModelOptions>();
-  auto inputs = std::make_shared<std::vector<std::string>>();
-  auto dump = std::make_shared<std::vector<std::string>>();
-  CLI::App* cmd = app.add_subcommand("run", "Run a model on .npy inputs and write its outputs as .npy");
-  cmd->add_option("model", options->model_path, "ONNX model")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--input,-i", *inputs, "NAME=FILE.npy, once per graph input");
-  cmd->add_option("--output-dir,-o", options->output_dir, "directory for the .npy outputs")->default_val(".");
-  cmd->add_option("--dump", *dump, "also write these intermediate tensors (comma separated), or 'all'")
+  struct Options {
+    RunOptions run;
+    std::vector<std::string> inputs, dump;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd =
+      app.add_subcommand("run", "Run a model on .npy inputs and write its outputs as .npy");
+  cmd->add_option("model", opts->run.model, "ONNX model")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--input,-i", opts->inputs, "NAME=FILE.npy, once per graph input");
+  cmd->add_option("--output-dir,-o", opts->run.output_dir, "directory for the .npy outputs")
+      ->default_val(".");
+  cmd->add_option("--dump", opts->dump,
+                  "also write these intermediate tensors (comma separated), or 'all'")
       ->delimiter(',');
-  cmd->callback([run, options, inputs, dump] {
-    *run = [options, inputs, dump]() -> int {
-      for (const std::string& spec : *inputs) {
+  cmd->callback([run, opts] {
+    *run = [opts]() -> int {
+      RunOptions& r = opts->run;
+      for (const std::string& spec : opts->inputs) {
         const size_t eq = spec.find('=');
         if (eq == std::string::npos || eq == 0) {
-          return Report(Status(StatusCode::kInvalidArgument, "--input '" + spec + "': expected NAME=FILE.npy"));
+          return Report(Status(StatusCode::kInvalidArgument,
+                               "--input '" + spec + "': expected NAME=FILE.npy"));
         }
-        options->inputs.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
+        if (!r.inputs.emplace(spec.substr(0, eq), spec.substr(eq + 1)).second) {
+          return Report(Status(StatusCode::kInvalidArgument,
+                               "--input " + spec.substr(0, eq) + " is given twice"));
+        }
       }
-      for (const std::string& d : *dump) {
+      for (const std::string& d : opts->dump) {
         if (d == "all") {
-          options->dump_all = true;
+          r.dump_all = true;
         } else {
-          options->dump.push_back(d);
+          r.dump.push_back(d);
         }
       }
-      auto result = pipelines::RunModelFiles(*options);
+      auto result = Run(r);
       if (!result.ok()) return Report(result.status());
-      for (const pipelines::TensorSummary& s : *result) std::printf("%s\n", s.ToString().c_str());
+      Print(result->text);
       return 0;
     };
   });

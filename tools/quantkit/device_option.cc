@@ -1,8 +1,6 @@
 #include "device_option.h"
 
-#include "common/check.h"
-#include "distributed/launch.h"
-#include "runtime/device.h"
+#include "quantkit/options.h"
 
 namespace quantkit::cli {
 
@@ -14,22 +12,24 @@ void AddDeviceOptions(CLI::App& app, std::string* device) {
     return false;
   };
   for (CLI::App* sub : app.get_subcommands(runs_models)) {
-    sub->add_option("--device", *device,
-                    "where the model runs: cpu, cuda or cuda:N (weights and activations stay on the "
-                    "GPU; needs a CUDA build, docs/gpu.md)")
+    sub->add_option(
+           "--device", *device,
+           "where the model runs: cpu, cuda or cuda:N (weights and activations stay on the "
+           "GPU; needs a CUDA build, docs/gpu.md)")
         ->envname("QUANTKIT_DEVICE")
         ->capture_default_str();
   }
 }
 
 Status ApplyDeviceOption(CLI::App& app, const std::string& text) {
-  QK_ASSIGN_OR_RETURN(runtime::Device device, distributed::SelectDevice(text));
-  if (!device.is_cuda()) return Status::Ok();
+  Result<std::string> device = SetDevice(text);
+  if (!device.ok()) return device.status();
+  if (device->rfind("cuda", 0) != 0) return Status::Ok();
   for (CLI::App* sub : app.get_subcommands()) {
     if (sub->get_name() == "qat") continue;  // the batch size of training is the user's to choose
     CLI::Option* batch = sub->get_option_no_throw("--batch-size");
     if (batch == nullptr || batch->count() > 0) continue;
-    batch->add_result(std::to_string(runtime::kCudaDefaultBatchSize));
+    batch->add_result(std::to_string(kGpuDefaultBatchSize));
     batch->run_callback();
   }
   return Status::Ok();

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <string>
 
 #include "quantkit/status.h"
@@ -16,11 +15,9 @@ inline constexpr const char* kDeviceSubcommands[] = {"run",      "calibrate", "e
 // Adds --device (also QUANTKIT_DEVICE) to each of kDeviceSubcommands registered on `app`.
 void AddDeviceOptions(CLI::App& app, std::string* device);
 
-// After parsing: selects the device for every model run (kInvalidArgument for a malformed name,
-// kUnsupported when CUDA is asked for and the build or the machine has none) and, on a GPU,
-// raises the default --batch-size of the chosen subcommand to runtime::kCudaDefaultBatchSize
-// when the user gave none (not for qat: there the batch size is a training hyper-parameter).
-// Under a distributed launch plain `cuda` is cuda:LOCAL_RANK (distributed::ParseDeviceForRank).
+// After parsing: selects the device for every model run (quantkit/options.h SetDevice) and, on a
+// GPU, raises the default --batch-size of the chosen subcommand to kGpuDefaultBatchSize when the
+// user gave none (not for qat: there the batch size is a training hyper-parameter).
 Status ApplyDeviceOption(CLI::App& app, const std::string& device);
 
 }  // namespace quantkit::cli

@@ -1,11 +1,32 @@
 // quantkit: INT8 calibration and quantization tooling for ONNX models deployed to TensorRT.
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
-#include "cli_distributed.h"
+#include "cli_util.h"
 #include "commands.h"
 #include "device_option.h"
-#include "runtime/threads.h"
+#include "quantkit/options.h"
+#include "quantkit/text.h"
+
+namespace {
+
+// Under a distributed launch (WORLD_SIZE > 1) only these subcommands share the work; any other
+// would run N copies writing the same outputs, so it is refused (kUnsupported).
+quantkit::Status CheckDistributedLaunch(const CLI::App& app) {
+  const std::vector<CLI::App*> chosen = app.get_subcommands();
+  if (chosen.empty()) return quantkit::Status::Ok();
+  const std::string name = chosen.front()->get_name();
+  for (const char* shared : {"calibrate", "eval", "analyze", "fallback", "qat", "diagnose"}) {
+    if (name == shared) return quantkit::Status::Ok();
+  }
+  return quantkit::RefuseUnderLaunch(
+      "`quantkit " + name + "`",
+      "only calibrate, eval, analyze, diagnose, fallback and qat share work across ranks");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -32,14 +53,14 @@ int main(int argc, char** argv) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
   }
-  const quantkit::Result<int> used = quantkit::runtime::SetComputeThreads(threads);
+  const quantkit::Result<int> used = quantkit::SetComputeThreads(threads);
   if (!used.ok()) return quantkit::cli::Report(used.status());
   if (threads > used.value()) {
-    std::fprintf(stderr, "quantkit: warning: --threads %d exceeds the %d usable CPUs; using %d\n", threads,
-                 used.value(), used.value());
+    std::fprintf(stderr, "quantkit: warning: --threads %d exceeds the %d usable CPUs; using %d\n",
+                 threads, used.value(), used.value());
   }
-  for (quantkit::Status st : {quantkit::cli::CheckDistributedLaunch(app),
-                              quantkit::cli::ApplyDeviceOption(app, device)}) {
+  for (quantkit::Status st :
+       {CheckDistributedLaunch(app), quantkit::cli::ApplyDeviceOption(app, device)}) {
     if (st.ok()) continue;
     std::fprintf(stderr, "quantkit: %s\n", st.message().c_str());
     return quantkit::ExitCodeFor(st.code());
@@ -47,9 +68,11 @@ int main(int argc, char** argv) {
   try {
     return run();
   } catch (const std::bad_alloc&) {
-    return quantkit::cli::Report(quantkit::Status(quantkit::StatusCode::kResourceExhausted, "out of memory"));
+    return quantkit::cli::Report(
+        quantkit::Status(quantkit::StatusCode::kResourceExhausted, "out of memory"));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "quantkit: internal error: %s\n", quantkit::EscapeControl(e.what()).c_str());
+    std::fprintf(stderr, "quantkit: internal error: %s\n",
+                 quantkit::EscapeControl(e.what()).c_str());
     return 70;
   }
 }

@@ -11,36 +11,41 @@
 
 namespace quantkit::pipelines::qat {
 
-Status Resume(const QatOptions& o, int64_t total_steps, train::QatTrainer& trainer, Best* best, QatResult* result) {
+Status Resume(const QatOptions& o, int64_t total_steps, train::QatTrainer& trainer, Best* best,
+              QatResult* result) {
   if (o.resume.empty()) return Status::Ok();
   QK_ASSIGN_OR_RETURN(train::CheckpointExtras extras, trainer.LoadCheckpoint(o.resume));
   best->parameters = extras.best;
   if (extras.values.count("best_metric")) best->metric = extras.values["best_metric"];
-  if (extras.values.count("best_step")) result->best_step = static_cast<int64_t>(extras.values["best_step"]);
+  if (extras.values.count("best_step"))
+    result->best_step = static_cast<int64_t>(extras.values["best_step"]);
   if (extras.values.count("val_ptq")) result->val_ptq = extras.values["val_ptq"];
   QK_RETURN_IF_NOT(trainer.steps_done() <= total_steps, StatusCode::kInvalidArgument,
-                   "{}: the checkpoint is at step {}, past the {} steps asked for", o.resume, trainer.steps_done(),
-                   total_steps);
+                   "{}: the checkpoint is at step {}, past the {} steps asked for", o.resume,
+                   trainer.steps_done(), total_steps);
   return Status::Ok();
 }
 
-Status SaveCheckpoint(distributed::Communicator& comm, const train::QatTrainer& trainer, const std::string& path,
-                      const Best& best, const QatResult& result) {
+Status SaveCheckpoint(distributed::Communicator& comm, const train::QatTrainer& trainer,
+                      const std::string& path, const Best& best, const QatResult& result) {
   train::CheckpointExtras x;
   x.best = best.parameters;
   x.values["best_metric"] = best.metric;
   x.values["best_step"] = static_cast<double>(result.best_step);
   if (result.val_ptq) x.values["val_ptq"] = *result.val_ptq;
-  return comm.Agree(comm.is_root() ? trainer.SaveCheckpoint(path, x) : Status::Ok(), "saving the checkpoint");
+  return comm.Agree(comm.is_root() ? trainer.SaveCheckpoint(path, x) : Status::Ok(),
+                    "saving the checkpoint");
 }
 
-Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, train::QatTrainer& trainer,
-             const std::string& checkpoint, TrainingRun* run, QatResult* result) {
+Status Train(const QatOptions& o, Launch& launch, const TrainingData& data,
+             train::QatTrainer& trainer, const std::string& checkpoint, TrainingRun* run,
+             QatResult* result) {
   distributed::Communicator& comm = *launch.comm;
   const int64_t total = run->total_steps;
   auto evaluate = [&](int64_t step) -> Status {
     if (!data.val) return Status::Ok();
-    QK_ASSIGN_OR_RETURN(double m, Validate(trainer, *data.val, o.batch_size, comm, &result->metric));
+    QK_ASSIGN_OR_RETURN(double m,
+                        Validate(trainer, *data.val, o.batch_size, comm, &result->metric));
     result->evals.push_back({step, m});
     if (m > run->best.metric) {
       run->best.metric = m;
@@ -87,9 +92,11 @@ Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, trai
       }
       return trainer.Step(batch, reducer);
     }();
-    if (!stepped.ok() && launch.world > 1 && !reduced) QK_RETURN_IF_ERROR(comm.Agree(stepped.status(), step_name));
+    if (!stepped.ok() && launch.world > 1 && !reduced)
+      QK_RETURN_IF_ERROR(comm.Agree(stepped.status(), step_name));
     QK_ASSIGN_OR_RETURN(train::StepResult r, std::move(stepped));
-    run->train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+    run->train_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
     run->cpu_seconds += static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
     if (s == run->first_step) result->first_loss = r.loss;
     result->final_loss = r.loss;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "common/artifact_set.h"
 #include "common/check.h"
 #include "distributed/launch.h"
 #include "pipelines/qat/stages.h"
@@ -17,18 +18,22 @@ namespace quantkit::pipelines {
 namespace qat {
 
 Result<Launch> ValidateOptions(const QatOptions& o, QatResult* result) {
-  QK_RETURN_IF_NOT(o.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be > 0, got {}", o.batch_size);
-  QK_RETURN_IF_NOT(!o.output_dir.empty(), StatusCode::kInvalidArgument, "an output directory (-o) is required");
-  QK_RETURN_IF_NOT(o.steps >= 0 && o.epochs >= 0, StatusCode::kInvalidArgument, "--steps/--epochs must be >= 0");
+  QK_RETURN_IF_NOT(o.batch_size > 0, StatusCode::kInvalidArgument,
+                   "--batch-size must be > 0, got {}", o.batch_size);
+  QK_RETURN_IF_NOT(!o.output_dir.empty(), StatusCode::kInvalidArgument,
+                   "an output directory (-o) is required");
+  QK_RETURN_IF_NOT(o.steps >= 0 && o.epochs >= 0, StatusCode::kInvalidArgument,
+                   "--steps/--epochs must be >= 0");
   Launch launch;
   QK_ASSIGN_OR_RETURN(launch.comm, distributed::OpenCommunicator(o.distributed));
   launch.world = launch.comm->world_size();
-  QK_RETURN_IF_NOT(launch.world == 1 || !o.plan.empty(), StatusCode::kInvalidArgument,
-                   "qat under a distributed launch needs --plan (calibrate first, under the same launch: "
-                   "docs/distributed.md)");
+  QK_RETURN_IF_NOT(
+      launch.world == 1 || !o.plan.empty(), StatusCode::kInvalidArgument,
+      "qat under a distributed launch needs --plan (calibrate first, under the same launch: "
+      "docs/distributed.md)");
   QK_RETURN_IF_NOT(o.batch_size % launch.world == 0, StatusCode::kInvalidArgument,
-                   "--batch-size {} is the global batch: it must be a multiple of the {} ranks", o.batch_size,
-                   launch.world);
+                   "--batch-size {} is the global batch: it must be a multiple of the {} ranks",
+                   o.batch_size, launch.world);
   launch.local_batch = o.batch_size / launch.world;
   result->rank.rank = launch.comm->rank();
   result->rank.world_size = launch.world;
@@ -55,14 +60,23 @@ Result<QatResult> RunQat(const QatOptions& o) {
   if (topts.warmup_steps == 0) {
     topts.warmup_steps = static_cast<int64_t>(std::floor(o.warmup_fraction * run.total_steps));
   }
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<train::QatTrainer> trainer,
-                      train::QatTrainer::Create(std::move(graphs.student), std::move(graphs.teacher),
-                                                graphs.parameters, topts));
+  QK_ASSIGN_OR_RETURN(
+      std::unique_ptr<train::QatTrainer> trainer,
+      train::QatTrainer::Create(std::move(graphs.student), std::move(graphs.teacher),
+                                graphs.parameters, topts));
 
-  std::error_code ec;
-  if (comm.is_root()) fs::create_directories(o.output_dir, ec);  // rank 0 alone writes
-  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}", o.output_dir, ec.message());
-  const std::string checkpoint = (fs::path(o.output_dir) / "checkpoint.pt").string();
+  // Rank 0 alone writes: its output set (pipelines/artifacts.h) is locked for the whole run, so a
+  // concurrent run into the same directory fails now, and the results land together or not at
+  // all. Checkpoints are written beside the set, and stay when a run fails or pauses.
+  std::unique_ptr<ArtifactSet> out;
+  Status opened = Status::Ok();
+  if (comm.is_root()) {
+    Result<std::unique_ptr<ArtifactSet>> set = ArtifactSet::Open(o.output_dir, qat::kResultFiles);
+    opened = set.status();
+    if (set.ok()) out = std::move(*set);
+  }
+  QK_RETURN_IF_ERROR(comm.Agree(opened, "opening the output directory on rank 0"));
+  const std::string checkpoint = (fs::path(o.output_dir) / qat::kCheckpointFile).string();
 
   QK_RETURN_IF_ERROR(qat::Resume(o, run.total_steps, *trainer, &run.best, &result));
   QK_RETURN_IF_ERROR(qat::Train(o, launch, data, *trainer, checkpoint, &run, &result));
@@ -72,8 +86,9 @@ Result<QatResult> RunQat(const QatOptions& o) {
   result.rank.passes = result.steps - run.first_step;
   result.rank.work_seconds = run.train_seconds;
   if (result.paused) {
-    result.summary = fmt::format("qat: stopped at step {} of {} (--stop-after); continue with --resume {}\n",
-                                 result.steps, run.total_steps, checkpoint);
+    result.summary =
+        fmt::format("qat: stopped at step {} of {} (--stop-after); continue with --resume {}\n",
+                    result.steps, run.total_steps, checkpoint);
     result.written.push_back(checkpoint);
     return result;
   }
@@ -85,9 +100,9 @@ Result<QatResult> RunQat(const QatOptions& o) {
     result.val_best = run.best.metric;
   }
   // Every rank holds the same parameters; rank 0 writes and the others wait for its outcome.
-  const Status written = comm.is_root()
-                             ? qat::WriteResults(o, plan, graphs, topts, data, *trainer, run, start, &result)
-                             : Status::Ok();
+  const Status written = comm.is_root() ? qat::WriteResults(o, plan, graphs, topts, data, *trainer,
+                                                            run, start, *out, &result)
+                                        : Status::Ok();
   QK_RETURN_IF_ERROR(comm.Agree(written, "writing the results on rank 0"));
   return result;
 }

@@ -11,41 +11,46 @@
 
 namespace quantkit::pipelines::qat {
 
-std::vector<int64_t> RankSlice(const std::vector<int64_t>& perm, int64_t offset, int rank, int64_t local_batch) {
+std::vector<int64_t> RankSlice(const std::vector<int64_t>& perm, int64_t offset, int rank,
+                               int64_t local_batch) {
   const int64_t mine = offset + rank * local_batch;  // all of it in one process
   return std::vector<int64_t>(perm.begin() + mine, perm.begin() + mine + local_batch);
 }
 
 // Under a launch each rank evaluates its shard (whole batches: the batches one process runs) and
 // the counts are summed exactly, so every rank gets one process's value.
-Result<double> Validate(const train::QatTrainer& trainer, const data::Source& val, int64_t batch_size,
-                        distributed::Communicator& comm, std::string* metric) {
+Result<double> Validate(const train::QatTrainer& trainer, const data::Source& val,
+                        int64_t batch_size, distributed::Communicator& comm, std::string* metric) {
   enum { kSamples, kCorrect, kAgree, kUnlabelled, kCounts };
   std::vector<int64_t> counts(kCounts, 0);
-  const data::ShardRange shard = data::ShardOf(val.num_samples(), comm.rank(), comm.world_size(), batch_size);
+  const data::ShardRange shard =
+      data::ShardOf(val.num_samples(), comm.rank(), comm.world_size(), batch_size);
   const Status local = [&]() -> Status {
     for (int64_t start = shard.begin; start < shard.end; start += batch_size) {
       QK_ASSIGN_OR_RETURN(data::Batch b, val.Read(start, std::min(batch_size, shard.end - start)));
       counts[kUnlabelled] += b.labels.has_value() ? 0 : 1;
       QK_ASSIGN_OR_RETURN(train::EvalCounts c, trainer.Evaluate(ToTraining(std::move(b))));
-      counts[kSamples] += c.samples, counts[kCorrect] += c.correct, counts[kAgree] += c.agree_teacher;
+      counts[kSamples] += c.samples, counts[kCorrect] += c.correct,
+          counts[kAgree] += c.agree_teacher;
     }
     return Status::Ok();
   }();
   QK_RETURN_IF_ERROR(comm.Agree(local, "validating"));
   QK_RETURN_IF_ERROR(comm.AllReduceSum(&counts, "summing validation counts"));
-  QK_RETURN_IF_NOT(counts[kSamples] > 0, StatusCode::kInvalidArgument, "validation data '{}' holds no samples",
-                   val.Describe());
+  QK_RETURN_IF_NOT(counts[kSamples] > 0, StatusCode::kInvalidArgument,
+                   "validation data '{}' holds no samples", val.Describe());
   const bool labelled = counts[kUnlabelled] == 0;
   *metric = labelled ? "top1" : "agreement";
-  return static_cast<double>(labelled ? counts[kCorrect] : counts[kAgree]) / static_cast<double>(counts[kSamples]);
+  return static_cast<double>(labelled ? counts[kCorrect] : counts[kAgree]) /
+         static_cast<double>(counts[kSamples]);
 }
 
 // Every rank's gradients and step result, added in rank order (in double) and divided by the
 // number of ranks. Each rank's loss is the mean over its equal share of the global batch, so the
 // average is the global batch's gradient; rank order makes the sum, and so the update, the same
 // bits on every rank.
-Status AverageOverRanks(distributed::Communicator& comm, std::vector<float>* gradients, train::StepResult* r) {
+Status AverageOverRanks(distributed::Communicator& comm, std::vector<float>* gradients,
+                        train::StepResult* r) {
   const double losses[4] = {r->loss, r->distill, r->label, r->feature};
   std::string bytes(reinterpret_cast<const char*>(losses), sizeof(losses));
   bytes.append(reinterpret_cast<const char*>(gradients->data()), gradients->size() * sizeof(float));
@@ -67,7 +72,8 @@ Status AverageOverRanks(distributed::Communicator& comm, std::vector<float>* gra
   }
   const double n = static_cast<double>(all.size());
   for (size_t i = 0; i < sum.size(); ++i) (*gradients)[i] = static_cast<float>(sum[i] / n);
-  r->loss = loss_sum[0] / n, r->distill = loss_sum[1] / n, r->label = loss_sum[2] / n, r->feature = loss_sum[3] / n;
+  r->loss = loss_sum[0] / n, r->distill = loss_sum[1] / n, r->label = loss_sum[2] / n,
+  r->feature = loss_sum[3] / n;
   return Status::Ok();
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "analysis/simulate.h"
+#include "common/artifact_set.h"
 #include "data/source.h"
 #include "distributed/communicator.h"
 #include "ir/graph.h"
@@ -45,7 +46,7 @@ Result<Launch> ValidateOptions(const QatOptions& o, QatResult* result);
 
 // 2. The start plan: --plan, or calibrated now on the calibration data.
 struct StartPlan {
-  quant::QuantPlan plan;   // as read or calibrated (its method names where training started)
+  quant::QuantPlan plan;  // as read or calibrated (its method names where training started)
   // What the training graph and the exported model are built from: the start plan without its
   // weight scales (ApplyPlan recomputes them from the weights it is given) unless they are frozen.
   quant::QuantPlan train;
@@ -93,8 +94,8 @@ Status AverageOverRanks(distributed::Communicator& comm, std::vector<float>* gra
                         train::StepResult* r);
 // Top-1 against labels when the data has them, else argmax agreement with the FP32 model; each
 // rank evaluates its shard and the counts are summed exactly.
-Result<double> Validate(const train::QatTrainer& trainer, const data::Source& val, int64_t batch_size,
-                        distributed::Communicator& comm, std::string* metric);
+Result<double> Validate(const train::QatTrainer& trainer, const data::Source& val,
+                        int64_t batch_size, distributed::Communicator& comm, std::string* metric);
 
 // 6. Checkpoints. The parameters kept so far (keep-the-best) travel in each checkpoint.
 struct Best {
@@ -122,15 +123,22 @@ struct TrainingRun {
   // Time of the training steps alone (batch assembly included, validation and checkpoints not).
   double train_seconds = 0, cpu_seconds = 0;
 };
-Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, train::QatTrainer& trainer,
-             const std::string& checkpoint, TrainingRun* run, QatResult* result);
+Status Train(const QatOptions& o, Launch& launch, const TrainingData& data,
+             train::QatTrainer& trainer, const std::string& checkpoint, TrainingRun* run,
+             QatResult* result);
 
 // 8. The results (rank 0): the fine-tuned float model, the plan and Q/DQ model built from it,
-// the training log, the curve and the summary; result->written lists them.
+// the training log, the curve and the summary, staged into `out` (opened with kResultFiles) and
+// committed; result->written lists them and the checkpoint.
+inline const std::vector<std::string> kResultFiles = {
+    "model.qdq.onnx",    "model.float.onnx", "calib.cache", "plan.json",
+    "training_log.json", "training.svg",     "summary.txt"};
+inline constexpr char kCheckpointFile[] = "checkpoint.pt";
 Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& graphs,
                     const train::TrainerOptions& trainer_options, const TrainingData& data,
                     const train::QatTrainer& trainer, const TrainingRun& run,
-                    std::chrono::steady_clock::time_point start, QatResult* result);
+                    std::chrono::steady_clock::time_point start, ArtifactSet& out,
+                    QatResult* result);
 
 // "cross-entropy+distillation", "cross-entropy", "distillation-mse" or "distillation-kl".
 const char* LossName(const train::TrainerOptions& t);

@@ -186,7 +186,7 @@ TEST(DiagnoseInputs, Expectation) {
   EXPECT_FALSE(ParseExpectation("mean=1/2,std=1").ok());
 }
 
-// --- The ranks of a distributed diagnose (analysis/diagnose/collection.h) ------------------------
+// --- The ranks of a distributed diagnose (pipelines/diagnose/collection.h) ------------------------
 
 // Every field of two input summaries, compared bit for bit (EXPECT_EQ on doubles: no tolerance,
 // the exchange must not change a single rounding).
