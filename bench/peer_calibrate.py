@@ -21,8 +21,7 @@ import time
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-sys.path.insert(0, os.path.join(ROOT, "python", "zoo"))
+sys.path.insert(0, ROOT)  # qkdev: the repository's development scripts
 
 ORT_CHILD = r'''
 import sys, numpy as np
@@ -70,12 +69,12 @@ def model_and_data(name, n, workdir):
 def make_data(name, n, path):
     import numpy as np
     if name == "plain_cnn":
-        import data as zoo_data
+        from qkdev.zoo import data as zoo_data
         x, _ = zoo_data.load_split("train")
         x = x[:n]
         model = os.path.join(ROOT, "models", "zoo", "plain_cnn.onnx")
     else:
-        import export_torchvision
+        from qkdev import export_torchvision
         model = export_torchvision.ensure(name, 13)
         x = np.random.default_rng(0).standard_normal((n, 3, 224, 224), dtype=np.float32)
     np.save(path, x)

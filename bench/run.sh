@@ -5,8 +5,11 @@
 #      1.13 and 2.x TorchScript), calibrate max/entropy vs quantkit's own FP32 pass vs
 #      onnxruntime.quantization.quantize_static, simulated INT8 vs FP32: wall, CPU and peak RSS
 #   3. FP32 latency per batch: quantkit interpreter vs onnxruntime (batch 1 and 8)
+#   4. strongly typed INT8 + FP16 models: quantkit vs ModelOpt 0.47's ONNX INT8 mode side by side
+#      (bench/modelopt_side_by_side.py; ModelOpt in .venv-peers, scripts/setup_peers.sh)
 # Environment: BENCH_QUICK=1 (resnet18 + a zoo model, 64 samples: a few minutes), BENCH_MODELS,
-# BENCH_SAMPLES narrow the engine table; BENCH_LATENCY=0 skips part 3. The default run takes about
+# BENCH_SAMPLES narrow the engine table; BENCH_LATENCY=0 skips part 3, BENCH_MODELOPT=0 part 4
+# (BENCH_MODELOPT_MODELS narrows it; BENCH_QUICK runs it on two zoo models). The default run takes about
 # 60-70 minutes on a dedicated 2-core machine (docs/performance.md).
 set -euo pipefail
 BUILD_DIR=${1:-build/dev}
@@ -22,4 +25,12 @@ if [ "${BENCH_LATENCY:-1}" = 1 ] && [ "${BENCH_QUICK:-0}" != 1 ]; then
   echo "== FP32 latency: quantkit interpreter vs onnxruntime (batch 1 and 8)"
   .venv/bin/python bench/runtime/ort_latency.py --runtime-bench "$BUILD_DIR/bench/runtime/runtime_bench" \
     --models "${BENCH_RUNTIME_MODELS:-resnet18,mobilenet_v2,efficientnet_b0}"
+fi
+if [ "${BENCH_MODELOPT:-1}" = 1 ]; then
+  echo "== strongly typed INT8 + FP16: quantkit vs ModelOpt 0.47 (docs/strongly-typed-bench.md)"
+  bash scripts/setup_peers.sh
+  models=${BENCH_MODELOPT_MODELS:-}
+  [ -z "$models" ] && [ "${BENCH_QUICK:-0}" = 1 ] && models=plain_cnn,resnet_small
+  .venv/bin/python bench/modelopt_side_by_side.py --quantkit "$BUILD_DIR/tools/quantkit/quantkit" \
+    ${models:+--models "$models"} --markdown docs/strongly-typed-bench.md --json docs/strongly-typed-bench.json
 fi

@@ -21,7 +21,7 @@ trial time against one whole simulated pass (trials start from cached activation
 Ratios: quantkit/ort for FP32 (target <= 1.5), calibrate/quantkit-FP32 (max <= 1.15, entropy <= 1.3),
 simulated/FP32 (<= 1.3), trial/simulated (<= 0.7), ORT-quantize/quantkit-calibrate (>= 3 MinMax, >= 10
 Entropy; peak RSS >= 10x).
-Torchvision models have random weights (python/export_torchvision.py); resnet_small is a zoo model.
+Torchvision models have random weights (qkdev/export_torchvision.py); resnet_small is a zoo model.
 """
 import argparse
 import json
@@ -32,8 +32,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-sys.path.insert(0, os.path.join(ROOT, "python", "zoo"))
+sys.path.insert(0, ROOT)  # qkdev: the repository's development scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peer_calibrate  # noqa: E402
 
@@ -137,7 +136,7 @@ def ratio(a, b):
 def model_path(name):
     if name in ZOO:
         return ZOO[name]
-    import export_torchvision
+    from qkdev import export_torchvision
     return export_torchvision.ensure(name, 13, log=lambda *a, **k: None)
 
 

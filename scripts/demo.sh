@@ -2,7 +2,8 @@
 # make demo: quantkit's main job on the bundled default model and data.
 #   The zoo's plain CNN (models/zoo/plain_cnn.onnx, trained on Fashion-MNIST in this repo) is
 #   calibrated on the fixed 2,048-image calibration split with each method; each run writes the
-#   TensorRT artifacts (Q/DQ ONNX, calibration cache, ranges, plan) into out/demo/<method>/, and
+#   TensorRT artifacts (the strongly typed Q/DQ ONNX: INT8 + the --float-dtype default elsewhere;
+#   calibration cache, ranges, plan) into out/demo/<method>/, and
 #   the Q/DQ model is evaluated on the 10,000-image test set with quantkit's interpreter (INT8
 #   simulated by running the Q/DQ model). Prints FP32 vs INT8 top-1 per method.
 set -euo pipefail
@@ -36,5 +37,9 @@ echo
 printf '%-18s %8s %8s %8s %10s\n' "method" "FP32" "INT8" "delta" "agreement"
 printf '%s' "$rows"
 echo
+BEST="$OUT/entropy+input_max"
 echo "Artifacts (TensorRT): $OUT/<method>/{model.qdq.onnx,calib.cache,ranges.txt,plan.json,summary.txt}"
-echo "Build an engine: trtexec --onnx=$OUT/entropy+input_max/model.qdq.onnx --int8   (explicit quantization)"
+echo "Build an engine (docs/strongly-typed.md):"
+echo "  TensorRT 11:            trtexec --onnx=$BEST/model.qdq.onnx --saveEngine=model.engine"
+echo "  TensorRT 10:            trtexec --onnx=$BEST/model.qdq.onnx --stronglyTyped --saveEngine=model.engine"
+echo "  TensorRT 10 Jetson/DLA: trtexec --onnx=$MODEL --int8 --fp16 --calib=$BEST/calib.cache --useDLACore=0 --allowGPUFallback --saveEngine=model.engine"

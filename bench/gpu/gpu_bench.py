@@ -3,7 +3,7 @@
     python3 bench/gpu/gpu_bench.py build/cuda/tools/quantkit/quantkit --out results/
 
 For resnet50 and vit_b_16 (224x224, batch 64, FP32, random torchvision weights from
-python/export_torchvision.py) and the zoo's resnet_small (Fashion-MNIST):
+qkdev/export_torchvision.py) and the zoo's resnet_small (Fashion-MNIST):
   - quantkit eval FP32 throughput on the GPU (samples/s; wall time includes model load),
   - quantkit calibrate throughput on the GPU, --method max and --method entropy,
   - a bare PyTorch CUDA eager forward pass of the same architecture (TF32 off, as quantkit),
@@ -26,7 +26,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, ROOT)  # qkdev: the repository's development scripts
 BATCH = 64
 SAMPLES = 1024
 SEED = 0
@@ -110,7 +110,7 @@ def main():
     ap.add_argument("--ort-samples", type=int, default=128, help="samples for onnxruntime (CPU, slow)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    import export_torchvision
+    from qkdev import export_torchvision
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for name in args.models.split(","):

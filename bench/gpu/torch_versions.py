@@ -29,8 +29,8 @@ WARMUP_BATCHES = 2
 def export(out_dir):
     import torch
     import torchvision
-    sys.path.insert(0, os.path.join(ROOT, "python", "zoo"))
-    import models  # the zoo's architectures
+    sys.path.insert(0, ROOT)  # qkdev: the repository's development scripts
+    from qkdev.zoo import models  # the zoo's architectures
 
     os.makedirs(out_dir, exist_ok=True)
     torch.manual_seed(0)

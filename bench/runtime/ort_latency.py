@@ -3,7 +3,7 @@
     .venv/bin/python bench/runtime/ort_latency.py --runtime-bench build/dev/bench/runtime/runtime_bench \
         [--models resnet18,mobilenet_v2,...] [--threads 2]
 
-Both run the same exported torchvision models (python/export_torchvision.py, opset 13, random
+Both run the same exported torchvision models (qkdev/export_torchvision.py, opset 13, random
 weights) on the same float32 [B, 3, 224, 224] input at batch 1 and 8 with the same number of
 threads (ATen's default is the core count; onnxruntime is given --threads intra-op threads,
 default the core count). quantkit's numbers come from runtime_bench (Google Benchmark, mean
@@ -21,8 +21,8 @@ import time
 import numpy as np
 import onnxruntime as ort
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-import export_torchvision  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # qkdev
+from qkdev import export_torchvision  # noqa: E402
 
 CNNS = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "squeezenet1_1", "shufflenet_v2_x1_0"]
 

@@ -1,5 +1,5 @@
 // Latency of Interpreter::Run, batch 1 and 8 (benchmark arg), float32 [B, 3, 224, 224], on every model in
-// ${QUANTKIT_CACHE:-~/.cache/quantkit}/models (written by python/export_torchvision.py).
+// ${QUANTKIT_CACHE:-~/.cache/quantkit}/models (written by qkdev/export_torchvision.py).
 // Counters: peak_live_MB (liveness-tracked activations + weights views) per run.
 // bench/runtime/ort_latency.py runs this and onnxruntime side by side and prints the ratios.
 #include <benchmark/benchmark.h>

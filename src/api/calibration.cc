@@ -95,6 +95,42 @@ Result<pipelines::MethodChoice> ToMethodChoice(const MethodChoices& choices) {
   return out;
 }
 
+Result<passes::FloatOptions> ToFloatOptions(const FloatOutputOptions& floats) {
+  passes::FloatOptions f;
+  if (!floats.dtype.empty()) {
+    QK_ASSIGN_OR_RETURN(f.dtype, quant::ParseFloatDType(floats.dtype));
+  }
+  f.cast_io = floats.cast_io;
+  f.keep_fp32 = floats.keep_fp32;
+  return f;
+}
+
+Result<std::optional<passes::FloatOptions>> ToFloatOverride(const FloatOutputOptions& floats) {
+  if (floats.dtype.empty() && !floats.cast_io && floats.keep_fp32.empty()) {
+    return std::optional<passes::FloatOptions>();
+  }
+  QK_ASSIGN_OR_RETURN(passes::FloatOptions f, ToFloatOptions(floats));
+  return std::optional<passes::FloatOptions>(f);
+}
+
+Result<passes::WeightStorage> ToWeightStorage(const FloatOutputOptions& floats) {
+  return passes::ParseWeightStorage(floats.weight_storage);
+}
+
+Result<pipelines::PtqOptions> ToPtqOptions(const PtqOptions& ptq, bool progress) {
+  pipelines::PtqOptions out;
+  QK_ASSIGN_OR_RETURN(out.stages, pipelines::ParsePtqStages(ptq.stages));
+  out.samples = ptq.samples;
+  out.batch = ptq.batch;
+  constexpr int64_t kMaxMib = int64_t{1} << 30;
+  QK_RETURN_IF_NOT(ptq.memory_mib >= 1 && ptq.memory_mib <= kMaxMib, StatusCode::kInvalidArgument,
+                   "--ptq-memory must be in [1, {}] MiB, got {}", kMaxMib, ptq.memory_mib);
+  out.memory_bytes = ptq.memory_mib << 20;
+  out.seed = ptq.seed;
+  out.progress = progress;
+  return out;
+}
+
 Result<formats::TrtCacheWriteOptions> ToTrtCacheOptions(const CacheOptions& cache) {
   formats::TrtCacheWriteOptions out;
   QK_ASSIGN_OR_RETURN(out.version, formats::ParseTrtVersion(cache.trt_version));
@@ -321,6 +357,19 @@ Result<std::string> Plan::CacheText(const CacheOptions& cache) const {
   return formats::FormatTrtCache(impl_->plan, header);
 }
 
+std::string DefaultFloatDType() { return quant::FloatDTypeName(passes::kDefaultFloatDType); }
+
+std::string DescribePtqStages() {
+  std::string s;
+  for (const pipelines::PtqStageInfo& st : pipelines::PtqStages()) {
+    s += fmt::format("\n  {}: {}", st.name, st.help);
+    for (const pipelines::PtqParam& p : st.params) {
+      s += fmt::format("\n    {}={:g} in [{:g}, {:g}]: {}", p.name, p.default_value, p.min, p.max, p.help);
+    }
+  }
+  return s.empty() ? s : s.substr(1);
+}
+
 Status MethodChoices::AddOverride(const std::string& name_equals_method) {
   std::map<std::string, quant::MethodRequest> parsed;
   QK_RETURN_IF_ERROR(pipelines::AddMethodOverride(name_equals_method, &parsed));
@@ -356,8 +405,11 @@ Result<Artifacts> WriteArtifacts(const Model& model, const Plan& plan, const std
 Result<Artifacts> WriteQdqModel(const Model& model, const Plan& plan, const std::string& path,
                                 const Placement& placement) {
   QK_RETURN_IF_ERROR(RequireValid(model.valid() && plan.valid(), "model or plan"));
+  passes::ApplyPlanOptions apply;
+  apply.placement = ToPlacementOptions(placement);
+  apply.weight_storage = passes::WeightStorage::kInt8;  // a model file: INT8 weights
   QK_ASSIGN_OR_RETURN(pipelines::ArtifactReport report,
-                      pipelines::WriteQdqModel(model.path(), plan.impl().plan, ToPlacementOptions(placement), path));
+                      pipelines::WriteQdqModel(model.path(), plan.impl().plan, apply, path));
   return ArtifactsFrom(report.written, report.inserted);
 }
 

@@ -39,7 +39,7 @@ struct IdxArray {
 Result<IdxArray> ReadIdx(const std::string& path, int64_t max_bytes = kDefaultMaxIdxBytes);
 
 // Declared image preprocessing, applied in float32 arithmetic in exactly this order
-// (python/zoo/data.py does the same, so both produce bit-identical tensors):
+// (qkdev/zoo/data.py does the same, so both produce bit-identical tensors):
 //   x = float(pixel) / scale_divisor;   x = (x - mean[c]) / std[c]   (when mean/std are given)
 struct Preprocessing {
   float scale_divisor = 255.0f;

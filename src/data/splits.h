@@ -44,7 +44,7 @@ struct Splits {
 Result<Splits> ComputeSplits(const std::vector<int64_t>& labels, const SplitSpec& spec);
 
 // Reads data/fashion_mnist_splits.json (version 1): "source_count", "calib", "val" and the
-// descriptive keys written by python/zoo/make_splits.py; unknown keys or versions are rejected,
+// descriptive keys written by qkdev/zoo/make_splits.py; unknown keys or versions are rejected,
 // as are indices out of range, unsorted or duplicated, and overlapping splits. The training
 // split is derived (everything else).
 Result<Splits> ReadSplitsJson(const std::string& path);

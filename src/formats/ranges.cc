@@ -200,7 +200,16 @@ std::string FormatPlanJson(const quant::QuantPlan& plan) {
            {"quantkit_version", p.quantkit_version},
            {"num_samples", p.num_samples}}},
          {"float_nodes", plan.float_nodes},
+         {"float_precision",
+          {{"dtype", quant::FloatDTypeName(plan.float_precision.dtype)},
+           {"cast_io", plan.float_precision.cast_io},
+           {"fp32_nodes", plan.float_precision.fp32_nodes},
+           {"fp32_op_types", plan.float_precision.fp32_op_types},
+           {"fp32_tensors", plan.float_precision.fp32_tensors}}},
          {"tensors", tensors}};
+  // Only plans a PTQ stage edited carry these: other plan files stay as they were.
+  if (!p.stages.empty()) j["provenance"]["stages"] = p.stages;
+  if (!p.float_model_sha256.empty()) j["provenance"]["float_model_sha256"] = p.float_model_sha256;
   return j.dump(1) + "\n";  // nlohmann's object is a sorted map: key-sorted output
 }
 
@@ -209,7 +218,7 @@ Result<quant::QuantPlan> ParsePlanJson(const std::string& text, const std::strin
   QK_RETURN_IF_NOT(!j.is_discarded() && j.is_object(), StatusCode::kInvalidModel,
                    "{}: not a JSON object", source_name);
   QK_RETURN_IF_ERROR(
-      CheckKeys(j, {"format", "version", "provenance", "float_nodes", "tensors"}, source_name));
+      CheckKeys(j, {"format", "version", "provenance", "float_nodes", "float_precision", "tensors"}, source_name));
   const std::string file = source_name + ": ";
   std::string format;
   int64_t version = -1;
@@ -225,7 +234,8 @@ Result<quant::QuantPlan> ParsePlanJson(const std::string& text, const std::strin
     QK_RETURN_IF_NOT(p->is_object(), StatusCode::kInvalidModel, "{}provenance: expected an object, got {}", file,
                      p->type_name());
     QK_RETURN_IF_ERROR(CheckKeys(*p, {"model_sha256", "data_description", "data_sha256",
-                                      "method", "quantkit_version", "num_samples"},
+                                      "method", "quantkit_version", "num_samples", "stages",
+                                      "float_model_sha256"},
                                  file + "provenance"));
     quant::Provenance& pv = plan.provenance;
     QK_RETURN_IF_ERROR(ReadKey(*p, "model_sha256", "provenance", &pv.model_sha256).WithContext(source_name));
@@ -234,8 +244,28 @@ Result<quant::QuantPlan> ParsePlanJson(const std::string& text, const std::strin
     QK_RETURN_IF_ERROR(ReadKey(*p, "method", "provenance", &pv.method).WithContext(source_name));
     QK_RETURN_IF_ERROR(ReadKey(*p, "quantkit_version", "provenance", &pv.quantkit_version).WithContext(source_name));
     QK_RETURN_IF_ERROR(ReadKey(*p, "num_samples", "provenance", &pv.num_samples).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*p, "stages", "provenance", &pv.stages).WithContext(source_name));
+    QK_RETURN_IF_ERROR(
+        ReadKey(*p, "float_model_sha256", "provenance", &pv.float_model_sha256).WithContext(source_name));
   }
   QK_RETURN_IF_ERROR(ReadKey(j, "float_nodes", "", &plan.float_nodes).WithContext(source_name));
+  // Absent in plans written before the float dtype was recorded: their models were all FP32.
+  if (const auto f = j.find("float_precision"); f != j.end()) {
+    QK_RETURN_IF_NOT(f->is_object(), StatusCode::kInvalidModel, "{}float_precision: expected an object, got {}",
+                     file, f->type_name());
+    QK_RETURN_IF_ERROR(CheckKeys(*f, {"dtype", "cast_io", "fp32_nodes", "fp32_op_types", "fp32_tensors"}, file + "float_precision"));
+    quant::FloatPrecision& fp = plan.float_precision;
+    std::string dtype = quant::FloatDTypeName(fp.dtype);
+    QK_RETURN_IF_ERROR(ReadKey(*f, "dtype", "float_precision", &dtype).WithContext(source_name));
+    Result<quant::FloatDType> parsed = quant::ParseFloatDType(dtype);
+    QK_RETURN_IF_NOT(parsed.ok(), StatusCode::kInvalidModel, "{}float_precision.dtype: '{}' is not fp32, fp16 or bf16",
+                     file, EscapeControl(dtype));
+    fp.dtype = *parsed;
+    QK_RETURN_IF_ERROR(ReadKey(*f, "cast_io", "float_precision", &fp.cast_io).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*f, "fp32_nodes", "float_precision", &fp.fp32_nodes).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*f, "fp32_op_types", "float_precision", &fp.fp32_op_types).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*f, "fp32_tensors", "float_precision", &fp.fp32_tensors).WithContext(source_name));
+  }
   if (const auto tensors = j.find("tensors"); tensors != j.end()) {
     QK_RETURN_IF_NOT(tensors->is_object(), StatusCode::kInvalidModel, "{}tensors: expected an object, got {}", file,
                      tensors->type_name());

@@ -10,7 +10,10 @@
 //             policy kAuto:     kPlan when the plan came from a Q/DQ model (sources "qdq:"), else
 //                               kTensorRT
 //   weights = plan entries for weight sites, filled per channel (max|w|/127) when missing
-//   pairs   = passes::InsertQdq(plan, sites), run on the model
+//   first, plan.initializers (PTQ stages' weights) replace the initializers they name
+//   pairs   = passes::InsertQdq(plan, sites), run on the model (weights stored as options.weight_storage)
+//   types   = passes::ConvertFloatPrecision(plan.float_precision): the float part in the plan's float
+//             dtype (FP16 by default for a written model), FP32 islands where the plan says
 //
 // Requires a float model loaded for quantization (constants as initializers). Mutates the model
 // only after the sites and weight scales are computed; the plan gains the filled weight entries.
@@ -40,6 +43,9 @@ Result<PlacementPolicy> ParsePlacementPolicy(const std::string& text);
 struct ApplyPlanOptions {
   PlacementOptions placement;
   PlacementPolicy mode = PlacementPolicy::kAuto;
+  // kFakeQuant for the models quantkit runs (simulation folds float weights once; QAT trains them);
+  // every writer of a model file sets kInt8 (its --weight-storage default).
+  WeightStorage weight_storage = WeightStorage::kFakeQuant;
 };
 
 // True when the plan's quantized entries came from a Q/DQ model (sources "qdq:").
@@ -48,6 +54,12 @@ bool PlanFromQdqModel(const quant::QuantPlan& plan);
 // The sites a plan gets on `graph` (see the formula above); float_nodes never get Q/DQ.
 Result<std::vector<QdqSite>> PlanSites(const ir::Graph& graph, const quant::QuantPlan& plan,
                                        const ApplyPlanOptions& options);
+
+// Writes each of plan.initializers into the model (ApplyPlan's first step; alone, it gives the
+// float model the plan's stages computed with). Fails before mutating when a name is not a float
+// initializer some node reads (a model rewritten since, e.g. BatchNormalization folded: apply
+// the overrides first) or the dims differ.
+Status ApplyInitializerOverrides(const quant::QuantPlan& plan, ir::Model* model);
 
 // PlanSites + weight scales + InsertQdq, reporting what InsertQdq reports. `*plan` (which must
 // outlive the pass) gains the weight entries it lacked.

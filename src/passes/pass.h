@@ -47,11 +47,14 @@ inline constexpr std::string_view kInitializersRemoved = "initializers_removed";
 inline constexpr std::string_view kNodesConverted = "nodes_converted";      // integer ops -> float ops
 inline constexpr std::string_view kPassthroughNodes = "passthrough_nodes";  // shape ops moved to float
 inline constexpr std::string_view kRelusRestored = "relus_restored";
+inline constexpr std::string_view kCastsInserted = "casts_inserted";  // float dtype boundaries
+inline constexpr std::string_view kFp32Nodes = "fp32_nodes";          // nodes kept in FP32
 }  // namespace counter
 namespace list {
 inline constexpr std::string_view kSkipped = "skipped";                // "tensor: reason", sites left float
 inline constexpr std::string_view kDynamicTensors = "dynamic_tensors";  // quantized by DynamicQuantizeLinear
 inline constexpr std::string_view kWeights = "weights";                // weight initializers quantized
+inline constexpr std::string_view kFp32NodeReasons = "fp32_nodes";     // "node (Op): why it stays FP32"
 }  // namespace list
 
 // What one pass did.

@@ -14,6 +14,7 @@
 #include "passes/apply_plan.h"
 #include "common/file_util.h"
 #include "common/progress.h"
+#include "common/sha256.h"
 #include "data/source.h"
 #include "formats/qkstats.h"
 #include "formats/ranges.h"
@@ -28,6 +29,18 @@ namespace quantkit::pipelines {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The placement of the run: none at all under --int8 off (no site, so the statistics are the
+// float tensors' ranges alone, and the written model has no Q/DQ).
+passes::PlacementOptions PlacementFor(const CalibrateOptions& options) {
+  passes::PlacementOptions placement = options.placement;
+  if (!options.int8) {
+    placement.weighted_op_types.clear();
+    placement.pool_op_types.clear();
+    placement.quantize_residual_add = false;
+  }
+  return placement;
+}
 
 // Runs this rank's shard of the data through the model once (the stages' CollectStatistics),
 // filling one collector per activation. Provenance (description, fingerprint, sample count)
@@ -54,6 +67,10 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   if (source->num_samples() == 0) {
     // A rank with no samples (fewer batches than ranks) contributes empty collectors.
     for (const std::string& name : sites.activations) {
+      statistics->stats.tensors.emplace(
+          name, kind == CollectorKind::kRangeOnly ? quant::TensorCollector::RangeOnly() : quant::TensorCollector());
+    }
+    for (const std::string& name : sites.float_tensors) {
       statistics->stats.tensors.emplace(
           name, kind == CollectorKind::kRangeOnly ? quant::TensorCollector::RangeOnly() : quant::TensorCollector());
     }
@@ -92,6 +109,16 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
     s += fmt::format("Q/DQ pairs: {} on activations, {} on weights\n",
                      inserted->Count(passes::counter::kActivationPairs), inserted->Count(passes::counter::kWeightPairs));
   }
+  const quant::FloatPrecision& fp = r.plan.float_precision;
+  s += fmt::format("float dtype: {}{}\n", quant::FloatDTypeName(fp.dtype),
+                   fp.dtype == quant::FloatDType::kFloat32 ? "" : fp.cast_io ? " (inputs and outputs too)"
+                                                                             : " (inputs and outputs keep their types)");
+  if (inserted && fp.dtype != quant::FloatDType::kFloat32) {
+    s += fmt::format("  {} node(s) kept in FP32, {} Cast(s)\n", inserted->Count(passes::counter::kFp32Nodes),
+                     inserted->Count(passes::counter::kCastsInserted));
+    for (const std::string& n : inserted->List(passes::list::kFp32NodeReasons)) s += "  fp32: " + n + "\n";
+    for (const std::string& n : inserted->notes) s += "note: " + n + "\n";
+  }
   for (const auto& [name, t] : r.plan.tensors) {
     if (!t.quantized) s += fmt::format("  float: {}: {}\n", name, t.reason);
   }
@@ -100,6 +127,12 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
     for (const auto& n : options.placement.exclude_nodes) s += " node " + n;
     for (const auto& o : options.placement.exclude_op_types) s += " op " + o;
     s += "\n";
+  }
+  for (const std::string& line : FormatPtqReport(r.ptq)) s += line + "\n";
+  if (!r.plan.initializers.empty()) {
+    s += fmt::format("float model: model.float.onnx holds the {} weight tensor(s) the PTQ stages changed; calib.cache "
+                     "and ranges.txt apply to it (and `qat` starts from it)\n",
+                     r.plan.initializers.size());
   }
   for (const std::string& n : r.notes) s += "note: " + n + "\n";
   for (const std::string& w : r.warnings) s += "warning: " + w + "\n";
@@ -135,23 +168,41 @@ Status WriteStats(const std::string& path, const formats::StatsFile& stats, Arti
 
 // The -o directory's files as one set (common/artifact_set.h): all five or none, never mixed
 // with a concurrent run's.
-Result<std::unique_ptr<ArtifactSet>> OpenArtifacts(const std::string& output_dir) {
-  std::vector<std::string> names = PlanArtifactNames().All();
+// The files of this run: under --int8 off the float-dtype model, plan.json and summary.txt.
+PlanArtifactNames ArtifactNames(const CalibrateOptions& options) {
+  PlanArtifactNames names;
+  names.qdq_model = WrittenModelName(options);
+  if (!options.int8) names.float_model = names.cache = names.ranges = "";
+  return names;
+}
+
+Result<std::unique_ptr<ArtifactSet>> OpenArtifacts(const CalibrateOptions& options) {
+  std::vector<std::string> names = ArtifactNames(options).All();
   names.push_back("summary.txt");
-  return ArtifactSet::Open(output_dir, names);
+  return ArtifactSet::Open(options.output_dir, names);
 }
 
 // Rank 0 (or the only process): the plan from the merged statistics, then every artifact.
 // `artifacts`: the set opened (and locked) before the collection, or null to open it now.
 Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& prepared,
-                    std::unique_ptr<ArtifactSet> artifacts, CalibrateResult* result_out) {
+                    std::unique_ptr<ArtifactSet> artifacts, CalibrateResult* result_out,
+                    const ReadyPlan* ready_plan = nullptr) {
   CalibrateResult& result = *result_out;
   const auto start = std::chrono::steady_clock::now();
-  QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
-                                                 {options.method, options.method_overrides}));
   quant::QuantPlan& plan = result.plan;
-  plan = std::move(built.plan);
-  result.warnings.insert(result.warnings.end(), built.warnings.begin(), built.warnings.end());
+  if (ready_plan) {
+    plan = ready_plan->plan;
+    result.ptq = ready_plan->ptq;
+    result.warnings.insert(result.warnings.end(), ready_plan->warnings.begin(), ready_plan->warnings.end());
+  } else {
+    QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
+                                                   {options.method, options.method_overrides}));
+    plan = std::move(built.plan);
+    result.warnings.insert(result.warnings.end(), built.warnings.begin(), built.warnings.end());
+    // The stages edit the plan (and its weights) before anything is written.
+    QK_ASSIGN_OR_RETURN(result.ptq, RunPtqStages(prepared.model, prepared.sites,
+                                                 {options.data, options.image, options.samples}, options.ptq, &plan));
+  }
   BodyReport bodies = ReportBodies(prepared.model, prepared.sites, plan);
   result.notes.insert(result.notes.end(), bodies.notes.begin(), bodies.notes.end());
   result.warnings.insert(result.warnings.end(), bodies.warnings.begin(), bodies.warnings.end());
@@ -165,11 +216,13 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
     return WriteStats(options.stats_out, prepared.statistics.stats, nullptr, &result.written);
   }
   if (!artifacts) {
-    QK_ASSIGN_OR_RETURN(artifacts, OpenArtifacts(options.output_dir));
+    QK_ASSIGN_OR_RETURN(artifacts, OpenArtifacts(options));
   }
   // The one plan -> Q/DQ code (passes::ApplyPlan) and the one artifact writer (artifacts.h).
   QK_ASSIGN_OR_RETURN(passes::PassReport inserted,
-                      StageCalibrationArtifacts(*artifacts, options.model, &plan, options.placement, options.cache));
+                      StageCalibrationArtifacts(*artifacts, options.model, &plan,
+                                                {PlacementFor(options), options.cache, options.weight_storage},
+                                                ArtifactNames(options)));
   result.summary = Summarize(options, result, &inserted);
   QK_RETURN_IF_ERROR(StageText(*artifacts, "summary.txt", result.summary));
   QK_RETURN_IF_ERROR(WriteStats(options.stats_out, prepared.statistics.stats, artifacts.get(), &result.written));
@@ -193,7 +246,7 @@ Status Prepare(const CalibrateOptions& options, const distributed::Communicator&
   if (const passes::PassReport* ifs = passes::FindReport(loaded.load_passes, "fold_constant_if"); ifs && ifs->changed) {
     result.notes.push_back(ifs->summary + ", which is quantized");
   }
-  QK_ASSIGN_OR_RETURN(prepared->sites, FindCalibrationSites(loaded, options.placement));
+  QK_ASSIGN_OR_RETURN(prepared->sites, FindCalibrationSites(loaded, PlacementFor(options), options.floats));
   // Before the data is read: an override naming nothing fails at once.
   QK_RETURN_IF_ERROR(CheckOverrides(prepared->sites, {options.method, options.method_overrides}));
   if (!options.from_stats.empty()) {
@@ -213,6 +266,8 @@ Status Prepare(const CalibrateOptions& options, const distributed::Communicator&
 }
 
 Status CheckSource(const CalibrateOptions& options) {
+  QK_RETURN_IF_NOT(options.int8 || options.floats.dtype != quant::FloatDType::kFloat32, StatusCode::kInvalidArgument,
+                   "--int8 off writes the model in --float-dtype fp16 or bf16; with fp32 there is nothing to write");
   QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument,
                    "--batch-size must be positive, got {}", options.batch_size);
   QK_RETURN_IF_NOT(options.run_batch.value_or(1) > 0, StatusCode::kInvalidArgument,
@@ -220,10 +275,21 @@ Status CheckSource(const CalibrateOptions& options) {
   QK_RETURN_IF_NOT(!options.data.empty() || !options.from_stats.empty() || options.statistics,
                    StatusCode::kInvalidArgument,
                    "give calibration data (--data) or statistics (--from-stats)");
+  if (!options.ptq.stages.empty()) {
+    QK_RETURN_IF_ERROR(CheckPtqOptions(options.ptq));
+    QK_RETURN_IF_NOT(!options.data.empty(), StatusCode::kInvalidArgument,
+                     "--ptq {} fits weights on the calibration samples themselves: give --data (statistics alone "
+                     "do not hold them)",
+                     PtqStagesText(options.ptq.stages));
+  }
   return Status::Ok();
 }
 
 }  // namespace
+
+std::string WrittenModelName(const CalibrateOptions& options) {
+  return options.int8 ? "model.qdq.onnx" : fmt::format("model.{}.onnx", quant::FloatDTypeName(options.floats.dtype));
+}
 
 Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options) {
   QK_RETURN_IF_ERROR(CheckSource(options));
@@ -236,9 +302,10 @@ Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options) 
   return prepared;
 }
 
-Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared) {
+Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared,
+                                          const ReadyPlan* plan) {
   CalibrateResult result = prepared.report;
-  QK_RETURN_IF_ERROR(WriteOutputs(options, prepared, nullptr, &result));
+  QK_RETURN_IF_ERROR(WriteOutputs(options, prepared, nullptr, &result, plan));
   return result;
 }
 
@@ -263,7 +330,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   std::unique_ptr<ArtifactSet> artifacts;
   Status opened = Status::Ok();
   if (comm->is_root() && !options.output_dir.empty()) {
-    Result<std::unique_ptr<ArtifactSet>> set = OpenArtifacts(options.output_dir);
+    Result<std::unique_ptr<ArtifactSet>> set = OpenArtifacts(options);
     if (set.ok()) {
       artifacts = std::move(*set);
     } else {

@@ -22,8 +22,11 @@
 
 #include "pipelines/calibration_stages.h"
 #include "distributed/launch.h"
+#include "pipelines/ptq_stages.h"
 #include "formats/qkstats.h"
 #include "formats/trt_cache.h"
+#include "passes/float_precision.h"
+#include "passes/insert_qdq.h"
 #include "passes/qdq_placement.h"
 #include "quant/plan.h"
 #include "quant/tensor_calib.h"
@@ -47,6 +50,14 @@ struct CalibrateOptions {
   // Per-tensor overrides by tensor name or by the op type of the tensor's consumer.
   std::map<std::string, quant::MethodRequest> method_overrides;
   passes::PlacementOptions placement;
+  // The float part of the written model: --float-dtype, --cast-io, --keep-fp32 (the statistics
+  // then also hold the range of every float tensor, which decides where FP16 cannot hold one).
+  passes::FloatOptions floats;
+  passes::WeightStorage weight_storage = passes::WeightStorage::kInt8;  // --weight-storage
+  // false (--int8 off): no Q/DQ at all, the float-dtype conversion alone from the same statistics
+  // (what ModelOpt's AutoCast does, in bounded memory): writes model.<dtype>.onnx, plan.json and
+  // summary.txt.
+  bool int8 = true;
   std::string output_dir;      // empty: compute the plan only
   std::string stats_out;       // write .qkstats
   std::vector<std::string> from_stats;
@@ -57,6 +68,9 @@ struct CalibrateOptions {
   // Under torchrun/srun/a PyTorchJob each rank collects its shard, rank 0 merges exactly and
   // writes everything (analysis/distributed.h); other ranks write nothing.
   distributed::DistributedOptions distributed;
+  // PTQ stages after the range choice (--ptq; pipelines/ptq_stages.h). With a stage that changes
+  // weights, the artifacts include model.float.onnx (the float model the cache applies to).
+  PtqOptions ptq;
 };
 
 struct CalibrateResult {
@@ -69,9 +83,13 @@ struct CalibrateResult {
   double seconds = 0.0;
   int64_t peak_rss_bytes = 0;
   distributed::RankReport rank;             // this process's part (rank 0 of 1 without a launch)
+  PtqReport ptq;               // what the PTQ stages did (empty without --ptq)
 };
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options);
+
+// "model.qdq.onnx", or "model.fp16.onnx" / "model.bf16.onnx" for --int8 off.
+std::string WrittenModelName(const CalibrateOptions& options);
 
 // One calibration up to its statistics (calibration_stages.h), kept so that any number of plans
 // are built from it without loading, hashing or running the model again (--compare-methods).
@@ -88,8 +106,16 @@ struct PreparedCalibration {
 // options.from_stats / options.statistics).
 Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options);
 
-// The plan of options.method (and overrides) from `prepared`; with options.output_dir, the
-// artifact set (all five files or none); with options.stats_out, the .qkstats.
-Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared);
+// The plan of options.method (and overrides) from `prepared`, then options.ptq's stages; with
+// options.output_dir, the artifact set (all its files or none); with options.stats_out, the .qkstats.
+// `plan`: one built (and staged) already (--method auto's pick), written as it is, with `ptq` the
+// report of its stages and `warnings` those of its BuildPlan.
+struct ReadyPlan {
+  quant::QuantPlan plan;
+  PtqReport ptq;
+  std::vector<std::string> warnings;
+};
+Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared,
+                                          const ReadyPlan* plan = nullptr);
 
 }  // namespace quantkit::pipelines

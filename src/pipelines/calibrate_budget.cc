@@ -43,6 +43,7 @@ Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions
   fallback.max_float_layers = options.max_float_layers;
   fallback.float_precision = options.float_precision;
   fallback.output_dir = calibrate.output_dir;
+  fallback.weight_storage = calibrate.weight_storage;  // the float dtype travels in the plan
   Result<FallbackResult> searched =
       RunFallback(*evaluator, r.calibration.plan, metric.get(), fallback);
   if (!searched.ok()) {

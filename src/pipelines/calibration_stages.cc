@@ -12,7 +12,9 @@
 #include "common/sha256.h"
 #include "common/text.h"
 #include "formats/ranges.h"
+#include "ir/clone.h"
 #include "ir/scopes.h"
+#include "ir/shape_inference.h"
 #include "onnx/export.h"
 #include "passes/apply_plan.h"
 #include "quant/method_amax.h"
@@ -40,13 +42,69 @@ Result<LoadedModel> LoadFloatModel(const std::string& path) {
 }
 
 Result<CalibrationSites> FindCalibrationSites(const LoadedModel& model,
-                                              const passes::PlacementOptions& placement) {
+                                              const passes::PlacementOptions& placement,
+                                              const passes::FloatOptions& floats) {
   CalibrationSites s;
   s.placement = placement;
   QK_ASSIGN_OR_RETURN(s.sites, passes::FindQdqSites(*model.model->graph, placement));
   s.activations = passes::ActivationTensors(s.sites);
   for (const passes::QdqSite& site : s.sites) s.consumer_op.emplace(site.tensor, site.consumer->op_type());
+  const ir::Graph& graph = *model.model->graph;
+  QK_RETURN_IF_ERROR(passes::ResolveFloatOptions(graph, floats, &s.float_precision));
+  if (floats.dtype != quant::FloatDType::kFloat32) {
+    // Every float activation of the main graph (bodies stay FP32) not already watched.
+    QK_ASSIGN_OR_RETURN(std::vector<std::string> floats_seen, FloatActivations(*model.model));
+    for (const std::string& name : floats_seen) {
+      if (!std::binary_search(s.activations.begin(), s.activations.end(), name)) s.float_tensors.push_back(name);
+    }
+  }
   return s;
+}
+
+Result<std::vector<std::string>> FloatActivations(const ir::Model& model) {
+  QK_ASSIGN_OR_RETURN(ir::Model typed, ir::CloneModel(model));
+  QK_RETURN_IF_ERROR(ir::InferShapes(typed));
+  std::vector<std::string> names;
+  for (const ir::Value* v : typed.graph->values()) {
+    if (v->is_constant() || !v->type.is_tensor() || v->type.dtype != ir::DType::kFloat) continue;
+    if (v->producer() || v->is_graph_input()) names.push_back(v->name());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+int64_t MarkFp32Tensors(const Statistics& statistics, quant::FloatPrecision* precision) {
+  int64_t measured = 0;
+  for (const auto& [name, collector] : statistics.stats.tensors) {
+    if (collector.range().count == 0) continue;
+    ++measured;
+    const std::string why = passes::FloatRangeProblem(collector.range().amax, precision->dtype);
+    if (!why.empty()) precision->fp32_tensors[name] = why;
+  }
+  return measured;
+}
+
+Result<Statistics> CollectFloatRanges(const LoadedModel& model, const std::string& data,
+                                      const data::ImageOptions& image, int64_t samples, int64_t batch_size,
+                                      bool progress) {
+  QK_RETURN_IF_NOT(batch_size > 0 && samples >= 0, StatusCode::kInvalidArgument,
+                   "--batch-size must be positive and --samples >= 0, got {} and {}", batch_size, samples);
+  const std::vector<data::InputSpec> inputs = data::ModelInputs(*model.model);
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, data::OpenSource(data, inputs, image));
+  source = data::Take(std::move(source), samples);
+  QK_RETURN_IF_NOT(source->num_samples() > 0, StatusCode::kInvalidArgument, "{}: no samples", source->Describe());
+  CalibrationSites sites;
+  QK_ASSIGN_OR_RETURN(sites.float_tensors, FloatActivations(*model.model));
+  analysis::PassOptions pass;
+  pass.batch_size = batch_size;
+  pass.run_batch = analysis::CalibrationRunBatch(inputs, std::nullopt);
+  pass.progress = progress;
+  QK_ASSIGN_OR_RETURN(Statistics stats, CollectStatistics(model, analysis::ReadRuns(*source, pass, inputs),
+                                                          source->num_samples(), sites, pass,
+                                                          CollectorKind::kRangeOnly));
+  stats.data_description = source->Describe();
+  stats.samples = source->num_samples();
+  return stats;
 }
 
 Result<Statistics> CollectStatistics(const LoadedModel& model, const analysis::BatchReader& next,
@@ -55,6 +113,12 @@ Result<Statistics> CollectStatistics(const LoadedModel& model, const analysis::B
   Statistics result;
   result.stats.model_sha256 = model.sha256;
   for (const std::string& name : sites.activations) {
+    result.stats.tensors.emplace(name, kind == CollectorKind::kRangeOnly ? quant::TensorCollector::RangeOnly()
+                                                                         : quant::TensorCollector());
+  }
+  // The float dtype's check needs ranges only; they get histograms when the activations do (a
+  // .qkstats file holds histograms only).
+  for (const std::string& name : sites.float_tensors) {
     result.stats.tensors.emplace(name, kind == CollectorKind::kRangeOnly ? quant::TensorCollector::RangeOnly()
                                                                          : quant::TensorCollector());
   }
@@ -147,7 +211,7 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& mod
   BuiltPlan built;
   quant::QuantPlan& plan = built.plan;
   plan.provenance = {model.sha256, statistics.data_description, statistics.data_fingerprint,
-                     quant::MethodLabel(methods.method), QUANTKIT_VERSION, statistics.samples};
+                     quant::MethodLabel(methods.method), QUANTKIT_VERSION, statistics.samples, {}, {}};
   struct Clipping {
     double share;
     std::string tensor, method;
@@ -190,6 +254,27 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& mod
       }
     }
   });
+  // The float part: every measured tensor the dtype cannot hold stays FP32 (quantized activations
+  // included: their Q input and the consumers of their DQ).
+  plan.float_precision = sites.float_precision;
+  if (plan.float_precision.dtype != quant::FloatDType::kFloat32) {
+    MarkFp32Tensors(statistics, &plan.float_precision);
+    if (!sites.float_tensors.empty() &&
+        std::none_of(sites.float_tensors.begin(), sites.float_tensors.end(),
+                     [&](const std::string& t) { return statistics.stats.tensors.count(t) != 0; })) {
+      built.warnings.push_back(fmt::format(
+          "the statistics hold no range for the {} non-quantized float tensors (statistics written without "
+          "--float-dtype {}): whether {} holds them was not checked",
+          sites.float_tensors.size(), quant::FloatDTypeName(plan.float_precision.dtype),
+          quant::FloatDTypeName(plan.float_precision.dtype)));
+    }
+    if (!plan.float_precision.fp32_tensors.empty()) {
+      built.warnings.push_back(fmt::format("{} tensor(s) stay FP32: {} cannot hold their calibrated range (see "
+                                           "plan.json float_precision.fp32_tensors)",
+                                           plan.float_precision.fp32_tensors.size(),
+                                           quant::FloatDTypeName(plan.float_precision.dtype)));
+    }
+  }
   QK_RETURN_IF_ERROR(quant::ValidatePlan(plan));
   return built;
 }
@@ -246,13 +331,14 @@ BodyReport ReportBodies(const LoadedModel& model, const CalibrationSites& sites,
 
 Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::QuantPlan& plan,
                                       const passes::PlacementOptions& placement, const std::string& dir,
-                                      const formats::TrtCacheWriteOptions& cache) {
-  // All four files or none, never mixed with a concurrent run's (pipelines/artifacts.h).
+                                      const formats::TrtCacheWriteOptions& cache, passes::WeightStorage weights) {
+  // All the files or none, never mixed with a concurrent run's (pipelines/artifacts.h).
   const PlanArtifactNames names;
   QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out, ArtifactSet::Open(dir, names.All()));
-  quant::QuantPlan applied = plan;  // gains the weight entries ApplyPlan fills
+  quant::QuantPlan applied = plan;  // gains the float model's stamp and the weight entries ApplyPlan fills
   ArtifactReport report;
-  QK_ASSIGN_OR_RETURN(report.inserted, StageCalibrationArtifacts(*out, model.path, &applied, placement, cache, names));
+  QK_ASSIGN_OR_RETURN(report.inserted,
+                      StageCalibrationArtifacts(*out, model.path, &applied, {placement, cache, weights}, names));
   QK_ASSIGN_OR_RETURN(report.written, out->Commit());
   return report;
 }

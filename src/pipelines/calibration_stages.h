@@ -18,11 +18,13 @@
 #include <vector>
 
 #include "analysis/collect_pass.h"
+#include "data/image_options.h"
 #include "data/source.h"
 #include "formats/qkstats.h"
 #include "formats/trt_cache.h"
 #include "ir/graph.h"
 #include "onnx/opset_upgrade.h"
+#include "passes/float_precision.h"
 #include "passes/insert_qdq.h"
 #include "passes/pass.h"
 #include "passes/qdq_placement.h"
@@ -51,10 +53,17 @@ struct CalibrationSites {
   std::vector<passes::QdqSite> sites;        // point into the LoadedModel's graph
   std::vector<std::string> activations;      // need statistics; sorted
   std::map<std::string, std::string> consumer_op;  // activation -> op type of its first site
+  // The float part of the written model (dtype, cast_io, --keep-fp32 resolved); BuildPlan adds the
+  // tensors the dtype cannot hold.
+  quant::FloatPrecision float_precision;
+  // The other float activations of the main graph: range-only statistics (min/max, cheap) that
+  // tell BuildPlan which tensors FP16/BF16 cannot hold. Empty for an FP32 model.
+  std::vector<std::string> float_tensors;
 };
 
 Result<CalibrationSites> FindCalibrationSites(const LoadedModel& model,
-                                              const passes::PlacementOptions& placement);
+                                              const passes::PlacementOptions& placement,
+                                              const passes::FloatOptions& floats = {});
 
 struct Statistics {
   formats::StatsFile stats;
@@ -74,6 +83,22 @@ Result<Statistics> CollectStatistics(const LoadedModel& model, const analysis::B
                                      CollectorKind kind = CollectorKind::kHistogram);
 // Merged .qkstats shards of this model (exactly one pass over all their data).
 Result<Statistics> StatisticsFromFiles(const LoadedModel& model, const std::vector<std::string>& paths);
+
+// Names of the float activations of the model's main graph (graph inputs and node outputs typed
+// float32, the types the model does not declare inferred on a copy), sorted: what the float-dtype
+// check measures.
+Result<std::vector<std::string>> FloatActivations(const ir::Model& model);
+
+// Records in precision->fp32_tensors every measured tensor of `statistics` that
+// precision->dtype cannot hold (passes::FloatRangeProblem); returns how many were measured.
+int64_t MarkFp32Tensors(const Statistics& statistics, quant::FloatPrecision* precision);
+
+// One pass of `data` (the first `samples`, 0: all) through the model keeping only the range of
+// every float activation of its main graph: the float-dtype check of a plan that has no
+// statistics (convert --data). Bounded memory: a few numbers per tensor.
+Result<Statistics> CollectFloatRanges(const LoadedModel& model, const std::string& data,
+                                      const data::ImageOptions& image, int64_t samples, int64_t batch_size,
+                                      bool progress);
 
 struct MethodChoice {
   quant::MethodRequest method;
@@ -120,7 +145,8 @@ struct BuiltPlan {
 // Activations from the statistics (BuildActivationEntry, one amax per method; one warning when
 // some clip more than kClipWarnShare), weights per channel (or per tensor) from the model's
 // initializers, excluded nodes recorded as plan.float_nodes so that every later use of the plan
-// leaves them in float. The one plan building of calibrate, --compare-methods, Python and the
+// leaves them in float, and sites.float_precision with the tensors whose calibrated range the
+// float dtype cannot hold (passes::FloatRangeProblem) in fp32_tensors. The one plan building of calibrate, --compare-methods, Python and the
 // public quantkit/calibration.h.
 Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& model,
                             const CalibrationSites& sites, const MethodChoice& methods);
@@ -134,10 +160,11 @@ struct BodyReport {
 BodyReport ReportBodies(const LoadedModel& model, const CalibrationSites& sites, const quant::QuantPlan& plan);
 
 
-// Writes model.qdq.onnx (passes::ApplyPlan, TensorRT placement), calib.cache, ranges.txt and
-// plan.json into `dir` (created when missing).
+// Writes model.qdq.onnx (passes::ApplyPlan, TensorRT placement, the plan's float dtype, weights
+// stored as `weights`), calib.cache, ranges.txt and plan.json into `dir` (created when missing).
 Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::QuantPlan& plan,
                                       const passes::PlacementOptions& placement, const std::string& dir,
-                                      const formats::TrtCacheWriteOptions& cache);
+                                      const formats::TrtCacheWriteOptions& cache,
+                                      passes::WeightStorage weights = passes::WeightStorage::kInt8);
 
 }  // namespace quantkit::pipelines

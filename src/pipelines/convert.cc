@@ -13,6 +13,7 @@
 #include "common/check.h"
 #include "common/file_util.h"
 #include "analysis/model_loading.h"
+#include "analysis/simulate.h"
 #include "formats/plan_files.h"
 #include "formats/ranges.h"
 #include "ir/scopes.h"
@@ -23,6 +24,8 @@
 #include "passes/qdq_pairs.h"
 #include "passes/qop_to_qdq.h"
 #include "passes/strip_qdq.h"
+#include "pipelines/calibration_stages.h"
+#include "pipelines/evaluate.h"
 
 namespace quantkit::pipelines {
 namespace {
@@ -40,13 +43,95 @@ size_t SitesConsidered(const passes::PassReport& inserted) {
 void AddInsertionMessages(const passes::PassReport& inserted, ConvertResult* result) {
   result->messages.push_back(inserted.summary);
   for (const std::string& s : inserted.List(passes::list::kSkipped)) result->messages.push_back("  float: " + s);
+  for (const std::string& s : inserted.List(passes::list::kFp32NodeReasons)) result->messages.push_back("  fp32: " + s);
+  for (const std::string& s : inserted.notes) result->messages.push_back("note: " + s);
 }
 
 passes::ApplyPlanOptions ApplyOptions(const ConvertOptions& options) {
   passes::ApplyPlanOptions apply;
   apply.placement = options.placement;
   apply.mode = options.placement_from_plan ? passes::PlacementPolicy::kPlan : passes::PlacementPolicy::kTensorRT;
+  apply.weight_storage = options.weight_storage;
   return apply;
+}
+
+// The float part of the Q/DQ model convert writes: the options', else a plan.json's own, else
+// the defaults; then which tensors the dtype cannot hold, from --data (one range-only pass of
+// the float model at `float_model`) or, without data, from the ranges the plan itself holds (a
+// TensorRT cache has one for every tensor).
+Status SetFloatPrecision(const ConvertOptions& options, const ir::Graph& graph, bool plan_has_own,
+                         const std::string& float_model, quant::QuantPlan* plan, ConvertResult* result) {
+  quant::FloatPrecision& fp = plan->float_precision;
+  if (options.floats || !plan_has_own) {
+    const quant::FloatDType before = fp.dtype;
+    QK_RETURN_IF_ERROR(passes::ResolveFloatOptions(graph, options.floats.value_or(passes::FloatOptions{}), &fp));
+    if (fp.dtype != before) fp.fp32_tensors.clear();  // decided for another dtype
+  }
+  const char* dtype = quant::FloatDTypeName(fp.dtype);
+  if (fp.dtype == quant::FloatDType::kFloat32) return Status::Ok();
+  size_t from_plan = 0;
+  for (const auto& [name, t] : plan->tensors) {
+    if (t.role != quant::TensorRole::kActivation || t.amax.empty()) continue;
+    const std::string why = passes::FloatRangeProblem(t.amax.front(), fp.dtype);
+    if (!why.empty() && fp.fp32_tensors.emplace(name, why + " (the plan's range)").second) ++from_plan;
+  }
+  if (!options.data.empty()) {
+    QK_ASSIGN_OR_RETURN(LoadedModel loaded, LoadFloatModel(float_model));
+    QK_ASSIGN_OR_RETURN(Statistics ranges, CollectFloatRanges(loaded, options.data, options.image, options.samples,
+                                                              options.batch_size, /*progress=*/false));
+    const size_t before = fp.fp32_tensors.size();
+    const int64_t measured = MarkFp32Tensors(ranges, &fp);
+    result->messages.push_back(fmt::format("float dtype {}: ranges of {} float tensors measured on {}: {} stay FP32",
+                                           dtype, measured, ranges.data_description,
+                                           fp.fp32_tensors.size() - before + from_plan));
+  } else {
+    result->messages.push_back(fmt::format(
+        "float dtype {}: {} tensor(s) stay FP32 from the plan's ranges; the other float tensors were not measured "
+        "(give --data to check that {} holds them)",
+        dtype, from_plan, dtype));
+  }
+  for (const auto& [name, why] : fp.fp32_tensors) result->messages.push_back("  fp32: " + name + ": " + why);
+  return Status::Ok();
+}
+
+// The written model against the float model on --data: what the migration changes.
+Status CheckAccuracy(const ConvertOptions& options, ConvertResult* result) {
+  EvalOptions eval;
+  eval.model = options.output;
+  eval.reference_model = options.model;
+  eval.data = options.data;
+  eval.image = options.image;
+  eval.samples = options.samples;
+  eval.batch_size = options.batch_size;
+  eval.progress = false;
+  QK_ASSIGN_OR_RETURN(EvalResult written, Evaluate(eval));
+  ConvertResult::Accuracy a;
+  a.data = options.data;
+  a.samples = written.samples;
+  a.top1 = written.top1;
+  if (written.agreement) {
+    a.argmax_agreement = written.agreement->argmax_agreement;
+    a.cosine = written.agreement->cosine;
+    a.sqnr_db = written.agreement->sqnr_db;
+  }
+  if (written.top1) {
+    EvalOptions fp32 = eval;
+    fp32.model = options.model;
+    fp32.reference_model.clear();
+    QK_ASSIGN_OR_RETURN(EvalResult reference, Evaluate(fp32));
+    a.fp32_top1 = reference.top1;
+  }
+  std::string line = fmt::format("accuracy of {} against {} on {} ({} samples): argmax agreement {:.2f}%, cosine "
+                                 "{:.6f}, SQNR {:.1f} dB",
+                                 options.output, options.model, options.data, a.samples, 100 * a.argmax_agreement,
+                                 a.cosine, a.sqnr_db);
+  if (a.top1 && a.fp32_top1) {
+    line += fmt::format("; top-1 {:.2f}% (FP32 {:.2f}%, {:+.2f} points)", 100 * *a.top1, 100 * *a.fp32_top1,
+                        100 * (*a.top1 - *a.fp32_top1));
+  }
+  result->messages.push_back(line);
+  result->accuracy = a;
+  return Status::Ok();
 }
 
 // Per Q/DQ unit (keyed as ExtractQdqPlan keys the plan), the cost of the symmetric-int8 rule;
@@ -161,7 +246,8 @@ std::string FormatConvert(const ConvertResult& result, bool layer_precisions) {
   if (layer_precisions && result.layer_precisions.empty()) {
     s += "no layer kept in float: no --layerPrecisions needed\n";
   } else if (layer_precisions) {
-    s += "--precisionConstraints=obey --layerPrecisions=" + result.layer_precisions + "\n";
+    s += "TensorRT <= 10 (implicit INT8 with the cache): --precisionConstraints=obey --layerPrecisions=" +
+         result.layer_precisions + "\n";
   }
   return s;
 }
@@ -175,6 +261,9 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
   ConvertResult result;
 
   if (in_kind == formats::ArtifactKind::kOnnx) {
+    QK_RETURN_IF_NOT(options.data.empty(), StatusCode::kInvalidArgument,
+                     "--data checks a Q/DQ model written from a plan and its float model (IN = .cache/.json/.txt, "
+                     "--model FLOAT.onnx)");
     QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.input));
     // Normalize a PyTorch export's Q/DQ; a QOperator model is rewritten to Q/DQ, after which
     // everything below applies unchanged.
@@ -233,6 +322,7 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
       QK_ASSIGN_OR_RETURN(passes::PassReport strip, passes::RunPass(model, passes::StripQdq()));
       result.messages.push_back(strip.summary);
       if (options.qdq_output) {
+        QK_RETURN_IF_ERROR(SetFloatPrecision(options, *model.graph, /*plan_has_own=*/false, "", &plan, &result));
         // Re-insert symmetric int8 Q/DQ: TensorRT's recipe by default (lint-clean placements,
         // the plan's scales), or exactly where the source quantized (--placement plan).
         QK_ASSIGN_OR_RETURN(passes::PassReport ins,
@@ -268,6 +358,7 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
   QK_RETURN_IF_NOT(!options.model.empty(), StatusCode::kInvalidArgument,
                    "writing a Q/DQ model from {} needs the float model: --model FLOAT.onnx",
                    options.input);
+  QK_RETURN_IF_ERROR(analysis::CheckPlanFloatModel(plan, options.model));
   QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.model));
   int unmatched = 0;
   for (const auto& [name, t] : plan.tensors) {
@@ -280,6 +371,8 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
   }
   // Before insertion: afterwards the weighted ops read *_dequantized values the plan does not name.
   result.layer_precisions = LayerPrecisions(*model.graph, plan, options.float_precision);
+  QK_RETURN_IF_ERROR(SetFloatPrecision(options, *model.graph, in_kind == formats::ArtifactKind::kPlanJson, options.model,
+                                       &plan, &result));
   // A fallback plan's float-kept nodes get no Q/DQ, whatever the placement (as eval --plan and
   // `quantkit fallback` simulated them).
   QK_ASSIGN_OR_RETURN(passes::PassReport ins,
@@ -292,6 +385,7 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
   AddInsertionMessages(ins, &result);
   QK_ASSIGN_OR_RETURN(std::string written, WriteQdqModelFile(options.output, model));
   result.written.push_back(written);
+  if (!options.data.empty()) QK_RETURN_IF_ERROR(CheckAccuracy(options, &result));
   return result;
 }
 

@@ -20,11 +20,15 @@
 // quant/symmetric_conversion.h; ConvertResult::costs says per tensor what that costs.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "data/image_options.h"
 #include "formats/trt_cache.h"
 #include "ir/graph.h"
+#include "passes/float_precision.h"
+#include "passes/insert_qdq.h"
 #include "passes/qdq_placement.h"
 #include "quant/plan.h"
 #include "quant/symmetric_conversion.h"
@@ -44,6 +48,17 @@ struct ConvertOptions {
   std::string float_precision = "fp16";  // for the --layerPrecisions string
   // ONNX -> ONNX: write the Q/DQ model TensorRT builds rather than the float model.
   bool qdq_output = false;
+  // The float part of a written Q/DQ model (--float-dtype, --cast-io, --keep-fp32); nullopt: the
+  // float precision a plan.json records, else passes::FloatOptions' defaults.
+  std::optional<passes::FloatOptions> floats;
+  passes::WeightStorage weight_storage = passes::WeightStorage::kInt8;
+  // Data (--data) for a written Q/DQ model: one range-only pass of the float model first (which
+  // tensors the float dtype cannot hold), and afterwards the accuracy of the written model against
+  // the float model (the migration check of an implicit-INT8 deployment to TensorRT 11).
+  std::string data;
+  data::ImageOptions image;
+  int64_t samples = 0;
+  int64_t batch_size = 32;
 };
 
 // What converting one tensor's source quantization to symmetric int8 costs (for per-channel
@@ -64,6 +79,14 @@ struct ConvertResult {
   bool integer_ops = false;           // the input was a QOperator model
   std::vector<ConversionCost> costs;  // tensors whose grid changed, sorted by name
   std::vector<std::string> dynamic_tensors;  // quantized at run time: no static scale
+  // With data: the written model against the float model on it.
+  struct Accuracy {
+    std::string data;
+    int64_t samples = 0;
+    std::optional<double> fp32_top1, top1;  // with labels
+    double argmax_agreement = 0, cosine = 0, sqnr_db = 0;
+  };
+  std::optional<Accuracy> accuracy;
 };
 
 // One line per cost ("conv1_out: uint8 zp 0 [0, 4.2] -> int8 scale ... (x2.008 step, -1.01 bits,

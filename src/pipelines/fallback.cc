@@ -48,8 +48,16 @@ Result<std::vector<std::string>> FallbackCandidates(const analysis::PlanEvaluato
   return nodes;
 }
 
-Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan, analysis::Metric* metric,
-                                   const FallbackOptions& options) {
+Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& input_plan,
+                                   analysis::Metric* metric, const FallbackOptions& options) {
+  quant::QuantPlan plan = input_plan;
+  if (options.floats) {
+    // The trials simulate, and the written model keeps, this float part.
+    QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(evaluator.options().model));
+    const quant::FloatDType before = plan.float_precision.dtype;
+    QK_RETURN_IF_ERROR(passes::ResolveFloatOptions(*float_model.graph, *options.floats, &plan.float_precision));
+    if (plan.float_precision.dtype != before) plan.float_precision.fp32_tensors.clear();
+  }
   FallbackResult r;
   r.metric = metric->name();
   QK_ASSIGN_OR_RETURN(analysis::TrialResult fp32, evaluator.EvaluateFp32({metric}));
@@ -97,7 +105,9 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
   // Before insertion (LayerPrecisions reads the float graph's activations), then the very Q/DQ
   // model the trials simulated; ApplyPlan fills the plan's weight entries.
   r.layer_precisions = LayerPrecisions(*model.graph, r.plan, options.float_precision);
-  QK_RETURN_IF_ERROR(passes::RunPass(model, passes::ApplyPlan(&r.plan, evaluator.options().simulation)).status());
+  passes::ApplyPlanOptions writer = evaluator.options().simulation;
+  writer.weight_storage = options.weight_storage;
+  QK_RETURN_IF_ERROR(passes::RunPass(model, passes::ApplyPlan(&r.plan, writer)).status());
   if (options.output_dir.empty()) return r;
   // Every rank made the same decisions (the trials' values are the same bits everywhere); rank 0
   // writes, the others wait for its outcome.
@@ -120,7 +130,11 @@ Status WriteOutputs(const ir::Model& model, const std::string& output_dir, Fallb
   const std::vector<std::string> files = {names.qdq_model, names.plan, "layer_precisions.txt", "fallback.json"};
   QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out, ArtifactSet::Open(output_dir, files));
   QK_RETURN_IF_ERROR(StagePlanArtifacts(*out, &model, r.plan, {}, names));
-  QK_RETURN_IF_ERROR(StageText(*out, "layer_precisions.txt", r.layer_precisions + "\n"));
+  QK_RETURN_IF_ERROR(StageText(
+      *out, "layer_precisions.txt",
+      "# TensorRT <= 10 implicit INT8 (calib.cache, Jetson/DLA): trtexec --int8 --fp16 --calib=calib.cache "
+      "--precisionConstraints=obey --layerPrecisions=<the line below>. TensorRT 11: model.qdq.onnx carries them.\n" +
+          r.layer_precisions + "\n"));
   for (const std::string& f : files) r.written.push_back(out->Target(f));
   QK_RETURN_IF_ERROR(StageText(*out, "fallback.json", FallbackJson(r) + "\n"));
   return out->Commit().status();
@@ -160,7 +174,7 @@ std::string FormatFallback(const FallbackResult& r) {
   out += fmt::format("{}: {} layer(s) in float:", s.within_budget ? "within budget" : "NOT within budget",
                      s.float_layers.size());
   for (const std::string& l : s.float_layers) out += " " + l;
-  out += fmt::format("\n--layerPrecisions={}\n", r.layer_precisions);
+  out += fmt::format("\nTensorRT <= 10 (implicit INT8): --layerPrecisions={}\n", r.layer_precisions);
   out += fmt::format("search: {} trials in {:.2f} s ({:.3f} s per trial; one FP32 pass {:.3f} s)\n", s.evaluations,
                      s.seconds, r.trial_seconds, r.full_eval_seconds);
   if (r.cache_checkpoints > 0) {

@@ -10,13 +10,16 @@
 // Outputs (written atomically into output_dir when set):
 //   plan.json            the plan with plan.float_nodes (each with its reason)
 //   model.qdq.onnx       the Q/DQ model of that plan
-//   layer_precisions.txt trtexec --layerPrecisions value (float-kept layers)
+//   layer_precisions.txt trtexec --layerPrecisions value (float-kept layers) for TensorRT <= 10's
+//                        implicit INT8 (a '#' line says so); TensorRT 11 reads the precisions from
+//                        model.qdq.onnx, whose float-kept layers are in the plan's float dtype
 //   fallback.json        the search: ranking, every step with its loss and wall time, timings
 // Under a distributed launch (an evaluator with a communicator) every rank runs every trial on
 // its shard and gets the same losses, so all take the same decisions; rank 0 alone writes.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,8 @@
 #include "analysis/prefix_cache.h"
 #include "distributed/launch.h"
 #include "pipelines/plan_evaluation.h"
+#include "passes/float_precision.h"
+#include "passes/insert_qdq.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
 
@@ -36,6 +41,9 @@ struct FallbackOptions {
   int max_float_layers = 0;
   std::string output_dir;
   std::string float_precision = "fp16";
+  // The float part of the written model (and of every trial's simulation); nullopt: the plan's own.
+  std::optional<passes::FloatOptions> floats;
+  passes::WeightStorage weight_storage = passes::WeightStorage::kInt8;  // of the written model
   bool progress = true;
   // Trials start from cached activations of the part they share with the plan's own simulation
   // (analysis/prefix_cache.h), within this many bytes; 0: every trial runs the whole model.

@@ -23,6 +23,7 @@ Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& optio
                                           quant::QuantPlan plan, const std::string& placement,
                                           const std::optional<distributed::DistributedOptions>& distributed) {
   analysis::PlanEvalOptions eval = options;
+  QK_RETURN_IF_ERROR(analysis::CheckPlanFloatModel(plan, eval.model));
   QK_ASSIGN_OR_RETURN(eval.simulation.mode, passes::ParsePlacementPolicy(placement));
   PlanEvaluation r;
   r.plan = std::move(plan);

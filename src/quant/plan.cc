@@ -28,6 +28,22 @@ Result<QuantDType> ParseQuantDType(const std::string& s) {
   return MakeStatus(StatusCode::kInvalidArgument, "unknown quantized dtype '{}' (int8, uint8)", s);
 }
 
+const char* FloatDTypeName(FloatDType dtype) {
+  switch (dtype) {
+    case FloatDType::kFloat32: return "fp32";
+    case FloatDType::kFloat16: return "fp16";
+    case FloatDType::kBFloat16: return "bf16";
+  }
+  return "?";
+}
+
+Result<FloatDType> ParseFloatDType(const std::string& s) {
+  if (s == "fp32" || s == "float32" || s == "float") return FloatDType::kFloat32;
+  if (s == "fp16" || s == "float16") return FloatDType::kFloat16;
+  if (s == "bf16" || s == "bfloat16") return FloatDType::kBFloat16;
+  return MakeStatus(StatusCode::kInvalidArgument, "unknown float dtype '{}' (fp16, bf16, fp32)", s);
+}
+
 Result<TensorRole> ParseTensorRole(const std::string& s) {
   if (s == "activation") return TensorRole::kActivation;
   if (s == "weight") return TensorRole::kWeight;

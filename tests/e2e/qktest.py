@@ -10,7 +10,7 @@
                     its Q/DQ arithmetic as written
   ort_run(path, x)  the first output for x fed to the first input (in batches of `batch`)
   cosine(a, b)      cosine similarity in float64
-  zoo_data          python/zoo/data.py (Fashion-MNIST with the fixed splits)
+  zoo_data          qkdev/zoo/data.py (Fashion-MNIST with the fixed splits)
   zoo_model(name)   models/zoo/<name>.onnx
 """
 import os
@@ -18,6 +18,8 @@ import subprocess
 import sys
 
 import numpy as np
+
+from qkdev.zoo import data as zoo_data  # noqa: F401  (re-exported)
 
 __all__ = ["QK", "ROOT", "run", "run_process", "ort_session", "ort_run", "cosine", "zoo_data", "zoo_model"]
 
@@ -33,9 +35,6 @@ def _setting(env, index):
 
 QK = _setting("QUANTKIT_BIN", 1)
 ROOT = os.environ.get("QUANTKIT_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-sys.path.insert(0, os.path.join(ROOT, "python", "zoo"))
-import data as zoo_data  # noqa: E402,F401  (re-exported)
 
 
 def run_process(args, expect=0, env=None):

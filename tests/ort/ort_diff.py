@@ -3,7 +3,7 @@
     .venv/bin/python tests/ort/ort_diff.py --quantkit build/dev/tools/quantkit/quantkit [MODEL.onnx ...]
 
 With no models, checks the issue's torchvision list (opset 13), exported on demand into
-${QUANTKIT_CACHE:-~/.cache/quantkit}/models by python/export_torchvision.py. Each model gets a
+${QUANTKIT_CACHE:-~/.cache/quantkit}/models by qkdev/export_torchvision.py. Each model gets a
 seeded random float32 batch for its first input ('input', [2, 3, 224, 224] when dynamic);
 the outputs must agree within MAX_REL_DIFF of the largest |ORT| value. Prints one line per model
 with the max difference and both wall times.
@@ -19,7 +19,7 @@ import numpy as np
 import onnxruntime as ort
 
 # float32 sums reassociated across dozens of layers (ATen vs MLAS kernels); same budget as the
-# exporter's own ORT-vs-torch check (python/export_torchvision.py EXPORT_TOLERANCE).
+# exporter's own ORT-vs-torch check (qkdev/export_torchvision.py EXPORT_TOLERANCE).
 MAX_REL_DIFF = 1e-3
 SEED = 0
 
@@ -65,8 +65,7 @@ def main():
     if not models:
         # The list, exported on demand into the cache (reused when current), so a fresh
         # machine runs the same check instead of skipping it.
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-        import export_torchvision
+        from qkdev import export_torchvision
         names = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "squeezenet1_1",
                  "shufflenet_v2_x1_0", "vit_b_16"]
         models = [export_torchvision.ensure(n, 13, log=lambda *a, **k: None) for n in names]

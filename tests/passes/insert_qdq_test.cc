@@ -153,7 +153,7 @@ TEST(InsertQdq, InsertsSharedPairsWithExplicitAxis) {
   auto sites = FindQdqSites(*net.model.graph, {});
   ASSERT_TRUE(sites.ok());
   quant::QuantPlan plan = net.Plan(*sites);
-  auto report = RunPass(net.model, InsertQdq(plan, *sites));
+  auto report = RunPass(net.model, InsertQdq(plan, *sites, WeightStorage::kFakeQuant));
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->Count(passes::counter::kActivationPairs), 4);
   EXPECT_EQ(report->Count(passes::counter::kWeightPairs), 3);
@@ -182,6 +182,42 @@ TEST(InsertQdq, InsertsSharedPairsWithExplicitAxis) {
   EXPECT_TRUE(ir::Verify(net.model).ok());
   // Graph output untouched.
   EXPECT_EQ(g.outputs()[0]->name(), "y");
+}
+
+// The default storage: int8 initializers behind a DequantizeLinear that takes the weight's name,
+// holding exactly what QuantizeLinear of the float weight gives; the float weights are gone.
+TEST(InsertQdq, StoresWeightsAsInt8UnderTheirOwnNames) {
+  ResidualNet net;
+  auto sites = FindQdqSites(*net.model.graph, {});
+  ASSERT_TRUE(sites.ok());
+  const ir::Tensor w1 = *net.model.graph->FindValue("w1")->initializer;
+  quant::QuantPlan plan = net.Plan(*sites);
+  auto report = RunPass(net.model, InsertQdq(plan, *sites, WeightStorage::kInt8));
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->Count(passes::counter::kWeightPairs), 3);
+  const ir::Graph& g = *net.model.graph;
+  EXPECT_EQ(CountOps(g, "QuantizeLinear"), 4);    // activations only
+  EXPECT_EQ(CountOps(g, "DequantizeLinear"), 7);  // 4 activations + 3 weights
+  for (const char* name : {"w1", "w2", "fc.w"}) {
+    const ir::Value* w = g.FindValue(name);
+    ASSERT_NE(w, nullptr) << name;
+    ASSERT_NE(w->producer(), nullptr) << name << " should be the DequantizeLinear's output";
+    EXPECT_EQ(w->producer()->op_type(), "DequantizeLinear");
+    const ir::Value* stored = w->producer()->input(0);
+    ASSERT_TRUE(stored->is_constant());
+    EXPECT_EQ(stored->initializer->dtype(), DType::kInt8);
+    EXPECT_TRUE(w->producer()->has_attr("axis"));
+  }
+  // w1's int8 values are QuantizeLinear's: round(w / scale) per output channel, saturated.
+  const ir::Node* dq = g.FindValue("w1")->producer();
+  const ir::Tensor& q = *dq->input(0)->initializer;
+  const ir::Tensor& s = *dq->input(1)->initializer;
+  const int64_t per_channel = w1.numel() / 4;
+  for (int64_t i = 0; i < w1.numel(); ++i) {
+    const float scale = s.data_as<float>()[i / per_channel];
+    EXPECT_EQ(q.data_as<int8_t>()[i], static_cast<int8_t>(std::nearbyint(w1.data_as<float>()[i] / scale))) << i;
+  }
+  EXPECT_TRUE(ir::Verify(net.model).ok());
 }
 
 TEST(InsertQdq, RefusesOldOpsetWithoutChangingTheGraph) {

@@ -148,7 +148,10 @@ def test_samples_cap_and_plan_round_trip(model, calib_array, tmp_path):
     assert act > 0 and weights > 0
     q = onnx.load(str(tmp_path / "q.onnx"))
     onnx.checker.check_model(q)
-    assert sum(n.op_type == "QuantizeLinear" for n in q.graph.node) == act + weights
+    # Activations behind Q -> DQ, weights stored as INT8 behind a DequantizeLinear.
+    inits = {i.name for i in q.graph.initializer}
+    assert sum(n.op_type == "QuantizeLinear" for n in q.graph.node) == act
+    assert sum(n.op_type == "DequantizeLinear" and n.input[0] in inits for n in q.graph.node) == weights
     first_node = next(n.name for n in q.graph.node if n.op_type == "Conv")
     plan.keep_float(first_node)
     act2, _ = plan.write_qdq(model, tmp_path / "q2.onnx")

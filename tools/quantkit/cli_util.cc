@@ -117,6 +117,22 @@ void AddImageOptions(CLI::App* cmd, ImagePreprocessing* image) {
       ->group(group);
 }
 
+void AddFloatOptions(CLI::App* cmd, FloatOutputOptions* floats) {
+  const char* group = "Strongly typed output (docs/strongly-typed.md)";
+  cmd->add_option("--float-dtype", floats->dtype,
+                  "dtype of the non-quantized tensors: fp16 | bf16 | fp32 (default " + DefaultFloatDType() +
+                      "; a plan.json's own)")
+      ->group(group);
+  cmd->add_flag("--cast-io", floats->cast_io,
+                "graph inputs and outputs take --float-dtype too (default: kept as the model has them)")
+      ->group(group);
+  cmd->add_option("--keep-fp32", floats->keep_fp32, "node names or op types computed in FP32")->group(group);
+  cmd->add_option("--weight-storage", floats->weight_storage,
+                  "quantized weights stored as int8 (+DequantizeLinear) or float (Q->DQ)")
+      ->capture_default_str()
+      ->group(group);
+}
+
 void AddDistributedOptions(CLI::App* cmd, DistributedOptions* options) {
   const char* group = "Distributed (torchrun, srun torchrun, PyTorchJob; docs/distributed.md)";
   cmd->add_flag("--distributed", options->required,

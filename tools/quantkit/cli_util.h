@@ -34,6 +34,10 @@ int Parse(CLI::App& app, int argc, char** argv);
 // The image preprocessing options of calibrate, eval, qat and data (docs/data-sources.md).
 void AddImageOptions(CLI::App* cmd, ImagePreprocessing* image);
 
+// --float-dtype, --cast-io, --keep-fp32, --weight-storage: the float part of every written Q/DQ
+// model (calibrate, convert, fallback; docs/strongly-typed.md).
+void AddFloatOptions(CLI::App* cmd, FloatOutputOptions* floats);
+
 // --distributed and --dist-timeout, on the subcommands that run as N processes of one job
 // (calibrate, eval, analyze, diagnose, fallback, qat; docs/distributed.md).
 void AddDistributedOptions(CLI::App* cmd, DistributedOptions* options);

@@ -9,6 +9,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
     CalibrateOptions calibrate;
     std::vector<std::string> overrides, exclude;
     std::string weights = "per-channel";
+    std::string int8 = "on";
     bool quiet = false, json = false;
   };
   auto opts = std::make_shared<Options>();
@@ -75,8 +76,25 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       "--compare-methods/--budget metric: top1, agreement, rel_mse (default: top1 with labels / "
       "agreement on a [batch, classes] output, else rel_mse)");
   cmd->add_flag("--json", opts->json, "--compare-methods: print the table as JSON");
+  cmd->add_option("--ptq", c.ptq.stages,
+                  "PTQ stages after the range choice, in order: NAME[:KEY=VALUE...][,NAME...] "
+                  "(e.g. seqmse,adaround:iterations=500). With --method auto, each stage alone and all of "
+                  "them are tried on held-out data and the best kept. Stages:\n" +
+                      DescribePtqStages());
+  cmd->add_option("--ptq-samples", c.ptq.samples,
+                  "calibration samples the PTQ stages fit on (the first N; fewer when --ptq-memory says so)")
+      ->capture_default_str();
+  cmd->add_option("--ptq-batch", c.ptq.batch, "samples per cached run batch and per AdaRound step")
+      ->capture_default_str();
+  cmd->add_option("--ptq-memory", c.ptq.memory_mib,
+                  "MiB of cached layer activations the PTQ stages may hold (fewer samples beyond it)")
+      ->capture_default_str();
+  cmd->add_option("--seed", c.ptq.seed, "seed of the PTQ stages' random draws")->capture_default_str();
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &c.data_options.image);
+  AddFloatOptions(cmd, &c.floats);
+  cmd->add_option("--int8", opts->int8, "on | off: off writes model.<float-dtype>.onnx without Q/DQ (FP16 from data)")
+      ->capture_default_str();
   AddDistributedOptions(cmd, &c.distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
@@ -93,6 +111,10 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
         if (int rc = Report(c.methods.AddOverride(o))) return rc;
       }
       for (const std::string& e : opts->exclude) c.placement.Exclude(e);
+      if (opts->int8 != "on" && opts->int8 != "off") {
+        return Report(Status(StatusCode::kInvalidArgument, "--int8 '" + opts->int8 + "': use on or off"));
+      }
+      c.int8 = opts->int8 == "on";
       c.placement.per_channel_weights = opts->weights == "per-channel";
       c.progress = !opts->quiet;
       auto r = Calibrate(c);

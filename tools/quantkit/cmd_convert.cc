@@ -41,6 +41,13 @@ void SetupConvert(CLI::App& app, RunFn* run) {
   cmd->add_flag("--qdq", c.qdq_output,
                 "ONNX -> ONNX: write the TensorRT Q/DQ model (symmetric int8, the extracted "
                 "scales, placed by --placement) instead of the float model");
+  AddFloatOptions(cmd, &c.floats);
+  AddImageOptions(cmd, &c.image);
+  cmd->add_option("--data", c.data,
+                  "plan -> Q/DQ ONNX: data to check the float dtype's ranges on and to report the written model's "
+                  "accuracy against --model");
+  cmd->add_option("--samples", c.samples, "--data: the first N samples (0: all)")->capture_default_str();
+  cmd->add_option("--batch-size", c.batch_size, "--data: samples per batch")->capture_default_str();
   cmd->add_flag("--json", opts->json, "print the result (and per-tensor conversion costs) as JSON");
   cmd->add_flag("--layer-precisions", c.layer_precisions,
                 "print the trtexec --layerPrecisions string for the layers kept in float");

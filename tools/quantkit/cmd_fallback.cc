@@ -40,6 +40,7 @@ void SetupFallback(CLI::App& app, RunFn* run) {
          "same results)")
       ->default_str(std::to_string(f.trial_cache_bytes >> 20))
       ->check(CLI::NonNegativeNumber);
+  AddFloatOptions(cmd, &f.floats);
   cmd->add_flag("--json", opts->json, "print the search report as JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   cmd->callback([run, opts] {

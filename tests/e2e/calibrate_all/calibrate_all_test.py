@@ -1,5 +1,5 @@
 """Issue 6 done-when: `quantkit calibrate` writes every artifact for every zoo model and every
-torchvision export (python/export_torchvision.py MODELS, opset 13, exported on demand into the
+torchvision export (qkdev/export_torchvision.py MODELS, opset 13, exported on demand into the
 cache like tests/ort/ort_diff.py), and the Q/DQ model passes onnx.checker and loads and runs in
 onnxruntime. A model that already holds Q/DQ (the zoo's QAT export) is refused with one line
 (exit 3) that points to `quantkit convert`, instead of getting a second quantization stacked on
@@ -12,17 +12,14 @@ Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktes
 """
 import glob
 import os
-import sys
 import tempfile
 import time
 
 import numpy as np
 import onnx
 
-from qktest import ROOT, run_process, ort_session  # noqa: E402  (tests/e2e/qktest.py)
-
-sys.path.insert(0, os.path.join(ROOT, "python"))
-import export_torchvision  # noqa: E402
+from qkdev import export_torchvision
+from qktest import ROOT, run_process, ort_session  # tests/e2e/qktest.py
 
 SAMPLES = 8
 SEED = 0

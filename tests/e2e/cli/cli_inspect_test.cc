@@ -155,15 +155,15 @@ TEST_F(CliInspect, ExternalDataFileTooShort) {
 }
 
 // A real exporter's output: resnet18 from torchvision (random weights), exported once into a
-// cache under the build tree by python/export_torchvision.py (the zoo's export script).
+// cache under the build tree by qkdev/export_torchvision.py (the zoo's export script).
 TEST_F(CliInspect, TorchvisionResnet18) {
   const std::string python = std::string(QK_SOURCE_DIR) + "/.venv/bin/python";
   // make test creates the venv; without it this test must fail, not skip.
   ASSERT_EQ(access(python.c_str(), X_OK), 0) << "no .venv: run scripts/setup.sh";
   const std::string cache = std::string(QK_BINARY_DIR) + "/test_cache";
   const std::string model = cache + "/models/resnet18.opset13.onnx";
-  const std::string cmd = "QUANTKIT_CACHE='" + cache + "' '" + python + "' " + QK_SOURCE_DIR +
-                          "/python/export_torchvision.py --models resnet18 --opset 13 >/dev/null";
+  const std::string cmd = "PYTHONPATH='" + std::string(QK_SOURCE_DIR) + "' QUANTKIT_CACHE='" + cache + "' '" +
+                          python + "' -m qkdev.export_torchvision --models resnet18 --opset 13 >/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const CommandResult r = Run("inspect --json " + model);
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -11,7 +11,7 @@ For each, `quantkit calibrate` with its defaults must
   1. put QuantizeLinear nodes inside the bodies (BODY_Q_NODES per body),
   2. say so in the summary ("inside If/Loop/Scan bodies quantized"),
   3. give a Q/DQ model that onnxruntime runs, within REL_RMS_BOUND of FP32 on held-out samples.
-And on the real Silero VAD of docs/realmodels-table.md (if python/realmodels.py has put it in the
+And on the real Silero VAD of docs/realmodels-table.md (if qkdev/realmodels.py has put it in the
 quantkit cache; a checkout without it skips that part and says so): the Conv layers in the
 16 kHz branch (the one the calibration data takes) are quantized, onnxruntime runs the model,
 its score stays within SILERO_SCORE_BOUND of FP32, and the summary names what stays in float
@@ -19,17 +19,14 @@ its score stays within SILERO_SCORE_BOUND of FP32, and the summary names what st
 """
 import os
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-from qktest import QK, ROOT, ort_session  # noqa: E402  (tests/e2e/qktest.py)
-
-sys.path.insert(0, os.path.join(ROOT, "python"))
-import realmodels  # noqa: E402
-import realmodels_table as table  # noqa: E402
+from qkdev import realmodels
+from qkdev import realmodels_table as table
+from qktest import QK, ort_session  # tests/e2e/qktest.py
 
 SEED = 20
 CALIB, VAL = 24, 16
@@ -123,12 +120,14 @@ def scan_model(rng):
 
 
 def q_nodes_by_scope(path):
-    """QuantizeLinear count per body, keyed like quantkit's scopes ("<node>.<attribute>")."""
+    """Quantized tensors per body (QuantizeLinear nodes, and DequantizeLinear nodes of INT8-stored
+    weights), keyed like quantkit's scopes ("<node>.<attribute>")."""
     counts = {}
 
     def walk(graph, scope):
+        inits = {i.name for i in graph.initializer}
         for node in graph.node:
-            if node.op_type == "QuantizeLinear":
+            if node.op_type == "QuantizeLinear" or (node.op_type == "DequantizeLinear" and node.input[0] in inits):
                 counts[scope] = counts.get(scope, 0) + 1
             for a in node.attribute:
                 if a.type == onnx.AttributeProto.GRAPH:
@@ -182,7 +181,7 @@ def check_built(name, build, tmp, failures):
 def check_silero(tmp, failures):
     folder = os.path.join(realmodels.cache_dir(), "silero_vad")
     if not os.path.exists(os.path.join(folder, "model.onnx")):
-        print(f"silero_vad: not in {realmodels.cache_dir()} (python/realmodels.py --models silero_vad needs pip "
+        print(f"silero_vad: not in {realmodels.cache_dir()} (qkdev/realmodels.py --models silero_vad needs pip "
               "and the network): skipped")
         return
     row = table.evaluate(QK, "silero_vad", tmp, with_ort=False)

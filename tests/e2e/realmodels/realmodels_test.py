@@ -1,6 +1,6 @@
 """End-to-end: models as they are exported, through `quantkit calibrate` with its defaults.
 
-For every exported model of python/realmodels.py (opset 9 and 11 segmentation CNNs over pages of
+For every exported model of qkdev/realmodels.py (opset 9 and 11 segmentation CNNs over pages of
 three sizes, a fixed-batch-1 classifier, a CTC text-line recogniser over three widths, a GRU with a
 [2,B,32] state input and a scalar input from recorded calls, an If on a scalar input and an If on a
 static dimension, both holding convolutions, an STFT-as-convolution audio front-end):
@@ -17,20 +17,17 @@ static dimension, both holding convolutions, an STFT-as-convolution audio front-
   3. the summary says what was done: the opset upgrade (opset 9/11), the convolutions quantized
      inside the branch of an If on data, and the If on a static dimension replaced by its taken
      branch, whose convolutions are then quantized (MIN_Q_NODES).
-The shipped PyPI models (PP-OCR, Silero VAD) are in python/realmodels_table.py, which needs pip.
+The shipped PyPI models (PP-OCR, Silero VAD) are in qkdev/realmodels_table.py, which needs pip.
 Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py.
 """
 import os
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
-from qktest import QK, ROOT  # noqa: E402  (tests/e2e/qktest.py)
-
-sys.path.insert(0, os.path.join(ROOT, "python"))
-import realmodels  # noqa: E402
-import realmodels_table as table  # noqa: E402
+from qkdev import realmodels
+from qkdev import realmodels_table as table
+from qktest import QK  # tests/e2e/qktest.py
 
 # Budgets per model, INT8 (quantkit defaults) vs FP32 in onnxruntime on the val split: about 2x the
 # values measured when this test was written (docs/realmodels-table.md). A collapsed calibration

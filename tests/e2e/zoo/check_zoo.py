@@ -1,7 +1,7 @@
 """Checks every model of models/zoo/manifest.json with onnxruntime (ctest e2e_zoo_manifest_ort).
 
 For each model: the file's sha256 equals the manifest's; onnxruntime (ORT_DISABLE_ALL, one
-thread, python/zoo/eval_ort.py) gives the manifest's test top-1 and top-5 exactly and the same
+thread, qkdev/zoo/eval_ort.py) gives the manifest's test top-1 and top-5 exactly and the same
 argmax for every test image as the committed <name>.test_pred.npy. For QAT models: the file
 holds QuantizeLinear/DequantizeLinear pairs with int8 zero points that are all 0, as recorded.
 Exits 1 with one line per failure.
@@ -13,11 +13,10 @@ import time
 
 import numpy as np
 
+from qkdev.zoo import data, eval_ort
+from qkdev.zoo.onnx_util import qdq_summary, sha256
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "python", "zoo"))
-import data  # noqa: E402
-import eval_ort  # noqa: E402
-from onnx_util import qdq_summary, sha256  # noqa: E402
 
 
 def main():

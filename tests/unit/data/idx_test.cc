@@ -78,7 +78,7 @@ TEST(IdxReal, ReadsFashionMnistTrainAndTest) {
   auto images = ReadIdx(FashionMnistImagesPath(kDir, "train"));
   ASSERT_TRUE(images.ok()) << images.status().ToString();
   EXPECT_EQ(images->dims, (std::vector<int64_t>{60000, 28, 28}));
-  int64_t sum = 0;  // first image's pixel sum, from python/zoo/data.py
+  int64_t sum = 0;  // first image's pixel sum, from qkdev/zoo/data.py
   for (int i = 0; i < 28 * 28; ++i) sum += images->values[i];
   EXPECT_EQ(sum, 76247);
 
@@ -101,7 +101,7 @@ TEST(IdxReal, DatasetBatchesAreNchwFloatWithDeclaredPreprocessing) {
   ASSERT_TRUE(images.ok());
   EXPECT_EQ(images->dtype(), ir::DType::kFloat);
   EXPECT_EQ(images->dims(), (std::vector<int64_t>{2, 1, 28, 28}));
-  // Bit patterns of float32 values computed by python/zoo/data.py: same ops, same order.
+  // Bit patterns of float32 values computed by qkdev/zoo/data.py: same ops, same order.
   const float* x = images->data_as<float>();
   auto bits = [](float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; };
   EXPECT_EQ(bits(x[14 * 28 + 14]), 1070390668u);  // pixel 217

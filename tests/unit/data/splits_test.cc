@@ -31,7 +31,7 @@ std::vector<int64_t> CountPerClass(const std::vector<int64_t>& indices, const st
 }
 
 TEST(SplitMix64, ReferenceOutputs) {
-  // First outputs of the reference splitmix64.c seeded with 0 (and of python/zoo/data.py).
+  // First outputs of the reference splitmix64.c seeded with 0 (and of qkdev/zoo/data.py).
   uint64_t state = 0;
   EXPECT_EQ(SplitMix64Next(&state), 0xe220a8397b1dcdafULL);
   EXPECT_EQ(SplitMix64Next(&state), 0x6e789e6aa1b965f4ULL);

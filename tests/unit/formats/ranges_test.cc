@@ -95,6 +95,31 @@ TEST(PlanJson, WrongTypesNameTheKeyPath) {
   EXPECT_NE(huge.status().message().find("outside the float32 range"), std::string::npos);
 }
 
+// The float part of the written model travels with the plan (every writer of it uses the same);
+// a plan written before it existed reads as FP32 (its models were).
+TEST(PlanJson, FloatPrecisionRoundTripsAndOldPlansAreFp32) {
+  quant::QuantPlan plan;
+  plan.SetActivationAmax("x", 2.0f, "max");
+  plan.float_precision.dtype = quant::FloatDType::kFloat16;
+  plan.float_precision.cast_io = true;
+  plan.float_precision.fp32_nodes["/ln"] = "kept in FP32 by request (--keep-fp32)";
+  plan.float_precision.fp32_op_types["Softmax"] = "op type Softmax kept in FP32 by request (--keep-fp32)";
+  plan.float_precision.fp32_tensors["big"] = "calibrated |values| reach 1e+05";
+  auto back = ParsePlanJson(FormatPlanJson(plan), "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->float_precision == plan.float_precision);
+  EXPECT_EQ(FormatPlanJson(*back), FormatPlanJson(plan));
+  auto old = ParsePlanJson(R"({"format":"quantkit.plan","version":1})", "p.json");
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->float_precision.dtype, quant::FloatDType::kFloat32);
+  auto bad = ParsePlanJson(R"({"format":"quantkit.plan","version":1,"float_precision":{"dtype":"fp8"}})", "p.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("float_precision.dtype"), std::string::npos) << bad.status().message();
+  auto typo = ParsePlanJson(R"({"format":"quantkit.plan","version":1,"float_precision":{"fp32_node":{}}})", "p.json");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("fp32_node"), std::string::npos);
+}
+
 TEST(PlanJson, AsymmetricAndDenormalEntriesAreRefused) {
   auto zp = ParsePlanJson(
       R"({"format":"quantkit.plan","version":1,"tensors":{"t":{"scale":[0.1],"amax":[12.7],"zero_point":[5]}}})",

@@ -4,8 +4,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import data  # noqa: E402
+from qkdev.zoo import data
 
 
 def main():

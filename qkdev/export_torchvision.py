@@ -1,7 +1,7 @@
 """Exports standard torchvision architectures to ONNX, on demand, into the quantkit cache.
 
-    .venv/bin/python python/export_torchvision.py --models resnet18,mobilenet_v2 --opset 13
-    .venv/bin/python python/export_torchvision.py --opset 13,17          # every model, both opsets
+    .venv/bin/python -m qkdev.export_torchvision --models resnet18,mobilenet_v2 --opset 13
+    .venv/bin/python -m qkdev.export_torchvision --opset 13,17          # every model, both opsets
 
 Writes ${QUANTKIT_CACHE:-$HOME/.cache/quantkit}/models/<name>.opset<N>.onnx and prints one path
 per line (tests and benchmarks call this, or import ensure()). Nothing is downloaded: weights are
@@ -24,8 +24,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "zoo"))
-from onnx_util import sha256  # noqa: E402
+from qkdev.zoo.onnx_util import sha256
 
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "squeezenet1_1",
           "shufflenet_v2_x1_0", "vit_b_16"]

@@ -1,19 +1,17 @@
 """Top-1 / top-5 of an ONNX classifier on a Fashion-MNIST split, with onnxruntime.
 
-    .venv/bin/python python/zoo/eval_ort.py models/zoo/plain_cnn.onnx --split test
+    .venv/bin/python -m qkdev.zoo.eval_ort models/zoo/plain_cnn.onnx --split test
 
 The numbers in models/zoo/manifest.json come from this function: onnxruntime 1.19.2 on CPU,
 graph optimizations disabled (ORT_DISABLE_ALL), one intra-op thread, batches of 500, the declared
 preprocessing of data.py. Predictions are the argmax of the logits (first index on ties).
 """
 import argparse
-import os
 import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import data  # noqa: E402
+from qkdev.zoo import data
 
 BATCH = 500
 

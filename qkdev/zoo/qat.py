@@ -25,9 +25,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.ao import quantization as tq
 
-import eval_ort
-import models
-from onnx_util import qdq_summary
+from qkdev.zoo import eval_ort, models
+from qkdev.zoo.onnx_util import qdq_summary
 
 NAME = "resnet_small_qat"
 BASE = "resnet_small"

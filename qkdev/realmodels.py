@@ -1,7 +1,7 @@
 """Real-model test set for issue 20: models as they are shipped, with their data, in the quantkit cache.
 
-    .venv/bin/python python/realmodels.py                 # every model; prints one folder per line
-    .venv/bin/python python/realmodels.py --models gru_state,fixed_b1
+    .venv/bin/python -m qkdev.realmodels                 # every model; prints one folder per line
+    .venv/bin/python -m qkdev.realmodels --models gru_state,fixed_b1
 
 Each model gets ${QUANTKIT_CACHE:-$HOME/.cache/quantkit}/realmodels/<name>/ with
     model.onnx      the model exactly as exported or shipped (never edited afterwards)

@@ -1,10 +1,10 @@
 """Issue 20 item 10: how far quantkit's execution of a Q/DQ model drifts from onnxruntime's, beside
 onnxruntime's own sensitivity to float rounding, on the real-model test set.
 
-    .venv/bin/python python/realmodels_drift.py build/dev/tools/quantkit/quantkit QDQ_DIR [--models a,b]
+    .venv/bin/python -m qkdev.realmodels_drift build/dev/tools/quantkit/quantkit QDQ_DIR [--models a,b]
         [--first-flip]
 
-QDQ_DIR/<model>/model.qdq.onnx must exist (python/realmodels_table.py --keep QDQ_DIR writes them).
+QDQ_DIR/<model>/model.qdq.onnx must exist (qkdev/realmodels_table.py --keep QDQ_DIR writes them).
 For each val sample, relative RMS of the first output between
   - quantkit (`quantkit run`) and onnxruntime with graph optimizations disabled (it then executes the
     Q/DQ arithmetic as written);
@@ -25,9 +25,8 @@ import tempfile
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import realmodels  # noqa: E402
-import realmodels_table as table  # noqa: E402
+from qkdev import realmodels
+from qkdev import realmodels_table as table
 
 
 def rel_rms(a, b):

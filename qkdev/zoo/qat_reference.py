@@ -8,7 +8,7 @@ gradient inside the range; weight scales recomputed per output channel from the 
 (max|w| / 127), activation scales frozen from the plan. Teacher = the FP32 model (same executor,
 no grad), loss = MSE on the logits (label-free), AdamW, 5% linear warm-up then cosine to 0.
 
-  .venv/bin/python python/zoo/qat_reference.py CALIB_OUT/model.qdq.onnx models/zoo/plain_cnn.onnx \
+  .venv/bin/python -m qkdev.zoo.qat_reference CALIB_OUT/model.qdq.onnx models/zoo/plain_cnn.onnx \
       --steps 300 --batch 64 --lr 1e-4 [--threads 2]
 
 Prints the FP32 / PTQ / QAT top-1 on the full test split and the median time per training step
@@ -19,7 +19,6 @@ same machine.
 import argparse
 import math
 import os
-import sys
 import time
 
 import numpy as np
@@ -28,8 +27,7 @@ import torch
 import torch.nn.functional as F
 from onnx import numpy_helper
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import data  # noqa: E402
+from qkdev.zoo import data
 
 QMIN, QMAX = -128.0, 127.0
 

@@ -1,7 +1,7 @@
 """Trains, exports and measures the quantkit model zoo (make zoo). Not part of CI.
 
-    .venv/bin/python python/zoo/train_all.py                 # everything, in order
-    .venv/bin/python python/zoo/train_all.py --models plain_cnn,resnet_small
+    .venv/bin/python -m qkdev.zoo.train_all                 # everything, in order
+    .venv/bin/python -m qkdev.zoo.train_all --models plain_cnn,resnet_small
 
 Reproducible: fixed seeds, deterministic algorithms, one CPU thread, the committed splits
 (training uses the 52,952-image 'train' split: the calibration and validation splits are held out).
@@ -21,11 +21,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import data  # noqa: E402
-import eval_ort  # noqa: E402
-from onnx_util import onnx_summary, sha256  # noqa: E402
-import models  # noqa: E402
+from qkdev.zoo import data, eval_ort, models
+from qkdev.zoo.onnx_util import onnx_summary, sha256
 
 ZOO_DIR = os.path.join(data.REPO, "models", "zoo")
 WORK_DIR = os.path.join(data.REPO, "out", "zoo")  # checkpoints for QAT (ignored by git)
@@ -130,7 +127,7 @@ def save_manifest(manifest):
         "test_images": 10000,
     }
     manifest["preprocessing"] = data.PREPROCESSING
-    manifest["evaluator"] = ("python/zoo/eval_ort.py: onnxruntime 1.19.2 CPU, ORT_DISABLE_ALL, 1 thread, "
+    manifest["evaluator"] = ("qkdev/zoo/eval_ort.py: onnxruntime 1.19.2 CPU, ORT_DISABLE_ALL, 1 thread, "
                              "argmax of logits; test_pred files hold those argmaxes (int16, test order)")
     tmp = MANIFEST + ".tmp"
     with open(tmp, "w") as f:
@@ -204,7 +201,7 @@ def main():
     xs = (data.load_split("test"), data.load_split("val"))
     for name in names:
         if name == "resnet_small_qat":
-            import qat
+            from qkdev.zoo import qat
             qat.run(train_xy, xs, sys.modules[__name__])
         else:
             run_fp32(name, train_xy, xs)
