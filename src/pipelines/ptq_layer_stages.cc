@@ -6,7 +6,7 @@
 #include "common/check.h"
 #include "pipelines/ptq_stage_internal.h"
 #include "quant/weight_scales.h"
-#include "runtime/layer_reconstruction.h"
+#include "train/layer_reconstruction.h"
 
 namespace quantkit::pipelines::ptq {
 namespace {

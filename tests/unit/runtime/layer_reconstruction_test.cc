@@ -1,6 +1,6 @@
 // AdaRound and SeqMSE (runtime/layer_reconstruction.h) on one Gemm where the answer is known by
 // hand or by enumerating every choice.
-#include "runtime/layer_reconstruction.h"
+#include "train/layer_reconstruction.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // AdaRound and SeqMSE on one layer block (see layer_reconstruction.h for the math).
-#include "runtime/layer_reconstruction.h"
+#include "train/layer_reconstruction.h"
 
 #include <torch/optim.h>
 
