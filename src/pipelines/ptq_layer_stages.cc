@@ -11,8 +11,8 @@
 namespace quantkit::pipelines::ptq {
 namespace {
 
-runtime::LayerBlock BlockOf(const LayerStep& step) {
-  runtime::LayerBlock block;
+train::LayerBlock BlockOf(const LayerStep& step) {
+  train::LayerBlock block;
   block.model = step.block;
   block.input = step.layer.data_input;
   block.weight = step.layer.weight;
@@ -27,10 +27,10 @@ std::string Name(const analysis::PtqLayer& layer) { return layer.node.empty() ? 
 }  // namespace
 
 Status RunSeqMse(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report, int64_t* peak_bytes) {
-  runtime::SeqMseParams params;
+  train::SeqMseParams params;
   params.candidates = static_cast<int64_t>(spec.Get("candidates"));
   auto fn = [&](LayerStep& step, const std::function<void(int64_t)>&) -> Status {
-    const runtime::LayerBlock block = BlockOf(step);
+    const train::LayerBlock block = BlockOf(step);
     std::vector<float> amax0 = step.weight.amax;
     if (amax0.size() != step.weight.scale.size()) {
       amax0.clear();
@@ -46,7 +46,7 @@ Status RunSeqMse(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report,
         return Status::Ok();
       }
     }
-    QK_ASSIGN_OR_RETURN(runtime::SeqMseOutcome o, runtime::SeqMseLayer(block, amax0, step.inputs.quantized, params));
+    QK_ASSIGN_OR_RETURN(train::SeqMseOutcome o, train::SeqMseLayer(block, amax0, step.inputs.quantized, params));
     report->loss_before += o.loss_before;
     report->loss_after += o.loss_after;
     report->lines.push_back(fmt::format("{}: {} of {} channels clipped, output error {:.4g} -> {:.4g}", Name(step.layer),
@@ -68,7 +68,7 @@ Status RunSeqMse(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report,
 }
 
 Status RunAdaRound(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report, int64_t* peak_bytes) {
-  runtime::AdaRoundParams params;
+  train::AdaRoundParams params;
   params.iterations = static_cast<int64_t>(spec.Get("iterations"));
   params.reg = spec.Get("reg");
   params.beta_start = spec.Get("beta_start");
@@ -77,13 +77,13 @@ Status RunAdaRound(const PtqStageSpec& spec, Context& ctx, PtqStageReport* repor
   params.lr = spec.Get("lr");
   uint64_t layer_index = 0;
   auto fn = [&](LayerStep& step, const std::function<void(int64_t)>& advance) -> Status {
-    const runtime::LayerBlock block = BlockOf(step);
+    const train::LayerBlock block = BlockOf(step);
     // The target: the FP32 block on the FP32 inputs (label-free).
     QK_ASSIGN_OR_RETURN(std::vector<ir::Tensor> targets, RunBlock(*step.block, step.inputs.fp32));
-    runtime::AdaRoundParams p = params;
+    train::AdaRoundParams p = params;
     p.seed = ctx.options.seed + layer_index++;  // one stream per layer: reproducible layer by layer
-    QK_ASSIGN_OR_RETURN(runtime::AdaRoundOutcome o,
-                        runtime::AdaRoundLayer(block, step.inputs.quantized, targets, p, advance));
+    QK_ASSIGN_OR_RETURN(train::AdaRoundOutcome o,
+                        train::AdaRoundLayer(block, step.inputs.quantized, targets, p, advance));
     report->loss_before += o.loss_nearest;
     report->loss_after += o.loss_adaround;
     report->lines.push_back(fmt::format("{}: {} weights rounded the other way, output error {:.4g} -> {:.4g}{}",

@@ -12,7 +12,20 @@
 #include "runtime/device_placement.h"
 #include "runtime/interpreter_aten.h"
 
-namespace quantkit::runtime {
+namespace quantkit::train {
+
+// The interpreter's ATen level, which the reconstruction drives from inside (runtime/interpreter_aten.h).
+using runtime::AtenRunOptions;
+using runtime::CopyToAten;
+using runtime::DefaultDevice;
+using runtime::Device;
+using runtime::Interpreter;
+using runtime::InterpreterOptions;
+using runtime::RunAten;
+using runtime::ToAtenDevice;
+using runtime::ToDevice;
+using runtime::ToIrTensor;
+using runtime::UseDevice;
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
@@ -255,4 +268,4 @@ Result<SeqMseOutcome> SeqMseLayer(const LayerBlock& block, const std::vector<flo
   return outcome;
 }
 
-}  // namespace quantkit::runtime
+}  // namespace quantkit::train

@@ -36,7 +36,7 @@
 #include "ir/tensor.h"
 #include "quantkit/status.h"
 
-namespace quantkit::runtime {
+namespace quantkit::train {
 
 struct LayerBlock {
   std::shared_ptr<const ir::Model> model;  // one graph input, the first output is the block's
@@ -89,4 +89,4 @@ struct SeqMseOutcome {
 Result<SeqMseOutcome> SeqMseLayer(const LayerBlock& block, const std::vector<float>& amax0,
                                   const std::vector<ir::Tensor>& inputs, const SeqMseParams& params);
 
-}  // namespace quantkit::runtime
+}  // namespace quantkit::train

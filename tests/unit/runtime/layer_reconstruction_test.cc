@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-namespace quantkit::runtime {
+namespace quantkit::train {
 namespace {
 
 // y = x W^T (Gemm, transB = 1): W [out, in] as an initializer "W", x [batch, in] the graph input.
@@ -167,4 +167,4 @@ TEST(SeqMse, ClipsTheOutlierAnInputNeverReadsAndKeepsTheRangeThatMatters) {
 }
 
 }  // namespace
-}  // namespace quantkit::runtime
+}  // namespace quantkit::train
