@@ -2,7 +2,7 @@
 #   make demo   install what is missing, build, run the main job on the bundled model and data
 #   make test   the whole test suite (what CI runs)
 # Other targets: build, python (the extension in-tree), wheel (dist/: docs/python.md), asan (sanitizer build + unit tests), bench, zoo, zoo-table,
-# fuzz, fuzz-smoke, clean,
+# fuzz, fuzz-smoke, format-check (clang-format 14, as CI), clean,
 #   cuda (build against PyPI torch in .venv-torch: the GPU route, docs/gpu.md), cuda-test.
 
 PRESET ?= dev
@@ -14,7 +14,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_MAXSIZE ?= 5G
 
-.PHONY: all setup build python wheel test demo asan bench zoo zoo-table qat-table fuzz fuzz-smoke clean cuda cuda-test
+.PHONY: all setup build python wheel test demo asan bench zoo zoo-table qat-table fuzz fuzz-smoke clean cuda cuda-test format-check
 
 all: build
 
@@ -87,6 +87,11 @@ fuzz: setup
 # Every libFuzzer target for 10 s from the committed seeds (fuzz/corpus/); fails on any finding.
 fuzz-smoke: setup
 	@JOBS=$(JOBS) bash fuzz/run.sh 10
+
+# What .ci/run checks first: clang-format 14 on the C++ files (scripts/check_format.py says the
+# rules); FORMAT_BASE=<commit> checks the lines changed since it (default HEAD~1).
+format-check: setup
+	@python3 scripts/check_format.py
 
 clean:
 	rm -rf build

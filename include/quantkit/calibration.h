@@ -322,6 +322,32 @@ Result<std::unique_ptr<BatchStream>> OpenDataSpec(const Model& model, const std:
 // provenance included, for the same data spec): load, find the sites, collect (or take
 // `statistics`), build the plan, and with `output_dir` write model.qdq.onnx, calib.cache,
 // ranges.txt, plan.json and summary.txt (all or none).
+// The float part of a written Q/DQ model (docs/strongly-typed.md): what every writer of a model
+// takes (Calibrate, Convert, Fallback).
+struct FloatOutputOptions {
+  // fp16 | bf16 | fp32: the dtype of the non-quantized tensors. Empty: DefaultFloatDType() for a
+  // calibration; Convert and Fallback then keep the float precision a plan.json records.
+  std::string dtype;
+  bool cast_io = false;                 // graph inputs and outputs take `dtype` too
+  std::vector<std::string> keep_fp32;   // node names or op types computed in FP32
+  std::string weight_storage = "int8";  // int8 (+DequantizeLinear) | float (QuantizeLinear -> DQ)
+};
+// "fp32", what an empty FloatOutputOptions::dtype means for a calibration.
+std::string DefaultFloatDType();
+
+// PTQ stages after the range choice (AdaRound, SeqMSE, ...; docs/ptq.md).
+struct PtqOptions {
+  // NAME[:KEY=VALUE...][,NAME...] in order (e.g. "seqmse,adaround:iterations=500"); empty: none.
+  // DescribePtqStages() lists the stages and their parameters with defaults and ranges.
+  std::string stages;
+  int64_t samples = 256;      // the calibration samples they fit on (fewer when memory says so)
+  int64_t batch = 32;         // samples per cached run batch and per AdaRound step
+  int64_t memory_mib = 1024;  // cached layer activations the stages may hold, in [1, 2^30] MiB
+  uint64_t seed = 0;          // of their random draws
+};
+// One line per stage ("  adaround: ...") and per parameter ("    iterations=2000 in [1, 1e+06]: ...").
+std::string DescribePtqStages();
+
 // The held-out data a calibration is judged on (method comparison, method auto, the budget).
 struct HoldoutOptions {
   // A data spec. Empty: fashion-mnist:val for fashion-mnist data in a comparison, else the last
@@ -354,6 +380,11 @@ struct CalibrateOptions {
   // One method only: not with compare_methods or method "auto".
   std::optional<double> budget;
   HoldoutOptions holdout;
+  FloatOutputOptions floats;
+  // false: no Q/DQ at all, the float-dtype conversion alone from the same statistics: writes
+  // model.<dtype>.onnx, plan.json and summary.txt.
+  bool int8 = true;
+  PtqOptions ptq;
   // Under torchrun/srun/a PyTorchJob each rank collects its shard, rank 0 merges exactly and
   // writes everything; the other ranks write nothing.
   DistributedOptions distributed;

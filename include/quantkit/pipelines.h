@@ -100,8 +100,9 @@ struct FallbackOptions {
   std::string float_precision = "fp16";  // named in --layerPrecisions for the float layers
   // Memory for cached activations trials start from (0: every trial runs the whole model; the
   // results are the same).
-  int64_t trial_cache_bytes = int64_t{256} << 20;
-  bool progress = false;  // a bar on stderr when it is a terminal
+  int64_t trial_cache_bytes = int64_t{512} << 20;
+  bool progress = false;      // a bar on stderr when it is a terminal
+  FloatOutputOptions floats;  // of the written model; an empty dtype keeps the plan's
 };
 struct FallbackReport {
   Plan plan;  // with float_nodes
@@ -157,6 +158,12 @@ struct ConvertOptions {
   std::string calibrator = "EntropyCalibration2";  // cache header: or MinMaxCalibration
   std::string float_precision = "fp16";            // fp16 | fp32: named in layer_precisions
   bool layer_precisions = false;  // `text` ends with the trtexec --layerPrecisions options
+  FloatOutputOptions floats;      // of a written Q/DQ model; an empty dtype keeps the plan's
+  // A written Q/DQ model: data to check the float dtype's ranges on first, and to report the
+  // model's accuracy against `model` on afterwards (the migration check to TensorRT 11).
+  std::string data;
+  ImagePreprocessing image;
+  int64_t samples = 0, batch_size = 32;
 };
 struct ConvertReport {
   std::vector<std::string> written, messages;

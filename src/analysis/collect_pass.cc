@@ -30,6 +30,7 @@ const runtime::TensorStatsRequest* CollectingObserver::StatsRequestFor(const std
   request.log2_bins = it->second.histogram().log2_bins();
   request.min_range_exp = quant::kMinRangeExp;
   request.histogram = it->second.has_histogram();
+  request.on_host = device_stats_on_host_;
   const std::optional<quant::PerChannelStats> per_channel = it->second.per_channel();
   request.channel_axis.reset();
   if (per_channel) request.channel_axis = per_channel->axis;

@@ -33,6 +33,9 @@ class CollectingObserver final : public runtime::Observer {
  public:
   explicit CollectingObserver(CollectorMap* collectors) : collectors_(collectors) {}
   void set_target(CollectorMap* collectors) { collectors_ = collectors; }
+  // Statistics of CPU tensors by the device algorithm too (runtime::TensorStatsRequest::on_host):
+  // how tests check it against the host collectors without a GPU.
+  void set_device_stats_on_host(bool on) { device_stats_on_host_ = on; }
   bool Wants(const std::string& name) const override { return collectors_->count(name) != 0; }
   bool WantsFloat() const override { return true; }
   // Q/DQ placement quantizes inside If/Loop/Scan bodies: their tensors are watched by qualified
@@ -46,6 +49,7 @@ class CollectingObserver final : public runtime::Observer {
 
  private:
   CollectorMap* collectors_;
+  bool device_stats_on_host_ = false;
   mutable std::map<std::string, runtime::TensorStatsRequest> requests_;
 };
 
@@ -55,6 +59,9 @@ Result<quant::TensorCollector> CollectorFromStats(const runtime::TensorStats& st
 
 struct PassOptions {
   int64_t batch_size = 32;
+  // The collectors of a calibration take the device statistics algorithm's summaries of CPU
+  // tensors too (CollectingObserver::set_device_stats_on_host): tests only.
+  bool device_stats_on_host = false;
   // > 0: reads are whole multiples of run_batch, aligned to multiples of it, so InRuns cuts
   // them into runs without copying (calibration, data/run_chunks.h). 0: no constraint.
   int64_t run_batch = 0;

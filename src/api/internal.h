@@ -6,8 +6,11 @@
 #include "data/image_options.h"
 #include "distributed/launch.h"
 #include "formats/trt_cache.h"
+#include "passes/float_precision.h"
+#include "passes/insert_qdq.h"
 #include "passes/qdq_placement.h"
 #include "pipelines/calibration_stages.h"
+#include "pipelines/ptq_stages.h"
 #include "quant/plan.h"
 #include "quantkit/calibration.h"
 #include "quantkit/data_source.h"
@@ -40,6 +43,13 @@ passes::PlacementOptions ToPlacementOptions(const Placement& placement);
 Result<pipelines::MethodChoice> ToMethodChoice(const MethodChoices& choices);
 // The TensorRT version and calibrator names parsed.
 Result<formats::TrtCacheWriteOptions> ToTrtCacheOptions(const CacheOptions& cache);
+// The float part of a written model: its dtype parsed (empty: the default); the override form is
+// nullopt when neither dtype, cast_io nor keep_fp32 is given (a plan.json's own precision then).
+Result<passes::FloatOptions> ToFloatOptions(const FloatOutputOptions& floats);
+Result<std::optional<passes::FloatOptions>> ToFloatOverride(const FloatOutputOptions& floats);
+Result<passes::WeightStorage> ToWeightStorage(const FloatOutputOptions& floats);
+// The stages parsed, the memory bound checked.
+Result<pipelines::PtqOptions> ToPtqOptions(const PtqOptions& ptq, bool progress);
 // The timeout checked ([1, 86400] s) and converted.
 Result<distributed::DistributedOptions> ToDistributedOptions(const DistributedOptions& options);
 RankSummary ToRankSummary(const distributed::RankReport& report);

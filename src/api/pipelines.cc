@@ -61,6 +61,10 @@ Result<pipelines::CalibrationRequest> ToCalibrationRequest(const CalibrateOption
   // Read only, and `o` outlives the call that uses `c`.
   if (o.statistics.valid()) c.statistics = &o.statistics.impl().statistics;
   QK_ASSIGN_OR_RETURN(c.distributed, api::ToDistributedOptions(o.distributed));
+  QK_ASSIGN_OR_RETURN(c.floats, api::ToFloatOptions(o.floats));
+  QK_ASSIGN_OR_RETURN(c.weight_storage, api::ToWeightStorage(o.floats));
+  c.int8 = o.int8;
+  QK_ASSIGN_OR_RETURN(c.ptq, api::ToPtqOptions(o.ptq, o.progress));
   r.compare_methods = o.compare_methods;
   r.budget = o.budget;
   r.holdout = o.holdout.data;
@@ -170,6 +174,8 @@ Result<FallbackReport> Fallback(const FallbackOptions& options) {
   f.float_precision = options.float_precision;
   f.trial_cache_bytes = options.trial_cache_bytes;
   f.progress = options.progress;
+  QK_ASSIGN_OR_RETURN(f.floats, api::ToFloatOverride(options.floats));
+  QK_ASSIGN_OR_RETURN(f.weight_storage, api::ToWeightStorage(options.floats));
   QK_ASSIGN_OR_RETURN(pipelines::FallbackRun run, pipelines::Fallback(request));
   const pipelines::FallbackResult& r = run.result;
   FallbackReport report;
@@ -242,6 +248,12 @@ Result<ConvertReport> Convert(const ConvertOptions& options) {
                    StatusCode::kInvalidArgument, "float precision must be fp16 or fp32, got '{}'",
                    options.float_precision);
   c.float_precision = options.float_precision;
+  QK_ASSIGN_OR_RETURN(c.floats, api::ToFloatOverride(options.floats));
+  QK_ASSIGN_OR_RETURN(c.weight_storage, api::ToWeightStorage(options.floats));
+  c.data = options.data;
+  QK_ASSIGN_OR_RETURN(c.image, api::ToImageOptions(options.image));
+  c.samples = options.samples;
+  c.batch_size = options.batch_size;
   QK_ASSIGN_OR_RETURN(pipelines::ConvertResult r, pipelines::Convert(c));
   ConvertReport report;
   report.written = r.written;

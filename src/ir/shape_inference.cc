@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <tuple>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -683,9 +685,8 @@ DType QuantizedType(const Node& n) {
   return zp == DType::kUndefined ? DType::kUint8 : zp;
 }
 
-// The table: op type (default domain) -> rule. To add an op, add a row; opset-dependent
-// operand positions are handled inside the rule (see Split, Squeeze, Slice, Resize).
-const std::unordered_map<std::string, Rule>& Rules() {
+// The default domain's rules by op type (each reads the opset where it must).
+const std::unordered_map<std::string, Rule>& DefaultDomainRules() {
   static const auto* rules = [] {
     auto* r = new std::unordered_map<std::string, Rule>();
     for (const char* op :
@@ -824,18 +825,80 @@ const std::unordered_map<std::string, Rule>& Rules() {
   return *rules;
 }
 
+// The table: rows of (domain, op_type, since_version, until_version, rule), as the runtime's
+// kernel table (runtime/registry.h); a node gets the row of its domain and op whose range holds
+// the opset its model imports for that domain, and no rule (outputs left untyped) otherwise.
+// Where ONNX moved an operand (an attribute became an input) the op has a row per version range;
+// its rule also sees the opset, for smaller differences (Split's uneven last chunk at 18). To add
+// an op or a domain, add a row. Ranges of one op must not overlap
+// (ShapeInference.RuleRangesDoNotOverlap).
+struct RuleRow {
+  ShapeRuleKey key;
+  Rule rule;
+};
+
+const std::vector<RuleRow>& Rows() {
+  static const std::vector<RuleRow> rows = [] {
+    // The version where an operand moved: Slice's starts/ends/axes became inputs at 10, Resize's
+    // sizes joined its scales at 11, Split's split and Squeeze/Unsqueeze's axes at 13.
+    static const std::map<std::string, int64_t> kOperandsMoved = {
+        {"Slice", 10}, {"Resize", 11}, {"Split", 13}, {"Squeeze", 13}, {"Unsqueeze", 13}};
+    std::vector<RuleRow> out;
+    for (const auto& [op, rule] : DefaultDomainRules()) {
+      auto moved = kOperandsMoved.find(op);
+      if (moved == kOperandsMoved.end()) {
+        out.push_back({{"", op, 1, kAnyOpset}, rule});
+      } else {
+        out.push_back({{"", op, 1, moved->second - 1}, rule});
+        out.push_back({{"", op, moved->second, kAnyOpset}, rule});
+      }
+    }
+    // quantkit's own domain: the fused activation Q/DQ of simulations (passes/fuse_activation_qdq.h)
+    // keeps its input's type.
+    out.push_back({{"com.quantkit", "FakeQuantizeLinear", 1, kAnyOpset}, SameAsInput0});
+    // onnxruntime's contrib Q/DQ (com.microsoft), as the standard ones.
+    for (const char* op : {"QuantizeLinear", "DequantizeLinear"}) {
+      out.push_back({{"com.microsoft", op, 1, kAnyOpset}, DefaultDomainRules().at(op)});
+    }
+    std::sort(out.begin(), out.end(), [](const RuleRow& a, const RuleRow& b) {
+      return std::tie(a.key.domain, a.key.op_type, a.key.since) < std::tie(b.key.domain, b.key.op_type, b.key.since);
+    });
+    return out;
+  }();
+  return rows;
+}
+
+const Rule* FindRule(const std::string& domain, const std::string& op_type, int64_t opset) {
+  if (opset <= 0) return nullptr;  // the domain is not imported
+  const std::vector<RuleRow>& rows = Rows();
+  auto it = std::lower_bound(rows.begin(), rows.end(), std::tie(domain, op_type),
+                             [](const RuleRow& r, const std::tuple<const std::string&, const std::string&>& k) {
+                               return std::tie(r.key.domain, r.key.op_type) < k;
+                             });
+  for (; it != rows.end() && it->key.domain == domain && it->key.op_type == op_type; ++it) {
+    if (opset >= it->key.since && opset <= it->key.until) return &it->rule;
+  }
+  return nullptr;
+}
+
+// The opset a graph's nodes of `domain` follow ("ai.onnx" is the default domain); 0: not imported.
+using Opsets = std::map<std::string, int64_t>;
+int64_t OpsetOf(const Opsets& opsets, const std::string& domain) {
+  auto it = opsets.find(domain == "ai.onnx" ? std::string() : domain);
+  return it == opsets.end() ? 0 : it->second;
+}
+
 bool HasDeclaredShape(const Value* v) {
   return v->type.kind != TypeInfo::Kind::kNone && (v->has_value_info || v->is_graph_output());
 }
 
-Status InferGraph(Graph& graph, int64_t opset, ShapeInferenceStats* stats) {
+Status InferGraph(Graph& graph, const Opsets& opsets, ShapeInferenceStats* stats) {
   QK_ASSIGN_OR_RETURN(std::vector<Node*> order, graph.TopologicalOrder());
-  const auto& rules = Rules();
   for (Node* node : order) {
-    if (node->domain().empty()) {
-      auto it = rules.find(node->op_type());
+    const int64_t opset = OpsetOf(opsets, node->domain());
+    if (const Rule* rule = FindRule(node->domain() == "ai.onnx" ? "" : node->domain(), node->op_type(), opset)) {
       std::vector<TypeInfo> out(node->num_outputs());
-      if (it != rules.end()) it->second(*node, opset, out);
+      (*rule)(*node, opset, out);
       for (size_t i = 0; i < node->num_outputs(); ++i) {
         Value* v = node->output(i);
         if (v == nullptr) continue;
@@ -854,7 +917,7 @@ Status InferGraph(Graph& graph, int64_t opset, ShapeInferenceStats* stats) {
       }
     }
     for (Attribute& a : node->attributes()) {
-      for (auto& sub : a.graphs) QK_RETURN_IF_ERROR(InferGraph(*sub, opset, stats));
+      for (auto& sub : a.graphs) QK_RETURN_IF_ERROR(InferGraph(*sub, opsets, stats));
     }
   }
   return Status::Ok();
@@ -864,12 +927,23 @@ Status InferGraph(Graph& graph, int64_t opset, ShapeInferenceStats* stats) {
 
 Status InferShapes(Graph& graph, int64_t opset, ShapeInferenceStats* stats) {
   ShapeInferenceStats local;
-  QK_RETURN_IF_ERROR(InferGraph(graph, opset, stats ? stats : &local));
+  QK_RETURN_IF_ERROR(InferGraph(graph, {{"", opset}}, stats ? stats : &local));
   return Status::Ok();
 }
 
 Status InferShapes(Model& model, ShapeInferenceStats* stats) {
-  return InferShapes(*model.graph, model.OpsetFor(""), stats);
+  Opsets opsets;
+  for (const OpsetImport& o : model.opset_imports) opsets[o.domain == "ai.onnx" ? std::string() : o.domain] = o.version;
+  if (!opsets.count("")) opsets[""] = model.OpsetFor("");
+  ShapeInferenceStats local;
+  QK_RETURN_IF_ERROR(InferGraph(*model.graph, opsets, stats ? stats : &local));
+  return Status::Ok();
+}
+
+std::vector<ShapeRuleKey> ShapeRules() {
+  std::vector<ShapeRuleKey> keys;
+  for (const RuleRow& r : Rows()) keys.push_back(r.key);
+  return keys;
 }
 
 }  // namespace quantkit::ir

@@ -62,6 +62,7 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   analysis::PassOptions pass;
   pass.batch_size = options.batch_size;
   pass.run_batch = run_batch;
+  pass.device_stats_on_host = options.device_stats_on_host;
   source = distributed::ShardForRank(std::move(source), comm, analysis::ReadSize(*source, pass), &result->rank);
   statistics->stats.model_sha256 = loaded.sha256;
   if (source->num_samples() == 0) {

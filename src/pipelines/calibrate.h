@@ -68,6 +68,9 @@ struct CalibrateOptions {
   // Under torchrun/srun/a PyTorchJob each rank collects its shard, rank 0 merges exactly and
   // writes everything (analysis/distributed.h); other ranks write nothing.
   distributed::DistributedOptions distributed;
+  // The device statistics algorithm on CPU tensors too (runtime::TensorStatsRequest::on_host):
+  // a test's switch, to check it against the host collectors without a GPU. Not in the public API.
+  bool device_stats_on_host = false;
   // PTQ stages after the range choice (--ptq; pipelines/ptq_stages.h). With a stage that changes
   // weights, the artifacts include model.float.onnx (the float model the cache applies to).
   PtqOptions ptq;

@@ -125,6 +125,7 @@ Result<Statistics> CollectStatistics(const LoadedModel& model, const analysis::B
   QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interpreter,
                       runtime::Interpreter::Create(model.model));
   analysis::CollectingObserver observer(&result.stats.tensors);
+  observer.set_device_stats_on_host(options.device_stats_on_host);
   QK_ASSIGN_OR_RETURN(result.samples,
                       analysis::RunBatches(*interpreter, next, size_hint, options, {&observer}));
   return result;

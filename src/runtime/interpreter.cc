@@ -29,7 +29,6 @@
 #include "runtime/heap.h"
 #include "runtime/interpreter_aten.h"
 #include "runtime/kernel.h"
-#include "runtime/memory_order.h"
 #include "runtime/registry.h"
 #include "runtime/tensor_stats_aten.h"
 #include "runtime/training_ops.h"
@@ -43,29 +42,12 @@ struct NodeFailure {
   Status status;
 };
 
-thread_local bool channels_last_run = false;
-
-// InterpreterOptions::channels_last when unset: off, unless QUANTKIT_CHANNELS_LAST=1. Off by
-// default: unobserved runs then sum in another order than observed ones, which moved fallback
-// losses between cached-prefix and whole trials and the simulate-vs-onnxruntime first-code rule
-// (e2e.accuracy_fallback, e2e.simulate_vs_ort); opt in where only speed matters.
-bool ChannelsLastByDefault() {
-  const char* env = std::getenv("QUANTKIT_CHANNELS_LAST");
-  return env != nullptr && std::string(env) == "1";
-}
-
 bool LooksLikeOom(const std::string& msg) {
   return msg.find("alloc") != std::string::npos || msg.find("not enough memory") != std::string::npos ||
          msg.find("out of memory") != std::string::npos;
 }
 
 }  // namespace
-
-bool ChannelsLastRun() { return channels_last_run; }
-ChannelsLastRunScope::ChannelsLastRunScope(bool on) : previous_(channels_last_run) {
-  channels_last_run = on;
-}
-ChannelsLastRunScope::~ChannelsLastRunScope() { channels_last_run = previous_; }
 
 class SubgraphPlan {
  public:
@@ -113,8 +95,8 @@ struct Frame {
 
 class PlanBuilder {
  public:
-  PlanBuilder(const ir::Model& model, at::Device device, bool training, bool channels_last)
-      : model_(model), device_(device), training_(training), channels_last_(channels_last) {}
+  PlanBuilder(const ir::Model& model, at::Device device, bool training)
+      : model_(model), device_(device), training_(training) {}
 
   Result<std::shared_ptr<SubgraphPlan>> Build(const ir::Graph& graph, const std::string& scope = "") {
     auto plan = std::make_shared<SubgraphPlan>();
@@ -167,7 +149,6 @@ class PlanBuilder {
       }
       std::vector<std::shared_ptr<const SubgraphPlan>> subplans;
       KernelInit init{*node, step.opset, nullptr};
-      init.channels_last = channels_last_;
       init.compile_subgraph = [this, &subplans, &scope, node](const ir::Graph& g)
           -> Result<std::shared_ptr<const SubgraphPlan>> {
         std::string attribute;
@@ -238,7 +219,6 @@ class PlanBuilder {
   const ir::Model& model_;
   at::Device device_;
   bool training_ = false;
-  bool channels_last_ = false;
 };
 
 struct BodyWatch;
@@ -278,7 +258,7 @@ Status Notify(RunState& state, const SubgraphPlan& plan, int slot, at::Tensor& v
   if (state.options->hook) QK_RETURN_IF_ERROR(state.options->hook(name, producer, value));
   for (Observer* obs : state.watchers[slot]) {
     const TensorStatsRequest* request = obs->StatsRequestFor(name);
-    if (request != nullptr && !value.is_complex() && (!value.device().is_cpu() || DeviceStatsOnHost())) {
+    if (request != nullptr && !value.is_complex() && (!value.device().is_cpu() || request->on_host)) {
       QK_ASSIGN_OR_RETURN(TensorStats stats, ComputeTensorStats(value, *request));
       QK_RETURN_IF_ERROR(obs->OnStats(name, producer, stats));
       continue;
@@ -453,7 +433,6 @@ struct Interpreter::Impl {
   std::shared_ptr<SubgraphPlan> plan;
   Device device;
   at::Device aten_device = at::kCPU;
-  bool channels_last = false;             // kernels built for channels-last runs (memory_order.h)
   std::vector<std::string> input_names;   // required feeds
   std::vector<std::string> output_names;
 
@@ -562,8 +541,6 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
   }
   if (!bodies.observers.empty()) state.bodies = &bodies;
   frame.state = notify ? &state : nullptr;
-  // Observed runs keep NCHW (memory_order.h); memory accounting (stats) needs no views.
-  ChannelsLastRunScope memory_order(channels_last && !opts.hook && opts.observers.empty());
   try {
     if (notify) {
       for (int s : p.input_slots) {
@@ -609,9 +586,7 @@ Result<std::unique_ptr<Interpreter>> Interpreter::Create(std::shared_ptr<const i
   impl->aten_device = ToAtenDevice(impl->device);
   impl->options = std::move(options);
   try {
-    impl->channels_last = impl->aten_device.is_cpu() && !impl->options.training &&
-                          impl->options.channels_last.value_or(ChannelsLastByDefault());
-    PlanBuilder builder(*model, impl->aten_device, impl->options.training, impl->channels_last);
+    PlanBuilder builder(*model, impl->aten_device, impl->options.training);
     QK_ASSIGN_OR_RETURN(impl->plan, builder.Build(*model->graph));
   } catch (const c10::Error& e) {
     return Status(StatusCode::kInvalidModel, e.what_without_backtrace());

@@ -46,13 +46,6 @@ struct InterpreterOptions {
   // runtime/training_ops.h (FakeQuantize). Gradients are recorded only by RunAten, which leaves
   // autograd on; Run() always executes under inference mode.
   bool training = false;
-  // Channels-last execution on the CPU: 2-D float convolutions read and write NHWC memory
-  // (oneDNN's NHWC kernels, no per-call reorders; weights reordered once), and the ops between
-  // them keep that memory order. The values are the same tensors in NCHW semantics: observers
-  // and outputs see contiguous NCHW data. Only the summation order inside kernels may differ.
-  // Never in training mode or on a GPU; only in runs nobody observes (memory_order.h). Unset:
-  // off, unless the environment sets QUANTKIT_CHANNELS_LAST=1 (docs/performance.md).
-  std::optional<bool> channels_last;
 };
 
 // Memory accounting of one run (filled when RunOptions::stats is set; costs a pass over the

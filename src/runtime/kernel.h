@@ -44,8 +44,6 @@ struct KernelInit {
   int64_t opset = 0;
   // Compiles an attribute subgraph (If/Loop bodies) into an executable plan.
   std::function<Result<std::shared_ptr<const SubgraphPlan>>(const ir::Graph&)> compile_subgraph;
-  // Run 2-D float convolutions in channels-last memory order (InterpreterOptions::channels_last).
-  bool channels_last = false;
 
   // "node 'conv1' (Conv, opset 11)" for messages.
   std::string Where() const;

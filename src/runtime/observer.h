@@ -16,8 +16,8 @@
 //  - Device-side statistics: an observer that returns a request from StatsRequestFor() gets
 //    OnStats() instead of OnTensor() for tensors that live on a GPU: the statistics are computed
 //    there (runtime/tensor_stats.h) and only they are copied to the host. Host tensors still go
-//    to OnTensor(), unless QUANTKIT_DEVICE_STATS=1 asks for the device algorithm on the CPU too
-//    (a verification switch: its results must equal the host collectors byte for byte).
+//    to OnTensor(), unless the request's on_host asks for the device algorithm on the CPU too
+//    (a test's verification switch: its results must equal the host collectors byte for byte).
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 
 #include "common/check.h"
@@ -136,14 +135,6 @@ Status Observer::OnStats(const std::string& tensor_name, const ir::Node* /*produ
   return MakeStatus(StatusCode::kInternal,
                     "tensor '{}': the observer asked for device statistics but does not take them",
                     tensor_name);
-}
-
-bool DeviceStatsOnHost() {
-  static const bool on = [] {
-    const char* v = std::getenv("QUANTKIT_DEVICE_STATS");
-    return v != nullptr && std::string(v) == "1";
-  }();
-  return on;
 }
 
 }  // namespace quantkit::runtime

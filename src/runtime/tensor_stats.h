@@ -33,6 +33,10 @@ struct TensorStatsRequest {
   int min_range_exp = -126;              // quant::kMinRangeExp
   std::optional<int64_t> channel_axis;   // per-channel abs-max along this axis (may be negative)
   bool histogram = true;                 // false: range statistics only (the max-only fast path)
+  // Also for tensors on the CPU: the device algorithm runs there (the same ATen code), so that it
+  // is checked against the host collectors on a machine without a GPU. Off: host tensors go to
+  // Observer::OnTensor.
+  bool on_host = false;
 };
 
 struct TensorStats {

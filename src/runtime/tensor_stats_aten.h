@@ -12,8 +12,4 @@ namespace quantkit::runtime {
 // when the channel axis is out of range.
 Result<TensorStats> ComputeTensorStats(const at::Tensor& x, const TensorStatsRequest& request);
 
-// QUANTKIT_DEVICE_STATS=1: observers that take device statistics get them for host tensors too
-// (computed by the same ATen code on the CPU), to check the device path against the host one.
-bool DeviceStatsOnHost();
-
 }  // namespace quantkit::runtime

@@ -64,12 +64,6 @@ inline constexpr double kGpuFp32Atol = 1e-4;
 // order only, so each tensor's max moves by a few float ulps of its magnitude.
 inline constexpr double kGpuAmaxRtol = 1e-4;
 
-// Channels-last execution (runtime::InterpreterOptions::channels_last) computes the same values
-// as NCHW; only the summation order inside oneDNN's convolution and ATen's reductions differs
-// (float32 rounding of sums of a few hundred terms of size ~1).
-inline constexpr double kChannelsLastRtol = 1e-5;
-inline constexpr double kChannelsLastAtol = 1e-5;
-
 // Symmetric int8 (max calibration) on the two or three quantized tensors of a tiny hand-written
 // model (tests/unit/analysis/control_flow_quant_test.cc): each Q/DQ moves a value by at most half
 // a step, amax/254, and the short conv/tanh chains add a few of those, about 1-2% of the output

@@ -4,20 +4,12 @@
 // ONNX allows asymmetric and auto (SAME_UPPER / SAME_LOWER) padding; ATen only symmetric. When
 // the resolved pads are asymmetric (or larger than ATen accepts) the input is padded explicitly
 // with at::constant_pad_nd (0 for conv/average, -inf for max) and the ATen op runs unpadded.
-//
-// Channels-last (KernelInit::channels_last, in runs nobody observes: memory_order.h): a 2-D
-// float convolution on the CPU runs on NHWC
-// memory. oneDNN convolves NHWC in place, where an NCHW input costs a reorder of the input and of
-// the output on every call (and ATen sends unstrided 1x1 convolutions at one thread to im2col +
-// sgemm); the elementwise ops and pools between convolutions keep the memory order, so a
-// network stays NHWC from its first convolution on. Constant weights are reordered once, here.
 #include <cmath>
 #include <limits>
 #include <memory>
 
 #include "runtime/aten_bridge.h"
 #include "runtime/kernel.h"
-#include "runtime/memory_order.h"
 #include "runtime/ops/ops.h"
 
 namespace quantkit::runtime {
@@ -103,20 +95,8 @@ std::vector<int64_t> AtenPadList(const std::vector<int64_t>& p) {
   return r;
 }
 
-// A Conv's constant weight in channels-last order, reordered once when the kernel is built.
-struct ChannelsLastWeight {
-  at::Tensor nhwc;
-  const void* source = nullptr;  // the initializer's bytes: a parameter override is not this
-};
-
-// True for a tensor held in channels-last order (and not also NCHW-contiguous, as [N, C, 1, 1] is).
-bool IsChannelsLast(const at::Tensor& x) {
-  return x.dim() == 4 && !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast);
-}
-
-at::Tensor ConvForward(const Geometry& g, int64_t group, at::Tensor x, const at::Tensor& w_in,
-                       const at::Tensor& b, const ChannelsLastWeight* channels_last = nullptr) {
-  at::Tensor w = w_in;
+at::Tensor ConvForward(const Geometry& g, int64_t group, at::Tensor x, const at::Tensor& w,
+                       const at::Tensor& b) {
   const std::vector<int64_t> in = Spatial(x);
   QK_KERNEL_CHECK(w.dim() == x.dim(), "W has rank {}, X has rank {}", w.dim(), x.dim());
   const std::vector<int64_t> k = g.kernel.empty() ? w.sizes().slice(2).vec() : g.kernel;
@@ -131,14 +111,6 @@ at::Tensor ConvForward(const Geometry& g, int64_t group, at::Tensor x, const at:
   } else {
     x = at::constant_pad_nd(x, AtenPadList(p), 0);
   }
-  if (channels_last != nullptr && ChannelsLastRun() && x.dim() == 4 &&
-      x.scalar_type() == at::kFloat && x.device().is_cpu() && w.scalar_type() == at::kFloat &&
-      w.device().is_cpu()) {
-    x = x.contiguous(at::MemoryFormat::ChannelsLast);
-    const bool packed = channels_last->source != nullptr && w.data_ptr() == channels_last->source &&
-                        w.sizes() == channels_last->nhwc.sizes();
-    w = packed ? channels_last->nhwc : w.contiguous(at::MemoryFormat::ChannelsLast);
-  }
   return at::convolution(x, w, b, s, sym, d, false, std::vector<int64_t>(n, 0), group);
 }
 
@@ -146,21 +118,8 @@ Result<KernelPtr> MakeConv(const KernelInit& init) {
   QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
   const int64_t group = init.node.GetInt("group", 1);
   if (group < 1) return init.Error(StatusCode::kInvalidModel, "group must be >= 1, got {}", group);
-  std::shared_ptr<ChannelsLastWeight> channels_last;
-  if (init.channels_last) {
-    channels_last = std::make_shared<ChannelsLastWeight>();
-    const ir::Tensor* w = init.ConstInput(1);
-    if (w != nullptr && w->dtype() == ir::DType::kFloat && w->dims().size() == 4 &&
-        w->numel() > 0) {
-      QK_ASSIGN_OR_RETURN(at::Tensor wrapped,
-                          WrapTensor(*w, "initializer '" + init.InputName(1) + "'"));
-      channels_last->nhwc = wrapped.contiguous(at::MemoryFormat::ChannelsLast);
-      channels_last->source = w->data();
-    }
-  }
-  return MakeKernel([g, group, channels_last](KernelContext& c) {
-    return Out{ConvForward(g, group, c.in(0), c.in(1), c.has(2) ? c.in(2) : at::Tensor(),
-                           channels_last.get())};
+  return MakeKernel([g, group](KernelContext& c) {
+    return Out{ConvForward(g, group, c.in(0), c.in(1), c.has(2) ? c.in(2) : at::Tensor())};
   });
 }
 
@@ -315,9 +274,7 @@ Result<KernelPtr> MakeMaxPool(const KernelInit& init) {
     } else {
       x = at::constant_pad_nd(x, AtenPadList(p), -std::numeric_limits<double>::infinity());
     }
-    // A channels-last input has ATen's NHWC kernel, vectorised over channels (faster than
-    // oneDNN's with its reorders); it propagates NaN as the NCHW kernel does.
-    if (c.num_outputs() == 1 && !IsChannelsLast(x) && UseMkldnnMaxPool2d(x, d)) {
+    if (c.num_outputs() == 1 && UseMkldnnMaxPool2d(x, d)) {
       return Out{at::mkldnn_max_pool2d(x.to_mkldnn(), g.kernel, s, ap, d, g.ceil_mode).to_dense().to(dtype)};
     }
     std::tuple<at::Tensor, at::Tensor> r;

@@ -1,15 +1,13 @@
 // `--device` end to end on a machine without a GPU (CI): CUDA asked for is exit 3 with one line
 // saying why (plain `cuda` under a distributed launch naming the GPU of LOCAL_RANK), a malformed
 // device is exit 2, subcommands that run no model do not take the
-// option, and calibration statistics computed by the device algorithm (on the CPU, via
-// QUANTKIT_DEVICE_STATS=1) are byte-identical to the host collectors' .qkstats.
+// option. (The device statistics algorithm against the host collectors: device_stats_test.cc.)
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <string>
 
-#include "common/file_util.h"
 #include "runtime/device.h"
 #include "testing/cli_run.h"
 
@@ -85,39 +83,6 @@ TEST_F(CliDevice, MalformedDeviceExits2AndOtherCommandsRejectTheOption) {
   // lint runs no model: --device there would be silently ignored, so it is not an option.
   const testing::CommandResult lint = Run("lint " + kModel + " --device cpu");
   EXPECT_NE(lint.exit_code, 0) << lint.out;
-}
-
-TEST_F(CliDevice, DeviceStatisticsAlgorithmWritesTheSameQkstats) {
-  const std::string common = "calibrate " + kModel +
-                             " --data fashion-mnist:calib --samples 80 --batch-size 32 -q --stats ";
-  const testing::CommandResult host = Run(common + dir_ + "/host.qkstats --device cpu");
-  ASSERT_EQ(host.exit_code, 0) << host.err;
-  const testing::CommandResult dev = Run(common + dir_ + "/device.qkstats", "QUANTKIT_DEVICE_STATS=1");
-  ASSERT_EQ(dev.exit_code, 0) << dev.err;
-  auto a = ReadFileToString(dir_ + "/host.qkstats");
-  auto b = ReadFileToString(dir_ + "/device.qkstats");
-  ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_GT(a->size(), 1000u);
-  EXPECT_TRUE(*a == *b) << "the device algorithm's statistics differ from the host collectors'";
-}
-
-// The max-only fast path keeps range statistics only; the device algorithm must then compute no
-// histogram and merge into the range-only collectors (on a GPU this failed with "cannot merge
-// range-only statistics with statistics that have a histogram").
-TEST_F(CliDevice, DeviceStatisticsAlgorithmOnTheMaxOnlyPathWritesTheSameCache) {
-  const std::string common =
-      "calibrate " + kModel + " --data fashion-mnist:calib --samples 80 --batch-size 32 -q --method max -o ";
-  const testing::CommandResult host = Run(common + dir_ + "/host --device cpu");
-  ASSERT_EQ(host.exit_code, 0) << host.err;
-  const testing::CommandResult dev = Run(common + dir_ + "/device", "QUANTKIT_DEVICE_STATS=1");
-  ASSERT_EQ(dev.exit_code, 0) << dev.err;
-  for (const char* file : {"/calib.cache", "/model.qdq.onnx"}) {
-    auto a = ReadFileToString(dir_ + "/host" + file);
-    auto b = ReadFileToString(dir_ + "/device" + file);
-    ASSERT_TRUE(a.ok() && b.ok()) << file;
-    ASSERT_GT(a->size(), 100u) << file;
-    EXPECT_TRUE(*a == *b) << file << " differs between the device algorithm and the host collectors";
-  }
 }
 
 }  // namespace

@@ -131,6 +131,64 @@ TEST(ShapeInference, DeclaredValueInfoIsKeptAndUnknownOpsFallBackToIt) {
   EXPECT_FALSE(relu->output(0)->has_value_info);  // inferred types are not exported
 }
 
+// The rule table is keyed as the kernel table is: per (domain, op_type), disjoint opset ranges.
+TEST(ShapeInference, RuleRangesDoNotOverlap) {
+  const std::vector<ShapeRuleKey> rules = ShapeRules();
+  ASSERT_GT(rules.size(), 100u);
+  for (size_t i = 0; i < rules.size(); ++i) {
+    EXPECT_LE(rules[i].since, rules[i].until) << rules[i].op_type;
+    if (i > 0 && rules[i].domain == rules[i - 1].domain && rules[i].op_type == rules[i - 1].op_type) {
+      EXPECT_GT(rules[i].since, rules[i - 1].until) << rules[i].domain << "::" << rules[i].op_type;
+    }
+  }
+  auto has = [&rules](const std::string& domain, const std::string& op, int64_t since) {
+    return std::any_of(rules.begin(), rules.end(), [&](const ShapeRuleKey& k) {
+      return k.domain == domain && k.op_type == op && k.since == since;
+    });
+  };
+  EXPECT_TRUE(has("", "Squeeze", 1) && has("", "Squeeze", 13));  // axes: attribute, then input
+  EXPECT_TRUE(has("", "Slice", 1) && has("", "Slice", 10));
+  EXPECT_TRUE(has("com.quantkit", "FakeQuantizeLinear", 1));
+}
+
+// A node gets the rule of its domain at the opset its model imports for that domain: quantkit's
+// FakeQuantizeLinear is typed when com.quantkit is imported and left untyped (as any unknown op)
+// when it is not; Squeeze reads its axes from the input at 13 and from the attribute before.
+TEST(ShapeInference, RulesAreKeyedByDomainAndOpset) {
+  for (const bool imported : {true, false}) {
+    Model m;
+    m.SetOpset("", 17);
+    if (imported) m.SetOpset("com.quantkit", 1);
+    Graph& g = *m.graph;
+    Value* x = g.CreateValue("x");
+    x->type = TypeInfo::Tensor(DType::kFloat, {Dim::Symbolic("N"), Dim::Known(3)});
+    g.AddInput(x);
+    Node* fq = g.AddNode("FakeQuantizeLinear", {x}, {"q"}, "com.quantkit").value();
+    ASSERT_TRUE(InferShapes(m).ok());
+    if (imported) {
+      EXPECT_EQ(fq->output(0)->type.ToString(), "float[N,3]");
+    } else {
+      EXPECT_EQ(fq->output(0)->type.kind, TypeInfo::Kind::kNone);
+    }
+  }
+  for (const int64_t opset : {11, 13}) {
+    Model m;
+    m.SetOpset("", opset);
+    Graph& g = *m.graph;
+    Value* x = g.CreateValue("x");
+    x->type = TypeInfo::Tensor(DType::kFloat, {Dim::Known(2), Dim::Known(1), Dim::Known(5)});
+    g.AddInput(x);
+    std::vector<Value*> inputs = {x};
+    if (opset >= 13) {
+      inputs.push_back(g.AddInitializer("axes", Tensor::FromVector<int64_t>(DType::kInt64, {1}, {1})));
+    }
+    Node* sq = g.AddNode("Squeeze", inputs, {"y"}).value();
+    if (opset < 13) sq->SetAttr(Attribute::Ints("axes", {1}));
+    ASSERT_TRUE(InferShapes(m).ok());
+    EXPECT_EQ(sq->output(0)->type.ToString(), "float[2,5]") << "opset " << opset;
+  }
+}
+
 TEST(ShapeInference, BroadcastRules) {
   std::vector<Dim> out;
   ASSERT_TRUE(BroadcastDims({Dim::Symbolic("N"), Dim::Known(1)}, {Dim::Known(5)}, &out));
