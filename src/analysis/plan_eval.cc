@@ -42,11 +42,21 @@ Result<std::unique_ptr<PlanEvaluator>> PlanEvaluator::Create(const PlanEvalOptio
   bool local_class_output = true;
   // Every rank loads the model and its shard; one rank's failure stops them all.
   const Status loaded = [&]() -> Status {
-    QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
-    e->float_model_ = std::make_shared<const ir::Model>(std::move(model));
+    if (options.loaded_model) {
+      e->float_model_ = options.loaded_model;
+    } else {
+      QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
+      e->float_model_ = std::make_shared<const ir::Model>(std::move(model));
+    }
     QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
-                        data::OpenSource(options.data, data::ModelInputs(*e->float_model_)));
-    if (options.first_sample > 0) {
+                        data::OpenSource(options.data, data::ModelInputs(*e->float_model_), options.image));
+    if (options.spread_samples && options.first_sample == 0) {
+      source = data::Take(std::move(source), options.samples);
+      const int64_t spread = options.spread_samples(source->num_samples());
+      if (spread > 0) {
+        source = data::SpreadBlocks(std::move(source), spread, std::max<int64_t>(1, options.spread_block));
+      }
+    } else if (options.first_sample > 0) {
       // A held-out tail: samples [first_sample, first_sample + samples) of the data.
       const int64_t total = source->num_samples();
       const int64_t begin = std::min(options.first_sample, total);

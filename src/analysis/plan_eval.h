@@ -36,9 +36,18 @@ class PrefixCache;  // analysis/prefix_cache.h
 
 struct PlanEvalOptions {
   std::string model;  // the FP32 model
+  // The model as analysis::LoadModelForQuantization loaded `model` already (calibrate's own copy):
+  // used instead of loading the file again. Not modified.
+  std::shared_ptr<const ir::Model> loaded_model;
   std::string data;   // data::OpenSource spec
+  data::ImageOptions image;  // the preprocessing declared for an image-folder `data`
   int64_t first_sample = 0;  // skip the data's first N samples (the held-out tail of calibration data)
   int64_t samples = 0;
+  // Set (with first_sample == 0): of the N samples the data holds (its first `samples` when > 0),
+  // about spread_samples(N) in blocks of spread_block spread evenly over them
+  // (data::SpreadBlocks), not the first ones.
+  std::function<int64_t(int64_t)> spread_samples;
+  int64_t spread_block = 8;
   int64_t batch_size = 64;
   SimulationOptions simulation;
   runtime::Communicator* comm = nullptr;  // not owned; nullptr: one process

@@ -29,4 +29,13 @@ ShardRange ShardOf(int64_t num_samples, int rank, int world_size, int64_t granul
 // name the range; an empty range is allowed (num_samples() == 0).
 std::unique_ptr<Source> Slice(std::unique_ptr<Source> source, ShardRange range);
 
+// About `samples` samples of `source`, taken as blocks of `block` consecutive samples spread
+// evenly over it, so that data stored in order (an image folder sorted by class, a recording)
+// is seen from end to end: with B = max(1, samples / block) blocks of b = min(block, samples,
+// source.max_batch()) samples, block i starts at floor((2i + 1) N / 2B) - b/2 (centred in its
+// N/B share; the blocks never overlap). The whole source when it holds no more than `samples`.
+// max_batch() is the block, so a batched read stays within one block (one contiguous read of
+// the source). Requires samples > 0, block > 0.
+std::unique_ptr<Source> SpreadBlocks(std::unique_ptr<Source> source, int64_t samples, int64_t block);
+
 }  // namespace quantkit::data

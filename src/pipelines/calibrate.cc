@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <map>
 
@@ -69,47 +70,6 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   return Status::Ok();
 }
 
-std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
-                      const passes::PassReport* inserted) {
-  std::string s = fmt::format("quantkit {} calibrate\nmodel: {}\ndata: {}\nmethod: {}\n",
-                              QUANTKIT_VERSION, options.model, r.plan.provenance.data_description,
-                              r.plan.provenance.method);
-  int act = 0, weights = 0, kept = 0;
-  for (const auto& [name, t] : r.plan.tensors) {
-    if (!t.quantized) {
-      ++kept;
-    } else if (t.role == quant::TensorRole::kWeight) {
-      ++weights;
-    } else {
-      ++act;
-    }
-  }
-  s += fmt::format("quantized: {} activations (per tensor), {} weights ({}); {} kept in float\n",
-                   act, weights,
-                   options.placement.per_channel_weights ? "per channel" : "per tensor", kept);
-  if (inserted) {
-    s += fmt::format("Q/DQ pairs: {} on activations, {} on weights\n",
-                     inserted->Count(passes::counter::kActivationPairs), inserted->Count(passes::counter::kWeightPairs));
-  }
-  for (const auto& [name, t] : r.plan.tensors) {
-    if (!t.quantized) s += fmt::format("  float: {}: {}\n", name, t.reason);
-  }
-  if (!options.placement.exclude_nodes.empty() || !options.placement.exclude_op_types.empty()) {
-    s += "excluded by request:";
-    for (const auto& n : options.placement.exclude_nodes) s += " node " + n;
-    for (const auto& o : options.placement.exclude_op_types) s += " op " + o;
-    s += "\n";
-  }
-  for (const std::string& n : r.notes) s += "note: " + n + "\n";
-  for (const std::string& w : r.warnings) s += "warning: " + w + "\n";
-  if (r.samples > 0) {
-    s += fmt::format("{} samples in {:.2f} s ({:.1f} samples/s), peak RSS {}\n", r.samples, r.seconds,
-                     static_cast<double>(r.samples) / std::max(r.seconds, 1e-9),
-                     FormatBytes(r.peak_rss_bytes));
-  }
-  return s;
-}
-
 // --stats PATH: a file of the artifact set when PATH lies in the -o directory (it appears with
 // the other files or not at all, and the directory may not exist yet); elsewhere written
 // atomically on its own, its directory created, once the set is staged. Nothing without PATH.
@@ -141,7 +101,8 @@ Result<std::unique_ptr<ArtifactSet>> OpenArtifacts(const std::string& output_dir
 // Rank 0 (or the only process): the plan from the merged statistics, then every artifact.
 // `artifacts`: the set opened (and locked) before the collection, or null to open it now.
 Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& prepared,
-                    std::unique_ptr<ArtifactSet> artifacts, CalibrateResult* result_out) {
+                    std::unique_ptr<ArtifactSet> artifacts, const CheckResult* known_check,
+                    CalibrateResult* result_out) {
   CalibrateResult& result = *result_out;
   const auto start = std::chrono::steady_clock::now();
   QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
@@ -156,9 +117,19 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   result.seconds = prepared.report.seconds +
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.peak_rss_bytes = PeakRssBytes();
+  // The plan against FP32 before anything is committed, so summary.txt carries the figure. Not
+  // in result.seconds: the summary states its own time.
+  if (known_check) {
+    result.check = *known_check;
+  } else {
+    QK_ASSIGN_OR_RETURN(result.check, CheckPlan(options, prepared.model, plan));
+  }
+  if (result.check.ruined) {
+    result.warnings.push_back(CheckWarning(result.check, options.check.after_auto));
+  }
 
   if (options.output_dir.empty()) {
-    result.summary = Summarize(options, result, nullptr);
+    result.summary = SummarizeCalibration(options, result, nullptr);
     return WriteStats(options.stats_out, prepared.statistics.stats, nullptr, &result.written);
   }
   if (!artifacts) {
@@ -175,7 +146,9 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   QK_RETURN_IF_ERROR(formats::WriteTrtCache(artifacts->Stage("calib.cache"), plan, options.cache));
   QK_RETURN_IF_ERROR(formats::WriteRangesText(artifacts->Stage("ranges.txt"), plan));
   QK_RETURN_IF_ERROR(formats::WritePlanJson(artifacts->Stage("plan.json"), plan));
-  result.summary = Summarize(options, result, &inserted);
+  const QdqPairCounts pairs{inserted.Count(passes::counter::kActivationPairs),
+                            inserted.Count(passes::counter::kWeightPairs)};
+  result.summary = SummarizeCalibration(options, result, &pairs);
   QK_RETURN_IF_ERROR(WriteFileAtomic(artifacts->Stage("summary.txt"), result.summary));
   QK_RETURN_IF_ERROR(WriteStats(options.stats_out, prepared.statistics.stats, artifacts.get(), &result.written));
   QK_ASSIGN_OR_RETURN(std::vector<std::string> written, artifacts->Commit());
@@ -222,6 +195,8 @@ Status CheckSource(const CalibrateOptions& options) {
                    "--batch-size must be positive, got {}", options.batch_size);
   QK_RETURN_IF_NOT(options.run_batch.value_or(1) > 0, StatusCode::kInvalidArgument,
                    "--run-batch must be positive, got {}", options.run_batch.value_or(1));
+  QK_RETURN_IF_NOT(options.check.samples >= -1, StatusCode::kInvalidArgument,
+                   "--check-samples must be >= 0 (0: no check), got {}", options.check.samples);
   QK_RETURN_IF_NOT(!options.data.empty() || !options.from_stats.empty() || options.statistics,
                    StatusCode::kInvalidArgument,
                    "give calibration data (--data) or statistics (--from-stats)");
@@ -241,9 +216,10 @@ Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options) 
   return prepared;
 }
 
-Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared) {
+Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared,
+                                          const CheckResult* check) {
   CalibrateResult result = prepared.report;
-  QK_RETURN_IF_ERROR(WriteOutputs(options, prepared, nullptr, &result));
+  QK_RETURN_IF_ERROR(WriteOutputs(options, prepared, nullptr, check, &result));
   return result;
 }
 
@@ -296,11 +272,73 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   Status written = merged.status();
   if (merged.ok()) {
     prepared.statistics.stats = std::move(*merged);
-    written = WriteOutputs(options, prepared, std::move(artifacts), &result);
+    written = WriteOutputs(options, prepared, std::move(artifacts), nullptr, &result);
   }
   result.rank.write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
   QK_RETURN_IF_ERROR(comm->Agree(written, "writing artifacts on rank 0"));
   return result;
+}
+
+namespace {
+
+// "; check 0.31 s, 4.2% of the CPU time": the check's share of the whole command's CPU time so
+// far (process CPU time, all threads: stable on a loaded machine where wall times are not).
+std::string CheckTiming(const CheckResult& c) {
+  if (c.seconds <= 0) return "";
+  const double total = static_cast<double>(std::clock()) / CLOCKS_PER_SEC;
+  if (c.cpu_seconds <= 0 || total <= c.cpu_seconds) return fmt::format("; check {:.2f} s", c.seconds);
+  return fmt::format("; check {:.2f} s, {:.1f}% of the CPU time", c.seconds, 100.0 * c.cpu_seconds / total);
+}
+
+}  // namespace
+
+std::string SummarizeCalibration(const CalibrateOptions& options, const CalibrateResult& r,
+                                 const QdqPairCounts* pairs) {
+  std::string s = fmt::format("quantkit {} calibrate\nmodel: {}\ndata: {}\nmethod: {}\n",
+                              QUANTKIT_VERSION, options.model, r.plan.provenance.data_description,
+                              r.plan.provenance.method);
+  int act = 0, weights = 0, kept = 0;
+  for (const auto& [name, t] : r.plan.tensors) {
+    if (!t.quantized) {
+      ++kept;
+    } else if (t.role == quant::TensorRole::kWeight) {
+      ++weights;
+    } else {
+      ++act;
+    }
+  }
+  s += fmt::format("quantized: {} activations (per tensor), {} weights ({}); {} tensor(s) kept in float\n",
+                   act, weights,
+                   options.placement.per_channel_weights ? "per channel" : "per tensor", kept);
+  // The layers TensorRT must run in float (plan.float_nodes: --budget's fallback, a Python
+  // keep_float): what layer_precisions.txt holds, stated here too.
+  s += fmt::format("layers kept in float: {}", r.plan.float_nodes.size());
+  if (r.plan.float_nodes.empty()) s += " (none)";
+  for (const auto& [node, reason] : r.plan.float_nodes) s += " " + node;
+  s += "\n";
+  if (pairs) {
+    s += fmt::format("Q/DQ pairs: {} on activations, {} on weights\n", pairs->activations, pairs->weights);
+  }
+  for (const auto& [name, t] : r.plan.tensors) {
+    if (!t.quantized) s += fmt::format("  float: {}: {}\n", name, t.reason);
+  }
+  for (const auto& [node, reason] : r.plan.float_nodes) s += fmt::format("  float layer: {}: {}\n", node, reason);
+  if (!options.placement.exclude_nodes.empty() || !options.placement.exclude_op_types.empty()) {
+    s += "excluded by request:";
+    for (const auto& n : options.placement.exclude_nodes) s += " node " + n;
+    for (const auto& o : options.placement.exclude_op_types) s += " op " + o;
+    s += "\n";
+  }
+  s += FormatCheck(r.check);
+  for (const std::string& n : r.notes) s += "note: " + n + "\n";
+  for (const std::string& w : r.warnings) s += "warning: " + w + "\n";
+  if (r.samples > 0) {
+    s += fmt::format("{} samples in {:.2f} s ({:.1f} samples/s), peak RSS {}{}\n", r.samples, r.seconds,
+                     static_cast<double>(r.samples) / std::max(r.seconds, 1e-9),
+                     FormatBytes(r.peak_rss_bytes),
+                     CheckTiming(r.check));
+  }
+  return s;
 }
 
 }  // namespace quantkit::pipelines

@@ -6,7 +6,8 @@
 //   calib.cache      implicit-calibration cache  TRT-<version>-<calibrator>  (TensorRT <= 10, DLA)
 //   ranges.txt       sampleINT8API dynamic ranges  <tensor>:<amax>
 //   plan.json        the QuantPlan with provenance (every scale, source and exclusion reason)
-//   summary.txt      what was quantized, excluded and why; warnings
+//   summary.txt      what was quantized, excluded and why, the layers kept in float, the check
+//                    of the written model against FP32 (pipelines/calibration_check.h); warnings
 //
 // Memory stays flat in the number of samples: collectors keep O(bins) per tensor, never the
 // activations. --stats writes the statistics (.qkstats); --from-stats skips the model run and
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "pipelines/calibration_check.h"
 #include "pipelines/calibration_stages.h"
 #include "pipelines/distributed.h"
 #include "formats/qkstats.h"
@@ -57,6 +59,8 @@ struct CalibrateOptions {
   // Under torchrun/srun/a PyTorchJob each rank collects its shard, rank 0 merges exactly and
   // writes everything (analysis/distributed.h); other ranks write nothing.
   DistributedOptions distributed;
+  // The check of the written plan against FP32 (pipelines/calibration_check.h; rank 0 alone).
+  CheckOptions check;
 };
 
 struct CalibrateResult {
@@ -69,6 +73,7 @@ struct CalibrateResult {
   double seconds = 0.0;
   int64_t peak_rss_bytes = 0;
   RankReport rank;             // this process's part (rank 0 of 1 without a launch)
+  CheckResult check;           // the written plan against FP32 (rank 0)
 };
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options);
@@ -89,7 +94,20 @@ struct PreparedCalibration {
 Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options);
 
 // The plan of options.method (and overrides) from `prepared`; with options.output_dir, the
-// artifact set (all five files or none); with options.stats_out, the .qkstats.
-Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared);
+// artifact set (all five files or none); with options.stats_out, the .qkstats. `check`: the
+// plan's evaluation on held-out data made by the caller (--method auto), reported instead of
+// running the check again.
+Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared,
+                                          const CheckResult* check = nullptr);
+
+// Counts of the Q/DQ pairs a model was written with (passes::ApplyPlan's report).
+struct QdqPairCounts {
+  int64_t activations = 0, weights = 0;
+};
+
+// The summary.txt text of a calibration whose result is `r` (r.plan: the plan written, its
+// float_nodes the layers kept in float; r.check, r.warnings), `pairs` when a model was written.
+std::string SummarizeCalibration(const CalibrateOptions& options, const CalibrateResult& r,
+                                 const QdqPairCounts* pairs);
 
 }  // namespace quantkit::pipelines

@@ -9,10 +9,12 @@
 // vector, relative output MSE otherwise.
 //
 // Artifacts in output_dir: calibrate's set (calib.cache, ranges.txt, summary.txt, plan.json,
-// model.qdq.onnx) is written first; the fallback's set then replaces plan.json and model.qdq.onnx
-// with the repaired plan (plan.float_nodes, each with its reason) and its Q/DQ model, and adds
-// layer_precisions.txt and fallback.json. Each set is committed whole (common/artifact_set.h); a
-// failed search leaves the calibration's set, and the error says so.
+// model.qdq.onnx) is written first; the fallback's set then replaces plan.json, model.qdq.onnx
+// and summary.txt with the repaired plan (plan.float_nodes, each with its reason), its Q/DQ
+// model and its summary (the layers kept in float; the check is the search's final trial on the
+// held-out data, pipelines/calibration_check.h), and adds layer_precisions.txt and
+// fallback.json. Each set is committed whole (common/artifact_set.h); a failed search leaves
+// the calibration's set, and the error says so.
 #pragma once
 
 #include <string>
@@ -42,7 +44,7 @@ struct CalibrateBudgetResult {
 
 Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions& options);
 
-// The calibration summary, then the search's report.
+// The summary of the final plan (summary.txt), then the search's report.
 std::string FormatCalibrateBudget(const CalibrateBudgetResult& r);
 
 }  // namespace quantkit::pipelines

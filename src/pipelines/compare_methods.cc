@@ -28,6 +28,7 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   } else {
     QK_RETURN_IF_ERROR(HoldOutCalibrationTail(&base, &eval_options, options.holdout_samples));
   }
+  eval_options.image = options.calibrate.image;
   eval_options.simulation.placement = options.calibrate.placement;
   eval_options.simulation.mode = analysis::PlacementMode::kTensorRT;
   QK_ASSIGN_OR_RETURN(auto evaluator, analysis::PlanEvaluator::Create(eval_options));
@@ -48,11 +49,13 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   QK_ASSIGN_OR_RETURN(PreparedCalibration prepared, PrepareCalibration(c));
   size_t best = 0;
   std::vector<quant::QuantPlan> plans;
+  std::vector<analysis::TrialResult> trials;  // per method: the written plan's check reuses its own
   for (size_t i = 0; i < methods.size(); ++i) {
     QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
                                                    {methods[i], c.method_overrides}));
     QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(built.plan, metrics));
     plans.push_back(std::move(built.plan));
+    trials.push_back(t);
     MethodScore s;
     s.method = quant::MethodLabel(methods[i]);
     s.value = t.metrics.at(r.metric);
@@ -86,7 +89,21 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
     r.best_loss = chosen.score.loss;
     r.best_rel_mse = chosen.score.rel_mse;
   }
-  QK_ASSIGN_OR_RETURN(r.best_result, FinishCalibration(c, prepared));
+  // The check of the written plan is its evaluation on the held-out data above (re-run once when
+  // the per-tensor pass changed it), not a second pass over a slice of the calibration data.
+  analysis::TrialResult written = trials[best];
+  if (!r.tensor_changes.empty()) {
+    QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
+                                                   {c.method, c.method_overrides}));
+    QK_ASSIGN_OR_RETURN(written, evaluator->EvaluatePlan(built.plan, {metric.get()}));
+  }
+  const auto check_start = std::chrono::steady_clock::now();
+  CheckResult check = CheckFromEvaluation(r.metric, r.fp32_value, written.metrics.at(r.metric), written.output,
+                                          evaluator->num_samples(), evaluator->data_description());
+  check.seconds = written.seconds +
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count();
+  c.check.after_auto = options.per_tensor;
+  QK_ASSIGN_OR_RETURN(r.best_result, FinishCalibration(c, prepared, &check));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -22,7 +22,7 @@ namespace {
 
 
 // Rank 0 (or the only process): plan.json, model.qdq.onnx, layer_precisions.txt, fallback.json.
-Status WriteOutputs(const ir::Model& model, const std::string& output_dir, FallbackResult* result);
+Status WriteOutputs(const ir::Model& model, const FallbackOptions& options, FallbackResult* result);
 
 quant::QuantPlan WithFloatNodes(const quant::QuantPlan& plan, const FloatSet& nodes, const std::string& reason) {
   quant::QuantPlan p = plan;
@@ -65,6 +65,7 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
     r.cache_bytes = cache->bytes();
   }
   std::map<FloatSet, double> values;  // metric value per evaluated set, for the report
+  std::map<FloatSet, analysis::ErrorStats> outputs;  // output error per evaluated set
   Progress progress("fallback", 0, "trials");
   if (!options.progress || evaluator.rank() != 0) progress.set_enabled(false);
   LossFn loss = [&](const FloatSet& set) -> Result<double> {
@@ -72,6 +73,7 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
                                                                               nullptr, cache.get()));
     const double v = t.metrics.at(r.metric);
     values[set] = v;
+    outputs[set] = t.output;
     progress.Advance(1);
     return metric->Loss(v, r.fp32_value);
   };
@@ -79,6 +81,7 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
   progress.Finish();
   r.int8_value = values.at({});
   r.final_value = values.at(r.search.float_layers);
+  r.final_output = outputs.at(r.search.float_layers);
   r.trial_seconds = r.search.evaluations ? r.search.seconds / r.search.evaluations : 0;
 
   // The final plan: each float node with the accuracy it recovers alone.
@@ -96,7 +99,10 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
   // Before insertion (LayerPrecisions reads the float graph's activations), then the very Q/DQ
   // model the trials simulated; ApplyPlan fills the plan's weight entries.
   r.layer_precisions = LayerPrecisions(*model.graph, r.plan, options.float_precision);
-  QK_RETURN_IF_ERROR(passes::RunPass(model, passes::ApplyPlan(&r.plan, evaluator.options().simulation)).status());
+  QK_ASSIGN_OR_RETURN(passes::PassReport inserted,
+                      passes::RunPass(model, passes::ApplyPlan(&r.plan, evaluator.options().simulation)));
+  r.activation_pairs = inserted.Count(passes::counter::kActivationPairs);
+  r.weight_pairs = inserted.Count(passes::counter::kWeightPairs);
   if (options.output_dir.empty()) return r;
   // Every rank made the same decisions (the trials' values are the same bits everywhere); rank 0
   // writes, the others wait for its outcome.
@@ -104,26 +110,26 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
     QK_RETURN_IF_ERROR(evaluator.Agree(Status::Ok(), "writing the results on rank 0"));
     return r;
   }
-  const Status written = WriteOutputs(model, options.output_dir, &r);
+  const Status written = WriteOutputs(model, options, &r);
   QK_RETURN_IF_ERROR(evaluator.Agree(written, "writing the results on rank 0"));
   return r;
 }
 
 namespace {
 
-Status WriteOutputs(const ir::Model& model, const std::string& output_dir, FallbackResult* result) {
+Status WriteOutputs(const ir::Model& model, const FallbackOptions& options, FallbackResult* result) {
   FallbackResult& r = *result;
-  // All four files or none, and never mixed with a concurrent run's (common/artifact_set.h).
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
-                      ArtifactSet::Open(output_dir,
-                                        {"model.qdq.onnx", "plan.json", "layer_precisions.txt", "fallback.json"}));
+  // All four files (five with a summary) or none, and never mixed with a concurrent run's
+  // (common/artifact_set.h).
+  std::vector<std::string> files{"model.qdq.onnx", "plan.json", "layer_precisions.txt", "fallback.json"};
+  if (options.summary) files.push_back("summary.txt");
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out, ArtifactSet::Open(options.output_dir, files));
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, out->Stage("model.qdq.onnx")));
   QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), r.plan));
   QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("layer_precisions.txt"), r.layer_precisions + "\n"));
-  for (const char* f : {"model.qdq.onnx", "plan.json", "layer_precisions.txt", "fallback.json"}) {
-    r.written.push_back(out->Target(f));
-  }
+  for (const std::string& f : files) r.written.push_back(out->Target(f));
   QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("fallback.json"), FallbackJson(r) + "\n"));
+  if (options.summary) QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("summary.txt"), options.summary(r)));
   return out->Commit().status();
 }
 

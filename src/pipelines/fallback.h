@@ -16,6 +16,7 @@
 // its shard and gets the same losses, so all take the same decisions; rank 0 alone writes.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -29,6 +30,8 @@
 
 namespace quantkit::pipelines {
 
+struct FallbackResult;
+
 struct FallbackOptions {
   double budget = 0.5;
   int max_float_layers = 0;
@@ -39,6 +42,9 @@ struct FallbackOptions {
   // (analysis/prefix_cache.h), within this many bytes; 0: every trial runs the whole model.
   // Same results either way.
   int64_t trial_cache_bytes = analysis::kDefaultPrefixCacheBytes;
+  // Set (calibrate --budget): summary.txt joins the written set, with this text of the result,
+  // so the directory's summary states the final plan (its float layers), not the one before.
+  std::function<std::string(const FallbackResult&)> summary;
 };
 
 struct FallbackResult {
@@ -52,6 +58,8 @@ struct FallbackResult {
   int cache_checkpoints = 0;     // checkpoints the trial cache holds (0: trials run whole models)
   int64_t cache_bytes = 0;
   std::string layer_precisions;
+  analysis::ErrorStats final_output;  // the final plan's first output vs FP32
+  int64_t activation_pairs = 0, weight_pairs = 0;  // Q/DQ pairs of the written model
   std::vector<std::string> written;
 };
 

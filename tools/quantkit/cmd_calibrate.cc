@@ -1,6 +1,7 @@
 // quantkit calibrate MODEL --data SPEC [-o DIR] [--method M] [--samples N] [--batch-size B] ...
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include "pipelines/calibrate.h"
 #include "pipelines/calibrate_budget.h"
@@ -69,8 +70,13 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       "then keep the fewest layers in float that bring INT8 within B of FP32 on held-out data (the fallback "
       "search): top1/agreement in points, rel_mse as a ratio; writes the repaired artifacts");
   cmd->add_option("--holdout", opts->holdout,
-                  "held-out data for --compare-methods (default fashion-mnist:val) and --budget (default: the "
-                  "last quarter of --data, which calibration then leaves out)");
+                  "held-out data for --compare-methods (default fashion-mnist:val), --budget (default: the "
+                  "last quarter of --data, which calibration then leaves out) and the check of a plain calibrate "
+                  "(default: 1/32 of --data, 8 to 64 samples spread over it, also calibrated on)");
+  cmd->add_option("--check-samples", opts->calibrate.check.samples,
+                  "samples of the check of the written model against FP32 (default: 1/32 of --data, 8 to 64; "
+                  "0: no check)")
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   cmd->add_option("--holdout-samples", opts->holdout_samples, "first N held-out samples (0: all)");
   cmd->add_option("--metric", opts->metric, "--compare-methods/--budget metric: top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
   cmd->add_flag("--json", opts->json, "--compare-methods: print the table as JSON");
@@ -127,6 +133,9 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
         auto r = pipelines::CalibrateWithinBudget(b);
         if (!r.ok()) return Report(r.status());
         std::fputs(pipelines::FormatCalibrateBudget(*r).c_str(), stdout);
+        if (r->calibration.check.ruined) {
+          std::fprintf(stderr, "WARNING: %s\n", pipelines::CheckWarning(r->calibration.check, false).c_str());
+        }
         for (const std::string& f : r->calibration.written) {
           const auto& repaired = r->fallback.written;  // printed by the report, replaced by the search
           if (std::find(repaired.begin(), repaired.end(), f) == repaired.end()) std::printf("wrote %s\n", f.c_str());
@@ -152,10 +161,19 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
         std::fputs(pipelines::FormatCompareMethods(*r).c_str(), stdout);
         std::fputs(r->best_result.summary.c_str(), stdout);
         for (const std::string& f : r->best_result.written) std::printf("wrote %s\n", f.c_str());
+        if (r->best_result.check.ruined) {
+          std::fprintf(stderr, "WARNING: %s\n", pipelines::CheckWarning(r->best_result.check, auto_method).c_str());
+        }
         return 0;
       }
+      c.check.holdout = opts->holdout;
+      c.check.after_auto = false;
       auto result = pipelines::Calibrate(c);
       if (!result.ok()) return Report(result.status());
+      // A ruined model is said on stderr too: a piped stdout must not swallow it.
+      if (result->check.ruined) {
+        std::fprintf(stderr, "WARNING: %s\n", pipelines::CheckWarning(result->check, false).c_str());
+      }
       // Rank 0 (or the only process) wrote everything; other ranks report their shard.
       if (result->rank.rank == 0) {
         std::fputs(result->summary.c_str(), stdout);

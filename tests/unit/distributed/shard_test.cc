@@ -77,5 +77,45 @@ TEST(ShardTest, SliceRenumbersAndRejectsReadsOutsideTheShard) {
   EXPECT_NE(s->Fingerprint(), "c");
 }
 
+// The check of calibrate (pipelines/calibration_check.h) reads SpreadBlocks: blocks spread from
+// end to end of data stored in order, never overlapping, each read one contiguous read.
+TEST(ShardTest, SpreadBlocksAreCentredInEqualSharesAndNeverOverlap) {
+  auto s = SpreadBlocks(std::make_unique<CountingSource>(100), 16, 8);
+  ASSERT_EQ(s->num_samples(), 16);
+  EXPECT_EQ(s->max_batch(), 8) << "a batched read must stay inside one block";
+  // 2 blocks of 8 centred in [0, 50) and [50, 100): starts 25 - 4 = 21 and 75 - 4 = 71.
+  auto first = s->Read(0, 8), second = s->Read(8, 8);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->inputs[0].second.data_as<float>()[0], 21.0f);
+  EXPECT_EQ(first->inputs[0].second.data_as<float>()[7], 28.0f);
+  EXPECT_EQ(second->inputs[0].second.data_as<float>()[0], 71.0f);
+  EXPECT_FALSE(s->Read(4, 8).ok()) << "a read across two blocks would read samples never selected";
+  EXPECT_EQ(s->Describe(), "16 samples in 2 block(s) of 8 spread over counting");
+  for (int64_t n : {9, 17, 64, 65, 1000, 2049}) {
+    for (int64_t want : {1, 3, 8, 16, 64}) {
+      for (int64_t block : {1, 4, 8}) {
+        auto spread = SpreadBlocks(std::make_unique<CountingSource>(n), want, block);
+        const int64_t got = spread->num_samples();
+        ASSERT_LE(got, std::max(want, block)) << n << " " << want << " " << block;
+        ASSERT_GE(got, std::min(n, want) - block + 1) << n << " " << want << " " << block;
+        float last = -1;
+        const int64_t b = spread->max_batch() > 0 ? spread->max_batch() : got;
+        for (int64_t i = 0; i < got; i += b) {
+          auto r = spread->Read(i, std::min(b, got - i));
+          ASSERT_TRUE(r.ok()) << r.status().ToString();
+          for (int64_t k = 0; k < r->size; ++k) {
+            const float v = r->inputs[0].second.data_as<float>()[k];
+            ASSERT_GT(v, last) << "blocks in order, never overlapping";
+            ASSERT_LT(v, static_cast<float>(n));
+            last = v;
+          }
+        }
+      }
+    }
+  }
+  // No more samples than asked for: the source itself.
+  EXPECT_EQ(SpreadBlocks(std::make_unique<CountingSource>(5), 8, 8)->Describe(), "counting");
+}
+
 }  // namespace
 }  // namespace quantkit::data
