@@ -94,14 +94,14 @@ def main():
     print(f"FP32: balanced accuracy {balanced_accuracy(work, mel):.3f}")
     for label, extra in (("max (defaults)", []), ("--method auto", ["--method", "auto"]),
                          ("--budget 0.01 --metric rel_mse", ["--budget", "0.01", "--metric", "rel_mse"])):
-        out = os.path.join(work, "out_" + "_".join(extra).replace("-", "") or "out_max")
+        out = os.path.join(work, "out_" + ("_".join(extra).replace("-", "") or "max"))
         subprocess.run(["rm", "-rf", out])
         r = subprocess.run([quantkit, "calibrate", mel, "--data", "input=" + os.path.join(work, "calib.npy"), "-o", out,
                             "-q", *extra], capture_output=True, text=True)
         check = [l for l in r.stdout.splitlines() if l.startswith("check:")]
         acc = balanced_accuracy(work, os.path.join(out, "model.qdq.onnx"))
         print(f"{label}: exit {r.returncode}, balanced accuracy {acc:.3f}; {check[0] if check else 'no check line'}; "
-              f"stderr warning: {'yes' if 'INT8 RUINS' in r.stderr else 'no'}")
+              f"stderr warning: {'yes' if 'INT8 CHECK FAILED' in r.stderr else 'no'}")
 
 
 if __name__ == "__main__":
