@@ -1,7 +1,7 @@
 # quantkit — the two commands of the README:
 #   make demo   install what is missing, build, run the main job on the bundled model and data
 #   make test   the whole test suite (what CI runs)
-# Other targets: build, python (the extension in-tree), asan (sanitizer build + unit tests), bench, zoo, zoo-table,
+# Other targets: build, python (the extension in-tree), wheel (dist/: docs/python.md), asan (sanitizer build + unit tests), bench, zoo, zoo-table,
 # fuzz, fuzz-smoke, clean,
 #   cuda (build against PyPI torch in .venv-torch: the GPU route, docs/gpu.md), cuda-test.
 
@@ -14,7 +14,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_MAXSIZE ?= 5G
 
-.PHONY: all setup build python test demo asan bench zoo zoo-table qat-table fuzz fuzz-smoke clean cuda cuda-test
+.PHONY: all setup build python wheel test demo asan bench zoo zoo-table qat-table fuzz fuzz-smoke clean cuda cuda-test
 
 all: build
 
@@ -30,6 +30,11 @@ build: setup
 python: setup
 	@cmake --preset $(PRESET) >/dev/null
 	@cmake --build --preset $(PRESET) -j $(JOBS) --target quantkit_core
+
+# The distributable wheel for .venv-torch's torch release line (scripts/build_wheel.sh): dist/.
+wheel: setup
+	@bash scripts/setup_torch.sh
+	@JOBS=$(JOBS) bash scripts/build_wheel.sh
 
 test: build
 	@bash scripts/setup_torch.sh

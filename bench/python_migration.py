@@ -6,10 +6,12 @@ The same script calls quantize_static twice with the same arguments; only the im
     from quantkit.ort import quantize_static                  # quantkit
 
 Each run is a child process (its own peak RSS and CPU time). Accuracy: top-1 of each Q/DQ model
-on the Fashion-MNIST test split with onnxruntime (qkdev/zoo/eval_ort.py), next to FP32.
+on the Fashion-MNIST test split with onnxruntime (qkdev/zoo/eval_ort.py), and the file size of
+each model, next to FP32. Run it with the interpreter of the onnxruntime to compare with (a venv
+with the quantkit wheel and onnxruntime 1.32: docs/python.md, "Side by side").
 
   PYTHONPATH=build/dev/python .venv/bin/python bench/python_migration.py [--model resnet_small]
-      [--calib 512] [--per-channel]
+      [--calib 512] [--per-channel] [--omp-wait-policy active|passive]
 """
 import argparse
 import json
@@ -48,11 +50,16 @@ quantize_static(sys.argv[2], sys.argv[3], Reader(x), quant_format=QuantFormat.QD
 '''
 
 
-def run(tool, model, out, calib, per_channel):
-    """Wall time, CPU time (user+sys) and peak RSS of one child (os.wait4: that child's own)."""
+def run(tool, model, out, calib, per_channel, wait_policy=None):
+    """Wall time, CPU time (user+sys) and peak RSS of one child (os.wait4: that child's own).
+    ``wait_policy``: OMP_WAIT_POLICY for the child (None: unset, each library's default)."""
+    env = dict(os.environ)
+    env.pop("OMP_WAIT_POLICY", None)
+    if wait_policy:
+        env["OMP_WAIT_POLICY"] = wait_policy
     start = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-c", CHILD, tool, model, out, str(calib),
-                              ROOT, "1" if per_channel else "0"])
+                              ROOT, "1" if per_channel else "0"], env=env)
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
@@ -67,17 +74,21 @@ def main():
     ap.add_argument("--model", default="resnet_small")
     ap.add_argument("--calib", type=int, default=512)
     ap.add_argument("--per-channel", action="store_true")
+    ap.add_argument("--omp-wait-policy", choices=["active", "passive"],
+                    help="OMP_WAIT_POLICY of both runs (default: unset; quantkit then sets passive)")
     args = ap.parse_args()
     from qkdev.zoo import data, eval_ort
     model = os.path.join(ROOT, "models", "zoo", f"{args.model}.onnx")
     x, y = data.load_split("test")
-    rows = {"fp32": {"top1": eval_ort.evaluate(model, x, y)[0]}}
+    rows = {"fp32": {"top1": eval_ort.evaluate(model, x, y)[0], "size_kib": round(os.path.getsize(model) / 1024)}}
     with tempfile.TemporaryDirectory() as d:
         for tool in ("ort", "quantkit"):
             out = os.path.join(d, f"{tool}.qdq.onnx")
-            rows[tool] = run(tool, model, out, args.calib, args.per_channel)
+            rows[tool] = run(tool, model, out, args.calib, args.per_channel, args.omp_wait_policy)
             rows[tool]["top1"] = eval_ort.evaluate(out, x, y)[0]
-    print(json.dumps({"model": args.model, "calib_samples": args.calib, "per_channel": args.per_channel,
+            rows[tool]["size_kib"] = round(os.path.getsize(out) / 1024)
+    import onnxruntime
+    print(json.dumps({"onnxruntime": onnxruntime.__version__, "model": args.model, "calib_samples": args.calib, "per_channel": args.per_channel, "omp_wait_policy": args.omp_wait_policy,
                       "test_samples": len(y), "results": rows}, indent=1))
 
 

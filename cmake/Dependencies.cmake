@@ -12,10 +12,21 @@ find_package(ZLIB REQUIRED)           # gzip-compressed IDX files
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
 find_package(OpenSSL REQUIRED)        # SHA-256 for model/data provenance
+# IEEE float16 conversions outside the runtime (ir/float16.h): libfp16-dev's header-only fp16.h,
+# the conversion library PyTorch's c10::Half and XNNPACK use.
+find_path(QUANTKIT_FP16_INCLUDE_DIR fp16.h)
+if(NOT QUANTKIT_FP16_INCLUDE_DIR)
+  message(FATAL_ERROR "quantkit: fp16.h not found (install libfp16-dev: scripts/setup.sh)")
+endif()
 # libtorch: Debian's libtorch-dev (CPU), or the libtorch inside a Python environment's PyPI torch
 # (the GPU route, docs/gpu.md): QUANTKIT_TORCH_PYTHON names that environment's interpreter and
 # torch.utils.cmake_prefix_path is added to the search path. -DCMAKE_PREFIX_PATH works as well.
 set(QUANTKIT_TORCH_PYTHON "" CACHE FILEPATH "python whose PyPI torch to build against (empty: Debian's libtorch)")
+# The Python extension's interpreter; when it imports a PyPI torch, that torch is the one to link
+# (QuantkitPython sets QUANTKIT_TORCH_PYTHON).
+if(QUANTKIT_PYTHON)
+  include(QuantkitPython)
+endif()
 if(QUANTKIT_TORCH_PYTHON)
   execute_process(
     COMMAND ${QUANTKIT_TORCH_PYTHON} -c
@@ -40,10 +51,6 @@ if(QUANTKIT_TORCH_PYTHON)
   foreach(dir IN LISTS quantkit_nvidia_lib_dirs)
     add_link_options("LINKER:-rpath-link,${dir}")
   endforeach()
-endif()
-# The Python extension may point find_package(Torch) at its interpreter's torch (QuantkitPython).
-if(QUANTKIT_PYTHON)
-  include(QuantkitPython)  # may point find_package(Torch) at the Python torch's libtorch
 endif()
 find_package(Torch REQUIRED)
 message(STATUS "quantkit: libtorch ${Torch_VERSION} from ${TORCH_INSTALL_PREFIX}")

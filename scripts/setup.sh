@@ -21,6 +21,8 @@ DEB_PACKAGES=(
   # OpenMP build: it shares libgomp's thread pool with ATen, where the pthread build runs a pool of
   # its own beside ATen's (both spin on 2 cores: vit_b_16 eval 1.5x slower; docs/performance.md 9).
   libopenblas0-openmp
+  # float16 <-> float32 outside the runtime (ir/float16.h: scales, weights and checks of FP16 models)
+  libfp16-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libzip-dev
   zlib1g-dev libssl-dev libpng-dev libjpeg-dev
   python3 python3-venv python3-pip python3-numpy python3-torch python3-torchvision

@@ -6,6 +6,8 @@ Accepted data (``quantkit.calibrate(model, data)``, ``Statistics.collect``):
   ``fashion-mnist:calib`` ... read by the C++ data layer, exactly as ``quantkit calibrate --data``;
 * an onnxruntime ``CalibrationDataReader`` (anything with ``get_next()`` returning one
   ``{input_name: ndarray}`` dict per call and ``None`` at the end), unchanged;
+* one array (a numpy array or torch tensor holding every sample, for a single-input model) or
+  one ``{input_name: array}`` mapping: the whole set as a single batch;
 * any iterable of batches (a torch ``DataLoader``, a generator, a list). A batch is a
   ``{input_name: array}`` mapping, or for a single-input model a bare array, or a tuple/list whose
   first element is one of those (``(images, labels)`` from a DataLoader: the labels are ignored).
@@ -75,17 +77,19 @@ def normalize_batch(batch: Any, input_names: list[str], what: str) -> dict[str, 
 def iter_batches(data: Any, input_names: list[str], samples: int = 0) -> Iterator[dict[str, np.ndarray]]:
     """Yields normalized batches from an iterable or a CalibrationDataReader, at most ``samples``
     samples in all (0: everything; the last batch is cut, as a view)."""
+    if isinstance(data, (np.ndarray, Mapping)) or hasattr(data, "__dlpack__"):
+        data = [data]  # the whole set as one batch: an array (single-input model) or {name: array}
     if hasattr(data, "get_next") and callable(data.get_next):
         def reader() -> Iterator[Any]:
             while (item := data.get_next()) is not None:
                 yield item
         source: Iterable[Any] = reader()
-    elif isinstance(data, Iterable) and not isinstance(data, (bytes, np.ndarray, Mapping)):
+    elif isinstance(data, Iterable) and not isinstance(data, (bytes, bytearray)):
         source = data
     else:
         raise InvalidArgumentError(
-            f"data must be a data spec (str/path), an iterable of batches or an object with "
-            f"get_next() (onnxruntime CalibrationDataReader); got {type(data).__name__}")
+            f"data must be a data spec (str/path), an array, an iterable of batches or an object "
+            f"with get_next() (onnxruntime CalibrationDataReader); got {type(data).__name__}")
     seen = 0
     for index, raw in enumerate(source):
         batch = normalize_batch(raw, input_names, f"batch {index}")

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 
 class QuantkitError(Exception):
-    """Base class. ``code`` is the category name, ``exit_code`` the CLI's exit code."""
+    """Base class. ``code`` is the category name, ``exit_code`` the CLI's exit code; each
+    subclass carries its own, so an error raised from Python code has the right ones too."""
 
     code: str = "internal error"
     exit_code: int = 70
@@ -30,29 +31,48 @@ class QuantkitError(Exception):
 class InvalidArgumentError(QuantkitError, ValueError):
     """Something impossible was asked: a bad option, a batch that does not fit the model."""
 
+    code, exit_code = "invalid argument", 2
+
 
 class InvalidModelError(QuantkitError, ValueError):
     """A model or data file is corrupt or breaks the ONNX rules."""
+
+    code, exit_code = "invalid model", 2
 
 
 class UnsupportedError(QuantkitError, NotImplementedError):
     """Valid input quantkit does not handle (an op, a dtype)."""
 
+    code, exit_code = "unsupported", 3
+
 
 class NotFoundError(QuantkitError, LookupError):
     """A file, tensor, node or input that was named does not exist."""
+
+    code, exit_code = "not found", 2
 
 
 class QuantkitIOError(QuantkitError, OSError):
     """Reading or writing failed."""
 
+    code, exit_code = "I/O error", 4
+
 
 class ResourceExhaustedError(QuantkitError, MemoryError):
     """Out of memory, or a request too large to honour."""
 
+    code, exit_code = "resource exhausted", 5
+
 
 class InternalError(QuantkitError, RuntimeError):
     """A quantkit bug: please report it with the message."""
+
+
+class CancelledError(QuantkitError):
+    """The call was stopped on request before it wrote anything. Ctrl-C raises KeyboardInterrupt
+    (Python's own handler); this class is for a cancellation that came without one."""
+
+    code, exit_code = "cancelled", 130
 
 
 _BY_CODE = {
@@ -63,9 +83,13 @@ _BY_CODE = {
     "I/O error": QuantkitIOError,
     "resource exhausted": ResourceExhaustedError,
     "internal error": InternalError,
+    "cancelled": CancelledError,
 }
+CANCELLED_MESSAGE = "cancelled (interrupted)"  # quantkit/cancel.h kCancelledMessage
 
 
 def from_status(code: str, exit_code: int, message: str) -> QuantkitError:
     """The exception for a failed C++ Status (called by quantkit._core)."""
+    if message == CANCELLED_MESSAGE:
+        return CancelledError(message)
     return _BY_CODE.get(code, InternalError)(message, code, exit_code)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from . import _core
+from .errors import InvalidArgumentError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -84,7 +85,7 @@ class Plan:
         """Writes ``model`` with this plan's QuantizeLinear/DequantizeLinear pairs (explicit
         quantization, TensorRT >= 8). Returns (activation pairs, weight pairs) inserted."""
         if weights not in ("per-channel", "per-tensor"):
-            raise ValueError(f"weights must be 'per-channel' or 'per-tensor', got {weights!r}")
+            raise InvalidArgumentError(f"weights must be 'per-channel' or 'per-tensor', got {weights!r}")
         return tuple(self._core.write_qdq(os.fspath(model), os.fspath(path), weights == "per-channel"))
 
     # --- contents ------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ class Statistics:
     def load(cls, *paths: PathLike, model: Optional[PathLike] = None) -> "Statistics":
         """Reads and merges .qkstats files; with ``model``, each must have been collected on it."""
         if not paths:
-            raise ValueError("give at least one .qkstats file")
+            raise _core_error("give at least one .qkstats file")
         sha = file_sha256(model) if model is not None else ""
         return cls(_core.Statistics.load([os.fspath(p) for p in paths], sha))
 
@@ -106,7 +106,7 @@ class Statistics:
 
 def _per_channel(weights: str) -> bool:
     if weights not in ("per-channel", "per-tensor"):
-        raise ValueError(f"weights must be 'per-channel' or 'per-tensor', got {weights!r}")
+        raise _core_error(f"weights must be 'per-channel' or 'per-tensor', got {weights!r}")
     return weights == "per-channel"
 
 
@@ -126,4 +126,4 @@ def _placement(exclude: Iterable[str], weights: str) -> Any:
 
 def _core_error(message: str) -> Exception:
     from .errors import InvalidArgumentError
-    return InvalidArgumentError(message, "invalid argument", 2)
+    return InvalidArgumentError(message)

@@ -15,6 +15,7 @@
 #include "arrays.h"
 #include "bindings.h"
 #include "errors.h"
+#include "interrupt.h"
 
 namespace py = pybind11;
 
@@ -39,12 +40,7 @@ void BindCollector(py::module_& m) {
           "observe",
           [](StatisticsCollector& c, const py::dict& batch) {
             const InputBatch arrays = BatchFromDict(batch, fmt::format("batch {}", c.batches()));
-            Status status;
-            {
-              py::gil_scoped_release release;
-              status = c.Observe(arrays);
-            }
-            ThrowIfError(status);
+            ThrowIfError(CallInterruptible([&] { return c.Observe(arrays); }));
           },
           py::arg("batch"))
       .def(
@@ -53,16 +49,15 @@ void BindCollector(py::module_& m) {
             DataSpecOptions options;
             options.samples = samples;
             options.batch_size = batch_size;
-            ThrowIfError(c.ObserveDataSpec(spec, options));
+            ThrowIfError(CallInterruptible([&] { return c.ObserveDataSpec(spec, options); }));
           },
-          py::arg("spec"), py::arg("samples"), py::arg("batch_size"),
-          py::call_guard<py::gil_scoped_release>())
+          py::arg("spec"), py::arg("samples"), py::arg("batch_size"))
       .def(
           "finish",
           [](StatisticsCollector& c, const std::string& description) {
-            return Unwrap(c.Finish(description));
+            return Unwrap(CallInterruptible([&] { return c.Finish(description); }));
           },
-          py::arg("description"), py::call_guard<py::gil_scoped_release>())
+          py::arg("description"))
       .def(
           "conformed_pointers",
           [](const StatisticsCollector& c, const py::dict& batch) {

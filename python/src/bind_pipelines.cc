@@ -7,6 +7,7 @@
 
 #include "bindings.h"
 #include "errors.h"
+#include "interrupt.h"
 #include "quantkit/calibration.h"
 #include "quantkit/pipelines.h"
 
@@ -23,12 +24,16 @@ Placement PlacementFrom(const std::vector<std::string>& exclude, bool per_channe
 
 namespace {
 
-// A workflow bound as f(options) -> report, the GIL released while it runs.
+// A workflow bound as f(options) -> report, the GIL released while it runs; Ctrl-C stops it
+// (interrupt.h).
 template <typename Report, typename Options>
 void DefWorkflow(py::module_& m, const char* name, Result<Report> (*workflow)(const Options&)) {
   m.def(
-      name, [workflow](const Options& options) { return Unwrap(workflow(options)); },
-      py::arg("options"), py::call_guard<py::gil_scoped_release>());
+      name,
+      [workflow](const Options& options) {
+        return Unwrap(CallInterruptible([&] { return workflow(options); }));
+      },
+      py::arg("options"));
 }
 
 void BindOptions(py::module_& m) {

@@ -5,6 +5,7 @@
 
 #include "bindings.h"
 #include "errors.h"
+#include "interrupt.h"
 #include "quantkit/calibration.h"
 
 namespace py = pybind11;
@@ -69,13 +70,15 @@ void BindPlan(py::module_& m) {
       .def(
           "write_qdq",
           [](const Plan& p, const std::string& model, const std::string& path, bool per_channel) {
-            const Model loaded = Unwrap(LoadModel(model));
-            const Artifacts a =
-                Unwrap(WriteQdqModel(loaded, p, path, PlacementFrom({}, per_channel)));
+            const Placement placement = PlacementFrom({}, per_channel);
+            const Artifacts a = Unwrap(CallInterruptible([&]() -> Result<Artifacts> {
+              const Result<Model> loaded = LoadModel(model);
+              if (!loaded.ok()) return loaded.status();
+              return WriteQdqModel(loaded.value(), p, path, placement);
+            }));
             return std::make_pair(a.activation_pairs, a.weight_pairs);
           },
-          py::arg("model"), py::arg("path"), py::arg("per_channel"),
-          py::call_guard<py::gil_scoped_release>())
+          py::arg("model"), py::arg("path"), py::arg("per_channel"))
       .def(
           "tensor",
           [](const Plan& p, const std::string& name) {

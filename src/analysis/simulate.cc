@@ -4,6 +4,7 @@
 
 #include "analysis/model_loading.h"
 #include "common/check.h"
+#include "common/sha256.h"
 #include "formats/plan_files.h"
 #include "ir/clone.h"
 #include "ir/scopes.h"
@@ -44,8 +45,21 @@ Result<std::vector<std::string>> UnmatchedPlanTensors(const ir::Graph& graph, co
   return unmatched;
 }
 
+Status CheckPlanFloatModel(const quant::QuantPlan& plan, const std::string& model_path) {
+  if (plan.provenance.float_model_sha256.empty() || !plan.initializers.empty()) return Status::Ok();
+  QK_ASSIGN_OR_RETURN(std::string sha, Sha256OfFile(model_path));
+  std::string stages;
+  for (const std::string& s : plan.provenance.stages) stages += (stages.empty() ? "" : ", ") + s.substr(0, s.find('('));
+  QK_RETURN_IF_NOT(sha == plan.provenance.float_model_sha256, StatusCode::kInvalidArgument,
+                   "the plan's PTQ stages ({}) changed weights that plan files do not hold: give the float model "
+                   "written beside the plan (model.float.onnx, sha256 {}), not {}",
+                   stages, plan.provenance.float_model_sha256.substr(0, 12), model_path);
+  return Status::Ok();
+}
+
 Result<ir::Model> BuildSimulationModel(const std::string& float_model_path, const quant::QuantPlan& plan,
                                        const SimulationOptions& options) {
+  QK_RETURN_IF_ERROR(CheckPlanFloatModel(plan, float_model_path));
   QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(float_model_path));
   return BuildSimulationModel(model, plan, options);
 }

@@ -14,6 +14,7 @@
 #include "common/check.h"
 #include "common/file_checks.h"
 #include "common/file_util.h"
+#include "quantkit/cancel.h"
 
 namespace quantkit {
 
@@ -86,6 +87,8 @@ std::string ArtifactSet::Target(const std::string& name) const { return JoinPath
 
 Result<std::vector<std::string>> ArtifactSet::Commit() {
   QK_RETURN_IF_NOT(!staging_.empty(), StatusCode::kInternal, "{}: artifact set committed twice", dir_);
+  // A cancelled run writes nothing: the staged files go with the staging directory.
+  QK_RETURN_IF_ERROR(CheckCancelled());
   std::vector<std::string> written;
   for (const std::string& name : names_) {
     const std::string staged = JoinPath(staging_, name);

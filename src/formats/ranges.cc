@@ -201,6 +201,9 @@ std::string FormatPlanJson(const quant::QuantPlan& plan) {
            {"num_samples", p.num_samples}}},
          {"float_nodes", plan.float_nodes},
          {"tensors", tensors}};
+  // Only plans a PTQ stage edited carry these: other plan files stay as they were.
+  if (!p.stages.empty()) j["provenance"]["stages"] = p.stages;
+  if (!p.float_model_sha256.empty()) j["provenance"]["float_model_sha256"] = p.float_model_sha256;
   return j.dump(1) + "\n";  // nlohmann's object is a sorted map: key-sorted output
 }
 
@@ -225,7 +228,8 @@ Result<quant::QuantPlan> ParsePlanJson(const std::string& text, const std::strin
     QK_RETURN_IF_NOT(p->is_object(), StatusCode::kInvalidModel, "{}provenance: expected an object, got {}", file,
                      p->type_name());
     QK_RETURN_IF_ERROR(CheckKeys(*p, {"model_sha256", "data_description", "data_sha256",
-                                      "method", "quantkit_version", "num_samples"},
+                                      "method", "quantkit_version", "num_samples", "stages",
+                                      "float_model_sha256"},
                                  file + "provenance"));
     quant::Provenance& pv = plan.provenance;
     QK_RETURN_IF_ERROR(ReadKey(*p, "model_sha256", "provenance", &pv.model_sha256).WithContext(source_name));
@@ -234,6 +238,9 @@ Result<quant::QuantPlan> ParsePlanJson(const std::string& text, const std::strin
     QK_RETURN_IF_ERROR(ReadKey(*p, "method", "provenance", &pv.method).WithContext(source_name));
     QK_RETURN_IF_ERROR(ReadKey(*p, "quantkit_version", "provenance", &pv.quantkit_version).WithContext(source_name));
     QK_RETURN_IF_ERROR(ReadKey(*p, "num_samples", "provenance", &pv.num_samples).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*p, "stages", "provenance", &pv.stages).WithContext(source_name));
+    QK_RETURN_IF_ERROR(
+        ReadKey(*p, "float_model_sha256", "provenance", &pv.float_model_sha256).WithContext(source_name));
   }
   QK_RETURN_IF_ERROR(ReadKey(j, "float_nodes", "", &plan.float_nodes).WithContext(source_name));
   if (const auto tensors = j.find("tensors"); tensors != j.end()) {

@@ -1,6 +1,9 @@
 #include "passes/apply_plan.h"
 
+#include <fmt/ranges.h>
+
 #include "common/check.h"
+#include "ir/scopes.h"
 #include "passes/placement_rules.h"
 
 namespace quantkit::passes {
@@ -40,10 +43,37 @@ Result<std::vector<QdqSite>> PlanSites(const ir::Graph& graph, const quant::Quan
   return FindQdqSites(graph, placement);
 }
 
+Status ApplyInitializerOverrides(const quant::QuantPlan& plan, ir::Model* model) {
+  std::vector<std::pair<ir::Value*, const ir::Tensor*>> writes;
+  for (const auto& [name, o] : plan.initializers) {
+    // Qualified names reach body initializers; the lookup is const, the model is ours to edit.
+    auto* v = const_cast<ir::Value*>(ir::FindQualifiedValue(*model->graph, name));
+    QK_RETURN_IF_NOT(v && v->initializer && v->initializer->dtype() == ir::DType::kFloat && !v->uses().empty(),
+                     StatusCode::kInvalidArgument,
+                     "the plan's {} weights for '{}' name no float initializer the model reads (a plan for "
+                     "another model, or one rewritten since: apply the stage's weights before folding)",
+                     o.stage, name);
+    QK_RETURN_IF_NOT(o.value.dtype() == ir::DType::kFloat && o.value.dims() == v->initializer->dims(),
+                     StatusCode::kInvalidArgument, "the plan's {} weights for '{}' have dims [{}], the model's [{}]",
+                     o.stage, name, fmt::join(o.value.dims(), ","), fmt::join(v->initializer->dims(), ","));
+    writes.emplace_back(v, &o.value);
+  }
+  for (auto& [v, t] : writes) {
+    ir::Tensor value = *t;  // shares the bytes (copy on write)
+    value.name = v->initializer->name;
+    v->initializer = std::move(value);
+  }
+  return Status::Ok();
+}
+
 Status ApplyPlan::Run(ir::Model& model, PassReport* report) const {
   QK_ASSIGN_OR_RETURN(std::vector<QdqSite> sites, PlanSites(*model.graph, *plan_, options_));
+  // The stages' weights first: weight scales a plan lacks are computed from the values exported.
+  QK_RETURN_IF_ERROR(ApplyInitializerOverrides(*plan_, &model));
   QK_RETURN_IF_ERROR(AddWeightScales(*model.graph, sites, plan_));
-  return InsertQdq(*plan_, sites).Run(model, report);
+  QK_RETURN_IF_ERROR(InsertQdq(*plan_, sites).Run(model, report));
+  report->changed = report->changed || !plan_->initializers.empty();
+  return Status::Ok();
 }
 
 }  // namespace quantkit::passes

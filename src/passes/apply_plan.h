@@ -11,6 +11,7 @@
 //                               kTensorRT
 //   weights = plan entries for weight sites, filled per channel (max|w|/127) when missing
 //   pairs   = passes::InsertQdq(plan, sites), run on the model
+//   first, plan.initializers (PTQ stages' weights) replace the initializers they name
 //
 // Requires a float model loaded for quantization (constants as initializers). Mutates the model
 // only after the sites and weight scales are computed; the plan gains the filled weight entries.
@@ -48,6 +49,12 @@ bool PlanFromQdqModel(const quant::QuantPlan& plan);
 // The sites a plan gets on `graph` (see the formula above); float_nodes never get Q/DQ.
 Result<std::vector<QdqSite>> PlanSites(const ir::Graph& graph, const quant::QuantPlan& plan,
                                        const ApplyPlanOptions& options);
+
+// Writes each of plan.initializers into the model (ApplyPlan's first step; alone, it gives the
+// float model the plan's stages computed with). Fails before mutating when a name is not a float
+// initializer some node reads (a model rewritten since, e.g. BatchNormalization folded: apply
+// the overrides first) or the dims differ.
+Status ApplyInitializerOverrides(const quant::QuantPlan& plan, ir::Model* model);
 
 // PlanSites + weight scales + InsertQdq, reporting what InsertQdq reports. `*plan` (which must
 // outlive the pass) gains the weight entries it lacked.

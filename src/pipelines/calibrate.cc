@@ -15,6 +15,7 @@
 #include "passes/apply_plan.h"
 #include "common/file_util.h"
 #include "common/progress.h"
+#include "common/sha256.h"
 #include "data/source.h"
 #include "formats/qkstats.h"
 #include "formats/ranges.h"
@@ -95,21 +96,31 @@ Status WriteStats(const std::string& path, const formats::StatsFile& stats, Arti
 // The -o directory's files as one set (common/artifact_set.h): all five or none, never mixed
 // with a concurrent run's.
 Result<std::unique_ptr<ArtifactSet>> OpenArtifacts(const std::string& output_dir) {
-  return ArtifactSet::Open(output_dir, {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"});
+  return ArtifactSet::Open(output_dir,
+                           {"model.qdq.onnx", "model.float.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"});
 }
 
 // Rank 0 (or the only process): the plan from the merged statistics, then every artifact.
 // `artifacts`: the set opened (and locked) before the collection, or null to open it now.
 Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& prepared,
-                    std::unique_ptr<ArtifactSet> artifacts, const CheckResult* known_check,
-                    CalibrateResult* result_out) {
+                    std::unique_ptr<ArtifactSet> artifacts, CalibrateResult* result_out,
+                    const ReadyPlan* ready_plan = nullptr, const CheckResult* known_check = nullptr) {
   CalibrateResult& result = *result_out;
   const auto start = std::chrono::steady_clock::now();
-  QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
-                                                 {options.method, options.method_overrides}));
   quant::QuantPlan& plan = result.plan;
-  plan = std::move(built.plan);
-  result.warnings.insert(result.warnings.end(), built.warnings.begin(), built.warnings.end());
+  if (ready_plan) {
+    plan = ready_plan->plan;
+    result.ptq = ready_plan->ptq;
+    result.warnings.insert(result.warnings.end(), ready_plan->warnings.begin(), ready_plan->warnings.end());
+  } else {
+    QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
+                                                   {options.method, options.method_overrides}));
+    plan = std::move(built.plan);
+    result.warnings.insert(result.warnings.end(), built.warnings.begin(), built.warnings.end());
+    // The stages edit the plan (and its weights) before anything is written.
+    QK_ASSIGN_OR_RETURN(result.ptq, RunPtqStages(prepared.model, prepared.sites,
+                                                 {options.data, options.image, options.samples}, options.ptq, &plan));
+  }
   BodyReport bodies = ReportBodies(prepared.model, prepared.sites, plan);
   result.notes.insert(result.notes.end(), bodies.notes.begin(), bodies.notes.end());
   result.warnings.insert(result.warnings.end(), bodies.warnings.begin(), bodies.warnings.end());
@@ -134,6 +145,15 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   }
   if (!artifacts) {
     QK_ASSIGN_OR_RETURN(artifacts, OpenArtifacts(options.output_dir));
+  }
+  // Weights a stage changed: the float model holding them, for the cache and ranges (TensorRT
+  // <= 10 builds from a float model) and as QAT's start point; the plan names it by its hash.
+  if (!plan.initializers.empty()) {
+    QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(options.model));
+    QK_RETURN_IF_ERROR(passes::ApplyInitializerOverrides(plan, &float_model));
+    const std::string staged = artifacts->Stage("model.float.onnx");
+    QK_RETURN_IF_ERROR(onnx_io::ExportModel(float_model, staged));
+    QK_ASSIGN_OR_RETURN(plan.provenance.float_model_sha256, Sha256OfFile(staged));
   }
   // The one plan -> Q/DQ code (passes::ApplyPlan) on a fresh copy of the file: the collected
   // model is shared and immutable.
@@ -200,6 +220,13 @@ Status CheckSource(const CalibrateOptions& options) {
   QK_RETURN_IF_NOT(!options.data.empty() || !options.from_stats.empty() || options.statistics,
                    StatusCode::kInvalidArgument,
                    "give calibration data (--data) or statistics (--from-stats)");
+  if (!options.ptq.stages.empty()) {
+    QK_RETURN_IF_ERROR(CheckPtqOptions(options.ptq));
+    QK_RETURN_IF_NOT(!options.data.empty(), StatusCode::kInvalidArgument,
+                     "--ptq {} fits weights on the calibration samples themselves: give --data (statistics alone "
+                     "do not hold them)",
+                     PtqStagesText(options.ptq.stages));
+  }
   return Status::Ok();
 }
 
@@ -217,9 +244,9 @@ Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options) 
 }
 
 Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared,
-                                          const CheckResult* check) {
+                                          const ReadyPlan* plan, const CheckResult* check) {
   CalibrateResult result = prepared.report;
-  QK_RETURN_IF_ERROR(WriteOutputs(options, prepared, nullptr, check, &result));
+  QK_RETURN_IF_ERROR(WriteOutputs(options, prepared, nullptr, &result, plan, check));
   return result;
 }
 
@@ -272,7 +299,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   Status written = merged.status();
   if (merged.ok()) {
     prepared.statistics.stats = std::move(*merged);
-    written = WriteOutputs(options, prepared, std::move(artifacts), nullptr, &result);
+    written = WriteOutputs(options, prepared, std::move(artifacts), &result);
   }
   result.rank.write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
   QK_RETURN_IF_ERROR(comm->Agree(written, "writing artifacts on rank 0"));
@@ -328,6 +355,12 @@ std::string SummarizeCalibration(const CalibrateOptions& options, const Calibrat
     for (const auto& n : options.placement.exclude_nodes) s += " node " + n;
     for (const auto& o : options.placement.exclude_op_types) s += " op " + o;
     s += "\n";
+  }
+  for (const std::string& line : FormatPtqReport(r.ptq)) s += line + "\n";
+  if (!r.plan.initializers.empty()) {
+    s += fmt::format("float model: model.float.onnx holds the {} weight tensor(s) the PTQ stages changed; calib.cache "
+                     "and ranges.txt apply to it (and `qat` starts from it)\n",
+                     r.plan.initializers.size());
   }
   s += FormatCheck(r.check);
   for (const std::string& n : r.notes) s += "note: " + n + "\n";

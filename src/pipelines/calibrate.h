@@ -24,6 +24,7 @@
 #include "pipelines/calibration_check.h"
 #include "pipelines/calibration_stages.h"
 #include "pipelines/distributed.h"
+#include "pipelines/ptq_stages.h"
 #include "formats/qkstats.h"
 #include "formats/trt_cache.h"
 #include "passes/qdq_placement.h"
@@ -61,6 +62,9 @@ struct CalibrateOptions {
   DistributedOptions distributed;
   // The check of the written plan against FP32 (pipelines/calibration_check.h; rank 0 alone).
   CheckOptions check;
+  // PTQ stages after the range choice (--ptq; pipelines/ptq_stages.h). With a stage that changes
+  // weights, the artifacts include model.float.onnx (the float model the cache applies to).
+  PtqOptions ptq;
 };
 
 struct CalibrateResult {
@@ -74,6 +78,7 @@ struct CalibrateResult {
   int64_t peak_rss_bytes = 0;
   RankReport rank;             // this process's part (rank 0 of 1 without a launch)
   CheckResult check;           // the written plan against FP32 (rank 0)
+  PtqReport ptq;               // what the PTQ stages did (empty without --ptq)
 };
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options);
@@ -93,12 +98,18 @@ struct PreparedCalibration {
 // options.from_stats / options.statistics).
 Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options);
 
-// The plan of options.method (and overrides) from `prepared`; with options.output_dir, the
-// artifact set (all five files or none); with options.stats_out, the .qkstats. `check`: the
-// plan's evaluation on held-out data made by the caller (--method auto), reported instead of
-// running the check again.
+// The plan of options.method (and overrides) from `prepared`, then options.ptq's stages; with
+// options.output_dir, the artifact set (all its files or none); with options.stats_out, the .qkstats.
+// `plan`: one built (and staged) already (--method auto's pick), written as it is, with `ptq` the
+// report of its stages and `warnings` those of its BuildPlan. `check`: the plan's evaluation on
+// held-out data made by the caller (--method auto), reported instead of running the check again.
+struct ReadyPlan {
+  quant::QuantPlan plan;
+  PtqReport ptq;
+  std::vector<std::string> warnings;
+};
 Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared,
-                                          const CheckResult* check = nullptr);
+                                          const ReadyPlan* plan = nullptr, const CheckResult* check = nullptr);
 
 // Counts of the Q/DQ pairs a model was written with (passes::ApplyPlan's report).
 struct QdqPairCounts {

@@ -146,7 +146,7 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& mod
   BuiltPlan built;
   quant::QuantPlan& plan = built.plan;
   plan.provenance = {model.sha256, statistics.data_description, statistics.data_fingerprint,
-                     quant::MethodLabel(methods.method), QUANTKIT_VERSION, statistics.samples};
+                     quant::MethodLabel(methods.method), QUANTKIT_VERSION, statistics.samples, {}, {}};
   struct Clipping {
     double share;
     std::string tensor, method;
@@ -248,7 +248,15 @@ Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::Qua
                                       const formats::TrtCacheWriteOptions& cache) {
   // All four files or none, never mixed with a concurrent run's (common/artifact_set.h).
   QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
-                      ArtifactSet::Open(dir, {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json"}));
+                      ArtifactSet::Open(dir, {"model.qdq.onnx", "model.float.onnx", "calib.cache", "ranges.txt", "plan.json"}));
+  quant::QuantPlan stamped = plan;
+  // A plan whose PTQ stages changed weights: the float model holding them (see calibrate.h).
+  if (!plan.initializers.empty()) {
+    QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(model.path));
+    QK_RETURN_IF_ERROR(passes::ApplyInitializerOverrides(plan, &float_model));
+    QK_RETURN_IF_ERROR(onnx_io::ExportModel(float_model, out->Stage("model.float.onnx")));
+    QK_ASSIGN_OR_RETURN(stamped.provenance.float_model_sha256, Sha256OfFile(out->Stage("model.float.onnx")));
+  }
   // The collected model is shared and immutable; the Q/DQ model is a fresh copy of the file.
   QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(model.path));
   quant::QuantPlan applied = plan;
@@ -258,9 +266,9 @@ Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::Qua
   ArtifactReport report;
   QK_ASSIGN_OR_RETURN(report.inserted, passes::RunPass(qdq_model, passes::ApplyPlan(&applied, apply)));
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, out->Stage("model.qdq.onnx")));
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage("calib.cache"), plan, cache));
-  QK_RETURN_IF_ERROR(formats::WriteRangesText(out->Stage("ranges.txt"), plan));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), plan));
+  QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage("calib.cache"), stamped, cache));
+  QK_RETURN_IF_ERROR(formats::WriteRangesText(out->Stage("ranges.txt"), stamped));
+  QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), stamped));
   QK_ASSIGN_OR_RETURN(report.written, out->Commit());
   return report;
 }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <optional>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -89,21 +90,68 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
     r.best_loss = chosen.score.loss;
     r.best_rel_mse = chosen.score.rel_mse;
   }
-  // The check of the written plan is its evaluation on the held-out data above (re-run once when
-  // the per-tensor pass changed it), not a second pass over a slice of the calibration data.
-  analysis::TrialResult written = trials[best];
-  if (!r.tensor_changes.empty()) {
+  // The check of the written plan is its evaluation on the held-out data (re-run once when the
+  // per-tensor pass changed it), not a second pass over a slice of the calibration data.
+  const auto check_of = [&](const analysis::TrialResult& t) {
+    CheckResult check = CheckFromEvaluation(r.metric, r.fp32_value, t.metrics.at(r.metric), t.output,
+                                            evaluator->num_samples(), evaluator->data_description());
+    check.seconds = t.seconds;
+    return check;
+  };
+  c.check.after_auto = options.per_tensor;
+  if (options.per_tensor && !c.ptq.stages.empty()) {
     QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
                                                    {c.method, c.method_overrides}));
-    QK_ASSIGN_OR_RETURN(written, evaluator->EvaluatePlan(built.plan, {metric.get()}));
+    // Each stage alone, then all of them in order: kept only when the held-out score improves.
+    std::vector<std::vector<PtqStageSpec>> candidates;
+    for (const PtqStageSpec& s : c.ptq.stages) candidates.push_back({s});
+    if (c.ptq.stages.size() > 1) candidates.push_back(c.ptq.stages);
+    r.ptq_trials.push_back({"", r.best_loss, r.best_rel_mse, 0});
+    PlanScore best_score{r.best_loss, r.best_rel_mse};
+    std::optional<ReadyPlan> best_plan;
+    std::optional<analysis::TrialResult> best_trial;
+    for (const std::vector<PtqStageSpec>& stages : candidates) {
+      const auto trial_start = std::chrono::steady_clock::now();
+      quant::QuantPlan plan = built.plan;
+      PtqOptions ptq = c.ptq;
+      ptq.stages = stages;
+      QK_ASSIGN_OR_RETURN(PtqReport report, RunPtqStages(prepared.model, prepared.sites, {c.data, c.image, c.samples},
+                                                         ptq, &plan));
+      QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(plan, {metric.get()}));
+      const PlanScore score{metric->Loss(t.metrics.at(r.metric), r.fp32_value), t.output.relative_mse()};
+      r.ptq_trials.push_back({PtqStagesText(stages), score.loss, score.rel_mse,
+                              std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_start).count()});
+      if (score < best_score) {
+        best_score = score;
+        best_plan = ReadyPlan{std::move(plan), std::move(report), built.warnings};
+        best_trial = t;
+        r.ptq_best = PtqStagesText(stages);
+      }
+    }
+    r.best_loss = best_score.loss;
+    r.best_rel_mse = best_score.rel_mse;
+    if (best_plan) {
+      const CheckResult check = check_of(*best_trial);
+      QK_ASSIGN_OR_RETURN(r.best_result, FinishCalibration(c, prepared, &*best_plan, &check));
+    } else {
+      c.ptq.stages.clear();
+      QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(built.plan, {metric.get()}));
+      const CheckResult check = check_of(t);
+      QK_ASSIGN_OR_RETURN(r.best_result, FinishCalibration(c, prepared, nullptr, &check));
+    }
+  } else if (!c.ptq.stages.empty()) {
+    // Stages run inside FinishCalibration on a plan no trial saw: the check runs there.
+    QK_ASSIGN_OR_RETURN(r.best_result, FinishCalibration(c, prepared));
+  } else {
+    analysis::TrialResult written = trials[best];
+    if (!r.tensor_changes.empty()) {
+      QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
+                                                     {c.method, c.method_overrides}));
+      QK_ASSIGN_OR_RETURN(written, evaluator->EvaluatePlan(built.plan, {metric.get()}));
+    }
+    const CheckResult check = check_of(written);
+    QK_ASSIGN_OR_RETURN(r.best_result, FinishCalibration(c, prepared, nullptr, &check));
   }
-  const auto check_start = std::chrono::steady_clock::now();
-  CheckResult check = CheckFromEvaluation(r.metric, r.fp32_value, written.metrics.at(r.metric), written.output,
-                                          evaluator->num_samples(), evaluator->data_description());
-  check.seconds = written.seconds +
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count();
-  c.check.after_auto = options.per_tensor;
-  QK_ASSIGN_OR_RETURN(r.best_result, FinishCalibration(c, prepared, &check));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
@@ -122,6 +170,13 @@ std::string FormatCompareMethods(const CompareMethodsResult& r) {
     for (const TensorMethodChange& c : r.tensor_changes) {
       s += fmt::format("  {}: {} -> {} (loss {:.4g} -> {:.4g}, rel MSE {:.4e} -> {:.4e})\n", c.tensor, c.from, c.to, c.before.loss, c.after.loss,
                        c.before.rel_mse, c.after.rel_mse);
+    }
+  }
+  if (!r.ptq_trials.empty()) {
+    s += "PTQ stages on the chosen plan (held-out loss, rel MSE, seconds):\n";
+    for (const PtqTrial& t : r.ptq_trials) {
+      s += fmt::format("  {:<24} {:>10.4g} {:>12.4e} {:>8.1f}{}\n", t.stages.empty() ? "(none)" : t.stages, t.loss,
+                       t.rel_mse, t.seconds, t.stages == r.ptq_best ? "  <- kept" : "");
     }
   }
   s += fmt::format("best: {} ({:.2f} s for {} methods{}, one statistics pass)\n", r.best, r.seconds, r.scores.size(),
@@ -145,6 +200,13 @@ std::string CompareMethodsJson(const CompareMethodsResult& r) {
                        {"loss_after", c.after.loss}});
   }
   j["per_tensor"] = {{"changes", changes}, {"trials", r.tensor_trials}, {"candidates", r.tensor_candidates}};
+  if (!r.ptq_trials.empty()) {
+    nlohmann::json trials = nlohmann::json::array();
+    for (const PtqTrial& t : r.ptq_trials) {
+      trials.push_back({{"stages", t.stages}, {"loss", t.loss}, {"rel_mse", t.rel_mse}, {"seconds", t.seconds}});
+    }
+    j["ptq"] = {{"trials", trials}, {"kept", r.ptq_best}};
+  }
   return j.dump(1);
 }
 

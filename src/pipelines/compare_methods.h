@@ -28,7 +28,15 @@ struct CompareMethodsOptions {
   std::string metric;                      // empty: top1 with labels, else agreement
   // --method auto: after the per-model choice, the greedy per-tensor pass of
   // pipelines/auto_method.h (at most kAutoMaxTensorTrials more held-out evaluations).
+  // With calibrate.ptq.stages, auto then tries each stage alone and all of them in order on the
+  // chosen plan (each costs its stage run plus one held-out simulation) and keeps the best, or none.
   bool per_tensor = false;
+};
+
+// One PTQ candidate --method auto tried.
+struct PtqTrial {
+  std::string stages;  // "seqmse,adaround"; "" for the plan without stages
+  double loss = 0, rel_mse = 0, seconds = 0;
 };
 
 struct MethodScore {
@@ -45,6 +53,8 @@ struct CompareMethodsResult {
   std::vector<TensorMethodChange> tensor_changes;
   int tensor_trials = 0, tensor_candidates = 0;
   double best_loss = 0, best_rel_mse = 0;  // of the plan written (per-tensor changes included)
+  std::vector<PtqTrial> ptq_trials;        // --method auto with --ptq: each candidate, in the order tried
+  std::string ptq_best;                    // the stages kept ("" : none helped)
   CalibrateResult best_result;      // the artifacts of the best method
   double seconds = 0;
 };

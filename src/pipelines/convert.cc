@@ -12,6 +12,7 @@
 #include "common/check.h"
 #include "common/file_util.h"
 #include "analysis/model_loading.h"
+#include "analysis/simulate.h"
 #include "formats/plan_files.h"
 #include "formats/ranges.h"
 #include "ir/scopes.h"
@@ -263,6 +264,7 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
   QK_RETURN_IF_NOT(!options.model.empty(), StatusCode::kInvalidArgument,
                    "writing a Q/DQ model from {} needs the float model: --model FLOAT.onnx",
                    options.input);
+  QK_RETURN_IF_ERROR(analysis::CheckPlanFloatModel(plan, options.model));
   QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.model));
   int unmatched = 0;
   for (const auto& [name, t] : plan.tensors) {

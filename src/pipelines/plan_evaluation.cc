@@ -18,6 +18,7 @@ Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& optio
                                           quant::QuantPlan plan, const std::string& placement,
                                           const std::optional<DistributedOptions>& distributed) {
   analysis::PlanEvalOptions eval = options;
+  QK_RETURN_IF_ERROR(analysis::CheckPlanFloatModel(plan, eval.model));
   QK_ASSIGN_OR_RETURN(eval.simulation.mode, passes::ParsePlacementPolicy(placement));
   PlanEvaluation r;
   r.plan = std::move(plan);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/tensor.h"
 #include "quantkit/status.h"
 
 namespace quantkit::quant {
@@ -57,6 +58,21 @@ struct Provenance {
   std::string method;
   std::string quantkit_version;
   int64_t num_samples = 0;
+  // The PTQ stages that edited this plan after the range choice (pipelines/ptq_stages.h), in the
+  // order they ran, each with its parameters: "adaround(iterations=2000, reg=0.01, ...)".
+  std::vector<std::string> stages;
+  // When a stage changed weights: the SHA-256 of the float model holding them (calibrate's
+  // model.float.onnx). A plan file with it applies to that model, not to model_sha256's.
+  std::string float_model_sha256;
+};
+
+// A float initializer whose values a PTQ stage replaced (AdaRound's rounding, SeqMSE's clip
+// grid, bias correction's bias): passes::ApplyPlan writes `value` into the model before it places
+// Q/DQ, so the Q/DQ model, the simulation, the float model written for the cache and QAT's start
+// point all compute with it. Same dtype (float32) and dims as the initializer it replaces.
+struct InitializerOverride {
+  ir::Tensor value;
+  std::string stage;  // the stage that wrote it ("adaround")
 };
 
 struct QuantPlan {
@@ -64,6 +80,10 @@ struct QuantPlan {
   std::map<std::string, TensorQuant> tensors;  // sorted: deterministic outputs
   // Nodes kept in higher precision (mixed-precision fallback), with the reason for each.
   std::map<std::string, std::string> float_nodes;
+  // Initializers replaced by PTQ stages, by (qualified) initializer name. Kept in memory and in
+  // the float model calibrate writes beside the plan (model.float.onnx); plan.json records only
+  // provenance.float_model_sha256, so a plan file is paired with that model.
+  std::map<std::string, InitializerOverride> initializers;
 
   const TensorQuant* Find(const std::string& tensor) const;
   // Adds or replaces a per-tensor symmetric int8 entry from a calibrated amax.

@@ -23,6 +23,7 @@
 
 #include "common/check.h"
 #include "ir/scopes.h"
+#include "quantkit/cancel.h"
 #include "runtime/aten_bridge.h"
 #include "runtime/device_placement.h"
 #include "runtime/heap.h"
@@ -635,6 +636,7 @@ Device Interpreter::device() const { return impl_->device; }
 
 Result<std::vector<NamedTensor>> Interpreter::Run(const std::vector<NamedTensor>& inputs,
                                                   const RunOptions& options) const {
+  QK_RETURN_IF_ERROR(CheckCancelled());  // every long call runs the model: Ctrl-C stops it here
   c10::InferenceMode guard;
   std::vector<std::pair<std::string, at::Tensor>> feeds;
   for (const NamedTensor& in : inputs) {
@@ -656,6 +658,7 @@ Result<std::vector<NamedTensor>> Interpreter::Run(const std::vector<NamedTensor>
 Result<std::vector<at::Tensor>> RunAten(const Interpreter& interpreter,
                                         const std::vector<std::pair<std::string, at::Tensor>>& inputs,
                                         const AtenRunOptions& options) {
+  QK_RETURN_IF_ERROR(CheckCancelled());
   return interpreter.impl().Run(inputs, options);
 }
 

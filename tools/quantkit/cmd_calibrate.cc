@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "pipelines/calibrate.h"
 #include "pipelines/calibrate_budget.h"
 #include "pipelines/compare_methods.h"
@@ -26,6 +28,8 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
     int64_t holdout_samples = 0;
     double budget = 0;
     CLI::Option* budget_option = nullptr;
+    std::string ptq;
+    int64_t ptq_memory_mib = pipelines::kDefaultPtqMemoryBytes >> 20;
     ImageArgs image;
   };
   auto opts = std::make_shared<Options>();
@@ -80,6 +84,26 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option("--holdout-samples", opts->holdout_samples, "first N held-out samples (0: all)");
   cmd->add_option("--metric", opts->metric, "--compare-methods/--budget metric: top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
   cmd->add_flag("--json", opts->json, "--compare-methods: print the table as JSON");
+  std::string stage_help =
+      "PTQ stages after the range choice, in order: NAME[:KEY=VALUE...][,NAME...] "
+      "(e.g. seqmse,adaround:iterations=500). With --method auto, each stage alone and all of them are tried on "
+      "held-out data and the best kept. Stages:";
+  for (const pipelines::PtqStageInfo& st : pipelines::PtqStages()) {
+    stage_help += std::string("\n  ") + st.name + ": " + st.help;
+    for (const pipelines::PtqParam& p : st.params) {
+      stage_help += fmt::format("\n    {}={:g} in [{:g}, {:g}]: {}", p.name, p.default_value, p.min, p.max, p.help);
+    }
+  }
+  cmd->add_option("--ptq", opts->ptq, stage_help);
+  cmd->add_option("--ptq-samples", opts->calibrate.ptq.samples,
+                  "calibration samples the PTQ stages fit on (the first N; fewer when --ptq-memory says so)")
+      ->capture_default_str();
+  cmd->add_option("--ptq-batch", opts->calibrate.ptq.batch, "samples per cached run batch and per AdaRound step")
+      ->capture_default_str();
+  cmd->add_option("--ptq-memory", opts->ptq_memory_mib,
+                  "MiB of cached layer activations the PTQ stages may hold (fewer samples beyond it)")
+      ->capture_default_str();
+  cmd->add_option("--seed", opts->calibrate.ptq.seed, "seed of the PTQ stages' random draws")->capture_default_str();
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->image);
   AddDistributedOptions(cmd, &opts->calibrate.distributed);
@@ -118,6 +142,15 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       if (!calibrator.ok()) return Report(calibrator.status());
       c.cache = {*version, *calibrator};
       c.progress = !opts->quiet;
+      auto stages = pipelines::ParsePtqStages(opts->ptq);
+      if (!stages.ok()) return Report(stages.status());
+      c.ptq.stages = *stages;
+      c.ptq.progress = !opts->quiet;
+      if (opts->ptq_memory_mib < 1 || opts->ptq_memory_mib > (int64_t{1} << 30)) {
+        return Report(Status(StatusCode::kInvalidArgument,
+                             fmt::format("--ptq-memory must be in [1, {}] MiB, got {}", int64_t{1} << 30, opts->ptq_memory_mib)));
+      }
+      c.ptq.memory_bytes = opts->ptq_memory_mib << 20;
       if (opts->budget_option->count() > 0) {
         if (opts->compare || auto_method) {
           return Report(Status(StatusCode::kInvalidArgument,

@@ -12,6 +12,7 @@
 #include "common/file_checks.h"
 #include "common/file_util.h"
 #include "common/text.h"
+#include "quantkit/cancel.h"
 
 namespace quantkit {
 namespace {
@@ -92,6 +93,25 @@ TEST_F(ArtifactSetTest, AnUncommittedSetLeavesNothingBehind) {
     ASSERT_TRUE(WriteFileAtomic((*set)->Stage("a.txt"), "partial").ok());
   }  // a failed run: destroyed without Commit
   EXPECT_EQ(Entries(), 0u);
+}
+
+// Ctrl-C in Python (quantkit/cancel.h): a cancel that arrives after the files are staged still
+// writes nothing, and the status says it was cancelled.
+TEST_F(ArtifactSetTest, ACancelledRunCommitsNothing) {
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/a.txt", "old a").ok());
+  {
+    auto set = ArtifactSet::Open(dir_, {"a.txt"});
+    ASSERT_TRUE(set.ok());
+    ASSERT_TRUE(WriteFileAtomic((*set)->Stage("a.txt"), "new a").ok());
+    RequestCancel();
+    auto written = (*set)->Commit();
+    ClearCancel();
+    ASSERT_FALSE(written.ok());
+    EXPECT_TRUE(IsCancelled(written.status())) << written.status().ToString();
+  }
+  EXPECT_EQ(ReadFileToString(dir_ + "/a.txt").value(), "old a");
+  EXPECT_EQ(Entries(), 1u) << "the staging directory must be gone";
+  EXPECT_TRUE(CheckCancelled().ok()) << "ClearCancel lets the next call run";
 }
 
 TEST_F(ArtifactSetTest, ASecondWriterIsRefusedWhileTheFirstHoldsTheDirectory) {

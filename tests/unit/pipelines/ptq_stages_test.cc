@@ -1,0 +1,239 @@
+// The PTQ stage framework (pipelines/ptq_stages.h): the --ptq syntax and its checks, the per-layer
+// input cache against full model runs, and calibrate --ptq writing what the stages chose into every
+// artifact (Q/DQ model, float model for the cache, plan provenance), deterministically.
+#include "pipelines/ptq_stages.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <stdlib.h>
+
+#include "analysis/layer_cache.h"
+#include "analysis/model_loading.h"
+#include "common/file_util.h"
+#include "common/sha256.h"
+#include "formats/ranges.h"
+#include "onnx/import.h"
+#include "pipelines/calibrate.h"
+#include "runtime/interpreter.h"
+
+namespace quantkit::pipelines {
+namespace {
+
+const std::string kModel = std::string(QK_SOURCE_DIR) + "/models/zoo/plain_cnn.onnx";
+
+// A fresh directory, removed with its contents at the end of the scope.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string templ = std::filesystem::temp_directory_path().string() + "/qk_ptq_XXXXXX";
+    path_ = mkdtemp(&templ[0]) ? templ : std::string();
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+TEST(ParsePtqStages, DefaultsOrderAndLabels) {
+  auto s = ParsePtqStages("seqmse,adaround:iterations=500:reg=0.02");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_EQ(s->size(), 2u);
+  EXPECT_EQ((*s)[0].kind, PtqStageKind::kSeqMse);
+  EXPECT_EQ((*s)[0].Get("candidates"), 20);
+  EXPECT_EQ((*s)[1].Get("iterations"), 500);
+  EXPECT_EQ((*s)[1].Get("reg"), 0.02);
+  EXPECT_EQ((*s)[1].Get("beta_start"), 20);  // a default kept
+  EXPECT_EQ((*s)[0].Label(), "seqmse(candidates=20)");
+  EXPECT_EQ((*s)[1].Label(), "adaround(iterations=500,reg=0.02,beta_start=20,beta_end=2,warm_start=0.2,lr=0.001)");
+  EXPECT_EQ(PtqStagesText(*s), "seqmse,adaround");
+  auto none = ParsePtqStages("");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(ParsePtqStages, EveryMistakeIsOneClearError) {
+  // Each would otherwise run something the user did not ask for.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"adaroud", "unknown stage 'adaroud'"},
+      {"adaround:iters=5", "'iters=5' is not KEY=VALUE with a parameter of adaround"},
+      {"adaround:iterations", "is not KEY=VALUE"},
+      {"adaround:iterations=many", "'many' is not a number"},
+      {"adaround:iterations=0", "out of range"},
+      {"adaround:iterations=2.5", "want an integer"},
+      {"adaround:reg=-1", "out of range"},
+      {"seqmse:candidates=1e9", "out of range"},
+      {"adaround,adaround", "given twice"},
+      {"adaround,seqmse", "seqmse must come before adaround"},
+      {"adaround:beta_start=2:beta_end=20", "beta_end"},
+      {"seqmse,", "unknown stage ''"},
+  };
+  for (const auto& [text, expected] : cases) {
+    SCOPED_TRACE(text);
+    auto s = ParsePtqStages(text);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find(expected), std::string::npos) << s.status().message();
+  }
+  EXPECT_NE(ParsePtqStages("adaroud").status().message().find("adaround"), std::string::npos)
+      << "the closest name is suggested";
+}
+
+TEST(PtqOptions, RangeChecked) {
+  PtqOptions o;
+  EXPECT_TRUE(CheckPtqOptions(o).ok());
+  o.samples = 0;
+  EXPECT_FALSE(CheckPtqOptions(o).ok());
+  o = PtqOptions{};
+  o.batch = -1;
+  EXPECT_FALSE(CheckPtqOptions(o).ok());
+  o = PtqOptions{};
+  o.memory_bytes = 1000;
+  EXPECT_FALSE(CheckPtqOptions(o).ok());
+}
+
+// The FP32 model's value of `name` on `batch`, from a full run that also outputs it.
+ir::Tensor FullRunValue(const std::string& path, const data::Batch& batch, const std::string& name) {
+  auto m = analysis::LoadModelForQuantization(path);
+  EXPECT_TRUE(m.ok());
+  m->graph->AddOutput(m->graph->FindValue(name));
+  auto interp = runtime::Interpreter::Create(std::move(*m));
+  EXPECT_TRUE(interp.ok());
+  std::vector<runtime::NamedTensor> feeds;
+  for (const auto& [n, t] : batch.inputs) feeds.push_back({n, t});
+  auto outs = (*interp)->Run(feeds);
+  EXPECT_TRUE(outs.ok());
+  return outs->back().tensor;
+}
+
+TEST(LayerInputCache, InputsEqualFullRunsAndTheQuantizedSideIsOnItsGrid) {
+  CalibrateOptions c;
+  c.model = kModel;
+  c.data = "fashion-mnist:calib";
+  c.samples = 16;
+  c.progress = false;
+  auto prepared = PrepareCalibration(c);
+  if (!prepared.ok() && prepared.status().code() == StatusCode::kNotFound) {
+    GTEST_SKIP() << "Debian's fashion-mnist is not installed: " << prepared.status().message();
+  }
+  ASSERT_TRUE(prepared.ok()) << prepared.status().ToString();
+  auto built = BuildPlan(prepared->statistics, prepared->model, prepared->sites, {c.method, {}});
+  ASSERT_TRUE(built.ok());
+  std::vector<analysis::SkippedLayer> skipped;
+  auto layers = analysis::FindPtqLayers(*prepared->model.model, built->plan, prepared->sites.sites, &skipped);
+  ASSERT_TRUE(layers.ok()) << layers.status().ToString();
+  ASSERT_GE(layers->size(), 3u);
+  EXPECT_TRUE(skipped.empty());
+  // plain_cnn's convolutions are followed by Relu: the block reaches past it.
+  EXPECT_EQ((*layers)[0].op_type, "Conv");
+  EXPECT_NE((*layers)[0].block_output, (*layers)[0].output);
+  auto source = data::OpenSource(c.data, data::ModelInputs(*prepared->model.model));
+  ASSERT_TRUE(source.ok());
+  std::vector<data::Batch> batches;
+  for (int64_t s = 0; s < 16; s += 8) {
+    auto b = (*source)->Read(s, 8);
+    ASSERT_TRUE(b.ok());
+    batches.push_back(*b);
+  }
+  analysis::SimulationOptions sim;
+  sim.mode = passes::PlacementPolicy::kTensorRT;
+  auto cache = analysis::LayerInputCache::Create(prepared->model.model, batches, sim);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  EXPECT_EQ((*cache)->num_samples(), 16);
+  for (const analysis::PtqLayer& layer : *layers) {
+    SCOPED_TRACE(layer.output);
+    auto in = (*cache)->Advance(layer, built->plan);
+    ASSERT_TRUE(in.ok()) << in.status().ToString();
+    ASSERT_EQ(in->fp32.size(), 2u);
+    ASSERT_EQ(in->quantized.size(), 2u);
+    for (size_t b = 0; b < 2; ++b) {
+      // Segment by segment gives the bits a full run gives (same kernels, same inputs).
+      EXPECT_TRUE(in->fp32[b].ContentEquals(FullRunValue(kModel, batches[b], layer.data_input)));
+    }
+    const quant::TensorQuant* act = built->plan.Find(layer.data_input);
+    if (act && act->quantized) {
+      const float s = act->scale[0];
+      const float* q = in->quantized[0].data_as<float>();
+      int off_grid = 0;
+      for (int64_t i = 0; i < in->quantized[0].numel(); ++i) off_grid += std::fabs(q[i] / s - std::nearbyint(q[i] / s)) > 1e-3f;
+      EXPECT_EQ(off_grid, 0) << "the simulated input is fake-quantized with the plan's scale " << s;
+    }
+  }
+  EXPECT_GT((*cache)->peak_bytes(), 0);
+}
+
+TEST(CalibratePtq, StagesReachEveryArtifactAndAreDeterministic) {
+  ScratchDir dir;
+  CalibrateOptions c;
+  c.model = kModel;
+  c.data = "fashion-mnist:calib";
+  c.samples = 32;
+  c.progress = false;
+  auto stages = ParsePtqStages("seqmse:candidates=8,adaround:iterations=30");
+  ASSERT_TRUE(stages.ok());
+  c.ptq.stages = *stages;
+  c.ptq.samples = 16;
+  c.ptq.batch = 8;
+  c.ptq.progress = false;
+  c.output_dir = dir.File("a");
+  auto r = Calibrate(c);
+  if (!r.ok() && r.status().code() == StatusCode::kNotFound) GTEST_SKIP() << r.status().message();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->ptq.stages.size(), 2u);
+  EXPECT_EQ(r->ptq.samples, 16);
+  ASSERT_FALSE(r->plan.initializers.empty());
+  ASSERT_EQ(r->plan.provenance.stages.size(), 2u);
+  EXPECT_EQ(r->plan.provenance.stages[0].rfind("seqmse(candidates=8)", 0), 0u) << r->plan.provenance.stages[0];
+  EXPECT_NE(r->summary.find("ptq adaround("), std::string::npos) << r->summary;
+  // The float model for the cache holds the stages' weights; the plan names it by its hash.
+  const std::string float_model = dir.File("a/model.float.onnx");
+  ASSERT_TRUE(std::filesystem::exists(float_model));
+  auto sha = Sha256OfFile(float_model);
+  ASSERT_TRUE(sha.ok());
+  auto read = formats::ReadPlanJson(dir.File("a/plan.json"));
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->provenance.float_model_sha256, *sha);
+  EXPECT_EQ(read->provenance.stages, r->plan.provenance.stages);
+  auto fm = onnx_io::ImportModel(float_model);
+  auto qdq = onnx_io::ImportModel(dir.File("a/model.qdq.onnx"));
+  ASSERT_TRUE(fm.ok() && qdq.ok());
+  for (const auto& [name, o] : r->plan.initializers) {
+    SCOPED_TRACE(name);
+    const ir::Value* f = fm->graph->FindValue(name);
+    const ir::Value* q = qdq->graph->FindValue(name);
+    ASSERT_TRUE(f && f->initializer && q && q->initializer);
+    EXPECT_TRUE(f->initializer->ContentEquals(o.value));
+    EXPECT_TRUE(q->initializer->ContentEquals(o.value));  // the float weights behind the Q/DQ pair
+    // On the plan's grid: the Q/DQ model reproduces them exactly.
+    const quant::TensorQuant* e = r->plan.Find(name);
+    ASSERT_TRUE(e && e->quantized);
+  }
+  // The same run again: the same bytes.
+  c.output_dir = dir.File("b");
+  auto again = Calibrate(c);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  for (const char* f : {"plan.json", "model.qdq.onnx", "model.float.onnx"}) {
+    auto x = ReadFileToString(dir.File(std::string("a/") + f));
+    auto y = ReadFileToString(dir.File(std::string("b/") + f));
+    ASSERT_TRUE(x.ok() && y.ok());
+    EXPECT_TRUE(*x == *y) << f << " differs between two runs with the same seed";
+  }
+}
+
+TEST(CalibratePtq, NeedsTheDataItself) {
+  CalibrateOptions c;
+  c.model = kModel;
+  c.from_stats = {"/nonexistent.qkstats"};
+  c.ptq.stages = *ParsePtqStages("adaround");
+  auto r = Calibrate(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--data"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace quantkit::pipelines
