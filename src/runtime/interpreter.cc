@@ -32,6 +32,7 @@
 #include "runtime/kernel.h"
 #include "runtime/memory_order.h"
 #include "runtime/registry.h"
+#include "runtime/tensor_budget.h"
 #include "runtime/tensor_stats_aten.h"
 #include "runtime/training_ops.h"
 
@@ -381,6 +382,8 @@ void Execute(Frame& frame, RunState* state) {
       throw;
     } catch (const KernelError& e) {
       throw NodeFailure{Status(StatusCode::kInvalidArgument, step.where + ": " + e.what())};
+    } catch (const TensorBudgetExceeded& e) {
+      throw NodeFailure{Status(StatusCode::kResourceExhausted, step.where + ": " + e.what())};
     } catch (const c10::Error& e) {
       const std::string msg = e.what_without_backtrace();
       throw NodeFailure{Status(LooksLikeOom(msg) ? StatusCode::kResourceExhausted : StatusCode::kInvalidArgument,
@@ -486,6 +489,7 @@ struct Interpreter::Impl {
   bool channels_last = false;             // kernels built for channels-last runs (memory_order.h)
   std::vector<std::string> input_names;   // required feeds
   std::vector<std::string> output_names;
+  int64_t constant_bytes = 0;             // the model's side of the tensor budget (tensor_budget.h)
 
   void Warn(const std::string& msg) const {
     if (options.warn) {
@@ -579,6 +583,11 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
                         v ? v->type.ToString() : "?");
     }
   }
+  // A tiny file cannot make gigabytes: every tensor of this run is checked against the budget.
+  int64_t budget_base = constant_bytes;
+  for (const auto& feed : inputs) budget_base += static_cast<int64_t>(feed.second.nbytes());
+  QK_ASSIGN_OR_RETURN(const int64_t budget, TensorBudgetBytes(budget_base));
+  const TensorBudgetScope budget_scope(budget);
   RunState state;
   state.options = &opts;
   const bool notify = opts.hook || !opts.observers.empty() || opts.stats != nullptr;
@@ -603,6 +612,8 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
     Execute(frame, notify ? &state : nullptr);
   } catch (const NodeFailure& f) {
     return f.status;
+  } catch (const TensorBudgetExceeded& e) {
+    return Status(StatusCode::kResourceExhausted, (frame.where ? *frame.where + ": " : std::string()) + e.what());
   } catch (const c10::Error& e) {
     // ATen rejects shapes and values that came from the model or the data (an impossible
     // Reshape): bad input, named by the node, not an internal error.
@@ -643,6 +654,7 @@ Result<std::unique_ptr<Interpreter>> Interpreter::Create(std::shared_ptr<const i
                           impl->options.channels_last.value_or(ChannelsLastByDefault());
     PlanBuilder builder(*model, impl->aten_device, impl->options.training, impl->channels_last);
     QK_ASSIGN_OR_RETURN(impl->plan, builder.Build(*model->graph));
+    for (const auto& constant : impl->plan->constants) impl->constant_bytes += static_cast<int64_t>(constant.second.nbytes());
   } catch (const c10::Error& e) {
     return Status(StatusCode::kInvalidModel, e.what_without_backtrace());
   } catch (const std::exception& e) {

@@ -37,6 +37,10 @@ void EscapeStdout();
 // (`quantkit nosuchcmd --help` must not print the main help and succeed).
 int Parse(CLI::App& app, int argc, char** argv);
 
+// --max-tensor-mb (any subcommand, like --threads): the per-tensor memory budget of model runs
+// (runtime/tensor_budget.h), applied while parsing.
+void AddTensorBudgetOption(CLI::App& app);
+
 // The image preprocessing options shared by calibrate, eval and data (data/image_options.h).
 struct ImageArgs {
   std::string resize, crop, color, layout, mean, std;
