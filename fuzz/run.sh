@@ -11,7 +11,7 @@ seconds=${1:-600}
 shift || true
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
-  targets=(model_loader_fuzzer npy_fuzzer npz_fuzzer text_formats_fuzzer image_fuzzer)
+  targets=(model_loader_fuzzer npy_fuzzer npz_fuzzer text_formats_fuzzer image_fuzzer checkpoint_fuzzer)
 fi
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "${JOBS:-2}" --target "${targets[@]}"

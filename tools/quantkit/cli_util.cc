@@ -105,6 +105,9 @@ void EscapeStdout() {
 }
 
 int Parse(CLI::App& app, int argc, char** argv) {
+  // A numeric option without a declared range is a quantkit bug, caught by every test that runs
+  // the binary (exit 70), not an option that silently takes NaN.
+  if (const Status rules = CheckNumericOptions(app); !rules.ok()) return Report(rules);
   // The first word that is neither an option nor the value of one of quantkit's own options
   // (--threads N, --max-tensor-mb N) names the subcommand.
   std::vector<std::string> names, valued;

@@ -41,13 +41,13 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
       ->check(InRange(1, kMaxBatch))
       ->capture_default_str();
   cmd->add_option("--chunks", d.chunks, "collector sets kept (resolution of curves and bootstrap; memory grows with it)")
-      ->check(InRange(1, kMaxDiagnoseChunks))
+      ->check(InRange(1, pipelines::kMaxChunks))
       ->capture_default_str();
   cmd->add_option("--bootstrap", d.bootstrap, "bootstrap resamples (0: none)")
-      ->check(InRange(0, kMaxResamples))
+      ->check(InRange(0, pipelines::kMaxResamples))
       ->capture_default_str();
   cmd->add_option("--subsets", d.subsets, "random half-subsets for the stability CV (0: none)")
-      ->check(InRange(0, kMaxResamples))
+      ->check(InRange(0, pipelines::kMaxResamples))
       ->capture_default_str();
   cmd->add_option("--seed", d.seed, "seed of the resampling")->check(InRange(0, kMaxSeed))->capture_default_str();
   cmd->add_option("--tolerance", d.ci_tolerance, "wanted 95% interval half-width of each scale (relative)")

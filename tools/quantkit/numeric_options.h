@@ -40,10 +40,6 @@ inline constexpr double kMaxBudget = 100;            // top1/agreement points (r
 inline constexpr double kMaxRelativeTolerance = 1e6;
 inline constexpr double kMaxPixelScale = 1e6;
 inline constexpr double kMaxTrialCacheMb = 1 << 20;  // 1 TiB, in MiB
-// diagnose: collector sets (the library's limit) and resamples (each costs a pass over the chunks
-// of every tensor; 1e9 took 10 GB).
-inline constexpr double kMaxDiagnoseChunks = 256;
-inline constexpr double kMaxResamples = 100000;
 // qat: the training log keeps a record per step; learning rates and loss weights beyond these
 // only make the loss overflow; a KL temperature near 0 divides the logits by ~0 (NaN losses).
 inline constexpr double kMaxQatSteps = 1e7;

@@ -54,6 +54,12 @@ Result<StartPlan> MakeStartPlan(const QatOptions& o) {
   StartPlan start;
   if (!o.plan.empty()) {
     QK_ASSIGN_OR_RETURN(start.plan, analysis::ReadPlanFile(o.plan));
+    // A plan for another model is refused here as eval, analyze and fallback refuse it (it
+    // trained nothing it named and still wrote a full output set).
+    QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(o.model));
+    const Result<std::vector<std::string>> unmatched = analysis::UnmatchedPlanTensors(*model.graph, start.plan, o.model);
+    if (!unmatched.ok()) return unmatched.status().WithContext(o.plan);
+    QK_RETURN_IF_ERROR(analysis::CheckPlanFloatModel(start.plan, o.model).WithContext(o.plan));
   } else {
     CalibrateOptions c;
     c.model = o.model;

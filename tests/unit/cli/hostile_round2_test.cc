@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -507,6 +508,105 @@ TEST_F(Hostile, Item20_BinaryCachesAreEscapedInEveryMessage) {
     const RunResult r = ExpectFails(args, {2}, {"binary.cache", "\\x"});
     EXPECT_TRUE(IsUtf8(r.err)) << "raw non-UTF-8 bytes reached the terminal: " << r.err;
   }
+}
+
+// ---------------------------------------------------------------- QAT: items 2, 5, 6, 11, 14
+class HostileQat : public Hostile {
+ protected:
+  void SetUp() override {
+    Hostile::SetUp();
+    const RunResult cal = Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", File("cal"), "-q"});
+    ASSERT_EQ(cal.exit_code, 0) << cal.err;
+  }
+  // A short qat run from the calibrated plan (no calibration pass of its own).
+  std::vector<std::string> Qat(const std::string& out, std::vector<std::string> extra = {}) const {
+    std::vector<std::string> args{"qat",    File("model.onnx"), "--data",       File("x.npy"), "--plan",
+                                  File("cal/plan.json"), "-o",  out,     "--steps", "2",  "--batch-size", "4", "-q"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+  static std::vector<std::string> Entries(const std::string& dir) {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+};
+
+TEST_F(HostileQat, Item2_AFullDiskIsAnIoErrorAndLeavesNothingHalfWritten) {
+  const std::string out = File("q2");
+  fs::create_directories(out);
+  WriteAll(out + "/plan.json", "old plan\n");
+  const auto before = Snapshot(out);
+  // RLIMIT_FSIZE makes every write past 1 KB fail (EFBIG) as a full disk does (ENOSPC): the
+  // checkpoint is the first file qat writes.
+  const RunResult r = RunQuantkit(Qat(out), dir_, kRunTimeoutSeconds, SpawnOptions{1024});
+  ExpectCleanFailure(r, {4}, {"checkpoint.pt"}, "qat on a full disk");
+  EXPECT_EQ(Snapshot(out), before) << "a failed qat leaves the directory as it was (no checkpoint.pt.tmp)";
+  // Into a new directory: nothing at all.
+  const RunResult fresh = RunQuantkit(Qat(File("q2_new")), dir_, kRunTimeoutSeconds, SpawnOptions{1024});
+  ExpectCleanFailure(fresh, {4}, {"checkpoint.pt"}, "qat on a full disk, new directory");
+  EXPECT_FALSE(fs::exists(File("q2_new")));
+}
+
+TEST_F(HostileQat, Item5_ABadResumeCheckpointIsBadInputNamingIt) {
+  // A real checkpoint: a run paused after one step leaves only it (and no result set).
+  const RunResult paused = Run(Qat(File("q5"), {"--stop-after", "1"}));
+  ASSERT_EQ(paused.exit_code, 0) << paused.err;
+  EXPECT_EQ(Entries(File("q5")), std::vector<std::string>{"checkpoint.pt"});
+  const std::string good = ReadAll(File("q5/checkpoint.pt"));
+  ASSERT_GT(good.size(), 100u);
+  WriteAll(File("truncated.pt"), good.substr(0, good.size() / 2));
+  WriteAll(File("garbage.pt"), std::string(4096, '\x5a'));
+  WriteAll(File("empty.pt"), "");
+  fs::create_directories(File("dir.pt"));
+  for (const char* bad : {"missing.pt", "truncated.pt", "garbage.pt", "empty.pt", "dir.pt"}) {
+    ExpectFails(Qat(File("q5_out"), {"--resume", File(bad)}), {2}, {bad});
+    EXPECT_FALSE(fs::exists(File("q5_out"))) << bad;
+  }
+  // Another model's checkpoint: named, with what does not match.
+  WriteAll(File("wide.onnx"), ParseModelBytes(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    net (float[N,1,4,4] x) => (float[N,3,4,4] y)
+    <float[3,1,3,3] W = {1,0,-1,2,0,-2,1,0,-1, 0,1,0,1,-4,1,0,1,0, 0,0,0,0,1,0,0,0,0}>
+    { c = Conv <pads = [1,1,1,1], kernel_shape = [3,3]> (x, W)  y = Relu(c) })"));
+  std::vector<std::string> other = Qat(File("q5_other"), {"--resume", File("q5/checkpoint.pt")});
+  other[1] = File("wide.onnx");
+  other.erase(other.begin() + 4, other.begin() + 6);  // no plan for it: drop --plan, calibrate first
+  ExpectFails(other, {2}, {"checkpoint.pt", "another model"});
+  // The good checkpoint resumes.
+  const RunResult resumed = Run(Qat(File("q5"), {"--resume", File("q5/checkpoint.pt")}));
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(fs::is_regular_file(File("q5/model.qdq.onnx")));
+  EXPECT_FALSE(HasStaging(File("q5")));
+}
+
+TEST_F(HostileQat, Item6_And14_QatNumbersAreRangeChecked) {
+  const std::vector<std::pair<std::string, std::string>> bad{{"--weight-decay", "nan"}, {"--warmup", "-5"},
+                                                             {"--temperature", "0"},    {"--lr", "inf"},
+                                                             {"--feature-weight", "-1"}, {"--steps", "1e12"}};
+  for (const auto& [option, value] : bad) {
+    ExpectFails(Qat(File("q6"), {option, value}), {2}, {option});
+    EXPECT_FALSE(fs::exists(File("q6")));
+  }
+}
+
+TEST_F(HostileQat, Item11_APlanForAnotherModelIsRefused) {
+  WriteAll(File("other.onnx"), ParseModelBytes(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    other (float[N,1,4,4] a) => (float[N,2,4,4] b)
+    <float[2,1,3,3] K = {1,0,-1,2,0,-2,1,0,-1, 0,1,0,1,-4,1,0,1,0}>
+    { t = Conv <pads = [1,1,1,1], kernel_shape = [3,3]> (a, K)  b = Relu(t) })"));
+  WriteAll(File("a.npy"), ReadAll(File("x.npy")));
+  std::vector<std::string> args = Qat(File("q11"));
+  args[1] = File("other.onnx");
+  args[3] = "a=" + File("a.npy");
+  ExpectFails(args, {2}, {"plan.json", "another model"});
+  EXPECT_FALSE(fs::exists(File("q11")));
+  // eval refuses the same plan the same way.
+  ExpectFails({"eval", File("other.onnx"), "--plan", File("cal/plan.json"), "--data", "a=" + File("a.npy"), "-q"},
+              {2}, {"another model"});
 }
 
 }  // namespace
