@@ -55,6 +55,21 @@ endif()
 find_package(Torch REQUIRED)
 message(STATUS "quantkit: libtorch ${Torch_VERSION} from ${TORCH_INSTALL_PREFIX}")
 
+# libstdc++ before libtorch in every binary's DT_NEEDED list (issue 26). PyPI's libtorch_cpu.so
+# embeds and exports its own copy of parts of libstdc++ (std::filesystem, exception_ptr, string
+# pieces: the manylinux toolchain links them statically), and the dynamic linker binds every
+# reference in the process, libstdc++'s own internal ones included, to the first definition in
+# load order. g++ appends -lstdc++ after the user's libraries, so torch came first: on an H200
+# (Ubuntu 24.04) std::filesystem::remove_all resolved into libtorch and segfaulted. Named first
+# here (as a link option, which precedes objects and libraries), libstdc++.so.6 is searched
+# first and torch's copy only serves torch's references to symbols the system lacks.
+# tests/link/std_bindings_test.py checks the bindings of the built binaries. Debian's libtorch
+# exports no such copy; sanitizer runtimes must stay first, so only PyPI-style libtorch gets it.
+if(NOT Torch_DIR MATCHES "^/usr/" AND NOT QUANTKIT_SANITIZE AND NOT QUANTKIT_FUZZ)
+  add_link_options("LINKER:--push-state,--no-as-needed" "-lstdc++" "LINKER:--pop-state")
+  message(STATUS "quantkit: libstdc++ linked ahead of ${TORCH_INSTALL_PREFIX}/lib (its embedded std:: copies)")
+endif()
+
 # oneDNN's sgemm for float MatMul/Gemm (runtime/ops/float_gemm.h): the libdnnl.so.2 that Debian's
 # libtorch itself links, so one copy and one OpenMP runtime in the process (libdnnl-dev adds the
 # header). A PyPI torch bundles its own oneDNN and libgomp: no second copy is loaded beside them,
