@@ -88,16 +88,17 @@ def main():
             for method in [m for m in args.methods.split(",") if m]:
                 row = {"model": name, "method": method, "device": args.device, "samples": args.samples}
                 res = {}
-                for device in ("cpu", args.device):
-                    out = os.path.join(work, f"{name}.{method}.{device.replace(':', '_')}")
+                # Keyed by role, not by name: the CPU dry run compares cpu with cpu.
+                for role, device in (("cpu", "cpu"), ("device", args.device)):
+                    out = os.path.join(work, f"{name}.{method}.{role}")
                     ranges, wall, err = calibrate(args.quantkit, model, data, args.samples, method, device, out)
-                    row[f"wall_s_{'cpu' if device == 'cpu' else 'device'}"] = round(wall, 2)
+                    row[f"wall_s_{role}"] = round(wall, 2)
                     if err:
                         row["error"] = f"--device {device}: {err}"
                         break
-                    res[device] = ranges
+                    res[role] = ranges
                 if "error" not in row:
-                    worst, beyond, n, missing = compare(res["cpu"], res[args.device])
+                    worst, beyond, n, missing = compare(res["cpu"], res["device"])
                     row.update(max_rel_diff=worst, beyond_tolerance=beyond, tensors=n, missing=missing,
                                ok=beyond == 0 and not missing)
                 failed |= not row.get("ok", False)
