@@ -17,6 +17,7 @@ PACKAGES=(
   libonnx-dev libonnx1 libonnxifi libgloo-dev libprotobuf-dev libprotobuf32 libcli11-dev nlohmann-json3-dev
   libzip-dev libzip4 libbz2-1.0 libssl-dev libssl3 zlib1g-dev zlib1g libpng-dev libpng16-16
   libjpeg62-turbo-dev libjpeg62-turbo libgtest-dev libgmock-dev
+  libfp16-dev libpsimd-dev
   pkgconf pkgconf-bin libpkgconf3
 )
 mkdir -p .debs

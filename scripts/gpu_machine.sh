@@ -176,7 +176,9 @@ if [[ $MODE != bench ]]; then
   step "FP32 numerics + emulated device" 20 "$TESTS_LOG" env QUANTKIT_THREADS=1 \
     "$BUILD/tests/unit/runtime/runtime_device_test"
   # QK_CONFORMANCE_FILTER narrows the node cases of a dry run (the GPU runs them all).
-  step "op parity on $PARITY" 60 "$TESTS_LOG" env QUANTKIT_THREADS=1 QK_PARITY_DEVICES="$PARITY" \
+  # The machine's PyPI onnx carries the newer node suite (no .venv there).
+  NODE_DATA=$([[ $DEVICE == cpu ]] || $PY -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/node"))' 2>/dev/null)
+  step "op parity on $PARITY" 60 "$TESTS_LOG" env QUANTKIT_THREADS=1 QK_PARITY_DEVICES="$PARITY" QK_ONNX_NODE_DATA="$NODE_DATA" \
     QK_CONFORMANCE_FILTER="${QK_CONFORMANCE_FILTER:-}" "$BUILD/tests/conformance/conformance_test"
   grep -E "cases on |models on |passed, .* failed" "$TESTS_LOG" | sed 's/^/    /' >>"$SUMMARY"
 fi
