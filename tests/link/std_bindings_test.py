@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """No C++ standard library symbol binds into a libtorch library (issue 26).
 
-    std_bindings_test.py BINARY [BINARY...]
+    std_bindings_test.py [--stdcxx-first] BINARY [BINARY...]
 
 PyPI's torch wheels are built on manylinux (RHEL 8: GCC 8's libstdc++ plus gcc-toolset's static
 pieces) and export their embedded copies of libstdc++ code from libtorch_cpu.so, std::filesystem
@@ -72,12 +72,31 @@ def check(binary):
     return len(found), bad, libstdcxx, torch_libs
 
 
-def main(binaries):
+def needed(binary):
+    """The binary's DT_NEEDED entries, in order (readelf -d)."""
+    out = subprocess.run(["readelf", "-d", binary], check=True, capture_output=True, text=True).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+def main(args):
+    # --stdcxx-first: the build links libstdc++.so.6 ahead of everything (cmake/Dependencies.cmake);
+    # then it must be the binary's first DT_NEEDED entry. On the H200's toolchain it was missing
+    # from the list altogether (its g++ found no libstdc++.so), which the bindings of Debian's
+    # libtorch cannot show: this order check catches that link on any machine.
+    order = "--stdcxx-first" in args
+    binaries = [a for a in args if a != "--stdcxx-first"]
     if not binaries:
         print(__doc__)
         return 2
     failed = False
     for binary in binaries:
+        if order:
+            entries = needed(binary)
+            first = entries[0] if entries else "(none)"
+            print(f"{binary}: DT_NEEDED starts with {first} ({len(entries)} entries)")
+            if not first.startswith("libstdc++.so"):
+                print(f"  libstdc++.so.6 is not the first DT_NEEDED entry: {', '.join(entries[:6])}")
+                failed = True
         n, bad, libstdcxx, torch_libs = check(binary)
         print(f"{binary}: {n} bindings; libstdc++: {', '.join(libstdcxx)}; torch libraries: {len(torch_libs)}; "
               f"libstdc++ symbols bound into torch: {len(bad)}")
