@@ -328,6 +328,24 @@ void FillConstants(const SubgraphPlan& plan, Frame& frame) {
 // out-of-memory is never retried.
 std::vector<at::Tensor> ComputeStep(const SubgraphPlan::Step& step, std::vector<at::Tensor>& inputs,
                                     Frame& frame) {
+  if (!frame.device.is_cpu()) {
+    // Host values that kernels made (Constant, Cast of a Shape, ...) join the device here, as
+    // initializers do at Create; small integer tensors stay where kernels read them (KeepOnHost).
+    // A node whose inputs are all such small integer tensors, some fed to the device, is shape
+    // arithmetic: it runs on the host.
+    bool host = false, all_small = true;
+    for (at::Tensor& t : inputs) {
+      if (!t.defined()) continue;
+      all_small &= KeepOnHost(t);
+      host |= t.device().is_cpu() && t.dim() > 0;
+      if (t.dim() > 0 && t.device().is_cpu() && !KeepOnHost(t)) t = ToDevice(t, frame.device);
+    }
+    if (host && all_small) {
+      for (at::Tensor& t : inputs) {
+        if (t.defined()) t = t.cpu();
+      }
+    }
+  }
   try {
     KernelContext ctx(inputs, step.outputs.size(), &frame);
     return step.kernel->Compute(ctx);
@@ -336,6 +354,7 @@ std::vector<at::Tensor> ComputeStep(const SubgraphPlan::Step& step, std::vector<
     bool mixed = false;
     for (const at::Tensor& t : inputs) mixed |= t.defined() && t.device() != frame.device;
     if (!mixed) throw;
+    CountMixedDeviceRetry(step.node != nullptr ? step.node->op_type() : std::string("?"));
     for (const at::Device target : {frame.device, at::Device(at::kCPU)}) {
       std::vector<at::Tensor> moved = inputs;
       for (at::Tensor& t : moved) {

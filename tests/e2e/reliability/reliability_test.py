@@ -44,6 +44,10 @@ NPZ_RSS_LIMIT_MB = 600
 # The default run batch (8) against one sample per run: ATen sums in another order by batch size,
 # so activations, and so scales, may differ in the last float bits.
 RUN_BATCH_SCALE_RTOL = 1e-5
+# Entropy's threshold moves on its histogram's grid (2048 bins over [0, max], calibration-spec.md):
+# the same last-bit differences may move it by one bin (plus the float rounding of the scale).
+ENTROPY_BINS = 2048
+ENTROPY_RUN_BATCH_BINS = 1.01
 
 
 def child_peak_rss_mb(args):
@@ -134,7 +138,16 @@ def item11_determinism(d):
         assert a.keys() == b.keys()
         worst = max(abs(a[k] - b[k]) / max(b[k], 1e-30) for k in a)
         print(f"item 11: {method}: run batch 8 vs 1: largest relative scale difference {worst:.2e}")
-        assert worst <= RUN_BATCH_SCALE_RTOL, worst
+        if method == "max":
+            assert worst <= RUN_BATCH_SCALE_RTOL, worst
+            max_scales = b
+        else:
+            # Entropy picks its threshold on a 2048-bin histogram over [0, max]: a last-bit change of
+            # one activation may move the pick by a bin, never more.
+            bins = {k: abs(a[k] - b[k]) / (max_scales[k] / ENTROPY_BINS) for k in a}
+            k = max(bins, key=bins.get)
+            print(f"item 11: entropy: run batch 8 vs 1: largest difference {bins[k]:.2f} histogram bins ({k})")
+            assert bins[k] <= ENTROPY_RUN_BATCH_BINS, (k, a[k], b[k])
 
 
 def staging(out):
