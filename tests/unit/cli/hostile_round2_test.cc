@@ -153,12 +153,14 @@ TEST_F(Hostile, Item4_ATinyModelCannotAllocateGigabytes) {
 }
 
 TEST_F(Hostile, Item4_TheBudgetIsAnOptionAndAnEnvironmentVariable) {
-  // 2 M floats (8 MB): inside the default budget, above a 1 MiB limit.
+  // 300 k floats (1.2 MB) from ConstantOfShape: inside the default budget, above a 1 MiB limit;
+  // the output is [batch, 300000] (eval reads a [batch, ...] output), 9.6 MB for the 8 samples.
   WriteAll(File("cos8.onnx"), ParseModelBytes(R"(
     <ir_version: 8, opset_import: ["" : 13]>
-    g (float[N,1,4,4] x) => (float[2000000] y)
-    <int64[1] shape = {2000000}>
-    { c = ConstantOfShape(shape)  m = ReduceMax <keepdims = 0> (x)  y = Add(c, m) })"));
+    g (float[N,1,4,4] x) => (float[N,300000] y)
+    <int64[2] shape = {1,300000}, int64[1] one = {1}>
+    { c = ConstantOfShape(shape)  m = ReduceMax <axes = [1,2,3], keepdims = 0> (x)  u = Unsqueeze(m, one)
+      y = Add(c, u) })"));
   const std::vector<std::string> eval{"eval", File("cos8.onnx"), "--data", File("x.npy"), "-q"};
   RunResult r = Run(eval);
   EXPECT_EQ(r.exit_code, 0) << r.err;
