@@ -152,7 +152,7 @@ void AddTensorBudgetOption(CLI::App& app) {
          },
          "the most one tensor of a model run may take, in MiB (default: the larger of 1024 and 64 x the "
          "model's weights and inputs; also QUANTKIT_MAX_TENSOR_MB): a tiny file cannot make gigabytes")
-      ->check(InRange(1, static_cast<double>(runtime::kMaxTensorBudgetMb)));
+      ->transform(InRange(1, static_cast<double>(runtime::kMaxTensorBudgetMb)));
 }
 
 void AddFloatOptions(CLI::App* cmd, FloatArgs* a) {
@@ -193,7 +193,7 @@ void AddImageOptions(CLI::App* cmd, ImageArgs* a) {
       ->group(group);
   cmd->add_option("--layout", a->layout, "nchw | nhwc (default: from the model input)")->group(group);
   cmd->add_option("--scale", a->scale, "multiply pixels 0..255 by this first (default 1/255)")
-      ->check(AboveAndAtMost(0, kMaxPixelScale))
+      ->transform(AboveAndAtMost(0, kMaxPixelScale))
       ->group(group);
   cmd->add_option("--mean", a->mean, "per-channel mean subtracted after scaling, e.g. 0.485,0.456,0.406")
       ->group(group);
@@ -212,10 +212,10 @@ void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* a, const std::string& data_
   cmd->add_option("--plan", a->plan, "plan .json, TensorRT cache, ranges .txt or Q/DQ .onnx")->required();
   cmd->add_option("--data", a->eval.data, data_help)->required();
   cmd->add_option("--samples", a->eval.samples, "first N samples (0: all)")
-      ->check(InRange(0, kMaxCount))
+      ->transform(InRange(0, kMaxCount))
       ->capture_default_str();
   cmd->add_option("--batch-size", a->eval.batch_size, "samples per run")
-      ->check(InRange(1, kMaxBatch))
+      ->transform(InRange(1, kMaxBatch))
       ->capture_default_str();
   cmd->add_option("--placement", a->placement, "auto, tensorrt or plan")->capture_default_str();
   AddDistributedOptions(cmd, &a->distributed);

@@ -26,7 +26,7 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
   AddPlanEvalOptions(cmd, &opts->plan_eval, "data, as for calibrate (e.g. fashion-mnist:val)");
   cmd->add_option("--metric", opts->metrics, "metrics per trial (default: top1 and agreement on a [batch, classes] output, top1 only with labels; rel_mse on any other output)");
   cmd->add_option("--top", opts->top, "rows in the table (0: all)")
-      ->check(InRange(0, kMaxCount))
+      ->transform(InRange(0, kMaxCount))
       ->capture_default_str();
   cmd->add_flag("--no-accumulated", opts->no_accumulated, "skip the accumulated (prefix) runs: half the time");
   cmd->add_flag("--json", opts->json, "print JSON");

@@ -38,7 +38,7 @@ void SetupCache(CLI::App& app, RunFn* run) {
   diff->add_option("a", opts->file, "first cache")->required();
   diff->add_option("b", opts->other, "second cache")->required();
   diff->add_option("--rtol", opts->rtol, "relative scale change reported as a difference")
-      ->check(InRange(0, kMaxRelativeTolerance))
+      ->transform(InRange(0, kMaxRelativeTolerance))
       ->capture_default_str();
   diff->callback([run, opts] {
     *run = [opts]() -> int {

@@ -51,10 +51,10 @@ void SetupConvert(CLI::App& app, RunFn* run) {
                   "plan -> Q/DQ ONNX: data to check the float dtype's ranges on and to report the written model's "
                   "accuracy against --model");
   cmd->add_option("--samples", opts->convert.samples, "--data: the first N samples (0: all)")
-      ->check(InRange(0, kMaxCount))
+      ->transform(InRange(0, kMaxCount))
       ->capture_default_str();
   cmd->add_option("--batch-size", opts->convert.batch_size, "--data: samples per batch")
-      ->check(InRange(1, kMaxBatch))
+      ->transform(InRange(1, kMaxBatch))
       ->capture_default_str();
   cmd->add_flag("--json", opts->json, "print the result (and per-tensor conversion costs) as JSON");
   cmd->add_flag("--layer-precisions", opts->layer_precisions,

@@ -32,33 +32,33 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
   cmd->add_option("--method", opts->method, "the method calibrate will use: max | entropy | percentile[:P] | mse")
       ->capture_default_str();
   cmd->add_option("--samples", d.samples, "use the first N calibration samples (0: all)")
-      ->check(InRange(0, kMaxCount))
+      ->transform(InRange(0, kMaxCount))
       ->capture_default_str();
   cmd->add_option("--reference-samples", d.reference_samples, "use the first N reference samples (0: all)")
-      ->check(InRange(0, kMaxCount))
+      ->transform(InRange(0, kMaxCount))
       ->capture_default_str();
   cmd->add_option("--batch-size", d.batch_size, "samples per model run")
-      ->check(InRange(1, kMaxBatch))
+      ->transform(InRange(1, kMaxBatch))
       ->capture_default_str();
   cmd->add_option("--chunks", d.chunks, "collector sets kept (resolution of curves and bootstrap; memory grows with it)")
-      ->check(InRange(1, pipelines::kMaxChunks))
+      ->transform(InRange(1, pipelines::kMaxChunks))
       ->capture_default_str();
   cmd->add_option("--bootstrap", d.bootstrap, "bootstrap resamples (0: none)")
-      ->check(InRange(0, pipelines::kMaxResamples))
+      ->transform(InRange(0, pipelines::kMaxResamples))
       ->capture_default_str();
   cmd->add_option("--subsets", d.subsets, "random half-subsets for the stability CV (0: none)")
-      ->check(InRange(0, pipelines::kMaxResamples))
+      ->transform(InRange(0, pipelines::kMaxResamples))
       ->capture_default_str();
-  cmd->add_option("--seed", d.seed, "seed of the resampling")->check(InRange(0, kMaxSeed))->capture_default_str();
+  cmd->add_option("--seed", d.seed, "seed of the resampling")->transform(InRange(0, kMaxSeed))->capture_default_str();
   cmd->add_option("--tolerance", d.ci_tolerance, "wanted 95% interval half-width of each scale (relative)")
-      ->check(AboveAndAtMost(0, 1))
+      ->transform(AboveAndAtMost(0, 1))
       ->capture_default_str();
   cmd->add_option("--cv-tolerance", d.cv_tolerance, "coefficient of variation above which a scale is unstable")
-      ->check(AboveAndAtMost(0, 1))
+      ->transform(AboveAndAtMost(0, 1))
       ->capture_default_str();
   cmd->add_option("--batch-check-samples", d.batch_check_samples,
                   "samples run at batch 1 and batch B to measure batch dependence (0: skip)")
-      ->check(InRange(0, kMaxBatch))
+      ->transform(InRange(0, kMaxBatch))
       ->capture_default_str();
   cmd->add_option("--exclude", opts->exclude, "node names or op types kept in float (as calibrate)");
   cmd->add_option("-o,--output-dir", d.output_dir, "write report.json, report.txt and SVG pictures here");

@@ -109,7 +109,7 @@ void SetupTensorCalib(CLI::App& app, RunFn* run) {
                   "max, entropy, percentile[:P] (default P 99.99), mse or all; repeatable")
       ->delimiter(',');
   sub->add_option("--bins", opts->bins, "histogram bins (default 2048; memory and time grow with it)")
-      ->check(InRange(quant::kMinNumBins, quant::kMaxNumBins));
+      ->transform(InRange(quant::kMinNumBins, quant::kMaxNumBins));
   sub->add_flag("--json", opts->json, "print JSON");
   sub->callback([opts, run] { *run = [opts] { return RunTensorCalib(*opts); }; });
 }

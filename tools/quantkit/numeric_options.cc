@@ -62,7 +62,7 @@ Status CheckNumericOptions(CLI::App& app) {
       const std::string command = app.get_name().empty() ? "quantkit" : "quantkit " + app.get_name();
       return MakeStatus(StatusCode::kInternal,
                         "`{}` option {} takes a number but declares no range (tools/quantkit/numeric_options.h: "
-                        "add ->check(InRange(lo, hi)))",
+                        "add ->transform(InRange(lo, hi)))",
                         command, option->get_name());
     }
   }

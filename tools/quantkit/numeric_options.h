@@ -1,7 +1,7 @@
 // The one rule every numeric option of the CLI follows (issue #27): a finite number inside a declared
 // range, checked while the command line is parsed, before any file is opened.
 //
-//   cmd->add_option("--bins", opts->bins, "histogram bins")->check(InRange(kMinBins, kMaxBins));
+//   cmd->add_option("--bins", opts->bins, "histogram bins")->transform(InRange(kMinBins, kMaxBins));
 //
 // CheckNumericOptions walks every subcommand and refuses to start (exit 70: a quantkit bug) when an
 // option whose value is a number (CLI11 type INT, UINT or FLOAT) declares no range, so a new option

@@ -35,7 +35,7 @@ import zipfile
 
 import numpy as np
 
-from qktest import QK, ROOT, run_process as run, zoo_data  # noqa: E402  (tests/e2e/qktest.py)
+from qktest import QK, ROOT, run_process, zoo_data  # noqa: E402  (tests/e2e/qktest.py)
 
 ZOO = os.path.join(ROOT, "models", "zoo")
 # Peak RSS allowed when reading 16 samples from a member that declares 1 GiB: the interpreter,
@@ -51,8 +51,9 @@ ENTROPY_RUN_BATCH_BINS = 1.01
 
 
 def child_peak_rss_mb(args):
+    """Peak RSS of one quantkit run, whatever its exit code (the caller checks that)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    run(args)
+    subprocess.run([QK] + list(args), capture_output=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return max(before, after) / 1024.0
 
@@ -81,7 +82,7 @@ def item10_calibrate_lints_clean(d):
         if "qat" in name:
             continue  # a QAT export already holds Q/DQ: calibrate refuses it by design
         out = os.path.join(d, "lint_" + name)
-        run(["calibrate", os.path.join(ROOT, entry["file"]), "--data", "fashion-mnist:calib", "--samples", "64",
+        run_process(["calibrate", os.path.join(ROOT, entry["file"]), "--data", "fashion-mnist:calib", "--samples", "64",
              "-o", out, "-q"])
         p = subprocess.run([QK, "lint", os.path.join(out, "model.qdq.onnx")], capture_output=True, text=True)
         print(f"item 10: {name}: lint exit {p.returncode}: {p.stdout.strip().splitlines()[-1]}")
@@ -105,7 +106,7 @@ def item11_determinism(d):
     np.save(os.path.join(d, "x_rev.npy"), np.ascontiguousarray(x[::-1]))
 
     def calibrate(out, data, batch, *extra):
-        run(["calibrate", model, "--data", os.path.join(d, data), "--batch-size", str(batch), "-o", out, "-q",
+        run_process(["calibrate", model, "--data", os.path.join(d, data), "--batch-size", str(batch), "-o", out, "-q",
              *extra])
         return open(os.path.join(out, "calib.cache")).read()
 
@@ -113,10 +114,10 @@ def item11_determinism(d):
         np.save(os.path.join(d, "xa.npy"), x[:split])
         np.save(os.path.join(d, "xb.npy"), x[split:])
         s1, s2 = os.path.join(d, "a.qkstats"), os.path.join(d, "b.qkstats")
-        run(["calibrate", model, "--data", os.path.join(d, "xa.npy"), "--stats", s1, "--batch-size", "5", "-q", *extra])
-        run(["calibrate", model, "--data", os.path.join(d, "xb.npy"), "--stats", s2, "--batch-size", "64", "-q", *extra])
+        run_process(["calibrate", model, "--data", os.path.join(d, "xa.npy"), "--stats", s1, "--batch-size", "5", "-q", *extra])
+        run_process(["calibrate", model, "--data", os.path.join(d, "xb.npy"), "--stats", s2, "--batch-size", "64", "-q", *extra])
         out = os.path.join(d, f"{method}_shards{split}")
-        run(["calibrate", model, "--from-stats", s1, s2, "--method", method, "-o", out, "-q"])
+        run_process(["calibrate", model, "--from-stats", s1, s2, "--method", method, "-o", out, "-q"])
         return open(os.path.join(out, "calib.cache")).read()
 
     for method in ("max", "entropy"):
@@ -188,7 +189,7 @@ def round2_signals(d):
     rc = interrupted_calibration(out, signal.SIGKILL)
     left = len(staging(out))
     assert rc == -signal.SIGKILL and left, "SIGKILL cannot be caught: its staging stays"
-    run(["calibrate", os.path.join(ZOO, "plain_cnn.onnx"), "--data", "fashion-mnist:calib", "--samples", "64",
+    run_process(["calibrate", os.path.join(ZOO, "plain_cnn.onnx"), "--data", "fashion-mnist:calib", "--samples", "64",
          "-o", out, "-q"])
     print(f"round 2: SIGKILL left {left} staging directory; the next run left {len(staging(out))}")
     assert not staging(out)
@@ -212,12 +213,15 @@ def round2_tensor_budget(d):
     x = cnn.graph.input[0]
 
     def giant(count, path):
-        shape = helper.make_tensor("shape", TensorProto.INT64, [1], [count])
+        # y = ConstantOfShape([1, count]) + max(x) per sample: a [batch, count] output, as eval reads.
+        shape = helper.make_tensor("shape", TensorProto.INT64, [2], [1, count])
+        one = helper.make_tensor("one", TensorProto.INT64, [1], [1])
         nodes = [helper.make_node("ConstantOfShape", ["shape"], ["c"]),
-                 helper.make_node("ReduceMax", [x.name], ["m"], keepdims=0),
-                 helper.make_node("Add", ["c", "m"], ["y"])]
-        g = helper.make_graph(nodes, "giant", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [count])],
-                              [shape])
+                 helper.make_node("ReduceMax", [x.name], ["m"], axes=[1, 2, 3], keepdims=0),
+                 helper.make_node("Unsqueeze", ["m", "one"], ["u"]),
+                 helper.make_node("Add", ["c", "u"], ["y"])]
+        g = helper.make_graph(nodes, "giant", [x],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", count])], [shape, one])
         onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
         return path
 
@@ -228,10 +232,10 @@ def round2_tensor_budget(d):
     print(f"round 2: 700-byte model asking 3 GB: exit 5, peak RSS {rss:.0f} MB: {p.stderr.strip()}")
     assert "ConstantOfShape" in p.stderr and "--max-tensor-mb" in p.stderr
     assert rss < NPZ_RSS_LIMIT_MB, rss
-    small = giant(4_000_000, os.path.join(d, "small.onnx"))  # 16 MB
-    run_process(["--max-tensor-mb", "8", "eval", small, "--data", "fashion-mnist:calib", "--samples", "8", "-q"],
-                expect=5)
-    run(["--max-tensor-mb", "32", "eval", small, "--data", "fashion-mnist:calib", "--samples", "8", "-q"])
+    small = giant(4_000_000, os.path.join(d, "small.onnx"))  # 16 MB per sample (batches of one)
+    one_by_one = ["--data", "fashion-mnist:calib", "--samples", "8", "--batch-size", "1", "-q"]
+    run_process(["--max-tensor-mb", "8", "eval", small, *one_by_one], expect=5)
+    run_process(["--max-tensor-mb", "32", "eval", small, *one_by_one])
 
 
 def round2_numbers(d):
