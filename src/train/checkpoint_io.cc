@@ -7,6 +7,7 @@
 #include "common/check.h"
 #include "common/file_checks.h"
 #include "common/file_util.h"
+#include "train/checkpoint_precheck.h"
 #include "train/qat_trainer.h"
 
 namespace quantkit::train {
@@ -39,6 +40,8 @@ Status ReadCheckpointArchive(const std::string& path, const c10::optional<at::De
   QK_RETURN_IF_ERROR(CheckRegularFile(path));
   QK_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::Open(path));
   QK_RETURN_IF_NOT(file->size() > 0, StatusCode::kInvalidArgument, "{}: empty file, not a QAT checkpoint", path);
+  // Declared sizes first: libtorch allocates what a record or a pickle opcode declares.
+  QK_RETURN_IF_ERROR(PrecheckCheckpointArchive(static_cast<const uint8_t*>(file->data()), file->size(), path));
   return ReadingCheckpoint(path, [&]() -> Status {
     archive->load_from(reinterpret_cast<const char*>(file->data()), file->size(), device);
     return Status::Ok();
