@@ -13,6 +13,7 @@
 
 #include "common/check.h"
 #include "runtime/aten_bridge.h"
+#include "runtime/aten_guard.h"
 #include "runtime/device_placement.h"
 #include "runtime/interpreter_aten.h"
 #include "train/checkpoint_io.h"
@@ -23,6 +24,7 @@ namespace quantkit::train {
 using runtime::AtenRunOptions;
 using runtime::CopyToAten;
 using runtime::DefaultDevice;
+using runtime::Guarded;
 using runtime::Device;
 using runtime::Interpreter;
 using runtime::InterpreterOptions;
@@ -39,19 +41,6 @@ constexpr double kPi = 3.14159265358979323846;
 
 using NamedAten = std::vector<std::pair<std::string, at::Tensor>>;
 
-// Runs `body` and turns ATen/libtorch exceptions into a Status naming `what`.
-template <typename F>
-Status Guarded(const std::string& what, F&& body) {
-  try {
-    return body();
-  } catch (const c10::Error& e) {
-    return MakeStatus(StatusCode::kInternal, "{}: {}", what, e.what_without_backtrace());
-  } catch (const std::bad_alloc&) {
-    return MakeStatus(StatusCode::kResourceExhausted, "{}: out of memory", what);
-  } catch (const std::exception& e) {
-    return MakeStatus(StatusCode::kInternal, "{}: {}", what, e.what());
-  }
-}
 
 Result<NamedAten> Feeds(const TrainingBatch& batch) {
   NamedAten feeds;
