@@ -1,11 +1,12 @@
 // Fuzzes `qat --resume`'s input: a QAT checkpoint file, read by train::CheckCheckpointFile and
-// QatTrainer::LoadCheckpoint (libtorch's zip and pickle readers underneath). Properties: no crash,
+// QatTrainer::LoadCheckpoint (an .npz archive: libzip and quantkit's .npy parser, train/checkpoint_io.h;
+// libtorch parses none of it). Properties: no crash,
 // no sanitizer report, no abort, no uncaught exception (every failure is a Status naming the
 // file); a checkpoint that loads saves again and that file loads again (round trip).
 //
 // Input: first byte 0: the rest is the file itself. Otherwise the rest is a list of edits
 // (3 bytes: offset high, offset low, xor value) applied to a valid checkpoint of the fuzzer's own
-// trainer, so that mutations reach past the zip directory into records, pickles and tensors.
+// trainer, so that mutations reach past the zip directory into the .npy headers and the tensors.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,7 +75,7 @@ Fixture& Get() {
       std::abort();
     }
     fx->trainer = std::move(*trainer);
-    const std::string seed = fx->dir + "/seed.pt";
+    const std::string seed = fx->dir + "/seed.npz";
     train::CheckpointExtras extras;
     extras.values["best_metric"] = 0.5;
     if (!fx->trainer->SaveCheckpoint(seed, extras).ok()) std::abort();
@@ -89,7 +90,7 @@ Fixture& Get() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Fixture& fx = Get();
   if (size == 0) return 0;
-  const std::string path = fx.dir + "/input.pt";
+  const std::string path = fx.dir + "/input.npz";
   if (data[0] == 0) {
     WriteFile(path, data + 1, size - 1);
   } else {
@@ -104,7 +105,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto loaded = fx.trainer->LoadCheckpoint(path);
   if (!loaded.ok()) return 0;
   // Round trip: what loaded saves, and that file loads.
-  const std::string again = fx.dir + "/again.pt";
+  const std::string again = fx.dir + "/again.npz";
   const Status saved = fx.trainer->SaveCheckpoint(again, *loaded);
   if (!saved.ok()) {
     std::fprintf(stderr, "a loaded checkpoint does not save: %s\n", saved.ToString().c_str());

@@ -328,7 +328,7 @@ Result<ir::Tensor> MapNpy(const std::string& path, std::shared_ptr<const MappedF
   return ir::Tensor(layout.descr.dtype, layout.shape, std::make_shared<MappedNpyBuffer>(file), layout.data_offset);
 }
 
-Status WriteNpy(const std::string& path, const ir::Tensor& t) {
+Result<std::string> EncodeNpy(const ir::Tensor& t, const std::string& path) {
   const char* descr = nullptr;
   switch (t.dtype()) {
     case ir::DType::kFloat16: descr = "<f2"; break;
@@ -365,6 +365,11 @@ Status WriteNpy(const std::string& path, const ir::Tensor& t) {
   bytes += static_cast<char>(header.size() >> 8);
   bytes += header;
   bytes.append(static_cast<const char*>(t.data()), t.nbytes());
+  return bytes;
+}
+
+Status WriteNpy(const std::string& path, const ir::Tensor& t) {
+  QK_ASSIGN_OR_RETURN(std::string bytes, EncodeNpy(t, path));
   return WriteFileAtomic(path, bytes);
 }
 

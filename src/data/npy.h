@@ -31,6 +31,8 @@ Result<ir::Tensor> ParseNpy(const uint8_t* bytes, size_t size, const std::string
 
 // Writes a little-endian, C-order version-1.0 .npy file (numeric dtypes above), atomically.
 Status WriteNpy(const std::string& path, const ir::Tensor& tensor);
+// The bytes WriteNpy writes; `where` names the array in errors.
+Result<std::string> EncodeNpy(const ir::Tensor& tensor, const std::string& where);
 
 // Converts any numeric tensor to float32 values (float64 rounds to nearest, integers convert as
 // static_cast<float>, float16 exactly).

@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <torch/optim.h>
-#include <torch/serialize.h>
 
 #include <cmath>
 #include <cstdio>
@@ -325,78 +324,79 @@ Status QatTrainer::SetParameters(const std::vector<NamedTensor>& values) {
 }
 
 Status QatTrainer::SaveCheckpoint(const std::string& path, const CheckpointExtras& extras) const {
-  torch::serialize::OutputArchive archive;
-  QK_RETURN_IF_ERROR(Guarded("writing checkpoint '" + path + "'", [&]() -> Status {
-    // Host copies of the parameters; the optimizer state is written where it lives and mapped
-    // onto the reader's device by LoadCheckpoint, so checkpoints move between CPU and GPU runs.
-    for (size_t i = 0; i < impl_->names.size(); ++i) {
-      archive.write("param/" + impl_->names[i], impl_->params[i].detach().cpu());
-    }
-    for (const NamedTensor& b : extras.best) {
-      QK_ASSIGN_OR_RETURN(at::Tensor t, CopyToAten(b.tensor, b.name));
-      archive.write("best/" + b.name, t);
-    }
-    for (const auto& [k, v] : extras.values) archive.write("value/" + k, at::tensor(v, at::kDouble));
-    archive.write("step", at::tensor(impl_->step, at::kLong));
-    torch::serialize::OutputArchive opt;
-    impl_->optimizer->save(opt);
-    archive.write("optimizer", opt);
-    return Status::Ok();
-  }));
-  return WriteCheckpointArchive(archive, path);
+  std::vector<data::NpzArray> arrays;
+  // Host copies of everything (train/checkpoint_io.h: an .npz that np.load reads); LoadCheckpoint
+  // places the state beside the parameters, so checkpoints move between CPU and GPU runs.
+  for (size_t i = 0; i < impl_->names.size(); ++i) {
+    QK_ASSIGN_OR_RETURN(ir::Tensor t,
+                        ToIrTensor(impl_->params[i].detach().to(at::kCPU), impl_->names[i]));
+    arrays.push_back({"param/" + impl_->names[i], std::move(t)});
+  }
+  for (const NamedTensor& b : extras.best) arrays.push_back({"best/" + b.name, b.tensor});
+  for (const auto& [k, v] : extras.values) {
+    arrays.push_back(
+        {"value/" + k, ir::Tensor::FromVector(ir::DType::kDouble, {}, std::vector<double>{v})});
+  }
+  arrays.push_back(
+      {"step", ir::Tensor::FromVector(ir::DType::kInt64, {}, std::vector<int64_t>{impl_->step})});
+  QK_ASSIGN_OR_RETURN(std::vector<data::NpzArray> state,
+                      OptimizerStateArrays(*impl_->optimizer, impl_->options.optimizer,
+                                           impl_->names, impl_->params));
+  for (data::NpzArray& a : state) arrays.push_back(std::move(a));
+  return WriteCheckpointFile(path, std::move(arrays));
 }
 
 Result<CheckpointExtras> QatTrainer::LoadCheckpoint(const std::string& path) {
-  CheckpointExtras extras;
-  torch::serialize::InputArchive archive;
-  QK_RETURN_IF_ERROR(ReadCheckpointArchive(path, impl_->device, &archive));
+  QK_ASSIGN_OR_RETURN(CheckpointFile file, ReadCheckpointFile(path));
   // Everything is read and checked first; the trainer changes only once all of it holds.
+  CheckpointExtras extras;
   std::vector<at::Tensor> values(impl_->names.size());
-  at::Tensor step;
-  QK_RETURN_IF_ERROR(ReadingCheckpoint(path, [&]() -> Status {
-    auto check = [&](const std::string& what, const at::Tensor& t, const at::Tensor& like) -> Status {
-      QK_RETURN_IF_NOT(t.sizes() == like.sizes() && t.is_floating_point(), StatusCode::kInvalidArgument,
-                       "{}: {} has shape [{}] ({}), expected float [{}] (another model or plan?)", path, what,
-                       fmt::join(t.sizes(), ","), c10::toString(t.scalar_type()), fmt::join(like.sizes(), ","));
-      QK_RETURN_IF_NOT(at::isfinite(t).all().item<bool>(), StatusCode::kInvalidArgument,
-                       "{}: {} holds NaN or Inf values", path, what);
-      return Status::Ok();
-    };
+  auto check = [&](const std::string& member, const at::Tensor& like) -> Result<at::Tensor> {
+    const ir::Tensor& t = file.arrays.at(member);
+    QK_RETURN_IF_NOT(t.dims() == like.sizes().vec() && t.dtype() == ir::DType::kFloat,
+                     StatusCode::kInvalidArgument,
+                     "{}: '{}' is {} [{}], expected float [{}] (another model or plan?)", path,
+                     member, ir::DTypeName(t.dtype()), fmt::join(t.dims(), ","),
+                     fmt::join(like.sizes(), ","));
+    QK_ASSIGN_OR_RETURN(at::Tensor a, CopyToAten(t, member));
+    QK_RETURN_IF_NOT(at::isfinite(a).all().item<bool>(), StatusCode::kInvalidArgument,
+                     "{}: '{}' holds NaN or Inf values", path, member);
+    return a;
+  };
+  // ATen's exceptions (out of memory) as a Status naming the file.
+  QK_RETURN_IF_ERROR(Guarded(path, [&]() -> Status {
+    std::unordered_set<std::string> known;
     for (size_t i = 0; i < impl_->names.size(); ++i) {
-      QK_RETURN_IF_NOT(archive.try_read("param/" + impl_->names[i], values[i]), StatusCode::kInvalidArgument,
-                       "{}: checkpoint lacks parameter '{}' (another model or plan?)", path, impl_->names[i]);
-      QK_RETURN_IF_ERROR(check("parameter '" + impl_->names[i] + "'", values[i], impl_->params[i]));
-    }
-    for (size_t i = 0; i < impl_->names.size(); ++i) {
-      at::Tensor best;
-      if (archive.try_read("best/" + impl_->names[i], best)) {
-        QK_RETURN_IF_ERROR(check("best parameter '" + impl_->names[i] + "'", best, impl_->params[i]));
-        QK_ASSIGN_OR_RETURN(ir::Tensor t, ToIrTensor(best.to(at::kFloat), impl_->names[i]));
-        extras.best.push_back({impl_->names[i], std::move(t)});
+      const std::string& name = impl_->names[i];
+      known.insert(name);
+      QK_RETURN_IF_NOT(file.arrays.count("param/" + name), StatusCode::kInvalidArgument,
+                       "{}: checkpoint lacks parameter '{}' (another model or plan?)", path, name);
+      QK_ASSIGN_OR_RETURN(values[i], check("param/" + name, impl_->params[i]));
+      if (file.arrays.count("best/" + name)) {
+        QK_RETURN_IF_ERROR(check("best/" + name, impl_->params[i]).status());
+        extras.best.push_back({name, file.arrays.at("best/" + name)});
       }
     }
-    for (const std::string& key : archive.keys()) {
-      if (key.rfind("value/", 0) != 0) continue;
-      at::Tensor v;
-      archive.read(key, v);
-      QK_RETURN_IF_NOT(v.numel() == 1 && std::isfinite(v.item<double>()), StatusCode::kInvalidArgument,
-                       "{}: '{}' is not one finite number", path, key);
-      extras.values[key.substr(6)] = v.item<double>();
+    for (const auto& [member, t] : file.arrays) {
+      for (const char* prefix : {"param/", "best/"}) {
+        QK_RETURN_IF_NOT(
+            member.rfind(prefix, 0) != 0 || known.count(member.substr(std::string(prefix).size())),
+            StatusCode::kInvalidArgument,
+            "{}: '{}' is not a trained parameter (another model or plan?)", path, member);
+      }
+      if (member.rfind("value/", 0) != 0) continue;
+      QK_RETURN_IF_NOT(
+          t.dtype() == ir::DType::kDouble && t.numel() == 1 && std::isfinite(*t.data_as<double>()),
+          StatusCode::kInvalidArgument, "{}: '{}' is not one finite float64", path, member);
+      extras.values[member.substr(6)] = *t.data_as<double>();
     }
-    QK_RETURN_IF_NOT(archive.try_read("step", step) && step.numel() == 1 && !step.is_floating_point() &&
-                         step.item<int64_t>() >= 0,
-                     StatusCode::kInvalidArgument, "{}: not a QAT checkpoint (no step count)", path);
-    torch::serialize::InputArchive opt;
-    QK_RETURN_IF_NOT(archive.try_read("optimizer", opt), StatusCode::kInvalidArgument,
-                     "{}: not a QAT checkpoint (no optimizer state)", path);
-    // The optimizer's own loader checks its state against the parameters (another optimizer's
-    // state, or one of another size, throws).
-    impl_->optimizer->load(opt);
     return Status::Ok();
   }));
+  QK_RETURN_IF_ERROR(RestoreOptimizerState(file, path, impl_->options.optimizer, impl_->names,
+                                           impl_->params, impl_->optimizer.get()));
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < values.size(); ++i) impl_->params[i].copy_(values[i]);
-  impl_->step = step.item<int64_t>();
+  impl_->step = file.step;
   return extras;
 }
 

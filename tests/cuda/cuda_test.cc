@@ -218,9 +218,9 @@ TEST(Cuda, QatTrainsOnTheGpuAndResumesOnTheCpu) {
                              "--batch-size 32 --steps 8 --seed 1 -q -o " + dir + "/b";
   const auto first = testing::RunQuantkit(QK_QUANTKIT_BIN, common + " --stop-after 4 --device cuda", dir);
   ASSERT_EQ(first.exit_code, 0) << first.err;
-  ASSERT_EQ(access((dir + "/b/checkpoint.pt").c_str(), F_OK), 0);
+  ASSERT_EQ(access((dir + "/b/checkpoint.npz").c_str(), F_OK), 0);
   const auto rest =
-      testing::RunQuantkit(QK_QUANTKIT_BIN, common + " --resume " + dir + "/b/checkpoint.pt --device cpu", dir);
+      testing::RunQuantkit(QK_QUANTKIT_BIN, common + " --resume " + dir + "/b/checkpoint.npz --device cpu", dir);
   EXPECT_EQ(rest.exit_code, 0) << rest.err;
   EXPECT_EQ(access((dir + "/b/model.qdq.onnx").c_str(), F_OK), 0);
   std::error_code ignored;

@@ -68,7 +68,7 @@ void SetupQat(CLI::App& app, RunFn* run) {
   cmd->add_option("--val-samples", q.val_samples, "use the first N validation samples (0: all)")->transform(InRange(0, kMaxCount));
   cmd->add_option("--eval-every", q.eval_every, "validate every N steps (default: once per epoch)")
       ->transform(InRange(0, kMaxQatSteps));
-  cmd->add_option("--resume", q.resume, "continue from a checkpoint (OUT/checkpoint.pt of an earlier run)");
+  cmd->add_option("--resume", q.resume, "continue from a checkpoint (OUT/checkpoint.npz of an earlier run)");
   cmd->add_option("--stop-after", q.stop_after,
                   "stop after N steps of this run and write only the checkpoint (continue with --resume)")
       ->transform(InRange(0, kMaxQatSteps));

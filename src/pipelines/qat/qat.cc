@@ -83,7 +83,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
                       train::QatTrainer::Create(std::move(graphs.student), std::move(graphs.teacher),
                                                 graphs.parameters, topts));
 
-  const std::string checkpoint = (fs::path(o.output_dir) / "checkpoint.pt").string();
+  const std::string checkpoint = (fs::path(o.output_dir) / "checkpoint.npz").string();
 
   QK_RETURN_IF_ERROR(qat::Resume(o, run.total_steps, *trainer, &run.best, &result));
   QK_RETURN_IF_ERROR(qat::Train(o, launch, data, *trainer, checkpoint, &run, &result));

@@ -7,7 +7,7 @@
 //   -> per-epoch validation with keep-the-best, checkpoints (--resume)
 //   -> OUT/model.qdq.onnx (fine-tuned weights, weight scales recomputed from them, final activation
 //      scales), OUT/model.float.onnx, OUT/calib.cache, OUT/plan.json (provenance: method, data,
-//      steps, loss), OUT/training_log.json, OUT/summary.txt, OUT/checkpoint.pt
+//      steps, loss), OUT/training_log.json, OUT/summary.txt, OUT/checkpoint.npz
 //
 // Inputs are never modified; every output is written to a temp file and renamed.
 #pragma once

@@ -137,7 +137,7 @@ Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& gr
   result->summary = Summary(o, data, *result);
   QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("summary.txt"), result->summary));
   QK_ASSIGN_OR_RETURN(result->written, out->Commit());
-  result->written.push_back((dir / "checkpoint.pt").string());
+  result->written.push_back((dir / "checkpoint.npz").string());
   return Status::Ok();
 }
 

@@ -111,7 +111,16 @@ def main():
         run(["qat", MODEL, *common, "--steps", "4", "-o", a])
         p = run(["qat", MODEL, *common, "--steps", "4", "--stop-after", "2", "-o", b])
         assert "stopped at step 2 of 4" in p.stdout and not os.path.exists(os.path.join(b, "model.qdq.onnx"))
-        run(["qat", MODEL, *common, "--steps", "4", "--resume", os.path.join(b, "checkpoint.pt"), "-o", b])
+        # The checkpoint is an .npz that numpy reads (docs/qat.md): step, parameters, AdamW state.
+        with np.load(os.path.join(b, "checkpoint.npz")) as ckpt:
+            assert int(ckpt["format_version"]) == 1 and int(ckpt["step"]) == 2, dict(ckpt)
+            params = [k[len("param/"):] for k in ckpt.files if k.startswith("param/")]
+            assert params and int(ckpt["optimizer/adamw"]) == 1, ckpt.files
+            for name in params:
+                assert ckpt["param/" + name].dtype == np.float32
+                assert ckpt["optimizer/adamw/exp_avg/" + name].shape == ckpt["param/" + name].shape
+                assert int(ckpt["optimizer/adamw/step/" + name]) == 2
+        run(["qat", MODEL, *common, "--steps", "4", "--resume", os.path.join(b, "checkpoint.npz"), "-o", b])
         assert sha(os.path.join(a, "model.qdq.onnx")) == sha(os.path.join(b, "model.qdq.onnx")), \
             "resumed run differs from the uninterrupted one"
 

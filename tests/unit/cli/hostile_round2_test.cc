@@ -544,11 +544,11 @@ TEST_F(HostileQat, Item2_AFullDiskIsAnIoErrorAndLeavesNothingHalfWritten) {
   // RLIMIT_FSIZE makes every write past 1 KB fail (EFBIG) as a full disk does (ENOSPC): the
   // checkpoint is the first file qat writes.
   const RunResult r = RunQuantkit(Qat(out), dir_, kRunTimeoutSeconds, SpawnOptions{1024});
-  ExpectCleanFailure(r, {4}, {"checkpoint.pt"}, "qat on a full disk");
-  EXPECT_EQ(Snapshot(out), before) << "a failed qat leaves the directory as it was (no checkpoint.pt.tmp)";
+  ExpectCleanFailure(r, {4}, {"checkpoint.npz"}, "qat on a full disk");
+  EXPECT_EQ(Snapshot(out), before) << "a failed qat leaves the directory as it was (no checkpoint.npz.tmp)";
   // Into a new directory: nothing at all.
   const RunResult fresh = RunQuantkit(Qat(File("q2_new")), dir_, kRunTimeoutSeconds, SpawnOptions{1024});
-  ExpectCleanFailure(fresh, {4}, {"checkpoint.pt"}, "qat on a full disk, new directory");
+  ExpectCleanFailure(fresh, {4}, {"checkpoint.npz"}, "qat on a full disk, new directory");
   EXPECT_FALSE(fs::exists(File("q2_new")));
 }
 
@@ -556,8 +556,8 @@ TEST_F(HostileQat, Item5_ABadResumeCheckpointIsBadInputNamingIt) {
   // A real checkpoint: a run paused after one step leaves only it (and no result set).
   const RunResult paused = Run(Qat(File("q5"), {"--stop-after", "1"}));
   ASSERT_EQ(paused.exit_code, 0) << paused.err;
-  EXPECT_EQ(Entries(File("q5")), std::vector<std::string>{"checkpoint.pt"});
-  const std::string good = ReadAll(File("q5/checkpoint.pt"));
+  EXPECT_EQ(Entries(File("q5")), std::vector<std::string>{"checkpoint.npz"});
+  const std::string good = ReadAll(File("q5/checkpoint.npz"));
   ASSERT_GT(good.size(), 100u);
   WriteAll(File("truncated.pt"), good.substr(0, good.size() / 2));
   WriteAll(File("garbage.pt"), std::string(4096, '\x5a'));
@@ -573,12 +573,12 @@ TEST_F(HostileQat, Item5_ABadResumeCheckpointIsBadInputNamingIt) {
     net (float[N,1,4,4] x) => (float[N,3,4,4] y)
     <float[3,1,3,3] W = {1,0,-1,2,0,-2,1,0,-1, 0,1,0,1,-4,1,0,1,0, 0,0,0,0,1,0,0,0,0}>
     { c = Conv <pads = [1,1,1,1], kernel_shape = [3,3]> (x, W)  y = Relu(c) })"));
-  std::vector<std::string> other = Qat(File("q5_other"), {"--resume", File("q5/checkpoint.pt")});
+  std::vector<std::string> other = Qat(File("q5_other"), {"--resume", File("q5/checkpoint.npz")});
   other[1] = File("wide.onnx");
   other.erase(other.begin() + 4, other.begin() + 6);  // no plan for it: drop --plan, calibrate first
-  ExpectFails(other, {2}, {"checkpoint.pt", "another model"});
+  ExpectFails(other, {2}, {"checkpoint.npz", "another model"});
   // The good checkpoint resumes.
-  const RunResult resumed = Run(Qat(File("q5"), {"--resume", File("q5/checkpoint.pt")}));
+  const RunResult resumed = Run(Qat(File("q5"), {"--resume", File("q5/checkpoint.npz")}));
   EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_TRUE(fs::is_regular_file(File("q5/model.qdq.onnx")));
   EXPECT_FALSE(HasStaging(File("q5")));
