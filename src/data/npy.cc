@@ -364,7 +364,7 @@ Result<std::string> EncodeNpy(const ir::Tensor& t, const std::string& path) {
   bytes += static_cast<char>(header.size() & 0xff);
   bytes += static_cast<char>(header.size() >> 8);
   bytes += header;
-  bytes.append(static_cast<const char*>(t.data()), t.nbytes());
+  if (t.nbytes() > 0) bytes.append(static_cast<const char*>(t.data()), t.nbytes());
   return bytes;
 }
 

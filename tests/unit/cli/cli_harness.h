@@ -120,6 +120,14 @@ inline RunResult RunQuantkit(const std::vector<std::string>& args, const std::st
   return WaitQuantkit(SpawnQuantkit(args, scratch, options), scratch, timeout_s);
 }
 
+// Peak RSS of `quantkit --version` in this build, measured once: the floor every run starts from
+// (libtorch's libraries, ~165 MB; with ASan's shadow memory ~620 MB). Bounds tighter than
+// kMaxRssKb are stated above it, so they hold in the sanitizer build too.
+inline long StartupRssKb(const std::string& scratch) {
+  static const long kb = RunQuantkit({"--version"}, scratch).max_rss_kb;
+  return kb;
+}
+
 // Every file under `dir` with its bytes (the "no output left or changed" check).
 inline std::map<std::string, std::string> Snapshot(const std::string& dir) {
   std::map<std::string, std::string> files;

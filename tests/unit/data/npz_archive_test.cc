@@ -59,6 +59,7 @@ class NpzArchiveTest : public ::testing::Test {
 ir::Tensor Floats(std::vector<int64_t> dims, float first) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
+  if (n == 0) return ir::Tensor(ir::DType::kFloat, std::move(dims));  // FromVector would memcpy from nullptr
   std::vector<float> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) v[i] = first + static_cast<float>(i) * 0.25f;
   return ir::Tensor::FromVector(ir::DType::kFloat, std::move(dims), v);

@@ -70,7 +70,7 @@ TEST(EmulatedDevice, ResizeRunsWhereItsInputIs) {
     x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Known(1), ir::Dim::Known(2), ir::Dim::Known(5),
                                                        ir::Dim::Known(7)});
     g.AddInput(x);
-    ir::Value* roi = g.AddInitializer("roi", ir::Tensor::FromVector(ir::DType::kFloat, {0}, std::vector<float>{}));
+    ir::Value* roi = g.AddInitializer("roi", ir::Tensor(ir::DType::kFloat, {0}));
     ir::Value* scales = g.AddInitializer("scales", ir::Tensor::FromVector(ir::DType::kFloat, {4},
                                                                           std::vector<float>{1, 1, 2, 0.5f}));
     auto node = g.AddNode("Resize", {x, roi, scales}, {"y"}, "", "p2o.Resize.0");
