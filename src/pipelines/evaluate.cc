@@ -75,7 +75,12 @@ enum Count : size_t { kSamples, kLabelled, kCorrect1, kCorrect5, kAgree, kNumCou
 
 Result<EvalResult> Evaluate(const EvalOptions& options) {
   QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be positive");
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm, distributed::OpenCommunicator(options.distributed));
+  std::unique_ptr<distributed::Communicator> comm;
+  if (options.single_process) {
+    comm = distributed::SingleProcessCommunicator();
+  } else {
+    QK_ASSIGN_OR_RETURN(comm, distributed::OpenCommunicator(options.distributed));
+  }
   EvalResult result;
   std::vector<int64_t> counts(kNumCounts, 0);
   BatchSums sums;

@@ -6,6 +6,7 @@
 #include "common/check.h"
 #include "passes/apply_plan.h"
 #include "passes/fake_quant.h"
+#include "passes/float_precision.h"
 #include "pipelines/calibrate.h"
 #include "pipelines/qat/stages.h"
 
@@ -54,6 +55,16 @@ Result<StartPlan> MakeStartPlan(const QatOptions& o) {
   StartPlan start;
   if (!o.plan.empty()) {
     QK_ASSIGN_OR_RETURN(start.plan, analysis::ReadPlanFile(o.plan));
+    if (o.floats) {
+      QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(o.model));
+      quant::FloatPrecision& fp = start.plan.float_precision;
+      const quant::FloatDType before = fp.dtype;
+      QK_RETURN_IF_ERROR(passes::ResolveFloatOptions(*float_model.graph, *o.floats, &fp));
+      if (fp.dtype != before) {
+        fp.fp32_tensors.clear();  // decided for another dtype: the plan's ranges decide
+        passes::MarkPlanRangeFp32Tensors(&start.plan);
+      }
+    }
   } else {
     CalibrateOptions c;
     c.model = o.model;
@@ -63,12 +74,14 @@ Result<StartPlan> MakeStartPlan(const QatOptions& o) {
     c.method = o.method;
     c.placement = o.placement;
     c.progress = o.progress;
+    c.floats = o.floats.value_or(passes::FloatOptions{});  // the export's FP32 islands, from these statistics
     QK_ASSIGN_OR_RETURN(CalibrateResult cal, Calibrate(c));
     start.plan = std::move(cal.plan);
   }
   // Weight scales follow the fine-tuned weights unless frozen: drop the plan's so that
   // ApplyPlan recomputes them (max|w|/127 per channel) from the weights it is given.
   start.train = start.plan;
+  start.train.float_precision = quant::FloatPrecision{};  // training runs in FP32; the export types it
   if (o.recompute_weight_scales) {
     for (auto it = start.train.tensors.begin(); it != start.train.tensors.end();) {
       it = it->second.role == quant::TensorRole::kWeight ? start.train.tensors.erase(it) : std::next(it);
