@@ -55,6 +55,35 @@ endif()
 find_package(Torch REQUIRED)
 message(STATUS "quantkit: libtorch ${Torch_VERSION} from ${TORCH_INSTALL_PREFIX}")
 
+# libstdc++.so.6 first in every binary's DT_NEEDED list (issue 26). PyPI's libtorch_cpu.so / libtorch.so
+# embed and export copies of parts of libstdc++ (std::filesystem, exception_ptr, ...: the manylinux
+# toolchain links them statically), and the dynamic linker binds every reference in the process,
+# libstdc++'s own internal ones included, to the first definition in load order. Measured on the
+# lent H200 (Ubuntu 24.04, g++ 13.3 in /opt/gcc, torch 2.11): that g++ finds no libstdc++.so in its
+# own directories, so neither its -lstdc++ nor ours put libstdc++.so.6 into quantkit's DT_NEEDED at
+# all; std::filesystem references resolved into libtorch at link time and at run time (236
+# bindings, the remove_all segfault of the cuda tests). The library itself, by path and with
+# --no-as-needed, ahead of every object and library, made it the first DT_NEEDED entry there with 0
+# bindings into torch. tests/link/std_bindings_test.py checks both (the order, and the bindings of
+# the built binaries). Sanitizer and fuzzer runtimes must stay first, so those builds leave it out.
+set(QUANTKIT_STDCXX_FIRST OFF)
+if(NOT QUANTKIT_SANITIZE AND NOT QUANTKIT_FUZZ AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so.6
+                  OUTPUT_VARIABLE quantkit_stdcxx_guess OUTPUT_STRIP_TRAILING_WHITESPACE)
+  get_filename_component(quantkit_stdcxx_dir "${quantkit_stdcxx_guess}" DIRECTORY)
+  find_library(QUANTKIT_LIBSTDCXX NAMES libstdc++.so.6
+               HINTS ${quantkit_stdcxx_dir} ${CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES}
+               PATHS /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64 NO_CACHE)
+  if(QUANTKIT_LIBSTDCXX)
+    add_link_options("LINKER:--push-state,--no-as-needed" "${QUANTKIT_LIBSTDCXX}" "LINKER:--pop-state")
+    set(QUANTKIT_STDCXX_FIRST ON)
+    message(STATUS "quantkit: ${QUANTKIT_LIBSTDCXX} linked ahead of every library (libtorch's std:: copies)")
+  else()
+    message(WARNING "quantkit: libstdc++.so.6 not found next to ${CMAKE_CXX_COMPILER}: a PyPI libtorch "
+                    "may then serve std:: symbols (tests/link/std_bindings_test.py)")
+  endif()
+endif()
+
 # oneDNN's sgemm for float MatMul/Gemm (runtime/ops/float_gemm.h): the libdnnl.so.2 that Debian's
 # libtorch itself links, so one copy and one OpenMP runtime in the process (libdnnl-dev adds the
 # header). A PyPI torch bundles its own oneDNN and libgomp: no second copy is loaded beside them,

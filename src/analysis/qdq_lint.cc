@@ -359,9 +359,9 @@ Result<LintReport> LintModelFile(const std::string& path) {
   std::string unsupported;
   if (!runnable.ok()) {
     const Status& st = runnable.status();
-    QK_RETURN_IF_NOT(st.code() == StatusCode::kUnsupported, st.code() == StatusCode::kResourceExhausted
-                                                               ? StatusCode::kResourceExhausted
-                                                               : StatusCode::kInvalidModel,
+    QK_RETURN_IF_NOT(st.code() != StatusCode::kResourceExhausted, StatusCode::kResourceExhausted,
+                     "{}: the model cannot run: {}", path, st.message());
+    QK_RETURN_IF_NOT(st.code() == StatusCode::kUnsupported, StatusCode::kInvalidModel,
                      "{}: the model is invalid, it cannot run: {}", path, st.message());
     unsupported = st.message();
   }

@@ -45,7 +45,9 @@ Result<quant::QuantPlan> ReadPlanFile(const std::string& path) {
   }
   QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(path));
   passes::ExtractReport report;
-  QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, passes::ExtractQdqPlan(*model.graph, {}, &report));
+  Result<quant::QuantPlan> extracted = passes::ExtractQdqPlan(*model.graph, {}, &report);
+  if (!extracted.ok()) return extracted.status().WithContext(path);
+  quant::QuantPlan plan = std::move(*extracted);
   QK_RETURN_IF_NOT(report.activations + report.weights > 0, StatusCode::kInvalidArgument,
                    "{}: no QuantizeLinear/DequantizeLinear to take a plan from", path);
   plan.float_precision.dtype = QdqModelFloatDType(*model.graph);

@@ -17,6 +17,33 @@
 #include "quantkit/cancel.h"
 
 namespace quantkit {
+namespace {
+
+constexpr const char* kStagingPrefix = ".quantkit-staging-";
+
+// Called with DIR locked: every live writer holds that lock, so a staging directory found now
+// belongs to a run that died without cleaning up (SIGKILL, a timeout, a crash). Removed, or
+// they pile up with every such run.
+void RemoveStaleStaging(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> stale;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    struct stat st {};
+    const std::string path = JoinPath(dir, name);
+    if (name.rfind(kStagingPrefix, 0) == 0 && ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      stale.push_back(path);
+    }
+  }
+  ::closedir(d);
+  for (const std::string& path : stale) {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);  // best effort: what is left is retried next time
+  }
+}
+
+}  // namespace
 
 ArtifactSet::~ArtifactSet() {
   RemoveStaging();
@@ -47,12 +74,15 @@ Result<std::unique_ptr<ArtifactSet>> ArtifactSet::Open(const std::string& dir,
                      dir);
     return MakeStatus(StatusCode::kIoError, "{}: cannot lock output directory: {}", dir, std::strerror(err));
   }
+  if (set->created_dir_) set->created_dir_on_signal_ = CleanupOnSignal(dir, CleanupKind::kDirectoryIfEmpty);
   // Refuse before anything is written: a target that exists must be a file we may replace.
   for (const std::string& name : names) QK_RETURN_IF_ERROR(set->CheckTarget(name));
-  std::string templ = JoinPath(dir, ".quantkit-staging-XXXXXX");
+  RemoveStaleStaging(dir);
+  std::string templ = JoinPath(dir, std::string(kStagingPrefix) + "XXXXXX");
   QK_RETURN_IF_NOT(::mkdtemp(templ.data()) != nullptr, StatusCode::kIoError,
                    "{}: cannot create a staging directory: {}", dir, std::strerror(errno));
   set->staging_ = templ;
+  set->staging_on_signal_ = CleanupOnSignal(templ, CleanupKind::kFlatDirectory);
   return set;
 }
 
@@ -89,6 +119,7 @@ Result<std::vector<std::string>> ArtifactSet::Commit() {
   QK_RETURN_IF_NOT(!staging_.empty(), StatusCode::kInternal, "{}: artifact set committed twice", dir_);
   // A cancelled run writes nothing: the staged files go with the staging directory.
   QK_RETURN_IF_ERROR(CheckCancelled());
+  const CommitGuard guard;  // a signal now waits for the renames: never half a set
   std::vector<std::string> written;
   for (const std::string& name : names_) {
     const std::string staged = JoinPath(staging_, name);
@@ -100,6 +131,7 @@ Result<std::vector<std::string>> ArtifactSet::Commit() {
     written.push_back(target);
   }
   committed_ = true;
+  created_dir_on_signal_.Release();
   RemoveStaging();
   return written;
 }
@@ -108,6 +140,7 @@ void ArtifactSet::RemoveStaging() {
   if (staging_.empty()) return;
   std::error_code ec;
   std::filesystem::remove_all(staging_, ec);  // best effort: a failed run's files only
+  staging_on_signal_.Release();
   staging_.clear();
 }
 

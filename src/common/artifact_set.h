@@ -13,12 +13,17 @@
 //   4. Commit() renames every staged file over its target (atomic per file, and serialized by
 //      the lock) and removes the staging directory. Destroying an uncommitted set removes the
 //      staging directory, and DIR itself when Open created it: a failed run leaves nothing.
+//   5. A run ended by SIGINT/SIGTERM/SIGHUP removes them too (common/signal_cleanup.h, once the
+//      CLI installed the handler); a signal during Commit waits for it to finish. A run killed
+//      outright (SIGKILL, a crash) cannot: the next Open of DIR, holding the lock, knows that no
+//      live run owns a staging directory there and removes the ones it finds.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/signal_cleanup.h"
 #include "quantkit/status.h"
 
 namespace quantkit {
@@ -49,6 +54,7 @@ class ArtifactSet {
   void RemoveStaging();
   std::string dir_;
   std::string staging_;
+  CleanupOnSignal staging_on_signal_, created_dir_on_signal_;
   std::vector<std::string> names_;
   int lock_fd_ = -1;
   bool created_dir_ = false;  // Open created DIR: removed again when nothing was committed

@@ -74,6 +74,13 @@ Status CheckRegularFile(const std::string& path) {
   return Status::Ok();
 }
 
+Status CheckOutputFile(const std::string& path, const std::string& option) {
+  struct stat st {};
+  if (path.empty() || ::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return Status::Ok();
+  return MakeStatus(StatusCode::kInvalidArgument, "{} {}: is {}, not a file quantkit may replace; nothing was written",
+                    option, path, S_ISLNK(st.st_mode) ? "a symbolic link" : FileTypeName(st.st_mode));
+}
+
 Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const std::string& path) {
   // Refuse special files before opening them: open() on a FIFO without a writer blocks forever,
   // and a device can stream without end. O_NONBLOCK closes the race with a path swapped to a FIFO
@@ -134,6 +141,7 @@ Result<std::unique_ptr<AtomicFile>> AtomicFile::Create(const std::string& path) 
   }
   file->fd_ = fd;
   file->temp_path_ = buf.data();
+  file->temp_on_signal_ = CleanupOnSignal(file->temp_path_, CleanupKind::kFile);
   return file;
 }
 
@@ -174,6 +182,7 @@ Status AtomicFile::Commit() {
     return ErrnoStatus("cannot rename temporary file into place", path_, err);
   }
   temp_path_.clear();
+  temp_on_signal_.Release();
   return Status::Ok();
 }
 
@@ -186,6 +195,7 @@ void AtomicFile::Abandon() {
     ::unlink(temp_path_.c_str());
     temp_path_.clear();
   }
+  temp_on_signal_.Release();
 }
 
 Status WriteFileAtomic(const std::string& path, const std::string& bytes) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "common/signal_cleanup.h"
 #include "quantkit/status.h"
 
 namespace quantkit {
@@ -74,6 +75,7 @@ class AtomicFile {
   AtomicFile() = default;
   std::string path_;
   std::string temp_path_;
+  CleanupOnSignal temp_on_signal_;  // a fatal signal removes the temp file (common/signal_cleanup.h)
   int fd_ = -1;
   uint64_t offset_ = 0;
 };

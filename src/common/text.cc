@@ -9,14 +9,59 @@
 
 namespace quantkit {
 
+namespace {
+
+// Length of the well-formed UTF-8 sequence at text[i] (RFC 3629: no overlong forms, no
+// surrogates, at most U+10FFFF), or 0 when the bytes there are not one.
+size_t Utf8SequenceLength(std::string_view text, size_t i) {
+  const auto at = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char b = at(i);
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // the allowed range of the second byte
+  if (b >= 0xc2 && b <= 0xdf) {
+    n = 2;
+  } else if (b >= 0xe0 && b <= 0xef) {
+    n = 3;
+    if (b == 0xe0) lo = 0xa0;  // overlong
+    if (b == 0xed) hi = 0x9f;  // surrogates
+  } else if (b >= 0xf0 && b <= 0xf4) {
+    n = 4;
+    if (b == 0xf0) lo = 0x90;  // overlong
+    if (b == 0xf4) hi = 0x8f;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + n > text.size() || at(i + 1) < lo || at(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (at(i + k) < 0x80 || at(i + k) > 0xbf) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
 std::string EscapeControl(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (const char c : text) {
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
     const auto b = static_cast<unsigned char>(c);
-    if (b >= 0x20 && b != 0x7f) {
+    if (b >= 0x20 && b < 0x7f) {
       out += c;
-    } else if (c == '\n') {
+      ++i;
+      continue;
+    }
+    if (b >= 0x80) {
+      // Well-formed UTF-8 stays readable, except the C1 controls U+0080..U+009F (0xc2 0x80..0x9f:
+      // U+009B is a CSI that terminals obey like ESC [).
+      const size_t n = Utf8SequenceLength(text, i);
+      if (n > 0 && !(b == 0xc2 && static_cast<unsigned char>(text[i + 1]) <= 0x9f)) {
+        out.append(text.substr(i, n));
+        i += n;
+        continue;
+      }
+    }
+    if (c == '\n') {
       out += "\\n";
     } else if (c == '\r') {
       out += "\\r";
@@ -25,6 +70,7 @@ std::string EscapeControl(std::string_view text) {
     } else {
       out += fmt::format("\\x{:02x}", b);
     }
+    ++i;
   }
   return out;
 }

@@ -11,8 +11,10 @@ namespace quantkit {
 
 // Returns `text` with every control character escaped: \n, \r, \t as themselves, ESC and the
 // other C0/DEL bytes as \xNN. A node name carrying "\x1b[2J" or a newline then prints as one
-// visible line instead of clearing the terminal or forging a second message. Bytes >= 0x80 pass
-// through (UTF-8 names stay readable).
+// visible line instead of clearing the terminal or forging a second message. Well-formed UTF-8
+// passes through (names stay readable); bytes that are not (binary files, a cut sequence) and
+// the C1 controls U+0080..U+009F are escaped as \xNN, so what reaches a terminal or a log is
+// valid UTF-8 without control characters.
 std::string EscapeControl(std::string_view text);
 
 // EscapeControl, then the XML entities (& < > "): a name from a model file placed in SVG/XML

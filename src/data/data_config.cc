@@ -7,6 +7,8 @@
 //
 // A single-input model may put the entry at the top level. Relative paths are relative to the
 // config file. Unknown keys are errors, so a typo never silently drops a preprocessing step.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -119,15 +121,17 @@ Result<std::unique_ptr<Source>> OpenEntry(const json& entry, const InputSpec& sp
     const std::string at = where + "." + key;
     if (key == "images" || key == "batch_axis") continue;
     if (key == "resize") {
-      QK_RETURN_IF_ERROR(SetResize(SizeText(value, at), &o));
+      QK_RETURN_IF_ERROR(SetResize(SizeText(value, at), &o).WithContext(at));
     } else if (key == "center_crop") {
-      QK_RETURN_IF_ERROR(SetCrop(SizeText(value, at), &o));
+      QK_RETURN_IF_ERROR(SetCrop(SizeText(value, at), &o).WithContext(at));
     } else if (key == "color" && value.is_string()) {
-      QK_RETURN_IF_ERROR(SetColor(value.get<std::string>(), &o));
+      QK_RETURN_IF_ERROR(SetColor(value.get<std::string>(), &o).WithContext(at));
     } else if (key == "layout" && value.is_string()) {
-      QK_RETURN_IF_ERROR(SetLayout(value.get<std::string>(), &o));
+      QK_RETURN_IF_ERROR(SetLayout(value.get<std::string>(), &o).WithContext(at));
     } else if (key == "scale" && value.is_number()) {
       o.scale = value.get<double>();
+      QK_RETURN_IF_NOT(std::isfinite(*o.scale) && *o.scale > 0, StatusCode::kInvalidArgument,
+                       "{}: {} is not a positive finite number", at, value.dump());
     } else if (key == "mean") {
       QK_ASSIGN_OR_RETURN(o.mean, Numbers(value, at));
     } else if (key == "std") {
@@ -142,12 +146,45 @@ Result<std::unique_ptr<Source>> OpenEntry(const json& entry, const InputSpec& sp
   const std::string dir = resolve(entry["images"].get<std::string>());
   std::error_code ec;
   QK_RETURN_IF_NOT(fs::is_directory(dir, ec), StatusCode::kNotFound, "{}: '{}' is not a directory", where, dir);
-  return OpenImageFolder(dir, spec, o);
+  // The config file and the input come first in any error of the folder or its preprocessing.
+  Result<std::unique_ptr<Source>> folder = OpenImageFolder(dir, spec, o);
+  if (!folder.ok()) return folder.status().WithContext(where);
+  return folder;
+}
+
+// The data configs being opened on this thread, outermost first: an entry's "data" may name
+// another config, which may name another... A config that names itself, directly or through
+// others, would recurse until the stack overflows (a SIGSEGV); nesting is bounded too.
+thread_local std::vector<std::string> open_configs;
+
+// Keeps `path` on open_configs while its entries are opened.
+class OpenConfigScope {
+ public:
+  explicit OpenConfigScope(std::string id) { open_configs.push_back(std::move(id)); }
+  ~OpenConfigScope() { open_configs.pop_back(); }
+  OpenConfigScope(const OpenConfigScope&) = delete;
+  OpenConfigScope& operator=(const OpenConfigScope&) = delete;
+};
+
+std::string IncludeChain(const std::string& last) {
+  std::string chain;
+  for (const std::string& c : open_configs) chain += c + " -> ";
+  return chain + last;
 }
 
 }  // namespace
 
 Result<std::unique_ptr<Source>> OpenDataConfig(const std::string& path, const std::vector<InputSpec>& inputs) {
+  // Identity by the resolved file (a link or another spelling of the same path is the same config).
+  std::error_code ec;
+  fs::path resolved = fs::weakly_canonical(path, ec);
+  const std::string id = ec ? fs::path(path).lexically_normal().string() : resolved.string();
+  QK_RETURN_IF_NOT(std::find(open_configs.begin(), open_configs.end(), id) == open_configs.end(),
+                   StatusCode::kInvalidArgument, "{}: data config includes itself: {}", path, IncludeChain(id));
+  QK_RETURN_IF_NOT(open_configs.size() < kMaxDataConfigNesting, StatusCode::kInvalidArgument,
+                   "{}: data configs nested more than {} deep (kMaxDataConfigNesting): {}", path,
+                   kMaxDataConfigNesting, IncludeChain(id));
+  const OpenConfigScope scope(id);
   QK_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   json config = json::parse(text, nullptr, /*allow_exceptions=*/false);
   QK_RETURN_IF_NOT(!config.is_discarded() && config.is_object(), StatusCode::kInvalidArgument,

@@ -32,8 +32,8 @@ Result<Image> DecodePng(const std::string& bytes, const std::string& origin) {
   const bool alpha = image.format & PNG_FORMAT_FLAG_ALPHA;
   if (static_cast<uint64_t>(image.width) * image.height > kMaxPixels) {
     png_image_free(&image);
-    return MakeStatus(StatusCode::kResourceExhausted, "{}: PNG of {}x{} pixels is too large", origin,
-                      image.width, image.height);
+    return MakeStatus(StatusCode::kResourceExhausted, "{}: PNG of {}x{} pixels is too large (at most {} pixels)",
+                      origin, image.width, image.height, kMaxPixels);
   }
   // Read with alpha when the file has it, then drop it: PIL's convert('RGB') discards alpha
   // rather than compositing onto a background.
@@ -97,10 +97,15 @@ Result<Image> DecodeJpeg(const std::string& bytes, const std::string& origin) {
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
   jpeg_read_header(&cinfo, TRUE);
+  if (static_cast<uint64_t>(cinfo.image_width) * cinfo.image_height > kMaxPixels) {
+    // Too large is exit 5, as for a PNG (README "Exit codes").
+    const uint64_t width = cinfo.image_width, height = cinfo.image_height;
+    jpeg_destroy_decompress(&cinfo);
+    return MakeStatus(StatusCode::kResourceExhausted, "{}: JPEG of {}x{} pixels is too large (at most {} pixels)",
+                      origin, width, height, kMaxPixels);
+  }
   if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
     failure = "CMYK JPEGs are not supported (convert to RGB)";
-  } else if (static_cast<uint64_t>(cinfo.image_width) * cinfo.image_height > kMaxPixels) {
-    failure = fmt::format("JPEG of {}x{} pixels is too large", cinfo.image_width, cinfo.image_height);
   }
   if (!failure.empty()) {
     jpeg_destroy_decompress(&cinfo);

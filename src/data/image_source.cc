@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/check.h"
+#include "common/dir_walk.h"
 #include "common/sha256.h"
 #include "data/image.h"
 #include "data/image_options_text.h"
@@ -41,6 +42,12 @@ std::string ImageOptions::Describe() const {
   return s;
 }
 
+// The largest resize or crop side: a resized image is materialized, and 65536^2 RGB floats are
+// already 48 GB.
+constexpr int64_t kMaxImageSide = 65536;
+// The largest image after resize (as data/image.cc's decode limit, 2^28 pixels).
+constexpr int64_t kMaxResizedPixels = int64_t{1} << 28;
+
 Result<std::vector<int64_t>> ParseSize(const std::string& text, const std::string& what) {
   std::vector<int64_t> out;
   std::string item;
@@ -58,8 +65,11 @@ Result<std::vector<int64_t>> ParseSize(const std::string& text, const std::strin
     } catch (...) {
       used = 0;
     }
-    QK_RETURN_IF_NOT(used == item.size() && !item.empty() && v > 0 && v <= 65536, StatusCode::kInvalidArgument,
+    QK_RETURN_IF_NOT(used == item.size() && !item.empty() && v > 0, StatusCode::kInvalidArgument,
                      "{} '{}' is not a size (N or HxW, positive)", what, text);
+    QK_RETURN_IF_NOT(v <= kMaxImageSide, StatusCode::kInvalidArgument,
+                     "{} '{}': {} pixels is larger than the limit of {} per side (kMaxImageSide)", what, text, v,
+                     kMaxImageSide);
     out.push_back(v);
   }
   QK_RETURN_IF_NOT(out.size() == 1 || out.size() == 2, StatusCode::kInvalidArgument,
@@ -210,13 +220,18 @@ class ImageFolderSource final : public Source {
     }
     if (plan_.channels == 1) img = ToGray(img);
     const ImageOptions& o = plan_.options;
+    int64_t h = img.height, w = img.width;
     if (o.resize_short > 0) {
-      int64_t h = 0, w = 0;
       ShorterSideSize(img.height, img.width, o.resize_short, &h, &w);
-      img = ResizeBilinear(img, h, w);
     } else if (!o.resize_hw.empty()) {
-      img = ResizeBilinear(img, o.resize_hw[0], o.resize_hw[1]);
+      h = o.resize_hw[0];
+      w = o.resize_hw[1];
     }
+    // A long thin image resized by its short side grows with its aspect ratio: bounded like a decode.
+    QK_RETURN_IF_NOT(h * w <= kMaxResizedPixels, StatusCode::kResourceExhausted,
+                     "{}: {}x{} image resized to {}x{} pixels is too large (at most {} pixels)", file, img.height,
+                     img.width, h, w, kMaxResizedPixels);
+    if (o.resize_short > 0 || !o.resize_hw.empty()) img = ResizeBilinear(img, h, w);
     if (!o.crop_hw.empty()) {
       QK_RETURN_IF_NOT(img.height >= o.crop_hw[0] && img.width >= o.crop_hw[1], StatusCode::kInvalidArgument,
                        "{}: image is {}x{} after resize, smaller than the center crop {}x{} (declare a "
@@ -262,7 +277,8 @@ Result<std::vector<float>> PerChannel(const std::vector<double>& v, int64_t chan
                                       const char* what) {
   if (v.empty()) return std::vector<float>(static_cast<size_t>(channels), static_cast<float>(fallback));
   QK_RETURN_IF_NOT(v.size() == 1 || static_cast<int64_t>(v.size()) == channels, StatusCode::kInvalidArgument,
-                   "{} has {} values but the images have {} channels", what, v.size(), channels);
+                   "{} has {} values but the images have {} channel(s): give 1 or {}", what, v.size(), channels,
+                   channels);
   std::vector<float> out;
   for (int64_t c = 0; c < channels; ++c) out.push_back(static_cast<float>(v[v.size() == 1 ? 0 : static_cast<size_t>(c)]));
   return out;
@@ -270,15 +286,16 @@ Result<std::vector<float>> PerChannel(const std::vector<double>& v, int64_t chan
 
 }  // namespace
 
-bool internal::IsImageFolder(const std::string& dir) {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_regular_file() && IsImageFile(entry.path())) return true;
-    if (entry.is_directory()) {
-      for (const auto& sub : fs::recursive_directory_iterator(entry.path(), ec)) {
-        if (sub.is_regular_file() && IsImageFile(sub.path())) return true;
-      }
-    }
+Result<bool> internal::IsImageFolder(const std::string& dir) {
+  QK_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListDirectory(dir));
+  const auto image = [](const std::string& name) { return IsImageFile(fs::path(name)); };
+  for (const DirEntry& e : entries) {
+    if (e.is_file && image(e.name)) return true;
+  }
+  for (const DirEntry& e : entries) {
+    if (!e.is_directory) continue;
+    QK_ASSIGN_OR_RETURN(std::vector<std::string> files, ListFilesRecursive(e.path, image));
+    if (!files.empty()) return true;
   }
   return false;
 }
@@ -290,19 +307,18 @@ Result<std::unique_ptr<Source>> internal::OpenImageFolder(const std::string& dir
   std::vector<int64_t> labels;
   std::error_code ec;
   std::vector<fs::path> subdirs;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_regular_file() && IsImageFile(entry.path())) files.push_back(entry.path().string());
-    if (entry.is_directory()) subdirs.push_back(entry.path());
+  // Links are followed, loops refused by name (common/dir_walk.h).
+  const auto image = [](const std::string& name) { return IsImageFile(fs::path(name)); };
+  QK_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListDirectory(dir));
+  for (const DirEntry& e : entries) {
+    if (e.is_file && image(e.name)) files.push_back(e.path);
+    if (e.is_directory) subdirs.push_back(e.path);
   }
-  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot list directory: {}", dir, ec.message());
   std::sort(files.begin(), files.end());
   if (files.empty()) {
     std::sort(subdirs.begin(), subdirs.end());
     for (const fs::path& sub : subdirs) {
-      std::vector<std::string> in_class;
-      for (const auto& e : fs::recursive_directory_iterator(sub, fs::directory_options::follow_directory_symlink, ec)) {
-        if (e.is_regular_file() && IsImageFile(e.path())) in_class.push_back(e.path().string());
-      }
+      QK_ASSIGN_OR_RETURN(std::vector<std::string> in_class, ListFilesRecursive(sub.string(), image));
       QK_RETURN_IF_NOT(!in_class.empty(), StatusCode::kInvalidArgument,
                        "{}: class folder '{}' holds no .png/.jpg/.jpeg images (torchvision's ImageFolder "
                        "refuses it too; remove it so the labels stay aligned)",
@@ -343,10 +359,16 @@ Result<std::unique_ptr<Source>> internal::OpenImageFolder(const std::string& dir
   plan.height = nchw ? dim(2) : dim(1);
   plan.width = nchw ? dim(3) : dim(2);
   plan.scale = static_cast<float>(plan.options.scale.value_or(1.0 / 255.0));
-  QK_ASSIGN_OR_RETURN(plan.mean, PerChannel(plan.options.mean, plan.channels, 0.0, "mean"));
-  QK_ASSIGN_OR_RETURN(std::vector<float> stdv, PerChannel(plan.options.std, plan.channels, 1.0, "std"));
-  for (float s : stdv) {
-    QK_RETURN_IF_NOT(s != 0.0f && std::isfinite(s), StatusCode::kInvalidArgument, "std must be finite and nonzero");
+  // Errors name the folder and the input: a data config maps several.
+  const std::string where = fmt::format("{}: input '{}'", dir, spec.name);
+  auto mean = PerChannel(plan.options.mean, plan.channels, 0.0, "mean");
+  if (!mean.ok()) return mean.status().WithContext(where);
+  plan.mean = *mean;
+  auto stdv = PerChannel(plan.options.std, plan.channels, 1.0, "std");
+  if (!stdv.ok()) return stdv.status().WithContext(where);
+  for (float s : *stdv) {
+    QK_RETURN_IF_NOT(s != 0.0f && std::isfinite(s), StatusCode::kInvalidArgument,
+                     "{}: std {} divides the pixels; it must be finite and nonzero", where, s);
     plan.inv_std.push_back(1.0f / s);
   }
   // A dynamic height/width takes the first image's size after resize/crop; the rest must match.

@@ -8,6 +8,7 @@
 
 #include "common/artifact_set.h"
 #include "common/check.h"
+#include "common/dir_walk.h"
 #include "common/sha256.h"
 #include "common/text.h"
 #include "data/npy.h"
@@ -262,19 +263,18 @@ Result<std::unique_ptr<Source>> OpenDirectory(const std::string& dir, const std:
   std::vector<std::string> npy;
   bool has_test_sets = false;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && HasSuffix(name, ".npy")) npy.push_back(entry.path().string());
-    if (entry.is_directory() && name.rfind("test_data_set_", 0) == 0) has_test_sets = true;
+  QK_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListDirectory(dir));
+  for (const DirEntry& e : entries) {
+    if (e.is_file && HasSuffix(e.name, ".npy")) npy.push_back(e.path);
+    if (e.is_directory && e.name.rfind("test_data_set_", 0) == 0) has_test_sets = true;
   }
-  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot list directory: {}", dir, ec.message());
   std::sort(npy.begin(), npy.end());
   if (has_test_sets) return internal::OpenTensorProtoDir(dir, inputs);
   QK_RETURN_IF_NOT(!npy.empty(), StatusCode::kInvalidArgument,
                    "{}: empty data directory (no .npy files and no test_data_set_* folders)", dir);
   // DIR/<input>.npy for every input: arrays with a leading sample dimension.
   bool per_input = true;
-  for (const InputSpec& s : inputs) per_input &= fs::exists(fs::path(dir) / (s.name + ".npy"));
+  for (const InputSpec& s : inputs) per_input &= fs::exists(fs::path(dir) / (s.name + ".npy"), ec);
   if (per_input) {
     std::vector<std::pair<std::string, ir::Tensor>> arrays;
     internal::Mappings mappings;
@@ -318,7 +318,10 @@ Result<std::unique_ptr<Source>> internal::OpenSampleSource(const std::string& sp
   QK_RETURN_IF_NOT(!inputs.empty(), StatusCode::kInvalidArgument, "the model has no inputs to feed");
   std::error_code ec;
   const bool dir = fs::is_directory(spec, ec);
-  const bool images = dir && (image.declared() || internal::IsImageFolder(spec));
+  bool images = dir && image.declared();
+  if (dir && !images) {
+    QK_ASSIGN_OR_RETURN(images, internal::IsImageFolder(spec));
+  }
   QK_RETURN_IF_NOT(images || !image.declared(), StatusCode::kInvalidArgument,
                    "{}: image preprocessing options ({}) apply to image folders only{}", spec, image.Describe(),
                    HasSuffix(spec, ".json") ? "; declare them in the JSON config" : "");

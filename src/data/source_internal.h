@@ -71,12 +71,16 @@ Result<std::unique_ptr<Source>> OpenTensorProtoDir(const std::string& dir,
 Result<std::unique_ptr<Source>> OpenFashionMnist(const std::string& spec,
                                                  const std::vector<InputSpec>& inputs);
 
-// Whether DIR holds .png/.jpg/.jpeg images directly or in class subfolders.
-bool IsImageFolder(const std::string& dir);
+// Whether DIR holds .png/.jpg/.jpeg images directly or in class subfolders (an error for a
+// symbolic link loop in it).
+Result<bool> IsImageFolder(const std::string& dir);
 // DIR/*.{png,jpg,jpeg} or DIR/<class>/... (image_source.cc), with the declared preprocessing.
 Result<std::unique_ptr<Source>> OpenImageFolder(const std::string& dir, const InputSpec& spec,
                                                 const ImageOptions& options);
-// FILE.json: {input name -> image folder + preprocessing | data spec} (data_config.cc).
+// FILE.json: {input name -> image folder + preprocessing | data spec} (data_config.cc). An entry
+// may name another config; a config that includes itself (directly or through others) or nesting
+// deeper than kMaxDataConfigNesting is kInvalidArgument naming the chain.
+inline constexpr size_t kMaxDataConfigNesting = 16;
 Result<std::unique_ptr<Source>> OpenDataConfig(const std::string& path, const std::vector<InputSpec>& inputs);
 
 }  // namespace quantkit::data::internal

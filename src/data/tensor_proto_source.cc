@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "common/check.h"
+#include "common/dir_walk.h"
 #include "data/source_internal.h"
 #include "onnx/tensor_file.h"
 
@@ -14,13 +15,15 @@ Result<std::unique_ptr<Source>> OpenTensorProtoDir(const std::string& dir,
                                                    const std::vector<InputSpec>& inputs) {
   namespace fs = std::filesystem;
   std::vector<std::pair<int64_t, fs::path>> sets;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
+  QK_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListDirectory(dir));
+  for (const DirEntry& entry : entries) {
+    const std::string& name = entry.name;
     const std::string prefix = "test_data_set_";
-    if (!entry.is_directory() || name.rfind(prefix, 0) != 0) continue;
+    if (!entry.is_directory || name.rfind(prefix, 0) != 0) continue;
     const std::string num = name.substr(prefix.size());
-    if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos) continue;
-    sets.emplace_back(std::stoll(num), entry.path());
+    // At most 18 digits: std::stoll cannot throw on them.
+    if (num.empty() || num.size() > 18 || num.find_first_not_of("0123456789") != std::string::npos) continue;
+    sets.emplace_back(std::stoll(num), fs::path(entry.path));
   }
   std::sort(sets.begin(), sets.end());
   QK_RETURN_IF_NOT(!sets.empty(), StatusCode::kInvalidArgument, "{}: no test_data_set_N folders", dir);

@@ -180,6 +180,11 @@ Result<quant::QuantPlan> ParseRangesText(const std::string& text, const std::str
     QK_RETURN_IF_NOT(!value.empty() && end == value.c_str() + value.size(),
                      StatusCode::kInvalidModel, "{}:{}: '{}' is not a number", source_name,
                      line_no, value);
+    // An amax is a magnitude: NaN, Inf or a negative value is a broken file, not a range (0 is
+    // a dead tensor: kept in float below, with the reason).
+    QK_RETURN_IF_NOT(std::isfinite(amax) && amax >= 0.0f, StatusCode::kInvalidModel,
+                     "{}:{}: tensor '{}' has range {}; a range (amax) is finite and not negative", source_name,
+                     line_no, EscapeControl(name), value);
     quant::TensorQuant& t = plan.SetActivationAmax(name, amax, "ranges");
     if (!t.quantized) t.reason = fmt::format("{}:{}: {}", source_name, line_no, t.reason);
   }

@@ -10,7 +10,10 @@
 //   I5  the opset imports cover every domain used by a node (Model-level check);
 //   I6  Q/DQ scale and zero-point shapes are legal: scale and zero-point have as many elements,
 //       rank 0/1 (or the input's rank for blocked quantization), and a 1-D scale of more than
-//       one element matches the input's size on `axis` where both are known.
+//       one element matches the input's size on `axis` where both are known; and their types
+//       are ONNX's where known: Q reads float (or int32) and writes the zero point's quantized
+//       type, DQ reads a quantized (or int32) tensor with a zero point of the same type, the
+//       scale is a non-empty float tensor, both have x and a scale.
 //
 // Subgraphs are verified recursively.
 #pragma once

@@ -19,12 +19,23 @@ const std::set<std::string>& ShapeOps() {
   return ops;
 }
 
-// Adds the unit's entry to the plan; returns false (with a note) when it has no usable numbers.
-bool AddUnit(const QdqUnit& u, quant::QuantPlan* plan, ExtractReport* report) {
+// Adds the unit's entry to the plan; returns false (with a note) when it has no usable numbers,
+// an error when its scale is one no runtime can use (TensorRT: "Scale coefficients must all be
+// positive"): a plan without that tensor, or a cache holding only its header, would be silently
+// wrong.
+Result<bool> AddUnit(const QdqUnit& u, quant::QuantPlan* plan, ExtractReport* report) {
   const std::string name = u.q ? u.x->name() : u.y->name();
   if (!u.constant_params || u.scale.empty()) {
     report->notes.push_back(name + ": scale or zero point is not a constant; not extracted");
     return false;
+  }
+  const ir::Node& node = u.q ? *u.q : *u.dq;
+  for (size_t i = 0; i < u.scale.size(); ++i) {
+    const float s = u.scale[i];
+    QK_RETURN_IF_NOT(s > 0.0f && std::isfinite(s), StatusCode::kInvalidModel,
+                     "{}: scale '{}'{} of tensor '{}' is {}; a scale must be finite and positive (lint rule QK003)",
+                     node.Describe(), node.input(1)->name(), u.scale.size() > 1 ? fmt::format("[{}]", i) : "",
+                     name, s);
   }
   if (u.quant_dtype == ir::DType::kInt32) {
     // onnxruntime stores quantized biases as int32 behind a DQ; TensorRT keeps biases in float
@@ -59,7 +70,7 @@ bool AddUnit(const QdqUnit& u, quant::QuantPlan* plan, ExtractReport* report) {
       plan->SetScale(name, scale, u.axis, role, "qdq:" + (u.q ? u.q->name : u.dq->name));
   t.reason = reason;
   for (float s : scale) {
-    if (!(s > 0.0f) || !std::isfinite(s)) {
+    if (!(s > 0.0f) || !std::isfinite(s)) {  // the symmetric rule refused this channel's range
       t.quantized = false;
       t.reason = fmt::format("scale {} is not finite and positive", s);
     }
@@ -174,7 +185,8 @@ Result<quant::QuantPlan> ExtractQdqPlan(const ir::Graph& graph, const ExtractOpt
   plan.provenance.method = "qdq";
   std::unordered_map<const ir::Value*, const ir::Value*> alias;
   for (const QdqUnit& u : FindQdqUnits(graph)) {
-    if (!AddUnit(u, &plan, report)) continue;
+    QK_ASSIGN_OR_RETURN(const bool added, AddUnit(u, &plan, report));
+    if (!added) continue;
     if (u.q && u.dq_params_match) alias[u.y] = u.x;
   }
   if (options.propagate) Propagator(graph, &plan, report, std::move(alias)).Run();

@@ -11,6 +11,7 @@
 #include "analysis/model_loading.h"
 #include "common/artifact_set.h"
 #include "common/check.h"
+#include "common/file_checks.h"
 #include "passes/apply_plan.h"
 #include "common/file_util.h"
 #include "common/progress.h"
@@ -168,13 +169,12 @@ Status WriteStats(const std::string& path, const formats::StatsFile& stats, Arti
 // The -o directory's files as one set (common/artifact_set.h): all five or none, never mixed
 // with a concurrent run's.
 Result<std::unique_ptr<ArtifactSet>> OpenArtifacts(const CalibrateOptions& options) {
-  if (!options.int8) return ArtifactSet::Open(options.output_dir, {WrittenModelName(options), "plan.json", "summary.txt"});
-  return ArtifactSet::Open(options.output_dir,
-                           {"model.qdq.onnx", "model.float.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"});
+  return ArtifactSet::Open(options.output_dir, CalibrationArtifactNames(options));
 }
 
 // Rank 0 (or the only process): the plan from the merged statistics, then every artifact.
-// `artifacts`: the set opened (and locked) before the collection, or null to open it now.
+// `artifacts`: the set opened (and locked) before the collection, or null to open it now; it is
+// committed here unless the caller's (options.artifacts), which the caller commits.
 Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& prepared,
                     std::unique_ptr<ArtifactSet> artifacts, CalibrateResult* result_out,
                     const ReadyPlan* ready_plan = nullptr) {
@@ -202,19 +202,23 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.peak_rss_bytes = PeakRssBytes();
 
-  if (options.output_dir.empty()) {
+  if (options.output_dir.empty() && !options.artifacts) {
     result.summary = Summarize(options, result, nullptr);
     return WriteStats(options.stats_out, prepared.statistics.stats, nullptr, &result.written);
   }
-  if (!artifacts) {
-    QK_ASSIGN_OR_RETURN(artifacts, OpenArtifacts(options));
+  ArtifactSet* set = options.artifacts;
+  if (!set) {
+    if (!artifacts) {
+      QK_ASSIGN_OR_RETURN(artifacts, OpenArtifacts(options));
+    }
+    set = artifacts.get();
   }
   // Weights a stage changed: the float model holding them, for the cache and ranges (TensorRT
   // <= 10 builds from a float model) and as QAT's start point; the plan names it by its hash.
   if (!plan.initializers.empty()) {
     QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(options.model));
     QK_RETURN_IF_ERROR(passes::ApplyInitializerOverrides(plan, &float_model));
-    const std::string staged = artifacts->Stage("model.float.onnx");
+    const std::string staged = set->Stage("model.float.onnx");
     QK_RETURN_IF_ERROR(onnx_io::ExportModel(float_model, staged));
     QK_ASSIGN_OR_RETURN(plan.provenance.float_model_sha256, Sha256OfFile(staged));
   }
@@ -226,15 +230,16 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   apply.mode = passes::PlacementPolicy::kTensorRT;
   apply.weight_storage = options.weight_storage;
   QK_ASSIGN_OR_RETURN(passes::PassReport inserted, passes::RunPass(qdq_model, passes::ApplyPlan(&plan, apply)));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, artifacts->Stage(WrittenModelName(options))));
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, set->Stage(WrittenModelName(options))));
   if (options.int8) {
-    QK_RETURN_IF_ERROR(formats::WriteTrtCache(artifacts->Stage("calib.cache"), plan, options.cache));
-    QK_RETURN_IF_ERROR(formats::WriteRangesText(artifacts->Stage("ranges.txt"), plan));
+    QK_RETURN_IF_ERROR(formats::WriteTrtCache(set->Stage("calib.cache"), plan, options.cache));
+    QK_RETURN_IF_ERROR(formats::WriteRangesText(set->Stage("ranges.txt"), plan));
   }
-  QK_RETURN_IF_ERROR(formats::WritePlanJson(artifacts->Stage("plan.json"), plan));
+  QK_RETURN_IF_ERROR(formats::WritePlanJson(set->Stage("plan.json"), plan));
   result.summary = Summarize(options, result, &inserted);
-  QK_RETURN_IF_ERROR(WriteFileAtomic(artifacts->Stage("summary.txt"), result.summary));
-  QK_RETURN_IF_ERROR(WriteStats(options.stats_out, prepared.statistics.stats, artifacts.get(), &result.written));
+  QK_RETURN_IF_ERROR(WriteFileAtomic(set->Stage("summary.txt"), result.summary));
+  QK_RETURN_IF_ERROR(WriteStats(options.stats_out, prepared.statistics.stats, set, &result.written));
+  if (options.artifacts) return Status::Ok();  // the caller's set: it commits (and lists what it wrote)
   QK_ASSIGN_OR_RETURN(std::vector<std::string> written, artifacts->Commit());
   result.written.insert(result.written.end(), written.begin(), written.end());
   return Status::Ok();
@@ -291,13 +296,20 @@ Status CheckSource(const CalibrateOptions& options) {
                      "do not hold them)",
                      PtqStagesText(options.ptq.stages));
   }
-  return Status::Ok();
+  // A non-file where --stats goes is bad input, refused before the pass rather than an I/O
+  // error after it (as -o's targets are, common/artifact_set.h).
+  return CheckOutputFile(options.stats_out, "--stats");
 }
 
 }  // namespace
 
 std::string WrittenModelName(const CalibrateOptions& options) {
   return options.int8 ? "model.qdq.onnx" : fmt::format("model.{}.onnx", quant::FloatDTypeName(options.floats.dtype));
+}
+
+std::vector<std::string> CalibrationArtifactNames(const CalibrateOptions& options) {
+  if (!options.int8) return {WrittenModelName(options), "plan.json", "summary.txt"};
+  return {"model.qdq.onnx", "model.float.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"};
 }
 
 Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options) {
@@ -338,7 +350,7 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   // directory fails at once instead of after the whole pass.
   std::unique_ptr<ArtifactSet> artifacts;
   Status opened = Status::Ok();
-  if (comm->is_root() && !options.output_dir.empty()) {
+  if (comm->is_root() && !options.output_dir.empty() && !options.artifacts) {
     Result<std::unique_ptr<ArtifactSet>> set = OpenArtifacts(options);
     if (set.ok()) {
       artifacts = std::move(*set);

@@ -33,6 +33,10 @@
 #include "data/image_options.h"
 #include "quantkit/status.h"
 
+namespace quantkit {
+class ArtifactSet;
+}
+
 namespace quantkit::pipelines {
 
 struct CalibrateOptions {
@@ -65,6 +69,10 @@ struct CalibrateOptions {
   bool progress = true;        // bar on a terminal (quiet when piped regardless)
   // Statistics already collected (Python's quantkit.Statistics): no model run. Not owned.
   const Statistics* statistics = nullptr;
+  // When set (on rank 0), the artifacts are staged into this set, opened on output_dir with
+  // CalibrationArtifactNames among its names, and the caller commits it together with its own
+  // files (calibrate --budget: one set or nothing). Not owned.
+  ArtifactSet* artifacts = nullptr;
   // Under torchrun/srun/a PyTorchJob each rank collects its shard, rank 0 merges exactly and
   // writes everything (analysis/distributed.h); other ranks write nothing.
   distributed::DistributedOptions distributed;
@@ -90,6 +98,8 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options);
 
 // "model.qdq.onnx", or "model.fp16.onnx" / "model.bf16.onnx" for --int8 off.
 std::string WrittenModelName(const CalibrateOptions& options);
+// Every file calibrate may write into output_dir (the artifact set's names).
+std::vector<std::string> CalibrationArtifactNames(const CalibrateOptions& options);
 
 // One calibration up to its statistics (calibration_stages.h), kept so that any number of plans
 // are built from it without loading, hashing or running the model again (--compare-methods).

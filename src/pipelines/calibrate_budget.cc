@@ -3,18 +3,33 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 #include "analysis/plan_eval.h"
+#include "common/artifact_set.h"
 #include "common/check.h"
 #include "pipelines/holdout.h"
+#include "distributed/communicator.h"
 
 namespace quantkit::pipelines {
+
+namespace {
+
+// Rank 0 of a launch (or the only process) writes; read from the launch environment, before
+// any rendezvous, so the output directory is locked first.
+bool WritesArtifacts() {
+  Result<std::optional<distributed::DistributedEnv>> env = distributed::ReadDistributedEnv();
+  return !env.ok() || !env->has_value() || (*env)->rank == 0;
+}
+
+}  // namespace
 
 Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions& options) {
   QK_RETURN_IF_NOT(!options.calibrate.output_dir.empty(), StatusCode::kInvalidArgument,
                    "--budget writes the repaired artifacts: give -o DIR");
-  QK_RETURN_IF_NOT(options.budget >= 0, StatusCode::kInvalidArgument,
-                   "--budget must be >= 0, got {}", options.budget);
+  QK_RETURN_IF_NOT(std::isfinite(options.budget) && options.budget >= 0, StatusCode::kInvalidArgument,
+                   "--budget must be a finite number >= 0, got {}", options.budget);
   CalibrateBudgetResult r;
   CalibrateOptions calibrate = options.calibrate;
   analysis::PlanEvalOptions eval;
@@ -28,8 +43,19 @@ Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions
   } else {
     QK_RETURN_IF_ERROR(HoldOutCalibrationTail(&calibrate, &eval, options.holdout_samples));
   }
-  QK_ASSIGN_OR_RETURN(r.calibration, Calibrate(calibrate));
-
+  // One set for the calibration's files and the repair's (common/artifact_set.h): locked before
+  // the long passes, committed when both are staged, so a failure anywhere leaves -o as it was.
+  std::unique_ptr<ArtifactSet> out;
+  if (WritesArtifacts()) {
+    std::vector<std::string> names = CalibrationArtifactNames(calibrate);
+    for (const std::string& f : kFallbackArtifacts) {
+      if (std::find(names.begin(), names.end(), f) == names.end()) names.push_back(f);
+    }
+    QK_ASSIGN_OR_RETURN(out, ArtifactSet::Open(calibrate.output_dir, names));
+  }
+  calibrate.artifacts = out.get();
+  // The held-out data is opened (and checked against the model) before the calibration pass: a
+  // missing, empty or mismatched --holdout fails at once.
   QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::PlanEvaluator> evaluator,
                       analysis::PlanEvaluator::Create(eval));
   r.holdout = evaluator->data_description();
@@ -38,21 +64,31 @@ Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions
           ? options.metric
           : analysis::DefaultMetricName(evaluator->has_labels(), evaluator->class_output());
   QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric, analysis::MakeMetric(name));
+  QK_ASSIGN_OR_RETURN(r.calibration, Calibrate(calibrate));
+
   FallbackOptions fallback;
   fallback.budget = options.budget;
   fallback.max_float_layers = options.max_float_layers;
   fallback.float_precision = options.float_precision;
   fallback.output_dir = calibrate.output_dir;
   fallback.weight_storage = calibrate.weight_storage;  // the float dtype travels in the plan
+  fallback.artifacts = out.get();
   Result<FallbackResult> searched =
       RunFallback(*evaluator, r.calibration.plan, metric.get(), fallback);
   if (!searched.ok()) {
     return searched.status().WithContext(
-        fmt::format("the calibration artifacts in {} are written, not repaired; the fallback "
-                    "search on {} failed",
-                    calibrate.output_dir, r.holdout));
+        fmt::format("nothing was written to {}; the fallback search on {} failed", calibrate.output_dir, r.holdout));
   }
   r.fallback = std::move(*searched);
+  if (out) {
+    QK_ASSIGN_OR_RETURN(std::vector<std::string> written, out->Commit());
+    // The calibration's files that the repair did not replace; the repair's are in fallback.written.
+    r.calibration.written.clear();
+    for (const std::string& f : written) {
+      const auto& repaired = r.fallback.written;
+      if (std::find(repaired.begin(), repaired.end(), f) == repaired.end()) r.calibration.written.push_back(f);
+    }
+  }
   return r;
 }
 

@@ -8,11 +8,12 @@
 // on the output-aware metric vs FP32 (analysis::DefaultMetricName): agreement points on a class
 // vector, relative output MSE otherwise.
 //
-// Artifacts in output_dir: calibrate's set (calib.cache, ranges.txt, summary.txt, plan.json,
-// model.qdq.onnx) is written first; the fallback's set then replaces plan.json and model.qdq.onnx
-// with the repaired plan (plan.float_nodes, each with its reason) and its Q/DQ model, and adds
-// layer_precisions.txt and fallback.json. Each set is committed whole (common/artifact_set.h); a
-// failed search leaves the calibration's set, and the error says so.
+// Artifacts in output_dir, one set (common/artifact_set.h) locked before the long passes:
+// calibrate's files (calib.cache, ranges.txt, summary.txt, plan.json, model.qdq.onnx) are staged,
+// the fallback's then replace plan.json and model.qdq.onnx with the repaired plan
+// (plan.float_nodes, each with its reason) and its Q/DQ model and add layer_precisions.txt and
+// fallback.json; the set is committed whole. The held-out data is checked before the calibration
+// pass. Any failure (bad --holdout, a failed search) leaves output_dir as it was.
 #pragma once
 
 #include <string>

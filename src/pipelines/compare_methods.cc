@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/plan_eval.h"
+#include "common/artifact_set.h"
 #include "common/check.h"
 #include "pipelines/holdout.h"
 #include "quant/method_amax.h"
@@ -31,6 +32,13 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   }
   eval_options.simulation.placement = options.calibrate.placement;
   eval_options.simulation.mode = analysis::PlacementMode::kTensorRT;
+  // -o is locked (and its targets checked) before the evaluations, as calibrate does: a concurrent
+  // run fails at once; the best method's files are staged and committed at the end.
+  std::unique_ptr<ArtifactSet> out;
+  if (!base.output_dir.empty() && !base.artifacts) {
+    QK_ASSIGN_OR_RETURN(out, ArtifactSet::Open(base.output_dir, CalibrationArtifactNames(base)));
+    base.artifacts = out.get();
+  }
   QK_ASSIGN_OR_RETURN(auto evaluator, analysis::PlanEvaluator::Create(eval_options));
   r.holdout = evaluator->data_description();
   r.metric = options.metric.empty() ? analysis::DefaultMetricName(evaluator->has_labels(), evaluator->class_output()) : options.metric;
@@ -126,6 +134,9 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
     }
   } else {
     QK_ASSIGN_OR_RETURN(r.best_result, FinishCalibration(c, prepared));
+  }
+  if (out) {
+    QK_ASSIGN_OR_RETURN(r.best_result.written, out->Commit());
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;

@@ -269,8 +269,9 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
     }
     result.costs = ConversionCosts(*model.graph);
     passes::ExtractReport report;
-    QK_ASSIGN_OR_RETURN(quant::QuantPlan plan,
-                        passes::ExtractQdqPlan(*model.graph, {}, &report));
+    Result<quant::QuantPlan> extracted = passes::ExtractQdqPlan(*model.graph, {}, &report);
+    if (!extracted.ok()) return extracted.status().WithContext(options.input);
+    quant::QuantPlan plan = std::move(*extracted);
     // DynamicQuantizeLinear computes its scale per batch: nothing static to put in the plan.
     for (const std::string& name : result.dynamic_tensors) {
       if (plan.Find(name)) continue;
@@ -282,6 +283,10 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
       t.source = "dynamic";
       plan.tensors[name] = t;
     }
+    // Q/DQ that are there but give nothing (a non-constant scale, an int32 bias DQ) say so.
+    QK_RETURN_IF_NOT(report.activations + report.weights > 0 || report.notes.empty(), StatusCode::kInvalidArgument,
+                     "{}: none of its Q/DQ gives a scale to extract: {}{}", options.input, report.notes.front(),
+                     report.notes.size() > 1 ? fmt::format(" (and {} more)", report.notes.size() - 1) : "");
     QK_RETURN_IF_NOT(report.activations + report.weights > 0, StatusCode::kInvalidArgument,
                      "{}: no QuantizeLinear/DequantizeLinear to extract (to quantize a float model "
                      "use 'quantkit calibrate', or give a cache and --model)",
@@ -337,6 +342,15 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
   }
 
   QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, formats::ReadPlanFile(options.input, in_kind));
+  // Entries kept in float say why (a zero range, a scale TensorRT rejects); a plan with no usable
+  // entry at all would write an empty cache: refused.
+  for (const auto& [name, t] : plan.tensors) {
+    if (!t.quantized && !t.reason.empty()) result.messages.push_back("warning: " + name + ": " + t.reason);
+  }
+  QK_RETURN_IF_NOT(plan.tensors.empty() || plan.NumQuantized() > 0 || !plan.float_nodes.empty(),
+                   StatusCode::kInvalidArgument,
+                   "{}: none of its {} tensors has a usable scale ({}: {}); nothing to convert", options.input,
+                   plan.tensors.size(), plan.tensors.begin()->first, plan.tensors.begin()->second.reason);
   if (out_kind != formats::ArtifactKind::kOnnx) {
     QK_RETURN_IF_ERROR(formats::WritePlanFile(options.output, out_kind, plan, options.cache));
     result.written.push_back(options.output);

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "common/check.h"
+#include "common/file_checks.h"
 #include "common/progress.h"
 #include "data/npy.h"
 #include "data/source.h"
@@ -75,6 +76,9 @@ enum Count : size_t { kSamples, kLabelled, kCorrect1, kCorrect5, kAgree, kNumCou
 
 Result<EvalResult> Evaluate(const EvalOptions& options) {
   QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be positive");
+  // Where the outputs go is checked before the pass, not after it.
+  QK_RETURN_IF_ERROR(CheckOutputFile(options.save_predictions, "--save-predictions"));
+  QK_RETURN_IF_ERROR(CheckOutputFile(options.save_outputs, "--save-outputs"));
   std::unique_ptr<distributed::Communicator> comm;
   if (options.single_process) {
     comm = distributed::SingleProcessCommunicator();

@@ -22,7 +22,7 @@ namespace {
 
 
 // Rank 0 (or the only process): plan.json, model.qdq.onnx, layer_precisions.txt, fallback.json.
-Status WriteOutputs(const ir::Model& model, const std::string& output_dir, FallbackResult* result);
+Status WriteOutputs(const ir::Model& model, const FallbackOptions& options, FallbackResult* result);
 
 quant::QuantPlan WithFloatNodes(const quant::QuantPlan& plan, const FloatSet& nodes, const std::string& reason) {
   quant::QuantPlan p = plan;
@@ -117,19 +117,23 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
     QK_RETURN_IF_ERROR(evaluator.Agree(Status::Ok(), "writing the results on rank 0"));
     return r;
   }
-  const Status written = WriteOutputs(model, options.output_dir, &r);
+  const Status written = WriteOutputs(model, options, &r);
   QK_RETURN_IF_ERROR(evaluator.Agree(written, "writing the results on rank 0"));
   return r;
 }
 
 namespace {
 
-Status WriteOutputs(const ir::Model& model, const std::string& output_dir, FallbackResult* result) {
+Status WriteOutputs(const ir::Model& model, const FallbackOptions& options, FallbackResult* result) {
   FallbackResult& r = *result;
-  // All four files or none, and never mixed with a concurrent run's (common/artifact_set.h).
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
-                      ArtifactSet::Open(output_dir,
-                                        {"model.qdq.onnx", "plan.json", "layer_precisions.txt", "fallback.json"}));
+  // All four files or none, and never mixed with a concurrent run's (common/artifact_set.h); or
+  // staged into the caller's set, which commits them with its own.
+  std::unique_ptr<ArtifactSet> owned;
+  ArtifactSet* out = options.artifacts;
+  if (!out) {
+    QK_ASSIGN_OR_RETURN(owned, ArtifactSet::Open(options.output_dir, kFallbackArtifacts));
+    out = owned.get();
+  }
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, out->Stage("model.qdq.onnx")));
   QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), r.plan));
   QK_RETURN_IF_ERROR(WriteFileAtomic(
@@ -137,11 +141,9 @@ Status WriteOutputs(const ir::Model& model, const std::string& output_dir, Fallb
       "# TensorRT <= 10 implicit INT8 (calib.cache, Jetson/DLA): trtexec --int8 --fp16 --calib=calib.cache "
       "--precisionConstraints=obey --layerPrecisions=<the line below>. TensorRT 11: model.qdq.onnx carries them.\n" +
           r.layer_precisions + "\n"));
-  for (const char* f : {"model.qdq.onnx", "plan.json", "layer_precisions.txt", "fallback.json"}) {
-    r.written.push_back(out->Target(f));
-  }
+  for (const std::string& f : kFallbackArtifacts) r.written.push_back(out->Target(f));
   QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("fallback.json"), FallbackJson(r) + "\n"));
-  return out->Commit().status();
+  return owned ? owned->Commit().status() : Status::Ok();
 }
 
 }  // namespace

@@ -32,7 +32,15 @@
 #include "quant/plan.h"
 #include "quantkit/status.h"
 
+namespace quantkit {
+class ArtifactSet;
+}
+
 namespace quantkit::pipelines {
+
+// The files the fallback writes into output_dir.
+inline const std::vector<std::string> kFallbackArtifacts{"model.qdq.onnx", "plan.json", "layer_precisions.txt",
+                                                         "fallback.json"};
 
 struct FallbackOptions {
   double budget = 0.5;
@@ -47,6 +55,9 @@ struct FallbackOptions {
   // (analysis/prefix_cache.h), within this many bytes; 0: every trial runs the whole model.
   // Same results either way.
   int64_t trial_cache_bytes = analysis::kDefaultPrefixCacheBytes;
+  // When set (on rank 0), the files are staged into this set, opened on output_dir with
+  // kFallbackArtifacts among its names, and the caller commits it (calibrate --budget). Not owned.
+  ArtifactSet* artifacts = nullptr;
 };
 
 struct FallbackResult {

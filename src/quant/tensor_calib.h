@@ -15,9 +15,14 @@
 
 namespace quantkit::quant {
 
+// Histogram bins: entropy's search is quadratic in them and the counts take 8 bytes each, so the
+// upper bound keeps one call within seconds and megabytes (--bins 1e10 asked for 80 GB).
+inline constexpr int64_t kMinNumBins = 1;
+inline constexpr int64_t kMaxNumBins = 65536;
+
 struct TensorCalibOptions {
   std::vector<MethodRequest> methods;
-  int64_t num_bins = 2048;
+  int64_t num_bins = 2048;  // in [kMinNumBins, kMaxNumBins]
 };
 
 struct MethodAmax {

@@ -3,8 +3,12 @@
 namespace quantkit::runtime {
 
 at::Device ToAtenDevice(const Device& device) {
-  if (!device.is_cuda()) return at::Device(at::kCPU);
-  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device.index));
+  const auto index = static_cast<c10::DeviceIndex>(device.index);
+  switch (device.kind) {
+    case Device::Kind::kCuda: return at::Device(at::kCUDA, index);
+    case Device::Kind::kPrivateUse1: return at::Device(at::kPrivateUse1, index);
+    default: return at::Device(at::kCPU);
+  }
 }
 
 at::Tensor ToDevice(const at::Tensor& t, const at::Device& device) {
@@ -15,8 +19,8 @@ at::Tensor ToDevice(const at::Tensor& t, const at::Device& device) {
   return t.to(device);
 }
 
-bool KeepOnHost(const at::Tensor& constant) {
-  return constant.scalar_type() == at::kLong && constant.numel() <= kHostShapeTensorMaxElements;
+bool KeepOnHost(const at::Tensor& t) {
+  return (at::isIntegralType(t.scalar_type(), /*includeBool=*/true)) && t.numel() <= kHostShapeTensorMaxElements;
 }
 
 }  // namespace quantkit::runtime

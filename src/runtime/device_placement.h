@@ -14,10 +14,12 @@ at::Device ToAtenDevice(const Device& device);
 // ATen's pinned allocator keeps the staging buffer alive until the copy has run.
 at::Tensor ToDevice(const at::Tensor& t, const at::Device& device);
 
-// Initializers that stay on the host on a CUDA interpreter: small int64 tensors are shape
-// arithmetic (Reshape targets, Slice bounds, Gather indices of a Shape), read by the kernels on
-// the host; copying them to the GPU would cost a device-to-host sync per use.
+// Tensors that stay on the host on a device interpreter: small integer and bool tensors are
+// shape arithmetic (Reshape targets, Slice bounds, Gather indices of a Shape, the conditions of
+// If on static dims), read by the kernels on the host; copying them to the GPU would cost a
+// device-to-host sync per use. Applied to initializers when the interpreter is created, and to
+// every kernel input on a device (host values made by kernels: Constant, Shape, ...).
 inline constexpr int64_t kHostShapeTensorMaxElements = 64;
-bool KeepOnHost(const at::Tensor& constant);
+bool KeepOnHost(const at::Tensor& t);
 
 }  // namespace quantkit::runtime

@@ -32,6 +32,7 @@
 #include "runtime/kernel.h"
 #include "runtime/memory_order.h"
 #include "runtime/registry.h"
+#include "runtime/tensor_budget.h"
 #include "runtime/tensor_stats_aten.h"
 #include "runtime/training_ops.h"
 
@@ -327,6 +328,24 @@ void FillConstants(const SubgraphPlan& plan, Frame& frame) {
 // out-of-memory is never retried.
 std::vector<at::Tensor> ComputeStep(const SubgraphPlan::Step& step, std::vector<at::Tensor>& inputs,
                                     Frame& frame) {
+  if (!frame.device.is_cpu()) {
+    // Host values that kernels made (Constant, Cast of a Shape, ...) join the device here, as
+    // initializers do at Create; small integer tensors stay where kernels read them (KeepOnHost).
+    // A node whose inputs are all such small integer tensors, some fed to the device, is shape
+    // arithmetic: it runs on the host.
+    bool host = false, all_small = true;
+    for (at::Tensor& t : inputs) {
+      if (!t.defined()) continue;
+      all_small &= KeepOnHost(t);
+      host |= t.device().is_cpu() && t.dim() > 0;
+      if (t.dim() > 0 && t.device().is_cpu() && !KeepOnHost(t)) t = ToDevice(t, frame.device);
+    }
+    if (host && all_small) {
+      for (at::Tensor& t : inputs) {
+        if (t.defined()) t = t.cpu();
+      }
+    }
+  }
   try {
     KernelContext ctx(inputs, step.outputs.size(), &frame);
     return step.kernel->Compute(ctx);
@@ -335,6 +354,7 @@ std::vector<at::Tensor> ComputeStep(const SubgraphPlan::Step& step, std::vector<
     bool mixed = false;
     for (const at::Tensor& t : inputs) mixed |= t.defined() && t.device() != frame.device;
     if (!mixed) throw;
+    CountMixedDeviceRetry(step.node != nullptr ? step.node->op_type() : std::string("?"));
     for (const at::Device target : {frame.device, at::Device(at::kCPU)}) {
       std::vector<at::Tensor> moved = inputs;
       for (at::Tensor& t : moved) {
@@ -381,6 +401,8 @@ void Execute(Frame& frame, RunState* state) {
       throw;
     } catch (const KernelError& e) {
       throw NodeFailure{Status(StatusCode::kInvalidArgument, step.where + ": " + e.what())};
+    } catch (const TensorBudgetExceeded& e) {
+      throw NodeFailure{Status(StatusCode::kResourceExhausted, step.where + ": " + e.what())};
     } catch (const c10::Error& e) {
       const std::string msg = e.what_without_backtrace();
       throw NodeFailure{Status(LooksLikeOom(msg) ? StatusCode::kResourceExhausted : StatusCode::kInvalidArgument,
@@ -486,6 +508,7 @@ struct Interpreter::Impl {
   bool channels_last = false;             // kernels built for channels-last runs (memory_order.h)
   std::vector<std::string> input_names;   // required feeds
   std::vector<std::string> output_names;
+  int64_t constant_bytes = 0;             // the model's side of the tensor budget (tensor_budget.h)
 
   void Warn(const std::string& msg) const {
     if (options.warn) {
@@ -579,6 +602,11 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
                         v ? v->type.ToString() : "?");
     }
   }
+  // A tiny file cannot make gigabytes: every tensor of this run is checked against the budget.
+  int64_t budget_base = constant_bytes;
+  for (const auto& feed : inputs) budget_base += static_cast<int64_t>(feed.second.nbytes());
+  QK_ASSIGN_OR_RETURN(const int64_t budget, TensorBudgetBytes(budget_base));
+  const TensorBudgetScope budget_scope(budget);
   RunState state;
   state.options = &opts;
   const bool notify = opts.hook || !opts.observers.empty() || opts.stats != nullptr;
@@ -603,6 +631,8 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
     Execute(frame, notify ? &state : nullptr);
   } catch (const NodeFailure& f) {
     return f.status;
+  } catch (const TensorBudgetExceeded& e) {
+    return Status(StatusCode::kResourceExhausted, (frame.where ? *frame.where + ": " : std::string()) + e.what());
   } catch (const c10::Error& e) {
     // ATen rejects shapes and values that came from the model or the data (an impossible
     // Reshape): bad input, named by the node, not an internal error.
@@ -643,6 +673,7 @@ Result<std::unique_ptr<Interpreter>> Interpreter::Create(std::shared_ptr<const i
                           impl->options.channels_last.value_or(ChannelsLastByDefault());
     PlanBuilder builder(*model, impl->aten_device, impl->options.training, impl->channels_last);
     QK_ASSIGN_OR_RETURN(impl->plan, builder.Build(*model->graph));
+    for (const auto& constant : impl->plan->constants) impl->constant_bytes += static_cast<int64_t>(constant.second.nbytes());
   } catch (const c10::Error& e) {
     return Status(StatusCode::kInvalidModel, e.what_without_backtrace());
   } catch (const std::exception& e) {

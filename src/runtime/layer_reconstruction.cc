@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "runtime/aten_bridge.h"
+#include "runtime/aten_guard.h"
 #include "runtime/device_placement.h"
 #include "runtime/interpreter_aten.h"
 
@@ -22,18 +23,6 @@ constexpr double kGamma = -0.1;
 constexpr double kQmin = -128.0;
 constexpr double kQmax = 127.0;
 
-template <typename F>
-Status Guarded(const std::string& what, F&& body) {
-  try {
-    return body();
-  } catch (const c10::Error& e) {
-    return MakeStatus(StatusCode::kInternal, "{}: {}", what, e.what_without_backtrace());
-  } catch (const std::bad_alloc&) {
-    return MakeStatus(StatusCode::kResourceExhausted, "{}: out of memory", what);
-  } catch (const std::exception& e) {
-    return MakeStatus(StatusCode::kInternal, "{}: {}", what, e.what());
-  }
-}
 
 // The layer block on the device with its weight as a replaceable parameter.
 struct BlockRunner {

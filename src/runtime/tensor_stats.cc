@@ -21,12 +21,6 @@ int RangeExpFor(double a, int min_exp) {
   return std::max(e, min_exp);
 }
 
-std::vector<int64_t> ToHostInt64(const at::Tensor& t) {
-  at::Tensor c = t.to(at::kCPU, at::kLong).contiguous();
-  const int64_t* p = c.data_ptr<int64_t>();
-  return std::vector<int64_t>(p, p + c.numel());
-}
-
 }  // namespace
 
 Result<TensorStats> ComputeTensorStats(const at::Tensor& input, const TensorStatsRequest& request) {
@@ -62,18 +56,40 @@ Result<TensorStats> ComputeTensorStats(const at::Tensor& input, const TensorStat
   s.max = -kInf;
   if (s.count == 0) return s;
 
-  // Every scalar in one device-to-host copy: the counts (exact in double below 2^53) and the
-  // finite min, max and abs-max.
+  // Everything the host needs in ONE device-to-host copy (one synchronisation per watched tensor
+  // and batch; there were three: the scalars, then the histogram, whose bin scale needs the
+  // abs-max, then the per-channel maxima): the counts (exact in double below 2^53), the finite
+  // min, max and abs-max, the 2n+1 bin counts and the per-channel abs-max, as doubles.
   const at::Tensor finite = at::isfinite(x);
   const at::Tensor abs = at::where(finite, x.abs(), at::zeros({}, x.options()));
-  const at::Tensor scalars =
+  const at::Tensor amax_device = abs.max().to(at::kDouble);
+  std::vector<at::Tensor> parts = {
       at::stack({at::isnan(x).sum().to(at::kDouble), x.eq(kInf).sum().to(at::kDouble),
                  x.eq(-kInf).sum().to(at::kDouble), x.eq(0).sum().to(at::kDouble),
                  at::where(finite, x, at::full({}, kInf, x.options())).min().to(at::kDouble),
-                 at::where(finite, x, at::full({}, -kInf, x.options())).max().to(at::kDouble),
-                 abs.max().to(at::kDouble)})
-          .to(at::kCPU);
-  const double* v = scalars.data_ptr<double>();
+                 at::where(finite, x, at::full({}, -kInf, x.options())).max().to(at::kDouble), amax_device})};
+  if (s.has_histogram) {
+    // The range exponent where the data is: frexp of the abs-max, as RangeExpFor does on the host
+    // (exact), and the bin scale 2^(log2_bins - e) built from its IEEE bits (exact on any device).
+    // Bin index in [0, 2n): the negative half is offset by n; zeros and non-finite values go to
+    // the discarded bin 2n. abs < 2^e, so k < n; the clamp only guards the invariant. With an
+    // abs-max of 0 every value lands in bin 2n, and the host ignores the counts.
+    const at::Tensor e = at::clamp_min(std::get<1>(at::frexp(amax_device)).to(at::kLong), request.min_range_exp);
+    const at::Tensor scale = ((request.log2_bins - e + 1023) * (int64_t{1} << 52)).view(at::kDouble);
+    at::Tensor k = at::clamp_max((abs.to(at::kDouble) * scale).to(at::kInt), n - 1);
+    k = k + x.lt(0).to(at::kInt) * static_cast<int>(n);
+    const at::Tensor binned = finite.logical_and(x.ne(0));
+    k = at::where(binned, k, at::full({}, static_cast<int>(2 * n), k.options()));
+    parts.push_back(at::bincount(k, {}, 2 * n + 1).to(at::kDouble));
+  }
+  const int64_t channels = axis ? input.size(*axis) : 0;
+  const bool per_channel = axis && abs.numel() / std::max<int64_t>(channels, 1) > 0;
+  if (per_channel) {
+    at::Tensor per = abs.reshape(input.sizes()).movedim(*axis, 0).reshape({channels, -1});
+    parts.push_back(std::get<0>(per.max(1)).to(at::kDouble));
+  }
+  const at::Tensor host = at::cat(parts).to(at::kCPU).contiguous();
+  const double* v = host.data_ptr<double>();
   s.nan_count = static_cast<int64_t>(v[0]);
   s.posinf_count = static_cast<int64_t>(v[1]);
   s.neginf_count = static_cast<int64_t>(v[2]);
@@ -82,28 +98,21 @@ Result<TensorStats> ComputeTensorStats(const at::Tensor& input, const TensorStat
   s.min = v[4] == 0 ? 0.0f : static_cast<float>(v[4]);
   s.max = v[5] == 0 ? 0.0f : static_cast<float>(v[5]);
   const double amax = v[6];
-
-  if (amax > 0 && s.has_histogram) {
-    s.has_range = true;
-    s.range_exp = RangeExpFor(amax, request.min_range_exp);
-    // Bin index in [0, 2n): the negative half is offset by n; zeros and non-finite values go to
-    // the discarded bin 2n. abs < 2^e, so k < n; the clamp only guards the invariant.
-    const double scale = std::ldexp(1.0, request.log2_bins - s.range_exp);
-    at::Tensor k = at::clamp_max((abs.to(at::kDouble) * scale).to(at::kInt), n - 1);
-    k = k + x.lt(0).to(at::kInt) * static_cast<int>(n);
-    const at::Tensor binned = finite.logical_and(x.ne(0));
-    k = at::where(binned, k, at::full({}, static_cast<int>(2 * n), k.options()));
-    const std::vector<int64_t> counts = ToHostInt64(at::bincount(k, {}, 2 * n + 1));
-    std::copy(counts.begin(), counts.begin() + n, s.positive.begin());
-    std::copy(counts.begin() + n, counts.begin() + 2 * n, s.negative.begin());
+  const double* rest = v + 7;
+  if (s.has_histogram) {
+    if (amax > 0) {
+      s.has_range = true;
+      s.range_exp = RangeExpFor(amax, request.min_range_exp);
+      for (int64_t i = 0; i < n; ++i) {
+        s.positive[static_cast<size_t>(i)] = static_cast<int64_t>(rest[i]);
+        s.negative[static_cast<size_t>(i)] = static_cast<int64_t>(rest[n + i]);
+      }
+    }
+    rest += 2 * n + 1;
   }
-
   if (axis) {
-    const int64_t channels = input.size(*axis);
-    at::Tensor per = abs.reshape(input.sizes()).movedim(*axis, 0).reshape({channels, -1});
-    if (per.size(1) > 0) {
-      at::Tensor m = std::get<0>(per.max(1)).to(at::kCPU).contiguous();
-      std::copy(m.data_ptr<float>(), m.data_ptr<float>() + channels, s.channel_amax.begin());
+    if (per_channel) {
+      for (int64_t c = 0; c < channels; ++c) s.channel_amax[static_cast<size_t>(c)] = static_cast<float>(rest[c]);
     }
     s.channel_nonfinite = s.nonfinite_count();
   }

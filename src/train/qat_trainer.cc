@@ -8,14 +8,15 @@
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "common/check.h"
 #include "runtime/aten_bridge.h"
+#include "runtime/aten_guard.h"
 #include "runtime/device_placement.h"
 #include "runtime/interpreter_aten.h"
+#include "train/checkpoint_io.h"
 
 namespace quantkit::train {
 
@@ -23,6 +24,7 @@ namespace quantkit::train {
 using runtime::AtenRunOptions;
 using runtime::CopyToAten;
 using runtime::DefaultDevice;
+using runtime::Guarded;
 using runtime::Device;
 using runtime::Interpreter;
 using runtime::InterpreterOptions;
@@ -39,19 +41,6 @@ constexpr double kPi = 3.14159265358979323846;
 
 using NamedAten = std::vector<std::pair<std::string, at::Tensor>>;
 
-// Runs `body` and turns ATen/libtorch exceptions into a Status naming `what`.
-template <typename F>
-Status Guarded(const std::string& what, F&& body) {
-  try {
-    return body();
-  } catch (const c10::Error& e) {
-    return MakeStatus(StatusCode::kInternal, "{}: {}", what, e.what_without_backtrace());
-  } catch (const std::bad_alloc&) {
-    return MakeStatus(StatusCode::kResourceExhausted, "{}: out of memory", what);
-  } catch (const std::exception& e) {
-    return MakeStatus(StatusCode::kInternal, "{}: {}", what, e.what());
-  }
-}
 
 Result<NamedAten> Feeds(const TrainingBatch& batch) {
   NamedAten feeds;
@@ -129,13 +118,33 @@ struct QatTrainer::Impl {
 QatTrainer::QatTrainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 QatTrainer::~QatTrainer() = default;
 
+Status CheckTrainerOptions(const TrainerOptions& o) {
+  // Each must be a finite number in its range: a NaN weight decay reached libtorch ("Invalid
+  // weight_decay value: nan", exit 70), a temperature of 0 made every loss NaN.
+  auto finite = [](double v, double lo, bool lo_open) { return std::isfinite(v) && (lo_open ? v > lo : v >= lo); };
+  QK_RETURN_IF_NOT(finite(o.lr, 0, true), StatusCode::kInvalidArgument, "learning rate must be > 0, got {}", o.lr);
+  QK_RETURN_IF_NOT(finite(o.weight_decay, 0, false), StatusCode::kInvalidArgument,
+                   "weight decay must be a finite number >= 0, got {}", o.weight_decay);
+  QK_RETURN_IF_NOT(finite(o.momentum, 0, false), StatusCode::kInvalidArgument,
+                   "momentum must be a finite number >= 0, got {}", o.momentum);
+  QK_RETURN_IF_NOT(finite(o.temperature, 0, true), StatusCode::kInvalidArgument,
+                   "KL temperature must be a finite number > 0, got {}", o.temperature);
+  for (const auto& [name, w] : {std::pair<const char*, double>{"feature", o.feature_weight},
+                                {"label", o.label_weight}, {"distillation", o.distill_weight}}) {
+    QK_RETURN_IF_NOT(finite(w, 0, false), StatusCode::kInvalidArgument, "{} loss weight must be a finite number >= 0, got {}",
+                     name, w);
+  }
+  QK_RETURN_IF_NOT(o.warmup_steps >= 0, StatusCode::kInvalidArgument, "warm-up steps must be >= 0, got {}",
+                   o.warmup_steps);
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<QatTrainer>> QatTrainer::Create(ir::Model student, ir::Model teacher,
                                                        const std::vector<std::string>& parameters,
                                                        const TrainerOptions& options) {
   QK_RETURN_IF_NOT(options.total_steps > 0, StatusCode::kInvalidArgument, "total steps must be > 0, got {}",
                    options.total_steps);
-  QK_RETURN_IF_NOT(options.lr > 0 && std::isfinite(options.lr), StatusCode::kInvalidArgument,
-                   "learning rate must be > 0, got {}", options.lr);
+  QK_RETURN_IF_ERROR(CheckTrainerOptions(options));
   QK_RETURN_IF_NOT(parameters.size() > 0, StatusCode::kInvalidArgument, "nothing to train: no parameters");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
@@ -316,9 +325,8 @@ Status QatTrainer::SetParameters(const std::vector<NamedTensor>& values) {
 }
 
 Status QatTrainer::SaveCheckpoint(const std::string& path, const CheckpointExtras& extras) const {
-  const std::string tmp = path + ".tmp";
+  torch::serialize::OutputArchive archive;
   QK_RETURN_IF_ERROR(Guarded("writing checkpoint '" + path + "'", [&]() -> Status {
-    torch::serialize::OutputArchive archive;
     // Host copies of the parameters; the optimizer state is written where it lives and mapped
     // onto the reader's device by LoadCheckpoint, so checkpoints move between CPU and GPU runs.
     for (size_t i = 0; i < impl_->names.size(); ++i) {
@@ -333,35 +341,37 @@ Status QatTrainer::SaveCheckpoint(const std::string& path, const CheckpointExtra
     torch::serialize::OutputArchive opt;
     impl_->optimizer->save(opt);
     archive.write("optimizer", opt);
-    archive.save_to(tmp);
     return Status::Ok();
   }));
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return MakeStatus(StatusCode::kIoError, "{}: cannot write checkpoint", path);
-  }
-  return Status::Ok();
+  return WriteCheckpointArchive(archive, path);
 }
 
 Result<CheckpointExtras> QatTrainer::LoadCheckpoint(const std::string& path) {
   CheckpointExtras extras;
-  QK_RETURN_IF_ERROR(Guarded("reading checkpoint '" + path + "'", [&]() -> Status {
-    torch::serialize::InputArchive archive;
-    archive.load_from(path, impl_->device);
-    std::vector<at::Tensor> values(impl_->names.size());
+  torch::serialize::InputArchive archive;
+  QK_RETURN_IF_ERROR(ReadCheckpointArchive(path, impl_->device, &archive));
+  // Everything is read and checked first; the trainer changes only once all of it holds.
+  std::vector<at::Tensor> values(impl_->names.size());
+  at::Tensor step;
+  QK_RETURN_IF_ERROR(ReadingCheckpoint(path, [&]() -> Status {
+    auto check = [&](const std::string& what, const at::Tensor& t, const at::Tensor& like) -> Status {
+      QK_RETURN_IF_NOT(t.sizes() == like.sizes() && t.is_floating_point(), StatusCode::kInvalidArgument,
+                       "{}: {} has shape [{}] ({}), expected float [{}] (another model or plan?)", path, what,
+                       fmt::join(t.sizes(), ","), c10::toString(t.scalar_type()), fmt::join(like.sizes(), ","));
+      QK_RETURN_IF_NOT(at::isfinite(t).all().item<bool>(), StatusCode::kInvalidArgument,
+                       "{}: {} holds NaN or Inf values", path, what);
+      return Status::Ok();
+    };
     for (size_t i = 0; i < impl_->names.size(); ++i) {
       QK_RETURN_IF_NOT(archive.try_read("param/" + impl_->names[i], values[i]), StatusCode::kInvalidArgument,
                        "{}: checkpoint lacks parameter '{}' (another model or plan?)", path, impl_->names[i]);
-      QK_RETURN_IF_NOT(values[i].sizes() == impl_->params[i].sizes(), StatusCode::kInvalidArgument,
-                       "{}: parameter '{}' has shape [{}], expected [{}]", path, impl_->names[i],
-                       fmt::join(values[i].sizes(), ","), fmt::join(impl_->params[i].sizes(), ","));
+      QK_RETURN_IF_ERROR(check("parameter '" + impl_->names[i] + "'", values[i], impl_->params[i]));
     }
     for (size_t i = 0; i < impl_->names.size(); ++i) {
       at::Tensor best;
       if (archive.try_read("best/" + impl_->names[i], best)) {
-        QK_ASSIGN_OR_RETURN(ir::Tensor t, ToIrTensor(best, impl_->names[i]));
+        QK_RETURN_IF_ERROR(check("best parameter '" + impl_->names[i] + "'", best, impl_->params[i]));
+        QK_ASSIGN_OR_RETURN(ir::Tensor t, ToIrTensor(best.to(at::kFloat), impl_->names[i]));
         extras.best.push_back({impl_->names[i], std::move(t)});
       }
     }
@@ -369,18 +379,24 @@ Result<CheckpointExtras> QatTrainer::LoadCheckpoint(const std::string& path) {
       if (key.rfind("value/", 0) != 0) continue;
       at::Tensor v;
       archive.read(key, v);
+      QK_RETURN_IF_NOT(v.numel() == 1 && std::isfinite(v.item<double>()), StatusCode::kInvalidArgument,
+                       "{}: '{}' is not one finite number", path, key);
       extras.values[key.substr(6)] = v.item<double>();
     }
-    at::Tensor step;
-    archive.read("step", step);
+    QK_RETURN_IF_NOT(archive.try_read("step", step) && step.numel() == 1 && !step.is_floating_point() &&
+                         step.item<int64_t>() >= 0,
+                     StatusCode::kInvalidArgument, "{}: not a QAT checkpoint (no step count)", path);
     torch::serialize::InputArchive opt;
-    archive.read("optimizer", opt);
+    QK_RETURN_IF_NOT(archive.try_read("optimizer", opt), StatusCode::kInvalidArgument,
+                     "{}: not a QAT checkpoint (no optimizer state)", path);
+    // The optimizer's own loader checks its state against the parameters (another optimizer's
+    // state, or one of another size, throws).
     impl_->optimizer->load(opt);
-    at::NoGradGuard no_grad;
-    for (size_t i = 0; i < values.size(); ++i) impl_->params[i].copy_(values[i]);
-    impl_->step = step.item<int64_t>();
     return Status::Ok();
   }));
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < values.size(); ++i) impl_->params[i].copy_(values[i]);
+  impl_->step = step.item<int64_t>();
   return extras;
 }
 

@@ -72,6 +72,15 @@ struct CheckpointExtras {
   std::vector<runtime::NamedTensor> best;         // the best parameters so far (may be empty)
 };
 
+// Every number of `o` finite and in its range (learning rate and temperature > 0; weight decay,
+// momentum and loss weights >= 0; warm-up >= 0). kInvalidArgument naming the first that is not.
+Status CheckTrainerOptions(const TrainerOptions& o);
+
+// What `qat --resume` checks before any work (the trainer needs the graphs, built later): `path`
+// is a regular file that libtorch reads as a checkpoint with a step count, an optimizer state and
+// parameters. kNotFound / kInvalidArgument naming the file (train/checkpoint_io.cc).
+Status CheckCheckpointFile(const std::string& path);
+
 class QatTrainer {
  public:
   struct Impl;
@@ -98,8 +107,14 @@ class QatTrainer {
   Result<std::vector<runtime::NamedTensor>> Parameters() const;
   Status SetParameters(const std::vector<runtime::NamedTensor>& values);
 
-  // Parameters, optimizer state, step count and extras; written to a temp file, then renamed.
+  // Parameters, optimizer state, step count and extras; written to a temp file, then renamed
+  // (kIoError naming the file when the disk is full or read-only; nothing is left behind).
   Status SaveCheckpoint(const std::string& path, const CheckpointExtras& extras) const;
+  // The reverse, checked before anything changes: every parameter present with its shape and
+  // finite values, the best parameters likewise, a non-negative step, finite extras, an optimizer
+  // state of this optimizer. A file that is not such a checkpoint (missing, a directory, truncated,
+  // garbage, another model's) is kNotFound/kInvalidArgument naming it; the trainer is unchanged
+  // unless the whole checkpoint loads.
   Result<CheckpointExtras> LoadCheckpoint(const std::string& path);
 
  private:

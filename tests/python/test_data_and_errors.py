@@ -106,6 +106,24 @@ def test_bad_calls_raise_typed_errors(model, calib_array, tmp_path):
         assert info.value.exit_code == exit_code and str(info.value) == "boom"
 
 
+def test_errors_raised_in_python_carry_their_exit_code(model):
+    # Issue #27 item 8: a None batch is refused by the Python side; it used to carry the base
+    # class's exit_code 70 ("internal error, please report") for plain bad input.
+    with pytest.raises(quantkit.InvalidArgumentError) as info:
+        quantkit.calibrate(model, [None])
+    assert "None" in str(info.value)
+    assert info.value.exit_code == 2 and info.value.code == "invalid argument"
+    for cls, code, exit_code in [(quantkit.InvalidArgumentError, "invalid argument", 2),
+                                 (quantkit.InvalidModelError, "invalid model", 2),
+                                 (quantkit.NotFoundError, "not found", 2),
+                                 (quantkit.UnsupportedError, "unsupported", 3),
+                                 (quantkit.QuantkitIOError, "I/O error", 4),
+                                 (quantkit.ResourceExhaustedError, "resource exhausted", 5),
+                                 (quantkit.InternalError, "internal error", 70)]:
+        e = cls("x")
+        assert (e.code, e.exit_code) == (code, exit_code), cls
+
+
 def test_inputs_are_not_modified(model, calib_array):
     before = calib_array.copy()
     quantkit.Statistics.collect(model, [calib_array[:16]], progress=False)

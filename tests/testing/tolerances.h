@@ -60,6 +60,20 @@ inline constexpr double kBnFoldAtol = 1e-5;
 // the small zoo models' logits (magnitude ~10) agree to about 1e-5 relative.
 inline constexpr double kGpuFp32Rtol = 1e-4;
 inline constexpr double kGpuFp32Atol = 1e-4;
+// A float32 convolution against float64, error per element relative to the sum of |w x| of its
+// terms (testing/conv_reference.h): IEEE float32 measures 2.4e-7 on its case, TF32 inputs
+// 1.1e-4. A GPU result above this bound is TF32 (or worse), not summation order.
+inline constexpr double kTf32SeparatingRelError = 1e-5;
+// Device parity (tests/conformance: every node case, zoo and real model on each device against
+// the CPU's own outputs): float outputs within
+//   |device - cpu| <= kDeviceParityRtol * |cpu| + kDeviceParityScaleAtol * max |cpu|
+// (max over the output's finite values). Devices differ from the CPU by summation order
+// (cuDNN/cuBLAS vs oneDNN/BLAS: about sqrt(K) float32 ulps of a K-term sum's scale, K up to a few
+// thousand in these cases, so ~1e-6 of the output's scale) and by the last ulps of
+// transcendental functions (CUDA's expf/tanhf/erff: <= 2 ulp ~ 2.4e-7 relative). TF32 products
+// (2^-11 relative per term) exceed both bounds. Integer, bool and shape outputs must be equal.
+inline constexpr double kDeviceParityRtol = 1e-4;
+inline constexpr double kDeviceParityScaleAtol = 1e-5;
 // GPU vs CPU calibration amax (max method) of a whole model: activations differ by summation
 // order only, so each tensor's max moves by a few float ulps of its magnitude.
 inline constexpr double kGpuAmaxRtol = 1e-4;

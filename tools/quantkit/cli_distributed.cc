@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "numeric_options.h"
 
 namespace quantkit::cli {
 
@@ -20,7 +21,7 @@ void AddDistributedOptions(CLI::App* cmd, distributed::DistributedOptions* optio
            options->timeout = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
          },
          "seconds to wait for the other ranks at the rendezvous and at each step (default 1800)")
-      ->check(CLI::Range(1.0, 86400.0))
+      ->transform(InRange(1, 86400))
       ->group(group);
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@
 #include "cli_distributed.h"
 #include "common/check.h"
 #include "data/image_options_text.h"
+#include "numeric_options.h"
+#include "runtime/tensor_budget.h"
 
 namespace quantkit::cli {
 
@@ -25,20 +28,25 @@ int Report(const Status& status) {
 
 namespace {
 
-// fopencookie write callback: escapes and writes to the original stdout descriptor.
-ssize_t WriteEscaped(void* /*cookie*/, const char* data, size_t size) {
-  std::string out;
-  out.reserve(size);
-  size_t begin = 0;
-  for (size_t i = 0; i <= size; ++i) {
-    if (i < size && (data[i] == '\n' || data[i] == '\t')) {
-      out += EscapeControl(std::string_view(data + begin, i - begin));
-      out += data[i];
-      begin = i + 1;
-    } else if (i == size) {
-      out += EscapeControl(std::string_view(data + begin, i - begin));
-    }
+// Bytes of a UTF-8 sequence cut by a buffer flush, held until the next write completes them (so
+// a name split across two writes is not escaped as invalid).
+std::string& PendingUtf8() {
+  static std::string pending;
+  return pending;
+}
+
+// How many bytes at the end of `text` start a UTF-8 sequence that the end cuts short.
+size_t CutUtf8Tail(std::string_view text) {
+  for (size_t back = 1; back <= 3 && back <= text.size(); ++back) {
+    const auto b = static_cast<unsigned char>(text[text.size() - back]);
+    if ((b & 0xc0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+    return need > back ? back : 0;
   }
+  return 0;
+}
+
+ssize_t WriteRaw(const std::string& out) {
   const char* p = out.data();
   size_t left = out.size();
   while (left > 0) {
@@ -50,7 +58,37 @@ ssize_t WriteEscaped(void* /*cookie*/, const char* data, size_t size) {
     p += n;
     left -= static_cast<size_t>(n);
   }
-  return static_cast<ssize_t>(size);
+  return 0;
+}
+
+// fopencookie write callback: escapes and writes to the original stdout descriptor.
+ssize_t WriteEscaped(void* /*cookie*/, const char* data, size_t size) {
+  std::string text = std::move(PendingUtf8());
+  PendingUtf8().clear();
+  text.append(data, size);
+  const size_t held = CutUtf8Tail(text);
+  PendingUtf8() = text.substr(text.size() - held);
+  text.resize(text.size() - held);
+  std::string out;
+  out.reserve(text.size());
+  size_t begin = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size() && (text[i] == '\n' || text[i] == '\t')) {
+      out += EscapeControl(std::string_view(text.data() + begin, i - begin));
+      out += text[i];
+      begin = i + 1;
+    } else if (i == text.size()) {
+      out += EscapeControl(std::string_view(text.data() + begin, i - begin));
+    }
+  }
+  return WriteRaw(out) < 0 ? -1 : static_cast<ssize_t>(size);
+}
+
+// At exit: flush what stdio holds, then what a cut sequence held back (escaped: nothing completes it).
+void FlushPendingUtf8() {
+  std::fflush(stdout);
+  if (!PendingUtf8().empty()) WriteRaw(EscapeControl(PendingUtf8()));
+  PendingUtf8().clear();
 }
 
 }  // namespace
@@ -63,15 +101,24 @@ void EscapeStdout() {
   std::fflush(stdout);
   setvbuf(filtered, nullptr, ::isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, 1 << 16);
   stdout = filtered;
+  std::atexit(FlushPendingUtf8);
 }
 
 int Parse(CLI::App& app, int argc, char** argv) {
-  // The first word that is neither an option nor the value of --threads names the subcommand.
-  std::vector<std::string> names;
+  // A numeric option without a declared range is a quantkit bug, caught by every test that runs
+  // the binary (exit 70), not an option that silently takes NaN.
+  if (const Status rules = CheckNumericOptions(app); !rules.ok()) return Report(rules);
+  // The first word that is neither an option nor the value of one of quantkit's own options
+  // (--threads N, --max-tensor-mb N) names the subcommand.
+  std::vector<std::string> names, valued;
   for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  for (const CLI::Option* o : app.get_options()) {
+    if (o->get_type_size() == 0) continue;  // a flag
+    for (const std::string& n : o->get_lnames()) valued.push_back("--" + n);
+  }
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--threads") {
+    if (std::find(valued.begin(), valued.end(), arg) != valued.end()) {
       ++i;
       continue;
     }
@@ -94,6 +141,18 @@ int Parse(CLI::App& app, int argc, char** argv) {
     return Report(Status(StatusCode::kInvalidArgument, e.what()));
   }
   return -1;
+}
+
+void AddTensorBudgetOption(CLI::App& app) {
+  app.add_option_function<int64_t>(
+         "--max-tensor-mb",
+         [](int64_t mb) {
+           const Status st = runtime::SetMaxTensorMb(mb);
+           if (!st.ok()) throw CLI::ValidationError("--max-tensor-mb", st.message());
+         },
+         "the most one tensor of a model run may take, in MiB (default: the larger of 1024 and 64 x the "
+         "model's weights and inputs; also QUANTKIT_MAX_TENSOR_MB): a tiny file cannot make gigabytes")
+      ->transform(InRange(1, static_cast<double>(runtime::kMaxTensorBudgetMb)));
 }
 
 void AddFloatOptions(CLI::App* cmd, FloatArgs* a) {
@@ -133,7 +192,9 @@ void AddImageOptions(CLI::App* cmd, ImageArgs* a) {
   cmd->add_option("--color", a->color, "rgb | bgr | gray (default: gray for 1-channel inputs, else rgb)")
       ->group(group);
   cmd->add_option("--layout", a->layout, "nchw | nhwc (default: from the model input)")->group(group);
-  cmd->add_option("--scale", a->scale, "multiply pixels 0..255 by this first (default 1/255)")->group(group);
+  cmd->add_option("--scale", a->scale, "multiply pixels 0..255 by this first (default 1/255)")
+      ->transform(AboveAndAtMost(0, kMaxPixelScale))
+      ->group(group);
   cmd->add_option("--mean", a->mean, "per-channel mean subtracted after scaling, e.g. 0.485,0.456,0.406")
       ->group(group);
   cmd->add_option("--std", a->std, "per-channel std divided by after the mean, e.g. 0.229,0.224,0.225")
@@ -150,8 +211,12 @@ void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* a, const std::string& data_
   cmd->add_option("model", a->eval.model, "FP32 ONNX model")->required();
   cmd->add_option("--plan", a->plan, "plan .json, TensorRT cache, ranges .txt or Q/DQ .onnx")->required();
   cmd->add_option("--data", a->eval.data, data_help)->required();
-  cmd->add_option("--samples", a->eval.samples, "first N samples (0: all)")->capture_default_str();
-  cmd->add_option("--batch-size", a->eval.batch_size, "samples per run")->capture_default_str();
+  cmd->add_option("--samples", a->eval.samples, "first N samples (0: all)")
+      ->transform(InRange(0, kMaxCount))
+      ->capture_default_str();
+  cmd->add_option("--batch-size", a->eval.batch_size, "samples per run")
+      ->transform(InRange(1, kMaxBatch))
+      ->capture_default_str();
   cmd->add_option("--placement", a->placement, "auto, tensorrt or plan")->capture_default_str();
   AddDistributedOptions(cmd, &a->distributed);
 }

@@ -33,9 +33,14 @@ int Report(const Status& status);
 void EscapeStdout();
 
 // Parses the command line. Returns -1 to go on, or the exit code to return now: 0 after --help
-// or --version, 2 (one line on stderr) for a parse error or a first word that is no subcommand
-// (`quantkit nosuchcmd --help` must not print the main help and succeed).
+// or --version, 2 (one line on stderr) for a parse error, a number outside its option's range or
+// a first word that is no subcommand (`quantkit nosuchcmd --help` must not print the main help and
+// succeed), 70 when an option that takes a number declares no range (numeric_options.h).
 int Parse(CLI::App& app, int argc, char** argv);
+
+// --max-tensor-mb (any subcommand, like --threads): the per-tensor memory budget of model runs
+// (runtime/tensor_budget.h), applied while parsing.
+void AddTensorBudgetOption(CLI::App& app);
 
 // The image preprocessing options shared by calibrate, eval and data (data/image_options.h).
 struct ImageArgs {

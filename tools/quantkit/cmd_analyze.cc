@@ -6,6 +6,7 @@
 #include "analysis/simulate.h"
 #include "cli_distributed.h"
 #include "cli_util.h"
+#include "numeric_options.h"
 
 namespace quantkit::cli {
 
@@ -24,7 +25,9 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
                  "range use; ranked worst first, with the ONNX nodes that read each tensor");
   AddPlanEvalOptions(cmd, &opts->plan_eval, "data, as for calibrate (e.g. fashion-mnist:val)");
   cmd->add_option("--metric", opts->metrics, "metrics per trial (default: top1 and agreement on a [batch, classes] output, top1 only with labels; rel_mse on any other output)");
-  cmd->add_option("--top", opts->top, "rows in the table (0: all)")->capture_default_str();
+  cmd->add_option("--top", opts->top, "rows in the table (0: all)")
+      ->transform(InRange(0, kMaxCount))
+      ->capture_default_str();
   cmd->add_flag("--no-accumulated", opts->no_accumulated, "skip the accumulated (prefix) runs: half the time");
   cmd->add_flag("--json", opts->json, "print JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");

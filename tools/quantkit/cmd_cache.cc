@@ -6,6 +6,7 @@
 
 #include "pipelines/cache_tools.h"
 #include "cli_util.h"
+#include "numeric_options.h"
 #include "onnx/import.h"
 
 namespace quantkit::cli {
@@ -36,7 +37,9 @@ void SetupCache(CLI::App& app, RunFn* run) {
   CLI::App* diff = cache->add_subcommand("diff", "Tensors added, removed or changed between two caches");
   diff->add_option("a", opts->file, "first cache")->required();
   diff->add_option("b", opts->other, "second cache")->required();
-  diff->add_option("--rtol", opts->rtol, "relative scale change reported as a difference")->capture_default_str();
+  diff->add_option("--rtol", opts->rtol, "relative scale change reported as a difference")
+      ->transform(InRange(0, kMaxRelativeTolerance))
+      ->capture_default_str();
   diff->callback([run, opts] {
     *run = [opts]() -> int {
       auto a = formats::ReadTrtCache(opts->file);

@@ -9,6 +9,7 @@
 #include "pipelines/compare_methods.h"
 #include "cli_distributed.h"
 #include "cli_util.h"
+#include "numeric_options.h"
 #include "quant/method_amax.h"
 
 namespace quantkit::cli {
@@ -55,14 +56,18 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option("--weights", opts->weights, "weight scales: per-channel (TensorRT's recommendation) | per-tensor")
       ->check(CLI::IsMember({"per-channel", "per-tensor"}))
       ->capture_default_str();
-  cmd->add_option("--samples", opts->calibrate.samples, "use the first N samples (0: all)")->capture_default_str();
+  cmd->add_option("--samples", opts->calibrate.samples, "use the first N samples (0: all)")
+      ->transform(InRange(0, kMaxCount))
+      ->capture_default_str();
   cmd->add_option("--batch-size", opts->calibrate.batch_size,
                   "samples read at a time (a multiple of the run batch); results do not depend on it")
+      ->transform(InRange(1, kMaxBatch))
       ->capture_default_str();
   cmd->add_option("--run-batch", opts->calibrate.run_batch,
                   "samples per model run, cut at multiples of N in sample order, so results do not depend on "
                   "--batch-size or the launch size; 1 also makes them independent of the order "
-                  "(default: 8 on the CPU, 128 on a GPU)");
+                  "(default: 8 on the CPU, 128 on a GPU)")
+      ->transform(InRange(1, kMaxBatch));
   cmd->add_option("--stats", opts->calibrate.stats_out, "also write the statistics (.qkstats)");
   cmd->add_option("--from-stats", opts->calibrate.from_stats,
                   "skip the model run: merge these .qkstats shards instead");
@@ -73,11 +78,13 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   opts->budget_option = cmd->add_option(
       "--budget", opts->budget,
       "then keep the fewest layers in float that bring INT8 within B of FP32 on held-out data (the fallback "
-      "search): top1/agreement in points, rel_mse as a ratio; writes the repaired artifacts");
+      "search): top1/agreement in points, rel_mse as a ratio; writes the repaired artifacts")
+      ->transform(InRange(0, kMaxBudget));
   cmd->add_option("--holdout", opts->holdout,
                   "held-out data for --compare-methods (default fashion-mnist:val) and --budget (default: the "
                   "last quarter of --data, which calibration then leaves out)");
-  cmd->add_option("--holdout-samples", opts->holdout_samples, "first N held-out samples (0: all)");
+  cmd->add_option("--holdout-samples", opts->holdout_samples, "first N held-out samples (0: all)")
+      ->transform(InRange(0, kMaxCount));
   cmd->add_option("--metric", opts->metric, "--compare-methods/--budget metric: top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
   cmd->add_flag("--json", opts->json, "--compare-methods: print the table as JSON");
   std::string stage_help =
@@ -93,13 +100,18 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option("--ptq", opts->ptq, stage_help);
   cmd->add_option("--ptq-samples", opts->calibrate.ptq.samples,
                   "calibration samples the PTQ stages fit on (the first N; fewer when --ptq-memory says so)")
+      ->transform(InRange(1, kMaxCount))
       ->capture_default_str();
   cmd->add_option("--ptq-batch", opts->calibrate.ptq.batch, "samples per cached run batch and per AdaRound step")
+      ->transform(InRange(1, kMaxBatch))
       ->capture_default_str();
   cmd->add_option("--ptq-memory", opts->ptq_memory_mib,
                   "MiB of cached layer activations the PTQ stages may hold (fewer samples beyond it)")
+      ->transform(InRange(1, 1 << 30))
       ->capture_default_str();
-  cmd->add_option("--seed", opts->calibrate.ptq.seed, "seed of the PTQ stages' random draws")->capture_default_str();
+  cmd->add_option("--seed", opts->calibrate.ptq.seed, "seed of the PTQ stages' random draws")
+      ->transform(InRange(0, kMaxSeed))
+      ->capture_default_str();
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->image);
   AddFloatOptions(cmd, &opts->floats);

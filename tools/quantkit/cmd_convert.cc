@@ -4,6 +4,7 @@
 
 #include "pipelines/convert.h"
 #include "cli_util.h"
+#include "numeric_options.h"
 
 namespace quantkit::cli {
 
@@ -49,8 +50,12 @@ void SetupConvert(CLI::App& app, RunFn* run) {
   cmd->add_option("--data", opts->convert.data,
                   "plan -> Q/DQ ONNX: data to check the float dtype's ranges on and to report the written model's "
                   "accuracy against --model");
-  cmd->add_option("--samples", opts->convert.samples, "--data: the first N samples (0: all)")->capture_default_str();
-  cmd->add_option("--batch-size", opts->convert.batch_size, "--data: samples per batch")->capture_default_str();
+  cmd->add_option("--samples", opts->convert.samples, "--data: the first N samples (0: all)")
+      ->transform(InRange(0, kMaxCount))
+      ->capture_default_str();
+  cmd->add_option("--batch-size", opts->convert.batch_size, "--data: samples per batch")
+      ->transform(InRange(1, kMaxBatch))
+      ->capture_default_str();
   cmd->add_flag("--json", opts->json, "print the result (and per-tensor conversion costs) as JSON");
   cmd->add_flag("--layer-precisions", opts->layer_precisions,
                 "print the trtexec --layerPrecisions string for the layers kept in float");

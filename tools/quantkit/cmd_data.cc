@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli_util.h"
+#include "numeric_options.h"
 #include "data/source.h"
 #include "onnx/import.h"
 
@@ -22,6 +23,7 @@ void SetupData(CLI::App& app, RunFn* run) {
   cmd->add_option("--data", opts->data, "data, as for calibrate")->required();
   cmd->add_option("-o,--output-dir", opts->output_dir, "writes <input>.npy and labels.npy here")->required();
   cmd->add_option("--samples", opts->samples, "the first N samples (0: all; all are held in memory)")
+      ->transform(InRange(0, kMaxCount))
       ->capture_default_str();
   AddImageOptions(cmd, &opts->image);
   cmd->callback([run, opts] {

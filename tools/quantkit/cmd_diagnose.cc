@@ -3,6 +3,7 @@
 
 #include "cli_distributed.h"
 #include "cli_util.h"
+#include "numeric_options.h"
 #include "pipelines/diagnose/diagnose.h"
 #include "quant/method_amax.h"
 
@@ -30,20 +31,34 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
                   "declared model-input expectation: range=LO:HI and/or mean=M[/M..],std=S[/S..] (per channel)");
   cmd->add_option("--method", opts->method, "the method calibrate will use: max | entropy | percentile[:P] | mse")
       ->capture_default_str();
-  cmd->add_option("--samples", d.samples, "use the first N calibration samples (0: all)")->capture_default_str();
-  cmd->add_option("--reference-samples", d.reference_samples, "use the first N reference samples (0: all)")
+  cmd->add_option("--samples", d.samples, "use the first N calibration samples (0: all)")
+      ->transform(InRange(0, kMaxCount))
       ->capture_default_str();
-  cmd->add_option("--batch-size", d.batch_size, "samples per model run")->capture_default_str();
-  cmd->add_option("--chunks", d.chunks, "collector sets kept (resolution of curves and bootstrap)")->capture_default_str();
-  cmd->add_option("--bootstrap", d.bootstrap, "bootstrap resamples")->capture_default_str();
-  cmd->add_option("--subsets", d.subsets, "random half-subsets for the stability CV")->capture_default_str();
-  cmd->add_option("--seed", d.seed, "seed of the resampling")->capture_default_str();
+  cmd->add_option("--reference-samples", d.reference_samples, "use the first N reference samples (0: all)")
+      ->transform(InRange(0, kMaxCount))
+      ->capture_default_str();
+  cmd->add_option("--batch-size", d.batch_size, "samples per model run")
+      ->transform(InRange(1, kMaxBatch))
+      ->capture_default_str();
+  cmd->add_option("--chunks", d.chunks, "collector sets kept (resolution of curves and bootstrap; memory grows with it)")
+      ->transform(InRange(1, pipelines::kMaxChunks))
+      ->capture_default_str();
+  cmd->add_option("--bootstrap", d.bootstrap, "bootstrap resamples (0: none)")
+      ->transform(InRange(0, pipelines::kMaxResamples))
+      ->capture_default_str();
+  cmd->add_option("--subsets", d.subsets, "random half-subsets for the stability CV (0: none)")
+      ->transform(InRange(0, pipelines::kMaxResamples))
+      ->capture_default_str();
+  cmd->add_option("--seed", d.seed, "seed of the resampling")->transform(InRange(0, kMaxSeed))->capture_default_str();
   cmd->add_option("--tolerance", d.ci_tolerance, "wanted 95% interval half-width of each scale (relative)")
+      ->transform(AboveAndAtMost(0, 1))
       ->capture_default_str();
   cmd->add_option("--cv-tolerance", d.cv_tolerance, "coefficient of variation above which a scale is unstable")
+      ->transform(AboveAndAtMost(0, 1))
       ->capture_default_str();
   cmd->add_option("--batch-check-samples", d.batch_check_samples,
                   "samples run at batch 1 and batch B to measure batch dependence (0: skip)")
+      ->transform(InRange(0, kMaxBatch))
       ->capture_default_str();
   cmd->add_option("--exclude", opts->exclude, "node names or op types kept in float (as calibrate)");
   cmd->add_option("-o,--output-dir", d.output_dir, "write report.json, report.txt and SVG pictures here");

@@ -6,6 +6,7 @@
 #include "pipelines/evaluate.h"
 #include "cli_distributed.h"
 #include "cli_util.h"
+#include "numeric_options.h"
 
 namespace quantkit::cli {
 
@@ -31,8 +32,10 @@ void SetupEval(CLI::App& app, RunFn* run) {
                   "where --plan's Q/DQ go: auto (plan's own sites when it came from a Q/DQ model), "
                   "tensorrt, plan")->capture_default_str();
   cmd->add_option("--metric", opts->metric_names, "extra metrics vs the reference: top1, agreement, rel_mse");
-  cmd->add_option("--samples", opts->eval.samples, "use the first N samples (0: all)");
-  cmd->add_option("--batch-size", opts->eval.batch_size, "samples per run")->capture_default_str();
+  cmd->add_option("--samples", opts->eval.samples, "use the first N samples (0: all)")->transform(InRange(0, kMaxCount));
+  cmd->add_option("--batch-size", opts->eval.batch_size, "samples per run")
+      ->transform(InRange(1, kMaxBatch))
+      ->capture_default_str();
   cmd->add_option("--save-predictions", opts->eval.save_predictions, "write the argmax per sample as int64 .npy");
   cmd->add_option("--save-outputs", opts->eval.save_outputs, "write the first output as float32 [samples, width] .npy");
   cmd->add_flag("--json", opts->json, "print JSON");

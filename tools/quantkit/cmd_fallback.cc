@@ -6,6 +6,7 @@
 #include "analysis/simulate.h"
 #include "cli_distributed.h"
 #include "cli_util.h"
+#include "numeric_options.h"
 
 namespace quantkit::cli {
 
@@ -27,9 +28,10 @@ void SetupFallback(CLI::App& app, RunFn* run) {
                      "evaluation data (held out from calibration, e.g. fashion-mnist:val)");
   cmd->add_option("--budget", opts->fallback.budget,
                   "allowed loss vs FP32: top1/agreement in points (0.5 = 0.5%), rel_mse as a ratio")
+      ->transform(InRange(0, kMaxBudget))
       ->capture_default_str();
   cmd->add_option("--metric", opts->metric, "top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
-  cmd->add_option("--max-float", opts->fallback.max_float_layers, "at most N float layers (0: no limit)");
+  cmd->add_option("--max-float", opts->fallback.max_float_layers, "at most N float layers (0: no limit)")->transform(InRange(0, kMaxIntCount));
   cmd->add_option("--float-precision", opts->fallback.float_precision, "precision in --layerPrecisions")
       ->capture_default_str();
   cmd->add_option("-o,--output-dir", opts->fallback.output_dir,
@@ -38,7 +40,7 @@ void SetupFallback(CLI::App& app, RunFn* run) {
          "--trial-cache-mb", [opts](int64_t mb) { opts->fallback.trial_cache_bytes = mb << 20; },
          "memory for cached activations trials start from (0: every trial runs the whole model; same results)")
       ->default_str(std::to_string(analysis::kDefaultPrefixCacheBytes >> 20))
-      ->check(CLI::NonNegativeNumber);
+      ->transform(InRange(0, kMaxTrialCacheMb));
   AddFloatOptions(cmd, &opts->floats);
   cmd->add_flag("--json", opts->json, "print the search report as JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");

@@ -4,6 +4,7 @@
 
 #include "cli_distributed.h"
 #include "cli_util.h"
+#include "numeric_options.h"
 #include "common/progress.h"
 #include "pipelines/qat/qat.h"
 #include "quant/method_amax.h"
@@ -30,35 +31,48 @@ void SetupQat(CLI::App& app, RunFn* run) {
   cmd->add_option("--plan", q.plan, "start from this plan (plan .json, cache, ranges .txt or Q/DQ .onnx)");
   cmd->add_option("--method", opts->method, "without --plan: calibrate first with this method")->capture_default_str();
   cmd->add_option("--calib-data", q.calib_data, "without --plan: calibration data (default: --data)");
-  cmd->add_option("--calib-samples", q.calib_samples, "calibration samples")->capture_default_str();
+  cmd->add_option("--calib-samples", q.calib_samples, "calibration samples")
+      ->transform(InRange(1, kMaxCount))
+      ->capture_default_str();
   cmd->add_option("--weights", opts->weights, "weight scales: per-channel | per-tensor")->capture_default_str();
   cmd->add_flag("--frozen-weight-scales", opts->frozen_weight_scales,
                 "keep the plan's weight scales instead of recomputing them from the current weights");
   cmd->add_flag("--learn-scales,!--frozen-activation-scales", q.learn_activation_scales,
                 "learn the activation scales (LSQ gradient; the default), or keep the plan's")
       ->capture_default_str();
-  cmd->add_option("--steps", q.steps, "optimizer steps (overrides --epochs)");
-  cmd->add_option("--epochs", q.epochs, "epochs over --data (default 1 when --steps is not given)");
-  cmd->add_option("--samples", q.samples, "use the first N training samples (0: all)");
-  cmd->add_option("--batch-size", q.batch_size, "samples per step")->capture_default_str();
-  cmd->add_option("--lr", q.trainer.lr, "peak learning rate (linear warm-up, then cosine to 0)")->capture_default_str();
-  cmd->add_option("--warmup", q.trainer.warmup_steps, "warm-up steps (default: 5% of the steps)");
+  cmd->add_option("--steps", q.steps, "optimizer steps (overrides --epochs)")->transform(InRange(0, kMaxQatSteps));
+  cmd->add_option("--epochs", q.epochs, "epochs over --data (default 1 when --steps is not given)")
+      ->transform(InRange(0, kMaxQatEpochs));
+  cmd->add_option("--samples", q.samples, "use the first N training samples (0: all)")->transform(InRange(0, kMaxCount));
+  cmd->add_option("--batch-size", q.batch_size, "samples per step")
+      ->transform(InRange(1, kMaxBatch))
+      ->capture_default_str();
+  cmd->add_option("--lr", q.trainer.lr, "peak learning rate (linear warm-up, then cosine to 0)")
+      ->transform(AboveAndAtMost(0, kMaxLearningRate))
+      ->capture_default_str();
+  cmd->add_option("--warmup", q.trainer.warmup_steps, "warm-up steps (default: 5% of the steps)")->transform(InRange(0, kMaxQatSteps));
   cmd->add_option("--optimizer", opts->optimizer, "adamw | sgd (momentum 0.9)")->capture_default_str();
-  cmd->add_option("--weight-decay", q.trainer.weight_decay, "weight decay")->capture_default_str();
+  cmd->add_option("--weight-decay", q.trainer.weight_decay, "weight decay")->transform(InRange(0, 1))->capture_default_str();
   cmd->add_option("--loss", opts->loss,
                   "mse | kl (label-free distillation from the FP32 model) | ce (labels) | ce+kl | ce+mse")
       ->capture_default_str();
-  cmd->add_option("--temperature", q.trainer.temperature, "KL temperature")->capture_default_str();
+  cmd->add_option("--temperature", q.trainer.temperature, "KL temperature")
+      ->transform(InRange(kMinTemperature, kMaxTemperature))
+      ->capture_default_str();
   cmd->add_option("--labels", q.labels, "labels .npy (int [N]) for training data that carries none");
   cmd->add_option("--feature", opts->features, "add an intermediate-feature MSE on this tensor (repeatable)");
-  cmd->add_option("--feature-weight", q.trainer.feature_weight, "weight of the feature MSE")->capture_default_str();
-  cmd->add_option("--seed", q.seed, "shuffling seed")->capture_default_str();
+  cmd->add_option("--feature-weight", q.trainer.feature_weight, "weight of the feature MSE")
+      ->transform(InRange(0, kMaxLossWeight))
+      ->capture_default_str();
+  cmd->add_option("--seed", q.seed, "shuffling seed")->transform(InRange(0, kMaxSeed))->capture_default_str();
   cmd->add_option("--val", q.val, "validation data: top-1 (labels) or agreement with FP32; keeps the best");
-  cmd->add_option("--val-samples", q.val_samples, "use the first N validation samples (0: all)");
-  cmd->add_option("--eval-every", q.eval_every, "validate every N steps (default: once per epoch)");
+  cmd->add_option("--val-samples", q.val_samples, "use the first N validation samples (0: all)")->transform(InRange(0, kMaxCount));
+  cmd->add_option("--eval-every", q.eval_every, "validate every N steps (default: once per epoch)")
+      ->transform(InRange(0, kMaxQatSteps));
   cmd->add_option("--resume", q.resume, "continue from a checkpoint (OUT/checkpoint.pt of an earlier run)");
   cmd->add_option("--stop-after", q.stop_after,
-                  "stop after N steps of this run and write only the checkpoint (continue with --resume)");
+                  "stop after N steps of this run and write only the checkpoint (continue with --resume)")
+      ->transform(InRange(0, kMaxQatSteps));
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->image);
   AddFloatOptions(cmd, &opts->floats);

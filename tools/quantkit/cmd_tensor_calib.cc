@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli_util.h"
+#include "numeric_options.h"
 #include "common/check.h"
 #include "data/npy.h"
 #include "quant/calibrators/calibrators.h"
@@ -107,7 +108,8 @@ void SetupTensorCalib(CLI::App& app, RunFn* run) {
   sub->add_option("--method", opts->methods,
                   "max, entropy, percentile[:P] (default P 99.99), mse or all; repeatable")
       ->delimiter(',');
-  sub->add_option("--bins", opts->bins, "histogram bins (default 2048)");
+  sub->add_option("--bins", opts->bins, "histogram bins (default 2048; memory and time grow with it)")
+      ->transform(InRange(quant::kMinNumBins, quant::kMaxNumBins));
   sub->add_flag("--json", opts->json, "print JSON");
   sub->callback([opts, run] { *run = [opts] { return RunTensorCalib(*opts); }; });
 }

@@ -3,8 +3,10 @@
 #include <exception>
 
 #include "cli_distributed.h"
+#include "common/signal_cleanup.h"
 #include "commands.h"
 #include "device_option.h"
+#include "numeric_options.h"
 #include "runtime/threads.h"
 
 int main(int argc, char** argv) {
@@ -18,7 +20,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads,
                  "compute threads for model runs (0: every CPU this process may use; capped there)")
       ->envname("QUANTKIT_THREADS")
+      ->check(quantkit::cli::InRange(0, quantkit::cli::kMaxThreads))
       ->capture_default_str();
+  quantkit::cli::AddTensorBudgetOption(app);
   app.fallthrough();
   quantkit::cli::RunFn run;
   quantkit::cli::RegisterCommands(app, &run);
@@ -28,6 +32,7 @@ int main(int argc, char** argv) {
   // --version exit 0.
   if (const int code = quantkit::cli::Parse(app, argc, argv); code >= 0) return code;
   quantkit::cli::EscapeStdout();
+  quantkit::InstallSignalCleanup();  // Ctrl-C / SIGTERM remove this run's staging and temp files
   if (!run) {
     std::fputs(app.help().c_str(), stdout);
     return 0;

@@ -380,10 +380,11 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
   QK_RETURN_IF_NOT(!o.data.empty(), StatusCode::kInvalidArgument, "give calibration data (--data)");
   QK_RETURN_IF_NOT(o.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be positive, got {}",
                    o.batch_size);
-  QK_RETURN_IF_NOT(o.chunks >= 1 && o.chunks <= 256, StatusCode::kInvalidArgument,
-                   "--chunks must be in [1, 256], got {}", o.chunks);
-  QK_RETURN_IF_NOT(o.bootstrap >= 0 && o.subsets >= 0, StatusCode::kInvalidArgument,
-                   "--bootstrap and --subsets must not be negative");
+  QK_RETURN_IF_NOT(o.chunks >= 1 && o.chunks <= kMaxChunks, StatusCode::kInvalidArgument,
+                   "--chunks must be in [1, {}], got {}", kMaxChunks, o.chunks);
+  QK_RETURN_IF_NOT(o.bootstrap >= 0 && o.bootstrap <= kMaxResamples && o.subsets >= 0 && o.subsets <= kMaxResamples,
+                   StatusCode::kInvalidArgument, "--bootstrap and --subsets must be in [0, {}], got {} and {}",
+                   kMaxResamples, o.bootstrap, o.subsets);
   QK_RETURN_IF_NOT(o.ci_tolerance > 0 && o.cv_tolerance > 0, StatusCode::kInvalidArgument,
                    "--tolerance values must be positive");
   QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm,

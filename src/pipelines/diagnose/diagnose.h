@@ -33,6 +33,11 @@ class ArtifactSet;
 
 namespace quantkit::pipelines {
 
+// Bounds of the resampling options: memory and time grow with them (--bootstrap 1000000000 took
+// 10 GB and was killed; every resample is a pass over the chunks of every tensor).
+inline constexpr int kMaxChunks = 256;
+inline constexpr int kMaxResamples = 100000;
+
 struct DiagnoseOptions {
   std::string model;
   std::string data;             // calibration data (data::OpenSource spec)
@@ -41,9 +46,9 @@ struct DiagnoseOptions {
   int64_t reference_samples = 0;
   int64_t batch_size = 32;
   quant::MethodRequest method;  // the method calibrate will use (default max, as calibrate)
-  int chunks = 16;              // collector sets kept (more: finer curves, more memory)
-  int bootstrap = 64;           // bootstrap resamples of the chunks
-  int subsets = 16;             // random half-subsets for the stability CV
+  int chunks = 16;              // collector sets kept (more: finer curves, more memory), <= kMaxChunks
+  int bootstrap = 64;           // bootstrap resamples of the chunks, <= kMaxResamples
+  int subsets = 16;             // random half-subsets for the stability CV, <= kMaxResamples
   uint64_t seed = 1;
   double ci_tolerance = 0.05;   // the verdict's X: 95% interval half-width / amax
   double cv_tolerance = 0.05;   // coefficient of variation above which a scale is unstable

@@ -55,11 +55,16 @@ Result<StartPlan> MakeStartPlan(const QatOptions& o) {
   StartPlan start;
   if (!o.plan.empty()) {
     QK_ASSIGN_OR_RETURN(start.plan, analysis::ReadPlanFile(o.plan));
+    // A plan for another model is refused here as eval, analyze and fallback refuse it (it
+    // trained nothing it named and still wrote a full output set).
+    QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(o.model));
+    const Result<std::vector<std::string>> unmatched = analysis::UnmatchedPlanTensors(*model.graph, start.plan, o.model);
+    if (!unmatched.ok()) return unmatched.status().WithContext(o.plan);
+    QK_RETURN_IF_ERROR(analysis::CheckPlanFloatModel(start.plan, o.model).WithContext(o.plan));
     if (o.floats) {
-      QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(o.model));
       quant::FloatPrecision& fp = start.plan.float_precision;
       const quant::FloatDType before = fp.dtype;
-      QK_RETURN_IF_ERROR(passes::ResolveFloatOptions(*float_model.graph, *o.floats, &fp));
+      QK_RETURN_IF_ERROR(passes::ResolveFloatOptions(*model.graph, *o.floats, &fp));
       if (fp.dtype != before) {
         fp.fp32_tensors.clear();  // decided for another dtype: the plan's ranges decide
         passes::MarkPlanRangeFp32Tensors(&start.plan);

@@ -20,6 +20,16 @@ Result<Launch> ValidateOptions(const QatOptions& o, QatResult* result) {
   QK_RETURN_IF_NOT(o.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be > 0, got {}", o.batch_size);
   QK_RETURN_IF_NOT(!o.output_dir.empty(), StatusCode::kInvalidArgument, "an output directory (-o) is required");
   QK_RETURN_IF_NOT(o.steps >= 0 && o.epochs >= 0, StatusCode::kInvalidArgument, "--steps/--epochs must be >= 0");
+  // Every number before any work (the calibration pass of a run without --plan included).
+  QK_RETURN_IF_NOT(o.samples >= 0 && o.val_samples >= 0 && o.eval_every >= 0 && o.stop_after >= 0,
+                   StatusCode::kInvalidArgument, "--samples, --val-samples, --eval-every and --stop-after must be >= 0");
+  QK_RETURN_IF_NOT(o.plan.empty() ? o.calib_samples > 0 : o.calib_samples >= 0, StatusCode::kInvalidArgument,
+                   "--calib-samples must be > 0, got {}", o.calib_samples);
+  QK_RETURN_IF_NOT(std::isfinite(o.warmup_fraction) && o.warmup_fraction >= 0 && o.warmup_fraction <= 1,
+                   StatusCode::kInvalidArgument, "the warm-up share must be in [0, 1], got {}", o.warmup_fraction);
+  QK_RETURN_IF_ERROR(train::CheckTrainerOptions(o.trainer));
+  // --resume: a file that is not a checkpoint fails now, naming it, not after the calibration.
+  if (!o.resume.empty()) QK_RETURN_IF_ERROR(train::CheckCheckpointFile(o.resume));
   Launch launch;
   QK_ASSIGN_OR_RETURN(launch.comm, distributed::OpenCommunicator(o.distributed));
   launch.world = launch.comm->world_size();
@@ -43,6 +53,20 @@ Result<QatResult> RunQat(const QatOptions& o) {
   QatResult result;
   QK_ASSIGN_OR_RETURN(qat::Launch launch, qat::ValidateOptions(o, &result));
   distributed::Communicator& comm = *launch.comm;
+  // Rank 0 locks -o before the long work and stages the results there, committed together at the
+  // end (common/artifact_set.h): a failed, stopped or interrupted run leaves at most its
+  // checkpoint, never a mixed set; a concurrent run into the same directory fails at once.
+  std::unique_ptr<ArtifactSet> out;
+  Status opened = Status::Ok();
+  if (comm.is_root()) {
+    Result<std::unique_ptr<ArtifactSet>> set = ArtifactSet::Open(o.output_dir, qat::kResultFiles);
+    if (set.ok()) {
+      out = std::move(*set);
+    } else {
+      opened = set.status();
+    }
+  }
+  QK_RETURN_IF_ERROR(comm.Agree(opened, "opening the output directory on rank 0"));
   QK_ASSIGN_OR_RETURN(qat::StartPlan plan, qat::MakeStartPlan(o));
   QK_ASSIGN_OR_RETURN(qat::Graphs graphs, qat::PrepareGraphs(o, &plan, &result));
   QK_ASSIGN_OR_RETURN(qat::TrainingData data, qat::OpenTrainingData(o, graphs.teacher));
@@ -59,9 +83,6 @@ Result<QatResult> RunQat(const QatOptions& o) {
                       train::QatTrainer::Create(std::move(graphs.student), std::move(graphs.teacher),
                                                 graphs.parameters, topts));
 
-  std::error_code ec;
-  if (comm.is_root()) fs::create_directories(o.output_dir, ec);  // rank 0 alone writes
-  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}", o.output_dir, ec.message());
   const std::string checkpoint = (fs::path(o.output_dir) / "checkpoint.pt").string();
 
   QK_RETURN_IF_ERROR(qat::Resume(o, run.total_steps, *trainer, &run.best, &result));
@@ -86,7 +107,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
   }
   // Every rank holds the same parameters; rank 0 writes and the others wait for its outcome.
   const Status written = comm.is_root()
-                             ? qat::WriteResults(o, plan, graphs, topts, data, *trainer, run, start, &result)
+                             ? qat::WriteResults(o, plan, graphs, topts, data, *trainer, run, start, out.get(), &result)
                              : Status::Ok();
   QK_RETURN_IF_ERROR(comm.Agree(written, "writing the results on rank 0"));
   return result;

@@ -119,12 +119,13 @@ const char* LossName(const train::TrainerOptions& t) {
 
 Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& graphs,
                     const train::TrainerOptions& topts, const TrainingData& data, const train::QatTrainer& trainer,
-                    const TrainingRun& run, std::chrono::steady_clock::time_point start, QatResult* result) {
+                    const TrainingRun& run, std::chrono::steady_clock::time_point start, ArtifactSet* out,
+                    QatResult* result) {
   const fs::path dir(o.output_dir);
   QK_ASSIGN_OR_RETURN(std::vector<runtime::NamedTensor> final_params, trainer.Parameters());
   QK_ASSIGN_OR_RETURN(ir::Model tuned, LoadFolded(o.model, nullptr));
   SetInitializers(*tuned.graph, final_params);
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(tuned, (dir / "model.float.onnx").string()));
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(tuned, out->Stage("model.float.onnx")));
   quant::QuantPlan final_plan = plan.train;
   for (const auto& [tensor, scale_name] : graphs.learned_scales) {
     for (const runtime::NamedTensor& p : final_params) {
@@ -149,32 +150,31 @@ Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& gr
   ir::Model qdq = std::move(tuned);
   QK_ASSIGN_OR_RETURN(passes::PassReport applied, passes::RunPass(qdq, passes::ApplyPlan(&final_plan, writer)));
   QK_RETURN_IF_ERROR(quant::ValidatePlan(final_plan));
-  const std::string qdq_path = (dir / "model.qdq.onnx").string();
+  // Staged, not yet committed: validated there, so a failed check leaves no output set.
+  const std::string qdq_path = out->Stage("model.qdq.onnx");
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq, qdq_path));
   result->export_summary = applied.summary;
   if (data.val) {
     QK_ASSIGN_OR_RETURN(result->val_exported, ValidateExported(o, qdq_path, result->metric));
   }
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache((dir / "calib.cache").string(), final_plan, {}));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson((dir / "plan.json").string(), final_plan));
+  QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage("calib.cache"), final_plan, {}));
+  QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), final_plan));
 
   result->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result->peak_rss_bytes = PeakRssBytes();
   const nlohmann::json log = TrainingLog(o, plan, topts, data, run, *result);
-  QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "training_log.json").string(), log.dump(1) + "\n"));
+  QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("training_log.json"), log.dump(1) + "\n"));
   TrainingCurve curve;
   for (const StepLog& s : run.log) curve.loss.emplace_back(s.step, s.result.loss);
   for (const QatEval& e : result->evals) curve.val.emplace_back(e.step, e.metric);
   curve.title = fmt::format("qat {}: {} loss per step", fs::path(o.model).filename().string(), LossName(topts));
   curve.metric = result->metric;
-  QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "training.svg").string(), TrainingSvg(curve)));
+  QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("training.svg"), TrainingSvg(curve)));
 
   result->summary = Summary(o, data, *result, final_plan.float_precision.dtype);
-  QK_RETURN_IF_ERROR(WriteFileAtomic((dir / "summary.txt").string(), result->summary));
-  for (const char* f : {"model.qdq.onnx", "model.float.onnx", "calib.cache", "plan.json", "training_log.json",
-                        "training.svg", "summary.txt", "checkpoint.pt"}) {
-    result->written.push_back((dir / f).string());
-  }
+  QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("summary.txt"), result->summary));
+  QK_ASSIGN_OR_RETURN(result->written, out->Commit());
+  result->written.push_back((dir / "checkpoint.pt").string());
   return Status::Ok();
 }
 

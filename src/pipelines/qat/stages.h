@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "analysis/simulate.h"
+#include "common/artifact_set.h"
 #include "data/source.h"
 #include "distributed/communicator.h"
 #include "ir/graph.h"
@@ -128,11 +129,15 @@ Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, trai
              const std::string& checkpoint, TrainingRun* run, QatResult* result);
 
 // 8. The results (rank 0): the fine-tuned float model, the plan and Q/DQ model built from it,
-// the training log, the curve and the summary; result->written lists them.
+// the training log, the curve and the summary, staged into `out` (opened on the output directory
+// with kResultFiles before the training) and committed as one set; result->written lists them
+// and the checkpoint, which is written on its own (a paused run leaves only it).
+inline const std::vector<std::string> kResultFiles{"model.qdq.onnx", "model.float.onnx", "calib.cache", "plan.json",
+                                                   "training_log.json", "training.svg", "summary.txt"};
 Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& graphs,
                     const train::TrainerOptions& trainer_options, const TrainingData& data,
                     const train::QatTrainer& trainer, const TrainingRun& run,
-                    std::chrono::steady_clock::time_point start, QatResult* result);
+                    std::chrono::steady_clock::time_point start, ArtifactSet* out, QatResult* result);
 
 // "cross-entropy+distillation", "cross-entropy", "distillation-mse" or "distillation-kl".
 const char* LossName(const train::TrainerOptions& t);

@@ -5,6 +5,7 @@
 // changes the result type except where noted (Pow: result has the base's dtype; integer Div
 // truncates like C, which ATen spells rounding_mode="trunc").
 #include <cmath>
+#include <initializer_list>
 
 #include "runtime/kernel.h"
 #include "runtime/ops/ops.h"
@@ -163,6 +164,19 @@ Result<KernelPtr> MakeClip(const KernelInit& init) {
 
 // --- binary ---
 
+// Elementwise kernels read no values on the host, so on a GPU interpreter a host operand (a small
+// integer tensor kept there for the shape kernels, interpreter.cc's KeepOnHost) joins the device
+// of the others: ATen mixes devices only for 0-dim host tensors (nllloss's expanded Equal/Where).
+at::Device ElementwiseDevice(std::initializer_list<const at::Tensor*> operands) {
+  for (const at::Tensor* t : operands) {
+    if (t->defined() && !t->device().is_cpu()) return t->device();
+  }
+  return at::Device(at::kCPU);
+}
+at::Tensor On(const at::Tensor& t, at::Device device) {
+  return (!t.defined() || t.device() == device || t.dim() == 0) ? t : t.to(device);
+}
+
 enum class BinOp { kAdd, kSub, kMul, kDiv, kPow, kEq, kLt, kLe, kGt, kGe, kAnd, kOr, kXor,
                    kBitAnd, kBitOr, kBitXor };
 
@@ -182,8 +196,9 @@ Result<KernelPtr> Binary(const KernelInit& init) {
   const bool legacy_axis = init.opset < 7 && init.node.GetInt("broadcast", 0) != 0 && init.node.has_attr("axis");
   const int64_t axis = legacy_axis ? init.node.GetInt("axis", 0) : -1;
   return MakeKernel([axis](KernelContext& c) {
-    const at::Tensor& a = c.in(0);
-    const at::Tensor b = LegacyAlign(a, c.in(1), axis);
+    const at::Device device = ElementwiseDevice({&c.in(0), &c.in(1)});
+    const at::Tensor a = On(c.in(0), device);
+    const at::Tensor b = On(LegacyAlign(a, c.in(1), axis), device);
     switch (op) {
       case BinOp::kAdd: return Out{at::add(a, b)};
       case BinOp::kSub: return Out{at::sub(a, b)};
@@ -229,8 +244,9 @@ Result<KernelPtr> Binary(const KernelInit& init) {
 Result<KernelPtr> MakeMod(const KernelInit& init) {
   const bool fmod = init.node.GetInt("fmod", 0) != 0;
   return MakeKernel([fmod](KernelContext& c) {
-    const at::Tensor& a = c.in(0);
-    const at::Tensor& b = c.in(1);
+    const at::Device device = ElementwiseDevice({&c.in(0), &c.in(1)});
+    const at::Tensor a = On(c.in(0), device);
+    const at::Tensor b = On(c.in(1), device);
     return Out{fmod ? at::fmod(a, b) : at::remainder(a, b)};
   });
 }
@@ -273,7 +289,10 @@ Result<KernelPtr> Variadic(const KernelInit&) {
 }
 
 Result<KernelPtr> MakeWhere(const KernelInit&) {
-  return MakeKernel([](KernelContext& c) { return Out{at::where(c.in(0), c.in(1), c.in(2))}; });
+  return MakeKernel([](KernelContext& c) {
+    const at::Device device = ElementwiseDevice({&c.in(0), &c.in(1), &c.in(2)});
+    return Out{at::where(On(c.in(0), device), On(c.in(1), device), On(c.in(2), device))};
+  });
 }
 
 Result<KernelPtr> MakeCast(const KernelInit& init) {

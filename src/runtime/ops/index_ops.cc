@@ -52,7 +52,8 @@ Result<KernelPtr> MakeSlice(const KernelInit& init) {
       } else {
         s = std::clamp<int64_t>(s, -1, dim - 1);
         e = std::clamp<int64_t>(e, -1, dim - 1);
-        at::Tensor idx = s > e ? at::arange(s, e, step, at::kLong) : at::empty({0}, at::kLong);
+        const at::TensorOptions longs = x.options().dtype(at::kLong);  // indices where x is
+        at::Tensor idx = s > e ? at::arange(s, e, step, longs) : at::empty({0}, longs);
         x = x.index_select(a, idx);
       }
     }
@@ -66,7 +67,7 @@ Result<KernelPtr> MakeGather(const KernelInit& init) {
     const at::Tensor& x = c.in(0);
     const int64_t a = NormAxis(axis, x.dim());
     const at::Tensor& idx = c.in(1);
-    at::Tensor flat = WrapIndices(idx, x.size(a)).reshape({-1});
+    at::Tensor flat = WrapIndices(idx, x.size(a)).reshape({-1}).to(x.device());  // host shape indices too
     at::Tensor g = x.index_select(a, flat);
     std::vector<int64_t> shape = x.sizes().slice(0, a).vec();
     for (int64_t d : idx.sizes()) shape.push_back(d);
@@ -80,14 +81,14 @@ Result<KernelPtr> MakeGatherElements(const KernelInit& init) {
   return MakeKernel([axis](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     const int64_t a = NormAxis(axis, x.dim());
-    return Out{at::gather(x, a, WrapIndices(c.in(1), x.size(a)))};
+    return Out{at::gather(x, a, WrapIndices(c.in(1), x.size(a)).to(x.device()))};
   });
 }
 
 // Linear offsets of the index tuples in the last axis of `idx` into data dims [b, b+k).
 at::Tensor LinearIndex(const at::Tensor& data, const at::Tensor& idx, int64_t b) {
   const int64_t k = idx.size(-1);
-  at::Tensor lin = at::zeros(idx.sizes().slice(0, idx.dim() - 1), at::kLong);
+  at::Tensor lin = at::zeros(idx.sizes().slice(0, idx.dim() - 1), idx.options().dtype(at::kLong));
   for (int64_t j = 0; j < k; ++j) {
     const int64_t size = data.size(b + j);
     lin = lin * size + WrapIndices(idx.select(-1, j), size);
@@ -111,8 +112,8 @@ Result<KernelPtr> MakeGatherND(const KernelInit& init) {
     std::vector<int64_t> dshape = {batch, kprod};
     dshape.insert(dshape.end(), tail.begin(), tail.end());
     at::Tensor data = x.reshape(dshape);
-    at::Tensor lin = LinearIndex(x, idx, b).reshape({batch, -1});
-    at::Tensor bidx = at::arange(batch, at::kLong).unsqueeze(1).expand_as(lin);
+    at::Tensor lin = LinearIndex(x, idx, b).reshape({batch, -1}).to(x.device());
+    at::Tensor bidx = at::arange(batch, lin.options()).unsqueeze(1).expand_as(lin);
     at::Tensor g = data.index({bidx, lin});
     std::vector<int64_t> shape = idx.sizes().slice(0, idx.dim() - 1).vec();
     shape.insert(shape.end(), tail.begin(), tail.end());
@@ -133,9 +134,10 @@ Result<KernelPtr> MakeScatterElements(const KernelInit& init) {
   return MakeKernel([axis, aten_reduce](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     const int64_t a = NormAxis(axis, x.dim());
-    at::Tensor idx = WrapIndices(c.in(1), x.size(a));
-    if (aten_reduce.empty()) return Out{at::scatter(x, a, idx, c.in(2))};
-    return Out{at::scatter_reduce(x, a, idx, c.in(2), aten_reduce, /*include_self=*/true)};
+    at::Tensor idx = WrapIndices(c.in(1), x.size(a)).to(x.device());
+    const at::Tensor upd = c.in(2).to(x.device());
+    if (aten_reduce.empty()) return Out{at::scatter(x, a, idx, upd)};
+    return Out{at::scatter_reduce(x, a, idx, upd, aten_reduce, /*include_self=*/true)};
   });
 }
 
@@ -157,10 +159,10 @@ Result<KernelPtr> MakeScatterND(const KernelInit& init) {
     std::vector<int64_t> oshape = {kprod};
     oshape.insert(oshape.end(), tail.begin(), tail.end());
     at::Tensor view = out.view(oshape);
-    at::Tensor lin = LinearIndex(x, idx, 0).reshape({-1});
+    at::Tensor lin = LinearIndex(x, idx, 0).reshape({-1}).to(x.device());
     std::vector<int64_t> ushape = {lin.size(0)};
     ushape.insert(ushape.end(), tail.begin(), tail.end());
-    at::Tensor u = upd.reshape(ushape);
+    at::Tensor u = upd.reshape(ushape).to(x.device());
     if (reduction == "none") {
       view.index_put_({lin}, u);
     } else if (reduction == "add") {
@@ -186,8 +188,8 @@ Result<KernelPtr> MakeOneHot(const KernelInit& init) {
     i = at::where(i < 0, i + depth, i).unsqueeze(a);
     std::vector<int64_t> rshape(rank, 1);
     rshape[a] = depth;
-    at::Tensor mask = i == at::arange(depth, at::kLong).reshape(rshape);
-    at::Tensor v = values.reshape({-1});
+    at::Tensor mask = i == at::arange(depth, i.options()).reshape(rshape);
+    at::Tensor v = values.reshape({-1}).to(i.device());
     return Out{at::where(mask, v[1], v[0])};
   });
 }
@@ -205,10 +207,10 @@ Result<KernelPtr> MakeUnique(const KernelInit& init) {
     inverse = inverse.reshape({-1});
     const int64_t n = inverse.numel(), k = y.size(a);
     // First occurrence of each unique entry: the smallest position mapping to it.
-    at::Tensor first = at::full({k}, n, at::kLong).scatter_reduce(0, inverse, at::arange(n, at::kLong), "amin");
+    at::Tensor first = at::full({k}, n, inverse.options()).scatter_reduce(0, inverse, at::arange(n, inverse.options()), "amin");
     if (!sorted) {
       at::Tensor perm = at::argsort(first);
-      at::Tensor rank = at::empty_like(perm).scatter_(0, perm, at::arange(k, at::kLong));
+      at::Tensor rank = at::empty_like(perm).scatter_(0, perm, at::arange(k, perm.options()));
       y = y.index_select(a, perm);
       first = first.index_select(0, perm);
       counts = counts.index_select(0, perm);

@@ -62,7 +62,8 @@ Result<KernelPtr> MakeDynamicQuantize(const KernelInit&) {
     const float safe = scale == 0 ? 1.0f : scale;
     const float zp = std::clamp(std::nearbyint(static_cast<float>(-lo) / safe), 0.0f, 255.0f);
     at::Tensor y = at::clamp(at::round(x / safe) + zp, 0, 255).to(at::kByte);
-    return Out{y, at::scalar_tensor(scale, at::kFloat), at::scalar_tensor(zp, at::kFloat).to(at::kByte)};
+    return Out{y, at::scalar_tensor(scale, x.options().dtype(at::kFloat)),
+               at::scalar_tensor(zp, x.options().dtype(at::kFloat)).to(at::kByte)};
   });
 }
 
@@ -95,7 +96,7 @@ Result<KernelPtr> MakeEyeLike(const KernelInit& init) {
   return MakeKernel([=](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     QK_KERNEL_CHECK(x.dim() == 2, "input must be 2-D, got rank {}", x.dim());
-    at::Tensor e = at::ones({x.size(0), x.size(1)}, at::kDouble).triu(k).tril(k);
+    at::Tensor e = at::ones({x.size(0), x.size(1)}, x.options().dtype(at::kDouble)).triu(k).tril(k);
     return Out{e.to(has_dtype ? st : x.scalar_type())};
   });
 }
@@ -123,7 +124,7 @@ Result<KernelPtr> MakeCompress(const KernelInit& init) {
     const int64_t a = has_axis ? NormAxis(axis, x.dim()) : 0;
     at::Tensor cond = c.in(1).to(at::kBool).reshape({-1});
     QK_KERNEL_CHECK(cond.numel() <= x.size(a), "condition has {} values for axis size {}", cond.numel(), x.size(a));
-    return Out{x.index_select(a, at::nonzero(cond).reshape({-1}))};
+    return Out{x.index_select(a, at::nonzero(cond).reshape({-1}).to(x.device()))};
   });
 }
 
@@ -134,8 +135,8 @@ Result<KernelPtr> MakeReverseSequence(const KernelInit& init) {
     const at::Tensor& x = c.in(0);
     const int64_t bt = NormAxis(batch_axis, x.dim()), tt = NormAxis(time_axis, x.dim());
     const int64_t steps = x.size(tt);
-    at::Tensor lens = c.in(1).to(at::kLong).reshape({1, -1});   // [1, B]
-    at::Tensor t = at::arange(steps, at::kLong).reshape({-1, 1});  // [T, 1]
+    at::Tensor lens = c.in(1).to(x.device(), at::kLong).reshape({1, -1});  // [1, B]
+    at::Tensor t = at::arange(steps, lens.options()).reshape({-1, 1});       // [T, 1]
     at::Tensor src = at::where(t < lens, lens - 1 - t, t);         // [T, B]
     std::vector<int64_t> shape(x.dim(), 1);
     shape[tt] = steps;
@@ -213,8 +214,9 @@ Result<KernelPtr> MakeGridSample(const KernelInit& init) {
 Result<KernelPtr> MakeNonMaxSuppression(const KernelInit& init) {
   const bool center = init.node.GetInt("center_point_box", 0) != 0;
   return MakeKernel([center](KernelContext& c) {
-    at::Tensor boxes = c.in(0).to(at::kFloat).contiguous();
-    at::Tensor scores = c.in(1).to(at::kFloat).contiguous();
+    // Host copies: the selection below reads them through raw pointers.
+    at::Tensor boxes = c.in(0).to(at::kCPU, at::kFloat).contiguous();
+    at::Tensor scores = c.in(1).to(at::kCPU, at::kFloat).contiguous();
     QK_KERNEL_CHECK(boxes.dim() == 3 && boxes.size(2) == 4 && scores.dim() == 3, "boxes must be [B, N, 4] and scores [B, C, N]");
     const int64_t max_out = c.has(2) && c.in(2).numel() ? ToInt64Vector(c.in(2)).at(0) : 0;
     const double iou_max = c.has(3) && c.in(3).numel() ? ToDoubleVector(c.in(3)).at(0) : 0.0;
@@ -263,7 +265,7 @@ Result<KernelPtr> MakeNonMaxSuppression(const KernelInit& init) {
       }
     }
     const int64_t rows = static_cast<int64_t>(out.size() / 3);
-    return Out{at::tensor(out, at::kLong).reshape({rows, 3})};
+    return Out{at::tensor(out, at::kLong).reshape({rows, 3}).to(c.in(0).device())};
   });
 }
 

@@ -16,8 +16,9 @@ namespace {
 using Out = std::vector<at::Tensor>;
 
 // Broadcasts a scale / zero-point tensor against x for per-tensor, per-axis or blocked layouts.
-at::Tensor Align(const at::Tensor& s, const at::Tensor& x, int64_t axis, int64_t block) {
-  if (s.numel() == 1 && block == 0) return s.reshape({});
+at::Tensor Align(const at::Tensor& s_in, const at::Tensor& x, int64_t axis, int64_t block) {
+  if (s_in.numel() == 1 && block == 0) return s_in.reshape({});
+  const at::Tensor s = s_in.to(x.device());  // small per-channel zero points stay on the host (KeepOnHost)
   const int64_t a = NormAxis(axis, x.dim());
   if (s.dim() <= 1 && block == 0) {
     QK_KERNEL_CHECK(s.numel() == x.size(a), "per-axis scale has {} values, axis {} has size {}",

@@ -173,13 +173,14 @@ at::Tensor RunResize(const ResizeAttrs& a, KernelContext& c) {
       re = roi[k + roi.size() / 2];
     }
     std::vector<bool> outside;
-    at::Tensor w = AxisWeights(a, in, out[i], scales[i], rs, re, &outside).to(y.scalar_type());
+    // Built on the host, used where y is (a host matrix in a device bmm fails on a GPU).
+    at::Tensor w = AxisWeights(a, in, out[i], scales[i], rs, re, &outside).to(y.device(), y.scalar_type());
     y = at::matmul(y.movedim(d, -1), w.t()).movedim(-1, d);
     if (std::find(outside.begin(), outside.end(), true) != outside.end()) {
       std::vector<uint8_t> m(outside.begin(), outside.end());
       std::vector<int64_t> shape(rank, 1);
       shape[d] = out[i];
-      at::Tensor mask = at::tensor(m, at::kByte).to(at::kBool).reshape(shape);
+      at::Tensor mask = at::tensor(m, at::kByte).to(y.device(), at::kBool).reshape(shape);
       y = at::where(mask, at::scalar_tensor(a.extrapolation, y.options()), y);
     }
   }

@@ -109,7 +109,7 @@ Result<RnnAttrs> ReadRnn(const KernelInit& init, Cell cell) {
 // Reverses the first lens[b] steps of every batch entry of x [T, B, ...].
 at::Tensor ReverseValid(const at::Tensor& x, const at::Tensor& lens) {
   const int64_t steps = x.size(0);
-  at::Tensor t = at::arange(steps, at::kLong).reshape({-1, 1});
+  at::Tensor t = at::arange(steps, lens.options()).reshape({-1, 1});
   at::Tensor src = at::where(t < lens.reshape({1, -1}), lens.reshape({1, -1}) - 1 - t, t);  // [T, B]
   std::vector<int64_t> shape = {steps, x.size(1)};
   shape.resize(x.dim(), 1);
@@ -125,7 +125,8 @@ Out RunRnn(const RnnAttrs& a, KernelContext& c) {
   const int64_t hidden = a.hidden > 0 ? a.hidden : r.size(2);
   const int64_t gates = a.cell == Cell::kRnn ? 1 : (a.cell == Cell::kGru ? 3 : 4);
   const auto opts = x.options();
-  at::Tensor lens = c.has(4) ? c.in(4).to(at::kLong) : at::full({batch}, steps, at::kLong);
+  // sequence_lens on x's device (a host shape tensor when it is a small constant).
+  at::Tensor lens = c.has(4) ? c.in(4).to(x.device(), at::kLong) : at::full({batch}, steps, opts.dtype(at::kLong));
   auto initial = [&](size_t idx) {
     if (!c.has(idx)) return at::zeros({a.directions, batch, hidden}, opts);
     return a.batch_first ? c.in(idx).transpose(0, 1) : c.in(idx);

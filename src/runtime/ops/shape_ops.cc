@@ -213,7 +213,7 @@ Result<KernelPtr> MakePad(const KernelInit& init) {
       if (begin[d] == 0 && end[d] == 0) continue;
       const int64_t size = x.size(d);
       QK_KERNEL_CHECK(size > 0, "cannot {}-pad an empty axis {}", mode, d);
-      at::Tensor i = at::arange(-begin[d], size + end[d], at::kLong);
+      at::Tensor i = at::arange(-begin[d], size + end[d], x.options().dtype(at::kLong));
       if (mode == "edge") {
         i = at::clamp(i, 0, size - 1);
       } else if (mode == "wrap") {
@@ -330,7 +330,7 @@ Result<KernelPtr> MakeSpaceToDepth(const KernelInit& init) {
 Result<KernelPtr> MakeNonZero(const KernelInit&) {
   return MakeKernel([](KernelContext& c) {
     const at::Tensor& x = c.in(0);
-    if (x.dim() == 0) return Out{at::zeros({0, x.item().toBool() ? 1 : 0}, at::kLong)};
+    if (x.dim() == 0) return Out{at::zeros({0, x.item().toBool() ? 1 : 0}, x.options().dtype(at::kLong))};
     return Out{at::nonzero(x).t()};
   });
 }

@@ -96,7 +96,14 @@ def main():
         m = onnx.load(requant)
         onnx.checker.check_model(m, full_check=True)
         ops = [n.op_type for n in m.graph.node]
-        assert ops.count("QuantizeLinear") >= 5, ops
+        # Activations get Q -> DQ (the input, two Conv+Relu outputs, the pool output); the three
+        # weights are stored as INT8 initializers behind a DequantizeLinear (--weight-storage int8).
+        assert ops.count("QuantizeLinear") >= 4, ops
+        assert ops.count("DequantizeLinear") >= 7, ops
+        inits = {i.name: i for i in m.graph.initializer}
+        int8_weights = [n for n in m.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in inits
+                        and inits[n.input[0]].data_type == onnx.TensorProto.INT8]
+        assert len(int8_weights) == 3, [n.input[0] for n in int8_weights]
         for n in m.graph.node:
             if n.op_type == "QuantizeLinear":
                 zp = [i for i in m.graph.initializer if i.name == n.input[2]][0]

@@ -54,10 +54,17 @@ inline void WriteAll(const std::string& path, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-// Runs QK_QUANTKIT_BIN with `args` (no shell: names may hold any byte), stdout/stderr to files in
-// `scratch`.
-inline RunResult RunQuantkit(const std::vector<std::string>& args, const std::string& scratch,
-                             int timeout_s = kRunTimeoutSeconds) {
+// What a child may do differently from a plain run.
+struct SpawnOptions {
+  // RLIMIT_FSIZE in bytes (0: unlimited): writes beyond it fail with EFBIG as on a full disk
+  // (SIGXFSZ is ignored in the child so the write fails instead of killing it).
+  long file_size_limit = 0;
+};
+
+// Starts QK_QUANTKIT_BIN with `args` (no shell: names may hold any byte), stdout/stderr to files
+// in `scratch`; returns the child's pid.
+inline pid_t SpawnQuantkit(const std::vector<std::string>& args, const std::string& scratch,
+                           const SpawnOptions& options = {}) {
   const std::string out_path = scratch + "/.stdout", err_path = scratch + "/.stderr";
   const pid_t pid = fork();
   if (pid == 0) {
@@ -65,6 +72,11 @@ inline RunResult RunQuantkit(const std::vector<std::string>& args, const std::st
     const int e = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(o, 1);
     ::dup2(e, 2);
+    if (options.file_size_limit > 0) {
+      ::signal(SIGXFSZ, SIG_IGN);
+      const rlimit limit{static_cast<rlim_t>(options.file_size_limit), static_cast<rlim_t>(options.file_size_limit)};
+      ::setrlimit(RLIMIT_FSIZE, &limit);
+    }
     std::vector<char*> argv;
     static std::string bin = QK_QUANTKIT_BIN;
     argv.push_back(bin.data());
@@ -74,6 +86,11 @@ inline RunResult RunQuantkit(const std::vector<std::string>& args, const std::st
     ::execv(bin.c_str(), argv.data());
     _exit(127);
   }
+  return pid;
+}
+
+// Waits for a child of SpawnQuantkit (SIGKILL after `timeout_s`) and collects what it did.
+inline RunResult WaitQuantkit(pid_t pid, const std::string& scratch, int timeout_s = kRunTimeoutSeconds) {
   RunResult r;
   int status = 0;
   struct rusage usage {};
@@ -92,9 +109,15 @@ inline RunResult RunQuantkit(const std::vector<std::string>& args, const std::st
   if (WIFEXITED(status) && !r.timed_out) r.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   r.max_rss_kb = usage.ru_maxrss;
-  r.out = ReadAll(out_path);
-  r.err = ReadAll(err_path);
+  r.out = ReadAll(scratch + "/.stdout");
+  r.err = ReadAll(scratch + "/.stderr");
   return r;
+}
+
+// Runs QK_QUANTKIT_BIN with `args` to the end.
+inline RunResult RunQuantkit(const std::vector<std::string>& args, const std::string& scratch,
+                             int timeout_s = kRunTimeoutSeconds, const SpawnOptions& options = {}) {
+  return WaitQuantkit(SpawnQuantkit(args, scratch, options), scratch, timeout_s);
 }
 
 // Every file under `dir` with its bytes (the "no output left or changed" check).

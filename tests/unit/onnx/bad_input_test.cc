@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "onnx/import.h"
+#include "onnx/proto_io.h"
 #include "onnx_test_util.h"
 
 namespace quantkit::onnx_io {
@@ -150,11 +151,10 @@ TEST(BadInput, UnsupportedIrVersion) {
   EXPECT_NE(s.message().find("IR version 11 is not supported"), std::string::npos);
 }
 
-TEST(BadInput, DeeplyNestedSubgraphsAreRefusedByTheParser) {
-  // Nesting beyond the recursion limit must fail in the parser, not overflow the stack.
+std::string NestedIfBytes(int levels) {
   ::onnx::ModelProto proto = SmallModel();
   ::onnx::GraphProto* g = proto.mutable_graph();
-  for (int depth = 0; depth < 200; ++depth) {
+  for (int depth = 0; depth < levels; ++depth) {
     auto* node = g->add_node();
     node->set_op_type("If");
     auto* attr = node->add_attribute();
@@ -163,10 +163,26 @@ TEST(BadInput, DeeplyNestedSubgraphsAreRefusedByTheParser) {
     g = attr->mutable_g();
   }
   std::string bytes;
-  ASSERT_TRUE(proto.SerializeToString(&bytes));
-  auto model = ImportModelFromBytes(bytes, {}, "deep.onnx");
+  EXPECT_TRUE(proto.SerializeToString(&bytes));
+  return bytes;
+}
+
+TEST(BadInput, DeeplyNestedSubgraphsAreRefusedByTheParser) {
+  // Nesting beyond the recursion limit must fail in the parser, not overflow the stack, and say
+  // that the nesting is the reason (issue #27 item 18: it read "not a valid ONNX protobuf").
+  auto model = ImportModelFromBytes(NestedIfBytes(200), {}, "deep.onnx");
   ASSERT_FALSE(model.ok());
-  EXPECT_EQ(model.status().code(), StatusCode::kInvalidModel);
+  EXPECT_EQ(model.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(model.status().message().find("deep.onnx: the model nests 602 protobuf messages deep (200 levels of "
+                                          "subgraphs"),
+            std::string::npos)
+      << model.status().message();
+  EXPECT_NE(model.status().message().find("at most 100 levels (kMaxProtoRecursion"), std::string::npos);
+  // Within the limit the nesting is not what fails (these Ifs lack their inputs).
+  auto shallow = ImportModelFromBytes(NestedIfBytes(kMaxSubgraphNesting - 2), {}, "shallow.onnx");
+  if (!shallow.ok()) {
+    EXPECT_EQ(shallow.status().message().find("protobuf"), std::string::npos) << shallow.status().message();
+  }
 }
 
 }  // namespace

@@ -207,13 +207,25 @@ TEST(CalibratePtq, StagesReachEveryArtifactAndAreDeterministic) {
   for (const auto& [name, o] : r->plan.initializers) {
     SCOPED_TRACE(name);
     const ir::Value* f = fm->graph->FindValue(name);
-    const ir::Value* q = qdq->graph->FindValue(name);
-    ASSERT_TRUE(f && f->initializer && q && q->initializer);
+    ASSERT_TRUE(f && f->initializer);
     EXPECT_TRUE(f->initializer->ContentEquals(o.value));
-    EXPECT_TRUE(q->initializer->ContentEquals(o.value));  // the float weights behind the Q/DQ pair
-    // On the plan's grid: the Q/DQ model reproduces them exactly.
+    // The Q/DQ model stores the weights as INT8 behind a DequantizeLinear (the default weight
+    // storage); the stages' weights lie on the plan's grid, so DequantizeLinear gives them back.
     const quant::TensorQuant* e = r->plan.Find(name);
     ASSERT_TRUE(e && e->quantized);
+    const ir::Value* q = qdq->graph->FindValue(name + "_quantized");
+    ASSERT_TRUE(q && q->initializer);
+    ASSERT_EQ(q->initializer->dtype(), ir::DType::kInt8);
+    ASSERT_EQ(q->initializer->numel(), o.value.numel());
+    ASSERT_EQ(e->axis, 0);  // Conv and Gemm (transB) weights: one scale per output channel
+    const int64_t per_channel = o.value.numel() / static_cast<int64_t>(e->scale.size());
+    const int8_t* stored = q->initializer->data_as<int8_t>();
+    const float* want = o.value.data_as<float>();
+    int64_t off = 0;
+    for (int64_t i = 0; i < o.value.numel(); ++i) {
+      off += static_cast<float>(stored[i]) * e->scale[i / per_channel] != want[i];
+    }
+    EXPECT_EQ(off, 0) << "weights the INT8 storage does not reproduce exactly";
   }
   // The same run again: the same bytes.
   c.output_dir = dir.File("b");
