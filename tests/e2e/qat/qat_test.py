@@ -118,6 +118,26 @@ def main():
         assert sha(os.path.join(a, "model.qdq.onnx")) == sha(os.path.join(b, "model.qdq.onnx")), \
             "resumed run differs from the uninterrupted one"
 
+        # 5b. The export is written as every writer writes (issue 29): --float-dtype fp16 over the FP32
+        # plan gives an FP16 + INT8 model.qdq.onnx, and --val checks that model as TensorRT computes
+        # it (val_exported): the same number `quantkit eval` gives for the written file.
+        fp16_dir = os.path.join(tmp, "fp16")
+        p = run(["qat", MODEL, *common, "--steps", "2", "--float-dtype", "fp16", "--val", "fashion-mnist:val",
+                 "--val-samples", "300", "-o", fp16_dir])
+        assert "float part in fp16" in p.stdout and "as TensorRT computes it (float part in fp16)" in p.stdout, p.stdout
+        m = onnx.load(os.path.join(fp16_dir, "model.qdq.onnx"))
+        inits = {i.name: i.data_type for i in m.graph.initializer}
+        q_scales = [inits[n.input[1]] for n in m.graph.node if n.op_type == "QuantizeLinear"]
+        assert q_scales and all(t == onnx.TensorProto.FLOAT16 for t in q_scales), q_scales
+        assert any(n.op_type == "DequantizeLinear" and inits.get(n.input[0]) == onnx.TensorProto.INT8
+                   for n in m.graph.node), "weights not stored as INT8"
+        assert json.load(open(os.path.join(fp16_dir, "plan.json")))["float_precision"]["dtype"] == "fp16"
+        exported = json.load(open(os.path.join(fp16_dir, "training_log.json")))["val_exported"]
+        ev = json.loads(run(["eval", os.path.join(fp16_dir, "model.qdq.onnx"), "--data", "fashion-mnist:val",
+                             "--samples", "300", "--batch-size", "32", "--json", "-q"]).stdout)
+        print(f"QAT export in FP16: val_exported {exported:.4f}, eval of the written model {ev['top1']:.4f}")
+        assert exported == ev["top1"], (exported, ev["top1"])
+
         # 6. Bad input: one line, documented exit code, no model written.
         for args, code in ((["--feature", "no_such_tensor"], 2), (["--device", "cuda"], 3)):
             out = os.path.join(tmp, "bad" + str(code))
