@@ -93,12 +93,15 @@ Result<int64_t> PositionOf(const std::vector<ir::Node*>& order, const std::strin
 Result<int64_t> SimulatedPositionOf(const std::vector<ir::Node*>& order, const PtqLayer& layer) {
   QK_ASSIGN_OR_RETURN(int64_t position, PositionOf(order, layer.output));
   const ir::Node* n = order[static_cast<size_t>(position)];
-  if (n->op_type() == layer.op_type || n->op_type() != "Cast" || n->input(0) == nullptr) return position;
+  if (n->op_type() == layer.op_type || n->op_type() != "Cast" || n->input(0) == nullptr)
+    return position;
   const ir::Node* producer = n->input(0)->producer();
   for (size_t i = 0; i < order.size(); ++i) {
-    if (order[i] == producer && producer->op_type() == layer.op_type) return static_cast<int64_t>(i);
+    if (order[i] == producer && producer->op_type() == layer.op_type)
+      return static_cast<int64_t>(i);
   }
-  return MakeStatus(StatusCode::kInternal, "layer cache: '{}' is written by a Cast of no {} in the simulation",
+  return MakeStatus(StatusCode::kInternal,
+                    "layer cache: '{}' is written by a Cast of no {} in the simulation",
                     layer.output, layer.op_type);
 }
 

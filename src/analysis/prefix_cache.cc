@@ -215,7 +215,8 @@ Result<std::vector<std::string>> PrefixCache::Cut(ir::Model* model) const {
   // Such an FP32-kept value is never fed from the cache: the cache holds what an observer sees
   // (the value in its 16-bit type), and a graph input has no readers' fusion to keep it wide.
   auto kept_fp32_by_fusion = [](const ir::Value* v) {
-    return ir::Is16BitFloat(v->type.dtype) && (runtime::FusedIntoInt8Layers(v) || runtime::RequantizedInEpilogue(v));
+    return ir::Is16BitFloat(v->type.dtype) &&
+           (runtime::FusedIntoInt8Layers(v) || runtime::RequantizedInEpilogue(v));
   };
   // What the outputs need, stopping at matching cached values.
   std::unordered_set<const ir::Node*> needed;
@@ -226,7 +227,8 @@ Result<std::vector<std::string>> PrefixCache::Cut(ir::Model* model) const {
     const ir::Value* v = stack.back();
     stack.pop_back();
     if (v == nullptr || !seen.insert(v).second || v->producer() == nullptr) continue;
-    if (!v->is_graph_output() && same.count(v) && activations_.count(v->name()) && !kept_fp32_by_fusion(v)) {
+    if (!v->is_graph_output() && same.count(v) && activations_.count(v->name()) &&
+        !kept_fp32_by_fusion(v)) {
       stops.push_back(const_cast<ir::Value*>(v));
       continue;
     }

@@ -21,7 +21,9 @@ namespace {
 // quantkit's default output, FP32 in onnxruntime's), FP32 when it has none.
 quant::FloatDType QdqModelFloatDType(const ir::Graph& graph) {
   for (const ir::Node* n : graph.nodes()) {
-    if (!n->domain().empty() || n->op_type() != "QuantizeLinear" || !n->input(1) || !n->input(1)->initializer) continue;
+    if (!n->domain().empty() || n->op_type() != "QuantizeLinear" || !n->input(1) ||
+        !n->input(1)->initializer)
+      continue;
     const ir::DType scale = n->input(1)->initializer->dtype();
     if (scale == ir::DType::kFloat16) return quant::FloatDType::kFloat16;
     if (scale == ir::DType::kBFloat16) return quant::FloatDType::kBFloat16;

@@ -75,9 +75,10 @@ Status SetFloatPrecision(const ConvertOptions& options, const ir::Graph& graph, 
                                                               options.batch_size, /*progress=*/false));
     const size_t before = fp.fp32_tensors.size();
     const int64_t measured = MarkFp32Tensors(ranges, &fp);
-    result->messages.push_back(fmt::format("float dtype {}: ranges of {} float tensors measured on {}: {} stay FP32",
-                                           dtype, measured, ranges.data_description,
-                                           static_cast<int64_t>(fp.fp32_tensors.size() - before) + from_plan));
+    result->messages.push_back(
+        fmt::format("float dtype {}: ranges of {} float tensors measured on {}: {} stay FP32",
+                    dtype, measured, ranges.data_description,
+                    static_cast<int64_t>(fp.fp32_tensors.size() - before) + from_plan));
   } else {
     result->messages.push_back(fmt::format(
         "float dtype {}: {} tensor(s) stay FP32 from the plan's ranges; the other float tensors were not measured "

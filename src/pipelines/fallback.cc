@@ -56,7 +56,8 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
     const quant::FloatDType before = plan.float_precision.dtype;
     QK_RETURN_IF_ERROR(passes::ResolveFloatOptions(*float_model.graph, *options.floats, &plan.float_precision));
     if (plan.float_precision.dtype != before) {
-      plan.float_precision.fp32_tensors.clear();  // decided for another dtype: the plan's ranges decide
+      // Decided for another dtype: the plan's ranges decide.
+      plan.float_precision.fp32_tensors.clear();
       passes::MarkPlanRangeFp32Tensors(&plan);
     }
   }

@@ -79,14 +79,16 @@ Result<StartPlan> MakeStartPlan(const QatOptions& o) {
     c.method = o.method;
     c.placement = o.placement;
     c.progress = o.progress;
-    c.floats = o.floats.value_or(passes::FloatOptions{});  // the export's FP32 islands, from these statistics
+    // The export's FP32 islands, from these statistics.
+    c.floats = o.floats.value_or(passes::FloatOptions{});
     QK_ASSIGN_OR_RETURN(CalibrateResult cal, Calibrate(c));
     start.plan = std::move(cal.plan);
   }
   // Weight scales follow the fine-tuned weights unless frozen: drop the plan's so that
   // ApplyPlan recomputes them (max|w|/127 per channel) from the weights it is given.
   start.train = start.plan;
-  start.train.float_precision = quant::FloatPrecision{};  // training runs in FP32; the export types it
+  // Training runs in FP32; the export types the float part (plan.float_precision).
+  start.train.float_precision = quant::FloatPrecision{};
   if (o.recompute_weight_scales) {
     for (auto it = start.train.tensors.begin(); it != start.train.tensors.end();) {
       it = it->second.role == quant::TensorRole::kWeight ? start.train.tensors.erase(it) : std::next(it);

@@ -3,13 +3,15 @@
 //   plan (--plan, or calibrate first)  ->  BatchNormalization folded into its Conv (frozen stats)
 //   -> the Q/DQ model calibrate exports (passes::ApplyPlan: TensorRT placement)
 //   -> training graph (passes::QdqToFakeQuant) -> train::QatTrainer steps on shuffled batches
-//      (FP32 teacher on the same batch: label-free distillation by default; cross-entropy with labels)
+//      (FP32 teacher on the same batch: label-free distillation by default; cross-entropy with
+//      labels)
 //   -> per-epoch validation with keep-the-best, checkpoints (--resume)
 //   -> OUT/model.qdq.onnx (fine-tuned weights, weight scales recomputed from them, final activation
 //      scales; written as every writer writes: INT8 weight storage, the float part in FP16 by
 //      default, passes::ApplyPlan), then, with --val, that model checked as TensorRT computes it
-//      (QatResult::val_exported beside the trained model's val_best), OUT/model.float.onnx, OUT/calib.cache, OUT/plan.json (provenance: method, data,
-//      steps, loss), OUT/training_log.json, OUT/summary.txt, OUT/checkpoint.pt
+//      (QatResult::val_exported beside the trained model's val_best), OUT/model.float.onnx,
+//      OUT/calib.cache, OUT/plan.json (provenance: method, data, steps, loss),
+//      OUT/training_log.json, OUT/summary.txt, OUT/checkpoint.pt
 //
 // Inputs are never modified; every output is written to a temp file and renamed.
 #pragma once
@@ -83,7 +85,8 @@ struct QatResult {
   // The same validation of the written model.qdq.onnx as TensorRT computes it (its float part in
   // its float dtype, INT8 weights): what the deployed engine scores.
   std::optional<double> val_exported;
-  std::string export_summary;  // ApplyPlan's line for model.qdq.onnx (Q/DQ pairs, float dtype, Casts)
+  // ApplyPlan's line for model.qdq.onnx (Q/DQ pairs, float dtype, Casts).
+  std::string export_summary;
   int64_t best_step = 0;
   std::vector<QatEval> evals;
   int64_t steps = 0;

@@ -84,15 +84,17 @@ std::string Summary(const QatOptions& o, const TrainingData& data, const QatResu
   }
   sum += fmt::format("  model.qdq.onnx: {}\n", result.export_summary);
   if (result.val_exported) {
-    sum += fmt::format("  validation {} of model.qdq.onnx as TensorRT computes it (float part in {}): {:.2f}%\n",
-                       result.metric, quant::FloatDTypeName(float_dtype), 100 * *result.val_exported);
+    sum += fmt::format(
+        "  validation {} of model.qdq.onnx as TensorRT computes it (float part in {}): {:.2f}%\n",
+        result.metric, quant::FloatDTypeName(float_dtype), 100 * *result.val_exported);
   }
   return sum;
 }
 
 // The --val metric (top-1 with labels, else argmax agreement with the FP32 model) of the written
 // model, run by the interpreter as TensorRT computes it. Rank 0 alone, one process.
-Result<double> ValidateExported(const QatOptions& o, const std::string& qdq_path, const std::string& metric) {
+Result<double> ValidateExported(const QatOptions& o, const std::string& qdq_path,
+                                const std::string& metric) {
   EvalOptions eval;
   eval.model = qdq_path;
   eval.reference_model = o.model;
@@ -104,8 +106,8 @@ Result<double> ValidateExported(const QatOptions& o, const std::string& qdq_path
   eval.single_process = true;
   QK_ASSIGN_OR_RETURN(EvalResult r, Evaluate(eval));
   if (metric == "top1" && r.top1) return *r.top1;
-  QK_RETURN_IF_NOT(r.agreement.has_value(), StatusCode::kInternal, "validating {}: no agreement with {}", qdq_path,
-                   o.model);
+  QK_RETURN_IF_NOT(r.agreement.has_value(), StatusCode::kInternal,
+                   "validating {}: no agreement with {}", qdq_path, o.model);
   return r.agreement->argmax_agreement;
 }
 
@@ -148,7 +150,8 @@ Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& gr
   passes::ApplyPlanOptions writer = plan.sim;
   writer.weight_storage = o.weight_storage;
   ir::Model qdq = std::move(tuned);
-  QK_ASSIGN_OR_RETURN(passes::PassReport applied, passes::RunPass(qdq, passes::ApplyPlan(&final_plan, writer)));
+  QK_ASSIGN_OR_RETURN(passes::PassReport applied,
+                      passes::RunPass(qdq, passes::ApplyPlan(&final_plan, writer)));
   QK_RETURN_IF_ERROR(quant::ValidatePlan(final_plan));
   // Staged, not yet committed: validated there, so a failed check leaves no output set.
   const std::string qdq_path = out->Stage("model.qdq.onnx");

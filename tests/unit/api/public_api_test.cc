@@ -242,7 +242,8 @@ TEST(PublicApi, WriteArtifactsAndReadThePlanBack) {
     if (!want->quantized) continue;
     ASSERT_EQ(got->scale.size(), want->scale.size()) << tensor;
     for (size_t i = 0; i < want->scale.size(); ++i) {
-      EXPECT_LE(std::fabs(got->scale[i] - want->scale[i]), std::ldexp(want->scale[i], -11)) << tensor;
+      EXPECT_LE(std::fabs(got->scale[i] - want->scale[i]), std::ldexp(want->scale[i], -11))
+          << tensor;
       rounded += got->scale[i] != want->scale[i];
     }
   }
