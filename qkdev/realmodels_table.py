@@ -88,9 +88,14 @@ def run_outputs(model_path, feeds):
 
 
 def quantkit_calibrate(quantkit, folder, out_dir, extra=()):
-    """(exit code, stdout, last line, wall seconds, CPU seconds user+sys of the child)."""
+    """(exit code, stdout, last line, wall seconds, CPU seconds user+sys of the child).
+
+    The float part is FP32 unless `extra` names --float-dtype: every column is scored in
+    onnxruntime, whose CPU FP16 QuantizeLinear truncates where TensorRT rounds
+    (docs/strongly-typed.md), and onnxruntime's own quantize_static column is FP32 too."""
+    floats = [] if "--float-dtype" in extra else ["--float-dtype", "fp32"]
     cmd = [quantkit, "calibrate", os.path.join(folder, "model.onnx"), "--data", os.path.join(folder, "calib"),
-           "-o", out_dir, "-q", *extra]
+           "-o", out_dir, "-q", *floats, *extra]
     t0 = time.time()
     before = os.times()
     r = subprocess.run(cmd, capture_output=True, text=True)

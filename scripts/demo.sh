@@ -2,10 +2,11 @@
 # make demo: quantkit's main job on the bundled default model and data.
 #   The zoo's plain CNN (models/zoo/plain_cnn.onnx, trained on Fashion-MNIST in this repo) is
 #   calibrated on the fixed 2,048-image calibration split with each method; each run writes the
-#   TensorRT artifacts (the strongly typed Q/DQ ONNX: INT8 + the --float-dtype default elsewhere;
+#   TensorRT artifacts (the strongly typed Q/DQ ONNX: INT8 + FP16 elsewhere, the --float-dtype default;
 #   calibration cache, ranges, plan) into out/demo/<method>/, and
 #   the Q/DQ model is evaluated on the 10,000-image test set with quantkit's interpreter (INT8
-#   simulated by running the Q/DQ model). Prints FP32 vs INT8 top-1 per method.
+#   simulated by running the Q/DQ model, its FP16 part as TensorRT computes it). Prints FP32 vs
+#   INT8 + FP16 top-1 per method.
 set -euo pipefail
 BUILD_DIR=${1:-build/dev}
 QK=$BUILD_DIR/tools/quantkit/quantkit
@@ -39,6 +40,7 @@ printf '%s' "$rows"
 echo
 BEST="$OUT/entropy+input_max"
 echo "Artifacts (TensorRT): $OUT/<method>/{model.qdq.onnx,calib.cache,ranges.txt,plan.json,summary.txt}"
+echo "  model.qdq.onnx: INT8 + FP16 (strongly typed; --float-dtype fp32 for TensorRT 8.6)"
 echo "Build an engine (docs/strongly-typed.md):"
 echo "  TensorRT 11:            trtexec --onnx=$BEST/model.qdq.onnx --saveEngine=model.engine"
 echo "  TensorRT 10:            trtexec --onnx=$BEST/model.qdq.onnx --stronglyTyped --saveEngine=model.engine"

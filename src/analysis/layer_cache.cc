@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "ir/clone.h"
+#include "ir/float16.h"
 #include "runtime/interpreter.h"
 
 namespace quantkit::analysis {
@@ -84,6 +85,24 @@ Result<int64_t> PositionOf(const std::vector<ir::Node*>& order, const std::strin
     if (n->num_outputs() > 0 && n->output(0) && n->output(0)->name() == output) return static_cast<int64_t>(i);
   }
   return MakeStatus(StatusCode::kInternal, "no node produces '{}'", output);
+}
+
+// The layer's position in the simulated model. A graph output keeps its name there: with an
+// FP16/BF16 plan (inputs and outputs keeping their types) the float precision pass writes it with
+// a Cast from the layer's 16-bit result, so the node producing `layer.output` is that Cast.
+Result<int64_t> SimulatedPositionOf(const std::vector<ir::Node*>& order, const PtqLayer& layer) {
+  QK_ASSIGN_OR_RETURN(int64_t position, PositionOf(order, layer.output));
+  const ir::Node* n = order[static_cast<size_t>(position)];
+  if (n->op_type() == layer.op_type || n->op_type() != "Cast" || n->input(0) == nullptr)
+    return position;
+  const ir::Node* producer = n->input(0)->producer();
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i] == producer && producer->op_type() == layer.op_type)
+      return static_cast<int64_t>(i);
+  }
+  return MakeStatus(StatusCode::kInternal,
+                    "layer cache: '{}' is written by a Cast of no {} in the simulation",
+                    layer.output, layer.op_type);
 }
 
 int64_t StoreBytes(const std::map<std::string, std::vector<ir::Tensor>>& store) {
@@ -316,14 +335,24 @@ Result<LayerInputCache::LayerInputs> LayerInputCache::Advance(const PtqLayer& la
   {
     QK_ASSIGN_OR_RETURN(ir::Model simulated, BuildSimulationModel(*float_model_, plan, simulation_));
     QK_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, simulated.graph->TopologicalOrder());
-    QK_ASSIGN_OR_RETURN(int64_t position, PositionOf(order, layer.output));
+    QK_ASSIGN_OR_RETURN(int64_t position, SimulatedPositionOf(order, layer));
     QK_RETURN_IF_ERROR(RunSegment(simulated, position, &quantized_));
     const ir::Value* in = order[static_cast<size_t>(position)]->input(layer.data_input_index);
     QK_RETURN_IF_NOT(in != nullptr, StatusCode::kInternal, "layer cache: '{}' lost its input", layer.output);
     auto it = quantized_.store.find(in->name());
     QK_RETURN_IF_NOT(it != quantized_.store.end(), StatusCode::kInternal, "layer cache: no simulated input '{}'",
                      in->name());
-    inputs.quantized = it->second;
+    // The layer blocks the PTQ stages fit compute in FP32; with an FP16/BF16 plan the simulated
+    // input is stored in that dtype (what TensorRT reads): widened, exactly, to float.
+    inputs.quantized.reserve(it->second.size());
+    for (const ir::Tensor& t : it->second) {
+      if (!ir::Is16BitFloat(t.dtype())) {
+        inputs.quantized.push_back(t);
+        continue;
+      }
+      QK_ASSIGN_OR_RETURN(ir::Tensor wide, ir::ConvertFloatTensor(t, ir::DType::kFloat));
+      inputs.quantized.push_back(std::move(wide));
+    }
   }
   peak_bytes_ = std::max(peak_bytes_, bytes());
   return inputs;

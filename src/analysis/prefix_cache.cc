@@ -6,7 +6,9 @@
 #include <unordered_set>
 
 #include "common/check.h"
+#include "ir/float16.h"
 #include "runtime/observer.h"
+#include "runtime/trt_fusions.h"
 
 namespace quantkit::analysis {
 namespace {
@@ -192,12 +194,30 @@ Result<std::vector<std::string>> PrefixCache::Cut(ir::Model* model) const {
     }
     return true;
   };
+  // In an FP16/BF16 simulation a value's bits also depend on its readers: the interpreter keeps
+  // it in FP32 where TensorRT fuses (runtime/trt_fusions.h: a DequantizeLinear read only by INT8
+  // layers, an INT8 layer's output read only by QuantizeLinear), else rounds it to its type. A
+  // trial that keeps a reader in float (fallback) changes that for the same producer: such a
+  // value is not the cached one (it was, and the losses with and without the cache differed).
+  auto stored_alike = [&](const ir::Value* v) {
+    const ir::Value* w = b.FindValue(v->name());
+    if (w == nullptr || v->type.dtype != w->type.dtype) return false;
+    if (!ir::Is16BitFloat(v->type.dtype)) return true;  // FP32 values are never rounded
+    return runtime::FusedIntoInt8Layers(v) == runtime::FusedIntoInt8Layers(w) &&
+           runtime::RequantizedInEpilogue(v) == runtime::RequantizedInEpilogue(w);
+  };
   for (const ir::Node* n : order) {
     if (!node_same(n)) continue;
     for (const ir::Value* v : n->outputs()) {
-      if (v) same.insert(v);
+      if (v && stored_alike(v)) same.insert(v);
     }
   }
+  // Such an FP32-kept value is never fed from the cache: the cache holds what an observer sees
+  // (the value in its 16-bit type), and a graph input has no readers' fusion to keep it wide.
+  auto kept_fp32_by_fusion = [](const ir::Value* v) {
+    return ir::Is16BitFloat(v->type.dtype) &&
+           (runtime::FusedIntoInt8Layers(v) || runtime::RequantizedInEpilogue(v));
+  };
   // What the outputs need, stopping at matching cached values.
   std::unordered_set<const ir::Node*> needed;
   std::vector<ir::Value*> stops;
@@ -207,7 +227,8 @@ Result<std::vector<std::string>> PrefixCache::Cut(ir::Model* model) const {
     const ir::Value* v = stack.back();
     stack.pop_back();
     if (v == nullptr || !seen.insert(v).second || v->producer() == nullptr) continue;
-    if (!v->is_graph_output() && same.count(v) && activations_.count(v->name())) {
+    if (!v->is_graph_output() && same.count(v) && activations_.count(v->name()) &&
+        !kept_fp32_by_fusion(v)) {
       stops.push_back(const_cast<ir::Value*>(v));
       continue;
     }

@@ -9,14 +9,42 @@
 #include "ir/clone.h"
 #include "ir/scopes.h"
 #include "passes/extract_qdq.h"
+#include "passes/float_precision.h"
 #include "passes/fold_weight_qdq.h"
 #include "passes/fuse_activation_qdq.h"
 
 namespace quantkit::analysis {
 
+namespace {
+
+// The float dtype of a Q/DQ model: that of its QuantizeLinear scales (FP16 in ModelOpt's and
+// quantkit's default output, FP32 in onnxruntime's), FP32 when it has none.
+quant::FloatDType QdqModelFloatDType(const ir::Graph& graph) {
+  for (const ir::Node* n : graph.nodes()) {
+    if (!n->domain().empty() || n->op_type() != "QuantizeLinear" || !n->input(1) ||
+        !n->input(1)->initializer)
+      continue;
+    const ir::DType scale = n->input(1)->initializer->dtype();
+    if (scale == ir::DType::kFloat16) return quant::FloatDType::kFloat16;
+    if (scale == ir::DType::kBFloat16) return quant::FloatDType::kBFloat16;
+  }
+  return quant::FloatDType::kFloat32;
+}
+
+}  // namespace
+
 Result<quant::QuantPlan> ReadPlanFile(const std::string& path) {
   QK_ASSIGN_OR_RETURN(formats::ArtifactKind kind, formats::ArtifactKindFromPath(path));
-  if (kind != formats::ArtifactKind::kOnnx) return formats::ReadPlanFile(path, kind);
+  if (kind != formats::ArtifactKind::kOnnx) {
+    QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, formats::ReadPlanFile(path, kind));
+    if (kind != formats::ArtifactKind::kPlanJson) {
+      // A cache or ranges file records no float precision: the writers' default, with FP32
+      // islands where the file's own ranges are beyond it (what `convert` writes from it).
+      plan.float_precision.dtype = passes::kDefaultFloatDType;
+      passes::MarkPlanRangeFp32Tensors(&plan);
+    }
+    return plan;
+  }
   QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(path));
   passes::ExtractReport report;
   Result<quant::QuantPlan> extracted = passes::ExtractQdqPlan(*model.graph, {}, &report);
@@ -24,6 +52,7 @@ Result<quant::QuantPlan> ReadPlanFile(const std::string& path) {
   quant::QuantPlan plan = std::move(*extracted);
   QK_RETURN_IF_NOT(report.activations + report.weights > 0, StatusCode::kInvalidArgument,
                    "{}: no QuantizeLinear/DequantizeLinear to take a plan from", path);
+  plan.float_precision.dtype = QdqModelFloatDType(*model.graph);
   return plan;
 }
 

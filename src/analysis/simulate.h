@@ -30,6 +30,9 @@ using SimulationOptions = passes::ApplyPlanOptions;
 // Reads a plan from any format the hub knows, by extension: plan .json, TensorRT cache
 // (.cache/.calib/.table), ranges text (.txt/.ranges), or a Q/DQ .onnx (e.g. a QAT export: its
 // scales are extracted, and kAuto placement then puts Q/DQ back exactly where that model had them).
+// Its float precision (what the simulation and every writer type the float part in): a plan.json's
+// own; passes::kDefaultFloatDType for a cache or ranges file (FP32 islands from its ranges:
+// passes::MarkPlanRangeFp32Tensors); a Q/DQ model's own scale dtype.
 Result<quant::QuantPlan> ReadPlanFile(const std::string& path);
 
 // Plan entries (quantized) that name no tensor of the graph: a plan for another model, or a model

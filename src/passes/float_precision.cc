@@ -505,6 +505,17 @@ std::string FloatRangeProblem(float amax, quant::FloatDType dtype) {
   return "";
 }
 
+int64_t MarkPlanRangeFp32Tensors(quant::QuantPlan* plan) {
+  quant::FloatPrecision& fp = plan->float_precision;
+  int64_t added = 0;
+  for (const auto& [name, t] : plan->tensors) {
+    if (t.role != quant::TensorRole::kActivation || t.amax.empty()) continue;
+    const std::string why = FloatRangeProblem(t.amax.front(), fp.dtype);
+    if (!why.empty() && fp.fp32_tensors.emplace(name, why + " (the plan's range)").second) ++added;
+  }
+  return added;
+}
+
 Status ResolveFloatOptions(const ir::Graph& graph, const FloatOptions& options, quant::FloatPrecision* precision) {
   precision->dtype = options.dtype;
   precision->cast_io = options.cast_io;

@@ -24,6 +24,7 @@
 // (ApplyPlan's output, or any model loaded for quantization).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -51,9 +52,18 @@ ir::DType ToIrDType(quant::FloatDType dtype);
 // FloatPrecision::fp32_tensors.
 std::string FloatRangeProblem(float amax, quant::FloatDType dtype);
 
-// The float dtype a writer uses when the user names none. FP32 until the simulation computes
-// FP16 models as TensorRT does (issue #29): then FP16.
-inline constexpr quant::FloatDType kDefaultFloatDType = quant::FloatDType::kFloat32;
+// Activation entries of `plan` whose calibrated amax plan->float_precision.dtype cannot hold
+// (FloatRangeProblem), added to float_precision.fp32_tensors with "(the plan's range)": the FP32
+// islands of a plan read without statistics (a TensorRT cache holds a range for every tensor it
+// names). Returns how many it added; none for FP32.
+int64_t MarkPlanRangeFp32Tensors(quant::QuantPlan* plan);
+
+// The float dtype a writer uses when the user names none, and that of a plan read from a file that
+// records none (TensorRT cache, ranges text: analysis::ReadPlanFile): FP16, what a TensorRT 11
+// engine should run outside the INT8 layers (docs/strongly-typed.md). The simulation computes
+// such a model as TensorRT does (runtime/float_precision.h), so every accuracy quantkit reports
+// is that of the FP16 + INT8 model it writes.
+inline constexpr quant::FloatDType kDefaultFloatDType = quant::FloatDType::kFloat16;
 
 // What a user asks of the float part (the CLI's --float-dtype, --cast-io, --keep-fp32).
 struct FloatOptions {

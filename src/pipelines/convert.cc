@@ -68,21 +68,17 @@ Status SetFloatPrecision(const ConvertOptions& options, const ir::Graph& graph, 
   }
   const char* dtype = quant::FloatDTypeName(fp.dtype);
   if (fp.dtype == quant::FloatDType::kFloat32) return Status::Ok();
-  size_t from_plan = 0;
-  for (const auto& [name, t] : plan->tensors) {
-    if (t.role != quant::TensorRole::kActivation || t.amax.empty()) continue;
-    const std::string why = passes::FloatRangeProblem(t.amax.front(), fp.dtype);
-    if (!why.empty() && fp.fp32_tensors.emplace(name, why + " (the plan's range)").second) ++from_plan;
-  }
+  const int64_t from_plan = passes::MarkPlanRangeFp32Tensors(plan);
   if (!options.data.empty()) {
     QK_ASSIGN_OR_RETURN(LoadedModel loaded, LoadFloatModel(float_model));
     QK_ASSIGN_OR_RETURN(Statistics ranges, CollectFloatRanges(loaded, options.data, options.image, options.samples,
                                                               options.batch_size, /*progress=*/false));
     const size_t before = fp.fp32_tensors.size();
     const int64_t measured = MarkFp32Tensors(ranges, &fp);
-    result->messages.push_back(fmt::format("float dtype {}: ranges of {} float tensors measured on {}: {} stay FP32",
-                                           dtype, measured, ranges.data_description,
-                                           fp.fp32_tensors.size() - before + from_plan));
+    result->messages.push_back(
+        fmt::format("float dtype {}: ranges of {} float tensors measured on {}: {} stay FP32",
+                    dtype, measured, ranges.data_description,
+                    static_cast<int64_t>(fp.fp32_tensors.size() - before) + from_plan));
   } else {
     result->messages.push_back(fmt::format(
         "float dtype {}: {} tensor(s) stay FP32 from the plan's ranges; the other float tensors were not measured "

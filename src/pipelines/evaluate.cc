@@ -79,7 +79,12 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
   // Where the outputs go is checked before the pass, not after it.
   QK_RETURN_IF_ERROR(CheckOutputFile(options.save_predictions, "--save-predictions"));
   QK_RETURN_IF_ERROR(CheckOutputFile(options.save_outputs, "--save-outputs"));
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm, distributed::OpenCommunicator(options.distributed));
+  std::unique_ptr<distributed::Communicator> comm;
+  if (options.single_process) {
+    comm = distributed::SingleProcessCommunicator();
+  } else {
+    QK_ASSIGN_OR_RETURN(comm, distributed::OpenCommunicator(options.distributed));
+  }
   EvalResult result;
   std::vector<int64_t> counts(kNumCounts, 0);
   BatchSums sums;

@@ -43,6 +43,9 @@ struct EvalOptions {
   // Under torchrun/srun/a PyTorchJob each rank evaluates its shard; counts are summed exactly and
   // float sums added per batch in sample order on rank 0, so its report equals one process's.
   distributed::DistributedOptions distributed;
+  // One process whatever the environment says (a check run by rank 0 alone inside a launch, e.g.
+  // qat's check of the model it exported): no launch is joined.
+  bool single_process = false;
 
   bool simulates() const { return loaded_plan.has_value() || !plan.empty(); }
 };

@@ -55,7 +55,11 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
     QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(evaluator.options().model));
     const quant::FloatDType before = plan.float_precision.dtype;
     QK_RETURN_IF_ERROR(passes::ResolveFloatOptions(*float_model.graph, *options.floats, &plan.float_precision));
-    if (plan.float_precision.dtype != before) plan.float_precision.fp32_tensors.clear();
+    if (plan.float_precision.dtype != before) {
+      // Decided for another dtype: the plan's ranges decide.
+      plan.float_precision.fp32_tensors.clear();
+      passes::MarkPlanRangeFp32Tensors(&plan);
+    }
   }
   FallbackResult r;
   r.metric = metric->name();

@@ -213,6 +213,48 @@ TEST(ConvertFloatPrecision, RangeProblems) {
   EXPECT_EQ(FloatRangeProblem(1.0e5f, FloatDType::kFloat32), "");
 }
 
+// Issue 29: a writer given no --float-dtype writes FP16 outside the INT8 layers (what a TensorRT 11
+// engine should run); FP32 is asked for by name.
+TEST(ConvertFloatPrecision, DefaultFloatDTypeIsFp16) {
+  EXPECT_EQ(kDefaultFloatDType, quant::FloatDType::kFloat16);
+  EXPECT_EQ(FloatOptions{}.dtype, quant::FloatDType::kFloat16);
+  // A plan.json without float_precision was written before the option existed: FP32, as it was.
+  EXPECT_EQ(quant::FloatPrecision{}.dtype, quant::FloatDType::kFloat32);
+}
+
+// A plan read without statistics (a TensorRT cache, a ranges file) has a range for every
+// activation it names: those FP16 cannot hold become FP32 islands, weights are not looked at.
+TEST(ConvertFloatPrecision, MarkPlanRangeFp32TensorsUsesThePlansActivationRanges) {
+  quant::QuantPlan plan;
+  plan.float_precision.dtype = quant::FloatDType::kFloat16;
+  plan.SetActivationAmax("fine", 4.0f, "cache");
+  plan.SetActivationAmax("zero", 0.0f, "cache");
+  plan.SetActivationAmax("huge", 1.0e5f, "cache");
+  plan.SetActivationAmax("tiny", 1.0e-6f, "cache");
+  plan.SetScale("w", {1.0e5f / 127.0f}, -1, quant::TensorRole::kWeight, "max");
+  EXPECT_EQ(MarkPlanRangeFp32Tensors(&plan), 2);
+  const auto& fp32 = plan.float_precision.fp32_tensors;
+  ASSERT_EQ(fp32.size(), 2u);
+  ASSERT_TRUE(fp32.count("huge") && fp32.count("tiny"));
+  EXPECT_NE(fp32.at("huge").find("(the plan's range)"), std::string::npos) << fp32.at("huge");
+  EXPECT_NE(fp32.at("tiny").find("(the plan's range)"), std::string::npos) << fp32.at("tiny");
+  EXPECT_EQ(MarkPlanRangeFp32Tensors(&plan), 0);  // already there: nothing added twice
+
+  // A reason already recorded (measured on data) is kept, not replaced by the plan's.
+  quant::QuantPlan measured = plan;
+  measured.float_precision.fp32_tensors = {{"huge", "measured"}};
+  EXPECT_EQ(MarkPlanRangeFp32Tensors(&measured), 1);
+  EXPECT_EQ(measured.float_precision.fp32_tensors.at("huge"), "measured");
+
+  // FP32 and BF16 hold 1e5; only BF16's smallest normal is far below 1e-6.
+  for (quant::FloatDType wide : {quant::FloatDType::kFloat32, quant::FloatDType::kBFloat16}) {
+    quant::QuantPlan other = plan;
+    other.float_precision.dtype = wide;
+    other.float_precision.fp32_tensors.clear();
+    EXPECT_EQ(MarkPlanRangeFp32Tensors(&other), 0) << quant::FloatDTypeName(wide);
+  }
+}
+
 TEST(ConvertFloatPrecision, PinnedNodesAndOpTypesStayFp32AndUnknownNamesFail) {
   Net net;
   quant::FloatPrecision p;

@@ -18,6 +18,7 @@ void SetupQat(CLI::App& app, RunFn* run) {
     std::vector<std::string> features;
     bool frozen_weight_scales = false, quiet = false;
     ImageArgs image;
+    FloatArgs floats;
   };
   auto opts = std::make_shared<Options>();
   pipelines::QatOptions& q = opts->qat;
@@ -74,6 +75,7 @@ void SetupQat(CLI::App& app, RunFn* run) {
       ->transform(InRange(0, kMaxQatSteps));
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->image);
+  AddFloatOptions(cmd, &opts->floats);
   AddDistributedOptions(cmd, &q.distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
@@ -81,6 +83,12 @@ void SetupQat(CLI::App& app, RunFn* run) {
       auto image = ToImageOptions(opts->image);
       if (!image.ok()) return Report(image.status());
       q.image = *image;
+      auto floats = ToFloatOverride(opts->floats);
+      if (!floats.ok()) return Report(floats.status());
+      q.floats = *floats;
+      auto storage = passes::ParseWeightStorage(opts->floats.weight_storage);
+      if (!storage.ok()) return Report(storage.status());
+      q.weight_storage = *storage;
       auto method = quant::ParseMethod(opts->method);
       if (!method.ok()) return Report(method.status());
       q.method = *method;

@@ -6,6 +6,7 @@
 #include "common/check.h"
 #include "passes/apply_plan.h"
 #include "passes/fake_quant.h"
+#include "passes/float_precision.h"
 #include "pipelines/calibrate.h"
 #include "pipelines/qat/stages.h"
 
@@ -60,6 +61,15 @@ Result<StartPlan> MakeStartPlan(const QatOptions& o) {
     const Result<std::vector<std::string>> unmatched = analysis::UnmatchedPlanTensors(*model.graph, start.plan, o.model);
     if (!unmatched.ok()) return unmatched.status().WithContext(o.plan);
     QK_RETURN_IF_ERROR(analysis::CheckPlanFloatModel(start.plan, o.model).WithContext(o.plan));
+    if (o.floats) {
+      quant::FloatPrecision& fp = start.plan.float_precision;
+      const quant::FloatDType before = fp.dtype;
+      QK_RETURN_IF_ERROR(passes::ResolveFloatOptions(*model.graph, *o.floats, &fp));
+      if (fp.dtype != before) {
+        fp.fp32_tensors.clear();  // decided for another dtype: the plan's ranges decide
+        passes::MarkPlanRangeFp32Tensors(&start.plan);
+      }
+    }
   } else {
     CalibrateOptions c;
     c.model = o.model;
@@ -69,12 +79,16 @@ Result<StartPlan> MakeStartPlan(const QatOptions& o) {
     c.method = o.method;
     c.placement = o.placement;
     c.progress = o.progress;
+    // The export's FP32 islands, from these statistics.
+    c.floats = o.floats.value_or(passes::FloatOptions{});
     QK_ASSIGN_OR_RETURN(CalibrateResult cal, Calibrate(c));
     start.plan = std::move(cal.plan);
   }
   // Weight scales follow the fine-tuned weights unless frozen: drop the plan's so that
   // ApplyPlan recomputes them (max|w|/127 per channel) from the weights it is given.
   start.train = start.plan;
+  // Training runs in FP32; the export types the float part (plan.float_precision).
+  start.train.float_precision = quant::FloatPrecision{};
   if (o.recompute_weight_scales) {
     for (auto it = start.train.tensors.begin(); it != start.train.tensors.end();) {
       it = it->second.role == quant::TensorRole::kWeight ? start.train.tensors.erase(it) : std::next(it);

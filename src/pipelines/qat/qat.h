@@ -3,11 +3,15 @@
 //   plan (--plan, or calibrate first)  ->  BatchNormalization folded into its Conv (frozen stats)
 //   -> the Q/DQ model calibrate exports (passes::ApplyPlan: TensorRT placement)
 //   -> training graph (passes::QdqToFakeQuant) -> train::QatTrainer steps on shuffled batches
-//      (FP32 teacher on the same batch: label-free distillation by default; cross-entropy with labels)
+//      (FP32 teacher on the same batch: label-free distillation by default; cross-entropy with
+//      labels)
 //   -> per-epoch validation with keep-the-best, checkpoints (--resume)
 //   -> OUT/model.qdq.onnx (fine-tuned weights, weight scales recomputed from them, final activation
-//      scales), OUT/model.float.onnx, OUT/calib.cache, OUT/plan.json (provenance: method, data,
-//      steps, loss), OUT/training_log.json, OUT/summary.txt, OUT/checkpoint.npz
+//      scales; written as every writer writes: INT8 weight storage, the float part in FP16 by
+//      default, passes::ApplyPlan), then, with --val, that model checked as TensorRT computes it
+//      (QatResult::val_exported beside the trained model's val_best), OUT/model.float.onnx,
+//      OUT/calib.cache, OUT/plan.json (provenance: method, data, steps, loss),
+//      OUT/training_log.json, OUT/summary.txt, OUT/checkpoint.npz
 //
 // Inputs are never modified; every output is written to a temp file and renamed.
 #pragma once
@@ -19,6 +23,8 @@
 
 #include "data/image_options.h"
 #include "distributed/launch.h"
+#include "passes/float_precision.h"
+#include "passes/insert_qdq.h"
 #include "passes/qdq_placement.h"
 #include "quant/tensor_calib.h"
 #include "quantkit/status.h"
@@ -37,6 +43,11 @@ struct QatOptions {
   std::string calib_data;         // calibrate-first data (default: the training data)
   int64_t calib_samples = 1024;
   passes::PlacementOptions placement;
+  // The exported model's float part (--float-dtype, --cast-io, --keep-fp32): these when given,
+  // else the plan's own (a plan.json's, a Q/DQ model's; the default for a cache, or when
+  // calibrating first). Training itself runs in FP32 with fake quantization.
+  std::optional<passes::FloatOptions> floats;
+  passes::WeightStorage weight_storage = passes::WeightStorage::kInt8;  // of model.qdq.onnx
   int64_t epochs = 0;             // used when steps == 0 (both 0: one epoch)
   int64_t steps = 0;
   int64_t batch_size = 64;
@@ -70,7 +81,12 @@ struct QatEval {
 struct QatResult {
   std::string metric;                 // "top1" | "agreement" ("" without --val)
   std::optional<double> val_ptq;      // before training (the plan's PTQ result in simulation)
-  std::optional<double> val_best;     // the kept parameters
+  std::optional<double> val_best;     // the kept parameters (FP32 fake quantization, as trained)
+  // The same validation of the written model.qdq.onnx as TensorRT computes it (its float part in
+  // its float dtype, INT8 weights): what the deployed engine scores.
+  std::optional<double> val_exported;
+  // ApplyPlan's line for model.qdq.onnx (Q/DQ pairs, float dtype, Casts).
+  std::string export_summary;
   int64_t best_step = 0;
   std::vector<QatEval> evals;
   int64_t steps = 0;

@@ -15,6 +15,7 @@
 #include "formats/trt_cache.h"
 #include "onnx/export.h"
 #include "passes/apply_plan.h"
+#include "pipelines/evaluate.h"
 #include "pipelines/qat/plot.h"
 #include "pipelines/qat/stages.h"
 
@@ -65,10 +66,12 @@ nlohmann::json TrainingLog(const QatOptions& o, const StartPlan& plan, const tra
   log["evals"] = evals;
   if (result.val_ptq) log["val_ptq"] = *result.val_ptq;
   if (result.val_best) log["val_best"] = *result.val_best;
+  if (result.val_exported) log["val_exported"] = *result.val_exported;
   return log;
 }
 
-std::string Summary(const QatOptions& o, const TrainingData& data, const QatResult& result) {
+std::string Summary(const QatOptions& o, const TrainingData& data, const QatResult& result,
+                    quant::FloatDType float_dtype) {
   std::string sum = fmt::format(
       "qat: {} steps ({:.2f} epochs of {} samples, batch {}), loss {:.4g} -> {:.4g}, {:.3f} s/step ({:.3f} s CPU)\n",
       result.steps, static_cast<double>(result.steps) / static_cast<double>(result.steps_per_epoch), data.samples,
@@ -79,7 +82,33 @@ std::string Summary(const QatOptions& o, const TrainingData& data, const QatResu
     sum += fmt::format("  validation {}: PTQ {:.2f}% -> QAT {:.2f}% (best at step {})\n", result.metric,
                        100 * *result.val_ptq, 100 * *result.val_best, result.best_step);
   }
+  sum += fmt::format("  model.qdq.onnx: {}\n", result.export_summary);
+  if (result.val_exported) {
+    sum += fmt::format(
+        "  validation {} of model.qdq.onnx as TensorRT computes it (float part in {}): {:.2f}%\n",
+        result.metric, quant::FloatDTypeName(float_dtype), 100 * *result.val_exported);
+  }
   return sum;
+}
+
+// The --val metric (top-1 with labels, else argmax agreement with the FP32 model) of the written
+// model, run by the interpreter as TensorRT computes it. Rank 0 alone, one process.
+Result<double> ValidateExported(const QatOptions& o, const std::string& qdq_path,
+                                const std::string& metric) {
+  EvalOptions eval;
+  eval.model = qdq_path;
+  eval.reference_model = o.model;
+  eval.data = o.val;
+  eval.image = o.image;
+  eval.samples = o.val_samples;
+  eval.batch_size = o.batch_size;
+  eval.progress = false;
+  eval.single_process = true;
+  QK_ASSIGN_OR_RETURN(EvalResult r, Evaluate(eval));
+  if (metric == "top1" && r.top1) return *r.top1;
+  QK_RETURN_IF_NOT(r.agreement.has_value(), StatusCode::kInternal,
+                   "validating {}: no agreement with {}", qdq_path, o.model);
+  return r.agreement->argmax_agreement;
 }
 
 }  // namespace
@@ -116,10 +145,21 @@ Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& gr
   final_plan.provenance.data_description = data.train->Describe();
   final_plan.provenance.data_sha256 = data.train->Fingerprint();
   final_plan.provenance.num_samples = result->steps * o.batch_size;
+  // Written as every writer writes (INT8 weight storage, the plan's float dtype); trained in FP32.
+  final_plan.float_precision = plan.plan.float_precision;
+  passes::ApplyPlanOptions writer = plan.sim;
+  writer.weight_storage = o.weight_storage;
   ir::Model qdq = std::move(tuned);
-  QK_RETURN_IF_ERROR(passes::RunPass(qdq, passes::ApplyPlan(&final_plan, plan.sim)).status());
+  QK_ASSIGN_OR_RETURN(passes::PassReport applied,
+                      passes::RunPass(qdq, passes::ApplyPlan(&final_plan, writer)));
   QK_RETURN_IF_ERROR(quant::ValidatePlan(final_plan));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq, out->Stage("model.qdq.onnx")));
+  // Staged, not yet committed: validated there, so a failed check leaves no output set.
+  const std::string qdq_path = out->Stage("model.qdq.onnx");
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq, qdq_path));
+  result->export_summary = applied.summary;
+  if (data.val) {
+    QK_ASSIGN_OR_RETURN(result->val_exported, ValidateExported(o, qdq_path, result->metric));
+  }
   QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage("calib.cache"), final_plan, {}));
   QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), final_plan));
 
@@ -134,7 +174,7 @@ Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& gr
   curve.metric = result->metric;
   QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("training.svg"), TrainingSvg(curve)));
 
-  result->summary = Summary(o, data, *result);
+  result->summary = Summary(o, data, *result, final_plan.float_precision.dtype);
   QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("summary.txt"), result->summary));
   QK_ASSIGN_OR_RETURN(result->written, out->Commit());
   result->written.push_back((dir / "checkpoint.npz").string());

@@ -11,6 +11,7 @@
 //   6. checkpoints       --resume, and a checkpoint after each validation / pause     loop.cc
 //   7. Train             the loop: shuffled batches, steps, validation, keep-the-best loop.cc
 //   8. WriteResults      fine-tuned float and Q/DQ models, calib.cache, plan.json,   report.cc
+//                        the written model validated as TensorRT computes it,
 //                        training_log.json, training.svg (plot.cc), summary.txt
 // Internal to pipelines/qat/.
 #pragma once
@@ -48,7 +49,8 @@ Result<Launch> ValidateOptions(const QatOptions& o, QatResult* result);
 struct StartPlan {
   quant::QuantPlan plan;   // as read or calibrated (its method names where training started)
   // What the training graph and the exported model are built from: the start plan without its
-  // weight scales (ApplyPlan recomputes them from the weights it is given) unless they are frozen.
+  // weight scales (ApplyPlan recomputes them from the weights it is given) unless they are frozen,
+  // and with an FP32 float part (training computes in FP32; the export takes plan.float_precision).
   quant::QuantPlan train;
   analysis::SimulationOptions sim;  // the placement, for training and export alike
 };

@@ -168,7 +168,11 @@ def check(mode):
         # plan, whose clipped input leaves the feature far from FP32 for QAT to pull back.
         ptq = os.path.join(tmp, "ptq")
         method = "max" if mode == "labels" else "entropy"
-        run(["calibrate", MODEL, "--data", train, "--samples", "256", "--method", method, "-o", ptq, "-q"])
+        # FP32 float part: QAT trains in FP32, and its first-step losses are checked against
+        # onnxruntime's run of calibrate's Q/DQ model (whose CPU FP16 QuantizeLinear truncates
+        # where TensorRT rounds: docs/strongly-typed.md); the plan's dtype is the export's too.
+        run(["calibrate", MODEL, "--data", train, "--samples", "256", "--method", method, "--float-dtype", "fp32",
+             "-o", ptq, "-q"])
         plan, qdq_ptq = os.path.join(ptq, "plan.json"), os.path.join(ptq, "model.qdq.onnx")
         if mode == "labels":
             check_labels(tmp, train, plan, qdq_ptq, x, y, hx, hy)

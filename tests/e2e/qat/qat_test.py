@@ -59,8 +59,11 @@ def main():
     fp32 = float(np.mean(ort_logits(MODEL, x).argmax(1) == y))
     with tempfile.TemporaryDirectory() as tmp:
         ptq_dir, qat_dir = os.path.join(tmp, "ptq"), os.path.join(tmp, "qat")
+        # FP32 float part (the plan's, so the QAT export's too): every model here is scored in
+        # onnxruntime and compared with the simulation to float32 noise, and onnxruntime's CPU FP16
+        # QuantizeLinear truncates where TensorRT rounds (docs/strongly-typed.md).
         run(["calibrate", MODEL, "--data", "fashion-mnist:calib", "--samples", "1024", "--method", "entropy",
-             "-o", ptq_dir])
+             "--float-dtype", "fp32", "-o", ptq_dir])
         ptq = float(np.mean(ort_logits(os.path.join(ptq_dir, "model.qdq.onnx"), x).argmax(1) == y))
         print(f"FP32 {fp32:.4f}  PTQ(entropy) {ptq:.4f}")
         assert fp32 - ptq >= MIN_PTQ_LOSS, f"the entropy plan loses only {fp32 - ptq:.4f}: not a QAT test"
@@ -123,6 +126,26 @@ def main():
         run(["qat", MODEL, *common, "--steps", "4", "--resume", os.path.join(b, "checkpoint.npz"), "-o", b])
         assert sha(os.path.join(a, "model.qdq.onnx")) == sha(os.path.join(b, "model.qdq.onnx")), \
             "resumed run differs from the uninterrupted one"
+
+        # 5b. The export is written as every writer writes (issue 29): --float-dtype fp16 over the FP32
+        # plan gives an FP16 + INT8 model.qdq.onnx, and --val checks that model as TensorRT computes
+        # it (val_exported): the same number `quantkit eval` gives for the written file.
+        fp16_dir = os.path.join(tmp, "fp16")
+        p = run(["qat", MODEL, *common, "--steps", "2", "--float-dtype", "fp16", "--val", "fashion-mnist:val",
+                 "--val-samples", "300", "-o", fp16_dir])
+        assert "float part in fp16" in p.stdout and "as TensorRT computes it (float part in fp16)" in p.stdout, p.stdout
+        m = onnx.load(os.path.join(fp16_dir, "model.qdq.onnx"))
+        inits = {i.name: i.data_type for i in m.graph.initializer}
+        q_scales = [inits[n.input[1]] for n in m.graph.node if n.op_type == "QuantizeLinear"]
+        assert q_scales and all(t == onnx.TensorProto.FLOAT16 for t in q_scales), q_scales
+        assert any(n.op_type == "DequantizeLinear" and inits.get(n.input[0]) == onnx.TensorProto.INT8
+                   for n in m.graph.node), "weights not stored as INT8"
+        assert json.load(open(os.path.join(fp16_dir, "plan.json")))["float_precision"]["dtype"] == "fp16"
+        exported = json.load(open(os.path.join(fp16_dir, "training_log.json")))["val_exported"]
+        ev = json.loads(run(["eval", os.path.join(fp16_dir, "model.qdq.onnx"), "--data", "fashion-mnist:val",
+                             "--samples", "300", "--batch-size", "32", "--json", "-q"]).stdout)
+        print(f"QAT export in FP16: val_exported {exported:.4f}, eval of the written model {ev['top1']:.4f}")
+        assert exported == ev["top1"], (exported, ev["top1"])
 
         # 6. Bad input: one line, documented exit code, no model written.
         for args, code in ((["--feature", "no_such_tensor"], 2), (["--device", "cuda"], 3)):

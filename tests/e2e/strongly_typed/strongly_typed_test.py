@@ -10,7 +10,9 @@
   * a model whose activation exceeds FP16's range keeps that region in FP32 (fails if FP16);
   * INT8 weight storage: resnet_small's Q/DQ model is about a quarter of its FP32 file;
   * --int8 off: the FP16 model from the same statistics, no Q/DQ;
-  * convert CACHE OUT.onnx --model FLOAT --data: the migration check prints the accuracy.
+  * convert CACHE OUT.onnx --model FLOAT --data: the migration check prints the accuracy;
+  * the default float dtype is FP16 (inputs/outputs keep their types); a cache's own ranges keep
+    the tensors FP16 cannot hold in FP32 without data (convert, eval --plan CACHE).
 """
 import json
 import os
@@ -274,3 +276,70 @@ def test_convert_cache_migration_reports_accuracy():
         run(["convert", os.path.join(d, "calib.cache"), os.path.join(d, "x.onnx"), "--model", model,
              "--keep-fp32", "NoSuchOp"], expect=2)
         assert not os.path.exists(os.path.join(d, "x.onnx"))
+
+
+def test_default_float_dtype_is_fp16():
+    """Issue 29: with no --float-dtype, calibrate writes FP16 outside the INT8 layers (what a
+    TensorRT 11 engine should run) while the graph inputs and outputs keep the model's FP32 types."""
+    model = os.path.join(ROOT, "models", "zoo", "plain_cnn.onnx")
+    with tempfile.TemporaryDirectory() as d:
+        summary = run(["calibrate", model, *CALIB, "-o", d])
+        assert "float dtype: fp16 (inputs and outputs keep their types)" in summary, summary
+        qdq = os.path.join(d, "model.qdq.onnx")
+        casts, fp32 = check_typed(qdq, summary)
+        assert not fp32, sorted(fp32)
+        m, src = onnx.load(qdq), onnx.load(model)
+        assert [(v.name, v.type.tensor_type.elem_type) for v in m.graph.input] == \
+            [(v.name, v.type.tensor_type.elem_type) for v in src.graph.input if v.type.tensor_type.elem_type == FP32]
+        assert [(v.name, v.type.tensor_type.elem_type) for v in m.graph.output] == \
+            [(v.name, v.type.tensor_type.elem_type) for v in src.graph.output]
+        types = value_types(m)
+        assert any(t == FP16 for t in types.values()), "no FP16 tensor in the default output"
+        assert json.load(open(os.path.join(d, "plan.json")))["float_precision"]["dtype"] == "fp16"
+
+
+def test_cache_without_data_keeps_its_out_of_range_tensors_fp32():
+    """A TensorRT implicit-INT8 cache holds a range for every tensor: `convert CACHE OUT --model`
+    without --data (and `eval --plan CACHE`) use it, in the FP16 default, to keep the tensors FP16
+    cannot hold in FP32 (passes::MarkPlanRangeFp32Tensors). The cache here is calibrate's, with
+    the ranges of the overflow model's `big` and `big_relu` added as TensorRT writes them (measured
+    in onnxruntime)."""
+    import struct
+    with tempfile.TemporaryDirectory() as d:
+        model = os.path.join(d, "overflow.onnx")
+        overflow_model(model)
+        run(["calibrate", model, *CALIB, "--float-dtype", "fp32", "-o", os.path.join(d, "c")])
+        # |big|, |big_relu| on the calibration samples, from onnxruntime with them as extra outputs.
+        m = onnx.load(model)
+        wide = ["big", "big_relu"]
+        for name in wide:
+            m.graph.output.append(helper.make_tensor_value_info(name, FP32, None))
+        probe = os.path.join(d, "probe.onnx")
+        onnx.save(m, probe)
+        x, _ = zoo_data.load_split("calib")
+        values = ort_session(probe).run(wide, {"input": x[:256]})
+        with open(os.path.join(d, "c", "calib.cache")) as f:
+            lines = f.read().rstrip("\n").split("\n")
+        amax = {}
+        for name, v in zip(wide, values):
+            amax[name] = float(np.abs(v).max())
+            assert amax[name] > 65504 / 16, amax  # beyond FP16 with the margin: the point of the test
+            scale = struct.unpack(">I", struct.pack(">f", np.float32(amax[name]) / np.float32(127)))[0]
+            lines.append(f"{name}: {scale:08x}")
+        cache = os.path.join(d, "trt.cache")
+        with open(cache, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        out = run(["convert", cache, os.path.join(d, "trt11.onnx"), "--model", model])
+        assert "float dtype fp16: 2 tensor(s) stay FP32 from the plan's ranges" in out, out
+        types = value_types(onnx.load(os.path.join(d, "trt11.onnx")))
+        assert types["big"] == FP32 and types["big_relu"] == FP32, "the overflowing region went FP16"
+        assert types["flat"] == FP16 or types.get("small") == FP32
+        # eval reads the cache the same way: the simulated FP16 model agrees with FP32.
+        ev = json.loads(run(["eval", model, "--plan", cache, "--data", "fashion-mnist:test", "--samples", "256",
+                             "--json", "-q"]))
+        print(f"cache -> FP16 + INT8 without data: amax {amax}, eval argmax agreement "
+              f"{ev['agreement']['argmax']:.4f}")
+        assert ev["agreement"]["argmax"] >= MIN_ORT_AGREEMENT, ev["agreement"]
+        # Without that range the same cache would let `big` go FP16: the island comes from it.
+        out = run(["convert", os.path.join(d, "c", "calib.cache"), os.path.join(d, "plain.onnx"), "--model", model])
+        assert "0 tensor(s) stay FP32 from the plan's ranges" in out, out

@@ -16,6 +16,7 @@
 #include "common/file_util.h"
 #include "common/sha256.h"
 #include "formats/ranges.h"
+#include "ir/float16.h"
 #include "onnx/import.h"
 #include "pipelines/calibrate.h"
 #include "runtime/interpreter.h"
@@ -147,9 +148,14 @@ TEST(LayerInputCache, InputsEqualFullRunsAndTheQuantizedSideIsOnItsGrid) {
   auto cache = analysis::LayerInputCache::Create(prepared->model.model, batches, sim);
   ASSERT_TRUE(cache.ok()) << cache.status().ToString();
   EXPECT_EQ((*cache)->num_samples(), 16);
+  // The grid check wants the FP32 float part: there a DequantizeLinear output is exactly q * s.
+  // The default FP16 part is checked below (a second cache).
+  quant::QuantPlan fp32_plan = built->plan;
+  fp32_plan.float_precision = quant::FloatPrecision{};
+  ASSERT_EQ(fp32_plan.float_precision.dtype, quant::FloatDType::kFloat32);
   for (const analysis::PtqLayer& layer : *layers) {
     SCOPED_TRACE(layer.output);
-    auto in = (*cache)->Advance(layer, built->plan);
+    auto in = (*cache)->Advance(layer, fp32_plan);
     ASSERT_TRUE(in.ok()) << in.status().ToString();
     ASSERT_EQ(in->fp32.size(), 2u);
     ASSERT_EQ(in->quantized.size(), 2u);
@@ -167,6 +173,31 @@ TEST(LayerInputCache, InputsEqualFullRunsAndTheQuantizedSideIsOnItsGrid) {
     }
   }
   EXPECT_GT((*cache)->peak_bytes(), 0);
+
+  // The default FP16 float part (issue 29): the simulated input is what TensorRT computes, q times
+  // the FP16 scale (kept in FP32 where the DequantizeLinear is fused into its INT8 layers,
+  // runtime/trt_fusions.h, else rounded to FP16), handed to the FP32 layer fit as float.
+  ASSERT_EQ(built->plan.float_precision.dtype, quant::FloatDType::kFloat16);
+  auto cache16 = analysis::LayerInputCache::Create(prepared->model.model, batches, sim);
+  ASSERT_TRUE(cache16.ok()) << cache16.status().ToString();
+  for (const analysis::PtqLayer& layer : *layers) {
+    SCOPED_TRACE(layer.output);
+    auto in = (*cache16)->Advance(layer, built->plan);
+    ASSERT_TRUE(in.ok()) << in.status().ToString();
+    ASSERT_EQ(in->quantized.size(), 2u);
+    ASSERT_EQ(in->quantized[0].dtype(), ir::DType::kFloat) << "not widened for the FP32 fit";
+    const quant::TensorQuant* act = built->plan.Find(layer.data_input);
+    if (act && act->quantized) {
+      const float s16 = ir::RoundToFloatType(act->scale[0], ir::DType::kFloat16);
+      const float* q = in->quantized[0].data_as<float>();
+      int off_grid = 0;
+      for (int64_t i = 0; i < in->quantized[0].numel(); ++i) {
+        const float k = std::nearbyint(q[i] / s16);
+        off_grid += q[i] != k * s16 && q[i] != ir::RoundToFloatType(k * s16, ir::DType::kFloat16);
+      }
+      EXPECT_EQ(off_grid, 0) << "not the FP16 DequantizeLinear of the FP16 scale " << s16;
+    }
+  }
 }
 
 TEST(CalibratePtq, StagesReachEveryArtifactAndAreDeterministic) {
