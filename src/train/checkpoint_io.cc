@@ -54,21 +54,6 @@ typename StateMap::key_type StateKey(const at::Tensor& param) {
 }
 using StateMap = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>;
 
-// The float tensor member `name` shaped as `param`, finite, on the parameter's device.
-Result<at::Tensor> StateTensor(const CheckpointFile& file, const std::string& path,
-                               const std::string& name, const at::Tensor& param) {
-  const ir::Tensor& t = file.arrays.at(name);
-  QK_RETURN_IF_NOT(t.dtype() == ir::DType::kFloat && t.dims() == param.sizes().vec(),
-                   StatusCode::kInvalidArgument,
-                   "{}: '{}' is {} [{}], expected float [{}] (another model or plan?)", path, name,
-                   ir::DTypeName(t.dtype()), fmt::join(t.dims(), ","),
-                   fmt::join(param.sizes(), ","));
-  QK_ASSIGN_OR_RETURN(at::Tensor a, runtime::CopyToAten(t, name));
-  QK_RETURN_IF_NOT(at::isfinite(a).all().item<bool>(), StatusCode::kInvalidArgument,
-                   "{}: '{}' holds NaN or Inf", path, name);
-  return a.to(param.device());
-}
-
 }  // namespace
 
 Result<CheckpointFile> ReadCheckpointFile(const std::string& path) {
@@ -171,7 +156,7 @@ Status RestoreOptimizerState(const CheckpointFile& file, const std::string& path
         if (!has("momentum_buffer")) continue;
         QK_ASSIGN_OR_RETURN(
             at::Tensor buffer,
-            StateTensor(file, path, member("momentum_buffer", names[i]), params[i]));
+            CheckpointTensorLike(file, path, member("momentum_buffer", names[i]), params[i]));
         auto s = std::make_unique<torch::optim::SGDParamState>();
         s->momentum_buffer(buffer);
         restored[StateKey<StateMap>(params[i])] = std::move(s);
@@ -187,9 +172,9 @@ Status RestoreOptimizerState(const CheckpointFile& file, const std::string& path
       QK_RETURN_IF_NOT(step.has_value() && *step >= 0, StatusCode::kInvalidArgument,
                        "{}: '{}' is not one int64 >= 0", path, member("step", names[i]));
       QK_ASSIGN_OR_RETURN(at::Tensor exp_avg,
-                          StateTensor(file, path, member("exp_avg", names[i]), params[i]));
+                          CheckpointTensorLike(file, path, member("exp_avg", names[i]), params[i]));
       QK_ASSIGN_OR_RETURN(at::Tensor exp_avg_sq,
-                          StateTensor(file, path, member("exp_avg_sq", names[i]), params[i]));
+                          CheckpointTensorLike(file, path, member("exp_avg_sq", names[i]), params[i]));
       QK_RETURN_IF_NOT((exp_avg_sq >= 0).all().item<bool>(), StatusCode::kInvalidArgument,
                        "{}: '{}' holds negative values (a running mean of squares)", path,
                        member("exp_avg_sq", names[i]));
@@ -202,6 +187,20 @@ Status RestoreOptimizerState(const CheckpointFile& file, const std::string& path
     optimizer->state() = std::move(restored);
     return Status::Ok();
   });
+}
+
+Result<at::Tensor> CheckpointTensorLike(const CheckpointFile& file, const std::string& path,
+                               const std::string& name, const at::Tensor& param) {
+  const ir::Tensor& t = file.arrays.at(name);
+  QK_RETURN_IF_NOT(t.dtype() == ir::DType::kFloat && t.dims() == param.sizes().vec(),
+                   StatusCode::kInvalidArgument,
+                   "{}: '{}' is {} [{}], expected float [{}] (another model or plan?)", path, name,
+                   ir::DTypeName(t.dtype()), fmt::join(t.dims(), ","),
+                   fmt::join(param.sizes(), ","));
+  QK_ASSIGN_OR_RETURN(at::Tensor a, runtime::CopyToAten(t, name));
+  QK_RETURN_IF_NOT(at::isfinite(a).all().item<bool>(), StatusCode::kInvalidArgument,
+                   "{}: '{}' holds NaN or Inf", path, name);
+  return a.to(param.device());
 }
 
 Status CheckCheckpointFile(const std::string& path) { return ReadCheckpointFile(path).status(); }

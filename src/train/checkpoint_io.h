@@ -43,6 +43,11 @@ Result<CheckpointFile> ReadCheckpointFile(const std::string& path);
 // fatal signal removes). kIoError naming the file and the system's reason.
 Status WriteCheckpointFile(const std::string& path, std::vector<data::NpzArray> arrays);
 
+// The member `name` of `file` as a tensor beside `like`: float, `like`'s shape, finite values.
+// kInvalidArgument naming `path` and the member otherwise (another model or plan).
+Result<at::Tensor> CheckpointTensorLike(const CheckpointFile& file, const std::string& path, const std::string& name,
+                                        const at::Tensor& like);
+
 // The optimizer's per-parameter state as checkpoint members (host copies; `names[i]` names
 // `params[i]`), with the optimizer/<kind> marker.
 Result<std::vector<data::NpzArray>> OptimizerStateArrays(const torch::optim::Optimizer& optimizer, OptimizerKind kind,

@@ -351,18 +351,6 @@ Result<CheckpointExtras> QatTrainer::LoadCheckpoint(const std::string& path) {
   // Everything is read and checked first; the trainer changes only once all of it holds.
   CheckpointExtras extras;
   std::vector<at::Tensor> values(impl_->names.size());
-  auto check = [&](const std::string& member, const at::Tensor& like) -> Result<at::Tensor> {
-    const ir::Tensor& t = file.arrays.at(member);
-    QK_RETURN_IF_NOT(t.dims() == like.sizes().vec() && t.dtype() == ir::DType::kFloat,
-                     StatusCode::kInvalidArgument,
-                     "{}: '{}' is {} [{}], expected float [{}] (another model or plan?)", path,
-                     member, ir::DTypeName(t.dtype()), fmt::join(t.dims(), ","),
-                     fmt::join(like.sizes(), ","));
-    QK_ASSIGN_OR_RETURN(at::Tensor a, CopyToAten(t, member));
-    QK_RETURN_IF_NOT(at::isfinite(a).all().item<bool>(), StatusCode::kInvalidArgument,
-                     "{}: '{}' holds NaN or Inf values", path, member);
-    return a;
-  };
   // ATen's exceptions (out of memory) as a Status naming the file.
   QK_RETURN_IF_ERROR(Guarded(path, [&]() -> Status {
     std::unordered_set<std::string> known;
@@ -371,9 +359,9 @@ Result<CheckpointExtras> QatTrainer::LoadCheckpoint(const std::string& path) {
       known.insert(name);
       QK_RETURN_IF_NOT(file.arrays.count("param/" + name), StatusCode::kInvalidArgument,
                        "{}: checkpoint lacks parameter '{}' (another model or plan?)", path, name);
-      QK_ASSIGN_OR_RETURN(values[i], check("param/" + name, impl_->params[i]));
+      QK_ASSIGN_OR_RETURN(values[i], CheckpointTensorLike(file, path, "param/" + name, impl_->params[i]));
       if (file.arrays.count("best/" + name)) {
-        QK_RETURN_IF_ERROR(check("best/" + name, impl_->params[i]).status());
+        QK_RETURN_IF_ERROR(CheckpointTensorLike(file, path, "best/" + name, impl_->params[i]).status());
         extras.best.push_back({name, file.arrays.at("best/" + name)});
       }
     }
