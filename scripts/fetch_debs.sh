@@ -34,6 +34,12 @@ if [[ ! -f .debs/fashion-mnist.tar.xz ]]; then
 fi
 rm -f .debs/dataset-fashion-mnist_*.deb .debs/libbenchmark*.deb  # older layouts of this folder
 
+# The ONNX node suite of the venv's PyPI onnx (1.8 MB as xz): the machine's onnx wheel ships none.
+NODE=$(.venv/bin/python -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data"))' 2>/dev/null)
+if [[ ! -f .debs/onnx-node-data.tar.xz && -d $NODE/node ]]; then
+  tar -C "$NODE" -cf - node | xz -6 -T0 >.debs/onnx-node-data.tar.xz.tmp && mv .debs/onnx-node-data.tar.xz.tmp .debs/onnx-node-data.tar.xz
+fi
+
 REAL=${QUANTKIT_CACHE:-$HOME/.cache/quantkit}/realmodels
 SAMPLES=${QK_REAL_SAMPLES:-4}
 if [[ -d $REAL ]]; then

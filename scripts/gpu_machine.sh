@@ -25,6 +25,8 @@
 #                 the throughput table (resnet50, vit_b_16; 8192 samples, batch 64; start-up apart;
 #                 eager PyTorch side by side): bench/gpu/{realmodels_device,qat_step,gpu_bench}.py
 #   results.md, results.json   the tables and numbers of those three, rewritten after each
+#   profile.txt   where one calibrate run's time goes (resnet50, max, 2048 samples; quantkit --profile
+#                 summed by bench/gpu/trace_summary.py), written after resnet50's row
 #   summary.md    one line per step: ok / FAILED (exit code) / skipped (no time) / timeout
 #
 # Usage: scripts/gpu_machine.sh [all|build|test|bench]   (build: env + build; test: + tests.log;
@@ -177,7 +179,12 @@ if [[ $MODE != bench ]]; then
     "$BUILD/tests/unit/runtime/runtime_device_test"
   # QK_CONFORMANCE_FILTER narrows the node cases of a dry run (the GPU runs them all).
   # The machine's PyPI onnx carries the newer node suite (no .venv there).
+  # The machine's onnx wheel has no backend data: .debs/onnx-node-data.tar.xz (scripts/fetch_debs.sh)
+  # carries the venv's onnx node suite.
   NODE_DATA=$([[ $DEVICE == cpu ]] || $PY -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/node"))' 2>/dev/null)
+  if [[ $DEVICE != cpu && ! -d $NODE_DATA && -f .debs/onnx-node-data.tar.xz ]]; then
+    mkdir -p "$PREFIX/onnx-data" && tar -xJf .debs/onnx-node-data.tar.xz -C "$PREFIX/onnx-data" && NODE_DATA=$PREFIX/onnx-data/node
+  fi
   step "op parity on $PARITY" 60 "$TESTS_LOG" env QUANTKIT_THREADS=1 QK_PARITY_DEVICES="$PARITY" QK_ONNX_NODE_DATA="$NODE_DATA" \
     QK_CONFORMANCE_FILTER="${QK_CONFORMANCE_FILTER:-}" "$BUILD/tests/conformance/conformance_test"
   grep -E "cases on |models on |passed, .* failed" "$TESTS_LOG" | sed 's/^/    /' >>"$SUMMARY"
@@ -200,6 +207,6 @@ assemble
 step "QAT step vs eager" 45 "$BENCH_LOG" $PY bench/gpu/qat_step.py "$QK" --device "$DEVICE" --out "$WORK" "${QAT[@]}"
 assemble
 step "throughput (resnet50, vit_b_16)" 90 "$BENCH_LOG" $PY bench/gpu/gpu_bench.py "$QK" --device "$DEVICE" \
-  --out "$WORK" ${QK_BENCH_MODELS:+--models "$QK_BENCH_MODELS"} "${THR[@]}"
+  --out "$WORK" ${QK_BENCH_MODELS:+--models "$QK_BENCH_MODELS"} --profile "$OUT_DIR/profile.txt" "${THR[@]}"
 assemble
 cat "$SUMMARY"

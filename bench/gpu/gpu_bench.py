@@ -133,6 +133,7 @@ def main():
     ap.add_argument("--short", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--opset", type=int, default=17)
+    ap.add_argument("--profile", help="write where calibrate's time goes (first model; quantkit --profile) here")
     args = ap.parse_args()
     if not 0 < args.short < args.samples:
         raise SystemExit("need 0 < --short < --samples")
@@ -170,7 +171,31 @@ def main():
             rows.append(row)
             print(json.dumps(row), flush=True)
             write_results(args.out, rows)
+            if args.profile and len(rows) == 1 and "error" not in row:  # before the next model's rows
+                profile(args, model, spec, work)
     return 1 if any("error" in r for r in rows) else 0
+
+
+def profile(args, model, spec, work):
+    """Where calibrate's time goes: `quantkit --profile` (torch's profiler: host ATen ops, CUDA
+    kernels, copies, synchronisations, one scope per node) around one calibrate --method max run
+    of 2048 samples, summed by bench/gpu/trace_summary.py into --profile's file (markdown)."""
+    trace = os.path.join(work, "calibrate.trace.json")
+    cmd = [args.quantkit, "calibrate", model, "--method", "max", "--samples", "2048", "--run-batch",
+           str(args.batch), "--data", spec, "--batch-size", str(args.batch), "-q", "--device", args.device,
+           "-o", os.path.join(work, "profiled"), "--profile", trace]
+    summary = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trace_summary.py")
+    with open(args.profile, "w") as f:
+        f.write("$ " + " ".join(cmd) + "\n")
+        f.flush()
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+        f.write(f"exit {r.returncode} after {time.perf_counter() - t0:.1f} s\n{r.stdout[-4000:]}\n")
+        f.flush()
+        if r.returncode == 0:
+            s = subprocess.run([sys.executable, summary, trace, "--markdown", "--top", "30"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+            f.write(s.stdout)
 
 
 def write_results(out, rows):

@@ -11,6 +11,7 @@
 // own (BodyWatch), made once per body plan and run, without the hook and the memory accounting.
 #include "runtime/interpreter.h"
 
+#include <ATen/record_function.h>
 #include <c10/core/InferenceMode.h>
 #include <fmt/ranges.h>
 
@@ -295,6 +296,7 @@ Status Notify(RunState& state, const SubgraphPlan& plan, int slot, at::Tensor& v
               at::ScalarType logical = at::ScalarType::Undefined) {
   const std::string& name = plan.slot_qualified[slot];
   const ir::Node* producer = plan.slot_producer[slot];
+  RECORD_USER_SCOPE("qk::observe");  // a no-op unless `quantkit --profile` records (runtime/profiler.h)
   if (state.options->hook) QK_RETURN_IF_ERROR(state.options->hook(name, producer, value));
   for (Observer* obs : state.watchers[slot]) {
     const TensorStatsRequest* request = obs->StatsRequestFor(name);
@@ -393,7 +395,10 @@ void Execute(Frame& frame, RunState* state) {
     try {
       // 16-bit float inputs compute in float32; type16: the 16-bit type of the float results.
       const at::ScalarType type16 = PrepareInputs(step.precision, inputs, logical);
-      outputs = ComputeStep(step, inputs, frame);
+      {
+        RECORD_USER_SCOPE(step.where);  // the node's kernels under its name in a profile
+        outputs = ComputeStep(step, inputs, frame);
+      }
       for (size_t j = 0; j < step.outputs.size() && j < outputs.size(); ++j) {
         if (step.outputs[j] >= 0) frame.logical[step.outputs[j]] = FinishOutput(step.precision, j, type16, outputs[j]);
       }

@@ -1,12 +1,17 @@
 // quantkit: INT8 calibration and quantization tooling for ONNX models deployed to TensorRT.
 #include <cstdio>
 #include <exception>
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "cli_distributed.h"
 #include "common/signal_cleanup.h"
 #include "commands.h"
 #include "device_option.h"
 #include "numeric_options.h"
+#include "runtime/device.h"
+#include "runtime/profiler.h"
 #include "runtime/threads.h"
 
 int main(int argc, char** argv) {
@@ -23,6 +28,11 @@ int main(int argc, char** argv) {
       ->check(quantkit::cli::InRange(0, quantkit::cli::kMaxThreads))
       ->capture_default_str();
   quantkit::cli::AddTensorBudgetOption(app);
+  std::string profile_path;
+  app.add_option("--profile", profile_path,
+                 "write a Chrome trace of the command (every ATen op; on a GPU also the CUDA kernels and "
+                 "copies; one scope per model node) to FILE: where the time goes (docs/gpu.md)")
+      ->envname("QUANTKIT_PROFILE");
   app.fallthrough();
   quantkit::cli::RunFn run;
   quantkit::cli::RegisterCommands(app, &run);
@@ -49,12 +59,29 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "quantkit: %s\n", st.message().c_str());
     return quantkit::ExitCodeFor(st.code());
   }
+  std::unique_ptr<quantkit::runtime::Profile> profile;
+  if (!profile_path.empty()) {
+    quantkit::Result<std::unique_ptr<quantkit::runtime::Profile>> started =
+        quantkit::runtime::Profile::Start(profile_path, quantkit::runtime::DefaultDevice().is_cuda());
+    if (!started.ok()) return quantkit::cli::Report(started.status());
+    profile = std::move(started).value();
+  }
+  int code = 70;
   try {
-    return run();
+    code = run();
   } catch (const std::bad_alloc&) {
-    return quantkit::cli::Report(quantkit::Status(quantkit::StatusCode::kResourceExhausted, "out of memory"));
+    code = quantkit::cli::Report(quantkit::Status(quantkit::StatusCode::kResourceExhausted, "out of memory"));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "quantkit: internal error: %s\n", quantkit::EscapeControl(e.what()).c_str());
-    return 70;
   }
+  if (profile) {
+    // Written whatever the command's outcome (a failing run is worth a look too); its exit code stays.
+    const quantkit::Status written = profile->Finish();
+    if (!written.ok()) {
+      std::fprintf(stderr, "quantkit: warning: %s\n", written.message().c_str());
+    } else {
+      std::fprintf(stderr, "quantkit: profile written to %s\n", quantkit::EscapeControl(profile_path).c_str());
+    }
+  }
+  return code;
 }

@@ -61,7 +61,11 @@ Result<KernelPtr> MakeDynamicQuantize(const KernelInit&) {
     const float scale = static_cast<float>((hi - lo) / 255.0);
     const float safe = scale == 0 ? 1.0f : scale;
     const float zp = std::clamp(std::nearbyint(static_cast<float>(-lo) / safe), 0.0f, 255.0f);
-    at::Tensor y = at::clamp(at::round(x / safe) + zp, 0, 255).to(at::kByte);
+    // Divided by a tensor on x's device, not a C++ float: CUDA turns division by a host scalar into
+    // a product with its reciprocal, which rounds differently (1 of 6 values of the ONNX node case on
+    // an H200).
+    const at::Tensor divisor = at::scalar_tensor(safe, x.options().dtype(at::kFloat));
+    at::Tensor y = at::clamp(at::round(x.to(at::kFloat) / divisor) + zp, 0, 255).to(at::kByte);
     return Out{y, at::scalar_tensor(scale, x.options().dtype(at::kFloat)),
                at::scalar_tensor(zp, x.options().dtype(at::kFloat)).to(at::kByte)};
   });
