@@ -1,7 +1,11 @@
-// The per-layer stages: SeqMSE (weight ranges) and AdaRound (weight rounding). Each walks the
+// The per-layer stages: SeqMSE (weight ranges), AdaRound (weight rounding) and bias correction. Each walks the
 // layers with the quantized prefix (ptq::ForEachLayer) and writes its result into the plan before
 // the next layer's inputs are computed, so later layers adapt to earlier ones.
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
 
 #include "common/check.h"
 #include "pipelines/ptq_stage_internal.h"
@@ -23,6 +27,27 @@ runtime::LayerBlock BlockOf(const LayerStep& step) {
 }
 
 std::string Name(const analysis::PtqLayer& layer) { return layer.node.empty() ? layer.output : layer.node; }
+
+// The layer's bias as bias correction can change it: a float initializer read by this node only,
+// one value per output channel; otherwise why not.
+Result<std::string> CorrectableBias(const ir::Model& model, const analysis::PtqLayer& layer) {
+  const ir::Value* out = model.graph->FindValue(layer.output);
+  const ir::Node* node = out ? out->producer() : nullptr;
+  if (node == nullptr) return Status(StatusCode::kNotFound, "no producer");
+  if (layer.op_type != "Conv" && layer.op_type != "ConvTranspose" && layer.op_type != "Gemm") {
+    return Status(StatusCode::kUnsupported, layer.op_type + " has no bias input");
+  }
+  const ir::Value* b = node->input(2);
+  if (b == nullptr) return Status(StatusCode::kUnsupported, "no bias");
+  if (!b->initializer || b->initializer->dtype() != ir::DType::kFloat || b->uses().size() != 1) {
+    return Status(StatusCode::kUnsupported, "its bias is not a float initializer of its own");
+  }
+  if (b->initializer->dims().size() != 1) return Status(StatusCode::kUnsupported, "its bias is not one-dimensional");
+  if (layer.op_type == "Gemm" && node->GetFloat("beta", 1.0f) != 1.0f) {
+    return Status(StatusCode::kUnsupported, "Gemm with beta != 1");
+  }
+  return b->name();
+}
 
 }  // namespace
 
@@ -97,6 +122,37 @@ Status RunAdaRound(const PtqStageSpec& spec, Context& ctx, PtqStageReport* repor
     return Status::Ok();
   };
   return ForEachLayer(ctx, "adaround", params.iterations, "steps", fn, report, peak_bytes);
+}
+
+Status RunBiasCorrection(const PtqStageSpec&, Context& ctx, PtqStageReport* report, int64_t* peak_bytes) {
+  auto fn = [&](LayerStep& step, const std::function<void(int64_t)>&) -> Status {
+    const Result<std::string> bias = CorrectableBias(*ctx.model.model, step.layer);
+    if (!bias.ok()) {
+      report->lines.push_back(fmt::format("{}: skipped, {}", Name(step.layer), bias.status().message()));
+      ++report->unchanged;
+      return Status::Ok();
+    }
+    // The layer alone, up to its own output (its block may end after an activation).
+    QK_ASSIGN_OR_RETURN(ir::Model layer_model,
+                        analysis::ExtractSubModel(*ctx.model.model, {step.layer.data_input}, {step.layer.output}));
+    runtime::LayerBlock block = BlockOf(step);
+    block.model = std::make_shared<const ir::Model>(std::move(layer_model));
+    block.output_channel_dim = step.layer.op_type == "Gemm" ? -1 : 1;
+    auto replaced = ctx.plan->initializers.find(step.layer.weight);
+    const ir::Tensor* weight = replaced == ctx.plan->initializers.end() ? nullptr : &replaced->second.value;
+    QK_ASSIGN_OR_RETURN(runtime::BiasCorrectionOutcome o,
+                        runtime::BiasCorrectionLayer(block, bias.value(), step.inputs.fp32, step.inputs.quantized,
+                                                     weight));
+    report->loss_before += o.error_before;
+    report->loss_after += o.error_after;
+    float largest = 0;
+    for (float v : o.shift) largest = std::max(largest, std::fabs(v));
+    report->lines.push_back(fmt::format("{}: bias shifted by up to {:.4g}, output error {:.4g} -> {:.4g}",
+                                        Name(step.layer), largest, o.error_before, o.error_after));
+    ctx.plan->initializers[bias.value()] = {std::move(o.bias), "bias-correction"};
+    return Status::Ok();
+  };
+  return ForEachLayer(ctx, "bias-correction", 1, "layers", fn, report, peak_bytes);
 }
 
 }  // namespace quantkit::pipelines::ptq

@@ -39,5 +39,6 @@ Result<std::vector<ir::Tensor>> RunBlock(const ir::Model& block, const std::vect
 
 Status RunSeqMse(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report, int64_t* peak_bytes);
 Status RunAdaRound(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report, int64_t* peak_bytes);
+Status RunBiasCorrection(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report, int64_t* peak_bytes);
 
 }  // namespace quantkit::pipelines::ptq

@@ -54,6 +54,9 @@ const std::vector<PtqStageInfo>& PtqStages() {
         {"beta_end", 2, 1, 1e3, false, "the exponent at the last iteration (cosine decay)"},
         {"warm_start", 0.2, 0, 1, false, "share of the iterations without the regulariser"},
         {"lr", 1e-3, 1e-8, 1, false, "Adam's learning rate"}}},
+      {PtqStageKind::kBiasCorrection, "bias-correction",
+       "the mean shift of each quantized layer's output, per channel, folded into its bias",
+       {}},
   };
   return stages;
 }
@@ -74,6 +77,7 @@ double PtqStageSpec::Get(const std::string& name) const {
 
 std::string PtqStageSpec::Label() const {
   const PtqStageInfo& info = PtqStageInfoFor(kind);
+  if (info.params.empty()) return info.name;
   std::string s = std::string(info.name) + "(";
   for (size_t i = 0; i < info.params.size(); ++i) {
     s += fmt::format("{}{}={}", i ? "," : "", info.params[i].name, FormatValue(info.params[i], Get(info.params[i].name)));
@@ -134,6 +138,13 @@ Result<std::vector<PtqStageSpec>> ParsePtqStages(const std::string& text) {
                        "--ptq: seqmse must come before adaround (adaround learns the rounding on the grid seqmse "
                        "chooses): give seqmse,adaround");
     }
+  }
+  // Bias correction measures the shift the final weights leave: nothing may change them after it.
+  for (size_t i = 0; i + 1 < stages.size(); ++i) {
+    QK_RETURN_IF_NOT(stages[i].kind != PtqStageKind::kBiasCorrection, StatusCode::kInvalidArgument,
+                     "--ptq: bias-correction must come last (it corrects the shift the final weights leave): give "
+                     "it after {}",
+                     PtqStageInfoFor(stages[i + 1].kind).name);
   }
   for (const PtqStageSpec& s : stages) {
     if (s.kind != PtqStageKind::kAdaRound) continue;
@@ -267,6 +278,9 @@ Result<PtqReport> RunPtqStages(const LoadedModel& model, const CalibrationSites&
     switch (spec.kind) {
       case PtqStageKind::kSeqMse: QK_RETURN_IF_ERROR(ptq::RunSeqMse(spec, ctx, &r, &report.cache_peak_bytes)); break;
       case PtqStageKind::kAdaRound: QK_RETURN_IF_ERROR(ptq::RunAdaRound(spec, ctx, &r, &report.cache_peak_bytes)); break;
+      case PtqStageKind::kBiasCorrection:
+        QK_RETURN_IF_ERROR(ptq::RunBiasCorrection(spec, ctx, &r, &report.cache_peak_bytes));
+        break;
     }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stage_start).count();
     plan->provenance.stages.push_back(

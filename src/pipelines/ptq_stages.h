@@ -15,7 +15,11 @@
 //              max|w|) whose quantized weights minimise the layer's output error (aimet's apply_seq_mse)
 //   adaround   learned up/down rounding of each weight, reconstructing each layer block's FP32 output
 //              (Nagel et al. 2020; aimet's apply_adaround). Must come after seqmse when both run.
-// Both walk the weighted layers in topological order with the quantized prefix
+//   bias-correction  per output channel, the mean shift of the quantized layer's output against
+//              the FP32 layer's on the same samples added to its bias (Nagel et al. 2019, empirical;
+//              aimet's bias correction). Layers with a float bias of one value per output channel
+//              (Conv, ConvTranspose, Gemm with beta = 1). Last: after seqmse and adaround.
+// All walk the weighted layers in topological order with the quantized prefix
 // (analysis/layer_cache.h): each layer sees the inputs the layers before it, as already changed, give.
 //
 // Data: the first `samples` samples of the calibration data (fewer when their cached activations
@@ -25,7 +29,7 @@
 // Distributed: the stages run on rank 0 once the statistics are merged (they read the first N
 // samples themselves); the other ranks wait for its outcome.
 //
-// Adding a stage (bias correction, SmoothQuant, ...): a PtqStageKind, a row of PtqStages() with its
+// Adding a stage (SmoothQuant, ...): a PtqStageKind, a row of PtqStages() with its
 // parameters, a Run function beside ptq_adaround.cc, and its case in RunPtqStages.
 #pragma once
 
@@ -41,7 +45,7 @@
 
 namespace quantkit::pipelines {
 
-enum class PtqStageKind { kSeqMse, kAdaRound };
+enum class PtqStageKind { kSeqMse, kAdaRound, kBiasCorrection };
 
 struct PtqParam {
   const char* name;

@@ -244,4 +244,74 @@ Result<SeqMseOutcome> SeqMseLayer(const LayerBlock& block, const std::vector<flo
   return outcome;
 }
 
+Result<BiasCorrectionOutcome> BiasCorrectionLayer(const LayerBlock& block, const std::string& bias,
+                                                  const std::vector<ir::Tensor>& fp32_inputs,
+                                                  const std::vector<ir::Tensor>& quantized_inputs,
+                                                  const ir::Tensor* weight) {
+  QK_RETURN_IF_NOT(!fp32_inputs.empty() && fp32_inputs.size() == quantized_inputs.size(), StatusCode::kInternal,
+                   "bias correction '{}': {} FP32 and {} quantized batches", block.weight, fp32_inputs.size(),
+                   quantized_inputs.size());
+  const ir::Value* b = block.model->graph->FindValue(bias);
+  QK_RETURN_IF_NOT(b && b->initializer && b->initializer->dtype() == ir::DType::kFloat, StatusCode::kInternal,
+                   "bias correction: '{}' is not a float initializer", bias);
+  QK_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::Create(block, /*training=*/false));
+  QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> xf, OnDevice(fp32_inputs, runner.device, "cached input"));
+  QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> xq, OnDevice(quantized_inputs, runner.device, "cached input"));
+  BiasCorrectionOutcome outcome;
+  const std::string what = "bias correction of '" + bias + "'";
+  QK_RETURN_IF_ERROR(Guarded(what, [&]() -> Status {
+    at::InferenceMode inference;
+    at::Tensor w = runner.weight;
+    if (weight != nullptr) {
+      QK_ASSIGN_OR_RETURN(at::Tensor given, CopyToAten(*weight, block.weight));
+      QK_RETURN_IF_NOT(given.sizes() == runner.weight.sizes(), StatusCode::kInternal,
+                       "bias correction: the weight given for '{}' has another shape", block.weight);
+      w = given.to(at::kFloat).to(runner.device);
+    }
+    const at::Tensor wq = at::clamp(at::round(w / runner.scale), kQmin, kQmax) * runner.scale;
+    // Per channel: the summed difference (double: thousands of positions), then the mean.
+    std::vector<at::Tensor> diffs;
+    at::Tensor sum;
+    double positions = 0, elements = 0, before = 0;
+    int64_t dim = 0;
+    for (size_t i = 0; i < xf.size(); ++i) {
+      QK_ASSIGN_OR_RETURN(at::Tensor yf, runner.Run(xf[i], runner.weight));
+      QK_ASSIGN_OR_RETURN(at::Tensor yq, runner.Run(xq[i], wq));
+      QK_RETURN_IF_NOT(yf.sizes() == yq.sizes() && yf.dim() >= 1, StatusCode::kInternal,
+                       "bias correction '{}': outputs of different shapes", block.weight);
+      dim = runner.channel_dim < 0 ? yf.dim() + runner.channel_dim : runner.channel_dim;
+      QK_RETURN_IF_NOT(dim >= 0 && dim < yf.dim() && yf.size(dim) == b->initializer->numel(), StatusCode::kInternal,
+                       "bias correction '{}': {} output channels, a bias of {} values", block.weight,
+                       dim >= 0 && dim < yf.dim() ? yf.size(dim) : -1, b->initializer->numel());
+      at::Tensor d = (yf - yq).to(at::kDouble);
+      std::vector<int64_t> others;
+      for (int64_t k = 0; k < d.dim(); ++k) {
+        if (k != dim) others.push_back(k);
+      }
+      const at::Tensor channel_sum = others.empty() ? d : d.sum(others);
+      sum = sum.defined() ? sum + channel_sum : channel_sum;
+      positions += static_cast<double>(d.numel() / std::max<int64_t>(d.size(dim), 1));
+      elements += static_cast<double>(d.numel());
+      before += d.pow(2).sum().item<double>();
+      diffs.push_back(d);
+    }
+    const at::Tensor shift = sum / positions;  // [channels], double
+    double after = 0;
+    for (const at::Tensor& d : diffs) {
+      std::vector<int64_t> shape(static_cast<size_t>(d.dim()), 1);
+      shape[static_cast<size_t>(dim)] = shift.numel();
+      after += (d - shift.reshape(shape)).pow(2).sum().item<double>();
+    }
+    outcome.error_before = before / elements;
+    outcome.error_after = after / elements;
+    const at::Tensor shift_host = shift.to(at::kFloat).cpu().contiguous();
+    outcome.shift.assign(shift_host.data_ptr<float>(), shift_host.data_ptr<float>() + shift_host.numel());
+    QK_ASSIGN_OR_RETURN(at::Tensor old_bias, CopyToAten(*b->initializer, bias));
+    const at::Tensor corrected = (old_bias.to(at::kFloat).reshape({-1}) + shift_host).reshape(old_bias.sizes());
+    QK_ASSIGN_OR_RETURN(outcome.bias, ToIrTensor(corrected.contiguous(), what));
+    return Status::Ok();
+  }));
+  return outcome;
+}
+
 }  // namespace quantkit::runtime

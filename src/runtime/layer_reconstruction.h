@@ -89,4 +89,24 @@ struct SeqMseOutcome {
 Result<SeqMseOutcome> SeqMseLayer(const LayerBlock& block, const std::vector<float>& amax0,
                                   const std::vector<ir::Tensor>& inputs, const SeqMseParams& params);
 
+struct BiasCorrectionOutcome {
+  ir::Tensor bias;             // the corrected bias: float32, the bias's dims
+  std::vector<float> shift;    // what was added, per output channel
+  double error_before = 0;     // mean squared error of the quantized layer output vs the FP32 one
+  double error_after = 0;      // the same with the corrected bias, on the same batches
+};
+
+// Empirical bias correction (Nagel et al. 2019, "Data-Free Quantization Through Weight Equalization
+// and Bias Correction", the empirical variant; aimet's bias correction): per output channel, the
+// mean of the FP32 layer output on `fp32_inputs` minus the mean of the quantized layer's output on
+// `quantized_inputs` (the same samples with the quantized prefix) is added to the bias, so the
+// quantized layer's expected output is the FP32 one's on these samples. block.model's output is the
+// layer's own output (before any activation: a shift is only linear there); `bias` names its bias
+// initializer, one value per output channel. The quantized weight: `weight` (a previous stage's,
+// already on the grid) or block.weight's initializer, fake-quantized on block.scale.
+Result<BiasCorrectionOutcome> BiasCorrectionLayer(const LayerBlock& block, const std::string& bias,
+                                                  const std::vector<ir::Tensor>& fp32_inputs,
+                                                  const std::vector<ir::Tensor>& quantized_inputs,
+                                                  const ir::Tensor* weight = nullptr);
+
 }  // namespace quantkit::runtime

@@ -55,6 +55,10 @@ TEST(ParsePtqStages, DefaultsOrderAndLabels) {
   EXPECT_EQ((*s)[0].Label(), "seqmse(candidates=20)");
   EXPECT_EQ((*s)[1].Label(), "adaround(iterations=500,reg=0.02,beta_start=20,beta_end=2,warm_start=0.2,lr=0.001)");
   EXPECT_EQ(PtqStagesText(*s), "seqmse,adaround");
+  auto all = ParsePtqStages("seqmse,adaround,bias-correction");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(all->back().kind, PtqStageKind::kBiasCorrection);
+  EXPECT_EQ(all->back().Label(), "bias-correction");  // no parameters
   auto none = ParsePtqStages("");
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
@@ -75,6 +79,9 @@ TEST(ParsePtqStages, EveryMistakeIsOneClearError) {
       {"adaround,seqmse", "seqmse must come before adaround"},
       {"adaround:beta_start=2:beta_end=20", "beta_end"},
       {"seqmse,", "unknown stage ''"},
+      {"bias-correction,seqmse", "bias-correction must come last"},
+      {"bias-correction,adaround", "give it after adaround"},
+      {"bias-correction:samples=4", "is not KEY=VALUE with a parameter of bias-correction"},
   };
   for (const auto& [text, expected] : cases) {
     SCOPED_TRACE(text);

@@ -1,4 +1,4 @@
-// AdaRound and SeqMSE (runtime/layer_reconstruction.h) on one Gemm where the answer is known by
+// AdaRound, SeqMSE and bias correction (runtime/layer_reconstruction.h) on one Gemm where the answer is known by
 // hand or by enumerating every choice.
 #include "runtime/layer_reconstruction.h"
 
@@ -20,6 +20,25 @@ std::shared_ptr<const ir::Model> GemmBlock(const std::vector<float>& w, int64_t 
   g.AddInput(x);
   ir::Value* wv = g.AddInitializer("W", ir::Tensor::FromVector(ir::DType::kFloat, {out, in}, w));
   auto node = g.AddNode("Gemm", {x, wv}, {"y"}, "", "gemm");
+  EXPECT_TRUE(node.ok());
+  (*node)->SetAttr(ir::Attribute::Int("transB", 1));
+  g.AddOutput((*node)->output(0));
+  return std::make_shared<const ir::Model>(std::move(m));
+}
+
+// y = x W^T + b (Gemm, transB = 1) with the bias "B" (`out` values, or one that broadcasts).
+std::shared_ptr<const ir::Model> GemmBiasBlock(const std::vector<float>& w, const std::vector<float>& b, int64_t out,
+                                               int64_t in) {
+  ir::Model m;
+  m.SetOpset("", 17);
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.CreateValue("x");
+  x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Symbolic("N"), ir::Dim::Known(in)});
+  g.AddInput(x);
+  ir::Value* wv = g.AddInitializer("W", ir::Tensor::FromVector(ir::DType::kFloat, {out, in}, w));
+  ir::Value* bv =
+      g.AddInitializer("B", ir::Tensor::FromVector(ir::DType::kFloat, {static_cast<int64_t>(b.size())}, b));
+  auto node = g.AddNode("Gemm", {x, wv, bv}, {"y"}, "", "gemm");
   EXPECT_TRUE(node.ok());
   (*node)->SetAttr(ir::Attribute::Int("transB", 1));
   g.AddOutput((*node)->output(0));
@@ -164,6 +183,92 @@ TEST(SeqMse, ClipsTheOutlierAnInputNeverReadsAndKeepsTheRangeThatMatters) {
     const float k = q[i] / s;
     EXPECT_NEAR(k, std::nearbyint(k), 1e-3) << "weight " << i << " is not on its channel's grid";
   }
+}
+
+TEST(BiasCorrection, AddsTheMeanShiftTheQuantizedWeightsAndInputsCauseByHand) {
+  // Two output channels on the grid s = 0.5 (per channel: 0.5 and 0.25). Every weight sits 0.3 of a
+  // step above a grid point, so nearest rounding takes 0.3 s off each: the quantized output of a
+  // channel is lower by 0.3 s * sum(x) on the same input. The quantized-prefix inputs are the FP32
+  // ones plus 0.1 on input 0. So the shift per channel is, in closed form over the samples,
+  //   mean(x . w) - mean(x' . q(w)),   computed below in double, and the bias grows by it.
+  const int64_t in = 4, out = 2;
+  const std::vector<float> scale = {0.5f, 0.25f};
+  std::vector<float> w(static_cast<size_t>(out * in));
+  for (int64_t c = 0; c < out; ++c) {
+    for (int64_t i = 0; i < in; ++i) {
+      w[static_cast<size_t>(c * in + i)] = (static_cast<float>(i) - 1.0f + 0.3f) * scale[static_cast<size_t>(c)];
+    }
+  }
+  const std::vector<float> bias = {0.25f, -1.0f};
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n01(1.0f, 1.0f);
+  std::vector<std::vector<float>> rows, shifted;
+  for (int j = 0; j < 96; ++j) {
+    std::vector<float> r(static_cast<size_t>(in));
+    for (float& v : r) v = n01(rng);
+    rows.push_back(r);
+    r[0] += 0.1f;
+    shifted.push_back(r);
+  }
+  std::vector<double> expect(static_cast<size_t>(out), 0.0);
+  for (int64_t c = 0; c < out; ++c) {
+    const double s = scale[static_cast<size_t>(c)];
+    for (size_t j = 0; j < rows.size(); ++j) {
+      for (int64_t i = 0; i < in; ++i) {
+        const double wi = w[static_cast<size_t>(c * in + i)];
+        const double qi = std::nearbyint(wi / s) * s;
+        expect[static_cast<size_t>(c)] += rows[j][static_cast<size_t>(i)] * wi - shifted[j][static_cast<size_t>(i)] * qi;
+      }
+    }
+    expect[static_cast<size_t>(c)] /= static_cast<double>(rows.size());
+  }
+  LayerBlock block;
+  block.model = GemmBiasBlock(w, bias, out, in);
+  block.input = "x";
+  block.weight = "W";
+  block.scale = scale;
+  block.axis = 0;
+  block.output_channel_dim = -1;
+  auto o = BiasCorrectionLayer(block, "B", Batches(rows, in, 32), Batches(shifted, in, 32));
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ASSERT_EQ(o->shift.size(), 2u);
+  ASSERT_EQ(o->bias.numel(), 2);
+  constexpr double kShiftTolerance = 1e-5;  // float32 layer outputs summed in double
+  for (size_t c = 0; c < 2; ++c) {
+    EXPECT_NEAR(o->shift[c], expect[c], kShiftTolerance * (1 + std::fabs(expect[c]))) << "channel " << c;
+    EXPECT_NEAR(o->bias.data_as<float>()[c], bias[c] + expect[c], kShiftTolerance * (1 + std::fabs(expect[c])));
+  }
+  EXPECT_GT(std::fabs(expect[0]), 0.1) << "the case must have a shift worth correcting";
+  // The mean part of the error is gone; what is left is the variance part only.
+  EXPECT_LT(o->error_after, o->error_before);
+
+  // A previous stage's weight already on the grid quantizes to itself: with the FP32 weights given
+  // as that weight and the same inputs on both sides, there is nothing to correct.
+  std::vector<float> on_grid(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    const float s = scale[i / static_cast<size_t>(in)];
+    on_grid[i] = std::nearbyint(w[i] / s) * s;
+  }
+  LayerBlock grid_block = block;
+  grid_block.model = GemmBiasBlock(on_grid, bias, out, in);
+  const ir::Tensor given = ir::Tensor::FromVector(ir::DType::kFloat, {out, in}, on_grid);
+  auto none = BiasCorrectionLayer(grid_block, "B", Batches(rows, in, 32), Batches(rows, in, 32), &given);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  for (float v : none->shift) EXPECT_EQ(v, 0.0f);
+  EXPECT_EQ(none->error_before, 0.0);
+}
+
+TEST(BiasCorrection, ABiasOfAnotherLengthIsRefused) {
+  LayerBlock block;
+  // One bias value broadcast over 2 output channels: no per-channel bias to move.
+  block.model = GemmBiasBlock({1, 2, 3, 4, 5, 6, 7, 8}, {0}, 2, 4);
+  block.input = "x";
+  block.weight = "W";
+  block.scale = {0.5f};
+  block.output_channel_dim = -1;
+  const std::vector<ir::Tensor> xs = Batches({{1, 2, 3, 4}}, 4, 1);
+  EXPECT_FALSE(BiasCorrectionLayer(block, "B", xs, xs).ok());
+  EXPECT_FALSE(BiasCorrectionLayer(block, "missing", xs, xs).ok());
 }
 
 }  // namespace
