@@ -271,7 +271,8 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     result.top5 = static_cast<double>(counts[kCorrect5]) / static_cast<double>(counts[kLabelled]);
   }
   if (with_reference) {
-    double dot = 0, norm_out = 0, norm_ref = 0, err2 = 0;
+    // The same statistics and definitions as analyze's (all-zero outputs: cosine 1, not 0).
+    analysis::ErrorStats error;
     const size_t stride = sums.stride;
     const size_t batches = stride ? sums.values.size() / stride : 0;
     for (analysis::Metric* m : options.metrics) {
@@ -279,7 +280,7 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     }
     for (size_t b = 0; b < batches; ++b) {
       const double* v = sums.values.data() + b * stride;
-      dot += v[0], norm_out += v[1], norm_ref += v[2], err2 += v[3];
+      error.dot += v[0], error.out2 += v[1], error.ref2 += v[2], error.err2 += v[3];
       size_t offset = 4;
       for (analysis::Metric* m : options.metrics) {
         const size_t k = m->State().size();
@@ -290,8 +291,8 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     }
     Agreement a;
     a.argmax_agreement = counts[kSamples] ? static_cast<double>(counts[kAgree]) / static_cast<double>(counts[kSamples]) : 0;
-    a.cosine = dot / std::max(std::sqrt(norm_out * norm_ref), 1e-300);
-    a.sqnr_db = err2 > 0 ? 10.0 * std::log10(norm_ref / err2) : INFINITY;
+    a.cosine = error.cosine();
+    a.sqnr_db = error.sqnr_db();
     a.max_abs_error = max_err;
     result.agreement = a;
   }
