@@ -28,20 +28,29 @@ MIN_REL_MSE_GAIN = 0.10
 MIN_BIAS_CORRECTION_GAIN = 0.40
 
 
-def main():
-    model = zoo_model("plain_cnn")
+def calibrate_and_score(model, d, configs):
+    """Calibrates `model` once per (name, extra options) into d/name and scores each model.qdq.onnx
+    in onnxruntime on the first TEST_SAMPLES test images: {name: (logits rel MSE vs FP32, top-1)},
+    and the last summary."""
     x, y = data.load_split("test")
     x, y = x[:TEST_SAMPLES], y[:TEST_SAMPLES]
     ref = ort_run(model, x, batch=500, threads=1)
+    scores, summary = {}, ""
+    for name, extra in configs:
+        out = os.path.join(d, name)
+        summary = run(["calibrate", model, *CALIB, "-o", out, *extra])
+        logits = ort_run(os.path.join(out, "model.qdq.onnx"), x, batch=500, threads=1)
+        rel = float(np.mean((logits - ref) ** 2) / np.mean(ref ** 2))
+        scores[name] = (rel, float(np.mean(logits.argmax(1) == y)))
+        print(f"{name}: output rel MSE {rel:.3e}, top-1 {scores[name][1]:.4f} (FP32 {np.mean(ref.argmax(1) == y):.4f})")
+    return scores, summary
+
+
+def main():
+    model = zoo_model("plain_cnn")
+    x = data.load_split("test")[0][:TEST_SAMPLES]
     with tempfile.TemporaryDirectory() as d:
-        scores = {}
-        for name, extra in (("max", []), ("ptq", PTQ)):
-            out = os.path.join(d, name)
-            summary = run(["calibrate", model, *CALIB, "-o", out, *extra])
-            logits = ort_run(os.path.join(out, "model.qdq.onnx"), x, batch=500, threads=1)
-            rel = float(np.mean((logits - ref) ** 2) / np.mean(ref ** 2))
-            scores[name] = (rel, float(np.mean(logits.argmax(1) == y)))
-            print(f"{name}: output rel MSE {rel:.3e}, top-1 {scores[name][1]:.4f} (FP32 {np.mean(ref.argmax(1) == y):.4f})")
+        scores, summary = calibrate_and_score(model, d, (("max", []), ("ptq", PTQ)))
         plan = json.load(open(os.path.join(d, "ptq", "plan.json")))
         stages = plan["provenance"]["stages"]
         assert [s.split("(")[0] for s in stages] == ["seqmse", "adaround"], stages
@@ -77,18 +86,9 @@ def main():
 
 def bias_correction():
     model = zoo_model("mobilenetv2_small")
-    x, y = data.load_split("test")
-    x, y = x[:TEST_SAMPLES], y[:TEST_SAMPLES]
-    ref = ort_run(model, x, batch=500, threads=1)
     with tempfile.TemporaryDirectory() as d:
-        scores = {}
-        for name, extra in (("max", []), ("bias", ["--ptq", "bias-correction", "--ptq-samples", "64"])):
-            out = os.path.join(d, name)
-            summary = run(["calibrate", model, *CALIB, "-o", out, *extra])
-            logits = ort_run(os.path.join(out, "model.qdq.onnx"), x, batch=500, threads=1)
-            rel = float(np.mean((logits - ref) ** 2) / np.mean(ref ** 2))
-            scores[name] = (rel, float(np.mean(logits.argmax(1) == y)))
-            print(f"{name}: output rel MSE {rel:.3e}, top-1 {scores[name][1]:.4f} (FP32 {np.mean(ref.argmax(1) == y):.4f})")
+        scores, summary = calibrate_and_score(
+            model, d, (("max", []), ("bias", ["--ptq", "bias-correction", "--ptq-samples", "64"])))
         assert "ptq bias-correction:" in summary and "0 left as they were" in summary, summary
         stages = json.load(open(os.path.join(d, "bias", "plan.json")))["provenance"]["stages"]
         assert [s.split(" ")[0] for s in stages] == ["bias-correction"], stages

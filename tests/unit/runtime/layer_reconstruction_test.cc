@@ -10,23 +10,8 @@
 namespace quantkit::runtime {
 namespace {
 
-// y = x W^T (Gemm, transB = 1): W [out, in] as an initializer "W", x [batch, in] the graph input.
-std::shared_ptr<const ir::Model> GemmBlock(const std::vector<float>& w, int64_t out, int64_t in) {
-  ir::Model m;
-  m.SetOpset("", 17);
-  ir::Graph& g = *m.graph;
-  ir::Value* x = g.CreateValue("x");
-  x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Symbolic("N"), ir::Dim::Known(in)});
-  g.AddInput(x);
-  ir::Value* wv = g.AddInitializer("W", ir::Tensor::FromVector(ir::DType::kFloat, {out, in}, w));
-  auto node = g.AddNode("Gemm", {x, wv}, {"y"}, "", "gemm");
-  EXPECT_TRUE(node.ok());
-  (*node)->SetAttr(ir::Attribute::Int("transB", 1));
-  g.AddOutput((*node)->output(0));
-  return std::make_shared<const ir::Model>(std::move(m));
-}
-
-// y = x W^T + b (Gemm, transB = 1) with the bias "B" (`out` values, or one that broadcasts).
+// y = x W^T (+ b) (Gemm, transB = 1): W [out, in] as an initializer "W", x [batch, in] the graph
+// input; with `b`, the bias "B" (`out` values, or fewer that broadcast).
 std::shared_ptr<const ir::Model> GemmBiasBlock(const std::vector<float>& w, const std::vector<float>& b, int64_t out,
                                                int64_t in) {
   ir::Model m;
@@ -35,14 +20,20 @@ std::shared_ptr<const ir::Model> GemmBiasBlock(const std::vector<float>& w, cons
   ir::Value* x = g.CreateValue("x");
   x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Symbolic("N"), ir::Dim::Known(in)});
   g.AddInput(x);
-  ir::Value* wv = g.AddInitializer("W", ir::Tensor::FromVector(ir::DType::kFloat, {out, in}, w));
-  ir::Value* bv =
-      g.AddInitializer("B", ir::Tensor::FromVector(ir::DType::kFloat, {static_cast<int64_t>(b.size())}, b));
-  auto node = g.AddNode("Gemm", {x, wv, bv}, {"y"}, "", "gemm");
+  std::vector<ir::Value*> inputs = {x, g.AddInitializer("W", ir::Tensor::FromVector(ir::DType::kFloat, {out, in}, w))};
+  if (!b.empty()) {
+    inputs.push_back(
+        g.AddInitializer("B", ir::Tensor::FromVector(ir::DType::kFloat, {static_cast<int64_t>(b.size())}, b)));
+  }
+  auto node = g.AddNode("Gemm", inputs, {"y"}, "", "gemm");
   EXPECT_TRUE(node.ok());
   (*node)->SetAttr(ir::Attribute::Int("transB", 1));
   g.AddOutput((*node)->output(0));
   return std::make_shared<const ir::Model>(std::move(m));
+}
+
+std::shared_ptr<const ir::Model> GemmBlock(const std::vector<float>& w, int64_t out, int64_t in) {
+  return GemmBiasBlock(w, {}, out, in);
 }
 
 std::vector<ir::Tensor> Batches(const std::vector<std::vector<float>>& rows, int64_t in, int64_t per_batch) {
