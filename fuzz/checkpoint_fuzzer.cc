@@ -21,28 +21,12 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "testing/conv_model.h"
 #include "train/qat_trainer.h"
 
 namespace {
 
 using namespace quantkit;
-
-// y = Conv(x, W), x: float[N,1,4,4], W: [2,1,3,3]: the model of the CLI's hostile tests.
-ir::Model ConvModel() {
-  ir::Model m;
-  m.SetOpset("", 13);
-  ir::Graph& g = *m.graph;
-  ir::Value* x = g.CreateValue("x");
-  x->type = ir::TypeInfo::Tensor(ir::DType::kFloat,
-                                 {ir::Dim::Symbolic("N"), ir::Dim::Known(1), ir::Dim::Known(4), ir::Dim::Known(4)});
-  g.AddInput(x);
-  std::vector<float> w(18);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) - 2.0f;
-  ir::Value* weight = g.AddInitializer("W", ir::Tensor::FromVector(ir::DType::kFloat, {2, 1, 3, 3}, w));
-  auto conv = g.AddNode("Conv", {x, weight}, {"y"}, "", "conv");
-  if (conv.ok()) g.AddOutput((*conv)->output(0));
-  return m;
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -69,7 +53,7 @@ Fixture& Get() {
     ::mkdir(fx->dir.c_str(), 0755);
     train::TrainerOptions options;
     options.total_steps = 10;
-    auto trainer = train::QatTrainer::Create(ConvModel(), ConvModel(), {"W"}, options);
+    auto trainer = train::QatTrainer::Create(testing::TinyConvModel(), testing::TinyConvModel(), {"W"}, options);
     if (!trainer.ok()) {
       std::fprintf(stderr, "checkpoint_fuzzer: %s\n", trainer.status().ToString().c_str());
       std::abort();

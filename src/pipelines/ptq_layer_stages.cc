@@ -132,12 +132,15 @@ Status RunBiasCorrection(const PtqStageSpec&, Context& ctx, PtqStageReport* repo
       ++report->unchanged;
       return Status::Ok();
     }
-    // The layer alone, up to its own output (its block may end after an activation).
-    QK_ASSIGN_OR_RETURN(ir::Model layer_model,
-                        analysis::ExtractSubModel(*ctx.model.model, {step.layer.data_input}, {step.layer.output}));
+    // The layer alone, up to its own output: its block may end after an activation, where a
+    // shift is no longer linear.
     runtime::LayerBlock block = BlockOf(step);
-    block.model = std::make_shared<const ir::Model>(std::move(layer_model));
-    block.output_channel_dim = step.layer.op_type == "Gemm" ? -1 : 1;
+    if (step.layer.block_output != step.layer.output) {
+      QK_ASSIGN_OR_RETURN(ir::Model layer_model,
+                          analysis::ExtractSubModel(*ctx.model.model, {step.layer.data_input}, {step.layer.output}));
+      block.model = std::make_shared<const ir::Model>(std::move(layer_model));
+      block.output_channel_dim = step.layer.op_type == "Gemm" ? -1 : 1;
+    }
     auto replaced = ctx.plan->initializers.find(step.layer.weight);
     const ir::Tensor* weight = replaced == ctx.plan->initializers.end() ? nullptr : &replaced->second.value;
     QK_ASSIGN_OR_RETURN(runtime::BiasCorrectionOutcome o,

@@ -270,7 +270,6 @@ Result<BiasCorrectionOutcome> BiasCorrectionLayer(const LayerBlock& block, const
     }
     const at::Tensor wq = at::clamp(at::round(w / runner.scale), kQmin, kQmax) * runner.scale;
     // Per channel: the summed difference (double: thousands of positions), then the mean.
-    std::vector<at::Tensor> diffs;
     at::Tensor sum;
     double positions = 0, elements = 0, before = 0;
     int64_t dim = 0;
@@ -293,15 +292,11 @@ Result<BiasCorrectionOutcome> BiasCorrectionLayer(const LayerBlock& block, const
       positions += static_cast<double>(d.numel() / std::max<int64_t>(d.size(dim), 1));
       elements += static_cast<double>(d.numel());
       before += d.pow(2).sum().item<double>();
-      diffs.push_back(d);
     }
     const at::Tensor shift = sum / positions;  // [channels], double
-    double after = 0;
-    for (const at::Tensor& d : diffs) {
-      std::vector<int64_t> shape(static_cast<size_t>(d.dim()), 1);
-      shape[static_cast<size_t>(dim)] = shift.numel();
-      after += (d - shift.reshape(shape)).pow(2).sum().item<double>();
-    }
+    // Subtracting each channel's mean d_c removes positions * d_c^2 from that channel's squared
+    // error (sum (d - d_c)^2 = sum d^2 - n d_c^2), so the corrected error needs no second pass.
+    const double after = std::max(0.0, before - positions * shift.pow(2).sum().item<double>());
     outcome.error_before = before / elements;
     outcome.error_after = after / elements;
     const at::Tensor shift_host = shift.to(at::kFloat).cpu().contiguous();

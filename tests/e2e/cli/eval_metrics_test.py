@@ -43,7 +43,7 @@ def main():
         j = eval_json(zero, zero, data)
         agreement = j["agreement"]
         assert agreement["cosine"] == 1.0, j
-        assert agreement["sqnr_db"] in (None, "inf", math.inf) or agreement["sqnr_db"] > 1e300, j
+        assert agreement["sqnr_db"] is None, j  # +inf: JSON has no infinity, quantkit writes null
         j = eval_json(more, one, data)
         assert abs(j["agreement"]["cosine"] - 1.0) < 1e-9, j
         assert abs(j["agreement"]["sqnr_db"] - 10 * math.log10(4.0)) < SQNR_TOLERANCE_DB, j

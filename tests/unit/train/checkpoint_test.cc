@@ -14,29 +14,11 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "testing/conv_model.h"
 #include "train/qat_trainer.h"
 
 namespace quantkit::train {
 namespace {
-
-// y = Conv(x, W), x: float[N,1,4,4], W: [channels,1,3,3] = pattern + `shift` (student and teacher
-// differ).
-ir::Model ConvModel(float shift, int64_t channels = 2) {
-  ir::Model m;
-  m.SetOpset("", 13);
-  ir::Graph& g = *m.graph;
-  ir::Value* x = g.CreateValue("x");
-  x->type = ir::TypeInfo::Tensor(ir::DType::kFloat,
-                                 {ir::Dim::Symbolic("N"), ir::Dim::Known(1), ir::Dim::Known(4), ir::Dim::Known(4)});
-  g.AddInput(x);
-  std::vector<float> w(static_cast<size_t>(channels * 9));
-  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) - 2.0f + shift;
-  ir::Value* weight = g.AddInitializer("W", ir::Tensor::FromVector(ir::DType::kFloat, {channels, 1, 3, 3}, w));
-  auto conv = g.AddNode("Conv", {x, weight}, {"y"}, "", "conv");
-  EXPECT_TRUE(conv.ok());
-  g.AddOutput((*conv)->output(0));
-  return m;
-}
 
 TrainingBatch Batch(int seed) {
   std::vector<float> x(2 * 16);
@@ -49,7 +31,7 @@ std::unique_ptr<QatTrainer> Trainer(OptimizerKind kind, float shift = 0.5f) {
   o.optimizer = kind;
   o.lr = 1e-2;
   o.total_steps = 4;
-  auto t = QatTrainer::Create(ConvModel(shift), ConvModel(0.0f), {"W"}, o);
+  auto t = QatTrainer::Create(testing::TinyConvModel(shift), testing::TinyConvModel(0.0f), {"W"}, o);
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return std::move(*t);
 }
@@ -143,7 +125,7 @@ TEST_F(CheckpointRefusalTest, AnotherOptimizerOrModelIsRefusedNamingTheFile) {
       << r.status().ToString();
 
   // Another model: W of another shape.
-  auto wider = QatTrainer::Create(ConvModel(0.5f, 3), ConvModel(0.0f, 3), {"W"}, TrainerOptions{});
+  auto wider = QatTrainer::Create(testing::TinyConvModel(0.5f, 3), testing::TinyConvModel(0.0f, 3), {"W"}, TrainerOptions{});
   ASSERT_TRUE(wider.ok());
   const std::vector<float> before = Weights(**wider);
   ASSERT_TRUE(Trainer(OptimizerKind::kAdamW)->SaveCheckpoint(Path("narrow.npz"), {}).ok());
