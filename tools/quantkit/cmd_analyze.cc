@@ -1,6 +1,12 @@
-// quantkit analyze MODEL --plan PLAN --data SPEC [--samples N] [--metric M] [--top K] [--json]
+// quantkit analyze MODEL --plan PLAN --data SPEC [--samples N] [--metric M] [--top K] [--layers int8|float|both]
+// [--json]
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
 
+#include "analysis/float_layers.h"
 #include "analysis/layer_analysis.h"
 #include "analysis/plan_eval.h"
 #include "analysis/simulate.h"
@@ -16,6 +22,7 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
     std::vector<std::string> metrics;
     size_t top = 20;
     bool json = false, quiet = false, no_accumulated = false;
+    std::string layers = "int8";
   };
   auto opts = std::make_shared<Options>();
   opts->plan_eval.eval.samples = 256;
@@ -27,6 +34,11 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
   cmd->add_option("--metric", opts->metrics, "metrics per trial (default: top1 and agreement on a [batch, classes] output, top1 only with labels; rel_mse on any other output)");
   cmd->add_option("--top", opts->top, "rows in the table (0: all)")
       ->transform(InRange(0, kMaxCount))
+      ->capture_default_str();
+  cmd->add_option("--layers", opts->layers,
+                  "int8: the quantized tensors; float: the nodes of the FP16/BF16 float part, each pinned to FP32 "
+                  "in turn (which ones FP16 costs accuracy, and the --keep-fp32 fix); both")
+      ->check(CLI::IsMember({"int8", "float", "both"}))
       ->capture_default_str();
   cmd->add_flag("--no-accumulated", opts->no_accumulated, "skip the accumulated (prefix) runs: half the time");
   cmd->add_flag("--json", opts->json, "print JSON");
@@ -40,18 +52,44 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
       auto owned = pipelines::AnalyzeMetrics(opts->metrics, evaluator);
       if (!owned.ok()) return Report(owned.status());
       const std::vector<analysis::Metric*> metrics = analysis::MetricPointers(*owned);
-      analysis::AnalyzeOptions options;
-      options.accumulated = !opts->no_accumulated;
-      options.progress = !opts->quiet && evaluator.rank() == 0;
-      auto r = analysis::AnalyzeLayers(evaluator, plan, metrics, options);
-      if (!r.ok()) return Report(r.status());
+      const bool int8 = opts->layers != "float", floats = opts->layers != "int8";
+      const bool progress = !opts->quiet && evaluator.rank() == 0;
+      std::optional<analysis::AnalyzeResult> int8_result;
+      std::optional<analysis::FloatLayersResult> float_result;
+      double seconds = 0;
+      int64_t trials = 0;
+      if (int8) {
+        analysis::AnalyzeOptions options;
+        options.accumulated = !opts->no_accumulated;
+        options.progress = progress;
+        auto r = analysis::AnalyzeLayers(evaluator, plan, metrics, options);
+        if (!r.ok()) return Report(r.status());
+        int8_result = std::move(*r);
+        seconds += int8_result->seconds;
+        trials += int8_result->trials + 1;
+      }
+      if (floats) {
+        analysis::FloatLayersOptions options;
+        options.progress = progress;
+        auto r = analysis::AnalyzeFloatLayers(evaluator, plan, metrics, options);
+        if (!r.ok()) return Report(r.status());
+        float_result = std::move(*r);
+        seconds += float_result->seconds;
+        trials += float_result->trials;
+      }
       // Under a launch every rank has the whole report; rank 0 prints it, each rank its line.
-      if (evaluator.world_size() > 1) PrintRankLine(opened->Rank(r->seconds, r->trials + 1));
+      if (evaluator.world_size() > 1) PrintRankLine(opened->Rank(seconds, trials));
       if (evaluator.rank() != 0) return 0;
+      const size_t top = opts->top ? opts->top : SIZE_MAX;
       if (opts->json) {
-        std::printf("%s\n", analysis::AnalyzeJson(*r).c_str());
+        // --layers int8 prints analyze's object as it always has; float adds it under "float_layers".
+        nlohmann::json j = int8 ? nlohmann::json::parse(analysis::AnalyzeJson(*int8_result)) : nlohmann::json::object();
+        if (floats) j["float_layers"] = nlohmann::json::parse(analysis::FloatLayersJson(*float_result));
+        std::printf("%s\n", j.dump(1).c_str());
       } else {
-        std::fputs(analysis::FormatAnalyzeTable(*r, opts->top ? opts->top : r->rows.size()).c_str(), stdout);
+        if (int8) std::fputs(analysis::FormatAnalyzeTable(*int8_result, std::min(top, int8_result->rows.size())).c_str(), stdout);
+        if (int8 && floats) std::fputs("\n", stdout);
+        if (floats) std::fputs(analysis::FormatFloatLayersTable(*float_result, top).c_str(), stdout);
       }
       return 0;
     };
