@@ -53,14 +53,18 @@ struct PlanEvaluationOptions {
   std::vector<std::string> metrics;  // top1, agreement, rel_mse; empty: top1 with labels, agreement
 };
 
-// analyze: per quantized tensor, the error it causes alone and accumulated, ranked worst first.
+// analyze: per quantized tensor, the error it causes alone and accumulated, ranked worst first;
+// with `layers` "float" or "both", per tensor of the FP16/BF16 float part the share of the FP16
+// cost that keeping it in FP32 recovers, and the verified --keep-fp32 fix (docs/strongly-typed.md).
 struct AnalyzeOptions {
   PlanEvaluationOptions evaluation;
   bool accumulated = true;
+  std::string layers = "int8";  // "int8" | "float" | "both"
   bool progress = false;  // a bar on stderr when it is a terminal
 };
 struct AnalyzeReport {
-  std::vector<std::string> ranked_tensors;  // worst first
+  std::vector<std::string> ranked_tensors;  // worst first (INT8 analysis)
+  std::vector<std::string> keep_fp32;       // the float part's recommended FP32 nodes (layers float/both)
   std::vector<std::string> warnings;        // e.g. plan tensors matching no model tensor
   std::string text, json;
 };

@@ -133,13 +133,17 @@ def evaluate(model: PathLike, data: _data.DataLike, plan: Optional[PlanLike] = N
 
 def analyze(model: PathLike, plan: PlanLike, data: _data.DataLike, *, metrics: Iterable[str] = (),
             samples: int = 256, batch_size: int = 64, placement: str = "auto", accumulated: bool = True,
-            progress: bool = True) -> Report:
+            layers: str = "int8", progress: bool = True) -> Report:
     """Per-tensor INT8 error of ``plan``: each quantized tensor alone and accumulated along the
-    graph (SQNR, cosine, relative MSE at the tensor and the output), worst first."""
+    graph (SQNR, cosine, relative MSE at the tensor and the output), worst first. ``layers``
+    "float" (or "both") checks the FP16/BF16 float part tensor by tensor instead (or as well):
+    ``Report.data["float_layers"]["keep_fp32"]`` is the verified --keep-fp32 fix, empty when no
+    tensor needs FP32 (docs/strongly-typed.md)."""
     _torchcheck.check()
     options = _core.AnalyzeOptions()
     options.evaluation = _plan_evaluation(model, plan, data, list(metrics), samples, batch_size, placement)
     options.accumulated = accumulated
+    options.layers = layers
     options.progress = progress
     with _as_spec(model, data, samples) as spec:
         options.evaluation.data = spec

@@ -92,6 +92,7 @@ void BindOptions(py::module_& m) {
       .def(py::init<>())
       .def_readwrite("evaluation", &AnalyzeOptions::evaluation)
       .def_readwrite("accumulated", &AnalyzeOptions::accumulated)
+      .def_readwrite("layers", &AnalyzeOptions::layers)
       .def_readwrite("progress", &AnalyzeOptions::progress);
   py::class_<FallbackOptions>(m, "FallbackOptions")
       .def(py::init<>())

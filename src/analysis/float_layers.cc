@@ -267,4 +267,18 @@ std::string FloatLayersJson(const FloatLayersResult& r) {
   return j.dump(1);
 }
 
+std::string FormatAnalyzeReport(const AnalyzeResult* int8, const FloatLayersResult* floats, size_t max_rows) {
+  std::string s;
+  if (int8) s += FormatAnalyzeTable(*int8, max_rows ? std::min(max_rows, int8->rows.size()) : int8->rows.size());
+  if (int8 && floats) s += "\n";
+  if (floats) s += FormatFloatLayersTable(*floats, max_rows ? max_rows : floats->rows.size());
+  return s;
+}
+
+std::string AnalyzeReportJson(const AnalyzeResult* int8, const FloatLayersResult* floats) {
+  nlohmann::json j = int8 ? nlohmann::json::parse(AnalyzeJson(*int8)) : nlohmann::json::object();
+  if (floats) j["float_layers"] = nlohmann::json::parse(FloatLayersJson(*floats));
+  return j.dump(1);
+}
+
 }  // namespace quantkit::analysis

@@ -92,4 +92,10 @@ std::string FormatFloatLayersTable(const FloatLayersResult& result, size_t max_r
 // One JSON object (rows ranked as in the table).
 std::string FloatLayersJson(const FloatLayersResult& result);
 
+// analyze's whole report from what ran (either may be null, not both): the INT8 table, then the
+// float part's; JSON is AnalyzeJson's object with the float part under "float_layers" (only that
+// key without the INT8 analysis). `max_rows` 0: every row.
+std::string FormatAnalyzeReport(const AnalyzeResult* int8, const FloatLayersResult* floats, size_t max_rows);
+std::string AnalyzeReportJson(const AnalyzeResult* int8, const FloatLayersResult* floats);
+
 }  // namespace quantkit::analysis

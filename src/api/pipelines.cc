@@ -1,6 +1,9 @@
 // include/quantkit/pipelines.h over the internal pipelines: parse the public options (strings
 // become enums here, once), call the one pipeline function, and return its report.
+#include <optional>
+
 #include "pipelines/diagnose/diagnose.h"
+#include "analysis/float_layers.h"
 #include "analysis/layer_analysis.h"
 #include "analysis/metrics.h"
 #include "common/check.h"
@@ -105,18 +108,30 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
 }
 
 Result<AnalyzeReport> Analyze(const AnalyzeOptions& options) {
+  QK_RETURN_IF_NOT(options.layers == "int8" || options.layers == "float" || options.layers == "both",
+                   StatusCode::kInvalidArgument, "layers '{}': expected int8, float or both", options.layers);
   QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation opened, Open(options.evaluation));
   QK_ASSIGN_OR_RETURN(auto owned, pipelines::AnalyzeMetrics(options.evaluation.metrics, *opened.evaluator));
-  analysis::AnalyzeOptions analyze;
-  analyze.accumulated = options.accumulated;
-  analyze.progress = options.progress;
-  QK_ASSIGN_OR_RETURN(analysis::AnalyzeResult r,
-                      analysis::AnalyzeLayers(*opened.evaluator, opened.plan, analysis::MetricPointers(owned), analyze));
+  const std::vector<analysis::Metric*> metrics = analysis::MetricPointers(owned);
   AnalyzeReport report;
-  for (const analysis::LayerRow& row : r.rows) report.ranked_tensors.push_back(row.tensor);
+  std::optional<analysis::AnalyzeResult> int8;
+  std::optional<analysis::FloatLayersResult> floats;
+  if (options.layers != "float") {
+    analysis::AnalyzeOptions analyze;
+    analyze.accumulated = options.accumulated;
+    analyze.progress = options.progress;
+    QK_ASSIGN_OR_RETURN(int8, analysis::AnalyzeLayers(*opened.evaluator, opened.plan, metrics, analyze));
+    for (const analysis::LayerRow& row : int8->rows) report.ranked_tensors.push_back(row.tensor);
+  }
+  if (options.layers != "int8") {
+    analysis::FloatLayersOptions check;
+    check.progress = options.progress;
+    QK_ASSIGN_OR_RETURN(floats, analysis::AnalyzeFloatLayers(*opened.evaluator, opened.plan, metrics, check));
+    report.keep_fp32 = floats->keep_fp32;
+  }
   report.warnings = opened.warnings;
-  report.text = analysis::FormatAnalyzeTable(r, r.rows.size());
-  report.json = analysis::AnalyzeJson(r);
+  report.text = analysis::FormatAnalyzeReport(int8 ? &*int8 : nullptr, floats ? &*floats : nullptr, 0);
+  report.json = analysis::AnalyzeReportJson(int8 ? &*int8 : nullptr, floats ? &*floats : nullptr);
   return report;
 }
 

@@ -50,6 +50,21 @@ def test_analyze_and_fallback(model, plan, tmp_path):
     assert len(f.plan.float_nodes) <= 2
 
 
+def test_analyze_the_float_part(model, plan):
+    """layers="float": the FP16 float part tensor by tensor (the plan's default float dtype)."""
+    a = quantkit.analyze(model, plan, "fashion-mnist:val", samples=32, layers="float", progress=False)
+    d = a.to_dict()
+    assert set(d) == {"float_layers"}, list(d)
+    fl = d["float_layers"]
+    assert fl["dtype"] == "fp16" and fl["tensors"] and fl["samples"] == 32
+    # Every checked tensor names the nodes that keep it in FP32; recommendations come from them.
+    named = {n for t in fl["tensors"] for n in t["nodes"]}
+    assert all(t["nodes"] for t in fl["tensors"]) and set(fl["keep_fp32"]) <= named
+    assert "float part (fp16)" in str(a)
+    with pytest.raises(quantkit.QuantkitError, match="layers"):
+        quantkit.analyze(model, plan, "fashion-mnist:val", samples=8, layers="fp16", progress=False)
+
+
 def test_diagnose_reports(model, calib_array):
     r = quantkit.diagnose(model, [calib_array], progress=False)
     d = r.to_dict()

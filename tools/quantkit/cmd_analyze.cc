@@ -1,9 +1,7 @@
 // quantkit analyze MODEL --plan PLAN --data SPEC [--samples N] [--metric M] [--top K] [--layers int8|float|both]
 // [--json]
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "analysis/float_layers.h"
@@ -80,17 +78,10 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
       // Under a launch every rank has the whole report; rank 0 prints it, each rank its line.
       if (evaluator.world_size() > 1) PrintRankLine(opened->Rank(seconds, trials));
       if (evaluator.rank() != 0) return 0;
-      const size_t top = opts->top ? opts->top : SIZE_MAX;
-      if (opts->json) {
-        // --layers int8 prints analyze's object as it always has; float adds it under "float_layers".
-        nlohmann::json j = int8 ? nlohmann::json::parse(analysis::AnalyzeJson(*int8_result)) : nlohmann::json::object();
-        if (floats) j["float_layers"] = nlohmann::json::parse(analysis::FloatLayersJson(*float_result));
-        std::printf("%s\n", j.dump(1).c_str());
-      } else {
-        if (int8) std::fputs(analysis::FormatAnalyzeTable(*int8_result, std::min(top, int8_result->rows.size())).c_str(), stdout);
-        if (int8 && floats) std::fputs("\n", stdout);
-        if (floats) std::fputs(analysis::FormatFloatLayersTable(*float_result, top).c_str(), stdout);
-      }
+      const analysis::AnalyzeResult* i = int8_result ? &*int8_result : nullptr;
+      const analysis::FloatLayersResult* f = float_result ? &*float_result : nullptr;
+      std::printf("%s", opts->json ? (analysis::AnalyzeReportJson(i, f) + "\n").c_str()
+                                   : analysis::FormatAnalyzeReport(i, f, opts->top).c_str());
       return 0;
     };
   });
