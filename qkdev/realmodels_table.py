@@ -144,13 +144,18 @@ def count_quantize_nodes(path):
     return walk(onnx.load(path).graph)
 
 
-def evaluate(quantkit, name, tmp, with_ort=True, extra=()):
+def open_model(name):
+    """(folder, kind.json, model path, held-out feeds, FP32 first outputs in onnxruntime)."""
     folder = realmodels.ensure(name)
     with open(os.path.join(folder, "kind.json")) as f:
         info = json.load(f)
     model = os.path.join(folder, "model.onnx")
     val = load_feeds(model, os.path.join(folder, "val"))
-    ref = run_outputs(model, val)
+    return folder, info, model, val, run_outputs(model, val)
+
+
+def evaluate(quantkit, name, tmp, with_ort=True, extra=()):
+    folder, info, model, val, ref = open_model(name)
     row = {"model": name, "kind": info["kind"], "output": info["output"]}
     out_dir = os.path.join(tmp, name)
     rc, stdout, last, secs, cpu = quantkit_calibrate(quantkit, folder, out_dir, extra)

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "analysis/prefix_cache.h"
+#include "analysis/report_json.h"
 #include "analysis/simulate.h"
 #include "common/check.h"
 #include "common/progress.h"
@@ -178,21 +179,9 @@ Result<FloatLayersResult> AnalyzeFloatLayers(const PlanEvaluator& evaluator, con
   return result;
 }
 
-namespace {
-
-std::string Join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
-  return s;
-}
-
-nlohmann::json Num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
-
-nlohmann::json ErrorJson(const ErrorSummary& e) {
-  return {{"sqnr_db", Num(e.sqnr_db)}, {"cosine", Num(e.cosine)}, {"rel_mse", Num(e.rel_mse)}};
-}
-
-}  // namespace
+using report::ErrorJson;
+using report::Join;
+using report::Num;
 
 std::string FormatFloatLayersTable(const FloatLayersResult& r, size_t max_rows) {
   std::string s = fmt::format(

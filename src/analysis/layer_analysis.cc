@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "analysis/model_loading.h"
+#include "analysis/report_json.h"
 #include "common/check.h"
 #include "common/progress.h"
 #include "quant/params.h"
@@ -268,22 +269,9 @@ Result<AnalyzeResult> AnalyzeLayers(const PlanEvaluator& evaluator, const quant:
   return result;
 }
 
-namespace {
-
-std::string Join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
-  return s;
-}
-
-// JSON has no infinity: an exact match is reported as null SQNR.
-nlohmann::json Num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
-
-nlohmann::json ErrorJson(const ErrorSummary& e) {
-  return {{"sqnr_db", Num(e.sqnr_db)}, {"cosine", Num(e.cosine)}, {"rel_mse", Num(e.rel_mse)}};
-}
-
-}  // namespace
+using report::ErrorJson;
+using report::Join;
+using report::Num;
 
 std::string FormatAnalyzeTable(const AnalyzeResult& r, size_t max_rows) {
   std::string s = fmt::format("{} samples; whole plan: output SQNR {:.2f} dB, cosine {:.6f}, rel MSE {:.3e}\n",
