@@ -677,6 +677,43 @@ void Shape(const Node& n, std::vector<TypeInfo>& out) {
   out[0] = MakeType(DType::kInt64, {Known(std::max<int64_t>(0, end - start))});
 }
 
+// RNN, GRU, LSTM: Y is [seq, directions, batch, hidden] ([batch, seq, directions, hidden] with
+// layout 1); Y_h and LSTM's Y_c are [directions, batch, hidden] ([batch, directions, hidden]).
+void Recurrent(const Node& n, std::vector<TypeInfo>& out) {
+  const DType dt = DTypeOf(n.input(0));
+  if (dt == DType::kUndefined) return;
+  for (TypeInfo& o : out) o = RankUnknown(dt);
+  const Dims* x = ShapeOf(n.input(0));
+  const int64_t hidden = n.GetInt("hidden_size", 0);
+  if (x == nullptr || x->size() != 3 || hidden <= 0) return;
+  const bool batch_first = n.GetInt("layout", 0) == 1;
+  const Dim seq = (*x)[batch_first ? 1 : 0];
+  const Dim batch = (*x)[batch_first ? 0 : 1];
+  const Dim dirs = Known(n.GetString("direction", "forward") == "bidirectional" ? 2 : 1);
+  const Dim h = Known(hidden);
+  out[0] = MakeType(dt, batch_first ? Dims{batch, seq, dirs, h} : Dims{seq, dirs, batch, h});
+  for (size_t i = 1; i < out.size(); ++i) {
+    out[i] = MakeType(dt, batch_first ? Dims{batch, dirs, h} : Dims{dirs, batch, h});
+  }
+}
+
+// If: each output as both branches declare or infer it (the branches are inferred first); the
+// shape only where the two agree, the dtype where they do (a disagreement is left unknown).
+void If(const Node& n, std::vector<TypeInfo>& out) {
+  const Attribute* then_branch = n.attr("then_branch");
+  const Attribute* else_branch = n.attr("else_branch");
+  if (!then_branch || !else_branch || then_branch->graphs.empty() || else_branch->graphs.empty()) return;
+  const std::vector<Value*>& a = then_branch->graphs[0]->outputs();
+  const std::vector<Value*>& b = else_branch->graphs[0]->outputs();
+  for (size_t i = 0; i < out.size() && i < a.size() && i < b.size(); ++i) {
+    const TypeInfo* ta = TypeOf(a[i]);
+    const TypeInfo* tb = TypeOf(b[i]);
+    if (!ta || !tb || ta->dtype == DType::kUndefined || ta->dtype != tb->dtype) continue;
+    const bool same_shape = ta->has_shape && tb->has_shape && ta->ToString() == tb->ToString();
+    out[i] = same_shape ? MakeType(ta->dtype, ta->dims) : RankUnknown(ta->dtype);
+  }
+}
+
 DType QuantizedType(const Node& n) {
   if (const Attribute* a = n.attr("output_dtype")) return static_cast<DType>(a->i);
   const DType zp = DTypeOf(n.input(2));
@@ -752,6 +789,10 @@ const std::unordered_map<std::string, Rule>& Rules() {
                            "ReduceSumSquare", "ArgMax", "ArgMin"}) {
       (*r)[op] = Reduce;
     }
+    for (const char* op : {"RNN", "GRU", "LSTM"}) {
+      (*r)[op] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) { Recurrent(n, out); };
+    }
+    (*r)["If"] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) { If(n, out); };
     (*r)["Resize"] = Resize;
     (*r)["Upsample"] = Resize;
     (*r)["Shape"] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) { Shape(n, out); };
@@ -832,6 +873,10 @@ Status InferGraph(Graph& graph, int64_t opset, ShapeInferenceStats* stats) {
   QK_ASSIGN_OR_RETURN(std::vector<Node*> order, graph.TopologicalOrder());
   const auto& rules = Rules();
   for (Node* node : order) {
+    // Bodies first: If's outputs are typed from its branches' outputs.
+    for (Attribute& a : node->attributes()) {
+      for (auto& sub : a.graphs) QK_RETURN_IF_ERROR(InferGraph(*sub, opset, stats));
+    }
     if (node->domain().empty()) {
       auto it = rules.find(node->op_type());
       std::vector<TypeInfo> out(node->num_outputs());
@@ -852,9 +897,6 @@ Status InferGraph(Graph& graph, int64_t opset, ShapeInferenceStats* stats) {
       for (Value* v : node->outputs()) {
         if (v) ++(HasDeclaredShape(v) ? stats->declared : stats->unknown);
       }
-    }
-    for (Attribute& a : node->attributes()) {
-      for (auto& sub : a.graphs) QK_RETURN_IF_ERROR(InferGraph(*sub, opset, stats));
     }
   }
   return Status::Ok();

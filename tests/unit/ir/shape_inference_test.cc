@@ -131,6 +131,76 @@ TEST(ShapeInference, DeclaredValueInfoIsKeptAndUnknownOpsFallBackToIt) {
   EXPECT_FALSE(relu->output(0)->has_value_info);  // inferred types are not exported
 }
 
+// The node tests cover RNN/GRU/LSTM with fixed shapes; here a symbolic batch, batch-first layout
+// and a bidirectional LSTM's three outputs.
+TEST(ShapeInference, RecurrentOutputsFollowLayoutAndDirection) {
+  Model m;
+  m.SetOpset("", 14);
+  Graph& g = *m.graph;
+  Value* x = g.CreateValue("x");
+  x->type = TypeInfo::Tensor(DType::kFloat, {Dim::Known(7), Dim::Symbolic("B"), Dim::Known(4)});
+  g.AddInput(x);
+  Value* w = g.AddInitializer("w", Tensor(DType::kFloat, {1, 3 * 5, 4}));
+  Value* r = g.AddInitializer("r", Tensor(DType::kFloat, {1, 3 * 5, 5}));
+  Node* gru = g.AddNode("GRU", {x, w, r}, {"y", "y_h"}).value();
+  gru->SetAttr(Attribute::Int("hidden_size", 5));
+  Value* xb = g.CreateValue("xb");
+  xb->type = TypeInfo::Tensor(DType::kFloat, {Dim::Symbolic("B"), Dim::Known(7), Dim::Known(4)});
+  g.AddInput(xb);
+  Value* w2 = g.AddInitializer("w2", Tensor(DType::kFloat, {2, 4 * 3, 4}));
+  Value* r2 = g.AddInitializer("r2", Tensor(DType::kFloat, {2, 4 * 3, 3}));
+  Node* lstm = g.AddNode("LSTM", {xb, w2, r2}, {"ly", "ly_h", "ly_c"}).value();
+  lstm->SetAttr(Attribute::Int("hidden_size", 3));
+  lstm->SetAttr(Attribute::Int("layout", 1));
+  lstm->SetAttr(Attribute::String("direction", "bidirectional"));
+  ASSERT_TRUE(InferShapes(m).ok());
+  EXPECT_EQ(gru->output(0)->type.ToString(), "float[7,1,B,5]");
+  EXPECT_EQ(gru->output(1)->type.ToString(), "float[1,B,5]");
+  EXPECT_EQ(lstm->output(0)->type.ToString(), "float[B,7,2,3]");
+  EXPECT_EQ(lstm->output(1)->type.ToString(), "float[B,2,3]");
+  EXPECT_EQ(lstm->output(2)->type.ToString(), "float[B,2,3]");
+}
+
+// If's outputs come from its branches: the shape where both agree, the dtype alone where only
+// it does, nothing where the dtypes differ.
+TEST(ShapeInference, IfOutputsComeFromBothBranches) {
+  Model m;
+  m.SetOpset("", 17);
+  Graph& g = *m.graph;
+  Value* cond = g.CreateValue("cond");
+  cond->type = TypeInfo::Tensor(DType::kBool, {});
+  g.AddInput(cond);
+  Value* x = g.CreateValue("x");
+  x->type = TypeInfo::Tensor(DType::kFloat, {Dim::Known(2), Dim::Known(3)});
+  g.AddInput(x);
+  Node* n = g.AddNode("If", {cond}, {"same", "rank", "mixed"}).value();
+  const char* names[] = {"then_branch", "else_branch"};
+  for (int i = 0; i < 2; ++i) {
+    Attribute a;
+    a.name = names[i];
+    a.type = AttrType::kGraph;
+    a.graphs.push_back(std::make_unique<Graph>(&g));
+    Graph& sub = *a.graphs.back();
+    Value* cap = sub.CreateValue("x");
+    sub.MarkOuterScope(cap);
+    const std::string k = std::to_string(i);
+    sub.AddOutput(sub.AddNode("Relu", {cap}, {"same" + k}).value()->output(0));
+    // then [2, 3], else [3, 2]
+    Node* second = i == 0 ? sub.AddNode("Abs", {cap}, {"rank" + k}).value()
+                          : sub.AddNode("Transpose", {cap}, {"rank" + k}).value();
+    sub.AddOutput(second->output(0));
+    Node* third = sub.AddNode("Cast", {cap}, {"mixed" + k}).value();
+    third->SetAttr(Attribute::Int("to", static_cast<int64_t>(i == 0 ? DType::kFloat : DType::kInt64)));
+    sub.AddOutput(third->output(0));
+    n->SetAttr(std::move(a));
+  }
+  ASSERT_TRUE(InferShapes(m).ok());
+  EXPECT_EQ(n->output(0)->type.ToString(), "float[2,3]");
+  EXPECT_EQ(n->output(1)->type.dtype, DType::kFloat);
+  EXPECT_FALSE(n->output(1)->type.has_shape);
+  EXPECT_EQ(n->output(2)->type.dtype, DType::kUndefined);
+}
+
 TEST(ShapeInference, BroadcastRules) {
   std::vector<Dim> out;
   ASSERT_TRUE(BroadcastDims({Dim::Symbolic("N"), Dim::Known(1)}, {Dim::Known(5)}, &out));
