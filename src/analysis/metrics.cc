@@ -49,6 +49,8 @@ Result<std::unique_ptr<Metric>> MakeMetric(const std::string& name) {
                     name);
 }
 
+// The order is stored: QAT checkpoints record their validation metric as an index into this
+// list (pipelines/qat/loop.cc, "val_metric"). Append new names; never reorder.
 std::vector<std::string> BuiltinMetricNames() { return {"top1", "agreement", "rel_mse"}; }
 
 Result<std::vector<std::unique_ptr<Metric>>> MakeMetrics(const std::vector<std::string>& names) {
@@ -69,6 +71,12 @@ std::vector<Metric*> MetricPointers(const std::vector<std::unique_ptr<Metric>>& 
 std::string DefaultMetricName(bool has_labels, bool class_output) {
   if (!class_output) return "rel_mse";
   return has_labels ? "top1" : "agreement";
+}
+
+bool IsClassOutput(const std::vector<int64_t>& dims) { return dims.size() == 2 && dims[1] >= 2; }
+
+Result<std::unique_ptr<Metric>> MakeOutputAwareMetric(const std::string& given, bool has_labels, bool class_output) {
+  return MakeMetric(given.empty() ? DefaultMetricName(has_labels, class_output) : given);
 }
 
 void ErrorStats::Add(const float* out, const float* ref, int64_t n) {

@@ -117,6 +117,11 @@ std::vector<Metric*> MetricPointers(const std::vector<std::unique_ptr<Metric>>& 
 // segmentation map) gets rel_mse, the output error: argmax over a flattened map or a single
 // score reports "no loss" while the output is ruined.
 std::string DefaultMetricName(bool has_labels, bool class_output);
+// Whether a first output of these dims is a class vector: [batch, classes] with classes >= 2.
+bool IsClassOutput(const std::vector<int64_t>& dims);
+// The metric a workflow optimises: the built-in `given`, or DefaultMetricName when it is empty.
+// An unknown name is kInvalidArgument. The one rule of analyze, fallback and qat.
+Result<std::unique_ptr<Metric>> MakeOutputAwareMetric(const std::string& given, bool has_labels, bool class_output);
 
 // Error statistics of a tensor against its FP32 value, accumulated over batches.
 struct ErrorStats {

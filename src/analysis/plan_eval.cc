@@ -55,15 +55,8 @@ Result<std::unique_ptr<PlanEvaluator>> PlanEvaluator::Create(const PlanEvalOptio
     e->float_model_ = std::make_shared<const ir::Model>(std::move(model));
     QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
                         data::OpenSource(options.data, data::ModelInputs(*e->float_model_)));
-    if (options.first_sample > 0) {
-      // A held-out tail: samples [first_sample, first_sample + samples) of the data.
-      const int64_t total = source->num_samples();
-      const int64_t begin = std::min(options.first_sample, total);
-      const int64_t end = options.samples > 0 ? std::min(total, begin + options.samples) : total;
-      source = data::Slice(std::move(source), {begin, end});
-    } else {
-      source = data::Take(std::move(source), options.samples);
-    }
+    // A held-out tail: samples [first_sample, first_sample + samples) of the data.
+    source = data::Window(std::move(source), options.first_sample, options.samples);
     e->data_description_ = source->Describe();
     e->num_samples_ = source->num_samples();
     QK_RETURN_IF_NOT(e->num_samples_ > 0, StatusCode::kInvalidArgument, "{}: no samples", e->data_description_);
@@ -90,7 +83,7 @@ Result<std::unique_ptr<PlanEvaluator>> PlanEvaluator::Create(const PlanEvalOptio
                          StatusCode::kInvalidArgument, "{}: the first output is not a float [batch, ...] tensor",
                          options.model);
         const ir::Tensor& out = outs[0].tensor;
-        local_class_output &= out.rank() == 2 && out.dims()[1] >= 2;
+        local_class_output &= IsClassOutput(out.dims());
         e->reference_.push_back(out);
         e->batches_.push_back(std::move(batch));
       }

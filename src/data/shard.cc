@@ -1,5 +1,7 @@
 #include "data/shard.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/check.h"
@@ -46,6 +48,14 @@ std::unique_ptr<Source> Slice(std::unique_ptr<Source> source, ShardRange range) 
   QK_CHECK(range.begin >= 0 && range.begin <= range.end && range.end <= source->num_samples(),
            "Slice [{}, {}) of {} samples", range.begin, range.end, source->num_samples());
   return std::make_unique<SliceSource>(std::move(source), range);
+}
+
+std::unique_ptr<Source> Window(std::unique_ptr<Source> source, int64_t first, int64_t n) {
+  if (first <= 0) return Take(std::move(source), n);
+  const int64_t total = source->num_samples();
+  const int64_t begin = std::min(first, total);
+  const int64_t end = n > 0 ? std::min(total, begin + n) : total;
+  return Slice(std::move(source), {begin, end});
 }
 
 }  // namespace quantkit::data

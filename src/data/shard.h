@@ -29,4 +29,8 @@ ShardRange ShardOf(int64_t num_samples, int rank, int world_size, int64_t granul
 // name the range; an empty range is allowed (num_samples() == 0).
 std::unique_ptr<Source> Slice(std::unique_ptr<Source> source, ShardRange range);
 
+// Samples [first, first + n) of `source` (n <= 0: to the end), clamped to the samples there are:
+// a held-out tail (fallback's, qat's). first == 0 is data::Take(source, n).
+std::unique_ptr<Source> Window(std::unique_ptr<Source> source, int64_t first, int64_t n);
+
 }  // namespace quantkit::data

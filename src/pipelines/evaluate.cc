@@ -12,6 +12,7 @@
 #include "common/file_checks.h"
 #include "common/progress.h"
 #include "data/npy.h"
+#include "data/shard.h"
 #include "data/source.h"
 #include "onnx/import.h"
 #include "runtime/interpreter.h"
@@ -125,7 +126,7 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     sums.stride += 4;  // dot, |out|^2, |ref|^2, |err|^2
     QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
                         data::OpenSource(options.data, data::ModelInputs(interpreter->model()), options.image));
-    source = data::Take(std::move(source), options.samples);
+    source = data::Window(std::move(source), options.first_sample, options.samples);
     result.samples = source->num_samples();
     // Fixed-batch models cap the batch; shards hold whole batches, so every rank runs the batches
     // (and groups of equal shapes) one process would.

@@ -33,6 +33,7 @@ struct EvalOptions {
   std::optional<quant::QuantPlan> loaded_plan;  // a plan in memory, simulated instead of `plan`
   analysis::SimulationOptions simulation;
   std::vector<analysis::Metric*> metrics;  // not owned; need a reference (the FP32 model with a plan)
+  int64_t first_sample = 0;     // skip the data's first N samples (qat's held-out tail of its training data)
   int64_t samples = 0;
   int64_t batch_size = 64;
   bool progress = true;

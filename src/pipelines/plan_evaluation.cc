@@ -57,8 +57,7 @@ Result<std::vector<std::unique_ptr<analysis::Metric>>> AnalyzeMetrics(std::vecto
 
 Result<std::unique_ptr<analysis::Metric>> FallbackMetric(const std::string& given,
                                                          const analysis::PlanEvaluator& evaluator) {
-  return analysis::MakeMetric(given.empty() ? analysis::DefaultMetricName(evaluator.has_labels(), evaluator.class_output())
-                                            : given);
+  return analysis::MakeOutputAwareMetric(given, evaluator.has_labels(), evaluator.class_output());
 }
 
 }  // namespace quantkit::pipelines

@@ -274,27 +274,29 @@ Result<StepResult> QatTrainer::Step(const TrainingBatch& batch, const GradientRe
   return r;
 }
 
-Result<EvalCounts> QatTrainer::Evaluate(const TrainingBatch& batch) const {
+Result<ir::Tensor> QatTrainer::StudentOutput(const TrainingBatch& batch) const {
+  return FirstOutput(batch, /*student=*/true);
+}
+
+Result<ir::Tensor> QatTrainer::TeacherOutput(const TrainingBatch& batch) const {
+  return FirstOutput(batch, /*student=*/false);
+}
+
+Result<ir::Tensor> QatTrainer::FirstOutput(const TrainingBatch& batch, bool student) const {
   QK_ASSIGN_OR_RETURN(NamedAten feeds, Feeds(batch));
-  EvalCounts c;
-  QK_RETURN_IF_ERROR(Guarded("QAT evaluation", [&]() -> Status {
+  ir::Tensor out;
+  const char* what = student ? "QAT validation (student)" : "QAT validation (FP32 teacher)";
+  QK_RETURN_IF_ERROR(Guarded(what, [&]() -> Status {
     at::NoGradGuard no_grad;
     AtenRunOptions run;
     const NamedAten params = impl_->ParameterFeeds();
-    run.parameters = &params;
-    QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> s, RunAten(*impl_->student, feeds, run));
-    QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> t, RunAten(*impl_->teacher, feeds));
-    const at::Tensor ps = s.at(0).flatten(1).argmax(1);
-    const at::Tensor pt = t.at(0).flatten(1).argmax(1);
-    c.samples = ps.size(0);
-    c.agree_teacher = ps.eq(pt).sum().item<int64_t>();
-    if (batch.labels.has_value()) {
-      QK_ASSIGN_OR_RETURN(at::Tensor labels, CopyToAten(*batch.labels, "labels"));
-      c.correct = ps.eq(labels.to(ps.device(), at::kLong)).sum().item<int64_t>();
-    }
+    if (student) run.parameters = &params;
+    QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> o, RunAten(student ? *impl_->student : *impl_->teacher, feeds, run));
+    QK_RETURN_IF_NOT(!o.empty(), StatusCode::kInvalidArgument, "{}: the model has no output", what);
+    QK_ASSIGN_OR_RETURN(out, ToIrTensor(o.front().detach().to(at::kCPU, at::kFloat).contiguous(), what));
     return Status::Ok();
   }));
-  return c;
+  return out;
 }
 
 Result<std::vector<NamedTensor>> QatTrainer::Parameters() const {

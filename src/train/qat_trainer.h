@@ -59,13 +59,6 @@ struct StepResult {
   double lr = 0;
 };
 
-// Counts over one batch of the student's top-1 (first output, argmax).
-struct EvalCounts {
-  int64_t samples = 0;
-  int64_t correct = 0;        // against labels (when the batch has them)
-  int64_t agree_teacher = 0;  // same argmax as the FP32 teacher
-};
-
 // What a checkpoint carries beyond the trainer's own state (the pipeline's bookkeeping).
 struct CheckpointExtras {
   std::map<std::string, double> values;  // e.g. best metric, epoch
@@ -100,8 +93,11 @@ class QatTrainer {
   int64_t steps_done() const;
   double LearningRate(int64_t step) const;  // the schedule
 
-  // Student (and teacher) forward without gradients.
-  Result<EvalCounts> Evaluate(const TrainingBatch& batch) const;
+  // The first output of the student (with the current parameters) or of the FP32 teacher, run
+  // without gradients: a float32 host tensor [B, ...] (validation scores it with
+  // analysis::Metric; the teacher's is computed once per validation sample by the caller).
+  Result<ir::Tensor> StudentOutput(const TrainingBatch& batch) const;
+  Result<ir::Tensor> TeacherOutput(const TrainingBatch& batch) const;
 
   // Current parameter values (copies), in the order given to Create.
   Result<std::vector<runtime::NamedTensor>> Parameters() const;
@@ -119,6 +115,7 @@ class QatTrainer {
 
  private:
   explicit QatTrainer(std::unique_ptr<Impl> impl);
+  Result<ir::Tensor> FirstOutput(const TrainingBatch& batch, bool student) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,5 +1,5 @@
 // quantkit qat MODEL --data TRAIN -o OUT/ [--plan PLAN | --method M --calib-data D] [--steps N | --epochs E]
-//               [--lr LR] [--optimizer adamw|sgd] [--loss mse|kl|ce|ce+kl] [--val DATA] [--resume CKPT] ...
+//               [--lr LR] [--optimizer adamw|sgd] [--loss mse|kl|ce|ce+kl] [--val DATA | --holdout N] [--metric M] [--resume CKPT] ...
 #include <cstdio>
 
 #include "cli_distributed.h"
@@ -65,8 +65,17 @@ void SetupQat(CLI::App& app, RunFn* run) {
       ->transform(InRange(0, kMaxLossWeight))
       ->capture_default_str();
   cmd->add_option("--seed", q.seed, "shuffling seed")->transform(InRange(0, kMaxSeed))->capture_default_str();
-  cmd->add_option("--val", q.val, "validation data: top-1 (labels) or agreement with FP32; keeps the best");
+  cmd->add_option("--val", q.val,
+                  "validation data (default: a held-out tail of --data, see --holdout); keeps the best step, "
+                  "the PTQ start included");
   cmd->add_option("--val-samples", q.val_samples, "use the first N validation samples (0: all)")->transform(InRange(0, kMaxCount));
+  cmd->add_option("--holdout", q.holdout,
+                  "without --val: validate on the last N samples of --data, not trained on (default: 10%, at most "
+                  "1000, when a batch is left; 0: no validation)")
+      ->transform(InRange(0, kMaxCount));
+  cmd->add_option("--metric", q.metric,
+                  "validation metric: top1, agreement, rel_mse (default: top1 with labels / agreement on a "
+                  "[batch, classes] output, else rel_mse; ties on top1/agreement broken by rel_mse vs FP32)");
   cmd->add_option("--eval-every", q.eval_every, "validate every N steps (default: once per epoch)")
       ->transform(InRange(0, kMaxQatSteps));
   cmd->add_option("--resume", q.resume, "continue from a checkpoint (OUT/checkpoint.npz of an earlier run)");
@@ -120,6 +129,7 @@ void SetupQat(CLI::App& app, RunFn* run) {
       if (r->rank.world_size > 1) PrintRankLine(r->rank);
       if (r->rank.rank != 0) return 0;  // rank 0 wrote and reports
       std::fputs(r->summary.c_str(), stdout);
+      for (const std::string& w : r->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
       std::printf("  %.1f s, peak RSS %s\n", r->seconds, FormatBytes(r->peak_rss_bytes).c_str());
       for (const std::string& f : r->written) std::printf("wrote %s\n", f.c_str());
       return 0;

@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "data/npy.h"
+#include "data/shard.h"
 #include "pipelines/qat/stages.h"
 
 namespace quantkit::pipelines::qat {
@@ -52,15 +53,43 @@ int64_t StaticClasses(const ir::Model& m) {
 
 }  // namespace
 
+Result<int64_t> HoldoutSize(int64_t requested, int64_t n, int64_t batch_size, bool has_val) {
+  if (has_val) {
+    QK_RETURN_IF_NOT(requested <= 0, StatusCode::kInvalidArgument,
+                     "--holdout {} with --val: the run is validated on --val; give one of them", requested);
+    return int64_t{0};
+  }
+  if (requested == QatOptions::kAutoHoldout) {
+    const int64_t h = std::min(kMaxAutoHoldout, n / 10);
+    return n - h >= batch_size ? h : 0;
+  }
+  QK_RETURN_IF_NOT(requested >= 0 && n - requested >= batch_size, StatusCode::kInvalidArgument,
+                   "--holdout {} leaves {} of the {} training samples, fewer than one batch of {}", requested,
+                   n - requested, n, batch_size);
+  return requested;
+}
+
 Result<TrainingData> OpenTrainingData(const QatOptions& o, const ir::Model& teacher) {
   const std::vector<data::InputSpec> inputs = data::ModelInputs(teacher);
   TrainingData d;
   QK_ASSIGN_OR_RETURN(d.train, data::OpenSource(o.data, inputs, o.image));
   const int64_t all_samples = d.train->num_samples();
   d.train = data::Take(std::move(d.train), o.samples);
-  const int64_t n = d.samples = d.train->num_samples();
+  int64_t n = d.train->num_samples();
   QK_RETURN_IF_NOT(n >= o.batch_size, StatusCode::kInvalidArgument,
                    "training data '{}' holds {} samples, fewer than one batch of {}", o.data, n, o.batch_size);
+  // The held-out tail: opened again (a source is not shared) and sliced; the training source
+  // keeps the samples before it, so labels by sample number stay aligned.
+  QK_ASSIGN_OR_RETURN(d.holdout, HoldoutSize(o.holdout, n, o.batch_size, !o.val.empty()));
+  if (d.holdout > 0) {
+    QK_ASSIGN_OR_RETURN(d.val, data::OpenSource(o.data, inputs, o.image));
+    d.val = data::Slice(std::move(d.val), {n - d.holdout, n});
+    d.val_first_sample = n - d.holdout;
+    d.val_description = fmt::format("the last {} samples of --data, held out", d.holdout);
+    n -= d.holdout;
+    d.train = data::Slice(std::move(d.train), {0, n});
+  }
+  d.samples = n;
   QK_ASSIGN_OR_RETURN(d.labels, ReadLabels(o, all_samples, n));
   if (const int64_t classes = StaticClasses(teacher); classes > 0 && !d.labels.empty()) {
     const int64_t top = *std::max_element(d.labels.begin(), d.labels.end());
@@ -71,6 +100,7 @@ Result<TrainingData> OpenTrainingData(const QatOptions& o, const ir::Model& teac
   if (!o.val.empty()) {
     QK_ASSIGN_OR_RETURN(d.val, data::OpenSource(o.val, inputs, o.image));
     d.val = data::Take(std::move(d.val), o.val_samples);
+    d.val_description = fmt::format("{}, {} samples", o.val, d.val->num_samples());
   }
   return d;
 }

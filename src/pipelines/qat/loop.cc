@@ -2,8 +2,12 @@
 // and the training loop with validation and keep-the-best.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
+#include <map>
+#include <optional>
 
 #include "common/check.h"
 #include "common/progress.h"
@@ -11,13 +15,70 @@
 
 namespace quantkit::pipelines::qat {
 
-Status Resume(const QatOptions& o, int64_t total_steps, train::QatTrainer& trainer, Best* best, QatResult* result) {
+namespace {
+
+// Checkpoint values (train::CheckpointExtras::values) of the validation bookkeeping. A checkpoint
+// without "val_metric" was written before validation had a metric rule of its own (the metric
+// was then top-1 with labels, else argmax agreement, and nothing was held out).
+constexpr const char* kBestMetric = "best_metric";
+constexpr const char* kBestTiebreak = "best_tiebreak";
+constexpr const char* kBestStep = "best_step";
+constexpr const char* kValPtq = "val_ptq";
+constexpr const char* kValPtqTiebreak = "val_ptq_tiebreak";
+constexpr const char* kValMetric = "val_metric";  // index in analysis::BuiltinMetricNames()
+constexpr const char* kHoldout = "holdout";
+
+std::optional<double> Value(const std::map<std::string, double>& values, const char* key) {
+  auto it = values.find(key);
+  return it == values.end() ? std::nullopt : std::optional<double>(it->second);
+}
+
+std::optional<QatScore> ScoreOf(const std::map<std::string, double>& values, const char* metric, const char* tiebreak) {
+  std::optional<double> m = Value(values, metric);
+  if (!m) return std::nullopt;
+  return QatScore{*m, Value(values, tiebreak)};
+}
+
+// Checkpoints hold finite numbers only: a non-finite score (rel_mse of a diverged run) is left
+// out and reads back as absent.
+void PutScore(const std::optional<QatScore>& s, const char* metric, const char* tiebreak,
+              std::map<std::string, double>* values) {
+  if (!s) return;
+  if (std::isfinite(s->metric)) (*values)[metric] = s->metric;
+  if (s->tiebreak && std::isfinite(*s->tiebreak)) (*values)[tiebreak] = *s->tiebreak;
+}
+
+}  // namespace
+
+Status Resume(const QatOptions& o, int64_t total_steps, const TrainingData& data, const Validation& validation,
+              train::QatTrainer& trainer, Best* best, QatResult* result) {
   if (o.resume.empty()) return Status::Ok();
   QK_ASSIGN_OR_RETURN(train::CheckpointExtras extras, trainer.LoadCheckpoint(o.resume));
+  const std::map<std::string, double>& v = extras.values;
+  // The same training samples: a checkpoint trained with another hold-out saw other data.
+  const int64_t holdout = static_cast<int64_t>(Value(v, kHoldout).value_or(0));
+  QK_RETURN_IF_NOT(holdout == data.holdout, StatusCode::kInvalidArgument,
+                   "{}: the checkpoint's run held out {} samples of --data, this one {} (continue it with "
+                   "--holdout {})",
+                   o.resume, holdout, data.holdout, holdout);
+  if (!extras.best.empty() && !result->metric.empty()) {
+    // The kept parameters were chosen by the checkpoint's metric: comparable only by the same one.
+    const std::vector<std::string> names = analysis::BuiltinMetricNames();
+    const std::optional<double> index = Value(v, kValMetric);
+    QK_RETURN_IF_NOT(!index || (*index >= 0 && *index < static_cast<double>(names.size())),
+                     StatusCode::kInvalidArgument, "{}: '{}' is {}, not a metric", o.resume, kValMetric, *index);
+    const std::string theirs = index ? names[static_cast<size_t>(*index)]
+                                     : (validation.has_labels ? "top1" : "agreement");
+    QK_RETURN_IF_NOT(theirs == result->metric, StatusCode::kInvalidArgument,
+                     "{}: the checkpoint kept its best parameters by {}, this run validates by {} (continue it with "
+                     "--metric {})",
+                     o.resume, theirs, result->metric, theirs);
+  }
   best->parameters = extras.best;
-  if (extras.values.count("best_metric")) best->metric = extras.values["best_metric"];
-  if (extras.values.count("best_step")) result->best_step = static_cast<int64_t>(extras.values["best_step"]);
-  if (extras.values.count("val_ptq")) result->val_ptq = extras.values["val_ptq"];
+  best->score = ScoreOf(v, kBestMetric, kBestTiebreak);
+  if (best->parameters.empty()) best->score.reset();
+  result->best_step = static_cast<int64_t>(Value(v, kBestStep).value_or(0));
+  result->val_ptq = ScoreOf(v, kValPtq, kValPtqTiebreak);
   QK_RETURN_IF_NOT(trainer.steps_done() <= total_steps, StatusCode::kInvalidArgument,
                    "{}: the checkpoint is at step {}, past the {} steps asked for", o.resume, trainer.steps_done(),
                    total_steps);
@@ -28,22 +89,29 @@ Status SaveCheckpoint(distributed::Communicator& comm, const train::QatTrainer& 
                       const Best& best, const QatResult& result) {
   train::CheckpointExtras x;
   x.best = best.parameters;
-  x.values["best_metric"] = best.metric;
-  x.values["best_step"] = static_cast<double>(result.best_step);
-  if (result.val_ptq) x.values["val_ptq"] = *result.val_ptq;
+  PutScore(best.score, kBestMetric, kBestTiebreak, &x.values);
+  x.values[kBestStep] = static_cast<double>(result.best_step);
+  PutScore(result.val_ptq, kValPtq, kValPtqTiebreak, &x.values);
+  x.values[kHoldout] = static_cast<double>(result.holdout);
+  const std::vector<std::string> names = analysis::BuiltinMetricNames();
+  const auto it = std::find(names.begin(), names.end(), result.metric);
+  if (it != names.end()) x.values[kValMetric] = static_cast<double>(it - names.begin());
   return comm.Agree(comm.is_root() ? trainer.SaveCheckpoint(path, x) : Status::Ok(), "saving the checkpoint");
 }
 
-Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, train::QatTrainer& trainer,
-             const std::string& checkpoint, TrainingRun* run, QatResult* result) {
+Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, const Validation& validation,
+             train::QatTrainer& trainer, const std::string& checkpoint, TrainingRun* run, QatResult* result) {
   distributed::Communicator& comm = *launch.comm;
   const int64_t total = run->total_steps;
+  // Keep-the-best, lexicographic (Better): a step replaces the kept parameters only when it beats
+  // them on the metric, or ties there and has the lower rel_mse vs FP32. The PTQ start (step 0)
+  // is the first kept; it stays only when no step beats it, which the summary then says.
   auto evaluate = [&](int64_t step) -> Status {
-    if (!data.val) return Status::Ok();
-    QK_ASSIGN_OR_RETURN(double m, Validate(trainer, *data.val, o.batch_size, comm, &result->metric));
-    result->evals.push_back({step, m});
-    if (m > run->best.metric) {
-      run->best.metric = m;
+    if (!validation.metric) return Status::Ok();
+    QK_ASSIGN_OR_RETURN(QatScore score, Validate(trainer, validation, comm));
+    result->evals.push_back({step, score});
+    if (!run->best.score || Better(score, *run->best.score, result->higher_is_better)) {
+      run->best.score = score;
       result->best_step = step;
       QK_ASSIGN_OR_RETURN(run->best.parameters, trainer.Parameters());
     }
@@ -51,7 +119,7 @@ Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, trai
   };
   if (trainer.steps_done() == 0) {
     QK_RETURN_IF_ERROR(evaluate(0));
-    if (!result->evals.empty()) result->val_ptq = result->evals.back().metric;
+    if (!result->evals.empty()) result->val_ptq = result->evals.back().score;
   }
   const int64_t eval_every = o.eval_every > 0 ? o.eval_every : result->steps_per_epoch;
   Progress bar("qat", total - trainer.steps_done(), "steps");

@@ -25,7 +25,17 @@ std::string TrainingSvg(const TrainingCurve& c) {
   const double steps = static_cast<double>(last_step);
   auto X = [&](double step) { return L + pw * step / steps; };
   auto Y = [&](double v) { return T + ph * (hi - v) / (hi - lo); };
-  auto YV = [&](double v) { return T + ph * (1.0 - v); };  // the metric, 0..1 on the right axis
+  // The metric on the right axis: 0..1 for a share, else its own finite range.
+  double vlo = 0, vhi = 1;
+  if (!c.val_is_share) {
+    vlo = std::numeric_limits<double>::infinity(), vhi = -vlo;
+    for (const auto& [step, v] : c.val) {
+      if (std::isfinite(v)) vlo = std::min(vlo, v), vhi = std::max(vhi, v);
+    }
+    if (!(vlo <= vhi)) vlo = 0, vhi = 1;
+    if (vhi - vlo < 1e-300) vhi = vlo + (vlo > 0 ? vlo : 1);
+  }
+  auto YV = [&](double v) { return T + ph * (vhi - v) / (vhi - vlo); };
   std::string s = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
       "font-family=\"sans-serif\" "
@@ -54,14 +64,23 @@ std::string TrainingSvg(const TrainingCurve& c) {
       pts);
   if (!c.val.empty()) {
     for (int i = 0; i <= 4; ++i) {
-      s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" fill=\"#d62728\">{:.0f}%</text>\n", L + pw + 4,
-                       YV(i / 4.0) + 4, 25.0 * i);
+      const double v = vlo + (vhi - vlo) * i / 4.0;
+      const std::string label = c.val_is_share ? fmt::format("{:.0f}%", 100 * v) : fmt::format("{:.3g}", v);
+      s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" fill=\"#d62728\">{}</text>\n", L + pw + 4, YV(v) + 4,
+                       label);
     }
     s += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#d62728\">val {}</text>\n", L + pw - 20, T - 6,
                      XmlEscape(c.metric));
     std::string vp;
-    for (const auto& [step, v] : c.val)
+    for (const auto& [step, v] : c.val) {
+      if (!std::isfinite(v)) continue;
       vp += fmt::format("{:.1f},{:.1f} ", X(static_cast<double>(step)), YV(v));
+      if (step == c.best_step) {
+        s += fmt::format("<circle class=\"best\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"none\" "
+                         "stroke=\"#d62728\"/>\n",
+                         X(static_cast<double>(step)), YV(v));
+      }
+    }
     s += fmt::format(
         "<polyline class=\"val\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\" "
         "points=\"{}\"/>\n",

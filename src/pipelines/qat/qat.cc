@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "analysis/metrics.h"
 #include "common/check.h"
 #include "distributed/launch.h"
 #include "pipelines/qat/stages.h"
@@ -28,6 +29,14 @@ Result<Launch> ValidateOptions(const QatOptions& o, QatResult* result) {
   QK_RETURN_IF_NOT(std::isfinite(o.warmup_fraction) && o.warmup_fraction >= 0 && o.warmup_fraction <= 1,
                    StatusCode::kInvalidArgument, "the warm-up share must be in [0, 1], got {}", o.warmup_fraction);
   QK_RETURN_IF_ERROR(train::CheckTrainerOptions(o.trainer));
+  QK_RETURN_IF_NOT(o.holdout >= QatOptions::kAutoHoldout, StatusCode::kInvalidArgument,
+                   "--holdout must be >= 0, got {}", o.holdout);
+  // An unknown --metric fails now, before the calibration; whether the data suits it (labels for
+  // top1) is checked when the validation data is opened.
+  if (!o.metric.empty()) {
+    const Status known = analysis::MakeMetric(o.metric).status();
+    QK_RETURN_IF_NOT(known.ok(), StatusCode::kInvalidArgument, "--metric: {}", known.message());
+  }
   // --resume: a file that is not a checkpoint fails now, naming it, not after the calibration.
   if (!o.resume.empty()) QK_RETURN_IF_ERROR(train::CheckCheckpointFile(o.resume));
   Launch launch;
@@ -43,6 +52,25 @@ Result<Launch> ValidateOptions(const QatOptions& o, QatResult* result) {
   result->rank.rank = launch.comm->rank();
   result->rank.world_size = launch.world;
   return launch;
+}
+
+void AddWarnings(const QatOptions& o, const TrainingData& data, QatResult* result) {
+  if (result->metric.empty()) {
+    result->warnings.push_back(fmt::format(
+        "not validated ({}): nothing checked that the trained model beats its PTQ start; the last step's "
+        "parameters were written",
+        o.holdout == 0 ? "no --val, --holdout 0"
+                       : fmt::format("no --val, and {} training samples are too few to hold out 10% and keep a "
+                                     "batch of {}",
+                                     data.samples, o.batch_size)));
+    return;
+  }
+  if (result->val_best && result->best_step == 0 && result->steps > 0) {
+    result->warnings.push_back(fmt::format(
+        "no step beat the PTQ start on {}{}: wrote the PTQ model (training did not improve it on {})",
+        result->metric, result->tiebreak.empty() ? "" : " (then " + result->tiebreak + " vs FP32)",
+        result->val_data));
+  }
 }
 
 }  // namespace qat
@@ -85,8 +113,9 @@ Result<QatResult> RunQat(const QatOptions& o) {
 
   const std::string checkpoint = (fs::path(o.output_dir) / "checkpoint.npz").string();
 
-  QK_RETURN_IF_ERROR(qat::Resume(o, run.total_steps, *trainer, &run.best, &result));
-  QK_RETURN_IF_ERROR(qat::Train(o, launch, data, *trainer, checkpoint, &run, &result));
+  QK_ASSIGN_OR_RETURN(qat::Validation validation, qat::OpenValidation(o, data, *trainer, comm, &result));
+  QK_RETURN_IF_ERROR(qat::Resume(o, run.total_steps, data, validation, *trainer, &run.best, &result));
+  QK_RETURN_IF_ERROR(qat::Train(o, launch, data, validation, *trainer, checkpoint, &run, &result));
   result.steps = trainer->steps_done();
   // Its slice of every global batch (positions in the batch, not sample numbers), one pass a step.
   result.rank.shard = {comm.rank() * launch.local_batch, (comm.rank() + 1) * launch.local_batch};
@@ -101,10 +130,11 @@ Result<QatResult> RunQat(const QatOptions& o) {
   const int64_t ran = result.steps - run.first_step;
   result.seconds_per_step = ran > 0 ? run.train_seconds / static_cast<double>(ran) : 0.0;
   result.cpu_seconds_per_step = ran > 0 ? run.cpu_seconds / static_cast<double>(ran) : 0.0;
-  if (data.val && !run.best.parameters.empty()) {
+  if (validation.metric && !run.best.parameters.empty()) {
     QK_RETURN_IF_ERROR(trainer->SetParameters(run.best.parameters));  // keep the best
-    result.val_best = run.best.metric;
+    result.val_best = run.best.score;
   }
+  qat::AddWarnings(o, data, &result);
   // Every rank holds the same parameters; rank 0 writes and the others wait for its outcome.
   const Status written = comm.is_root()
                              ? qat::WriteResults(o, plan, graphs, topts, data, *trainer, run, start, out.get(), &result)

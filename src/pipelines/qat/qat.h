@@ -5,7 +5,10 @@
 //   -> training graph (passes::QdqToFakeQuant) -> train::QatTrainer steps on shuffled batches
 //      (FP32 teacher on the same batch: label-free distillation by default; cross-entropy with
 //      labels)
-//   -> per-epoch validation with keep-the-best, checkpoints (--resume)
+//   -> validation before training and per epoch (--val, else a held-out tail of --data), on the
+//      output-aware metric of analyze/fallback with rel_mse vs FP32 breaking ties; the best step,
+//      the PTQ start included, is kept (and the summary says so when that is the start),
+//      checkpoints (--resume)
 //   -> OUT/model.qdq.onnx (fine-tuned weights, weight scales recomputed from them, final activation
 //      scales; written as every writer writes: INT8 weight storage, the float part in FP16 by
 //      default, passes::ApplyPlan), then, with --val, that model checked as TensorRT computes it
@@ -58,8 +61,19 @@ struct QatOptions {
   // LSQ by default: a frozen scale cannot undo a calibration that clips (an entropy plan clips
   // 28% of plain_cnn's input and costs 7.7 points; learned, QAT ends within 0.3 of FP32).
   bool learn_activation_scales = true;
-  std::string val;                // validation data: top-1 with labels, else agreement with FP32
+  // Validation (docs/qat.md, "Validation"): scored on --val, else on a held-out tail of --data.
+  std::string val;                // validation data
   int64_t val_samples = 0;
+  // Without --val: the last N samples of the training data (after --samples) validate the run
+  // and are not trained on. kAutoHoldout: 10% of them, at most kMaxAutoHoldout, as long as a
+  // batch is left to train on; 0: none (the summary then warns that nothing validated the run).
+  static constexpr int64_t kAutoHoldout = -1;
+  int64_t holdout = kAutoHoldout;
+  // The primary validation metric (analysis::MakeMetric's names); empty: the output-aware rule
+  // of analyze and fallback (analysis::DefaultMetricName): top-1 with labels / argmax agreement
+  // on a [batch, classes] output, rel_mse vs FP32 on any other. Ties on top1/agreement are broken
+  // by rel_mse vs the FP32 teacher.
+  std::string metric;
   int64_t eval_every = 0;         // steps between validations (0: once per epoch)
   std::string output_dir;
   std::string resume;             // checkpoint to continue from
@@ -73,18 +87,33 @@ struct QatOptions {
   distributed::DistributedOptions distributed;
 };
 
+// One validation: the primary metric, then the continuous tie-breaker (rel_mse vs the FP32
+// teacher, lower is better; absent when the primary metric is rel_mse itself). Scores compare
+// lexicographically, so equal top-1/agreement values are decided by the output error.
+struct QatScore {
+  double metric = 0;
+  std::optional<double> tiebreak;
+};
+
 struct QatEval {
   int64_t step = 0;
-  double metric = 0;
+  QatScore score;
 };
 
 struct QatResult {
-  std::string metric;                 // "top1" | "agreement" ("" without --val)
-  std::optional<double> val_ptq;      // before training (the plan's PTQ result in simulation)
-  std::optional<double> val_best;     // the kept parameters (FP32 fake quantization, as trained)
+  std::string metric;                 // "top1" | "agreement" | "rel_mse" ("" when not validated)
+  bool higher_is_better = true;       // of `metric`
+  std::string tiebreak;               // "rel_mse" beside top1/agreement, else ""
+  std::string val_data;               // what validated: "--val ...", or the held-out samples
+  int64_t holdout = 0;                // samples of --data held out (not trained on)
+  std::optional<QatScore> val_ptq;    // before training (the plan's PTQ result in simulation)
+  std::optional<QatScore> val_best;   // the kept parameters (FP32 fake quantization, as trained)
   // The same validation of the written model.qdq.onnx as TensorRT computes it (its float part in
   // its float dtype, INT8 weights): what the deployed engine scores.
-  std::optional<double> val_exported;
+  std::optional<QatScore> val_exported;
+  // Loud notes, also in the summary: no step beat the PTQ start (the PTQ model was written), or
+  // nothing validated the run. The CLI prints them on stderr.
+  std::vector<std::string> warnings;
   // ApplyPlan's line for model.qdq.onnx (Q/DQ pairs, float dtype, Casts).
   std::string export_summary;
   int64_t best_step = 0;

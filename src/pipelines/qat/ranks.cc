@@ -1,12 +1,11 @@
 // QAT stage 5, sharding (docs/distributed.md): under torchrun/srun/a PyTorchJob the global batch
 // is split over the ranks, the gradients are averaged in rank order before each optimizer step
-// (the same bits on every rank) and validation counts are summed exactly. One process is the
-// one-rank case of the same code.
+// (the same bits on every rank); validation.cc sums its scores over the ranks. One process is
+// the one-rank case of the same code.
 #include <algorithm>
 #include <cstring>
 
 #include "common/check.h"
-#include "data/shard.h"
 #include "pipelines/qat/stages.h"
 
 namespace quantkit::pipelines::qat {
@@ -14,31 +13,6 @@ namespace quantkit::pipelines::qat {
 std::vector<int64_t> RankSlice(const std::vector<int64_t>& perm, int64_t offset, int rank, int64_t local_batch) {
   const int64_t mine = offset + rank * local_batch;  // all of it in one process
   return std::vector<int64_t>(perm.begin() + mine, perm.begin() + mine + local_batch);
-}
-
-// Under a launch each rank evaluates its shard (whole batches: the batches one process runs) and
-// the counts are summed exactly, so every rank gets one process's value.
-Result<double> Validate(const train::QatTrainer& trainer, const data::Source& val, int64_t batch_size,
-                        distributed::Communicator& comm, std::string* metric) {
-  enum { kSamples, kCorrect, kAgree, kUnlabelled, kCounts };
-  std::vector<int64_t> counts(kCounts, 0);
-  const data::ShardRange shard = data::ShardOf(val.num_samples(), comm.rank(), comm.world_size(), batch_size);
-  const Status local = [&]() -> Status {
-    for (int64_t start = shard.begin; start < shard.end; start += batch_size) {
-      QK_ASSIGN_OR_RETURN(data::Batch b, val.Read(start, std::min(batch_size, shard.end - start)));
-      counts[kUnlabelled] += b.labels.has_value() ? 0 : 1;
-      QK_ASSIGN_OR_RETURN(train::EvalCounts c, trainer.Evaluate(ToTraining(std::move(b))));
-      counts[kSamples] += c.samples, counts[kCorrect] += c.correct, counts[kAgree] += c.agree_teacher;
-    }
-    return Status::Ok();
-  }();
-  QK_RETURN_IF_ERROR(comm.Agree(local, "validating"));
-  QK_RETURN_IF_ERROR(comm.AllReduceSum(&counts, "summing validation counts"));
-  QK_RETURN_IF_NOT(counts[kSamples] > 0, StatusCode::kInvalidArgument, "validation data '{}' holds no samples",
-                   val.Describe());
-  const bool labelled = counts[kUnlabelled] == 0;
-  *metric = labelled ? "top1" : "agreement";
-  return static_cast<double>(labelled ? counts[kCorrect] : counts[kAgree]) / static_cast<double>(counts[kSamples]);
 }
 
 // Every rank's gradients and step result, added in rank order (in double) and divided by the

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -59,15 +61,51 @@ nlohmann::json TrainingLog(const QatOptions& o, const StartPlan& plan, const tra
                      {"cpu_seconds_per_step", result.cpu_seconds_per_step},
                      {"peak_rss_bytes", result.peak_rss_bytes},
                      {"metric", result.metric},
+                     {"higher_is_better", result.higher_is_better},
+                     {"tiebreak", result.tiebreak},
+                     {"val_data", result.val_data},
+                     {"holdout", result.holdout},
                      {"best_step", result.best_step},
+                     {"warnings", result.warnings},
                      {"history", history}};
+  // Non-finite scores (a diverged run's rel_mse) are JSON null.
+  auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
   nlohmann::json evals = nlohmann::json::array();
-  for (const QatEval& e : result.evals) evals.push_back({{"step", e.step}, {"value", e.metric}});
+  for (const QatEval& e : result.evals) {
+    nlohmann::json j{{"step", e.step}, {"value", number(e.score.metric)}};
+    if (e.score.tiebreak) j["tiebreak"] = number(*e.score.tiebreak);
+    evals.push_back(j);
+  }
   log["evals"] = evals;
-  if (result.val_ptq) log["val_ptq"] = *result.val_ptq;
-  if (result.val_best) log["val_best"] = *result.val_best;
-  if (result.val_exported) log["val_exported"] = *result.val_exported;
+  auto put = [&](const char* key, const std::optional<QatScore>& s) {
+    if (!s) return;
+    log[key] = number(s->metric);
+    if (s->tiebreak) log[std::string(key) + "_tiebreak"] = number(*s->tiebreak);
+  };
+  put("val_ptq", result.val_ptq);
+  put("val_best", result.val_best);
+  put("val_exported", result.val_exported);
   return log;
+}
+
+// "top1 vs labels", "agreement with FP32", "rel_mse vs FP32".
+std::string MetricTitle(const std::string& metric) {
+  return metric + (metric == "top1" ? " vs labels" : metric == "agreement" ? " with FP32" : " vs FP32");
+}
+
+// A score as the summary prints it: shares in percent, errors in 3 significant digits, the
+// tie-breaker beside.
+std::string FormatScore(const QatResult& r, const QatScore& s) {
+  std::string out = r.higher_is_better ? fmt::format("{:.2f}%", 100 * s.metric) : fmt::format("{:.3g}", s.metric);
+  if (s.tiebreak) out += fmt::format(" ({} {:.3g})", r.tiebreak, *s.tiebreak);
+  return out;
+}
+
+// What the kept parameters are against the PTQ start, in words.
+std::string Verdict(const QatResult& r) {
+  if (r.best_step == 0) return "the PTQ start was kept";
+  if (r.val_best->metric != r.val_ptq->metric) return fmt::format("beats the PTQ start on {}", r.metric);
+  return fmt::format("ties the PTQ start on {} and beats it on {}", r.metric, r.tiebreak);
 }
 
 std::string Summary(const QatOptions& o, const TrainingData& data, const QatResult& result,
@@ -78,37 +116,57 @@ std::string Summary(const QatOptions& o, const TrainingData& data, const QatResu
       o.batch_size, result.first_loss, result.final_loss, result.seconds_per_step, result.cpu_seconds_per_step);
   sum += fmt::format("  {} BatchNormalization folded, {} weight and {} activation fake-quant pairs, {} parameters\n",
                      result.folded_batch_norms, result.weight_pairs, result.activation_pairs, result.parameters);
-  if (result.val_ptq && result.val_best) {
-    sum += fmt::format("  validation {}: PTQ {:.2f}% -> QAT {:.2f}% (best at step {})\n", result.metric,
-                       100 * *result.val_ptq, 100 * *result.val_best, result.best_step);
+  if (!result.metric.empty()) {
+    sum += fmt::format("  validation ({}, {} is better{}) on {}:", MetricTitle(result.metric),
+                       result.higher_is_better ? "higher" : "lower",
+                       result.tiebreak.empty() ? "" : fmt::format("; ties broken by {}", MetricTitle(result.tiebreak)),
+                       result.val_data);
+    if (result.val_ptq && result.val_best) {
+      sum += fmt::format(" PTQ {} -> QAT {}, best at step {}: {}", FormatScore(result, *result.val_ptq),
+                         FormatScore(result, *result.val_best), result.best_step, Verdict(result));
+      // The kept step is not the last: what the last one scored, so the cost of writing it shows.
+      if (!result.evals.empty() && result.evals.back().step != result.best_step) {
+        sum += fmt::format(" (last validation, step {}: {})", result.evals.back().step,
+                           FormatScore(result, result.evals.back().score));
+      }
+    }
+    sum += "\n";
   }
+  for (const std::string& w : result.warnings) sum += "  WARNING: " + w + "\n";
   sum += fmt::format("  model.qdq.onnx: {}\n", result.export_summary);
   if (result.val_exported) {
-    sum += fmt::format(
-        "  validation {} of model.qdq.onnx as TensorRT computes it (float part in {}): {:.2f}%\n",
-        result.metric, quant::FloatDTypeName(float_dtype), 100 * *result.val_exported);
+    sum += fmt::format("  validation of model.qdq.onnx as TensorRT computes it (float part in {}): {} {}\n",
+                       quant::FloatDTypeName(float_dtype), result.metric, FormatScore(result, *result.val_exported));
   }
   return sum;
 }
 
-// The --val metric (top-1 with labels, else argmax agreement with the FP32 model) of the written
-// model, run by the interpreter as TensorRT computes it. Rank 0 alone, one process.
-Result<double> ValidateExported(const QatOptions& o, const std::string& qdq_path,
-                                const std::string& metric) {
+// The validation score (metric and tie-breaker, on the same samples) of the written model, run by
+// the interpreter as TensorRT computes it. Rank 0 alone, one process.
+Result<QatScore> ValidateExported(const QatOptions& o, const TrainingData& data, const std::string& qdq_path,
+                                  const QatResult& result) {
   EvalOptions eval;
   eval.model = qdq_path;
   eval.reference_model = o.model;
-  eval.data = o.val;
+  eval.data = o.val.empty() ? o.data : o.val;
+  eval.first_sample = data.val_first_sample;
+  eval.samples = o.val.empty() ? data.holdout : o.val_samples;
   eval.image = o.image;
-  eval.samples = o.val_samples;
   eval.batch_size = o.batch_size;
   eval.progress = false;
   eval.single_process = true;
-  QK_ASSIGN_OR_RETURN(EvalResult r, Evaluate(eval));
-  if (metric == "top1" && r.top1) return *r.top1;
-  QK_RETURN_IF_NOT(r.agreement.has_value(), StatusCode::kInternal,
-                   "validating {}: no agreement with {}", qdq_path, o.model);
-  return r.agreement->argmax_agreement;
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric, analysis::MakeMetric(result.metric));
+  std::unique_ptr<analysis::Metric> tiebreak;
+  if (!result.tiebreak.empty()) {
+    QK_ASSIGN_OR_RETURN(tiebreak, analysis::MakeMetric(result.tiebreak));
+  }
+  eval.metrics.push_back(metric.get());
+  if (tiebreak) eval.metrics.push_back(tiebreak.get());
+  QK_RETURN_IF_ERROR(Evaluate(eval).status());  // the metrics hold the values
+  QatScore s;
+  s.metric = metric->Value();
+  if (tiebreak) s.tiebreak = tiebreak->Value();
+  return s;
 }
 
 }  // namespace
@@ -157,8 +215,8 @@ Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& gr
   const std::string qdq_path = out->Stage("model.qdq.onnx");
   QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq, qdq_path));
   result->export_summary = applied.summary;
-  if (data.val) {
-    QK_ASSIGN_OR_RETURN(result->val_exported, ValidateExported(o, qdq_path, result->metric));
+  if (!result->metric.empty()) {
+    QK_ASSIGN_OR_RETURN(result->val_exported, ValidateExported(o, data, qdq_path, *result));
   }
   QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage("calib.cache"), final_plan, {}));
   QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), final_plan));
@@ -169,9 +227,11 @@ Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& gr
   QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("training_log.json"), log.dump(1) + "\n"));
   TrainingCurve curve;
   for (const StepLog& s : run.log) curve.loss.emplace_back(s.step, s.result.loss);
-  for (const QatEval& e : result->evals) curve.val.emplace_back(e.step, e.metric);
+  for (const QatEval& e : result->evals) curve.val.emplace_back(e.step, e.score.metric);
   curve.title = fmt::format("qat {}: {} loss per step", fs::path(o.model).filename().string(), LossName(topts));
   curve.metric = result->metric;
+  curve.val_is_share = result->higher_is_better;
+  if (result->val_best) curve.best_step = result->best_step;
   QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("training.svg"), TrainingSvg(curve)));
 
   result->summary = Summary(o, data, *result, final_plan.float_precision.dtype);

@@ -5,9 +5,12 @@
 //   2. MakeStartPlan     --plan, or calibrate now; the plan training starts from     prepare.cc
 //   3. PrepareGraphs     BN folded, Q/DQ inserted (TensorRT placement), FakeQuantize  prepare.cc
 //                        pairs, trainable parameters; the FP32 teacher
-//   4. OpenTrainingData  training data, --labels, validation data; batches          data.cc
+//   4. OpenTrainingData  training data, --labels, validation data (--val or a held-  data.cc
+//                        out tail of --data); batches
 //   5. sharding          each rank's slice of every global batch, gradients averaged  ranks.cc
-//                        in rank order, validation counts summed exactly
+//                        in rank order
+//      OpenValidation    the metric (output-aware rule), FP32 outputs once; scores   validation.cc
+//                        summed per batch in batch order over the ranks
 //   6. checkpoints       --resume, and a checkpoint after each validation / pause     loop.cc
 //   7. Train             the loop: shuffled batches, steps, validation, keep-the-best loop.cc
 //   8. WriteResults      fine-tuned float and Q/DQ models, calib.cache, plan.json,   report.cc
@@ -20,11 +23,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "analysis/metrics.h"
 #include "analysis/simulate.h"
 #include "common/artifact_set.h"
+#include "data/shard.h"
 #include "data/source.h"
 #include "distributed/communicator.h"
 #include "ir/graph.h"
@@ -74,9 +80,16 @@ Result<Graphs> PrepareGraphs(const QatOptions& o, StartPlan* plan, QatResult* re
 struct TrainingData {
   std::unique_ptr<data::Source> train;
   std::vector<int64_t> labels;        // --labels for the training samples (empty: none given)
-  std::unique_ptr<data::Source> val;  // null without --val
+  std::unique_ptr<data::Source> val;  // --val, or the held-out tail of --data; null: none
   int64_t samples = 0;                // training samples used
+  int64_t holdout = 0;                // samples held out of --data (the last ones), not trained on
+  int64_t val_first_sample = 0;       // where `val` starts in its data (the held-out tail)
+  std::string val_description;        // for the summary
 };
+// How many samples of `n` (--samples applied) are held out without --val: `requested` when
+// given, else 10% (at most kMaxAutoHoldout) when a batch of training data remains, else none.
+inline constexpr int64_t kMaxAutoHoldout = 1000;
+Result<int64_t> HoldoutSize(int64_t requested, int64_t n, int64_t batch_size, bool has_val);
 Result<TrainingData> OpenTrainingData(const QatOptions& o, const ir::Model& teacher);
 
 // Sample order of an epoch: a Fisher-Yates shuffle seeded by (seed, epoch), portable.
@@ -94,19 +107,46 @@ std::vector<int64_t> RankSlice(const std::vector<int64_t>& perm, int64_t offset,
 // Data-parallel step: every rank's gradients and step result averaged, in rank order.
 Status AverageOverRanks(distributed::Communicator& comm, std::vector<float>* gradients,
                         train::StepResult* r);
-// Top-1 against labels when the data has them, else argmax agreement with the FP32 model; each
-// rank evaluates its shard and the counts are summed exactly.
-Result<double> Validate(const train::QatTrainer& trainer, const data::Source& val, int64_t batch_size,
-                        distributed::Communicator& comm, std::string* metric);
+
+// Validation (validation.cc). The metric is the one rule of analyze and fallback
+// (analysis::MakeOutputAwareMetric): --metric, else top-1 with labels / argmax agreement with FP32
+// on a [batch, classes] output, else rel_mse vs FP32. Beside top1/agreement, rel_mse vs the FP32
+// teacher breaks ties. Each rank scores its shard (whole batches); every batch's metric state is
+// gathered and added in batch order, so every rank gets one process's value bit for bit.
+struct Validation {
+  const data::Source* source = nullptr;  // TrainingData::val
+  data::ShardRange shard;                // this rank's samples
+  int64_t batch_size = 0;
+  bool has_labels = false;
+  // The FP32 teacher's first output of each of this rank's batches, computed once (null beyond
+  // kTeacherCacheBytes: recomputed at each validation).
+  std::vector<std::optional<ir::Tensor>> teacher;
+  std::unique_ptr<analysis::Metric> metric;
+  std::unique_ptr<analysis::Metric> tiebreak;  // rel_mse; null when `metric` is rel_mse
+};
+inline constexpr int64_t kTeacherCacheBytes = int64_t{1} << 30;
+// Null `data.val`: an empty Validation (metric null) and result->metric "".
+Result<Validation> OpenValidation(const QatOptions& o, const TrainingData& data, const train::QatTrainer& trainer,
+                                  distributed::Communicator& comm, QatResult* result);
+Result<QatScore> Validate(const train::QatTrainer& trainer, const Validation& v, distributed::Communicator& comm);
+// a better than b: the primary metric, then (on equal values) the tie-breaker, lower first; a
+// missing tie-breaker loses to a present one.
+bool Better(const QatScore& a, const QatScore& b, bool higher_is_better);
+
+// The summary's loud notes (QatResult::warnings): the run was not validated, or no step beat the
+// PTQ start (so the PTQ model is what was written).
+void AddWarnings(const QatOptions& o, const TrainingData& data, QatResult* result);
 
 // 6. Checkpoints. The parameters kept so far (keep-the-best) travel in each checkpoint.
 struct Best {
   std::vector<runtime::NamedTensor> parameters;  // empty until a validation ran
-  double metric = -1;
+  std::optional<QatScore> score;
 };
-// --resume: the trainer's state and the bookkeeping of the run that wrote the checkpoint.
-Status Resume(const QatOptions& o, int64_t total_steps, train::QatTrainer& trainer, Best* best,
-              QatResult* result);
+// --resume: the trainer's state and the bookkeeping of the run that wrote the checkpoint. A
+// checkpoint whose hold-out or validation metric differs from this run's is refused (its kept
+// parameters were chosen on other data or by another measure), naming the option to continue it.
+Status Resume(const QatOptions& o, int64_t total_steps, const TrainingData& data, const Validation& validation,
+              train::QatTrainer& trainer, Best* best, QatResult* result);
 // Written by rank 0; every rank learns its outcome.
 Status SaveCheckpoint(distributed::Communicator& comm, const train::QatTrainer& trainer,
                       const std::string& path, const Best& best, const QatResult& result);
@@ -125,8 +165,8 @@ struct TrainingRun {
   // Time of the training steps alone (batch assembly included, validation and checkpoints not).
   double train_seconds = 0, cpu_seconds = 0;
 };
-Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, train::QatTrainer& trainer,
-             const std::string& checkpoint, TrainingRun* run, QatResult* result);
+Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, const Validation& validation,
+             train::QatTrainer& trainer, const std::string& checkpoint, TrainingRun* run, QatResult* result);
 
 // 8. The results (rank 0): the fine-tuned float model, the plan and Q/DQ model built from it,
 // the training log, the curve and the summary, staged into `out` (opened on the output directory

@@ -1,0 +1,83 @@
+"""Issue 31's QAT validation measure on the shipped PP-OCRv4 recognizer ([batch, time, classes]
+output): label-free `quantkit qat` from a max plan, with --val and without (the default held-out
+tail of --data), each written model.qdq.onnx judged by greedy-decode exact match with the FP32
+model in onnxruntime on held-out text lines that neither run saw.
+
+    .venv/bin/python -m qkdev.qat_ppocr_rec build/dev/tools/quantkit/quantkit [--steps 200] [--threads 2]
+
+Text lines come from qkdev/realmodels.py's generator (48 x 320, seed 31): 128 to train on, 64
+for --val, 200 to judge. The float part is FP32 (--float-dtype fp32): onnxruntime's CPU FP16
+QuantizeLinear truncates where TensorRT rounds (docs/strongly-typed.md).
+
+Cost: about 24 s of CPU per step at batch 8, and minutes for each validation of the 64 lines;
+docs/qat.md records a 3-step run.
+"""
+import argparse
+import os
+import subprocess
+import tempfile
+import time
+
+import numpy as np
+
+from qkdev import realmodels
+from qkdev.realmodels import _text_image
+from qkdev.realmodels_table import metric, run_outputs
+
+SEED = 31
+TRAIN, VAL, TEST = 128, 64, 200
+HEIGHT, WIDTH = 48, 320
+
+
+def lines(rng, n):
+    return np.stack([_text_image(rng, HEIGHT, WIDTH) for _ in range(n)]).astype(np.float32)
+
+
+def quantkit(qk, args):
+    t0 = time.time()
+    r = subprocess.run([qk, *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"quantkit {' '.join(args)}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
+    return r, time.time() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("quantkit")
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    model = os.path.join(realmodels.ensure("ppocr_rec"), "model.onnx")
+    rng = np.random.default_rng(SEED)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {}
+        for name, n in (("train", TRAIN), ("val", VAL), ("test", TEST)):
+            paths[name] = os.path.join(tmp, name + ".npy")
+            np.save(paths[name], lines(rng, n))
+        ptq = os.path.join(tmp, "ptq")
+        quantkit(a.quantkit, ["calibrate", model, "--data", paths["train"], "--method", "max", "--float-dtype", "fp32",
+                              "--threads", str(a.threads), "-o", ptq, "-q"])
+        test = np.load(paths["test"])
+        import onnxruntime as ort
+        name = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).get_inputs()[0].name
+        feeds = [{name: test[i:i + 1]} for i in range(len(test))]
+        ref = run_outputs(model, feeds)
+
+        def judge(path):
+            return metric("sequence", ref, run_outputs(path, feeds))
+
+        _, ptq_match, ptq_rel = judge(os.path.join(ptq, "model.qdq.onnx"))
+        print(f"PTQ (max plan): exact match {ptq_match:.3f}, rel RMS {ptq_rel:.3f} on {TEST} test lines")
+        for label, extra in (("--val", ["--val", paths["val"]]), ("no --val (held-out tail)", [])):
+            out = os.path.join(tmp, "qat" + str(len(extra)))
+            args = ["qat", model, "--plan", os.path.join(ptq, "plan.json"), "--data", paths["train"], "--steps",
+                    str(a.steps), "--batch-size", "8", "--float-dtype", "fp32", "--threads", str(a.threads), "-q",
+                    "-o", out, *extra]
+            r, secs = quantkit(a.quantkit, args)
+            _, match, rel = judge(os.path.join(out, "model.qdq.onnx"))
+            print(f"\n== qat {label}: {secs:.0f} s\n{r.stdout}{r.stderr}"
+                  f"written model: exact match {match:.3f}, rel RMS {rel:.3f} on {TEST} test lines")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""`quantkit qat` validation (docs/qat.md, "Validation"): which step is kept, by which measure, and
+what the summary says about it. Issue 31: on a [batch, time, classes] output argmax agreement
+stayed at 1 of 8 and on a saturated classifier at 100%, so keep-the-best silently returned the
+PTQ model after the loss fell 3.6x; without --val a run that made the model worse wrote it.
+
+Plain CNN of the zoo, 1 compute thread, a few seconds of CPU per run:
+  1. a non-class output (the logits reshaped to [batch, 2, 5], a sequence of two 5-way steps) is
+     validated by rel_mse vs FP32 (no tie-breaker), the summary names it, and the kept step is
+     the one of lowest rel_mse;
+  2. a class output with unlabelled validation data is validated by agreement with rel_mse
+     breaking ties: on a saturated agreement (confident images, chosen by the FP32 logits in
+     onnxruntime) the kept step is the one of lowest rel_mse, not step 0, and the summary says
+     "ties the PTQ start on agreement and beats it on rel_mse";
+  3. without --val, a tail of --data is held out (labelled: top-1, ties broken by rel_mse);
+     training that makes the model worse (lr 1e-2) keeps and writes the PTQ start, and the
+     summary and stderr say so;
+  4. --holdout 0 warns that nothing validated the run; an unknown --metric, and --metric top1
+     on unlabelled data, exit 2 with one line.
+Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py.
+"""
+import json
+import os
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from qktest import ROOT, ort_run, run_process, zoo_data  # noqa: E402  (tests/e2e/qktest.py)
+
+MODEL = os.path.join(ROOT, "models", "zoo", "plain_cnn.onnx")
+STEPS, BATCH, EVAL_EVERY = 8, 32, 2
+TRAIN = ["--data", "fashion-mnist:calib", "--samples", "512", "--batch-size", str(BATCH), "--seed", "1"]
+VAL_SAMPLES = 16
+# Case 2's validation images: the VAL_SAMPLES of the first CONFIDENT_POOL whose FP32 top-1 logit
+# leads the runner-up the most, so that agreement stays saturated (100%) at every step and the
+# steps tie on it. On the first 16 images one of them flips during training (100% -> 93.75%) and
+# keep-the-best rightly keeps step 0: a test of the metric, not of the tie.
+CONFIDENT_POOL = 256
+
+
+def run(args, expect=0):
+    # One compute thread: on a busy 2-core machine OpenMP's spin-waiting multiplies the CPU time.
+    return run_process(["--threads", "1"] + args, expect)
+
+
+def log_of(out):
+    with open(os.path.join(out, "training_log.json")) as f:
+        return json.load(f)
+
+
+def lexicographic_best(log):
+    """The step the rule must keep: best metric, then lowest tie-breaker; the earliest on a full tie."""
+    sign = 1 if log["higher_is_better"] else -1
+    best = None
+    for e in log["evals"]:
+        key = (sign * e["value"], -e.get("tiebreak", 0.0))
+        if best is None or key > best[0]:
+            best = (key, e["step"])
+    return best[1]
+
+
+def seq_model(path):
+    """The plain CNN with its logits reshaped to [N, 2, 5]: not a [batch, classes] output."""
+    m = onnx.load(MODEL)
+    g = m.graph
+    g.initializer.append(numpy_helper.from_array(np.array([-1, 2, 5], np.int64), "seq_shape"))
+    g.node.append(helper.make_node("Reshape", [g.output[0].name, "seq_shape"], ["seq"], name="to_seq"))
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info("seq", TensorProto.FLOAT, ["N", 2, 5]))
+    onnx.save(m, path)
+    return path
+
+
+def initializers(path):
+    return {i.name: numpy_helper.to_array(i) for i in onnx.load(path).graph.initializer}
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        x, _ = zoo_data.load_split("val")
+        val = os.path.join(tmp, "val.npy")  # a bare array: no labels
+        np.save(val, x[:VAL_SAMPLES])
+        plan = os.path.join(tmp, "ptq", "plan.json")
+        run(["calibrate", MODEL, "--data", "fashion-mnist:calib", "--samples", "256", "--method", "max",
+             "--float-dtype", "fp32", "-o", os.path.dirname(plan), "-q"])
+
+        # 1. Non-class output: rel_mse vs FP32.
+        seq = seq_model(os.path.join(tmp, "seq.onnx"))
+        out = os.path.join(tmp, "seq")
+        # From an entropy plan, which clips the input (docs/qat.md): training has an error to remove.
+        p = run(["qat", seq, *TRAIN, "--calib-samples", "256", "--method", "entropy", "--steps", str(STEPS),
+                 "--eval-every", str(EVAL_EVERY), "--val", val, "-q", "-o", out])
+        print(p.stdout)
+        log = log_of(out)
+        assert log["metric"] == "rel_mse" and log["tiebreak"] == "" and not log["higher_is_better"], log["metric"]
+        assert "validation (rel_mse vs FP32, lower is better) on " in p.stdout, p.stdout
+        assert log["best_step"] == lexicographic_best(log), (log["best_step"], log["evals"])
+        assert log["val_best"] == min(e["value"] for e in log["evals"])
+        assert log["best_step"] > 0 and "beats the PTQ start on rel_mse" in p.stdout, p.stdout
+
+        # 2. Class output, unlabelled validation data: agreement, ties broken by rel_mse. From an
+        # entropy plan (an output error for training to remove), on confident images.
+        pool = x[:CONFIDENT_POOL]
+        logits = np.sort(ort_run(MODEL, pool), axis=1)
+        confident = np.sort(np.argsort(logits[:, -2] - logits[:, -1])[:VAL_SAMPLES])
+        val_confident = os.path.join(tmp, "val_confident.npy")
+        np.save(val_confident, pool[confident])
+        entropy_plan = os.path.join(tmp, "entropy", "plan.json")
+        run(["calibrate", MODEL, "--data", "fashion-mnist:calib", "--samples", "256", "--method", "entropy",
+             "--float-dtype", "fp32", "-o", os.path.dirname(entropy_plan), "-q"])
+        out = os.path.join(tmp, "ties")
+        p = run(["qat", MODEL, "--plan", entropy_plan, *TRAIN, "--steps", str(STEPS), "--eval-every",
+                 str(EVAL_EVERY), "--val", val_confident, "-q", "-o", out])
+        print(p.stdout)
+        log = log_of(out)
+        assert log["metric"] == "agreement" and log["tiebreak"] == "rel_mse", (log["metric"], log["tiebreak"])
+        assert "validation (agreement with FP32, higher is better; ties broken by rel_mse vs FP32)" in p.stdout
+        values = [e["value"] for e in log["evals"]]
+        assert len(set(values)) == 1, f"agreement did not tie over the steps, not a tie test: {log['evals']}"
+        assert log["best_step"] == lexicographic_best(log) and log["best_step"] > 0, log["evals"]
+        assert log["val_best_tiebreak"] < log["val_ptq_tiebreak"], log["evals"]
+        assert "ties the PTQ start on agreement and beats it on rel_mse" in p.stdout, p.stdout
+        assert log["val_exported"] is not None and log["val_exported_tiebreak"] is not None
+
+        # 3. No --val: a held-out tail of --data (fashion-mnist carries labels: top-1). Training
+        # that ruins the model keeps the PTQ start, says so, and writes it.
+        out = os.path.join(tmp, "worse")
+        p = run(["qat", MODEL, "--plan", plan, *TRAIN, "--steps", "4", "--eval-every", "2", "--lr", "1e-2",
+                 "--frozen-activation-scales",
+                 "-q", "-o", out])
+        print(p.stdout, p.stderr)
+        log = log_of(out)
+        assert log["holdout"] == 51 and log["metric"] == "top1" and log["tiebreak"] == "rel_mse", log
+        assert "the last 51 samples of --data, held out" in p.stdout, p.stdout
+        assert log["best_step"] == 0 and len(log["evals"]) == 3, log["evals"]
+        warning = "no step beat the PTQ start on top1 (then rel_mse vs FP32): wrote the PTQ model"
+        assert warning in p.stdout and "warning: " + warning in p.stderr, (p.stdout, p.stderr)
+        assert "the PTQ start was kept" in p.stdout
+        # ... and what the last step, which is not written, scored.
+        last = log["evals"][-1]
+        assert last["step"] == 4 and f"(last validation, step 4: {100 * last['value']:.2f}%" in p.stdout, p.stdout
+        # The written float model holds the start's weights (BatchNormalization folding aside).
+        start, written = initializers(MODEL), initializers(os.path.join(out, "model.float.onnx"))
+        shared = [k for k in written if k in start and start[k].dtype == np.float32]
+        assert shared and all(np.array_equal(start[k], written[k]) for k in shared), "the trained weights were written"
+
+        # 4. No validation at all, and bad metrics.
+        out = os.path.join(tmp, "none")
+        p = run(["qat", MODEL, "--plan", plan, *TRAIN, "--steps", "1", "--holdout", "0", "-q", "-o", out])
+        assert "WARNING: not validated (no --val, --holdout 0)" in p.stdout and "warning: not validated" in p.stderr
+        assert log_of(out)["metric"] == "" and log_of(out)["evals"] == []
+        for args, needle in ((["--metric", "bogus"], "unknown metric 'bogus'"),
+                             (["--metric", "top1", "--val", val], "needs labelled validation data"),
+                             (["--metric", "rel_mse", "--holdout", "0"], "nothing validates this run")):
+            out = os.path.join(tmp, "bad")
+            p = run(["qat", MODEL, "--plan", plan, *TRAIN, "--steps", "1", *args, "-q", "-o", out], expect=2)
+            assert needle in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+            assert not os.path.exists(os.path.join(out, "model.qdq.onnx"))
+    print("ok")
+
+
+def test_qat_validation():
+    main()
+
+
+if __name__ == "__main__":
+    main()
