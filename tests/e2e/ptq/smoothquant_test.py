@@ -95,12 +95,24 @@ def plain_cnn(d, x, y):
     assert scores["smoothquant"][1] >= scores["max"][1] - TOP1_SLACK, scores
 
 
-def main():
+def split():
     x, y = data.load_split("test")
-    x, y = x[:TEST_SAMPLES], y[:TEST_SAMPLES]
+    return x[:TEST_SAMPLES], y[:TEST_SAMPLES]
+
+
+def test_smoothquant_helps_plain_cnn():
     with tempfile.TemporaryDirectory() as d:
-        plain_cnn(d, x, y)
-        vit_tiny(d, x, y)
+        plain_cnn(d, *split())
+
+
+def test_smoothquant_keeps_vit_tiny_function():
+    with tempfile.TemporaryDirectory() as d:
+        vit_tiny(d, *split())
+
+
+def main():
+    test_smoothquant_helps_plain_cnn()
+    test_smoothquant_keeps_vit_tiny_function()
 
 
 if __name__ == "__main__":

@@ -220,19 +220,35 @@ TEST(LayerInputCache, InputsEqualFullRunsAndTheQuantizedSideIsOnItsGrid) {
   }
 }
 
-TEST(CalibratePtq, StagesReachEveryArtifactAndAreDeterministic) {
-  ScratchDir dir;
+// calibrate plain_cnn on 32 samples with `stages` on 16 of them in runs of 8, no progress bars.
+CalibrateOptions PtqOn(const std::string& stages) {
   CalibrateOptions c;
   c.model = kModel;
   c.data = "fashion-mnist:calib";
   c.samples = 32;
   c.progress = false;
-  auto stages = ParsePtqStages("seqmse:candidates=8,adaround:iterations=30");
-  ASSERT_TRUE(stages.ok());
-  c.ptq.stages = *stages;
+  auto parsed = ParsePtqStages(stages);
+  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+  if (parsed.ok()) c.ptq.stages = *parsed;
   c.ptq.samples = 16;
   c.ptq.batch = 8;
   c.ptq.progress = false;
+  return c;
+}
+
+// Each of `files` has the same bytes in dir/a and dir/b.
+void ExpectSameFiles(const ScratchDir& dir, std::initializer_list<const char*> files) {
+  for (const char* f : files) {
+    auto x = ReadFileToString(dir.File(std::string("a/") + f));
+    auto y = ReadFileToString(dir.File(std::string("b/") + f));
+    ASSERT_TRUE(x.ok() && y.ok());
+    EXPECT_TRUE(*x == *y) << f << " differs between two runs with the same seed";
+  }
+}
+
+TEST(CalibratePtq, StagesReachEveryArtifactAndAreDeterministic) {
+  ScratchDir dir;
+  CalibrateOptions c = PtqOn("seqmse:candidates=8,adaround:iterations=30");
   c.output_dir = dir.File("a");
   auto r = Calibrate(c);
   if (!r.ok() && r.status().code() == StatusCode::kNotFound) GTEST_SKIP() << r.status().message();
@@ -282,12 +298,7 @@ TEST(CalibratePtq, StagesReachEveryArtifactAndAreDeterministic) {
   c.output_dir = dir.File("b");
   auto again = Calibrate(c);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
-  for (const char* f : {"plan.json", "model.qdq.onnx", "model.float.onnx"}) {
-    auto x = ReadFileToString(dir.File(std::string("a/") + f));
-    auto y = ReadFileToString(dir.File(std::string("b/") + f));
-    ASSERT_TRUE(x.ok() && y.ok());
-    EXPECT_TRUE(*x == *y) << f << " differs between two runs with the same seed";
-  }
+  ExpectSameFiles(dir, {"plan.json", "model.qdq.onnx", "model.float.onnx"});
 }
 
 TEST(ApplyInitializerOverrides, WritesWhatThePlanHoldsAndChecksNamesAndDims) {
@@ -339,16 +350,8 @@ TEST(CheckPlanFloatModel, APlanFileWithStageWeightsPairsOnlyWithItsFloatModel) {
 // (each trial on the held-out tail listed) gives the same bytes twice.
 TEST(CalibratePtq, SmoothQuantKeepsTheFloatFunctionAndIsDeterministic) {
   ScratchDir dir;
-  CalibrateOptions c;
-  c.model = kModel;
-  c.data = "fashion-mnist:calib";
-  c.samples = 32;
-  c.progress = false;
+  CalibrateOptions c = PtqOn("smoothquant:alpha=0.5");
   c.floats.dtype = quant::FloatDType::kFloat32;
-  c.ptq.stages = *ParsePtqStages("smoothquant:alpha=0.5");
-  c.ptq.samples = 16;
-  c.ptq.batch = 8;
-  c.ptq.progress = false;
   c.output_dir = dir.File("fixed");
   auto r = Calibrate(c);
   if (!r.ok() && r.status().code() == StatusCode::kNotFound) GTEST_SKIP() << r.status().message();
@@ -396,12 +399,7 @@ TEST(CalibratePtq, SmoothQuantKeepsTheFloatFunctionAndIsDeterministic) {
   c.output_dir = dir.File("b");
   auto b = Calibrate(c);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
-  for (const char* f : {"plan.json", "model.qdq.onnx"}) {
-    auto x = ReadFileToString(dir.File(std::string("a/") + f));
-    auto y = ReadFileToString(dir.File(std::string("b/") + f));
-    ASSERT_TRUE(x.ok() && y.ok());
-    EXPECT_TRUE(*x == *y) << f << " differs between two runs";
-  }
+  ExpectSameFiles(dir, {"plan.json", "model.qdq.onnx"});
 }
 
 TEST(CalibratePtq, NeedsTheDataItself) {
