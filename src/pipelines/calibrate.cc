@@ -191,8 +191,8 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
     plan = std::move(built.plan);
     result.warnings.insert(result.warnings.end(), built.warnings.begin(), built.warnings.end());
     // The stages edit the plan (and its weights) before anything is written.
-    QK_ASSIGN_OR_RETURN(result.ptq, RunPtqStages(prepared.model, prepared.sites,
-                                                 {options.data, options.image, options.samples}, options.ptq, &plan));
+    const PtqData ptq_data{options.data, options.image, options.samples, {options.method, options.method_overrides}};
+    QK_ASSIGN_OR_RETURN(result.ptq, RunPtqStages(prepared.model, prepared.sites, ptq_data, options.ptq, &plan));
   }
   BodyReport bodies = ReportBodies(prepared.model, prepared.sites, plan);
   result.notes.insert(result.notes.end(), bodies.notes.begin(), bodies.notes.end());

@@ -112,7 +112,8 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
       quant::QuantPlan plan = built.plan;
       PtqOptions ptq = c.ptq;
       ptq.stages = stages;
-      QK_ASSIGN_OR_RETURN(PtqReport report, RunPtqStages(prepared.model, prepared.sites, {c.data, c.image, c.samples},
+      QK_ASSIGN_OR_RETURN(PtqReport report, RunPtqStages(prepared.model, prepared.sites,
+                                                         {c.data, c.image, c.samples, {c.method, c.method_overrides}},
                                                          ptq, &plan));
       QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(plan, {metric.get()}));
       const PlanScore score{metric->Loss(t.metrics.at(r.metric), r.fp32_value), t.output.relative_mse()};

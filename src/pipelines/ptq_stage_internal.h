@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,15 @@ Result<std::vector<ir::Tensor>> RunBlock(const ir::Model& block, const std::vect
 
 Status RunSeqMse(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report, int64_t* peak_bytes);
 Status RunAdaRound(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report, int64_t* peak_bytes);
+// SmoothQuant (ptq_smoothquant.cc): smooths the model, rebuilds *ctx.plan from statistics of the
+// smoothed model (its weights in plan.initializers) and returns that model and its sites, which the
+// stages after it must use as their FP32 model; leaves *result empty when it changed nothing.
+struct SmoothResult {
+  LoadedModel model;
+  CalibrationSites sites;
+};
+Status RunSmoothQuant(const PtqStageSpec& spec, Context& ctx, const PtqData& data, PtqStageReport* report,
+                      std::optional<SmoothResult>* result);
 Status RunBiasCorrection(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report, int64_t* peak_bytes);
 
 }  // namespace quantkit::pipelines::ptq

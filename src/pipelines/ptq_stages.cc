@@ -31,6 +31,7 @@ std::vector<std::string> Split(const std::string& text, char sep) {
 }
 
 std::string FormatValue(const PtqParam& p, double v) {
+  if (v < p.min) return "auto";  // a default below the range: chosen by the stage (smoothquant's alpha)
   return p.integer ? fmt::format("{}", static_cast<int64_t>(v)) : fmt::format("{:g}", v);
 }
 
@@ -43,6 +44,10 @@ constexpr int64_t kCacheCopies = 3;
 
 const std::vector<PtqStageInfo>& PtqStages() {
   static const std::vector<PtqStageInfo> stages{
+      {PtqStageKind::kSmoothQuant, "smoothquant",
+       "per input channel, a scale moved from each activation into the weights reading it (X/s, diag(s) W)",
+       {{"alpha", -1, 0, 1, false,
+         "migration strength s = max|X|^alpha / max|W|^(1-alpha); default: chosen on held-out data"}}},
       {PtqStageKind::kSeqMse, "seqmse",
        "per output channel, the weight clip (k/K of max|w|) minimising the layer's output error",
        {{"candidates", 20, 1, 1000, true, "K: clip candidates max|w| * k/K, k = 1..K"}}},
@@ -129,6 +134,13 @@ Result<std::vector<PtqStageSpec>> ParsePtqStages(const std::string& text) {
       spec.params[key] = v;
     }
     stages.push_back(std::move(spec));
+  }
+  // SmoothQuant changes the weights and recalibrates the plan: what ran before it would be lost.
+  for (size_t i = 1; i < stages.size(); ++i) {
+    QK_RETURN_IF_NOT(stages[i].kind != PtqStageKind::kSmoothQuant, StatusCode::kInvalidArgument,
+                     "--ptq: smoothquant must come first (it changes the weights and calibrates the plan again): "
+                     "give it before {}",
+                     PtqStageInfoFor(stages[0].kind).name);
   }
   // AdaRound learns the rounding on a fixed grid: a later range search would discard it.
   for (size_t i = 0; i < stages.size(); ++i) {
@@ -270,12 +282,14 @@ Result<PtqReport> RunPtqStages(const LoadedModel& model, const CalibrationSites&
   QK_RETURN_IF_ERROR(CheckPtqOptions(options));
   const auto start = std::chrono::steady_clock::now();
   QK_ASSIGN_OR_RETURN(std::vector<data::Batch> batches, ReadStageSamples(model, data, options, &report));
-  ptq::Context ctx{model, sites, batches, options, plan};
+  std::optional<ptq::SmoothResult> smoothed;  // the FP32 model of the stages after smoothquant
   for (const PtqStageSpec& spec : options.stages) {
+    ptq::Context ctx{smoothed ? smoothed->model : model, smoothed ? smoothed->sites : sites, batches, options, plan};
     const auto stage_start = std::chrono::steady_clock::now();
     PtqStageReport r;
     r.stage = spec.Label();
     switch (spec.kind) {
+      case PtqStageKind::kSmoothQuant: QK_RETURN_IF_ERROR(ptq::RunSmoothQuant(spec, ctx, data, &r, &smoothed)); break;
       case PtqStageKind::kSeqMse: QK_RETURN_IF_ERROR(ptq::RunSeqMse(spec, ctx, &r, &report.cache_peak_bytes)); break;
       case PtqStageKind::kAdaRound: QK_RETURN_IF_ERROR(ptq::RunAdaRound(spec, ctx, &r, &report.cache_peak_bytes)); break;
       case PtqStageKind::kBiasCorrection:
@@ -296,14 +310,21 @@ std::vector<std::string> FormatPtqReport(const PtqReport& report) {
   std::vector<std::string> lines;
   for (const PtqStageReport& s : report.stages) {
     const double ratio = s.loss_before > 0 ? s.loss_after / s.loss_before : 1.0;
-    lines.push_back(fmt::format("ptq {}: {} layers, {} left as they were; layer output error {:.4g} -> {:.4g} "
-                                "(x{:.3f}) in {:.1f} s",
-                                s.stage, s.layers, s.unchanged, s.loss_before, s.loss_after, ratio, s.seconds));
+    if (!s.summary.empty()) {
+      lines.push_back(fmt::format("{} in {:.1f} s", s.summary, s.seconds));
+    } else {
+      lines.push_back(fmt::format("ptq {}: {} layers, {} left as they were; layer output error {:.4g} -> {:.4g} "
+                                  "(x{:.3f}) in {:.1f} s",
+                                  s.stage, s.layers, s.unchanged, s.loss_before, s.loss_after, ratio, s.seconds));
+    }
+    for (const std::string& n : s.notes) lines.push_back("ptq   " + n);
   }
   for (const std::string& n : report.notes) lines.push_back("ptq: " + n);
   if (!report.stages.empty()) {
-    lines.push_back(fmt::format("ptq: {:.1f} s, cached activations at most {}", report.seconds,
-                                FormatBytes(report.cache_peak_bytes)));
+    // smoothquant alone caches no layer inputs.
+    lines.push_back(report.cache_peak_bytes > 0 ? fmt::format("ptq: {:.1f} s, cached activations at most {}",
+                                                              report.seconds, FormatBytes(report.cache_peak_bytes))
+                                                : fmt::format("ptq: {:.1f} s", report.seconds));
   }
   return lines;
 }

@@ -11,6 +11,10 @@
 //   --ptq NAME[:KEY=VALUE[:KEY=VALUE...]][,NAME...]      e.g. --ptq seqmse:candidates=20,adaround
 //
 // Stages (PtqStages() lists them with their parameters, defaults and ranges):
+//   smoothquant  per input channel, a scale s moved from each activation into the weights that read
+//              it (X / s folded into X's producer, diag(s) W; Xiao et al. 2023, onnxruntime's and
+//              ModelOpt's SmoothQuant), alpha given or chosen on held-out data; the plan is then
+//              calibrated again on the smoothed model. Must come first (pipelines/smoothquant.h).
 //   seqmse     per-layer weight-range search: for each output channel the clip (a fraction k/K of
 //              max|w|) whose quantized weights minimise the layer's output error (aimet's apply_seq_mse)
 //   adaround   learned up/down rounding of each weight, reconstructing each layer block's FP32 output
@@ -19,7 +23,7 @@
 //              the FP32 layer's on the same samples added to its bias (Nagel et al. 2019, empirical;
 //              aimet's bias correction). Layers with a float bias of one value per output channel
 //              (Conv, ConvTranspose, Gemm with beta = 1). Last: after seqmse and adaround.
-// All walk the weighted layers in topological order with the quantized prefix
+// seqmse, adaround and bias-correction walk the weighted layers in topological order with the quantized prefix
 // (analysis/layer_cache.h): each layer sees the inputs the layers before it, as already changed, give.
 //
 // Data: the first `samples` samples of the calibration data (fewer when their cached activations
@@ -29,7 +33,7 @@
 // Distributed: the stages run on rank 0 once the statistics are merged (they read the first N
 // samples themselves); the other ranks wait for its outcome.
 //
-// Adding a stage (SmoothQuant, ...): a PtqStageKind, a row of PtqStages() with its
+// Adding a stage: a PtqStageKind, a row of PtqStages() with its
 // parameters, a Run function beside ptq_adaround.cc, and its case in RunPtqStages.
 #pragma once
 
@@ -45,7 +49,7 @@
 
 namespace quantkit::pipelines {
 
-enum class PtqStageKind { kSeqMse, kAdaRound, kBiasCorrection };
+enum class PtqStageKind { kSmoothQuant, kSeqMse, kAdaRound, kBiasCorrection };
 
 struct PtqParam {
   const char* name;
@@ -105,6 +109,8 @@ struct PtqStageReport {
   double loss_before = 0, loss_after = 0;  // summed layer output errors, as each stage measures them
   double seconds = 0;
   std::vector<std::string> lines;  // per layer, for --verbose readers and tests
+  std::vector<std::string> notes;  // for the summary, under the stage's line (smoothquant's alpha trials)
+  std::string summary;             // the stage's own summary line, where the generic one does not fit (smoothquant)
 };
 
 struct PtqReport {
@@ -121,6 +127,8 @@ struct PtqData {
   std::string spec;
   data::ImageOptions image;
   int64_t limit = 0;
+  // The methods the plan was built with: smoothquant calibrates the smoothed model again with them.
+  MethodChoice methods;
 };
 
 // Runs options.stages in order on `plan` (built for `model` and `sites`).

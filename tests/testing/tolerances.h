@@ -56,6 +56,10 @@ inline constexpr double kLsqGradAtol = 1e-5;
 // conv sums 27 products in another order; outputs of magnitude ~5 agree to a few float32 ulps.
 inline constexpr double kBnFoldAtol = 1e-5;
 
+// SmoothQuant's fold (X/s into LayerNormalization's scale and bias, diag(s) W): each value is
+// rounded to float32 once more and multiplied back; outputs of magnitude ~10 agree to a few ulps.
+inline constexpr double kSmoothFoldRtol = 1e-5;
+
 // GPU vs CPU FP32 model outputs (TF32 off): cuDNN/cuBLAS sum in another order than oneDNN/BLAS;
 // the small zoo models' logits (magnitude ~10) agree to about 1e-5 relative.
 inline constexpr double kGpuFp32Rtol = 1e-4;

@@ -94,7 +94,8 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   for (const pipelines::PtqStageInfo& st : pipelines::PtqStages()) {
     stage_help += std::string("\n  ") + st.name + ": " + st.help;
     for (const pipelines::PtqParam& p : st.params) {
-      stage_help += fmt::format("\n    {}={:g} in [{:g}, {:g}]: {}", p.name, p.default_value, p.min, p.max, p.help);
+      const std::string value = p.default_value < p.min ? "auto" : fmt::format("{:g}", p.default_value);
+      stage_help += fmt::format("\n    {}={} in [{:g}, {:g}]: {}", p.name, value, p.min, p.max, p.help);
     }
   }
   cmd->add_option("--ptq", opts->ptq, stage_help);

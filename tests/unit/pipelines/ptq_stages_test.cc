@@ -20,6 +20,7 @@
 #include "onnx/import.h"
 #include "pipelines/calibrate.h"
 #include "runtime/interpreter.h"
+#include "testing/tolerances.h"
 
 namespace quantkit::pipelines {
 namespace {
@@ -59,6 +60,14 @@ TEST(ParsePtqStages, DefaultsOrderAndLabels) {
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   EXPECT_EQ(all->back().kind, PtqStageKind::kBiasCorrection);
   EXPECT_EQ(all->back().Label(), "bias-correction");  // no parameters
+  auto smooth = ParsePtqStages("smoothquant,seqmse,adaround,bias-correction");
+  ASSERT_TRUE(smooth.ok()) << smooth.status().ToString();
+  EXPECT_EQ(smooth->front().kind, PtqStageKind::kSmoothQuant);
+  EXPECT_EQ(smooth->front().Label(), "smoothquant(alpha=auto)");  // chosen on held-out data
+  auto given = ParsePtqStages("smoothquant:alpha=0.5");
+  ASSERT_TRUE(given.ok()) << given.status().ToString();
+  EXPECT_EQ(given->front().Get("alpha"), 0.5);
+  EXPECT_EQ(given->front().Label(), "smoothquant(alpha=0.5)");
   auto none = ParsePtqStages("");
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
@@ -82,6 +91,10 @@ TEST(ParsePtqStages, EveryMistakeIsOneClearError) {
       {"bias-correction,seqmse", "bias-correction must come last"},
       {"bias-correction,adaround", "give it after adaround"},
       {"bias-correction:samples=4", "is not KEY=VALUE with a parameter of bias-correction"},
+      {"smoothquant:alpha=1.5", "out of range"},
+      {"smoothquant:alpha=-1", "out of range"},  // "auto" is the default, not a value to give
+      {"seqmse,smoothquant", "smoothquant must come first"},
+      {"smoothquant,smoothquant", "given twice"},
   };
   for (const auto& [text, expected] : cases) {
     SCOPED_TRACE(text);
@@ -207,19 +220,35 @@ TEST(LayerInputCache, InputsEqualFullRunsAndTheQuantizedSideIsOnItsGrid) {
   }
 }
 
-TEST(CalibratePtq, StagesReachEveryArtifactAndAreDeterministic) {
-  ScratchDir dir;
+// calibrate plain_cnn on 32 samples with `stages` on 16 of them in runs of 8, no progress bars.
+CalibrateOptions PtqOn(const std::string& stages) {
   CalibrateOptions c;
   c.model = kModel;
   c.data = "fashion-mnist:calib";
   c.samples = 32;
   c.progress = false;
-  auto stages = ParsePtqStages("seqmse:candidates=8,adaround:iterations=30");
-  ASSERT_TRUE(stages.ok());
-  c.ptq.stages = *stages;
+  auto parsed = ParsePtqStages(stages);
+  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+  if (parsed.ok()) c.ptq.stages = *parsed;
   c.ptq.samples = 16;
   c.ptq.batch = 8;
   c.ptq.progress = false;
+  return c;
+}
+
+// Each of `files` has the same bytes in dir/a and dir/b.
+void ExpectSameFiles(const ScratchDir& dir, std::initializer_list<const char*> files) {
+  for (const char* f : files) {
+    auto x = ReadFileToString(dir.File(std::string("a/") + f));
+    auto y = ReadFileToString(dir.File(std::string("b/") + f));
+    ASSERT_TRUE(x.ok() && y.ok());
+    EXPECT_TRUE(*x == *y) << f << " differs between two runs with the same seed";
+  }
+}
+
+TEST(CalibratePtq, StagesReachEveryArtifactAndAreDeterministic) {
+  ScratchDir dir;
+  CalibrateOptions c = PtqOn("seqmse:candidates=8,adaround:iterations=30");
   c.output_dir = dir.File("a");
   auto r = Calibrate(c);
   if (!r.ok() && r.status().code() == StatusCode::kNotFound) GTEST_SKIP() << r.status().message();
@@ -269,12 +298,7 @@ TEST(CalibratePtq, StagesReachEveryArtifactAndAreDeterministic) {
   c.output_dir = dir.File("b");
   auto again = Calibrate(c);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
-  for (const char* f : {"plan.json", "model.qdq.onnx", "model.float.onnx"}) {
-    auto x = ReadFileToString(dir.File(std::string("a/") + f));
-    auto y = ReadFileToString(dir.File(std::string("b/") + f));
-    ASSERT_TRUE(x.ok() && y.ok());
-    EXPECT_TRUE(*x == *y) << f << " differs between two runs with the same seed";
-  }
+  ExpectSameFiles(dir, {"plan.json", "model.qdq.onnx", "model.float.onnx"});
 }
 
 TEST(ApplyInitializerOverrides, WritesWhatThePlanHoldsAndChecksNamesAndDims) {
@@ -319,6 +343,63 @@ TEST(CheckPlanFloatModel, APlanFileWithStageWeightsPairsOnlyWithItsFloatModel) {
   ASSERT_TRUE(sha.ok());
   plan.provenance.float_model_sha256 = *sha;
   EXPECT_TRUE(analysis::CheckPlanFloatModel(plan, kModel).ok());
+}
+
+// smoothquant through Calibrate on plain_cnn (Conv -> Relu -> MaxPool -> Conv groups): the written
+// model.float.onnx computes the original's function, the plan names the alpha, and the chosen alpha
+// (each trial on the held-out tail listed) gives the same bytes twice.
+TEST(CalibratePtq, SmoothQuantKeepsTheFloatFunctionAndIsDeterministic) {
+  ScratchDir dir;
+  CalibrateOptions c = PtqOn("smoothquant:alpha=0.5");
+  c.floats.dtype = quant::FloatDType::kFloat32;
+  c.output_dir = dir.File("fixed");
+  auto r = Calibrate(c);
+  if (!r.ok() && r.status().code() == StatusCode::kNotFound) GTEST_SKIP() << r.status().message();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NE(r->summary.find("ptq smoothquant: alpha 0.5 (given); "), std::string::npos) << r->summary;
+  ASSERT_EQ(r->plan.provenance.stages.size(), 1u);
+  EXPECT_EQ(r->plan.provenance.stages[0].rfind("smoothquant(alpha=0.5) samples=16", 0), 0u);
+  ASSERT_FALSE(r->plan.initializers.empty());
+  for (const auto& [name, o] : r->plan.initializers) EXPECT_EQ(o.stage, "smoothquant") << name;
+  // The smoothed float model against the original on 8 calibration samples.
+  auto source = data::OpenSource(c.data, data::ModelInputs(*analysis::LoadModelForQuantization(kModel)));
+  ASSERT_TRUE(source.ok());
+  auto batch = (*source)->Read(0, 8);
+  ASSERT_TRUE(batch.ok());
+  std::vector<runtime::NamedTensor> feeds;
+  for (const auto& [n, t] : batch->inputs) feeds.push_back({n, t});
+  auto run = [&](const std::string& path) {
+    auto m = analysis::LoadModelForQuantization(path);
+    EXPECT_TRUE(m.ok());
+    auto interp = runtime::Interpreter::Create(std::move(*m));
+    EXPECT_TRUE(interp.ok());
+    auto outs = (*interp)->Run(feeds);
+    EXPECT_TRUE(outs.ok());
+    return outs->at(0).tensor;
+  };
+  const ir::Tensor before = run(kModel), after = run(dir.File("fixed/model.float.onnx"));
+  ASSERT_EQ(before.numel(), after.numel());
+  float peak = 0;
+  for (int64_t i = 0; i < before.numel(); ++i) peak = std::max(peak, std::fabs(before.data_as<float>()[i]));
+  int64_t off = 0;
+  for (int64_t i = 0; i < before.numel(); ++i) {
+    off += std::fabs(after.data_as<float>()[i] - before.data_as<float>()[i]) > testing::kSmoothFoldRtol * peak;
+  }
+  EXPECT_EQ(off, 0) << "logits of the smoothed float model off the original's by more than kSmoothFoldRtol";
+
+  // alpha chosen: every trial listed, the same bytes twice.
+  c.ptq.stages = *ParsePtqStages("smoothquant");
+  c.output_dir = dir.File("a");
+  auto a = Calibrate(c);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_EQ(a->ptq.stages.size(), 1u);
+  EXPECT_EQ(a->ptq.stages[0].notes.size(), 7u);  // none and 0.3, 0.4, ..., 0.8
+  EXPECT_NE(a->summary.find("ptq smoothquant: alpha "), std::string::npos) << a->summary;
+  EXPECT_LE(a->ptq.stages[0].loss_after, a->ptq.stages[0].loss_before);  // "none" is a candidate
+  c.output_dir = dir.File("b");
+  auto b = Calibrate(c);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ExpectSameFiles(dir, {"plan.json", "model.qdq.onnx"});
 }
 
 TEST(CalibratePtq, NeedsTheDataItself) {
