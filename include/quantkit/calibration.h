@@ -325,6 +325,25 @@ struct CalibrateOptions {
   std::string stats_out;   // also write the statistics (.qkstats) here
   CacheOptions cache;
   bool progress = false;  // a bar on stderr when it is a terminal
+  // The accuracy check of the plan (docs/accuracy.md): -1 sizes it from the calibration (one
+  // sample in 16, 16 to 256), 0 turns it off, N > 0 checks N samples. Its samples: the first of
+  // `check_holdout` when given, else those of `data` that follow the calibrated ones, else the last
+  // calibrated ones ("in-sample"). With `statistics` alone it needs `check_holdout`.
+  int64_t check_samples = -1;
+  std::string check_holdout;
+};
+
+// The plan against FP32 on held-out samples: the "check:" line of the summary.
+struct CalibrateCheck {
+  bool ran = false;
+  std::string data;    // the samples' description
+  std::string origin;  // "held-out (--holdout)", "held-out" or "in-sample" (the calibration saw them)
+  int64_t samples = 0;
+  double agreement = 0;             // argmax agreement with FP32 (NaN unless the output is a class vector)
+  double top1 = 0, fp32_top1 = 0;   // NaN without labels
+  double rel_mse = 0;               // first output's relative MSE vs FP32
+  double seconds = 0;
+  std::string warning;  // beyond the thresholds (also in CalibrateReport::warnings); empty when fine
 };
 
 struct CalibrateReport {
@@ -335,6 +354,7 @@ struct CalibrateReport {
   int64_t samples = 0;
   double seconds = 0;
   int64_t peak_rss_bytes = 0;
+  CalibrateCheck check;
 };
 
 Result<CalibrateReport> Calibrate(const CalibrateOptions& options);

@@ -22,7 +22,8 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
               overrides: Optional[Mapping[str, str]] = None, exclude: Iterable[str] = (),
               weights: str = "per-channel", trt_version: str = DEFAULT_TRT_VERSION,
               calibrator: str = DEFAULT_CALIBRATOR, stats_out: Optional[PathLike] = None,
-              progress: bool = True, run_batch: Optional[int] = None) -> Plan:
+              progress: bool = True, run_batch: Optional[int] = None, check_samples: int = -1,
+              holdout: Optional[PathLike] = None) -> Plan:
     """Calibrates the FP32 ONNX ``model`` on ``data`` and returns the plan; with ``output_dir``,
     also writes TensorRT's artifacts there, atomically, as ``quantkit calibrate -o`` does:
     model.qdq.onnx, calib.cache, ranges.txt, plan.json, summary.txt.
@@ -35,6 +36,10 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
     samples   use the first N samples (0: all). ``batch_size`` applies to a data spec only.
     exclude   node names or op types kept in float. ``weights``: per-channel | per-tensor.
     run_batch samples per model run, as the CLI's ``--run-batch`` (None: its default, 8 on the CPU).
+    check_samples  the accuracy check of the plan vs FP32 (``report.check``, a line of the summary,
+              a warning beyond its thresholds; docs/accuracy.md): -1 sizes it, 0 turns it off.
+    holdout   a data spec the check reads (default: samples of a ``data`` spec after ``samples``,
+              else its last ones, "in-sample"); Python data or ``Statistics`` need it for a check.
 
     The same data gives the same plan and byte-identical artifacts as the CLI, whatever the
     batching. Arrays are read in place (no copy) when C-contiguous; the GIL is released while the
@@ -54,6 +59,8 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
     options.data_options.batch_size = batch_size
     options.progress = progress
     options.run_batch = _run_batch(run_batch)
+    options.check_samples = check_samples
+    options.check_holdout = os.fspath(holdout) if holdout is not None else ""
     _core.check_calibrate_options(options)  # bad options fail before the data is read
     start = time.perf_counter()
     if _data.is_spec(data):
@@ -67,8 +74,20 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
     # With Python data the C++ side only built the plan: count the statistics pass too.
     report = CalibrationReport(written=list(r.written), warnings=list(r.warnings), summary=r.summary,
                                samples=r.samples, seconds=time.perf_counter() - start,
-                               peak_rss_bytes=r.peak_rss_bytes)
+                               peak_rss_bytes=r.peak_rss_bytes, check=_check_dict(r.check))
     return Plan(r.plan, report)
+
+
+def _check_dict(check: Any) -> Optional[dict[str, Any]]:
+    """The accuracy check as a dict (None when it did not run); NaN figures become None."""
+    if not check.ran:
+        return None
+    def number(v: float) -> Optional[float]:
+        return None if v != v else v
+    return {"data": check.data, "origin": check.origin, "samples": check.samples,
+            "agreement": number(check.agreement), "top1": number(check.top1),
+            "fp32_top1": number(check.fp32_top1), "rel_mse": check.rel_mse, "seconds": check.seconds,
+            "warning": check.warning}
 
 
 @dataclass

@@ -27,6 +27,9 @@ class CalibrationReport:
     samples: int = 0
     seconds: float = 0.0
     peak_rss_bytes: int = 0
+    #: The accuracy check of the plan vs FP32 (data, origin, samples, agreement, top1, fp32_top1,
+    #: rel_mse, seconds, warning); None when it did not run (docs/accuracy.md).
+    check: Optional[dict[str, Any]] = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -67,7 +67,9 @@ void BindOptions(py::module_& m) {
       .def_readwrite("output_dir", &CalibrateOptions::output_dir)
       .def_readwrite("stats_out", &CalibrateOptions::stats_out)
       .def_readwrite("cache", &CalibrateOptions::cache)
-      .def_readwrite("progress", &CalibrateOptions::progress);
+      .def_readwrite("progress", &CalibrateOptions::progress)
+      .def_readwrite("check_samples", &CalibrateOptions::check_samples)
+      .def_readwrite("check_holdout", &CalibrateOptions::check_holdout);
   py::class_<EvaluateOptions>(m, "EvaluateOptions")
       .def(py::init<>())
       .def_readwrite("model", &EvaluateOptions::model)
@@ -113,7 +115,19 @@ void BindOptions(py::module_& m) {
 }
 
 void BindReports(py::module_& m) {
+  py::class_<CalibrateCheck>(m, "CalibrateCheck")
+      .def_readonly("ran", &CalibrateCheck::ran)
+      .def_readonly("data", &CalibrateCheck::data)
+      .def_readonly("origin", &CalibrateCheck::origin)
+      .def_readonly("samples", &CalibrateCheck::samples)
+      .def_readonly("agreement", &CalibrateCheck::agreement)
+      .def_readonly("top1", &CalibrateCheck::top1)
+      .def_readonly("fp32_top1", &CalibrateCheck::fp32_top1)
+      .def_readonly("rel_mse", &CalibrateCheck::rel_mse)
+      .def_readonly("seconds", &CalibrateCheck::seconds)
+      .def_readonly("warning", &CalibrateCheck::warning);
   py::class_<CalibrateReport>(m, "CalibrateReport")
+      .def_readonly("check", &CalibrateReport::check)
       .def_readonly("plan", &CalibrateReport::plan)
       .def_readonly("written", &CalibrateReport::written)
       .def_readonly("warnings", &CalibrateReport::warnings)

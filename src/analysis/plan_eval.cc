@@ -54,7 +54,7 @@ Result<std::unique_ptr<PlanEvaluator>> PlanEvaluator::Create(const PlanEvalOptio
     QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
     e->float_model_ = std::make_shared<const ir::Model>(std::move(model));
     QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
-                        data::OpenSource(options.data, data::ModelInputs(*e->float_model_)));
+                        data::OpenSource(options.data, data::ModelInputs(*e->float_model_), options.image));
     // A held-out tail: samples [first_sample, first_sample + samples) of the data.
     source = data::Window(std::move(source), options.first_sample, options.samples);
     e->data_description_ = source->Describe();

@@ -22,6 +22,7 @@
 
 #include "analysis/metrics.h"
 #include "analysis/simulate.h"
+#include "data/image_options.h"
 #include "data/shard.h"
 #include "data/source.h"
 #include "ir/graph.h"
@@ -37,6 +38,7 @@ class PrefixCache;  // analysis/prefix_cache.h
 struct PlanEvalOptions {
   std::string model;  // the FP32 model
   std::string data;   // data::OpenSource spec
+  data::ImageOptions image;  // the preprocessing declared for an image-folder spec
   int64_t first_sample = 0;  // skip the data's first N samples (the held-out tail of calibration data)
   int64_t samples = 0;
   int64_t batch_size = 64;

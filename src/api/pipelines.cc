@@ -52,6 +52,10 @@ Result<pipelines::CalibrateOptions> ToCalibrateOptions(const CalibrateOptions& o
   c.stats_out = o.stats_out;
   QK_ASSIGN_OR_RETURN(c.cache, api::ToTrtCacheOptions(o.cache));
   c.progress = o.progress;
+  QK_RETURN_IF_NOT(o.check_samples >= -1, StatusCode::kInvalidArgument,
+                   "check_samples must be -1 (automatic), 0 (no check) or a count, got {}", o.check_samples);
+  c.check.samples = o.check_samples;
+  c.check.holdout = o.check_holdout;
   // Read only, and `o` outlives the call that uses `c`.
   if (o.statistics.valid()) c.statistics = &o.statistics.impl().statistics;
   return c;
@@ -75,6 +79,9 @@ Result<CalibrateReport> Calibrate(const CalibrateOptions& options) {
   report.samples = r.samples;
   report.seconds = r.seconds;
   report.peak_rss_bytes = r.peak_rss_bytes;
+  const pipelines::CheckResult& check = r.check;
+  report.check = {check.ran,  check.data, check.origin,  check.samples, check.agreement,
+                  check.top1, check.fp32_top1, check.rel_mse, check.seconds, check.warning};
   return report;
 }
 

@@ -50,6 +50,7 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
                     CalibrateResult* result) {
   const std::vector<data::InputSpec> inputs = data::ModelInputs(*loaded.model);
   QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, data::OpenSource(options.data, inputs, options.image));
+  result->data_samples = source->num_samples();
   source = data::Take(std::move(source), options.samples);
   statistics->data_description = source->Describe();
   statistics->data_fingerprint = source->Fingerprint();
@@ -89,6 +90,8 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
 
 std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
                       const passes::PassReport* inserted) {
+  // The check's warning is in r.warnings (for the API) and printed by FormatCheck beside its figure.
+  const std::string& check_warning = r.check.warning;
   std::string s = fmt::format("quantkit {} calibrate\nmodel: {}\ndata: {}\nmethod: {}\n",
                               QUANTKIT_VERSION, options.model, r.plan.provenance.data_description,
                               r.plan.provenance.method);
@@ -102,9 +105,16 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
       ++act;
     }
   }
-  s += fmt::format("quantized: {} activations (per tensor), {} weights ({}); {} kept in float\n",
+  s += fmt::format("quantized: {} activations (per tensor), {} weights ({}); {} tensor(s) kept in float\n",
                    act, weights,
                    options.placement.per_channel_weights ? "per channel" : "per tensor", kept);
+  // Layers (nodes) the plan keeps in float: --exclude, a plan's fallback.
+  if (!r.plan.float_nodes.empty()) {
+    s += fmt::format("{} layer(s) kept in float ({}):", r.plan.float_nodes.size(),
+                     quant::FloatDTypeName(r.plan.float_precision.dtype));
+    for (const auto& [node, reason] : r.plan.float_nodes) s += " " + node;
+    s += "\n";
+  }
   if (inserted) {
     s += fmt::format("Q/DQ pairs: {} on activations, {} on weights\n",
                      inserted->Count(passes::counter::kActivationPairs), inserted->Count(passes::counter::kWeightPairs));
@@ -135,13 +145,54 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
                      r.plan.initializers.size());
   }
   for (const std::string& n : r.notes) s += "note: " + n + "\n";
-  for (const std::string& w : r.warnings) s += "warning: " + w + "\n";
+  for (const std::string& w : r.warnings) {
+    if (w != check_warning) s += "warning: " + w + "\n";
+  }
+  s += FormatCheck(r.check);
   if (r.samples > 0) {
     s += fmt::format("{} samples in {:.2f} s ({:.1f} samples/s), peak RSS {}\n", r.samples, r.seconds,
                      static_cast<double>(r.samples) / std::max(r.seconds, 1e-9),
                      FormatBytes(r.peak_rss_bytes));
   }
   return s;
+}
+
+// The accuracy check of the plan written (pipelines/calibrate_check.h), into result->check and,
+// beyond its thresholds, result->warnings. A check that cannot run is a warning: the calibration
+// it would judge is kept.
+void CheckPlan(const CalibrateOptions& options, const quant::QuantPlan& plan, CalibrateResult* result) {
+  CheckResult& check = result->check;
+  check.calibration_seconds = result->seconds;
+  if (options.check.samples == 0) return;
+  if (!options.check_evaluator && options.check.holdout.empty() && options.data.empty()) {
+    check.skipped = "no data to check on (statistics only): give --holdout SPEC";
+    return;
+  }
+  const std::string plan_path =
+      options.output_dir.empty() ? std::string() : (fs::path(options.output_dir) / "plan.json").string();
+  const Status judged = [&]() -> Status {
+    if (options.check_evaluator) {
+      check.origin = options.check_origin;
+      return JudgePlan(*options.check_evaluator, plan, plan_path, &check);
+    }
+    // The written model's simulation: the placement and policy calibrate writes with (the float
+    // dtype travels in the plan).
+    analysis::PlanEvalOptions eval;
+    eval.batch_size = options.batch_size;
+    eval.simulation.placement = PlacementFor(options);
+    eval.simulation.mode = passes::PlacementPolicy::kTensorRT;
+    QK_RETURN_IF_ERROR(ChooseCheckData(options.check, {options.model, options.data, result->samples, result->data_samples},
+                                       &eval, &check));
+    if (eval.data == options.data) eval.image = options.image;
+    QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::PlanEvaluator> evaluator, analysis::PlanEvaluator::Create(eval));
+    return JudgePlan(*evaluator, plan, plan_path, &check);
+  }();
+  if (!judged.ok()) {
+    check.ran = false;
+    result->warnings.push_back("check: no accuracy check of the written model: " + judged.message());
+  } else if (!check.warning.empty()) {
+    result->warnings.push_back(check.warning);
+  }
 }
 
 // --stats PATH: a file of the artifact set when PATH lies in the -o directory (it appears with
@@ -201,6 +252,7 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   result.seconds = prepared.report.seconds +
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.peak_rss_bytes = PeakRssBytes();
+  CheckPlan(options, plan, &result);
 
   if (options.output_dir.empty() && !options.artifacts) {
     result.summary = Summarize(options, result, nullptr);

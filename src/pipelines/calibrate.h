@@ -6,7 +6,11 @@
 //   calib.cache      implicit-calibration cache  TRT-<version>-<calibrator>  (TensorRT <= 10, DLA)
 //   ranges.txt       sampleINT8API dynamic ranges  <tensor>:<amax>
 //   plan.json        the QuantPlan with provenance (every scale, source and exclusion reason)
-//   summary.txt      what was quantized, excluded and why; warnings
+//   summary.txt      what was quantized, excluded and why; warnings; the accuracy check
+//
+// Every calibration that writes ends with an accuracy check of the plan as written against FP32
+// on held-out samples (pipelines/calibrate_check.h): a line in the summary, a warning beyond
+// its thresholds.
 //
 // Memory stays flat in the number of samples: collectors keep O(bins) per tensor, never the
 // activations. --stats writes the statistics (.qkstats); --from-stats skips the model run and
@@ -20,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "pipelines/calibrate_check.h"
 #include "pipelines/calibration_stages.h"
 #include "distributed/launch.h"
 #include "pipelines/ptq_stages.h"
@@ -79,6 +84,14 @@ struct CalibrateOptions {
   // PTQ stages after the range choice (--ptq; pipelines/ptq_stages.h). With a stage that changes
   // weights, the artifacts include model.float.onnx (the float model the cache applies to).
   PtqOptions ptq;
+  // The accuracy check (pipelines/calibrate_check.h); samples 0: none. Runs when a plan is
+  // written (output_dir or artifacts) or returned, on rank 0, after the plan is built. A check
+  // that cannot run (statistics only, a bad --holdout) is a warning, never a lost calibration.
+  CheckOptions check;
+  // Judge the plan on this evaluator's samples instead (--method auto: the held-out data the
+  // choice was made on, FP32 outputs cached already), labelled `check_origin`. Not owned.
+  const analysis::PlanEvaluator* check_evaluator = nullptr;
+  std::string check_origin;
 };
 
 struct CalibrateResult {
@@ -88,6 +101,8 @@ struct CalibrateResult {
   std::vector<std::string> notes;  // what was done to make the model calibratable (opset upgrade)
   std::string summary;         // the summary.txt text
   int64_t samples = 0;
+  int64_t data_samples = 0;    // what --data holds (samples: the first of them); 0 without data
+  CheckResult check;           // the accuracy check of the plan written
   double seconds = 0.0;
   int64_t peak_rss_bytes = 0;
   distributed::RankReport rank;             // this process's part (rank 0 of 1 without a launch)

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <optional>
 
 #include "analysis/plan_eval.h"
 #include "common/artifact_set.h"
 #include "common/check.h"
+#include "common/file_util.h"
 #include "pipelines/holdout.h"
 #include "distributed/communicator.h"
 
@@ -64,6 +66,9 @@ Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions
           ? options.metric
           : analysis::DefaultMetricName(evaluator->has_labels(), evaluator->class_output());
   QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric, analysis::MakeMetric(name));
+  // The check judges the repaired plan below, on the search's held-out samples, not this one.
+  const CheckOptions check = calibrate.check;
+  calibrate.check.samples = 0;
   QK_ASSIGN_OR_RETURN(r.calibration, Calibrate(calibrate));
 
   FallbackOptions fallback;
@@ -80,7 +85,23 @@ Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions
         fmt::format("nothing was written to {}; the fallback search on {} failed", calibrate.output_dir, r.holdout));
   }
   r.fallback = std::move(*searched);
+  if (check.samples != 0) {
+    // One more simulation over the cached held-out samples: the figure of the plan written.
+    CheckResult& c = r.calibration.check;
+    c.origin = options.holdout.empty() ? "held-out" : "held-out (--holdout)";
+    c.calibration_seconds = r.calibration.seconds;
+    const Status judged =
+        JudgePlan(*evaluator, r.fallback.plan, (std::filesystem::path(calibrate.output_dir) / "plan.json").string(), &c);
+    if (!judged.ok()) {
+      c.ran = false;
+      r.calibration.warnings.push_back("check: no accuracy check of the written model: " + judged.message());
+    } else if (!c.warning.empty()) {
+      r.calibration.warnings.push_back(c.warning);
+    }
+  }
   if (out) {
+    // summary.txt: the calibration's, the search's and the check of the plan written.
+    QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("summary.txt"), FormatCalibrateBudget(r, /*with_written=*/false)));
     QK_ASSIGN_OR_RETURN(std::vector<std::string> written, out->Commit());
     // The calibration's files that the repair did not replace; the repair's are in fallback.written.
     r.calibration.written.clear();
@@ -92,10 +113,20 @@ Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions
   return r;
 }
 
-std::string FormatCalibrateBudget(const CalibrateBudgetResult& r) {
+std::string FormatCalibrateBudget(const CalibrateBudgetResult& r, bool with_written) {
   std::string s = r.calibration.summary;
   s += fmt::format("budget: fallback search on held-out {}\n", r.holdout);
-  s += FormatFallback(r.fallback);
+  s += FormatFallback(r.fallback, with_written);
+  // The plan written, in one line: what the calibration summary above (before the search) cannot say.
+  const quant::QuantPlan& plan = r.fallback.plan;
+  s += fmt::format("final plan: {} layer(s) kept in float", plan.float_nodes.size());
+  if (!plan.float_nodes.empty()) {
+    s += fmt::format(" ({} in model.qdq.onnx; layer_precisions.txt for TensorRT <= 10):",
+                     quant::FloatDTypeName(plan.float_precision.dtype));
+    for (const auto& [node, reason] : plan.float_nodes) s += " " + node;
+  }
+  s += "\n";
+  s += FormatCheck(r.calibration.check);
   return s;
 }
 

@@ -43,7 +43,8 @@ struct CalibrateBudgetResult {
 
 Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions& options);
 
-// The calibration summary, then the search's report.
-std::string FormatCalibrateBudget(const CalibrateBudgetResult& r);
+// The calibration summary, then the search's report, the layers the plan written keeps in float
+// and its accuracy check (also summary.txt, without the "wrote" lines).
+std::string FormatCalibrateBudget(const CalibrateBudgetResult& r, bool with_written = true);
 
 }  // namespace quantkit::pipelines

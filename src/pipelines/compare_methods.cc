@@ -78,6 +78,9 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   r.best_rel_mse = r.scores[best].rel_mse;
   c = base;
   c.method = methods[best];
+  // The check of the plan written: on the held-out samples already read, FP32 outputs cached.
+  c.check_evaluator = evaluator.get();
+  c.check_origin = options.holdout.empty() ? "held-out" : "held-out (--holdout)";
   if (options.per_tensor) {
     // Each trial: the plan of one method choice over the same statistics, simulated on the holdout.
     PlanScorer score = [&](const MethodChoice& choice) -> Result<PlanScore> {
@@ -185,6 +188,15 @@ std::string CompareMethodsJson(const CompareMethodsResult& r) {
   for (const TensorMethodChange& c : r.tensor_changes) {
     changes.push_back({{"tensor", c.tensor}, {"from", c.from}, {"to", c.to}, {"loss_before", c.before.loss},
                        {"loss_after", c.after.loss}});
+  }
+  const CheckResult& check = r.best_result.check;
+  if (check.ran) {
+    auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    j["check"] = {{"data", check.data},           {"origin", check.origin},
+                  {"samples", check.samples},     {"agreement", number(check.agreement)},
+                  {"top1", number(check.top1)},   {"fp32_top1", number(check.fp32_top1)},
+                  {"rel_mse", check.rel_mse},     {"seconds", check.seconds},
+                  {"warning", check.warning}};
   }
   j["per_tensor"] = {{"changes", changes}, {"trials", r.tensor_trials}, {"candidates", r.tensor_candidates}};
   if (!r.ptq_trials.empty()) {

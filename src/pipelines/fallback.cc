@@ -149,7 +149,7 @@ Status WriteOutputs(const ir::Model& model, const FallbackOptions& options, Fall
 
 }  // namespace
 
-std::string FormatFallback(const FallbackResult& r) {
+std::string FormatFallback(const FallbackResult& r, bool with_written) {
   const FallbackSearchResult& s = r.search;
   std::string out = fmt::format("metric {}: FP32 {:.4f}, INT8 {:.4f} (loss {:.4g}), with fallback {:.4f} (loss {:.4g})\n",
                                 r.metric, r.fp32_value, r.int8_value, s.baseline_loss, r.final_value, s.loss);
@@ -175,7 +175,9 @@ std::string FormatFallback(const FallbackResult& r) {
                        "pass {:.3f} s)\n",
                        r.cache_checkpoints, static_cast<double>(r.cache_bytes) / (1 << 20), r.simulated_seconds);
   }
-  for (const std::string& w : r.written) out += "wrote " + w + "\n";
+  if (with_written) {
+    for (const std::string& w : r.written) out += "wrote " + w + "\n";
+  }
   return out;
 }
 

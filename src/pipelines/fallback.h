@@ -80,7 +80,8 @@ Result<std::vector<std::string>> FallbackCandidates(const analysis::PlanEvaluato
 Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan, analysis::Metric* metric,
                                    const FallbackOptions& options);
 
-std::string FormatFallback(const FallbackResult& r);
+// `with_written`: the "wrote FILE" lines at the end.
+std::string FormatFallback(const FallbackResult& r, bool with_written = true);
 std::string FallbackJson(const FallbackResult& r);
 
 }  // namespace quantkit::pipelines

@@ -30,6 +30,7 @@ Status HoldOutCalibrationTail(CalibrateOptions* calibrate, analysis::PlanEvalOpt
   if (max_holdout_samples > 0) held = std::min(held, max_holdout_samples);
   calibrate->samples = total - held;
   eval->data = calibrate->data;
+  eval->image = calibrate->image;
   eval->first_sample = calibrate->samples;
   eval->samples = held;
   return Status::Ok();

@@ -182,3 +182,34 @@ def test_clipping_method_is_warned_about_whatever_the_data_path(model, calib_arr
     spec = f"input={calib_dir / 'input.npy'}"
     from_spec = clipping(quantkit.calibrate(model, spec, method="percentile:90", samples=32, progress=False))
     assert from_spec == from_arrays
+
+
+# The accuracy check's thresholds (pipelines/calibrate_check.h: kCheckMinAgreement,
+# kCheckMaxRelMse): max on 64 samples of plain_cnn is within both (entropy on so few is not:
+# 69% agreement, and the check warns).
+CHECK_MIN_AGREEMENT = 0.97
+CHECK_MAX_REL_MSE = 1e-2
+
+
+def test_calibrate_report_carries_the_accuracy_check(model, calib_dir, calib_array, tmp_path):
+    """report.check: the plan vs FP32 on the samples after the calibrated ones (a data spec), on
+    --holdout for Python data, None when turned off; a bad size is InvalidArgumentError."""
+    spec = f"input={calib_dir / 'input.npy'}"
+    plan = quantkit.calibrate(model, spec, method="max", samples=64, check_samples=16,
+                              output_dir=tmp_path / "spec", progress=False)
+    check = plan.report.check
+    assert check is not None, plan.report.summary
+    assert check["origin"] == "held-out" and check["samples"] == 16, check
+    assert check["agreement"] >= CHECK_MIN_AGREEMENT and 0 <= check["rel_mse"] < CHECK_MAX_REL_MSE, check
+    assert check["top1"] is None and check["warning"] == "", check  # no labels in an .npy spec
+    assert "check: 16 held-out samples" in (tmp_path / "spec" / "summary.txt").read_text()
+
+    # Python data: nothing to slice a holdout from unless one is given.
+    plan = quantkit.calibrate(model, [calib_array], method="entropy", progress=False,
+                              holdout=spec, check_samples=8)
+    assert plan.report.check["origin"] == "held-out (--holdout)" and plan.report.check["samples"] == 8
+    plan = quantkit.calibrate(model, [calib_array], method="entropy", progress=False, check_samples=0)
+    assert plan.report.check is None
+
+    with pytest.raises(quantkit.InvalidArgumentError, match="check_samples"):
+        quantkit.calibrate(model, [calib_array], progress=False, check_samples=-2)

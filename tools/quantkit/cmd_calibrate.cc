@@ -1,6 +1,7 @@
 // quantkit calibrate MODEL --data SPEC [-o DIR] [--method M] [--samples N] [--batch-size B] ...
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -13,6 +14,17 @@
 #include "quant/method_amax.h"
 
 namespace quantkit::cli {
+namespace {
+
+// The check's warning once more on stderr, after everything: loud where stdout is a log file.
+// The exit code stays 0 (docs/accuracy.md).
+void PrintCheckWarning(const pipelines::CheckResult& check) {
+  if (check.warning.empty()) return;
+  std::fflush(stdout);
+  std::fprintf(stderr, "warning: %s\n", check.warning.c_str());
+}
+
+}  // namespace
 
 void SetupCalibrate(CLI::App& app, RunFn* run) {
   struct Options {
@@ -33,6 +45,8 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
     ImageArgs image;
     FloatArgs floats;
     std::string int8 = "on";
+    std::optional<int64_t> check_samples;
+    bool no_check = false;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -82,10 +96,18 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       ->transform(InRange(0, kMaxBudget));
   cmd->add_option("--holdout", opts->holdout,
                   "held-out data for --compare-methods (default fashion-mnist:val) and --budget (default: the "
-                  "last quarter of --data, which calibration then leaves out)");
+                  "last quarter of --data, which calibration then leaves out), and for the accuracy check "
+                  "(default: the samples of --data after --samples, else its last ones, called in-sample)");
   cmd->add_option("--holdout-samples", opts->holdout_samples, "first N held-out samples (0: all)")
       ->transform(InRange(0, kMaxCount));
   cmd->add_option("--metric", opts->metric, "--compare-methods/--budget metric: top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
+  cmd->add_option("--check-samples", opts->check_samples,
+                  fmt::format("samples of the accuracy check of the written model vs FP32 (printed in the summary, a "
+                              "warning beyond its thresholds; docs/accuracy.md); 0: none (default: one in {} of the "
+                              "calibrated samples, {} to {})",
+                              pipelines::kCheckShareDivisor, pipelines::kCheckMinSamples, pipelines::kCheckMaxSamples))
+      ->transform(InRange(0, kMaxCount));
+  cmd->add_flag("--no-check", opts->no_check, "no accuracy check (--check-samples 0)");
   cmd->add_flag("--json", opts->json, "--compare-methods: print the table as JSON");
   std::string stage_help =
       "PTQ stages after the range choice, in order: NAME[:KEY=VALUE...][,NAME...] "
@@ -173,6 +195,15 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
                              fmt::format("--ptq-memory must be in [1, {}] MiB, got {}", int64_t{1} << 30, opts->ptq_memory_mib)));
       }
       c.ptq.memory_bytes = opts->ptq_memory_mib << 20;
+      if (opts->no_check && opts->check_samples.value_or(0) != 0) {
+        return Report(Status(StatusCode::kInvalidArgument, "--no-check and --check-samples " +
+                                                               std::to_string(*opts->check_samples) + " contradict"));
+      }
+      c.check.samples = opts->no_check ? 0 : opts->check_samples.value_or(pipelines::kAutoCheckSamples);
+      // Statistics alone (--stats without -o) write no model to check.
+      if (c.output_dir.empty() && !opts->compare) c.check.samples = 0;
+      c.check.holdout = opts->holdout;
+      c.check.holdout_samples = opts->holdout_samples;
       if (opts->budget_option->count() > 0) {
         if (opts->compare || auto_method) {
           return Report(Status(StatusCode::kInvalidArgument,
@@ -188,6 +219,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
         auto r = pipelines::CalibrateWithinBudget(b);
         if (!r.ok()) return Report(r.status());
         std::fputs(pipelines::FormatCalibrateBudget(*r).c_str(), stdout);
+        PrintCheckWarning(r->calibration.check);
         for (const std::string& f : r->calibration.written) {
           const auto& repaired = r->fallback.written;  // printed by the report, replaced by the search
           if (std::find(repaired.begin(), repaired.end(), f) == repaired.end()) std::printf("wrote %s\n", f.c_str());
@@ -208,11 +240,12 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
         if (!r.ok()) return Report(r.status());
         if (opts->json) {
           std::printf("%s\n", pipelines::CompareMethodsJson(*r).c_str());
-          return 0;
+        } else {
+          std::fputs(pipelines::FormatCompareMethods(*r).c_str(), stdout);
+          std::fputs(r->best_result.summary.c_str(), stdout);
+          for (const std::string& f : r->best_result.written) std::printf("wrote %s\n", f.c_str());
         }
-        std::fputs(pipelines::FormatCompareMethods(*r).c_str(), stdout);
-        std::fputs(r->best_result.summary.c_str(), stdout);
-        for (const std::string& f : r->best_result.written) std::printf("wrote %s\n", f.c_str());
+        PrintCheckWarning(r->best_result.check);
         return 0;
       }
       auto result = pipelines::Calibrate(c);
@@ -221,6 +254,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       if (result->rank.rank == 0) {
         std::fputs(result->summary.c_str(), stdout);
         for (const std::string& f : result->written) std::printf("wrote %s\n", f.c_str());
+        PrintCheckWarning(result->check);
       }
       if (result->rank.world_size > 1) PrintRankLine(result->rank);
       return 0;
