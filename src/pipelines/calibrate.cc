@@ -173,7 +173,7 @@ void CheckPlan(const CalibrateOptions& options, const quant::QuantPlan& plan, Ca
   const Status judged = [&]() -> Status {
     if (options.check_evaluator) {
       check.origin = options.check_origin;
-      return JudgePlan(*options.check_evaluator, plan, plan_path, &check);
+      return JudgePlan(*options.check_evaluator, plan, plan_path, /*own_evaluator=*/false, &check);
     }
     // The written model's simulation: the placement and policy calibrate writes with (the float
     // dtype travels in the plan).
@@ -185,7 +185,7 @@ void CheckPlan(const CalibrateOptions& options, const quant::QuantPlan& plan, Ca
                                        &eval, &check));
     if (eval.data == options.data) eval.image = options.image;
     QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::PlanEvaluator> evaluator, analysis::PlanEvaluator::Create(eval));
-    return JudgePlan(*evaluator, plan, plan_path, &check);
+    return JudgePlan(*evaluator, plan, plan_path, /*own_evaluator=*/true, &check);
   }();
   if (!judged.ok()) {
     check.ran = false;

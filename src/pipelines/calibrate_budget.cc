@@ -91,7 +91,8 @@ Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions
     c.origin = options.holdout.empty() ? "held-out" : "held-out (--holdout)";
     c.calibration_seconds = r.calibration.seconds;
     const Status judged =
-        JudgePlan(*evaluator, r.fallback.plan, (std::filesystem::path(calibrate.output_dir) / "plan.json").string(), &c);
+        JudgePlan(*evaluator, r.fallback.plan, (std::filesystem::path(calibrate.output_dir) / "plan.json").string(),
+                  /*own_evaluator=*/false, &c);
     if (!judged.ok()) {
       c.ran = false;
       r.calibration.warnings.push_back("check: no accuracy check of the written model: " + judged.message());

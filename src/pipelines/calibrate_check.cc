@@ -50,7 +50,7 @@ Status ChooseCheckData(const CheckOptions& options, const CheckedCalibration& so
 }
 
 Status JudgePlan(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan, const std::string& plan_path,
-                 CheckResult* result) {
+                 bool own_evaluator, CheckResult* result) {
   CheckResult& r = *result;
   const auto start = std::chrono::steady_clock::now();
   // The metric rule of analyze and --budget: top-1 and agreement on a class vector with labels,
@@ -71,8 +71,10 @@ Status JudgePlan(const analysis::PlanEvaluator& evaluator, const quant::QuantPla
     QK_ASSIGN_OR_RETURN(analysis::TrialResult fp32, evaluator.EvaluateFp32({&top1}));
     r.fp32_top1 = fp32.metrics.at("top1");
   }
-  // The evaluator's FP32 run (made when it was created) is part of the check's cost.
-  r.seconds = evaluator.fp32_seconds() + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // The evaluator's FP32 run (made when it was created) is part of the check's cost when the
+  // evaluator was made for it.
+  r.seconds = (own_evaluator ? evaluator.fp32_seconds() : 0.0) +
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   const bool bad_agreement = r.class_output && !(r.agreement >= kCheckMinAgreement);
   const bool bad_output = !r.class_output && !(r.rel_mse <= kCheckMaxRelMse);

@@ -78,9 +78,11 @@ Status ChooseCheckData(const CheckOptions& options, const CheckedCalibration& so
 
 // Judges `plan` on `evaluator`'s samples (its simulation options: those of the written model) and
 // fills the figures and the warning; `plan_path` (the plan.json written, or empty) goes into the
-// warning's `quantkit analyze` hint.
+// warning's `quantkit analyze` hint. The evaluator's FP32 run is counted in the check's time only
+// when it was made for the check (`own_evaluator`): an evaluator shared with --method auto or
+// --budget had made it already.
 Status JudgePlan(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan, const std::string& plan_path,
-                 CheckResult* result);
+                 bool own_evaluator, CheckResult* result);
 
 // The summary line ("check: ...") and, beyond the thresholds, the "warning: check: ..." line.
 std::string FormatCheck(const CheckResult& r);

@@ -80,7 +80,7 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   c.method = methods[best];
   // The check of the plan written: on the held-out samples already read, FP32 outputs cached.
   c.check_evaluator = evaluator.get();
-  c.check_origin = options.holdout.empty() ? "held-out" : "held-out (--holdout)";
+  c.check_origin = "held-out";  // the data description names the source (the CLI may default it)
   if (options.per_tensor) {
     // Each trial: the plan of one method choice over the same statistics, simulated on the holdout.
     PlanScorer score = [&](const MethodChoice& choice) -> Result<PlanScore> {

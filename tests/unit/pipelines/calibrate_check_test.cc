@@ -165,7 +165,7 @@ TEST(CalibrateCheck, AGoodPlanPassesAndBlownRangesWarn) {
   ASSERT_TRUE(ChooseCheckData(options.check, {kModel, options.data, 64, 2048}, &eval, &judged).ok());
   auto evaluator = analysis::PlanEvaluator::Create(eval);
   ASSERT_TRUE(evaluator.ok()) << evaluator.status().ToString();
-  ASSERT_TRUE(JudgePlan(**evaluator, blown, "out/plan.json", &judged).ok());
+  ASSERT_TRUE(JudgePlan(**evaluator, blown, "out/plan.json", /*own_evaluator=*/true, &judged).ok());
   EXPECT_LT(judged.agreement, kCheckMinAgreement);
   for (const char* fix : {"--method auto", "--budget", "quantkit analyze", "out/plan.json"}) {
     EXPECT_NE(judged.warning.find(fix), std::string::npos) << fix << ": " << judged.warning;
