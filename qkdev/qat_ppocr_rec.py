@@ -4,6 +4,10 @@ tail of --data), each written model.qdq.onnx judged by greedy-decode exact match
 model in onnxruntime on held-out text lines that neither run saw.
 
     .venv/bin/python -m qkdev.qat_ppocr_rec build/dev/tools/quantkit/quantkit [--steps 200] [--threads 2]
+        [--lr 1e-5 | --lr auto] [--runs val,noval]
+
+--lr is passed to both runs (default: qat's); --runs picks them (--val 64 lines; no --val: the
+default held-out tail of the 128 training lines, or nothing with --holdout 0 via --no-holdout).
 
 Text lines come from qkdev/realmodels.py's generator (48 x 320, seed 31): 128 to train on, 64
 for --val, 200 to judge. The float part is FP32 (--float-dtype fp32): onnxruntime's CPU FP16
@@ -46,6 +50,9 @@ def main():
     ap.add_argument("quantkit")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--lr", default=None, help="qat --lr (a number or auto); default: qat's own")
+    ap.add_argument("--runs", default="val,noval", help="which qat runs: val, noval or both")
+    ap.add_argument("--no-holdout", action="store_true", help="the noval run with --holdout 0")
     a = ap.parse_args()
     model = os.path.join(realmodels.ensure("ppocr_rec"), "model.onnx")
     rng = np.random.default_rng(SEED)
@@ -68,8 +75,13 @@ def main():
 
         _, ptq_match, ptq_rel = judge(os.path.join(ptq, "model.qdq.onnx"))
         print(f"PTQ (max plan): exact match {ptq_match:.3f}, rel RMS {ptq_rel:.3f} on {TEST} test lines")
-        for label, extra in (("--val", ["--val", paths["val"]]), ("no --val (held-out tail)", [])):
-            out = os.path.join(tmp, "qat" + str(len(extra)))
+        runs = {"val": ("--val", ["--val", paths["val"]]),
+                "noval": ("no --val", ["--holdout", "0"] if a.no_holdout else [])}
+        for key in a.runs.split(","):
+            label, extra = runs[key]
+            if a.lr is not None:
+                extra = extra + ["--lr", a.lr]
+            out = os.path.join(tmp, "qat_" + key)
             args = ["qat", model, "--plan", os.path.join(ptq, "plan.json"), "--data", paths["train"], "--steps",
                     str(a.steps), "--batch-size", "8", "--float-dtype", "fp32", "--threads", str(a.threads), "-q",
                     "-o", out, *extra]

@@ -1,6 +1,9 @@
 // quantkit qat MODEL --data TRAIN -o OUT/ [--plan PLAN | --method M --calib-data D] [--steps N | --epochs E]
 //               [--lr LR] [--optimizer adamw|sgd] [--loss mse|kl|ce|ce+kl] [--val DATA | --holdout N] [--metric M] [--resume CKPT] ...
 #include <cstdio>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "cli_distributed.h"
 #include "cli_util.h"
@@ -47,9 +50,21 @@ void SetupQat(CLI::App& app, RunFn* run) {
   cmd->add_option("--batch-size", q.batch_size, "samples per step")
       ->transform(InRange(1, kMaxBatch))
       ->capture_default_str();
-  cmd->add_option("--lr", q.trainer.lr, "peak learning rate (linear warm-up, then cosine to 0)")
-      ->transform(AboveAndAtMost(0, kMaxLearningRate))
-      ->capture_default_str();
+  // A number, or auto: not a numeric option for CLI11, so the range is checked here.
+  const CLI::Validator lr_range = AboveAndAtMost(0, kMaxLearningRate);
+  cmd->add_option_function<std::string>(
+         "--lr",
+         [&q](const std::string& v) {
+           q.lr_auto = v == "auto";
+           if (!q.lr_auto) q.trainer.lr = std::stod(v);
+         },
+         fmt::format("peak learning rate (linear warm-up, then cosine to 0; default {:g}), or auto: chosen on the "
+                     "validation data among 1e-5, 3e-5, 1e-4, 3e-4, 1e-3 by short trial runs (a quarter of the "
+                     "run's steps more)",
+                     q.trainer.lr))
+      ->check(CLI::Validator(
+          [lr_range](std::string& v) { return v == "auto" ? std::string() : lr_range(v); },
+          fmt::format("auto | FLOAT in (0, {:g}]", kMaxLearningRate)));
   cmd->add_option("--warmup", q.trainer.warmup_steps, "warm-up steps (default: 5% of the steps)")->transform(InRange(0, kMaxQatSteps));
   cmd->add_option("--optimizer", opts->optimizer, "adamw | sgd (momentum 0.9)")->capture_default_str();
   cmd->add_option("--weight-decay", q.trainer.weight_decay, "weight decay")->transform(InRange(0, 1))->capture_default_str();

@@ -99,6 +99,39 @@ Status SaveCheckpoint(distributed::Communicator& comm, const train::QatTrainer& 
   return comm.Agree(comm.is_root() ? trainer.SaveCheckpoint(path, x) : Status::Ok(), "saving the checkpoint");
 }
 
+Result<train::StepResult> TrainStep(const QatOptions& o, Launch& launch, const TrainingData& data,
+                                    train::QatTrainer& trainer, int64_t s, int64_t steps_per_epoch,
+                                    EpochOrder* order) {
+  distributed::Communicator& comm = *launch.comm;
+  const int64_t epoch = s / steps_per_epoch;
+  if (epoch != order->epoch) order->perm = Permutation(data.samples, o.seed, epoch), order->epoch = epoch;
+  const int64_t offset = (s % steps_per_epoch) * o.batch_size;
+  const std::vector<int64_t> idx = RankSlice(order->perm, offset, comm.rank(), launch.local_batch);
+  // Every rank reaches the step's one Agree: inside the reducer once its gradients exist, or
+  // here with the error that stopped it before (so no rank waits for a gradient never sent).
+  bool reduced = false;
+  const std::string step_name = fmt::format("QAT step {}", s + 1);
+  train::QatTrainer::GradientReducer reducer;
+  if (launch.world > 1) {
+    reducer = [&](std::vector<float>* gradients, train::StepResult* r) -> Status {
+      reduced = true;
+      QK_RETURN_IF_ERROR(comm.Agree(Status::Ok(), step_name));
+      return AverageOverRanks(comm, gradients, r);
+    };
+  }
+  Result<train::StepResult> stepped = [&]() -> Result<train::StepResult> {
+    QK_ASSIGN_OR_RETURN(train::TrainingBatch batch, GatherSamples(*data.train, idx));
+    if (!data.labels.empty()) {
+      std::vector<int64_t> l;
+      for (int64_t i : idx) l.push_back(data.labels[static_cast<size_t>(i)]);
+      batch.labels = ir::Tensor::FromVector(ir::DType::kInt64, {launch.local_batch}, l);
+    }
+    return trainer.Step(batch, reducer);
+  }();
+  if (!stepped.ok() && launch.world > 1 && !reduced) QK_RETURN_IF_ERROR(comm.Agree(stepped.status(), step_name));
+  return stepped;
+}
+
 Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, const Validation& validation,
              train::QatTrainer& trainer, const std::string& checkpoint, TrainingRun* run, QatResult* result) {
   distributed::Communicator& comm = *launch.comm;
@@ -125,38 +158,12 @@ Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, cons
   Progress bar("qat", total - trainer.steps_done(), "steps");
   if (!o.progress || !comm.is_root()) bar.set_enabled(false);
   run->first_step = trainer.steps_done();
-  std::vector<int64_t> perm;
-  int64_t perm_epoch = -1;
+  EpochOrder order;
   for (int64_t s = run->first_step; s < total; ++s) {
     const int64_t epoch = s / result->steps_per_epoch;
-    if (epoch != perm_epoch) perm = Permutation(data.samples, o.seed, epoch), perm_epoch = epoch;
-    const int64_t offset = (s % result->steps_per_epoch) * o.batch_size;
-    const std::vector<int64_t> idx = RankSlice(perm, offset, comm.rank(), launch.local_batch);
     const auto step_start = std::chrono::steady_clock::now();
     const std::clock_t cpu_start = std::clock();
-    // Every rank reaches the step's one Agree: inside the reducer once its gradients exist, or
-    // here with the error that stopped it before (so no rank waits for a gradient never sent).
-    bool reduced = false;
-    const std::string step_name = fmt::format("QAT step {}", s + 1);
-    train::QatTrainer::GradientReducer reducer;
-    if (launch.world > 1) {
-      reducer = [&](std::vector<float>* gradients, train::StepResult* r) -> Status {
-        reduced = true;
-        QK_RETURN_IF_ERROR(comm.Agree(Status::Ok(), step_name));
-        return AverageOverRanks(comm, gradients, r);
-      };
-    }
-    Result<train::StepResult> stepped = [&]() -> Result<train::StepResult> {
-      QK_ASSIGN_OR_RETURN(train::TrainingBatch batch, GatherSamples(*data.train, idx));
-      if (!data.labels.empty()) {
-        std::vector<int64_t> l;
-        for (int64_t i : idx) l.push_back(data.labels[static_cast<size_t>(i)]);
-        batch.labels = ir::Tensor::FromVector(ir::DType::kInt64, {launch.local_batch}, l);
-      }
-      return trainer.Step(batch, reducer);
-    }();
-    if (!stepped.ok() && launch.world > 1 && !reduced) QK_RETURN_IF_ERROR(comm.Agree(stepped.status(), step_name));
-    QK_ASSIGN_OR_RETURN(train::StepResult r, std::move(stepped));
+    QK_ASSIGN_OR_RETURN(train::StepResult r, TrainStep(o, launch, data, trainer, s, result->steps_per_epoch, &order));
     run->train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
     run->cpu_seconds += static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
     if (s == run->first_step) result->first_loss = r.loss;

@@ -11,6 +11,7 @@
 #include "analysis/metrics.h"
 #include "common/check.h"
 #include "distributed/launch.h"
+#include "ir/clone.h"
 #include "pipelines/qat/stages.h"
 
 namespace quantkit::pipelines {
@@ -37,6 +38,9 @@ Result<Launch> ValidateOptions(const QatOptions& o, QatResult* result) {
     const Status known = analysis::MakeMetric(o.metric).status();
     QK_RETURN_IF_NOT(known.ok(), StatusCode::kInvalidArgument, "--metric: {}", known.message());
   }
+  QK_RETURN_IF_NOT(!o.lr_auto || o.holdout != 0 || !o.val.empty(), StatusCode::kInvalidArgument,
+                   "--lr auto chooses on validation data, and --holdout 0 leaves none: give --val, or leave "
+                   "--holdout at its default");
   // --resume: a file that is not a checkpoint fails now, naming it, not after the calibration.
   if (!o.resume.empty()) QK_RETURN_IF_ERROR(train::CheckCheckpointFile(o.resume));
   Launch launch;
@@ -107,6 +111,12 @@ Result<QatResult> RunQat(const QatOptions& o) {
   if (topts.warmup_steps == 0) {
     topts.warmup_steps = static_cast<int64_t>(std::floor(o.warmup_fraction * run.total_steps));
   }
+  // --lr auto: the trial trainers, and then the run's, start from copies of the graphs.
+  std::optional<ir::Model> student_copy, teacher_copy;
+  if (o.lr_auto) {
+    QK_ASSIGN_OR_RETURN(student_copy, ir::CloneModel(graphs.student));
+    QK_ASSIGN_OR_RETURN(teacher_copy, ir::CloneModel(graphs.teacher));
+  }
   QK_ASSIGN_OR_RETURN(std::unique_ptr<train::QatTrainer> trainer,
                       train::QatTrainer::Create(std::move(graphs.student), std::move(graphs.teacher),
                                                 graphs.parameters, topts));
@@ -114,6 +124,12 @@ Result<QatResult> RunQat(const QatOptions& o) {
   const std::string checkpoint = (fs::path(o.output_dir) / "checkpoint.npz").string();
 
   QK_ASSIGN_OR_RETURN(qat::Validation validation, qat::OpenValidation(o, data, *trainer, comm, &result));
+  if (o.lr_auto) {
+    QK_ASSIGN_OR_RETURN(topts.lr, qat::ChooseLearningRate(o, launch, data, validation, *student_copy, *teacher_copy,
+                                                          graphs.parameters, topts, &result));
+    QK_ASSIGN_OR_RETURN(trainer, train::QatTrainer::Create(std::move(*student_copy), std::move(*teacher_copy),
+                                                           graphs.parameters, topts));
+  }
   QK_RETURN_IF_ERROR(qat::Resume(o, run.total_steps, data, validation, *trainer, &run.best, &result));
   QK_RETURN_IF_ERROR(qat::Train(o, launch, data, validation, *trainer, checkpoint, &run, &result));
   result.steps = trainer->steps_done();

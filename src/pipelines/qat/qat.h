@@ -56,6 +56,10 @@ struct QatOptions {
   int64_t batch_size = 64;
   uint64_t seed = 0;
   train::TrainerOptions trainer;  // total_steps is filled here
+  // --lr auto: trainer.lr is ignored; the peak learning rate is chosen on the validation data
+  // among kLrCandidates by short trial runs (QatResult::lr_search, docs/qat.md).
+  bool lr_auto = false;
+  static constexpr double kLrCandidates[] = {1e-5, 3e-5, 1e-4, 3e-4, 1e-3};
   double warmup_fraction = 0.05;    // share of the steps spent warming up (when trainer.warmup_steps == 0)
   bool recompute_weight_scales = true;
   // LSQ by default: a frozen scale cannot undo a calibration that clips (an entropy plan clips
@@ -100,7 +104,23 @@ struct QatEval {
   QatScore score;
 };
 
+// One trial of --lr auto: the validation score of a short run at this peak learning rate.
+struct LrTrial {
+  double lr = 0;
+  QatScore score;
+  double seconds = 0;
+};
+struct LrSearch {
+  std::vector<LrTrial> trials;  // in kLrCandidates order
+  int64_t steps = 0;            // of each trial
+  QatScore ptq;                 // the PTQ start's score, the trials' reference
+  double chosen = 0;
+  bool beat_ptq = false;        // the chosen trial scored better than the PTQ start
+  double seconds = 0;
+};
+
 struct QatResult {
+  std::optional<LrSearch> lr_search;  // --lr auto
   std::string metric;                 // "top1" | "agreement" | "rel_mse" ("" when not validated)
   bool higher_is_better = true;       // of `metric`
   std::string tiebreak;               // "rel_mse" beside top1/agreement, else ""

@@ -82,6 +82,19 @@ nlohmann::json TrainingLog(const QatOptions& o, const StartPlan& plan, const tra
     log[key] = number(s->metric);
     if (s->tiebreak) log[std::string(key) + "_tiebreak"] = number(*s->tiebreak);
   };
+  if (result.lr_search) {
+    const LrSearch& search = *result.lr_search;
+    nlohmann::json trials = nlohmann::json::array();
+    for (const LrTrial& t : search.trials) {
+      nlohmann::json j{{"lr", t.lr}, {"value", number(t.score.metric)}, {"seconds", t.seconds}};
+      if (t.score.tiebreak) j["tiebreak"] = number(*t.score.tiebreak);
+      trials.push_back(j);
+    }
+    log["lr_search"] = {{"chosen", search.chosen},       {"steps", search.steps},
+                        {"beat_ptq", search.beat_ptq},   {"seconds", search.seconds},
+                        {"ptq", number(search.ptq.metric)}, {"trials", trials}};
+    if (search.ptq.tiebreak) log["lr_search"]["ptq_tiebreak"] = number(*search.ptq.tiebreak);
+  }
   put("val_ptq", result.val_ptq);
   put("val_best", result.val_best);
   put("val_exported", result.val_exported);
@@ -108,6 +121,16 @@ std::string Verdict(const QatResult& r) {
   return fmt::format("ties the PTQ start on {} and beats it on {}", r.metric, r.tiebreak);
 }
 
+// --lr auto's line: every trial's score against the PTQ start, and the choice.
+std::string FormatLrSearch(const QatResult& r, const LrSearch& search) {
+  std::string s = fmt::format("  lr auto: {:g} chosen on {} from {} trials of {} steps ({:.1f} s): PTQ start {}",
+                              search.chosen, r.metric, search.trials.size(), search.steps, search.seconds,
+                              FormatScore(r, search.ptq));
+  for (const LrTrial& t : search.trials) s += fmt::format(", lr {:g} {}", t.lr, FormatScore(r, t.score));
+  if (!search.beat_ptq) s += "; no trial beat the PTQ start, so the smallest lr";
+  return s + "\n";
+}
+
 std::string Summary(const QatOptions& o, const TrainingData& data, const QatResult& result,
                     quant::FloatDType float_dtype) {
   std::string sum = fmt::format(
@@ -132,6 +155,7 @@ std::string Summary(const QatOptions& o, const TrainingData& data, const QatResu
     }
     sum += "\n";
   }
+  if (result.lr_search) sum += FormatLrSearch(result, *result.lr_search);
   for (const std::string& w : result.warnings) sum += "  WARNING: " + w + "\n";
   sum += fmt::format("  model.qdq.onnx: {}\n", result.export_summary);
   if (result.val_exported) {

@@ -168,6 +168,27 @@ struct TrainingRun {
 Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, const Validation& validation,
              train::QatTrainer& trainer, const std::string& checkpoint, TrainingRun* run, QatResult* result);
 
+// The epoch's sample order, drawn once per epoch.
+struct EpochOrder {
+  int64_t epoch = -1;
+  std::vector<int64_t> perm;
+};
+// Step `s` (0-based) of a run: this rank's slice of the global batch the permutation of its epoch
+// gives, its labels, one trainer step with the gradients averaged over the ranks.
+Result<train::StepResult> TrainStep(const QatOptions& o, Launch& launch, const TrainingData& data,
+                                    train::QatTrainer& trainer, int64_t s, int64_t steps_per_epoch,
+                                    EpochOrder* order);
+
+// --lr auto (lr_search.cc): short trial runs from the PTQ start, one per candidate peak learning
+// rate, each the run's schedule in miniature (warm-up share, cosine to 0) over the run's first
+// batches, scored on the validation data like keep-the-best; the best candidate's lr is returned
+// and every trial is recorded in result->lr_search. The trainers are built from copies of
+// `student` and `teacher`. Needs validation data (kInvalidArgument otherwise).
+Result<double> ChooseLearningRate(const QatOptions& o, Launch& launch, const TrainingData& data,
+                                  const Validation& validation, const ir::Model& student, const ir::Model& teacher,
+                                  const std::vector<std::string>& parameters, const train::TrainerOptions& run_options,
+                                  QatResult* result);
+
 // 8. The results (rank 0): the fine-tuned float model, the plan and Q/DQ model built from it,
 // the training log, the curve and the summary, staged into `out` (opened on the output directory
 // with kResultFiles before the training) and committed as one set; result->written lists them

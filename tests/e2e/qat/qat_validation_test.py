@@ -15,7 +15,9 @@ Plain CNN of the zoo, 1 compute thread, a few seconds of CPU per run:
      training that makes the model worse (lr 1e-2) keeps and writes the PTQ start, and the
      summary and stderr say so;
   4. --holdout 0 warns that nothing validated the run; an unknown --metric, and --metric top1
-     on unlabelled data, exit 2 with one line.
+     on unlabelled data, exit 2 with one line;
+  5. --lr auto: trial runs from the PTQ start scored on the held-out tail, the best trial's lr
+     used and reported (training_log.json's lr_search, the summary); refused without validation.
 Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py.
 """
 import json
@@ -144,6 +146,30 @@ def main():
         start, written = initializers(MODEL), initializers(os.path.join(out, "model.float.onnx"))
         shared = [k for k in written if k in start and start[k].dtype == np.float32]
         assert shared and all(np.array_equal(start[k], written[k]) for k in shared), "the trained weights were written"
+
+        # 5. --lr auto: five short trials from the PTQ start on the same held-out tail, the best
+        # one's lr (the smallest when none beats the start) is the run's, and the summary says so.
+        out = os.path.join(tmp, "lr_auto")
+        p = run(["qat", MODEL, "--plan", plan, *TRAIN, "--steps", str(STEPS), "--eval-every", str(EVAL_EVERY),
+                 "--lr", "auto", "-q", "-o", out])
+        print(p.stdout)
+        log = log_of(out)
+        search = log["lr_search"]
+        trials = search["trials"]
+        assert [t["lr"] for t in trials] == [1e-5, 3e-5, 1e-4, 3e-4, 1e-3] and search["steps"] == 2, search
+        sign = 1 if log["higher_is_better"] else -1
+        def key(value, tiebreak):
+            return (sign * value, -tiebreak)
+        best = max(trials, key=lambda t: (key(t["value"], t["tiebreak"]), -t["lr"]))  # ties: the smaller lr
+        beats = key(best["value"], best["tiebreak"]) > key(search["ptq"], search["ptq_tiebreak"])
+        assert search["beat_ptq"] == beats, search
+        assert search["chosen"] == (best["lr"] if beats else 1e-5) and log["lr"] == search["chosen"], search
+        # The trials start where the run starts: the same PTQ score as the run's step 0.
+        assert search["ptq"] == log["val_ptq"] and search["ptq_tiebreak"] == log["val_ptq_tiebreak"], search
+        assert f"lr auto: {search['chosen']:g} chosen on top1 from 5 trials of 2 steps" in p.stdout, p.stdout
+        p = run(["qat", MODEL, "--plan", plan, *TRAIN, "--steps", "1", "--lr", "auto", "--holdout", "0", "-q",
+                 "-o", os.path.join(tmp, "bad")], expect=2)
+        assert "--lr auto chooses on validation data" in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
         # 4. No validation at all, and bad metrics.
         out = os.path.join(tmp, "none")

@@ -1,0 +1,84 @@
+// `qat --lr auto`: the peak learning rate chosen on the validation data by short trial runs.
+//
+// Why: AdamW moves every weight by about lr per step whatever its size, so the right lr depends on
+// the model's weight scale. The zoo trains best at 1e-4 to 1e-3, the shipped PP-OCRv4 recognizer
+// only at 1e-5 (1e-4 takes its exact match from 0.390 to 0.030; docs/qat.md). A trial is the
+// run's schedule in miniature (the same warm-up share, cosine to 0 at its last step) from the PTQ
+// start over the run's first batches, so an lr that diverges, or only overshoots, shows in the
+// validation score at its end.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "common/check.h"
+#include "common/progress.h"
+#include "ir/clone.h"
+#include "pipelines/qat/stages.h"
+
+namespace quantkit::pipelines::qat {
+
+namespace {
+
+// Each trial runs about a twentieth of the run (so five cost a quarter), at least two steps to
+// see the first update's effect and at most 50 (enough to tell a diverging lr from a good one).
+constexpr int64_t kTrialShareDivisor = 20, kMinTrialSteps = 2, kMaxTrialSteps = 50;
+
+}  // namespace
+
+Result<double> ChooseLearningRate(const QatOptions& o, Launch& launch, const TrainingData& data,
+                                  const Validation& validation, const ir::Model& student, const ir::Model& teacher,
+                                  const std::vector<std::string>& parameters, const train::TrainerOptions& run_options,
+                                  QatResult* result) {
+  QK_RETURN_IF_NOT(validation.metric != nullptr, StatusCode::kInvalidArgument,
+                   "--lr auto chooses on validation data, and this run has none: give --val, or leave --holdout at "
+                   "its default");
+  const auto start = std::chrono::steady_clock::now();
+  LrSearch search;
+  search.steps = std::clamp(run_options.total_steps / kTrialShareDivisor, kMinTrialSteps, kMaxTrialSteps);
+  search.steps = std::min(search.steps, std::max<int64_t>(run_options.total_steps, 1));
+  const int64_t n = static_cast<int64_t>(std::size(QatOptions::kLrCandidates));
+  Progress bar("qat --lr auto", n * search.steps, "steps");
+  if (!o.progress || !launch.comm->is_root()) bar.set_enabled(false);
+  std::optional<QatScore> ptq;
+  for (double lr : QatOptions::kLrCandidates) {
+    const auto trial_start = std::chrono::steady_clock::now();
+    train::TrainerOptions t = run_options;
+    t.lr = lr;
+    t.total_steps = search.steps;
+    t.warmup_steps = static_cast<int64_t>(std::floor(o.warmup_fraction * static_cast<double>(search.steps)));
+    QK_ASSIGN_OR_RETURN(ir::Model s, ir::CloneModel(student));
+    QK_ASSIGN_OR_RETURN(ir::Model f, ir::CloneModel(teacher));
+    QK_ASSIGN_OR_RETURN(std::unique_ptr<train::QatTrainer> trainer,
+                        train::QatTrainer::Create(std::move(s), std::move(f), parameters, t));
+    if (!ptq) {
+      QK_ASSIGN_OR_RETURN(ptq, Validate(*trainer, validation, *launch.comm));
+    }
+    EpochOrder order;
+    for (int64_t step = 0; step < search.steps; ++step) {
+      QK_RETURN_IF_ERROR(TrainStep(o, launch, data, *trainer, step, result->steps_per_epoch, &order).status());
+      bar.Advance(1);
+    }
+    QK_ASSIGN_OR_RETURN(QatScore score, Validate(*trainer, validation, *launch.comm));
+    search.trials.push_back(
+        {lr, score, std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_start).count()});
+    bar.set_note(fmt::format("  lr {:g} done", lr));
+  }
+  bar.Finish();
+  // The best trial; on equal scores the smaller lr (the candidates ascend, and Better is strict).
+  const LrTrial* best = &search.trials.front();
+  for (const LrTrial& trial : search.trials) {
+    if (Better(trial.score, best->score, result->higher_is_better)) best = &trial;
+  }
+  search.ptq = *ptq;
+  search.beat_ptq = Better(best->score, *ptq, result->higher_is_better);
+  // No trial beat the PTQ start: the smallest lr moves the model least (keep-the-best still
+  // guards the run itself).
+  search.chosen = search.beat_ptq ? best->lr : QatOptions::kLrCandidates[0];
+  search.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result->lr_search = search;
+  return search.chosen;
+}
+
+}  // namespace quantkit::pipelines::qat
