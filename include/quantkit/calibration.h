@@ -309,28 +309,78 @@ Result<Artifacts> WriteQdqModel(const Model& model, const Plan& plan, const std:
 Result<std::unique_ptr<BatchStream>> OpenDataSpec(const Model& model, const std::string& spec,
                                                   const DataSpecOptions& options = {});
 
+// The float part of a written Q/DQ model (docs/strongly-typed.md): TensorRT 11 computes each
+// layer in the type the ONNX file gives it, so what is not INT8 runs in this dtype.
+struct FloatPart {
+  std::string dtype;                    // fp16 | bf16 | fp32; "": the default, fp16
+  bool cast_io = false;                 // graph inputs and outputs in dtype too (else FP32, cast inside)
+  std::vector<std::string> keep_fp32;   // node names or op types computed in FP32 (each must match)
+  std::string weight_storage = "int8";  // int8 (INT8 initializers) | float (Q/DQ on float weights)
+  bool int8 = true;  // false: no Q/DQ at all, the dtype conversion alone (model.<dtype>.onnx)
+};
+
+// The PTQ stages after the range choice (docs/ptq.md), their data and memory.
+inline constexpr int64_t kDefaultPtqSamples = 256, kDefaultPtqBatch = 32, kDefaultPtqMemoryMib = 1024;
+struct PtqChoices {
+  // In order, NAME[:KEY=VALUE...][,NAME...]: smoothquant, seqmse, adaround, bias-correction, e.g.
+  // "seqmse,adaround:iterations=500". "": none. Parsed and range-checked before any compute.
+  std::string stages;
+  int64_t samples = kDefaultPtqSamples;     // the first N calibration samples (fewer when memory_mib says so)
+  int64_t batch = kDefaultPtqBatch;         // samples per cached run and per AdaRound step
+  int64_t memory_mib = kDefaultPtqMemoryMib;  // cached layer activations the stages may hold
+  uint64_t seed = 0;          // of the stages' random draws
+};
+
+// N processes of one job (torchrun, srun, a PyTorchJob; docs/distributed.md): each rank collects
+// its shard, rank 0 merges exactly and writes everything.
+inline constexpr double kDefaultDistributedTimeoutSeconds = 1800;  // torch's default too
+struct DistributedChoices {
+  bool required = false;  // fail unless launched so (a launch is detected anyway)
+  double timeout_seconds = kDefaultDistributedTimeoutSeconds;  // at the rendezvous and at each step, 1 to 86400
+};
+
+// The accuracy check's automatic size: one calibrated sample in kCheckShareDivisor, at least
+// kCheckMinSamples and at most kCheckMaxSamples.
+inline constexpr int64_t kAutoCheckSamples = -1;
+inline constexpr int64_t kCheckShareDivisor = 16, kCheckMinSamples = 16, kCheckMaxSamples = 256;
+
 // The whole of `quantkit calibrate` in one call, with its exact results (the same plan.json,
 // provenance included, for the same data spec): load, find the sites, collect (or take
 // `statistics`), build the plan, and with `output_dir` write model.qdq.onnx, calib.cache,
-// ranges.txt, plan.json and summary.txt (all or none).
+// ranges.txt, plan.json and summary.txt (all or none). The CLI is this call and a print.
 struct CalibrateOptions {
   std::string model;
   std::string data;              // a data spec (OpenDataSpec); unused when `statistics` is valid
   Statistics statistics;         // collected earlier (merged, loaded): no model run
+  std::vector<std::string> from_stats;  // .qkstats shards merged instead of a model run
   DataSpecOptions data_options;  // batch size, sample cap and image preprocessing of `data`
   int64_t run_batch = 0;         // samples per model run, as CollectOptions::run_batch
+  // methods.method may also be "auto": every method from one statistics pass, the best on
+  // held-out data vs FP32, then refined per tensor; with ptq.stages each stage is tried too.
   MethodChoices methods;
+  bool compare_methods = false;  // the table of max/entropy/percentile/mse on held-out data; the best written
+  // Then the fallback search: the fewest layers kept in float that bring INT8 within `budget` of
+  // FP32 on held-out data (points for top1/agreement, a ratio for rel_mse). Needs output_dir.
+  std::optional<double> budget;
+  std::string metric;  // auto, compare_methods and budget: top1 | agreement | rel_mse; "": by the output
   Placement placement;
+  FloatPart floats;
+  PtqChoices ptq;
   std::string output_dir;  // empty: the plan only
   std::string stats_out;   // also write the statistics (.qkstats) here
   CacheOptions cache;
   bool progress = false;  // a bar on stderr when it is a terminal
   // The accuracy check of the plan (docs/accuracy.md): -1 sizes it from the calibration (one
   // sample in 16, 16 to 256), 0 turns it off, N > 0 checks N samples. Its samples: the first of
-  // `check_holdout` when given, else those of `data` that follow the calibrated ones, else the last
-  // calibrated ones ("in-sample"). With `statistics` alone it needs `check_holdout`.
-  int64_t check_samples = -1;
-  std::string check_holdout;
+  // `holdout` when given, else those of `data` that follow the calibrated ones, else the last
+  // calibrated ones ("in-sample"). With `statistics` alone it needs `holdout`.
+  int64_t check_samples = kAutoCheckSamples;
+  // Held-out data (a data spec) for the check, auto, compare_methods (default: fashion-mnist:val
+  // for fashion-mnist data) and budget (default: the last quarter of `data`, left out of the
+  // calibration); its first `holdout_samples` (0: all).
+  std::string holdout;
+  int64_t holdout_samples = 0;
+  DistributedChoices distributed;
 };
 
 // The plan against FP32 on held-out samples: the "check:" line of the summary.
@@ -351,6 +401,13 @@ struct CalibrateReport {
   std::vector<std::string> written, warnings;
   std::vector<std::string> notes;  // what was done to make the model calibratable (opset upgrade)
   std::string summary;             // the summary.txt text
+  // What `quantkit calibrate` prints on stdout: the comparison table (compare_methods, auto) or
+  // the budget search's report, the summary and a "wrote FILE" line per file. Empty on ranks > 0.
+  std::string text;
+  std::string json;                   // compare_methods, auto: the table as JSON
+  std::optional<bool> within_budget;  // budget: whether the search reached it
+  int rank = 0, world_size = 1;
+  std::string rank_line;              // under a launch: this rank's shard, times and merge
   int64_t samples = 0;
   double seconds = 0;
   int64_t peak_rss_bytes = 0;
@@ -362,5 +419,8 @@ Result<CalibrateReport> Calibrate(const CalibrateOptions& options);
 // The checks Calibrate makes on `options` before reading anything (method names, cache header,
 // image preprocessing): lets a caller fail before it collects statistics itself.
 Status CheckCalibrateOptions(const CalibrateOptions& options);
+
+// The PTQ stages, their parameters, defaults and ranges, as `calibrate --help` lists them.
+std::string DescribePtqStages();
 
 }  // namespace quantkit

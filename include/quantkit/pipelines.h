@@ -29,9 +29,14 @@ struct EvaluateOptions {
   std::string plan;             // optional: simulate this plan on `model`
   Plan loaded_plan;             // a plan in memory, simulated instead of the file `plan` when valid()
   std::string placement = "auto";
+  std::vector<std::string> metrics;  // extra metrics vs the reference: top1, agreement, rel_mse
   int64_t samples = 0, batch_size = 64;
   ImagePreprocessing image;
+  // Written when set (rank 0): argmax per sample (int64 [N]) and the first output (float32
+  // [N, width]) as .npy.
+  std::string save_predictions, save_outputs;
   bool progress = false;  // a bar on stderr when it is a terminal
+  DistributedChoices distributed;  // each rank evaluates its shard; rank 0 holds the totals
 };
 struct EvaluateReport {
   int64_t samples = 0;
@@ -39,7 +44,11 @@ struct EvaluateReport {
   std::optional<double> argmax_agreement, cosine, sqnr_db, max_abs_error;  // with a reference
   std::map<std::string, double> metrics;  // every metric computed, by name
   double seconds = 0;
-  std::string text;
+  double model_seconds = 0, reference_seconds = 0;  // inside the model's runs and the reference's
+  std::vector<std::string> written;
+  std::string text, json;  // what `quantkit eval` prints, and with --json; empty on ranks > 0
+  int rank = 0, world_size = 1;
+  std::string rank_line;   // under a launch: this rank's shard and times
 };
 Result<EvaluateReport> Evaluate(const EvaluateOptions& options);
 
@@ -122,6 +131,25 @@ struct ConvertReport {
   std::string json;
 };
 Result<ConvertReport> Convert(const ConvertOptions& options);
+
+// lint: TensorRT explicit-quantization checks on a Q/DQ model (docs: `quantkit lint`).
+struct LintOptions {
+  std::string model;
+};
+struct LintFinding {
+  std::string rule;      // "QK001"
+  std::string severity;  // "error" (TensorRT rejects the model) | "warning" (slow) | "info"
+  std::string node, op_type;
+  std::string message, why, fix;
+};
+struct LintReport {
+  std::vector<LintFinding> findings;
+  int quantize_nodes = 0, dequantize_nodes = 0;
+  std::string worst = "info";  // the most severe finding's severity ("info" when none)
+  int exit_code = 0;           // the CLI's: 0 clean (notes only), 1 warnings, 2 errors
+  std::string text, json;
+};
+Result<LintReport> Lint(const LintOptions& options);
 
 // run: a model on .npy inputs; outputs (and dumped intermediates) written as .npy.
 struct RunOptions {

@@ -23,7 +23,11 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
               weights: str = "per-channel", trt_version: str = DEFAULT_TRT_VERSION,
               calibrator: str = DEFAULT_CALIBRATOR, stats_out: Optional[PathLike] = None,
               progress: bool = True, run_batch: Optional[int] = None, check_samples: int = -1,
-              holdout: Optional[PathLike] = None) -> Plan:
+              holdout: Optional[PathLike] = None, holdout_samples: int = 0,
+              compare_methods: bool = False, budget: Optional[float] = None, metric: str = "",
+              float_dtype: str = "", keep_fp32: Iterable[str] = (), cast_io: bool = False,
+              weight_storage: str = "int8", int8: bool = True, ptq: str = "", ptq_samples: int = 256,
+              ptq_batch: int = 32, ptq_memory_mib: int = 1024, seed: int = 0) -> Plan:
     """Calibrates the FP32 ONNX ``model`` on ``data`` and returns the plan; with ``output_dir``,
     also writes TensorRT's artifacts there, atomically, as ``quantkit calibrate -o`` does:
     model.qdq.onnx, calib.cache, ranges.txt, plan.json, summary.txt.
@@ -32,14 +36,29 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
               an iterable of ``{input_name: array}`` batches (a torch DataLoader yielding such
               dicts, or bare arrays / ``(inputs, labels)`` tuples for a single-input model), an
               onnxruntime ``CalibrationDataReader`` (``get_next()``), or ``Statistics``.
-    method    max | entropy | percentile[:P] | mse (``overrides``: ``{tensor or op type: method}``).
+    method    max | entropy | percentile[:P] | mse (``overrides``: ``{tensor or op type: method}``),
+              or auto: every method from one statistics pass, the best on held-out data vs FP32,
+              refined per tensor (with ``ptq``: each stage tried too, kept only if it helps).
     samples   use the first N samples (0: all). ``batch_size`` applies to a data spec only.
     exclude   node names or op types kept in float. ``weights``: per-channel | per-tensor.
     run_batch samples per model run, as the CLI's ``--run-batch`` (None: its default, 8 on the CPU).
     check_samples  the accuracy check of the plan vs FP32 (``report.check``, a line of the summary,
               a warning beyond its thresholds; docs/accuracy.md): -1 sizes it, 0 turns it off.
-    holdout   a data spec the check reads (default: samples of a ``data`` spec after ``samples``,
-              else its last ones, "in-sample"); Python data or ``Statistics`` need it for a check.
+    holdout   held-out data (a spec; ``holdout_samples``: its first N) for the check (default:
+              samples of a ``data`` spec after ``samples``, else its last ones, "in-sample"; Python
+              data or ``Statistics`` need it for a check), ``method="auto"``, ``compare_methods``
+              and ``budget`` (default: the last quarter of ``data``, left out of calibration).
+    compare_methods  evaluate max/entropy/percentile/mse on held-out data and keep the best.
+    budget    then keep the fewest layers in float that bring INT8 within ``budget`` of FP32 on
+              held-out data (points of top1/agreement, a ratio of rel_mse: ``metric``); needs
+              ``output_dir``. ``plan.report.within_budget`` says whether it was reached.
+    float_dtype, keep_fp32, cast_io, weight_storage, int8
+              the float part of the written model, as the CLI's --float-dtype (fp16 | bf16 |
+              fp32; default fp16), --keep-fp32, --cast-io, --weight-storage, --int8 on|off
+              (docs/strongly-typed.md).
+    ptq       PTQ stages after the range choice, e.g. ``"smoothquant,seqmse,adaround"`` or
+              ``"adaround:iterations=500"`` (docs/ptq.md); ``ptq_samples``, ``ptq_batch``,
+              ``ptq_memory_mib`` and ``seed`` as the CLI's --ptq-samples ... --seed.
 
     The same data gives the same plan and byte-identical artifacts as the CLI, whatever the
     batching. Arrays are read in place (no copy) when C-contiguous; the GIL is released while the
@@ -60,7 +79,17 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
     options.progress = progress
     options.run_batch = _run_batch(run_batch)
     options.check_samples = check_samples
-    options.check_holdout = os.fspath(holdout) if holdout is not None else ""
+    options.holdout = os.fspath(holdout) if holdout is not None else ""
+    options.holdout_samples = holdout_samples
+    options.compare_methods = compare_methods
+    options.budget = budget
+    options.metric = metric
+    floats = options.floats
+    floats.dtype, floats.keep_fp32, floats.cast_io = float_dtype, list(keep_fp32), cast_io
+    floats.weight_storage, floats.int8 = weight_storage, int8
+    stages = options.ptq
+    stages.stages, stages.samples, stages.batch = ptq, ptq_samples, ptq_batch
+    stages.memory_mib, stages.seed = ptq_memory_mib, seed
     _core.check_calibrate_options(options)  # bad options fail before the data is read
     start = time.perf_counter()
     if _data.is_spec(data):
@@ -74,7 +103,8 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
     # With Python data the C++ side only built the plan: count the statistics pass too.
     report = CalibrationReport(written=list(r.written), warnings=list(r.warnings), summary=r.summary,
                                samples=r.samples, seconds=time.perf_counter() - start,
-                               peak_rss_bytes=r.peak_rss_bytes, check=_check_dict(r.check))
+                               peak_rss_bytes=r.peak_rss_bytes, check=_check_dict(r.check),
+                               text=r.text, within_budget=r.within_budget)
     return Plan(r.plan, report)
 
 

@@ -30,6 +30,11 @@ class CalibrationReport:
     #: The accuracy check of the plan vs FP32 (data, origin, samples, agreement, top1, fp32_top1,
     #: rel_mse, seconds, warning); None when it did not run (docs/accuracy.md).
     check: Optional[dict[str, Any]] = None
+    #: What ``quantkit calibrate`` prints: the comparison table (``method="auto"``,
+    #: ``compare_methods``) or the budget search's report, the summary, the files written.
+    text: str = ""
+    #: ``budget``: whether the search brought the plan within it (None without a budget).
+    within_budget: Optional[bool] = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

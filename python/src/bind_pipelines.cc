@@ -55,6 +55,20 @@ void BindOptions(py::module_& m) {
       .def(py::init<>())
       .def_readwrite("batch_size", &DataSpecOptions::batch_size)
       .def_readwrite("samples", &DataSpecOptions::samples);
+  py::class_<FloatPart>(m, "FloatPart")
+      .def(py::init<>())
+      .def_readwrite("dtype", &FloatPart::dtype)
+      .def_readwrite("cast_io", &FloatPart::cast_io)
+      .def_readwrite("keep_fp32", &FloatPart::keep_fp32)
+      .def_readwrite("weight_storage", &FloatPart::weight_storage)
+      .def_readwrite("int8", &FloatPart::int8);
+  py::class_<PtqChoices>(m, "PtqChoices")
+      .def(py::init<>())
+      .def_readwrite("stages", &PtqChoices::stages)
+      .def_readwrite("samples", &PtqChoices::samples)
+      .def_readwrite("batch", &PtqChoices::batch)
+      .def_readwrite("memory_mib", &PtqChoices::memory_mib)
+      .def_readwrite("seed", &PtqChoices::seed);
   py::class_<CalibrateOptions>(m, "CalibrateOptions")
       .def(py::init<>())
       .def_readwrite("model", &CalibrateOptions::model)
@@ -69,7 +83,13 @@ void BindOptions(py::module_& m) {
       .def_readwrite("cache", &CalibrateOptions::cache)
       .def_readwrite("progress", &CalibrateOptions::progress)
       .def_readwrite("check_samples", &CalibrateOptions::check_samples)
-      .def_readwrite("check_holdout", &CalibrateOptions::check_holdout);
+      .def_readwrite("holdout", &CalibrateOptions::holdout)
+      .def_readwrite("holdout_samples", &CalibrateOptions::holdout_samples)
+      .def_readwrite("compare_methods", &CalibrateOptions::compare_methods)
+      .def_readwrite("budget", &CalibrateOptions::budget)
+      .def_readwrite("metric", &CalibrateOptions::metric)
+      .def_readwrite("floats", &CalibrateOptions::floats)
+      .def_readwrite("ptq", &CalibrateOptions::ptq);
   py::class_<EvaluateOptions>(m, "EvaluateOptions")
       .def(py::init<>())
       .def_readwrite("model", &EvaluateOptions::model)
@@ -134,7 +154,10 @@ void BindReports(py::module_& m) {
       .def_readonly("summary", &CalibrateReport::summary)
       .def_readonly("samples", &CalibrateReport::samples)
       .def_readonly("seconds", &CalibrateReport::seconds)
-      .def_readonly("peak_rss_bytes", &CalibrateReport::peak_rss_bytes);
+      .def_readonly("peak_rss_bytes", &CalibrateReport::peak_rss_bytes)
+      .def_readonly("text", &CalibrateReport::text)
+      .def_readonly("json", &CalibrateReport::json)
+      .def_readonly("within_budget", &CalibrateReport::within_budget);
   py::class_<EvaluateReport>(m, "EvaluateReport")
       .def_readonly("samples", &EvaluateReport::samples)
       .def_readonly("top1", &EvaluateReport::top1)

@@ -94,6 +94,17 @@ Result<pipelines::MethodChoice> ToMethodChoice(const MethodChoices& choices) {
   return out;
 }
 
+Result<distributed::DistributedOptions> ToDistributedOptions(const DistributedChoices& choices) {
+  constexpr double kMaxTimeoutSeconds = 86400;
+  const double timeout = choices.timeout_seconds;
+  QK_RETURN_IF_NOT(timeout >= 1 && timeout <= kMaxTimeoutSeconds, StatusCode::kInvalidArgument,
+                   "distributed timeout must be in [1, {}] seconds, got {}", kMaxTimeoutSeconds, timeout);
+  distributed::DistributedOptions out;
+  out.required = choices.required;
+  out.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000.0));
+  return out;
+}
+
 Result<formats::TrtCacheWriteOptions> ToTrtCacheOptions(const CacheOptions& cache) {
   formats::TrtCacheWriteOptions out;
   QK_ASSIGN_OR_RETURN(out.version, formats::ParseTrtVersion(cache.trt_version));

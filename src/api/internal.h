@@ -4,6 +4,7 @@
 #pragma once
 
 #include "data/image_options.h"
+#include "distributed/launch.h"
 #include "formats/trt_cache.h"
 #include "passes/qdq_placement.h"
 #include "pipelines/calibration_stages.h"
@@ -36,6 +37,15 @@ Result<data::ImageOptions> ToImageOptions(const ImagePreprocessing& preprocessin
 passes::PlacementOptions ToPlacementOptions(const Placement& placement);
 // Method names parsed ("percentile:99.9"); overrides are checked against the sites by BuildPlan.
 Result<pipelines::MethodChoice> ToMethodChoice(const MethodChoices& choices);
+// The timeout range-checked (1 to 86400 s).
+Result<distributed::DistributedOptions> ToDistributedOptions(const DistributedChoices& choices);
+// The rank's fields of a report: rank, world size and, under a launch, its summary line.
+template <typename Report>
+void SetRank(const distributed::RankReport& rank, Report* report) {
+  report->rank = rank.rank;
+  report->world_size = rank.world_size;
+  report->rank_line = rank.world_size > 1 ? distributed::FormatRankLine(rank) : std::string();
+}
 // The TensorRT version and calibrator names parsed.
 Result<formats::TrtCacheWriteOptions> ToTrtCacheOptions(const CacheOptions& cache);
 

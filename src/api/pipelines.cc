@@ -1,11 +1,16 @@
 // include/quantkit/pipelines.h over the internal pipelines: parse the public options (strings
 // become enums here, once), call the one pipeline function, and return its report.
+#include <memory>
 #include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "pipelines/diagnose/diagnose.h"
 #include "analysis/float_layers.h"
 #include "analysis/layer_analysis.h"
 #include "analysis/metrics.h"
+#include "analysis/qdq_lint.h"
 #include "common/check.h"
 #include "formats/trt_cache.h"
 #include "passes/apply_plan.h"
@@ -33,57 +38,7 @@ Result<pipelines::PlanEvaluation> Open(const PlanEvaluationOptions& o) {
   return pipelines::OpenPlanEvaluation(eval, o.plan, o.placement);
 }
 
-// The one conversion of the public calibrate options; every error here comes before any compute.
-Result<pipelines::CalibrateOptions> ToCalibrateOptions(const CalibrateOptions& o) {
-  pipelines::CalibrateOptions c;
-  c.model = o.model;
-  c.data = o.data;
-  QK_ASSIGN_OR_RETURN(c.image, api::ToImageOptions(o.data_options.image));
-  c.samples = o.data_options.samples;
-  c.batch_size = o.data_options.batch_size;
-  QK_RETURN_IF_NOT(o.run_batch >= 0, StatusCode::kInvalidArgument, "run_batch must be >= 0, got {}",
-                   o.run_batch);
-  if (o.run_batch > 0) c.run_batch = o.run_batch;
-  QK_ASSIGN_OR_RETURN(pipelines::MethodChoice methods, api::ToMethodChoice(o.methods));
-  c.method = methods.method;
-  c.method_overrides = std::move(methods.overrides);
-  c.placement = api::ToPlacementOptions(o.placement);
-  c.output_dir = o.output_dir;
-  c.stats_out = o.stats_out;
-  QK_ASSIGN_OR_RETURN(c.cache, api::ToTrtCacheOptions(o.cache));
-  c.progress = o.progress;
-  QK_RETURN_IF_NOT(o.check_samples >= -1, StatusCode::kInvalidArgument,
-                   "check_samples must be -1 (automatic), 0 (no check) or a count, got {}", o.check_samples);
-  c.check.samples = o.check_samples;
-  c.check.holdout = o.check_holdout;
-  // Read only, and `o` outlives the call that uses `c`.
-  if (o.statistics.valid()) c.statistics = &o.statistics.impl().statistics;
-  return c;
-}
-
 }  // namespace
-
-Status CheckCalibrateOptions(const CalibrateOptions& options) {
-  return ToCalibrateOptions(options).status();
-}
-
-Result<CalibrateReport> Calibrate(const CalibrateOptions& options) {
-  QK_ASSIGN_OR_RETURN(pipelines::CalibrateOptions c, ToCalibrateOptions(options));
-  QK_ASSIGN_OR_RETURN(pipelines::CalibrateResult r, pipelines::Calibrate(c));
-  CalibrateReport report;
-  report.plan = api::MakePublicPlan(std::move(r.plan));
-  report.written = std::move(r.written);
-  report.warnings = std::move(r.warnings);
-  report.notes = std::move(r.notes);
-  report.summary = std::move(r.summary);
-  report.samples = r.samples;
-  report.seconds = r.seconds;
-  report.peak_rss_bytes = r.peak_rss_bytes;
-  const pipelines::CheckResult& check = r.check;
-  report.check = {check.ran,  check.data, check.origin,  check.samples, check.agreement,
-                  check.top1, check.fp32_top1, check.rel_mse, check.seconds, check.warning};
-  return report;
-}
 
 Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
   pipelines::EvalOptions eval;
@@ -94,9 +49,14 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
   eval.plan = options.plan;
   if (options.loaded_plan.valid()) eval.loaded_plan = options.loaded_plan.impl().plan;
   QK_ASSIGN_OR_RETURN(eval.simulation.mode, passes::ParsePlacementPolicy(options.placement));
+  QK_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<analysis::Metric>> metrics, analysis::MakeMetrics(options.metrics));
+  eval.metrics = analysis::MetricPointers(metrics);
   eval.samples = options.samples;
   eval.batch_size = options.batch_size;
+  eval.save_predictions = options.save_predictions;
+  eval.save_outputs = options.save_outputs;
   eval.progress = options.progress;
+  QK_ASSIGN_OR_RETURN(eval.distributed, api::ToDistributedOptions(options.distributed));
   QK_ASSIGN_OR_RETURN(pipelines::EvalResult r, pipelines::Evaluate(eval));
   EvaluateReport report;
   report.samples = r.samples;
@@ -110,7 +70,22 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
   }
   report.metrics = r.metrics;
   report.seconds = r.seconds;
+  report.model_seconds = r.model_seconds;
+  report.reference_seconds = r.reference_seconds;
+  report.written = r.written;
+  api::SetRank(r.rank, &report);
+  if (r.rank.rank != 0) return report;  // rank 0 holds the totals
   report.text = pipelines::FormatEval(eval, r);
+  nlohmann::json j{{"samples", r.samples}, {"seconds", r.seconds}, {"model_seconds", r.model_seconds}};
+  if (r.agreement) j["reference_seconds"] = r.reference_seconds;
+  if (r.top1) j["top1"] = *r.top1, j["top5"] = *r.top5;
+  if (r.agreement) {
+    j["agreement"] = {{"argmax", r.agreement->argmax_agreement}, {"cosine", r.agreement->cosine},
+                      {"sqnr_db", r.agreement->sqnr_db}, {"max_abs_error", r.agreement->max_abs_error}};
+  }
+  if (!r.metrics.empty()) j["metrics"] = r.metrics;
+  if (!options.plan.empty()) j["plan"] = options.plan;
+  report.json = j.dump(1);
   return report;
 }
 
@@ -206,6 +181,23 @@ Result<ConvertReport> Convert(const ConvertOptions& options) {
   QK_ASSIGN_OR_RETURN(c.cache.version, formats::ParseTrtVersion(options.trt_version));
   QK_ASSIGN_OR_RETURN(pipelines::ConvertResult r, pipelines::Convert(c));
   return ConvertReport{r.written, r.messages, r.layer_precisions, pipelines::ConvertResultJson(r)};
+}
+
+Result<LintReport> Lint(const LintOptions& options) {
+  QK_ASSIGN_OR_RETURN(analysis::LintReport linted, analysis::LintModelFile(options.model));
+  LintReport report;
+  for (const analysis::LintFinding& f : linted.findings) {
+    report.findings.push_back(
+        {f.rule, analysis::SeverityName(f.severity), f.node, f.op_type, f.message, f.why, f.fix});
+  }
+  report.quantize_nodes = linted.num_q;
+  report.dequantize_nodes = linted.num_dq;
+  const analysis::Severity worst = linted.Worst();
+  report.worst = analysis::SeverityName(worst);
+  report.exit_code = worst == analysis::Severity::kError ? 2 : worst == analysis::Severity::kWarning ? 1 : 0;
+  report.text = analysis::FormatLintText(linted);
+  report.json = analysis::FormatLintJson(linted);
+  return report;
 }
 
 Result<RunReport> Run(const RunOptions& options) {

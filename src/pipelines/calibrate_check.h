@@ -25,15 +25,17 @@
 
 #include "analysis/plan_eval.h"
 #include "quant/plan.h"
+#include "quantkit/calibration.h"
 #include "quantkit/status.h"
 
 namespace quantkit::pipelines {
 
 // Check size: automatic (-1), none (0) or a count.
-inline constexpr int64_t kAutoCheckSamples = -1;
-inline constexpr int64_t kCheckShareDivisor = 16;
-inline constexpr int64_t kCheckMinSamples = 16;
-inline constexpr int64_t kCheckMaxSamples = 256;
+// The automatic size, public (quantkit/calibration.h) so that callers can describe it.
+using quantkit::kAutoCheckSamples;
+using quantkit::kCheckMaxSamples;
+using quantkit::kCheckMinSamples;
+using quantkit::kCheckShareDivisor;
 // Thresholds (docs/accuracy.md): every zoo model under every method stays above 97% argmax
 // agreement and below 1e-2 output relative MSE (the worst zoo figures are ~98.4% and ~3e-3); an
 // outlier-blown range or a collapsed method falls far beyond both.

@@ -45,6 +45,7 @@
 #include "data/image_options.h"
 #include "pipelines/calibration_stages.h"
 #include "quant/plan.h"
+#include "quantkit/calibration.h"
 #include "quantkit/status.h"
 
 namespace quantkit::pipelines {
@@ -86,9 +87,10 @@ Result<std::vector<PtqStageSpec>> ParsePtqStages(const std::string& text);
 std::string PtqStagesText(const std::vector<PtqStageSpec>& stages);
 
 // Cached activations are bounded by this (PtqOptions::memory_bytes) unless told otherwise.
-inline constexpr int64_t kDefaultPtqMemoryBytes = int64_t{1} << 30;
-inline constexpr int64_t kDefaultPtqSamples = 256;
-inline constexpr int64_t kDefaultPtqBatch = 32;
+// The defaults are the public API's (quantkit/calibration.h).
+using quantkit::kDefaultPtqBatch;
+using quantkit::kDefaultPtqSamples;
+inline constexpr int64_t kDefaultPtqMemoryBytes = quantkit::kDefaultPtqMemoryMib << 20;
 
 struct PtqOptions {
   std::vector<PtqStageSpec> stages;  // empty: none

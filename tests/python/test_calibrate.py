@@ -4,6 +4,7 @@ spec gives the CLI's plan on the same data: byte-identical calib.cache and range
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import onnx
@@ -213,3 +214,39 @@ def test_calibrate_report_carries_the_accuracy_check(model, calib_dir, calib_arr
 
     with pytest.raises(quantkit.InvalidArgumentError, match="check_samples"):
         quantkit.calibrate(model, [calib_array], progress=False, check_samples=-2)
+
+
+def test_calibrate_takes_every_cli_option_and_writes_the_cli_files(model, calib_dir, quantkit_cli, tmp_path):
+    """The PTQ stages, the float part and --method auto reach Python through the same options
+    struct as the CLI (issues 28, 31): the same spec gives the CLI's calib.cache and plan, and
+    report.text is what `quantkit calibrate` prints."""
+    spec = f"input={calib_dir / 'input.npy'}"
+    common = ["--samples", "48", "--ptq", "bias-correction", "--ptq-samples", "16", "--ptq-batch", "8",
+              "--float-dtype", "fp32", "--check-samples", "16", "-q"]
+    cli = tmp_path / "cli"
+    run = quantkit_cli("calibrate", model, "--data", spec, "-o", str(cli), *common)
+    plan = quantkit.calibrate(model, spec, samples=48, output_dir=tmp_path / "py", progress=False,
+                              ptq="bias-correction", ptq_samples=16, ptq_batch=8, float_dtype="fp32",
+                              check_samples=16)
+    out = tmp_path / "py"
+    assert (out / "model.float.onnx").exists() and (cli / "model.float.onnx").exists()
+    assert_same_as_cli(out, cli)
+    assert "bias-correction" in plan.report.summary and "float dtype: fp32" in plan.report.summary
+    # The CLI printed the report's text: the same lines but for the output folder and the times
+    # and memory measured.
+    def masked(text):
+        return re.sub(r"[0-9.]+ (s|ms|KiB|MiB|GiB|samples/s)\b", "N \\1", text)
+    assert masked(run.stdout) == masked(plan.report.text.replace(str(out), str(cli)))
+    assert plan.report.within_budget is None
+
+    # auto through Python: the comparison table comes first, the plan written is the best one.
+    auto = quantkit.calibrate(model, spec, method="auto", samples=48, holdout=spec, holdout_samples=32,
+                              output_dir=tmp_path / "auto", progress=False, check_samples=0)
+    assert auto.report.text.splitlines()[0] != auto.report.summary.splitlines()[0]
+    assert "wrote" in auto.report.text and (tmp_path / "auto" / "model.qdq.onnx").exists()
+
+    with pytest.raises(quantkit.InvalidArgumentError, match="rounding"):
+        quantkit.calibrate(model, spec, ptq="rounding", progress=False)
+    with pytest.raises(quantkit.InvalidArgumentError, match="--budget"):
+        quantkit.calibrate(model, spec, method="auto", budget=0.5, output_dir=tmp_path / "x", progress=False)
+    assert not (tmp_path / "x").exists()

@@ -1,6 +1,7 @@
 #include "cli_distributed.h"
 
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -9,20 +10,32 @@
 
 namespace quantkit::cli {
 
-void AddDistributedOptions(CLI::App* cmd, distributed::DistributedOptions* options) {
-  const char* group = "Distributed (torchrun, srun torchrun, PyTorchJob; docs/distributed.md)";
-  cmd->add_flag("--distributed", options->required,
+namespace {
+
+constexpr const char* kGroup = "Distributed (torchrun, srun torchrun, PyTorchJob; docs/distributed.md)";
+
+void AddDistributedOptions(CLI::App* cmd, bool* required, std::function<void(double)> set_timeout) {
+  cmd->add_flag("--distributed", *required,
                 "require a torch.distributed launch (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); "
                 "without it a launch is still detected")
-      ->group(group);
-  cmd->add_option_function<double>(
-         "--dist-timeout",
-         [options](double seconds) {
-           options->timeout = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
-         },
-         "seconds to wait for the other ranks at the rendezvous and at each step (default 1800)")
+      ->group(kGroup);
+  cmd->add_option_function<double>("--dist-timeout", std::move(set_timeout),
+                                   "seconds to wait for the other ranks at the rendezvous and at each step "
+                                   "(default 1800)")
       ->transform(InRange(1, 86400))
-      ->group(group);
+      ->group(kGroup);
+}
+
+}  // namespace
+
+void AddDistributedOptions(CLI::App* cmd, distributed::DistributedOptions* options) {
+  AddDistributedOptions(cmd, &options->required, [options](double seconds) {
+    options->timeout = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+  });
+}
+
+void AddDistributedOptions(CLI::App* cmd, DistributedChoices* options) {
+  AddDistributedOptions(cmd, &options->required, [options](double seconds) { options->timeout_seconds = seconds; });
 }
 
 Status CheckDistributedLaunch(const CLI::App& app) {

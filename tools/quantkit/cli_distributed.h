@@ -8,11 +8,14 @@
 #include <memory>
 
 #include "distributed/launch.h"
+#include "quantkit/calibration.h"
 
 namespace quantkit::cli {
 
 // Fills *options as the options are parsed (the pointer must outlive parsing).
 void AddDistributedOptions(CLI::App* cmd, distributed::DistributedOptions* options);
+// The same options into the public API's struct (calibrate).
+void AddDistributedOptions(CLI::App* cmd, DistributedChoices* options);
 
 // Under a distributed launch (WORLD_SIZE > 1) only the subcommands above share the work; any other
 // subcommand would run N copies writing the same outputs, so it is refused (kUnsupported).

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -205,6 +206,10 @@ Result<data::ImageOptions> ToImageOptions(const ImageArgs& a) {
   data::ImageOptionsText text{a.resize, a.crop, a.color, a.layout, a.mean, a.std, std::nullopt};
   if (a.scale != 0) text.scale = a.scale;
   return data::ParseImageOptions(text);
+}
+
+ImagePreprocessing ToImagePreprocessing(const ImageArgs& a) {
+  return {a.resize, a.crop, a.color, a.layout, a.mean, a.std, a.scale != 0 ? std::optional<double>(a.scale) : std::nullopt};
 }
 
 void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* a, const std::string& data_help) {

@@ -15,6 +15,7 @@
 #include "passes/float_precision.h"
 #include "passes/insert_qdq.h"
 #include "quant/plan.h"
+#include "quantkit/data_source.h"
 #include "quantkit/status.h"
 
 namespace quantkit::cli {
@@ -49,6 +50,8 @@ struct ImageArgs {
 };
 void AddImageOptions(CLI::App* cmd, ImageArgs* args);
 Result<data::ImageOptions> ToImageOptions(const ImageArgs& args);
+// The same options for the public API, which parses them (quantkit/data_source.h).
+ImagePreprocessing ToImagePreprocessing(const ImageArgs& args);
 
 // The options of every writer of a Q/DQ model (calibrate, convert, fallback): --float-dtype,
 // --cast-io, --keep-fp32, --weight-storage (docs/strongly-typed.md).

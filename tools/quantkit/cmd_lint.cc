@@ -2,8 +2,8 @@
 // Exit code: 0 clean (notes only), 1 warnings, 2 errors (TensorRT will reject the model).
 #include <cstdio>
 
-#include "analysis/qdq_lint.h"
 #include "cli_util.h"
+#include "quantkit/pipelines.h"
 
 namespace quantkit::cli {
 
@@ -20,18 +20,10 @@ void SetupLint(CLI::App& app, RunFn* run) {
   cmd->add_flag("--json", opts->json, "print the findings as JSON");
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      const Result<analysis::LintReport> linted = analysis::LintModelFile(opts->model);
+      const Result<LintReport> linted = Lint({opts->model});
       if (!linted.ok()) return Report(linted.status());
-      const analysis::LintReport& report = linted.value();
-      const std::string text =
-          opts->json ? analysis::FormatLintJson(report) : analysis::FormatLintText(report);
-      std::fputs(text.c_str(), stdout);
-      switch (report.Worst()) {
-        case analysis::Severity::kError: return 2;
-        case analysis::Severity::kWarning: return 1;
-        case analysis::Severity::kInfo: return 0;
-      }
-      return 0;
+      std::fputs((opts->json ? linted->json : linted->text).c_str(), stdout);
+      return linted->exit_code;
     };
   });
 }
