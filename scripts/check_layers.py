@@ -14,6 +14,10 @@ Rules, checked on every C++ file of src/, include/, tools/ and python/ (the bind
   6. The Python bindings (python/src/) bind the public API only: they include the standard
      library, pybind11, fmt, quantkit/ public headers and their own headers ("errors.h"), never
      an internal header.
+  7. The subcommands moved to the front door (issue 28; FRONT_DOOR_COMMANDS) include only the
+     standard library, CLI11, fmt, quantkit/ public headers and the CLI's own helpers ("cli_util.h",
+     "numeric_options.h", ...: no "/" in the name): they parse into a public options struct, make
+     one public call and print its report. The list only grows.
 
 Run by ctest (test `layering_check`, label unit); prints one line per violation
 ("src/quant/x.h:12: quant includes analysis/y.h (a layer above)") and exits 1 when any.
@@ -35,6 +39,9 @@ PROTOBUF = re.compile(r"^(google/protobuf/|onnx/(onnx|onnx-ml|onnx_pb|onnx-opera
 CLI11 = re.compile(r"^CLI/")
 THIRD_PARTY_IN_PUBLIC = re.compile(r"^(fmt/|nlohmann/|ATen/|c10/|torch/|google/|CLI/|onnx/)")
 SOURCE_SUFFIXES = {".h", ".hpp", ".cc", ".cpp", ".cxx"}
+FRONT_DOOR_COMMANDS = {f"tools/quantkit/cmd_{name}.cc"
+                       for name in ("calibrate", "eval", "analyze", "fallback", "convert", "lint", "run")}
+CLI_THIRD_PARTY = re.compile(r"^(CLI|fmt)/")
 PYTHON_THIRD_PARTY = re.compile(r"^(pybind11|fmt)/")
 
 
@@ -76,6 +83,13 @@ def check_file(root: pathlib.Path, path: pathlib.Path):
             if not (own or public or std or (bracket == "<" and PYTHON_THIRD_PARTY.match(header))):
                 problems.append(f"{at}: python bindings include {header} "
                                 f"(quantkit/ public headers, pybind11, fmt, std and their own only)")
+        if str(rel) in FRONT_DOOR_COMMANDS:
+            own = bracket == '"' and "/" not in header
+            public = bracket == '"' and header.startswith("quantkit/")
+            std = bracket == "<" and "/" not in header
+            if not (own or public or std or (bracket == "<" and CLI_THIRD_PARTY.match(header))):
+                problems.append(f"{at}: a front-door subcommand includes {header} "
+                                f"(quantkit/ public headers, CLI11, fmt, std and the cli_* helpers only)")
         if ATEN.match(header) and layer not in TORCH_LAYERS:
             problems.append(f"{at}: {layer} includes {header} "
                             f"(ATen/c10/torch only in runtime/, train/, distributed/)")
@@ -108,6 +122,9 @@ def self_test():
         "src/pipelines/api_up.cc": '#include "api/internal.h"\n',
         "src/api/ok.cc": '#include "pipelines/calibrate.h"\n#include "quantkit/pipelines.h"\n',
         "tools/quantkit/ok.cc": '#include <CLI/CLI.hpp>\n#include "pipelines/calibrate.h"\n',
+        "tools/quantkit/cmd_eval.cc": '#include "pipelines/evaluate.h"\n#include "cli_util.h"\n',
+        "tools/quantkit/cmd_run.cc": ('#include <CLI/CLI.hpp>\n#include <fmt/format.h>\n#include <cstdio>\n'
+                                      '#include "cli_util.h"\n#include "quantkit/pipelines.h"\n'),
         "python/src/internal.cc": '#include "quant/plan.h"\n#include <nlohmann/json.hpp>\n',
         "python/src/ok.cc": ('#include <pybind11/stl.h>\n#include <fmt/format.h>\n#include <map>\n'
                              '#include "errors.h"\n#include "quantkit/calibration.h"\n'),
@@ -122,7 +139,8 @@ def self_test():
     expected = ["src/quant/up.h:1", "src/formats/aten.cc:1", "src/data/pb.cc:1",
                 "src/analysis/c10d.cc:1", "src/train/up.cc:1", "src/pipelines/api_up.cc:1",
                 "src/pipelines/cli.cc:1", "include/quantkit/leak.h:1", "include/quantkit/leak.h:2",
-                "python/src/internal.cc:1", "python/src/internal.cc:2", "python/src/collector.cc:1"]
+                "python/src/internal.cc:1", "python/src/internal.cc:2", "python/src/collector.cc:1",
+                "tools/quantkit/cmd_eval.cc:1"]
     got = [p.split(": ")[0] for p in found]
     if sorted(got) != sorted(expected):
         print(f"self-test FAILED: expected violations at {expected}, got {found}")

@@ -60,6 +60,7 @@ struct PlanEvaluationOptions {
   std::string placement = "auto";
   int64_t samples = 256, batch_size = 64;
   std::vector<std::string> metrics;  // top1, agreement, rel_mse; empty: top1 with labels, agreement
+  DistributedChoices distributed;    // each rank evaluates its shard of every trial
 };
 
 // analyze: per quantized tensor, the error it causes alone and accumulated, ranked worst first;
@@ -69,31 +70,44 @@ struct AnalyzeOptions {
   PlanEvaluationOptions evaluation;
   bool accumulated = true;
   std::string layers = "int8";  // "int8" | "float" | "both"
+  int64_t top = 0;               // rows of the text's table (0: all)
   bool progress = false;  // a bar on stderr when it is a terminal
 };
 struct AnalyzeReport {
   std::vector<std::string> ranked_tensors;  // worst first (INT8 analysis)
   std::vector<std::string> keep_fp32;       // the float part's recommended FP32 nodes (layers float/both)
   std::vector<std::string> warnings;        // e.g. plan tensors matching no model tensor
-  std::string text, json;
+  std::string text, json;                   // empty on ranks > 0 (every rank has the numbers)
+  int rank = 0, world_size = 1;
+  std::string rank_line;                    // under a launch: this rank's shard, trials and time
 };
 Result<AnalyzeReport> Analyze(const AnalyzeOptions& options);
 
 // fallback: the smallest set of layers to keep in float so INT8 comes within `budget` of FP32.
+inline constexpr int64_t kDefaultTrialCacheMib = 512;
 struct FallbackOptions {
   PlanEvaluationOptions evaluation;
   double budget = 0.5;
   int max_float_layers = 0;
   std::string output_dir;  // plan.json, model.qdq.onnx, layer_precisions.txt, fallback.json
+  std::string float_precision = "fp16";  // named in layer_precisions: fp16 | fp32
+  // The float part of the written model and of every trial (as for ConvertOptions: all unset
+  // keeps the plan's own).
+  FloatPart floats;
+  // Activations cached for trials to start from (0: every trial runs the whole model; same results).
+  int64_t trial_cache_mib = kDefaultTrialCacheMib;
+  bool progress = false;  // a bar on stderr when it is a terminal
 };
 struct FallbackReport {
   Plan plan;                               // with float_nodes
   std::vector<std::string> float_layers;
   double fp32_value = 0, int8_value = 0, final_value = 0;
-  bool within_budget = false;
+  bool within_budget = false;              // the CLI exits 1 when false
   std::string layer_precisions;            // trtexec --layerPrecisions value
   std::vector<std::string> written, warnings;
-  std::string text, json;
+  std::string text, json;                  // empty on ranks > 0
+  int rank = 0, world_size = 1;
+  std::string rank_line;
 };
 Result<FallbackReport> Fallback(const FallbackOptions& options);
 
@@ -123,11 +137,20 @@ struct ConvertOptions {
   std::string model;                  // float model, for plan -> Q/DQ ONNX
   std::string placement = "tensorrt";  // "tensorrt" | "plan" (where the source quantized)
   bool qdq_output = false;            // ONNX -> ONNX: write the TensorRT Q/DQ model
-  std::string trt_version = "8.6.1";
+  CacheOptions cache;                 // a written calib.cache's header
+  // The float part of a written Q/DQ model. dtype, cast_io and keep_fp32 all unset: the float
+  // precision a plan.json records (else the default, fp16). weight_storage applies; int8 must be true.
+  FloatPart floats;
+  std::string float_precision = "fp16";  // named in the layer_precisions string: fp16 | fp32
+  // plan -> Q/DQ ONNX: data to check the float dtype's ranges on first, and to measure the written
+  // model against `model` (the migration check of an implicit-INT8 deployment to TensorRT 11).
+  std::string data;
+  ImagePreprocessing image;
+  int64_t samples = 0, batch_size = 32;
 };
 struct ConvertReport {
   std::vector<std::string> written, messages;
-  std::string layer_precisions;
+  std::string layer_precisions;  // trtexec --layerPrecisions for the layers kept in float
   std::string json;
 };
 Result<ConvertReport> Convert(const ConvertOptions& options);

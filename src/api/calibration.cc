@@ -94,6 +94,18 @@ Result<pipelines::MethodChoice> ToMethodChoice(const MethodChoices& choices) {
   return out;
 }
 
+Result<std::optional<passes::FloatOptions>> ToFloatOverride(const FloatPart& f) {
+  QK_RETURN_IF_NOT(f.int8, StatusCode::kInvalidArgument, "this writer writes INT8 models: floats.int8 must be true");
+  if (f.dtype.empty() && !f.cast_io && f.keep_fp32.empty()) return std::optional<passes::FloatOptions>();
+  passes::FloatOptions out;
+  if (!f.dtype.empty()) {
+    QK_ASSIGN_OR_RETURN(out.dtype, quant::ParseFloatDType(f.dtype));
+  }
+  out.cast_io = f.cast_io;
+  out.keep_fp32 = f.keep_fp32;
+  return std::optional<passes::FloatOptions>(std::move(out));
+}
+
 Result<distributed::DistributedOptions> ToDistributedOptions(const DistributedChoices& choices) {
   constexpr double kMaxTimeoutSeconds = 86400;
   const double timeout = choices.timeout_seconds;

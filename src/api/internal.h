@@ -6,6 +6,7 @@
 #include "data/image_options.h"
 #include "distributed/launch.h"
 #include "formats/trt_cache.h"
+#include "passes/float_precision.h"
 #include "passes/qdq_placement.h"
 #include "pipelines/calibration_stages.h"
 #include "quant/plan.h"
@@ -37,6 +38,9 @@ Result<data::ImageOptions> ToImageOptions(const ImagePreprocessing& preprocessin
 passes::PlacementOptions ToPlacementOptions(const Placement& placement);
 // Method names parsed ("percentile:99.9"); overrides are checked against the sites by BuildPlan.
 Result<pipelines::MethodChoice> ToMethodChoice(const MethodChoices& choices);
+// The float part a writer is asked for: nullopt when dtype, cast_io and keep_fp32 are all unset
+// (convert and fallback then keep a plan's own); int8 must be true.
+Result<std::optional<passes::FloatOptions>> ToFloatOverride(const FloatPart& floats);
 // The timeout range-checked (1 to 86400 s).
 Result<distributed::DistributedOptions> ToDistributedOptions(const DistributedChoices& choices);
 // The rank's fields of a report: rank, world size and, under a launch, its summary line.

@@ -1,5 +1,6 @@
 // include/quantkit/pipelines.h over the internal pipelines: parse the public options (strings
 // become enums here, once), call the one pipeline function, and return its report.
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "analysis/float_layers.h"
 #include "analysis/layer_analysis.h"
 #include "analysis/metrics.h"
+#include "analysis/prefix_cache.h"
 #include "analysis/qdq_lint.h"
 #include "common/check.h"
 #include "formats/trt_cache.h"
@@ -33,9 +35,10 @@ Result<pipelines::PlanEvaluation> Open(const PlanEvaluationOptions& o) {
   eval.data = o.data;
   eval.samples = o.samples;
   eval.batch_size = o.batch_size;
+  QK_ASSIGN_OR_RETURN(distributed::DistributedOptions launch, api::ToDistributedOptions(o.distributed));
   if (o.loaded_plan.valid())
-    return pipelines::OpenPlanEvaluation(eval, o.loaded_plan.impl().plan, o.placement);
-  return pipelines::OpenPlanEvaluation(eval, o.plan, o.placement);
+    return pipelines::OpenPlanEvaluation(eval, o.loaded_plan.impl().plan, o.placement, launch);
+  return pipelines::OpenPlanEvaluation(eval, o.plan, o.placement, launch);
 }
 
 }  // namespace
@@ -92,6 +95,7 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
 Result<AnalyzeReport> Analyze(const AnalyzeOptions& options) {
   QK_RETURN_IF_NOT(options.layers == "int8" || options.layers == "float" || options.layers == "both",
                    StatusCode::kInvalidArgument, "layers '{}': expected int8, float or both", options.layers);
+  QK_RETURN_IF_NOT(options.top >= 0, StatusCode::kInvalidArgument, "top must be >= 0, got {}", options.top);
   QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation opened, Open(options.evaluation));
   QK_ASSIGN_OR_RETURN(auto owned, pipelines::AnalyzeMetrics(options.evaluation.metrics, *opened.evaluator));
   const std::vector<analysis::Metric*> metrics = analysis::MetricPointers(owned);
@@ -112,12 +116,33 @@ Result<AnalyzeReport> Analyze(const AnalyzeOptions& options) {
     report.keep_fp32 = floats->keep_fp32;
   }
   report.warnings = opened.warnings;
-  report.text = analysis::FormatAnalyzeReport(int8 ? &*int8 : nullptr, floats ? &*floats : nullptr, 0);
+  const double seconds = (int8 ? int8->seconds : 0.0) + (floats ? floats->seconds : 0.0);
+  const int64_t trials = (int8 ? int8->trials + 1 : 0) + (floats ? floats->trials : 0);
+  api::SetRank(opened.Rank(seconds, trials), &report);
+  if (report.rank != 0) return report;  // every rank has the numbers; rank 0 the text
+  report.text = analysis::FormatAnalyzeReport(int8 ? &*int8 : nullptr, floats ? &*floats : nullptr,
+                                              static_cast<size_t>(options.top));
   report.json = analysis::AnalyzeReportJson(int8 ? &*int8 : nullptr, floats ? &*floats : nullptr);
   return report;
 }
 
+static_assert((kDefaultTrialCacheMib << 20) == analysis::kDefaultPrefixCacheBytes);
+
 Result<FallbackReport> Fallback(const FallbackOptions& options) {
+  // The numbers before the data is opened.
+  constexpr double kMaxBudget = 100;               // top1/agreement points; rel_mse is a ratio below it
+  constexpr int64_t kMaxTrialCacheMib = 1 << 20;   // 1 TiB
+  QK_RETURN_IF_NOT(std::isfinite(options.budget) && options.budget >= 0 && options.budget <= kMaxBudget,
+                   StatusCode::kInvalidArgument, "budget must be in [0, {}], got {}", kMaxBudget, options.budget);
+  QK_RETURN_IF_NOT(options.max_float_layers >= 0, StatusCode::kInvalidArgument,
+                   "max_float_layers must be >= 0 (0: no limit), got {}", options.max_float_layers);
+  QK_RETURN_IF_NOT(options.trial_cache_mib >= 0 && options.trial_cache_mib <= kMaxTrialCacheMib,
+                   StatusCode::kInvalidArgument, "trial_cache_mib must be in [0, {}], got {}", kMaxTrialCacheMib,
+                   options.trial_cache_mib);
+  QK_RETURN_IF_NOT(options.float_precision == "fp16" || options.float_precision == "fp32",
+                   StatusCode::kInvalidArgument, "float_precision '{}': use fp16 or fp32", options.float_precision);
+  QK_RETURN_IF_ERROR(api::ToFloatOverride(options.floats).status());
+  QK_RETURN_IF_ERROR(passes::ParseWeightStorage(options.floats.weight_storage).status());
   QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation opened, Open(options.evaluation));
   QK_RETURN_IF_NOT(options.evaluation.metrics.size() <= 1, StatusCode::kInvalidArgument,
                    "fallback searches on one metric, got {}", options.evaluation.metrics.size());
@@ -128,6 +153,11 @@ Result<FallbackReport> Fallback(const FallbackOptions& options) {
   fallback.budget = options.budget;
   fallback.max_float_layers = options.max_float_layers;
   fallback.output_dir = options.output_dir;
+  fallback.float_precision = options.float_precision;
+  QK_ASSIGN_OR_RETURN(fallback.floats, api::ToFloatOverride(options.floats));
+  QK_ASSIGN_OR_RETURN(fallback.weight_storage, passes::ParseWeightStorage(options.floats.weight_storage));
+  fallback.trial_cache_bytes = options.trial_cache_mib << 20;
+  fallback.progress = options.progress;
   QK_ASSIGN_OR_RETURN(pipelines::FallbackResult r,
                       pipelines::RunFallback(*opened.evaluator, opened.plan, metric.get(), fallback));
   FallbackReport report;
@@ -140,6 +170,9 @@ Result<FallbackReport> Fallback(const FallbackOptions& options) {
   report.layer_precisions = r.layer_precisions;
   report.written = r.written;
   report.warnings = opened.warnings;
+  // Every rank took the same decisions; rank 0 wrote the files and has the text.
+  api::SetRank(opened.Rank(r.search.seconds + r.full_eval_seconds, r.search.evaluations + 1), &report);
+  if (report.rank != 0) return report;
   report.text = pipelines::FormatFallback(r);
   report.json = pipelines::FallbackJson(r);
   return report;
@@ -178,7 +211,18 @@ Result<ConvertReport> Convert(const ConvertOptions& options) {
                    "convert placement: use tensorrt or plan");
   c.placement_from_plan = policy == passes::PlacementPolicy::kPlan;
   c.qdq_output = options.qdq_output;
-  QK_ASSIGN_OR_RETURN(c.cache.version, formats::ParseTrtVersion(options.trt_version));
+  QK_ASSIGN_OR_RETURN(c.cache, api::ToTrtCacheOptions(options.cache));
+  QK_ASSIGN_OR_RETURN(c.floats, api::ToFloatOverride(options.floats));
+  QK_ASSIGN_OR_RETURN(c.weight_storage, passes::ParseWeightStorage(options.floats.weight_storage));
+  QK_RETURN_IF_NOT(options.float_precision == "fp16" || options.float_precision == "fp32",
+                   StatusCode::kInvalidArgument, "float_precision '{}': use fp16 or fp32", options.float_precision);
+  c.float_precision = options.float_precision;
+  c.data = options.data;
+  QK_ASSIGN_OR_RETURN(c.image, api::ToImageOptions(options.image));
+  QK_RETURN_IF_NOT(options.samples >= 0 && options.batch_size > 0, StatusCode::kInvalidArgument,
+                   "samples must be >= 0 and batch_size > 0, got {} and {}", options.samples, options.batch_size);
+  c.samples = options.samples;
+  c.batch_size = options.batch_size;
   QK_ASSIGN_OR_RETURN(pipelines::ConvertResult r, pipelines::Convert(c));
   return ConvertReport{r.written, r.messages, r.layer_precisions, pipelines::ConvertResultJson(r)};
 }

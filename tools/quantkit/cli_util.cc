@@ -208,28 +208,31 @@ Result<data::ImageOptions> ToImageOptions(const ImageArgs& a) {
   return data::ParseImageOptions(text);
 }
 
+FloatPart ToFloatPart(const FloatArgs& a, bool int8) {
+  return {a.dtype, a.cast_io, a.keep_fp32, a.weight_storage, int8};
+}
+
 ImagePreprocessing ToImagePreprocessing(const ImageArgs& a) {
   return {a.resize, a.crop, a.color, a.layout, a.mean, a.std, a.scale != 0 ? std::optional<double>(a.scale) : std::nullopt};
 }
 
-void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* a, const std::string& data_help) {
-  cmd->add_option("model", a->eval.model, "FP32 ONNX model")->required();
-  cmd->add_option("--plan", a->plan, "plan .json, TensorRT cache, ranges .txt or Q/DQ .onnx")->required();
-  cmd->add_option("--data", a->eval.data, data_help)->required();
-  cmd->add_option("--samples", a->eval.samples, "first N samples (0: all)")
+void AddPlanEvalOptions(CLI::App* cmd, PlanEvaluationOptions* o, const std::string& data_help) {
+  cmd->add_option("model", o->model, "FP32 ONNX model")->required();
+  cmd->add_option("--plan", o->plan, "plan .json, TensorRT cache, ranges .txt or Q/DQ .onnx")->required();
+  cmd->add_option("--data", o->data, data_help)->required();
+  cmd->add_option("--samples", o->samples, "first N samples (0: all)")
       ->transform(InRange(0, kMaxCount))
       ->capture_default_str();
-  cmd->add_option("--batch-size", a->eval.batch_size, "samples per run")
+  cmd->add_option("--batch-size", o->batch_size, "samples per run")
       ->transform(InRange(1, kMaxBatch))
       ->capture_default_str();
-  cmd->add_option("--placement", a->placement, "auto, tensorrt or plan")->capture_default_str();
-  AddDistributedOptions(cmd, &a->distributed);
+  cmd->add_option("--placement", o->placement, "auto, tensorrt or plan")->capture_default_str();
+  AddDistributedOptions(cmd, &o->distributed);
 }
 
-Result<pipelines::PlanEvaluation> OpenPlanEvaluation(const PlanEvalArgs& args) {
-  QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation r, pipelines::OpenPlanEvaluation(args.eval, args.plan, args.placement, args.distributed));
-  for (const std::string& w : r.warnings) std::fprintf(stderr, "quantkit: warning: %s\n", EscapeControl(w).c_str());
-  return r;
+void PrintWarnings(const std::vector<std::string>& warnings) {
+  for (const std::string& w : warnings) std::fprintf(stderr, "quantkit: warning: %s\n", EscapeControl(w).c_str());
 }
+
 
 }  // namespace quantkit::cli

@@ -8,14 +8,13 @@
 #include <memory>
 #include <string>
 
-#include "analysis/plan_eval.h"
 #include "common/text.h"
-#include "pipelines/plan_evaluation.h"
 #include "data/image_options.h"
 #include "passes/float_precision.h"
 #include "passes/insert_qdq.h"
 #include "quant/plan.h"
 #include "quantkit/data_source.h"
+#include "quantkit/pipelines.h"
 #include "quantkit/status.h"
 
 namespace quantkit::cli {
@@ -66,18 +65,13 @@ Result<passes::FloatOptions> ToFloatOptions(const FloatArgs& args);
 // nullopt when none of the float options was given (convert and fallback then keep the float
 // precision a plan.json records).
 Result<std::optional<passes::FloatOptions>> ToFloatOverride(const FloatArgs& args);
+// The same options for the public API, which parses them (quantkit/calibration.h FloatPart).
+FloatPart ToFloatPart(const FloatArgs& args, bool int8 = true);
 
-// The options analyze and fallback share: MODEL, --plan, --data, --samples, --batch-size and
-// --placement. `data_help` describes --data for the subcommand.
-struct PlanEvalArgs {
-  analysis::PlanEvalOptions eval;
-  std::string plan, placement = "auto";
-  distributed::DistributedOptions distributed;  // --distributed, --dist-timeout
-};
-void AddPlanEvalOptions(CLI::App* cmd, PlanEvalArgs* args, const std::string& data_help);
-
-// The shared start of analyze and fallback (pipelines/plan_evaluation.h), its warnings printed
-// on stderr. Under a torchrun/srun/PyTorchJob launch each rank evaluates its shard.
-Result<pipelines::PlanEvaluation> OpenPlanEvaluation(const PlanEvalArgs& args);
+// The options analyze and fallback share: MODEL, --plan, --data, --samples, --batch-size,
+// --placement and the distributed ones. `data_help` describes --data for the subcommand.
+void AddPlanEvalOptions(CLI::App* cmd, PlanEvaluationOptions* options, const std::string& data_help);
+// A report's warnings on stderr, one line each, control characters escaped.
+void PrintWarnings(const std::vector<std::string>& warnings);
 
 }  // namespace quantkit::cli

@@ -133,8 +133,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       }
       for (const std::string& e : opts->exclude) c.placement.Exclude(e);
       c.placement.per_channel_weights = opts->weights == "per-channel";
-      const FloatArgs& f = opts->floats;
-      c.floats = {f.dtype, f.cast_io, f.keep_fp32, f.weight_storage, opts->int8 == "on"};
+      c.floats = ToFloatPart(opts->floats, opts->int8 == "on");
       if (opts->int8 != "on" && opts->int8 != "off") {
         return Report(Status(StatusCode::kInvalidArgument, "--int8 '" + opts->int8 + "': use on or off"));
       }

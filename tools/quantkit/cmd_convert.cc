@@ -2,20 +2,17 @@
 //                  [--layer-precisions] [--float-precision fp16|fp32] [--qdq] [--json]
 #include <cstdio>
 
-#include "pipelines/convert.h"
 #include "cli_util.h"
 #include "numeric_options.h"
+#include "quantkit/pipelines.h"
 
 namespace quantkit::cli {
 
 void SetupConvert(CLI::App& app, RunFn* run) {
   struct Options {
-    pipelines::ConvertOptions convert;
-    std::string trt_version = formats::kDefaultTrtVersion;
-    std::string calibrator = "EntropyCalibration2";
+    ConvertOptions convert;
     bool layer_precisions = false;
     bool json = false;
-    std::string placement = "tensorrt";
     FloatArgs floats;
     ImageArgs image;
   };
@@ -32,12 +29,12 @@ void SetupConvert(CLI::App& app, RunFn* run) {
   cmd->add_option("input", opts->convert.input, "input file")->required();
   cmd->add_option("output", opts->convert.output, "output file (written atomically)")->required();
   cmd->add_option("--model", opts->convert.model, "float ONNX model (plan -> Q/DQ ONNX)");
-  cmd->add_option("--trt-version", opts->trt_version,
+  cmd->add_option("--trt-version", opts->convert.cache.trt_version,
                   "TensorRT version the cache is for (header TRT-<NV_TENSORRT_VERSION>-...)")
       ->capture_default_str();
-  cmd->add_option("--calibrator", opts->calibrator, "cache header calibrator: EntropyCalibration2 | MinMaxCalibration")
+  cmd->add_option("--calibrator", opts->convert.cache.calibrator, "cache header calibrator: EntropyCalibration2 | MinMaxCalibration")
       ->capture_default_str();
-  cmd->add_option("--placement", opts->placement,
+  cmd->add_option("--placement", opts->convert.placement,
                   "plan -> Q/DQ ONNX: 'tensorrt' (TensorRT's recipe) or 'plan' (exactly where the "
                   "plan's Q/DQ-extracted scales were: reproduces a QAT model)")
       ->check(CLI::IsMember({"tensorrt", "plan"}))
@@ -65,25 +62,12 @@ void SetupConvert(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      auto version = formats::ParseTrtVersion(opts->trt_version);
-      if (!version.ok()) return Report(version.status());
-      auto calibrator = formats::ParseTrtCalibrator(opts->calibrator);
-      if (!calibrator.ok()) return Report(calibrator.status());
-      opts->convert.cache = {*version, *calibrator};
-      opts->convert.placement_from_plan = opts->placement == "plan";
-      auto floats = ToFloatOverride(opts->floats);
-      if (!floats.ok()) return Report(floats.status());
-      opts->convert.floats = *floats;
-      auto storage = passes::ParseWeightStorage(opts->floats.weight_storage);
-      if (!storage.ok()) return Report(storage.status());
-      opts->convert.weight_storage = *storage;
-      auto image = ToImageOptions(opts->image);
-      if (!image.ok()) return Report(image.status());
-      opts->convert.image = *image;
-      auto result = pipelines::Convert(opts->convert);
+      opts->convert.floats = ToFloatPart(opts->floats);
+      opts->convert.image = ToImagePreprocessing(opts->image);
+      auto result = Convert(opts->convert);
       if (!result.ok()) return Report(result.status());
       if (opts->json) {
-        std::printf("%s", pipelines::ConvertResultJson(*result).c_str());
+        std::printf("%s", result->json.c_str());
         return 0;
       }
       for (const std::string& m : result->messages) std::printf("%s\n", m.c_str());

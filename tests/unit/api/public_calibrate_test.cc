@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "quantkit/calibration.h"
+#include "quantkit/pipelines.h"
 
 namespace quantkit {
 namespace {
@@ -149,6 +150,63 @@ TEST(PublicCalibrate, BudgetSearchReportsWhetherItWasReached) {
   EXPECT_TRUE(fs::exists(dir / "out" / "layer_precisions.txt"));
   // summary.txt is the report without the "wrote" lines.
   EXPECT_EQ(r->summary.find("wrote "), std::string::npos) << r->summary;
+}
+
+// convert and lint as the CLI runs them: a plan.json to a Q/DQ model with the float part asked
+// for, its layer-precision string, and lint's verdict and exit code on what was written.
+TEST(PublicCalibrate, ConvertWritesTheFloatPartAskedForAndLintJudgesIt) {
+  const fs::path dir = fs::path(testing::TempDir()) / "qk_public_convert";
+  fs::remove_all(dir);
+  CalibrateOptions o;
+  o.model = kModel;
+  o.data = "fashion-mnist:calib";
+  o.data_options.samples = 32;
+  o.check_samples = 0;
+  o.output_dir = (dir / "cal").string();
+  auto calibrated = Calibrate(o);
+  if (!calibrated.ok() && calibrated.status().code() == StatusCode::kNotFound) {
+    GTEST_SKIP() << "Debian's fashion-mnist is not installed: " << calibrated.status().message();
+  }
+  ASSERT_TRUE(calibrated.ok()) << calibrated.status().ToString();
+
+  ConvertOptions c;
+  c.input = (dir / "cal" / "plan.json").string();
+  c.output = (dir / "fp32.qdq.onnx").string();
+  c.model = kModel;
+  c.floats.dtype = "fp32";
+  c.cache.calibrator = "MinMaxCalibration";
+  auto converted = Convert(c);
+  ASSERT_TRUE(converted.ok()) << converted.status().ToString();
+  EXPECT_TRUE(fs::exists(c.output));
+  EXPECT_NE(converted->json.find("written"), std::string::npos) << converted->json;
+
+  auto linted = Lint({c.output});
+  ASSERT_TRUE(linted.ok()) << linted.status().ToString();
+  EXPECT_GT(linted->quantize_nodes, 0);
+  // INT8-stored weights have a DequantizeLinear and no QuantizeLinear.
+  EXPECT_GT(linted->dequantize_nodes, linted->quantize_nodes);
+  EXPECT_NE(linted->worst, "error") << linted->text;
+  EXPECT_EQ(linted->exit_code, linted->worst == "warning" ? 1 : 0) << linted->text;
+  EXPECT_FALSE(linted->text.empty());
+
+  // Options checked before anything is written.
+  for (auto breaks : {+[](ConvertOptions* x) { x->float_precision = "fp8"; },
+                      +[](ConvertOptions* x) { x->floats.int8 = false; },
+                      +[](ConvertOptions* x) { x->floats.dtype = "fp64"; },
+                      +[](ConvertOptions* x) { x->cache.calibrator = "Legacy"; },
+                      +[](ConvertOptions* x) { x->batch_size = 0; }}) {
+    ConvertOptions bad = c;
+    bad.output = (dir / "bad.onnx").string();
+    breaks(&bad);
+    auto r = Convert(bad);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+    EXPECT_FALSE(fs::exists(bad.output));
+  }
+  // lint of a file that is not there names it.
+  auto missing = Lint({(dir / "none.onnx").string()});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("none.onnx"), std::string::npos) << missing.status().message();
 }
 
 }  // namespace
