@@ -40,7 +40,8 @@ CLI11 = re.compile(r"^CLI/")
 THIRD_PARTY_IN_PUBLIC = re.compile(r"^(fmt/|nlohmann/|ATen/|c10/|torch/|google/|CLI/|onnx/)")
 SOURCE_SUFFIXES = {".h", ".hpp", ".cc", ".cpp", ".cxx"}
 FRONT_DOOR_COMMANDS = {f"tools/quantkit/cmd_{name}.cc"
-                       for name in ("calibrate", "eval", "analyze", "fallback", "convert", "lint", "run")}
+                       for name in ("calibrate", "eval", "analyze", "fallback", "convert", "lint", "run", "diagnose",
+                                    "data", "cache", "inspect", "tensor_calib")}
 CLI_THIRD_PARTY = re.compile(r"^(CLI|fmt)/")
 PYTHON_THIRD_PARTY = re.compile(r"^(pybind11|fmt)/")
 

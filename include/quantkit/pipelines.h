@@ -113,12 +113,24 @@ Result<FallbackReport> Fallback(const FallbackOptions& options);
 
 // diagnose: is the calibration data enough, stable, like the reference data, preprocessed as
 // the model expects, batch-independent? (docs/diagnose.md)
+inline constexpr int64_t kMaxDiagnoseChunks = 256, kMaxDiagnoseResamples = 100000;
 struct DiagnoseOptions {
   std::string model, data, reference_data;
   int64_t samples = 0, reference_samples = 0, batch_size = 32;
   std::string method = "max";
+  // The declared model-input expectation: "range=LO:HI" and/or "mean=M[/M..],std=S[/S..]".
+  std::string expect;
+  Placement placement;      // exclusions as calibrate takes them
+  int64_t chunks = 16;      // collector sets kept (curves, bootstrap; memory grows), 1..kMaxDiagnoseChunks
+  int64_t bootstrap = 64;   // bootstrap resamples, 0..kMaxDiagnoseResamples
+  int64_t subsets = 16;     // random half-subsets for the stability CV, 0..kMaxDiagnoseResamples
+  uint64_t seed = 1;        // of the resampling
+  double ci_tolerance = 0.05;  // wanted 95% interval half-width of each scale (relative), (0, 1]
+  double cv_tolerance = 0.05;  // coefficient of variation above which a scale is unstable, (0, 1]
+  int64_t batch_check_samples = 16;  // run at batch 1 and batch B for batch dependence (0: skip)
   std::string output_dir;  // report.txt, report.json, SVG pictures
   bool progress = false;   // a bar on stderr when it is a terminal
+  DistributedChoices distributed;  // each rank its shard; rank 0 analyses and writes
 };
 struct DiagnoseReport {
   bool clean = false;       // no error or warning finding
@@ -126,7 +138,9 @@ struct DiagnoseReport {
   int64_t suggested_samples = 0;
   std::vector<std::string> findings;  // "severity: message"
   std::vector<std::string> written;
-  std::string text, json;
+  std::string text, json;   // the report (text: what `quantkit diagnose` prints); empty on ranks > 0
+  int rank = 0, world_size = 1;
+  std::string rank_line;
 };
 Result<DiagnoseReport> Diagnose(const DiagnoseOptions& options);
 
@@ -173,6 +187,79 @@ struct LintReport {
   std::string text, json;
 };
 Result<LintReport> Lint(const LintOptions& options);
+
+// tensor-calib: the amax each calibration method gives one tensor (a .npy file of any float or
+// integer dtype), from one |x| histogram of `bins` bins.
+inline constexpr int64_t kDefaultTensorCalibBins = 2048, kMinTensorCalibBins = 1, kMaxTensorCalibBins = 65536;
+struct TensorCalibOptions {
+  std::string file;
+  std::vector<std::string> methods = {"all"};  // max, entropy, percentile[:P], mse, or all
+  int64_t bins = kDefaultTensorCalibBins;
+};
+struct TensorMethodAmax {
+  std::string method;         // its label, e.g. "percentile:99.99"
+  float amax = 0;
+  int64_t bin = -1;           // the histogram bin the method chose (-1: none, max)
+  std::string trt_scale_hex;  // amax / 127 as TensorRT's cache writes it
+};
+struct TensorCalibReport {
+  std::vector<TensorMethodAmax> methods;
+  std::string text, json;     // what `quantkit tensor-calib` prints
+};
+Result<TensorCalibReport> CalibrateTensorFile(const TensorCalibOptions& options);
+
+// inspect: a model's versions, inputs/outputs, op histogram and weights (any ONNX model).
+struct ModelInspection {
+  int64_t ir_version = 0, nodes = 0;
+  std::vector<std::string> inputs, outputs;
+  std::string text, json;  // what `quantkit inspect` prints; json with sorted keys
+};
+Result<ModelInspection> InspectModel(const std::string& path);
+
+// cache inspect | diff | check: TensorRT calibration caches read, compared and checked. Each
+// report has `text` (what `quantkit cache` prints) and `problems`, the CLI's exit code 1 when > 0.
+struct CacheInspectReport {
+  int entries = 0;
+  int bad_scales = 0;  // NaN, Inf, negative, zero or denormal
+  int problems = 0;    // = bad_scales
+  std::string text, json;
+};
+Result<CacheInspectReport> InspectCache(const std::string& path);
+
+struct CacheDiffReport {
+  std::vector<std::string> added, removed, changed;  // tensors; changed: |b - a| / |a| > rtol
+  bool header_differs = false;
+  int problems = 0;  // every difference
+  std::string text;
+};
+Result<CacheDiffReport> DiffCaches(const std::string& a, const std::string& b, double rtol = 1e-6);
+
+struct CacheCheckOptions {
+  std::string cache, model;
+  std::string trt_version;  // "": not checked; else the TensorRT that will read the cache
+  std::string calibrator;   // "": not checked; else EntropyCalibration2 | MinMaxCalibration
+};
+struct CacheCheckReport {
+  std::vector<std::string> missing, stale, header_issues, bad_scales;
+  int matched = 0;
+  int problems = 0;
+  std::string text;
+};
+Result<CacheCheckReport> CheckCache(const CacheCheckOptions& options);
+
+// data: what a data spec feeds a model after its declared preprocessing, written as
+// output_dir/<input>.npy (and labels.npy when the data has labels), one set or nothing. Holds
+// the samples in memory: for checking preprocessing on a few images, not for whole datasets.
+struct WriteDataOptions {
+  std::string model, data, output_dir;
+  ImagePreprocessing image;
+  int64_t samples = 16;  // the first N (0: all)
+};
+struct WriteDataReport {
+  std::string source;  // the data's description
+  std::string text;    // "SOURCE -> DIR"
+};
+Result<WriteDataReport> WriteData(const WriteDataOptions& options);
 
 // run: a model on .npy inputs; outputs (and dumped intermediates) written as .npy.
 struct RunOptions {

@@ -14,7 +14,10 @@
 #include "analysis/prefix_cache.h"
 #include "analysis/qdq_lint.h"
 #include "common/check.h"
+#include "data/source.h"
+#include "onnx/import.h"
 #include "formats/trt_cache.h"
+#include "pipelines/cache_tools.h"
 #include "passes/apply_plan.h"
 #include "pipelines/calibrate.h"
 #include "pipelines/convert.h"
@@ -178,17 +181,45 @@ Result<FallbackReport> Fallback(const FallbackOptions& options) {
   return report;
 }
 
+static_assert(kMaxDiagnoseChunks == pipelines::kMaxChunks && kMaxDiagnoseResamples == pipelines::kMaxResamples);
+
 Result<DiagnoseReport> Diagnose(const DiagnoseOptions& options) {
   pipelines::DiagnoseOptions d;
   d.model = options.model;
   d.data = options.data;
   d.reference_data = options.reference_data;
+  QK_RETURN_IF_NOT(options.samples >= 0 && options.reference_samples >= 0 && options.batch_size > 0 &&
+                       options.batch_check_samples >= 0,
+                   StatusCode::kInvalidArgument,
+                   "samples, reference_samples and batch_check_samples must be >= 0 and batch_size > 0");
   d.samples = options.samples;
   d.reference_samples = options.reference_samples;
   d.batch_size = options.batch_size;
   QK_ASSIGN_OR_RETURN(d.method, quant::ParseMethod(options.method));
+  if (!options.expect.empty()) {
+    QK_ASSIGN_OR_RETURN(d.expect, pipelines::ParseExpectation(options.expect));
+  }
+  d.placement = api::ToPlacementOptions(options.placement);
+  QK_RETURN_IF_NOT(options.chunks >= 1 && options.chunks <= kMaxDiagnoseChunks, StatusCode::kInvalidArgument,
+                   "chunks must be in [1, {}], got {}", kMaxDiagnoseChunks, options.chunks);
+  QK_RETURN_IF_NOT(options.bootstrap >= 0 && options.bootstrap <= kMaxDiagnoseResamples &&
+                       options.subsets >= 0 && options.subsets <= kMaxDiagnoseResamples,
+                   StatusCode::kInvalidArgument, "bootstrap and subsets must be in [0, {}], got {} and {}",
+                   kMaxDiagnoseResamples, options.bootstrap, options.subsets);
+  d.chunks = static_cast<int>(options.chunks);
+  d.bootstrap = static_cast<int>(options.bootstrap);
+  d.subsets = static_cast<int>(options.subsets);
+  d.seed = options.seed;
+  for (const double t : {options.ci_tolerance, options.cv_tolerance}) {
+    QK_RETURN_IF_NOT(std::isfinite(t) && t > 0 && t <= 1, StatusCode::kInvalidArgument,
+                     "ci_tolerance and cv_tolerance must be in (0, 1], got {}", t);
+  }
+  d.ci_tolerance = options.ci_tolerance;
+  d.cv_tolerance = options.cv_tolerance;
+  d.batch_check_samples = options.batch_check_samples;
   d.output_dir = options.output_dir;
   d.progress = options.progress;
+  QK_ASSIGN_OR_RETURN(d.distributed, api::ToDistributedOptions(options.distributed));
   QK_ASSIGN_OR_RETURN(pipelines::DiagnoseResult r, pipelines::Diagnose(d));
   DiagnoseReport report;
   report.clean = r.clean;
@@ -196,7 +227,11 @@ Result<DiagnoseReport> Diagnose(const DiagnoseOptions& options) {
   report.suggested_samples = r.suggested_samples;
   for (const pipelines::Finding& f : r.findings) report.findings.push_back(f.severity + ": " + f.message);
   report.written = r.written;
-  report.text = pipelines::DiagnoseText(r);
+  // Under a launch rank 0 has the whole report; every rank its line.
+  api::SetRank(r.rank, &report);
+  if (report.rank != 0) return report;
+  report.text = r.summary;
+  for (const std::string& f : r.written) report.text += "wrote " + f + "\n";
   report.json = pipelines::DiagnoseJson(r);
   return report;
 }
@@ -225,6 +260,64 @@ Result<ConvertReport> Convert(const ConvertOptions& options) {
   c.batch_size = options.batch_size;
   QK_ASSIGN_OR_RETURN(pipelines::ConvertResult r, pipelines::Convert(c));
   return ConvertReport{r.written, r.messages, r.layer_precisions, pipelines::ConvertResultJson(r)};
+}
+
+Result<CacheInspectReport> InspectCache(const std::string& path) {
+  QK_ASSIGN_OR_RETURN(formats::TrtCache cache, formats::ReadTrtCache(path));
+  CacheInspectReport report;
+  report.entries = static_cast<int>(cache.scales.size());
+  report.bad_scales = pipelines::CountBadScales(cache);
+  report.problems = report.bad_scales;
+  report.text = pipelines::InspectCacheText(cache);
+  report.json = pipelines::InspectCacheJson(cache);
+  return report;
+}
+
+Result<CacheDiffReport> DiffCaches(const std::string& a_path, const std::string& b_path, double rtol) {
+  QK_RETURN_IF_NOT(std::isfinite(rtol) && rtol >= 0, StatusCode::kInvalidArgument, "rtol must be >= 0, got {}",
+                   rtol);
+  QK_ASSIGN_OR_RETURN(formats::TrtCache a, formats::ReadTrtCache(a_path));
+  QK_ASSIGN_OR_RETURN(formats::TrtCache b, formats::ReadTrtCache(b_path));
+  const pipelines::CacheDiff d = pipelines::DiffCaches(a, b, rtol);
+  CacheDiffReport report;
+  report.added = d.added;
+  report.removed = d.removed;
+  for (const pipelines::CacheDiff::Change& c : d.changed) report.changed.push_back(c.tensor);
+  report.header_differs = d.header_differs;
+  report.problems = static_cast<int>(d.added.size() + d.removed.size() + d.changed.size()) + (d.header_differs ? 1 : 0);
+  report.text = pipelines::FormatCacheDiff(d, a, b);
+  return report;
+}
+
+Result<CacheCheckReport> CheckCache(const CacheCheckOptions& options) {
+  std::optional<formats::TrtVersion> version;
+  if (!options.trt_version.empty()) {
+    QK_ASSIGN_OR_RETURN(version, formats::ParseTrtVersion(options.trt_version));
+  }
+  std::optional<formats::TrtCalibrator> calibrator;
+  if (!options.calibrator.empty()) {
+    QK_ASSIGN_OR_RETURN(calibrator, formats::ParseTrtCalibrator(options.calibrator));
+  }
+  QK_ASSIGN_OR_RETURN(formats::TrtCache cache, formats::ReadTrtCache(options.cache));
+  QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(options.model));
+  QK_ASSIGN_OR_RETURN(pipelines::CacheCheck c, pipelines::CheckCache(cache, *model.graph, version, calibrator));
+  CacheCheckReport report{c.missing, c.stale, c.header_issues, c.bad_scales, c.matched, 0, pipelines::FormatCacheCheck(c)};
+  report.problems = static_cast<int>(c.missing.size() + c.stale.size() + c.header_issues.size() + c.bad_scales.size());
+  return report;
+}
+
+Result<WriteDataReport> WriteData(const WriteDataOptions& options) {
+  QK_RETURN_IF_NOT(options.samples >= 0, StatusCode::kInvalidArgument, "samples must be >= 0 (0: all), got {}",
+                   options.samples);
+  QK_ASSIGN_OR_RETURN(data::ImageOptions image, api::ToImageOptions(options.image));
+  QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(options.model));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, data::OpenSource(options.data, data::ModelInputs(model), image));
+  std::unique_ptr<data::Source> first = data::Take(std::move(source), options.samples);
+  QK_RETURN_IF_ERROR(data::DumpSamples(*first, options.output_dir));
+  WriteDataReport report;
+  report.source = first->Describe();
+  report.text = report.source + " -> " + options.output_dir + "\n";
+  return report;
 }
 
 Result<LintReport> Lint(const LintOptions& options) {

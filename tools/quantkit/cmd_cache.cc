@@ -4,10 +4,9 @@
 #include <cstdio>
 #include <optional>
 
-#include "pipelines/cache_tools.h"
 #include "cli_util.h"
 #include "numeric_options.h"
-#include "onnx/import.h"
+#include "quantkit/pipelines.h"
 
 namespace quantkit::cli {
 
@@ -26,11 +25,10 @@ void SetupCache(CLI::App& app, RunFn* run) {
   inspect->add_flag("--json", opts->json, "print JSON");
   inspect->callback([run, opts] {
     *run = [opts]() -> int {
-      auto cache = formats::ReadTrtCache(opts->file);
-      if (!cache.ok()) return Report(cache.status());
-      const std::string out = opts->json ? pipelines::InspectCacheJson(*cache) : pipelines::InspectCacheText(*cache);
-      std::fputs(out.c_str(), stdout);
-      return pipelines::CountBadScales(*cache) > 0 ? 1 : 0;
+      auto r = InspectCache(opts->file);
+      if (!r.ok()) return Report(r.status());
+      std::fputs((opts->json ? r->json : r->text).c_str(), stdout);
+      return r->problems > 0 ? 1 : 0;
     };
   });
 
@@ -42,13 +40,10 @@ void SetupCache(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   diff->callback([run, opts] {
     *run = [opts]() -> int {
-      auto a = formats::ReadTrtCache(opts->file);
-      if (!a.ok()) return Report(a.status());
-      auto b = formats::ReadTrtCache(opts->other);
-      if (!b.ok()) return Report(b.status());
-      const pipelines::CacheDiff d = pipelines::DiffCaches(*a, *b, opts->rtol);
-      std::fputs(pipelines::FormatCacheDiff(d, *a, *b).c_str(), stdout);
-      return d.empty() ? 0 : 1;
+      auto r = DiffCaches(opts->file, opts->other, opts->rtol);
+      if (!r.ok()) return Report(r.status());
+      std::fputs(r->text.c_str(), stdout);
+      return r->problems > 0 ? 1 : 0;
     };
   });
 
@@ -59,26 +54,10 @@ void SetupCache(CLI::App& app, RunFn* run) {
   check->add_option("--calibrator", opts->calibrator, "calibrator the build uses (EntropyCalibration2 | MinMaxCalibration)");
   check->callback([run, opts] {
     *run = [opts]() -> int {
-      auto cache = formats::ReadTrtCache(opts->file);
-      if (!cache.ok()) return Report(cache.status());
-      auto model = onnx_io::ImportModel(opts->model);
-      if (!model.ok()) return Report(model.status());
-      std::optional<formats::TrtVersion> version;
-      if (!opts->trt_version.empty()) {
-        auto v = formats::ParseTrtVersion(opts->trt_version);
-        if (!v.ok()) return Report(v.status());
-        version = *v;
-      }
-      std::optional<formats::TrtCalibrator> calibrator;
-      if (!opts->calibrator.empty()) {
-        auto c = formats::ParseTrtCalibrator(opts->calibrator);
-        if (!c.ok()) return Report(c.status());
-        calibrator = *c;
-      }
-      auto result = pipelines::CheckCache(*cache, *model->graph, version, calibrator);
-      if (!result.ok()) return Report(result.status());
-      std::fputs(pipelines::FormatCacheCheck(*result).c_str(), stdout);
-      return result->ok() ? 0 : 1;
+      auto r = CheckCache({opts->file, opts->model, opts->trt_version, opts->calibrator});
+      if (!r.ok()) return Report(r.status());
+      std::fputs(r->text.c_str(), stdout);
+      return r->problems > 0 ? 1 : 0;
     };
   });
 }

@@ -4,21 +4,18 @@
 #include "cli_distributed.h"
 #include "cli_util.h"
 #include "numeric_options.h"
-#include "pipelines/diagnose/diagnose.h"
-#include "quant/method_amax.h"
+#include "quantkit/pipelines.h"
 
 namespace quantkit::cli {
 
 void SetupDiagnose(CLI::App& app, RunFn* run) {
   struct Options {
-    pipelines::DiagnoseOptions diagnose;
-    std::string method = "max";
-    std::string expect;
+    DiagnoseOptions diagnose;
     std::vector<std::string> exclude;
     bool json = false, quiet = false, strict = false;
   };
   auto opts = std::make_shared<Options>();
-  pipelines::DiagnoseOptions& d = opts->diagnose;
+  DiagnoseOptions& d = opts->diagnose;
   CLI::App* cmd = app.add_subcommand(
       "diagnose",
       "Calibration-data diagnostics: are the samples enough and stable, representative of a reference "
@@ -27,9 +24,9 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
   cmd->add_option("model", d.model, "FP32 ONNX model")->required();
   cmd->add_option("--data", d.data, "calibration data (same specs as calibrate)")->required();
   cmd->add_option("--reference-data", d.reference_data, "validation / production data to compare with");
-  cmd->add_option("--expect", opts->expect,
+  cmd->add_option("--expect", d.expect,
                   "declared model-input expectation: range=LO:HI and/or mean=M[/M..],std=S[/S..] (per channel)");
-  cmd->add_option("--method", opts->method, "the method calibrate will use: max | entropy | percentile[:P] | mse")
+  cmd->add_option("--method", d.method, "the method calibrate will use: max | entropy | percentile[:P] | mse")
       ->capture_default_str();
   cmd->add_option("--samples", d.samples, "use the first N calibration samples (0: all)")
       ->transform(InRange(0, kMaxCount))
@@ -41,13 +38,13 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
       ->transform(InRange(1, kMaxBatch))
       ->capture_default_str();
   cmd->add_option("--chunks", d.chunks, "collector sets kept (resolution of curves and bootstrap; memory grows with it)")
-      ->transform(InRange(1, pipelines::kMaxChunks))
+      ->transform(InRange(1, kMaxDiagnoseChunks))
       ->capture_default_str();
   cmd->add_option("--bootstrap", d.bootstrap, "bootstrap resamples (0: none)")
-      ->transform(InRange(0, pipelines::kMaxResamples))
+      ->transform(InRange(0, kMaxDiagnoseResamples))
       ->capture_default_str();
   cmd->add_option("--subsets", d.subsets, "random half-subsets for the stability CV (0: none)")
-      ->transform(InRange(0, pipelines::kMaxResamples))
+      ->transform(InRange(0, kMaxDiagnoseResamples))
       ->capture_default_str();
   cmd->add_option("--seed", d.seed, "seed of the resampling")->transform(InRange(0, kMaxSeed))->capture_default_str();
   cmd->add_option("--tolerance", d.ci_tolerance, "wanted 95% interval half-width of each scale (relative)")
@@ -68,29 +65,16 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
   AddDistributedOptions(cmd, &d.distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      pipelines::DiagnoseOptions& o = opts->diagnose;
-      auto method = quant::ParseMethod(opts->method);
-      if (!method.ok()) return Report(method.status());
-      o.method = *method;
-      if (!opts->expect.empty()) {
-        auto e = pipelines::ParseExpectation(opts->expect);
-        if (!e.ok()) return Report(e.status());
-        o.expect = *e;
-      }
+      DiagnoseOptions& o = opts->diagnose;
       for (const std::string& e : opts->exclude) o.placement.Exclude(e);
       o.progress = !opts->quiet;
-      auto result = pipelines::Diagnose(o);
-      if (!result.ok()) return Report(result.status());
+      auto r = Diagnose(o);
+      if (!r.ok()) return Report(r.status());
       // Under a launch rank 0 has the whole report and prints it; every rank prints its line.
-      if (result->rank.world_size > 1) PrintRankLine(result->rank);
-      if (result->rank.rank != 0) return 0;
-      if (opts->json) {
-        std::fputs(pipelines::DiagnoseJson(*result).c_str(), stdout);
-      } else {
-        std::fputs(result->summary.c_str(), stdout);
-        for (const std::string& f : result->written) std::printf("wrote %s\n", f.c_str());
-      }
-      return opts->strict && !result->clean ? 1 : 0;
+      if (!r->rank_line.empty()) std::fprintf(stderr, "quantkit: %s\n", r->rank_line.c_str());
+      if (r->rank != 0) return 0;
+      std::fputs((opts->json ? r->json : r->text).c_str(), stdout);
+      return opts->strict && !r->clean ? 1 : 0;
     };
   });
 }
