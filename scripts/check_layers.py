@@ -41,7 +41,7 @@ THIRD_PARTY_IN_PUBLIC = re.compile(r"^(fmt/|nlohmann/|ATen/|c10/|torch/|google/|
 SOURCE_SUFFIXES = {".h", ".hpp", ".cc", ".cpp", ".cxx"}
 FRONT_DOOR_COMMANDS = {f"tools/quantkit/cmd_{name}.cc"
                        for name in ("calibrate", "eval", "analyze", "fallback", "convert", "lint", "run", "diagnose",
-                                    "data", "cache", "inspect", "tensor_calib")}
+                                    "data", "cache", "inspect", "tensor_calib", "qat")}
 CLI_THIRD_PARTY = re.compile(r"^(CLI|fmt)/")
 PYTHON_THIRD_PARTY = re.compile(r"^(pybind11|fmt)/")
 

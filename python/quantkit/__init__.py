@@ -26,7 +26,7 @@ from . import _core  # noqa: E402
 _torchcheck.after_load()
 from .errors import (CancelledError, InternalError, InvalidArgumentError, InvalidModelError, NotFoundError,  # noqa: E402
                      QuantkitError, QuantkitIOError, ResourceExhaustedError, UnsupportedError)
-from .pipelines import EvalResult, Report, analyze, calibrate, diagnose, evaluate, fallback  # noqa: E402
+from .pipelines import EvalResult, Report, analyze, calibrate, diagnose, evaluate, fallback, qat  # noqa: E402
 from .plan import CalibrationReport, Plan  # noqa: E402
 from .stats import Statistics  # noqa: E402
 
@@ -34,7 +34,7 @@ __version__ = _core.__version__
 openmp_wait_policy = _openmp.wait_policy
 
 __all__ = [
-    "calibrate", "evaluate", "analyze", "fallback", "diagnose",
+    "calibrate", "evaluate", "analyze", "fallback", "diagnose", "qat",
     "Plan", "Statistics", "CalibrationReport", "EvalResult", "Report",
     "QuantkitError", "InvalidArgumentError", "InvalidModelError", "UnsupportedError",
     "NotFoundError", "QuantkitIOError", "ResourceExhaustedError", "InternalError", "CancelledError",

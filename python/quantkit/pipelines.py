@@ -12,6 +12,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Union
 
 from . import _core, _data, _torchcheck
 from .plan import DEFAULT_CALIBRATOR, DEFAULT_TRT_VERSION, CalibrationReport, Plan, PathLike
+from .errors import InvalidArgumentError
 from .stats import Statistics, _placement, _run_batch
 
 PlanLike = Union[Plan, PathLike]
@@ -237,6 +238,62 @@ def diagnose(model: PathLike, data: _data.DataLike, *, reference: Optional[_data
         options.data, options.reference_data = spec, ref
         r = _core.diagnose(options)
     return Report(json.loads(r.json), r.text)
+
+
+def qat(model: PathLike, data: _data.DataLike, output_dir: PathLike, *, plan: Optional[PathLike] = None,
+        method: str = "max", steps: int = 0, epochs: int = 0, batch_size: int = 64,
+        lr: Union[float, str] = 1e-4, loss: str = "mse", val: Optional[_data.DataLike] = None,
+        val_samples: int = 0, holdout: int = -1, metric: str = "", eval_every: int = 0, samples: int = 0,
+        labels: Optional[PathLike] = None, seed: int = 0, optimizer: str = "adamw", weight_decay: float = 0.0,
+        warmup_steps: int = 0, weights: str = "per-channel", learn_activation_scales: bool = True,
+        calib_data: Optional[_data.DataLike] = None, calib_samples: int = 1024, float_dtype: str = "",
+        keep_fp32: Iterable[str] = (), resume: Optional[PathLike] = None, stop_after: int = 0,
+        progress: bool = True) -> Report:
+    """Quantization-aware fine-tuning of the ONNX model itself, as ``quantkit qat`` (docs/qat.md):
+    from ``plan`` (or calibrated first with ``method``), fake-quantized training against the FP32
+    model (label-free ``loss="mse"``/``"kl"``, or ``"ce"``/``"ce+mse"`` with labels), validated on
+    ``val`` or a held-out tail of ``data`` with keep-the-best; writes model.qdq.onnx, plan.json,
+    calib.cache, training_log.json, ... into ``output_dir``.
+
+    lr        the peak learning rate, or ``"auto"``: chosen on the validation data by five short
+              trial runs (1e-5 .. 1e-3).
+    Returns a Report: ``data`` is training_log.json (history, validation, ``lr_search``),
+    ``text`` what the CLI prints, ``plan`` the written plan (None after ``stop_after``)."""
+    _torchcheck.check()
+    options = _core.QatOptions()
+    options.model = os.fspath(model)
+    options.output_dir = os.fspath(output_dir)
+    options.plan = os.fspath(plan) if plan is not None else ""
+    options.method, options.steps, options.epochs, options.batch_size = method, steps, epochs, batch_size
+    if isinstance(lr, str):
+        if lr != "auto":
+            raise InvalidArgumentError(f"lr '{lr}': a number or 'auto'")
+        options.lr_auto = True
+    else:
+        options.lr = float(lr)
+    options.loss, options.metric, options.eval_every = loss, metric, eval_every
+    options.val_samples, options.holdout, options.seed = val_samples, holdout, seed
+    options.samples = samples if _data.is_spec(data) else 0
+    options.labels = os.fspath(labels) if labels is not None else ""
+    options.optimizer, options.weight_decay, options.warmup_steps = optimizer, weight_decay, warmup_steps
+    options.weights, options.learn_activation_scales = weights, learn_activation_scales
+    options.calib_samples = calib_samples
+    options.floats.dtype, options.floats.keep_fp32 = float_dtype, list(keep_fp32)
+    options.resume = os.fspath(resume) if resume is not None else ""
+    options.stop_after, options.progress = stop_after, progress
+    with _as_spec(model, data, samples) as spec, \
+            (_as_spec(model, val, 0) if val is not None else contextlib.nullcontext("")) as val_spec, \
+            (_as_spec(model, calib_data, 0) if calib_data is not None else contextlib.nullcontext("")) as calib:
+        options.data, options.val, options.calib_data = spec, val_spec, calib
+        r = _core.qat(options)
+    log_path = os.path.join(options.output_dir, "training_log.json")
+    data_log: dict[str, Any] = {}
+    if not r.paused and os.path.exists(log_path):
+        with open(log_path) as f:
+            data_log = json.load(f)
+    data_log.setdefault("lr", r.lr)
+    written_plan = None if r.paused else Plan.load(os.path.join(options.output_dir, "plan.json"))
+    return Report(data_log, r.text, written_plan, list(r.written))
 
 
 def _to_plan(plan: PlanLike) -> Plan:

@@ -1,7 +1,7 @@
-// The workflows: calibrate, evaluate, analyze, fallback, diagnose, over include/quantkit. The
+// The workflows: calibrate, evaluate, analyze, fallback, diagnose, qat, over include/quantkit. The
 // public option structs are bound field by field (python/quantkit/pipelines.py fills them), so
 // each option is converted to its internal form once, by the public API
-// (src/pipelines/public_internal.h); the reports come back as bound structs that the Python side
+// (src/api/internal.h); the reports come back as bound structs that the Python side
 // wraps in typed results with to_dict(). Every workflow releases the GIL for its whole run.
 #include <pybind11/stl.h>
 
@@ -10,6 +10,7 @@
 #include "interrupt.h"
 #include "quantkit/calibration.h"
 #include "quantkit/pipelines.h"
+#include "quantkit/qat.h"
 
 namespace py = pybind11;
 
@@ -69,6 +70,42 @@ void BindOptions(py::module_& m) {
       .def_readwrite("batch", &PtqChoices::batch)
       .def_readwrite("memory_mib", &PtqChoices::memory_mib)
       .def_readwrite("seed", &PtqChoices::seed);
+  py::class_<QatOptions>(m, "QatOptions")
+      .def(py::init<>())
+      .def_readwrite("model", &QatOptions::model)
+      .def_readwrite("data", &QatOptions::data)
+      .def_readwrite("output_dir", &QatOptions::output_dir)
+      .def_readwrite("labels", &QatOptions::labels)
+      .def_readwrite("samples", &QatOptions::samples)
+      .def_readwrite("plan", &QatOptions::plan)
+      .def_readwrite("method", &QatOptions::method)
+      .def_readwrite("calib_data", &QatOptions::calib_data)
+      .def_readwrite("calib_samples", &QatOptions::calib_samples)
+      .def_readwrite("weights", &QatOptions::weights)
+      .def_readwrite("frozen_weight_scales", &QatOptions::frozen_weight_scales)
+      .def_readwrite("learn_activation_scales", &QatOptions::learn_activation_scales)
+      .def_readwrite("steps", &QatOptions::steps)
+      .def_readwrite("epochs", &QatOptions::epochs)
+      .def_readwrite("batch_size", &QatOptions::batch_size)
+      .def_readwrite("lr", &QatOptions::lr)
+      .def_readwrite("lr_auto", &QatOptions::lr_auto)
+      .def_readwrite("warmup_steps", &QatOptions::warmup_steps)
+      .def_readwrite("optimizer", &QatOptions::optimizer)
+      .def_readwrite("weight_decay", &QatOptions::weight_decay)
+      .def_readwrite("loss", &QatOptions::loss)
+      .def_readwrite("temperature", &QatOptions::temperature)
+      .def_readwrite("features", &QatOptions::features)
+      .def_readwrite("feature_weight", &QatOptions::feature_weight)
+      .def_readwrite("seed", &QatOptions::seed)
+      .def_readwrite("val", &QatOptions::val)
+      .def_readwrite("val_samples", &QatOptions::val_samples)
+      .def_readwrite("holdout", &QatOptions::holdout)
+      .def_readwrite("metric", &QatOptions::metric)
+      .def_readwrite("eval_every", &QatOptions::eval_every)
+      .def_readwrite("resume", &QatOptions::resume)
+      .def_readwrite("stop_after", &QatOptions::stop_after)
+      .def_readwrite("floats", &QatOptions::floats)
+      .def_readwrite("progress", &QatOptions::progress);
   py::class_<CalibrateOptions>(m, "CalibrateOptions")
       .def(py::init<>())
       .def_readwrite("model", &CalibrateOptions::model)
@@ -158,6 +195,20 @@ void BindReports(py::module_& m) {
       .def_readonly("text", &CalibrateReport::text)
       .def_readonly("json", &CalibrateReport::json)
       .def_readonly("within_budget", &CalibrateReport::within_budget);
+  py::class_<QatReport>(m, "QatReport")
+      .def_readonly("summary", &QatReport::summary)
+      .def_readonly("warnings", &QatReport::warnings)
+      .def_readonly("written", &QatReport::written)
+      .def_readonly("metric", &QatReport::metric)
+      .def_readonly("val_ptq", &QatReport::val_ptq)
+      .def_readonly("val_best", &QatReport::val_best)
+      .def_readonly("best_step", &QatReport::best_step)
+      .def_readonly("steps", &QatReport::steps)
+      .def_readonly("lr", &QatReport::lr)
+      .def_readonly("paused", &QatReport::paused)
+      .def_readonly("seconds", &QatReport::seconds)
+      .def_readonly("peak_rss_bytes", &QatReport::peak_rss_bytes)
+      .def_readonly("text", &QatReport::text);
   py::class_<EvaluateReport>(m, "EvaluateReport")
       .def_readonly("samples", &EvaluateReport::samples)
       .def_readonly("top1", &EvaluateReport::top1)
@@ -204,6 +255,7 @@ void BindPipelines(py::module_& m) {
   DefWorkflow(m, "analyze", &Analyze);
   DefWorkflow(m, "fallback", &Fallback);
   DefWorkflow(m, "diagnose", &Diagnose);
+  DefWorkflow(m, "qat", &Qat);
 }
 
 }  // namespace quantkit::python

@@ -12,10 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "analysis/simulate.h"
 #include "cli_distributed.h"
 #include "common/check.h"
-#include "data/image_options_text.h"
+#include "common/text.h"
+#include "passes/float_precision.h"
+#include "quant/plan.h"
 #include "numeric_options.h"
 #include "runtime/tensor_budget.h"
 
@@ -169,22 +170,6 @@ void AddFloatOptions(CLI::App* cmd, FloatArgs* a) {
       ->capture_default_str()->group(group);
 }
 
-Result<passes::FloatOptions> ToFloatOptions(const FloatArgs& a) {
-  passes::FloatOptions f;
-  if (!a.dtype.empty()) {
-    QK_ASSIGN_OR_RETURN(f.dtype, quant::ParseFloatDType(a.dtype));
-  }
-  f.cast_io = a.cast_io;
-  f.keep_fp32 = a.keep_fp32;
-  return f;
-}
-
-Result<std::optional<passes::FloatOptions>> ToFloatOverride(const FloatArgs& a) {
-  if (a.dtype.empty() && !a.cast_io && a.keep_fp32.empty()) return std::optional<passes::FloatOptions>();
-  QK_ASSIGN_OR_RETURN(passes::FloatOptions f, ToFloatOptions(a));
-  return std::optional<passes::FloatOptions>(f);
-}
-
 void AddImageOptions(CLI::App* cmd, ImageArgs* a) {
   const char* group = "Image folders (docs/data-sources.md)";
   cmd->add_option("--resize", a->resize, "resize: N = shorter side to N (torchvision Resize(N)), HxW = exact")
@@ -202,11 +187,6 @@ void AddImageOptions(CLI::App* cmd, ImageArgs* a) {
       ->group(group);
 }
 
-Result<data::ImageOptions> ToImageOptions(const ImageArgs& a) {
-  data::ImageOptionsText text{a.resize, a.crop, a.color, a.layout, a.mean, a.std, std::nullopt};
-  if (a.scale != 0) text.scale = a.scale;
-  return data::ParseImageOptions(text);
-}
 
 FloatPart ToFloatPart(const FloatArgs& a, bool int8) {
   return {a.dtype, a.cast_io, a.keep_fp32, a.weight_storage, int8};

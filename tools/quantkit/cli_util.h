@@ -7,12 +7,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "common/text.h"
-#include "data/image_options.h"
-#include "passes/float_precision.h"
-#include "passes/insert_qdq.h"
-#include "quant/plan.h"
 #include "quantkit/data_source.h"
 #include "quantkit/pipelines.h"
 #include "quantkit/status.h"
@@ -48,23 +44,18 @@ struct ImageArgs {
   double scale = 0;  // 0: not given
 };
 void AddImageOptions(CLI::App* cmd, ImageArgs* args);
-Result<data::ImageOptions> ToImageOptions(const ImageArgs& args);
 // The same options for the public API, which parses them (quantkit/data_source.h).
 ImagePreprocessing ToImagePreprocessing(const ImageArgs& args);
 
 // The options of every writer of a Q/DQ model (calibrate, convert, fallback): --float-dtype,
 // --cast-io, --keep-fp32, --weight-storage (docs/strongly-typed.md).
 struct FloatArgs {
-  std::string dtype;  // "": the default (passes::kDefaultFloatDType), or a plan.json's own
+  std::string dtype;  // "": the default (fp16), or a plan.json's own
   bool cast_io = false;
   std::vector<std::string> keep_fp32;
   std::string weight_storage = "int8";
 };
 void AddFloatOptions(CLI::App* cmd, FloatArgs* args);
-Result<passes::FloatOptions> ToFloatOptions(const FloatArgs& args);
-// nullopt when none of the float options was given (convert and fallback then keep the float
-// precision a plan.json records).
-Result<std::optional<passes::FloatOptions>> ToFloatOverride(const FloatArgs& args);
 // The same options for the public API, which parses them (quantkit/calibration.h FloatPart).
 FloatPart ToFloatPart(const FloatArgs& args, bool int8 = true);
 

@@ -8,23 +8,19 @@
 #include "cli_distributed.h"
 #include "cli_util.h"
 #include "numeric_options.h"
-#include "common/progress.h"
-#include "pipelines/qat/qat.h"
-#include "quant/method_amax.h"
+#include "quantkit/qat.h"
 
 namespace quantkit::cli {
 
 void SetupQat(CLI::App& app, RunFn* run) {
   struct Options {
-    pipelines::QatOptions qat;
-    std::string method = "max", optimizer = "adamw", loss = "mse", weights = "per-channel";
-    std::vector<std::string> features;
-    bool frozen_weight_scales = false, quiet = false;
+    QatOptions qat;
+    bool quiet = false;
     ImageArgs image;
     FloatArgs floats;
   };
   auto opts = std::make_shared<Options>();
-  pipelines::QatOptions& q = opts->qat;
+  QatOptions& q = opts->qat;
   CLI::App* cmd = app.add_subcommand(
       "qat", "Quantization-aware fine-tuning of the ONNX model itself: fake-quantized weights and activations "
              "(TensorRT placement), FP32 teacher (label-free) or labels; writes the fine-tuned Q/DQ model");
@@ -32,13 +28,13 @@ void SetupQat(CLI::App& app, RunFn* run) {
   cmd->add_option("--data", q.data, "training data, as for calibrate (e.g. fashion-mnist:train)")->required();
   cmd->add_option("-o,--output", q.output_dir, "output directory")->required();
   cmd->add_option("--plan", q.plan, "start from this plan (plan .json, cache, ranges .txt or Q/DQ .onnx)");
-  cmd->add_option("--method", opts->method, "without --plan: calibrate first with this method")->capture_default_str();
+  cmd->add_option("--method", q.method, "without --plan: calibrate first with this method")->capture_default_str();
   cmd->add_option("--calib-data", q.calib_data, "without --plan: calibration data (default: --data)");
   cmd->add_option("--calib-samples", q.calib_samples, "calibration samples")
       ->transform(InRange(1, kMaxCount))
       ->capture_default_str();
-  cmd->add_option("--weights", opts->weights, "weight scales: per-channel | per-tensor")->capture_default_str();
-  cmd->add_flag("--frozen-weight-scales", opts->frozen_weight_scales,
+  cmd->add_option("--weights", q.weights, "weight scales: per-channel | per-tensor")->capture_default_str();
+  cmd->add_flag("--frozen-weight-scales", q.frozen_weight_scales,
                 "keep the plan's weight scales instead of recomputing them from the current weights");
   cmd->add_flag("--learn-scales,!--frozen-activation-scales", q.learn_activation_scales,
                 "learn the activation scales (LSQ gradient; the default), or keep the plan's")
@@ -56,27 +52,27 @@ void SetupQat(CLI::App& app, RunFn* run) {
          "--lr",
          [&q](const std::string& v) {
            q.lr_auto = v == "auto";
-           if (!q.lr_auto) q.trainer.lr = std::stod(v);
+           if (!q.lr_auto) q.lr = std::stod(v);
          },
          fmt::format("peak learning rate (linear warm-up, then cosine to 0; default {:g}), or auto: chosen on the "
                      "validation data among 1e-5, 3e-5, 1e-4, 3e-4, 1e-3 by short trial runs (a quarter of the "
                      "run's steps more)",
-                     q.trainer.lr))
+                     q.lr))
       ->check(CLI::Validator(
           [lr_range](std::string& v) { return v == "auto" ? std::string() : lr_range(v); },
           fmt::format("auto | FLOAT in (0, {:g}]", kMaxLearningRate)));
-  cmd->add_option("--warmup", q.trainer.warmup_steps, "warm-up steps (default: 5% of the steps)")->transform(InRange(0, kMaxQatSteps));
-  cmd->add_option("--optimizer", opts->optimizer, "adamw | sgd (momentum 0.9)")->capture_default_str();
-  cmd->add_option("--weight-decay", q.trainer.weight_decay, "weight decay")->transform(InRange(0, 1))->capture_default_str();
-  cmd->add_option("--loss", opts->loss,
+  cmd->add_option("--warmup", q.warmup_steps, "warm-up steps (default: 5% of the steps)")->transform(InRange(0, kMaxQatSteps));
+  cmd->add_option("--optimizer", q.optimizer, "adamw | sgd (momentum 0.9)")->capture_default_str();
+  cmd->add_option("--weight-decay", q.weight_decay, "weight decay")->transform(InRange(0, 1))->capture_default_str();
+  cmd->add_option("--loss", q.loss,
                   "mse | kl (label-free distillation from the FP32 model) | ce (labels) | ce+kl | ce+mse")
       ->capture_default_str();
-  cmd->add_option("--temperature", q.trainer.temperature, "KL temperature")
+  cmd->add_option("--temperature", q.temperature, "KL temperature")
       ->transform(InRange(kMinTemperature, kMaxTemperature))
       ->capture_default_str();
   cmd->add_option("--labels", q.labels, "labels .npy (int [N]) for training data that carries none");
-  cmd->add_option("--feature", opts->features, "add an intermediate-feature MSE on this tensor (repeatable)");
-  cmd->add_option("--feature-weight", q.trainer.feature_weight, "weight of the feature MSE")
+  cmd->add_option("--feature", q.features, "add an intermediate-feature MSE on this tensor (repeatable)");
+  cmd->add_option("--feature-weight", q.feature_weight, "weight of the feature MSE")
       ->transform(InRange(0, kMaxLossWeight))
       ->capture_default_str();
   cmd->add_option("--seed", q.seed, "shuffling seed")->transform(InRange(0, kMaxSeed))->capture_default_str();
@@ -103,50 +99,19 @@ void SetupQat(CLI::App& app, RunFn* run) {
   AddDistributedOptions(cmd, &q.distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      pipelines::QatOptions& q = opts->qat;
-      auto image = ToImageOptions(opts->image);
-      if (!image.ok()) return Report(image.status());
-      q.image = *image;
-      auto floats = ToFloatOverride(opts->floats);
-      if (!floats.ok()) return Report(floats.status());
-      q.floats = *floats;
-      auto storage = passes::ParseWeightStorage(opts->floats.weight_storage);
-      if (!storage.ok()) return Report(storage.status());
-      q.weight_storage = *storage;
-      auto method = quant::ParseMethod(opts->method);
-      if (!method.ok()) return Report(method.status());
-      q.method = *method;
-      if (opts->weights != "per-channel" && opts->weights != "per-tensor") {
-        return Report(Status(StatusCode::kInvalidArgument, "--weights must be per-channel or per-tensor"));
-      }
-      q.placement.per_channel_weights = opts->weights == "per-channel";
-      q.recompute_weight_scales = !opts->frozen_weight_scales;
-      if (opts->optimizer == "adamw") {
-        q.trainer.optimizer = train::OptimizerKind::kAdamW;
-      } else if (opts->optimizer == "sgd") {
-        q.trainer.optimizer = train::OptimizerKind::kSgd;
-      } else {
-        return Report(Status(StatusCode::kInvalidArgument, "--optimizer must be adamw or sgd, got '" +
-                                                               opts->optimizer + "'"));
-      }
-      const std::string& l = opts->loss;
-      if (l != "mse" && l != "kl" && l != "ce" && l != "ce+kl" && l != "ce+mse") {
-        return Report(Status(StatusCode::kInvalidArgument, "--loss must be mse, kl, ce, ce+kl or ce+mse, got '" + l + "'"));
-      }
-      q.trainer.distill = l.find("kl") != std::string::npos ? train::DistillLoss::kKl : train::DistillLoss::kMse;
-      q.trainer.distill_weight = l == "ce" ? 0.0 : 1.0;
-      q.trainer.label_weight = l.rfind("ce", 0) == 0 ? 1.0 : 0.0;
-      q.trainer.feature_tensors = opts->features;
-      if (!opts->features.empty() && q.trainer.feature_weight <= 0) q.trainer.feature_weight = 1.0;
+      QatOptions& q = opts->qat;
+      q.image = ToImagePreprocessing(opts->image);
+      q.floats = ToFloatPart(opts->floats);
       q.progress = !opts->quiet;
-      auto r = pipelines::RunQat(q);
+      auto r = Qat(q);
       if (!r.ok()) return Report(r.status());
-      if (r->rank.world_size > 1) PrintRankLine(r->rank);
-      if (r->rank.rank != 0) return 0;  // rank 0 wrote and reports
+      if (!r->rank_line.empty()) std::fprintf(stderr, "quantkit: %s\n", r->rank_line.c_str());
+      if (r->rank != 0) return 0;  // rank 0 wrote and reports
+      // report.text is the summary, then the time and the files; the warnings go to stderr between
+      // them (loud where stdout is a log file).
       std::fputs(r->summary.c_str(), stdout);
       for (const std::string& w : r->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-      std::printf("  %.1f s, peak RSS %s\n", r->seconds, FormatBytes(r->peak_rss_bytes).c_str());
-      for (const std::string& f : r->written) std::printf("wrote %s\n", f.c_str());
+      std::fputs(r->text.substr(r->summary.size()).c_str(), stdout);
       return 0;
     };
   });

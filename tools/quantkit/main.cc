@@ -7,6 +7,7 @@
 
 #include "cli_distributed.h"
 #include "common/signal_cleanup.h"
+#include "common/text.h"
 #include "commands.h"
 #include "device_option.h"
 #include "numeric_options.h"
