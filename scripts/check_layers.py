@@ -14,10 +14,10 @@ Rules, checked on every C++ file of src/, include/, tools/ and python/ (the bind
   6. The Python bindings (python/src/) bind the public API only: they include the standard
      library, pybind11, fmt, quantkit/ public headers and their own headers ("errors.h"), never
      an internal header.
-  7. The subcommands moved to the front door (issue 28; FRONT_DOOR_COMMANDS) include only the
-     standard library, CLI11, fmt, quantkit/ public headers and the CLI's own helpers ("cli_util.h",
-     "numeric_options.h", ...: no "/" in the name): they parse into a public options struct, make
-     one public call and print its report. The list only grows.
+  7. The CLI (tools/, issue 28's front door) includes only the standard library, CLI11, fmt,
+     quantkit/ public headers and its own helpers ("cli_util.h", "numeric_options.h", ...: no "/"
+     in the name): each subcommand parses into a public options struct, makes one public call and
+     prints its report; process settings go through quantkit/runtime.h.
 
 Run by ctest (test `layering_check`, label unit); prints one line per violation
 ("src/quant/x.h:12: quant includes analysis/y.h (a layer above)") and exits 1 when any.
@@ -39,9 +39,6 @@ PROTOBUF = re.compile(r"^(google/protobuf/|onnx/(onnx|onnx-ml|onnx_pb|onnx-opera
 CLI11 = re.compile(r"^CLI/")
 THIRD_PARTY_IN_PUBLIC = re.compile(r"^(fmt/|nlohmann/|ATen/|c10/|torch/|google/|CLI/|onnx/)")
 SOURCE_SUFFIXES = {".h", ".hpp", ".cc", ".cpp", ".cxx"}
-FRONT_DOOR_COMMANDS = {f"tools/quantkit/cmd_{name}.cc"
-                       for name in ("calibrate", "eval", "analyze", "fallback", "convert", "lint", "run", "diagnose",
-                                    "data", "cache", "inspect", "tensor_calib", "qat")}
 CLI_THIRD_PARTY = re.compile(r"^(CLI|fmt)/")
 PYTHON_THIRD_PARTY = re.compile(r"^(pybind11|fmt)/")
 
@@ -84,13 +81,13 @@ def check_file(root: pathlib.Path, path: pathlib.Path):
             if not (own or public or std or (bracket == "<" and PYTHON_THIRD_PARTY.match(header))):
                 problems.append(f"{at}: python bindings include {header} "
                                 f"(quantkit/ public headers, pybind11, fmt, std and their own only)")
-        if str(rel) in FRONT_DOOR_COMMANDS:
+        if layer == "tools":
             own = bracket == '"' and "/" not in header
             public = bracket == '"' and header.startswith("quantkit/")
             std = bracket == "<" and "/" not in header
             if not (own or public or std or (bracket == "<" and CLI_THIRD_PARTY.match(header))):
-                problems.append(f"{at}: a front-door subcommand includes {header} "
-                                f"(quantkit/ public headers, CLI11, fmt, std and the cli_* helpers only)")
+                problems.append(f"{at}: the CLI includes {header} "
+                                f"(quantkit/ public headers, CLI11, fmt, std and its own helpers only)")
         if ATEN.match(header) and layer not in TORCH_LAYERS:
             problems.append(f"{at}: {layer} includes {header} "
                             f"(ATen/c10/torch only in runtime/, train/, distributed/)")
@@ -122,7 +119,7 @@ def self_test():
         "src/train/up.cc": '#include "distributed/communicator.h"\n',
         "src/pipelines/api_up.cc": '#include "api/internal.h"\n',
         "src/api/ok.cc": '#include "pipelines/calibrate.h"\n#include "quantkit/pipelines.h"\n',
-        "tools/quantkit/ok.cc": '#include <CLI/CLI.hpp>\n#include "pipelines/calibrate.h"\n',
+        "tools/quantkit/ok.cc": '#include <CLI/CLI.hpp>\n#include "quantkit/calibration.h"\n',
         "tools/quantkit/cmd_eval.cc": '#include "pipelines/evaluate.h"\n#include "cli_util.h"\n',
         "tools/quantkit/cmd_run.cc": ('#include <CLI/CLI.hpp>\n#include <fmt/format.h>\n#include <cstdio>\n'
                                       '#include "cli_util.h"\n#include "quantkit/pipelines.h"\n'),

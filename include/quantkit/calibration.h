@@ -311,8 +311,9 @@ Result<std::unique_ptr<BatchStream>> OpenDataSpec(const Model& model, const std:
 
 // The float part of a written Q/DQ model (docs/strongly-typed.md): TensorRT 11 computes each
 // layer in the type the ONNX file gives it, so what is not INT8 runs in this dtype.
+inline constexpr const char* kDefaultFloatDTypeName = "fp16";
 struct FloatPart {
-  std::string dtype;                    // fp16 | bf16 | fp32; "": the default, fp16
+  std::string dtype;                    // fp16 | bf16 | fp32; "": the default, kDefaultFloatDTypeName
   bool cast_io = false;                 // graph inputs and outputs in dtype too (else FP32, cast inside)
   std::vector<std::string> keep_fp32;   // node names or op types computed in FP32 (each must match)
   std::string weight_storage = "int8";  // int8 (INT8 initializers) | float (Q/DQ on float weights)

@@ -21,6 +21,7 @@ namespace quantkit {
 namespace {
 
 static_assert(kDefaultDistributedTimeoutSeconds == distributed::kDefaultDistributedTimeout.count());
+static_assert(passes::kDefaultFloatDType == quant::FloatDType::kFloat16, "kDefaultFloatDTypeName says fp16");
 
 constexpr int64_t kMaxPtqMemoryMib = int64_t{1} << 30;
 constexpr double kMaxBudget = 100;  // top1/agreement points; rel_mse is a ratio below it

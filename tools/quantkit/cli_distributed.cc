@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "common/check.h"
+#include "quantkit/runtime.h"
 #include "numeric_options.h"
 
 namespace quantkit::cli {
@@ -28,12 +28,6 @@ void AddDistributedOptions(CLI::App* cmd, bool* required, std::function<void(dou
 
 }  // namespace
 
-void AddDistributedOptions(CLI::App* cmd, distributed::DistributedOptions* options) {
-  AddDistributedOptions(cmd, &options->required, [options](double seconds) {
-    options->timeout = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
-  });
-}
-
 void AddDistributedOptions(CLI::App* cmd, DistributedChoices* options) {
   AddDistributedOptions(cmd, &options->required, [options](double seconds) { options->timeout_seconds = seconds; });
 }
@@ -46,13 +40,13 @@ Status CheckDistributedLaunch(const CLI::App& app) {
       name == "diagnose") {
     return Status::Ok();
   }
-  return distributed::RefuseUnderLaunch(
+  return RefuseUnderLaunch(
       "`quantkit " + name + "`",
       "only calibrate, eval, analyze, diagnose, fallback and qat share work across ranks");
 }
 
-void PrintRankLine(const distributed::RankReport& report) {
-  std::fprintf(stderr, "quantkit: %s\n", distributed::FormatRankLine(report).c_str());
+void PrintRankLine(const std::string& line) {
+  if (!line.empty()) std::fprintf(stderr, "quantkit: %s\n", line.c_str());
 }
 
 }  // namespace quantkit::cli

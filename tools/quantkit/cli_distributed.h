@@ -4,24 +4,22 @@
 
 #include <CLI/CLI.hpp>
 
-#include <chrono>
 #include <memory>
+#include <string>
 
-#include "distributed/launch.h"
 #include "quantkit/calibration.h"
 
 namespace quantkit::cli {
 
 // Fills *options as the options are parsed (the pointer must outlive parsing).
-void AddDistributedOptions(CLI::App* cmd, distributed::DistributedOptions* options);
-// The same options into the public API's struct (calibrate).
 void AddDistributedOptions(CLI::App* cmd, DistributedChoices* options);
 
 // Under a distributed launch (WORLD_SIZE > 1) only the subcommands above share the work; any other
 // subcommand would run N copies writing the same outputs, so it is refused (kUnsupported).
 Status CheckDistributedLaunch(const CLI::App& app);
 
-// Prints this rank's one summary line (stderr keeps rank 0's stdout report clean for pipes).
-void PrintRankLine(const distributed::RankReport& report);
+// Prints this rank's one summary line, a report's rank_line, when there is one (under a launch;
+// stderr keeps rank 0's stdout report clean for pipes).
+void PrintRankLine(const std::string& line);
 
 }  // namespace quantkit::cli

@@ -13,12 +13,8 @@
 #include <vector>
 
 #include "cli_distributed.h"
-#include "common/check.h"
-#include "common/text.h"
-#include "passes/float_precision.h"
-#include "quant/plan.h"
 #include "numeric_options.h"
-#include "runtime/tensor_budget.h"
+#include "quantkit/runtime.h"
 
 namespace quantkit::cli {
 
@@ -126,8 +122,9 @@ int Parse(CLI::App& app, int argc, char** argv) {
     }
     if (arg.empty() || arg[0] == '-') continue;
     if (std::find(names.begin(), names.end(), arg) == names.end()) {
-      return Report(MakeStatus(StatusCode::kInvalidArgument, "unknown subcommand '{}'{} (run 'quantkit --help')",
-                               arg, DidYouMean(arg, names, "subcommands")));
+      return Report(Status(StatusCode::kInvalidArgument,
+                           fmt::format("unknown subcommand '{}'{} (run 'quantkit --help')", arg,
+                                       DidYouMean(arg, names, "subcommands"))));
     }
     break;
   }
@@ -149,19 +146,19 @@ void AddTensorBudgetOption(CLI::App& app) {
   app.add_option_function<int64_t>(
          "--max-tensor-mb",
          [](int64_t mb) {
-           const Status st = runtime::SetMaxTensorMb(mb);
+           const Status st = SetMaxTensorMb(mb);
            if (!st.ok()) throw CLI::ValidationError("--max-tensor-mb", st.message());
          },
          "the most one tensor of a model run may take, in MiB (default: the larger of 1024 and 64 x the "
          "model's weights and inputs; also QUANTKIT_MAX_TENSOR_MB): a tiny file cannot make gigabytes")
-      ->transform(InRange(1, static_cast<double>(runtime::kMaxTensorBudgetMb)));
+      ->transform(InRange(1, static_cast<double>(kMaxTensorMb)));
 }
 
 void AddFloatOptions(CLI::App* cmd, FloatArgs* a) {
   const char* group = "Strongly typed output (docs/strongly-typed.md)";
   cmd->add_option("--float-dtype", a->dtype,
                   fmt::format("dtype of the non-quantized tensors: fp16 | bf16 | fp32 (default {}; a plan.json's own)",
-                              quant::FloatDTypeName(passes::kDefaultFloatDType)))
+                              kDefaultFloatDTypeName))
       ->group(group);
   cmd->add_flag("--cast-io", a->cast_io, "graph inputs and outputs take --float-dtype too (default: kept as the model has them)")
       ->group(group);

@@ -41,7 +41,7 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
       if (!r.ok()) return Report(r.status());
       if (r->rank == 0) PrintWarnings(r->warnings);
       // Under a launch every rank has the whole report; rank 0 prints it, each rank its line.
-      if (!r->rank_line.empty()) std::fprintf(stderr, "quantkit: %s\n", r->rank_line.c_str());
+      PrintRankLine(r->rank_line);
       if (r->rank == 0) std::fputs((opts->json ? r->json + "\n" : r->text).c_str(), stdout);
       return 0;
     };

@@ -156,7 +156,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
         std::fflush(stdout);
         std::fprintf(stderr, "warning: %s\n", report->check.warning.c_str());
       }
-      if (!report->rank_line.empty()) std::fprintf(stderr, "quantkit: %s\n", report->rank_line.c_str());
+      PrintRankLine(report->rank_line);
       // Exit 1 when the budget is out of reach, as `quantkit fallback` does.
       return report->within_budget.value_or(true) ? 0 : 1;
     };

@@ -71,7 +71,7 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
       auto r = Diagnose(o);
       if (!r.ok()) return Report(r.status());
       // Under a launch rank 0 has the whole report and prints it; every rank prints its line.
-      if (!r->rank_line.empty()) std::fprintf(stderr, "quantkit: %s\n", r->rank_line.c_str());
+      PrintRankLine(r->rank_line);
       if (r->rank != 0) return 0;
       std::fputs((opts->json ? r->json : r->text).c_str(), stdout);
       return opts->strict && !r->clean ? 1 : 0;

@@ -45,7 +45,7 @@ void SetupEval(CLI::App& app, RunFn* run) {
       opts->eval.progress = !opts->quiet;
       auto r = Evaluate(opts->eval);
       if (!r.ok()) return Report(r.status());
-      if (!r->rank_line.empty()) std::fprintf(stderr, "quantkit: %s\n", r->rank_line.c_str());
+      PrintRankLine(r->rank_line);
       // Rank 0 holds the totals and prints the report (other ranks' text is empty).
       if (r->rank == 0) std::fputs((opts->json ? r->json + "\n" : r->text).c_str(), stdout);
       return 0;

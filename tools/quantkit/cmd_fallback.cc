@@ -50,7 +50,7 @@ void SetupFallback(CLI::App& app, RunFn* run) {
       if (!r.ok()) return Report(r.status());
       if (r->rank == 0) PrintWarnings(r->warnings);
       // Every rank took the same decisions; rank 0 wrote and prints the report, each rank its line.
-      if (!r->rank_line.empty()) std::fprintf(stderr, "quantkit: %s\n", r->rank_line.c_str());
+      PrintRankLine(r->rank_line);
       if (r->rank == 0) std::fputs((opts->json ? r->json + "\n" : r->text).c_str(), stdout);
       // Exit 1 when the budget is out of reach, so scripts notice.
       return r->within_budget ? 0 : 1;

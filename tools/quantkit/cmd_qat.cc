@@ -105,7 +105,7 @@ void SetupQat(CLI::App& app, RunFn* run) {
       q.progress = !opts->quiet;
       auto r = Qat(q);
       if (!r.ok()) return Report(r.status());
-      if (!r->rank_line.empty()) std::fprintf(stderr, "quantkit: %s\n", r->rank_line.c_str());
+      PrintRankLine(r->rank_line);
       if (r->rank != 0) return 0;  // rank 0 wrote and reports
       // report.text is the summary, then the time and the files; the warnings go to stderr between
       // them (loud where stdout is a log file).

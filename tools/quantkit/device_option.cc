@@ -1,8 +1,6 @@
 #include "device_option.h"
 
-#include "common/check.h"
-#include "distributed/launch.h"
-#include "runtime/device.h"
+#include "quantkit/runtime.h"
 
 namespace quantkit::cli {
 
@@ -23,13 +21,13 @@ void AddDeviceOptions(CLI::App& app, std::string* device) {
 }
 
 Status ApplyDeviceOption(CLI::App& app, const std::string& text) {
-  QK_ASSIGN_OR_RETURN(runtime::Device device, distributed::SelectDevice(text));
-  if (!device.is_cuda()) return Status::Ok();
+  if (Status used = UseDevice(text); !used.ok()) return used;
+  if (!UsingCuda()) return Status::Ok();
   for (CLI::App* sub : app.get_subcommands()) {
     if (sub->get_name() == "qat") continue;  // the batch size of training is the user's to choose
     CLI::Option* batch = sub->get_option_no_throw("--batch-size");
     if (batch == nullptr || batch->count() > 0) continue;
-    batch->add_result(std::to_string(runtime::kCudaDefaultBatchSize));
+    batch->add_result(std::to_string(kCudaDefaultBatchSize));
     batch->run_callback();
   }
   return Status::Ok();

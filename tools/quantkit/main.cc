@@ -1,19 +1,14 @@
 // quantkit: INT8 calibration and quantization tooling for ONNX models deployed to TensorRT.
 #include <cstdio>
 #include <exception>
-#include <memory>
 #include <string>
 #include <utility>
 
 #include "cli_distributed.h"
-#include "common/signal_cleanup.h"
-#include "common/text.h"
 #include "commands.h"
 #include "device_option.h"
 #include "numeric_options.h"
-#include "runtime/device.h"
-#include "runtime/profiler.h"
-#include "runtime/threads.h"
+#include "quantkit/runtime.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -48,7 +43,7 @@ int main(int argc, char** argv) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
   }
-  const quantkit::Result<int> used = quantkit::runtime::SetComputeThreads(threads);
+  const quantkit::Result<int> used = quantkit::SetComputeThreads(threads);
   if (!used.ok()) return quantkit::cli::Report(used.status());
   if (threads > used.value()) {
     std::fprintf(stderr, "quantkit: warning: --threads %d exceeds the %d usable CPUs; using %d\n", threads,
@@ -60,10 +55,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "quantkit: %s\n", st.message().c_str());
     return quantkit::ExitCodeFor(st.code());
   }
-  std::unique_ptr<quantkit::runtime::Profile> profile;
+  quantkit::Profile profile;
   if (!profile_path.empty()) {
-    quantkit::Result<std::unique_ptr<quantkit::runtime::Profile>> started =
-        quantkit::runtime::Profile::Start(profile_path, quantkit::runtime::DefaultDevice().is_cuda());
+    quantkit::Result<quantkit::Profile> started = quantkit::Profile::Start(profile_path);
     if (!started.ok()) return quantkit::cli::Report(started.status());
     profile = std::move(started).value();
   }
@@ -75,9 +69,9 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "quantkit: internal error: %s\n", quantkit::EscapeControl(e.what()).c_str());
   }
-  if (profile) {
+  if (profile.valid()) {
     // Written whatever the command's outcome (a failing run is worth a look too); its exit code stays.
-    const quantkit::Status written = profile->Finish();
+    const quantkit::Status written = profile.Finish();
     if (!written.ok()) {
       std::fprintf(stderr, "quantkit: warning: %s\n", written.message().c_str());
     } else {
