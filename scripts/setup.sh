@@ -12,6 +12,8 @@ DEB_PACKAGES=(
   # libFuzzer and clang's sanitizer runtimes (make fuzz / fuzz-smoke): only a Recommends of clang-14,
   # which --no-install-recommends below would leave out on a fresh Debian 12.
   libclang-rt-14-dev
+  # .ci/run checks the format of the lines the last commit changed (scripts/check_format.sh).
+  clang-format
   libtorch-dev libgloo-dev libonnx-dev libprotobuf-dev protobuf-compiler
   # oneDNN's header: float MatMul/Gemm call the sgemm of the libdnnl Debian's libtorch links
   # (2x OpenBLAS's on AVX-512 machines; runtime/ops/float_gemm.h).

@@ -313,23 +313,25 @@ Result<std::unique_ptr<BatchStream>> OpenDataSpec(const Model& model, const std:
 // layer in the type the ONNX file gives it, so what is not INT8 runs in this dtype.
 inline constexpr const char* kDefaultFloatDTypeName = "fp16";
 struct FloatPart {
-  std::string dtype;                    // fp16 | bf16 | fp32; "": the default, kDefaultFloatDTypeName
-  bool cast_io = false;                 // graph inputs and outputs in dtype too (else FP32, cast inside)
+  std::string dtype;     // fp16 | bf16 | fp32; "": the default, kDefaultFloatDTypeName
+  bool cast_io = false;  // graph inputs and outputs in dtype too (else FP32, cast inside)
   std::vector<std::string> keep_fp32;   // node names or op types computed in FP32 (each must match)
   std::string weight_storage = "int8";  // int8 (INT8 initializers) | float (Q/DQ on float weights)
   bool int8 = true;  // false: no Q/DQ at all, the dtype conversion alone (model.<dtype>.onnx)
 };
 
 // The PTQ stages after the range choice (docs/ptq.md), their data and memory.
-inline constexpr int64_t kDefaultPtqSamples = 256, kDefaultPtqBatch = 32, kDefaultPtqMemoryMib = 1024;
+inline constexpr int64_t kDefaultPtqSamples = 256, kDefaultPtqBatch = 32,
+                         kDefaultPtqMemoryMib = 1024;
 struct PtqChoices {
   // In order, NAME[:KEY=VALUE...][,NAME...]: smoothquant, seqmse, adaround, bias-correction, e.g.
   // "seqmse,adaround:iterations=500". "": none. Parsed and range-checked before any compute.
   std::string stages;
-  int64_t samples = kDefaultPtqSamples;     // the first N calibration samples (fewer when memory_mib says so)
-  int64_t batch = kDefaultPtqBatch;         // samples per cached run and per AdaRound step
+  int64_t samples =
+      kDefaultPtqSamples;  // the first N calibration samples (fewer when memory_mib says so)
+  int64_t batch = kDefaultPtqBatch;           // samples per cached run and per AdaRound step
   int64_t memory_mib = kDefaultPtqMemoryMib;  // cached layer activations the stages may hold
-  uint64_t seed = 0;          // of the stages' random draws
+  uint64_t seed = 0;                          // of the stages' random draws
 };
 
 // N processes of one job (torchrun, srun, a PyTorchJob; docs/distributed.md): each rank collects
@@ -337,7 +339,8 @@ struct PtqChoices {
 inline constexpr double kDefaultDistributedTimeoutSeconds = 1800;  // torch's default too
 struct DistributedChoices {
   bool required = false;  // fail unless launched so (a launch is detected anyway)
-  double timeout_seconds = kDefaultDistributedTimeoutSeconds;  // at the rendezvous and at each step, 1 to 86400
+  double timeout_seconds =
+      kDefaultDistributedTimeoutSeconds;  // at the rendezvous and at each step, 1 to 86400
 };
 
 // The accuracy check's automatic size: one calibrated sample in kCheckShareDivisor, at least
@@ -359,11 +362,13 @@ struct CalibrateOptions {
   // methods.method may also be "auto": every method from one statistics pass, the best on
   // held-out data vs FP32, then refined per tensor; with ptq.stages each stage is tried too.
   MethodChoices methods;
-  bool compare_methods = false;  // the table of max/entropy/percentile/mse on held-out data; the best written
+  bool compare_methods =
+      false;  // the table of max/entropy/percentile/mse on held-out data; the best written
   // Then the fallback search: the fewest layers kept in float that bring INT8 within `budget` of
   // FP32 on held-out data (points for top1/agreement, a ratio for rel_mse). Needs output_dir.
   std::optional<double> budget;
-  std::string metric;  // auto, compare_methods and budget: top1 | agreement | rel_mse; "": by the output
+  std::string
+      metric;  // auto, compare_methods and budget: top1 | agreement | rel_mse; "": by the output
   Placement placement;
   FloatPart floats;
   PtqChoices ptq;
@@ -408,7 +413,7 @@ struct CalibrateReport {
   std::string json;                   // compare_methods, auto: the table as JSON
   std::optional<bool> within_budget;  // budget: whether the search reached it
   int rank = 0, world_size = 1;
-  std::string rank_line;              // under a launch: this rank's shard, times and merge
+  std::string rank_line;  // under a launch: this rank's shard, times and merge
   int64_t samples = 0;
   double seconds = 0;
   int64_t peak_rss_bytes = 0;

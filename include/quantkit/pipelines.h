@@ -48,7 +48,7 @@ struct EvaluateReport {
   std::vector<std::string> written;
   std::string text, json;  // what `quantkit eval` prints, and with --json; empty on ranks > 0
   int rank = 0, world_size = 1;
-  std::string rank_line;   // under a launch: this rank's shard and times
+  std::string rank_line;  // under a launch: this rank's shard and times
 };
 Result<EvaluateReport> Evaluate(const EvaluateOptions& options);
 
@@ -70,7 +70,7 @@ struct AnalyzeOptions {
   PlanEvaluationOptions evaluation;
   bool accumulated = true;
   std::string layers = "int8";  // "int8" | "float" | "both"
-  int64_t top = 0;               // rows of the text's table (0: all)
+  int64_t top = 0;              // rows of the text's table (0: all)
   bool progress = false;  // a bar on stderr when it is a terminal
 };
 struct AnalyzeReport {
@@ -79,7 +79,7 @@ struct AnalyzeReport {
   std::vector<std::string> warnings;        // e.g. plan tensors matching no model tensor
   std::string text, json;                   // empty on ranks > 0 (every rank has the numbers)
   int rank = 0, world_size = 1;
-  std::string rank_line;                    // under a launch: this rank's shard, trials and time
+  std::string rank_line;  // under a launch: this rank's shard, trials and time
 };
 Result<AnalyzeReport> Analyze(const AnalyzeOptions& options);
 
@@ -94,7 +94,8 @@ struct FallbackOptions {
   // The float part of the written model and of every trial (as for ConvertOptions: all unset
   // keeps the plan's own).
   FloatPart floats;
-  // Activations cached for trials to start from (0: every trial runs the whole model; same results).
+  // Activations cached for trials to start from (0: every trial runs the whole model; same
+  // results).
   int64_t trial_cache_mib = kDefaultTrialCacheMib;
   bool progress = false;  // a bar on stderr when it is a terminal
 };
@@ -105,7 +106,7 @@ struct FallbackReport {
   bool within_budget = false;              // the CLI exits 1 when false
   std::string layer_precisions;            // trtexec --layerPrecisions value
   std::vector<std::string> written, warnings;
-  std::string text, json;                  // empty on ranks > 0
+  std::string text, json;  // empty on ranks > 0
   int rank = 0, world_size = 1;
   std::string rank_line;
 };
@@ -120,11 +121,12 @@ struct DiagnoseOptions {
   std::string method = "max";
   // The declared model-input expectation: "range=LO:HI" and/or "mean=M[/M..],std=S[/S..]".
   std::string expect;
-  Placement placement;      // exclusions as calibrate takes them
-  int64_t chunks = 16;      // collector sets kept (curves, bootstrap; memory grows), 1..kMaxDiagnoseChunks
-  int64_t bootstrap = 64;   // bootstrap resamples, 0..kMaxDiagnoseResamples
-  int64_t subsets = 16;     // random half-subsets for the stability CV, 0..kMaxDiagnoseResamples
-  uint64_t seed = 1;        // of the resampling
+  Placement placement;  // exclusions as calibrate takes them
+  int64_t chunks =
+      16;  // collector sets kept (curves, bootstrap; memory grows), 1..kMaxDiagnoseChunks
+  int64_t bootstrap = 64;      // bootstrap resamples, 0..kMaxDiagnoseResamples
+  int64_t subsets = 16;        // random half-subsets for the stability CV, 0..kMaxDiagnoseResamples
+  uint64_t seed = 1;           // of the resampling
   double ci_tolerance = 0.05;  // wanted 95% interval half-width of each scale (relative), (0, 1]
   double cv_tolerance = 0.05;  // coefficient of variation above which a scale is unstable, (0, 1]
   int64_t batch_check_samples = 16;  // run at batch 1 and batch B for batch dependence (0: skip)
@@ -138,7 +140,7 @@ struct DiagnoseReport {
   int64_t suggested_samples = 0;
   std::vector<std::string> findings;  // "severity: message"
   std::vector<std::string> written;
-  std::string text, json;   // the report (text: what `quantkit diagnose` prints); empty on ranks > 0
+  std::string text, json;  // the report (text: what `quantkit diagnose` prints); empty on ranks > 0
   int rank = 0, world_size = 1;
   std::string rank_line;
 };
@@ -153,7 +155,8 @@ struct ConvertOptions {
   bool qdq_output = false;            // ONNX -> ONNX: write the TensorRT Q/DQ model
   CacheOptions cache;                 // a written calib.cache's header
   // The float part of a written Q/DQ model. dtype, cast_io and keep_fp32 all unset: the float
-  // precision a plan.json records (else the default, fp16). weight_storage applies; int8 must be true.
+  // precision a plan.json records (else the default, fp16). weight_storage applies; int8 must be
+  // true.
   FloatPart floats;
   std::string float_precision = "fp16";  // named in the layer_precisions string: fp16 | fp32
   // plan -> Q/DQ ONNX: data to check the float dtype's ranges on first, and to measure the written
@@ -190,21 +193,22 @@ Result<LintReport> Lint(const LintOptions& options);
 
 // tensor-calib: the amax each calibration method gives one tensor (a .npy file of any float or
 // integer dtype), from one |x| histogram of `bins` bins.
-inline constexpr int64_t kDefaultTensorCalibBins = 2048, kMinTensorCalibBins = 1, kMaxTensorCalibBins = 65536;
+inline constexpr int64_t kDefaultTensorCalibBins = 2048, kMinTensorCalibBins = 1,
+                         kMaxTensorCalibBins = 65536;
 struct TensorCalibOptions {
   std::string file;
   std::vector<std::string> methods = {"all"};  // max, entropy, percentile[:P], mse, or all
   int64_t bins = kDefaultTensorCalibBins;
 };
 struct TensorMethodAmax {
-  std::string method;         // its label, e.g. "percentile:99.99"
+  std::string method;  // its label, e.g. "percentile:99.99"
   float amax = 0;
   int64_t bin = -1;           // the histogram bin the method chose (-1: none, max)
   std::string trt_scale_hex;  // amax / 127 as TensorRT's cache writes it
 };
 struct TensorCalibReport {
   std::vector<TensorMethodAmax> methods;
-  std::string text, json;     // what `quantkit tensor-calib` prints
+  std::string text, json;  // what `quantkit tensor-calib` prints
 };
 Result<TensorCalibReport> CalibrateTensorFile(const TensorCalibOptions& options);
 

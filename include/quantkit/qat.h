@@ -23,8 +23,8 @@ struct QatOptions {
   std::string data;        // training data (a data spec, as calibrate's)
   std::string output_dir;  // required
   ImagePreprocessing image;
-  std::string labels;      // labels .npy (int [N]) for training data that carries none
-  int64_t samples = 0;     // the first N training samples (0: all)
+  std::string labels;   // labels .npy (int [N]) for training data that carries none
+  int64_t samples = 0;  // the first N training samples (0: all)
   // The start: a plan (.json, cache, ranges .txt or Q/DQ .onnx), or calibrated first with
   // `method` on `calib_data` (default: `data`), its first `calib_samples`.
   std::string plan;
@@ -40,14 +40,14 @@ struct QatOptions {
   // data among 1e-5 .. 1e-3 by five short trial runs.
   double lr = 1e-4;
   bool lr_auto = false;
-  int64_t warmup_steps = 0;             // 0: 5% of the steps
-  std::string optimizer = "adamw";      // adamw | sgd (momentum 0.9)
+  int64_t warmup_steps = 0;         // 0: 5% of the steps
+  std::string optimizer = "adamw";  // adamw | sgd (momentum 0.9)
   double weight_decay = 0;
-  std::string loss = "mse";             // mse | kl (label-free) | ce (labels) | ce+kl | ce+mse
-  double temperature = 1;               // kl
-  std::vector<std::string> features;    // intermediate tensors with an MSE to the teacher's
-  double feature_weight = 0;            // 0 with features: 1
-  uint64_t seed = 0;                    // of the batch order
+  std::string loss = "mse";           // mse | kl (label-free) | ce (labels) | ce+kl | ce+mse
+  double temperature = 1;             // kl
+  std::vector<std::string> features;  // intermediate tensors with an MSE to the teacher's
+  double feature_weight = 0;          // 0 with features: 1
+  uint64_t seed = 0;                  // of the batch order
   // Validation: `val` (its first val_samples), else the last `holdout` samples of `data`
   // (-1: 10%, at most 1000, when a batch is left; 0: none); `metric` empty: by the output.
   std::string val;
@@ -67,14 +67,14 @@ struct QatReport {
   std::string summary;                // summary.txt
   std::vector<std::string> warnings;  // e.g. no step beat the PTQ start (the PTQ model was written)
   std::vector<std::string> written;
-  std::string metric;                 // the validation metric ("" when not validated)
+  std::string metric;                       // the validation metric ("" when not validated)
   std::optional<double> val_ptq, val_best;  // the metric before training and of the kept step
   int64_t best_step = 0, steps = 0;
-  double lr = 0;                      // the peak lr used (lr_auto: the one chosen)
-  bool paused = false;                // stopped by stop_after: only the checkpoint was written
+  double lr = 0;        // the peak lr used (lr_auto: the one chosen)
+  bool paused = false;  // stopped by stop_after: only the checkpoint was written
   double seconds = 0;
   int64_t peak_rss_bytes = 0;
-  std::string text;                   // what `quantkit qat` prints on stdout; empty on ranks > 0
+  std::string text;  // what `quantkit qat` prints on stdout; empty on ranks > 0
   int rank = 0, world_size = 1;
   std::string rank_line;
 };

@@ -21,7 +21,8 @@ namespace quantkit {
 namespace {
 
 static_assert(kDefaultDistributedTimeoutSeconds == distributed::kDefaultDistributedTimeout.count());
-static_assert(passes::kDefaultFloatDType == quant::FloatDType::kFloat16, "kDefaultFloatDTypeName says fp16");
+static_assert(passes::kDefaultFloatDType == quant::FloatDType::kFloat16,
+              "kDefaultFloatDTypeName says fp16");
 
 constexpr int64_t kMaxPtqMemoryMib = int64_t{1} << 30;
 constexpr double kMaxBudget = 100;  // top1/agreement points; rel_mse is a ratio below it
@@ -48,8 +49,9 @@ Status ConvertFloatPart(const FloatPart& f, pipelines::CalibrateOptions* c) {
 
 Status ConvertPtq(const PtqChoices& p, bool progress, pipelines::PtqOptions* out) {
   QK_ASSIGN_OR_RETURN(out->stages, pipelines::ParsePtqStages(p.stages));
-  QK_RETURN_IF_NOT(p.memory_mib >= 1 && p.memory_mib <= kMaxPtqMemoryMib, StatusCode::kInvalidArgument,
-                   "--ptq-memory must be in [1, {}] MiB, got {}", kMaxPtqMemoryMib, p.memory_mib);
+  QK_RETURN_IF_NOT(p.memory_mib >= 1 && p.memory_mib <= kMaxPtqMemoryMib,
+                   StatusCode::kInvalidArgument, "--ptq-memory must be in [1, {}] MiB, got {}",
+                   kMaxPtqMemoryMib, p.memory_mib);
   out->samples = p.samples;
   out->batch = p.batch;
   out->memory_bytes = p.memory_mib << 20;
@@ -85,7 +87,8 @@ Result<CalibrateRequest> ToRequest(const CalibrateOptions& o) {
   c.progress = o.progress;
   QK_RETURN_IF_ERROR(ConvertPtq(o.ptq, o.progress, &c.ptq));
   QK_RETURN_IF_NOT(o.check_samples >= kAutoCheckSamples, StatusCode::kInvalidArgument,
-                   "check_samples must be -1 (automatic), 0 (no check) or a count, got {}", o.check_samples);
+                   "check_samples must be -1 (automatic), 0 (no check) or a count, got {}",
+                   o.check_samples);
   QK_RETURN_IF_NOT(o.holdout_samples >= 0, StatusCode::kInvalidArgument,
                    "holdout_samples must be >= 0 (0: all), got {}", o.holdout_samples);
   c.check.samples = o.check_samples;
@@ -96,11 +99,13 @@ Result<CalibrateRequest> ToRequest(const CalibrateOptions& o) {
   if (o.statistics.valid()) c.statistics = &o.statistics.impl().statistics;
 
   if (o.budget) {
-    QK_RETURN_IF_NOT(!o.compare_methods && !r.auto_method, StatusCode::kInvalidArgument,
-                     "--budget repairs one method's plan: give --method max|entropy|percentile|mse, not "
-                     "--compare-methods or --method auto");
+    QK_RETURN_IF_NOT(
+        !o.compare_methods && !r.auto_method, StatusCode::kInvalidArgument,
+        "--budget repairs one method's plan: give --method max|entropy|percentile|mse, not "
+        "--compare-methods or --method auto");
     QK_RETURN_IF_NOT(std::isfinite(*o.budget) && *o.budget >= 0 && *o.budget <= kMaxBudget,
-                     StatusCode::kInvalidArgument, "--budget must be in [0, {}], got {}", kMaxBudget, *o.budget);
+                     StatusCode::kInvalidArgument, "--budget must be in [0, {}], got {}",
+                     kMaxBudget, *o.budget);
     r.mode = CalibrateMode::kBudget;
   } else if (o.compare_methods || r.auto_method) {
     r.mode = CalibrateMode::kCompare;
@@ -133,7 +138,8 @@ std::string WroteLines(const std::vector<std::string>& files) {
   return s;
 }
 
-Result<CalibrateReport> CalibrateWithBudget(const CalibrateOptions& o, pipelines::CalibrateOptions c) {
+Result<CalibrateReport> CalibrateWithBudget(const CalibrateOptions& o,
+                                            pipelines::CalibrateOptions c) {
   pipelines::CalibrateBudgetOptions b;
   b.calibrate = std::move(c);
   b.budget = *o.budget;
@@ -157,18 +163,22 @@ Result<CalibrateReport> CalibrateWithBudget(const CalibrateOptions& o, pipelines
   return report;
 }
 
-Result<CalibrateReport> CalibrateComparing(const CalibrateOptions& o, const CalibrateRequest& request) {
+Result<CalibrateReport> CalibrateComparing(const CalibrateOptions& o,
+                                           const CalibrateRequest& request) {
   pipelines::CompareMethodsOptions cm;
   cm.calibrate = request.calibrate;
   cm.holdout = o.holdout;
   // The zoo's own validation split is the natural held-out data for its calibration split.
-  if (cm.holdout.empty() && cm.calibrate.data.rfind("fashion-mnist", 0) == 0) cm.holdout = "fashion-mnist:val";
+  if (cm.holdout.empty() && cm.calibrate.data.rfind("fashion-mnist", 0) == 0)
+    cm.holdout = "fashion-mnist:val";
   cm.holdout_samples = o.holdout_samples;
   cm.metric = o.metric;
-  cm.per_tensor = request.auto_method;  // auto refines per tensor; compare_methods is the per-model table
+  cm.per_tensor =
+      request.auto_method;  // auto refines per tensor; compare_methods is the per-model table
   QK_ASSIGN_OR_RETURN(pipelines::CompareMethodsResult r, pipelines::CompareMethods(cm));
   CalibrateReport report;
-  report.text = pipelines::FormatCompareMethods(r) + r.best_result.summary + WroteLines(r.best_result.written);
+  report.text = pipelines::FormatCompareMethods(r) + r.best_result.summary +
+                WroteLines(r.best_result.written);
   report.json = pipelines::CompareMethodsJson(r);
   SetFromCalibration(std::move(r.best_result), &report);
   report.rank_line.clear();
@@ -205,7 +215,8 @@ std::string DescribePtqStages() {
     s += std::string("\n  ") + st.name + ": " + st.help;
     for (const pipelines::PtqParam& p : st.params) {
       // A default below the range means "chosen by the stage" (smoothquant's alpha).
-      const std::string value = p.default_value < p.min ? "auto" : fmt::format("{:g}", p.default_value);
+      const std::string value =
+          p.default_value < p.min ? "auto" : fmt::format("{:g}", p.default_value);
       s += fmt::format("\n    {}={} in [{:g}, {:g}]: {}", p.name, value, p.min, p.max, p.help);
     }
   }

@@ -95,8 +95,10 @@ Result<pipelines::MethodChoice> ToMethodChoice(const MethodChoices& choices) {
 }
 
 Result<std::optional<passes::FloatOptions>> ToFloatOverride(const FloatPart& f) {
-  QK_RETURN_IF_NOT(f.int8, StatusCode::kInvalidArgument, "this writer writes INT8 models: floats.int8 must be true");
-  if (f.dtype.empty() && !f.cast_io && f.keep_fp32.empty()) return std::optional<passes::FloatOptions>();
+  QK_RETURN_IF_NOT(f.int8, StatusCode::kInvalidArgument,
+                   "this writer writes INT8 models: floats.int8 must be true");
+  if (f.dtype.empty() && !f.cast_io && f.keep_fp32.empty())
+    return std::optional<passes::FloatOptions>();
   passes::FloatOptions out;
   if (!f.dtype.empty()) {
     QK_ASSIGN_OR_RETURN(out.dtype, quant::ParseFloatDType(f.dtype));
@@ -110,7 +112,8 @@ Result<distributed::DistributedOptions> ToDistributedOptions(const DistributedCh
   constexpr double kMaxTimeoutSeconds = 86400;
   const double timeout = choices.timeout_seconds;
   QK_RETURN_IF_NOT(timeout >= 1 && timeout <= kMaxTimeoutSeconds, StatusCode::kInvalidArgument,
-                   "distributed timeout must be in [1, {}] seconds, got {}", kMaxTimeoutSeconds, timeout);
+                   "distributed timeout must be in [1, {}] seconds, got {}", kMaxTimeoutSeconds,
+                   timeout);
   distributed::DistributedOptions out;
   out.required = choices.required;
   out.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000.0));

@@ -86,8 +86,8 @@ std::string ToText(const onnx_io::ModelSummary& s) {
   };
   values("inputs", s.inputs);
   values("outputs", s.outputs);
-  out += fmt::format("nodes:      {} ({} subgraphs, {} functions)\n", s.num_nodes,
-                     s.num_subgraphs, s.num_functions);
+  out += fmt::format("nodes:      {} ({} subgraphs, {} functions)\n", s.num_nodes, s.num_subgraphs,
+                     s.num_functions);
   std::string ops;
   for (const auto& [op, count] : s.op_histogram) {
     ops += fmt::format("{}{} {}", ops.empty() ? "" : ", ", op, count);
@@ -98,8 +98,8 @@ std::string ToText(const onnx_io::ModelSummary& s) {
                      HumanBytes(s.inline_initializers.bytes),
                      HumanBytes(s.external_initializers.bytes));
   for (const auto& [location, w] : s.external_files) {
-    out += fmt::format("  external file {}: {} tensors, {}\n", location, w.count,
-                       HumanBytes(w.bytes));
+    out +=
+        fmt::format("  external file {}: {} tensors, {}\n", location, w.count, HumanBytes(w.bytes));
   }
   out += fmt::format("            {} Constant nodes ({}), {} sparse initializers ({})\n",
                      s.constant_nodes.count, HumanBytes(s.constant_nodes.bytes),

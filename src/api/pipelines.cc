@@ -7,24 +7,24 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pipelines/diagnose/diagnose.h"
 #include "analysis/float_layers.h"
 #include "analysis/layer_analysis.h"
 #include "analysis/metrics.h"
 #include "analysis/prefix_cache.h"
 #include "analysis/qdq_lint.h"
+#include "api/internal.h"
 #include "common/check.h"
 #include "data/source.h"
-#include "onnx/import.h"
 #include "formats/trt_cache.h"
-#include "pipelines/cache_tools.h"
+#include "onnx/import.h"
 #include "passes/apply_plan.h"
+#include "pipelines/cache_tools.h"
 #include "pipelines/calibrate.h"
 #include "pipelines/convert.h"
+#include "pipelines/diagnose/diagnose.h"
 #include "pipelines/evaluate.h"
 #include "pipelines/fallback.h"
 #include "pipelines/plan_evaluation.h"
-#include "api/internal.h"
 #include "pipelines/run_model.h"
 #include "quant/method_amax.h"
 #include "quantkit/pipelines.h"
@@ -38,7 +38,8 @@ Result<pipelines::PlanEvaluation> Open(const PlanEvaluationOptions& o) {
   eval.data = o.data;
   eval.samples = o.samples;
   eval.batch_size = o.batch_size;
-  QK_ASSIGN_OR_RETURN(distributed::DistributedOptions launch, api::ToDistributedOptions(o.distributed));
+  QK_ASSIGN_OR_RETURN(distributed::DistributedOptions launch,
+                      api::ToDistributedOptions(o.distributed));
   if (o.loaded_plan.valid())
     return pipelines::OpenPlanEvaluation(eval, o.loaded_plan.impl().plan, o.placement, launch);
   return pipelines::OpenPlanEvaluation(eval, o.plan, o.placement, launch);
@@ -55,7 +56,8 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
   eval.plan = options.plan;
   if (options.loaded_plan.valid()) eval.loaded_plan = options.loaded_plan.impl().plan;
   QK_ASSIGN_OR_RETURN(eval.simulation.mode, passes::ParsePlacementPolicy(options.placement));
-  QK_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<analysis::Metric>> metrics, analysis::MakeMetrics(options.metrics));
+  QK_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<analysis::Metric>> metrics,
+                      analysis::MakeMetrics(options.metrics));
   eval.metrics = analysis::MetricPointers(metrics);
   eval.samples = options.samples;
   eval.batch_size = options.batch_size;
@@ -82,12 +84,15 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
   api::SetRank(r.rank, &report);
   if (r.rank.rank != 0) return report;  // rank 0 holds the totals
   report.text = pipelines::FormatEval(eval, r);
-  nlohmann::json j{{"samples", r.samples}, {"seconds", r.seconds}, {"model_seconds", r.model_seconds}};
+  nlohmann::json j{
+      {"samples", r.samples}, {"seconds", r.seconds}, {"model_seconds", r.model_seconds}};
   if (r.agreement) j["reference_seconds"] = r.reference_seconds;
   if (r.top1) j["top1"] = *r.top1, j["top5"] = *r.top5;
   if (r.agreement) {
-    j["agreement"] = {{"argmax", r.agreement->argmax_agreement}, {"cosine", r.agreement->cosine},
-                      {"sqnr_db", r.agreement->sqnr_db}, {"max_abs_error", r.agreement->max_abs_error}};
+    j["agreement"] = {{"argmax", r.agreement->argmax_agreement},
+                      {"cosine", r.agreement->cosine},
+                      {"sqnr_db", r.agreement->sqnr_db},
+                      {"max_abs_error", r.agreement->max_abs_error}};
   }
   if (!r.metrics.empty()) j["metrics"] = r.metrics;
   if (!options.plan.empty()) j["plan"] = options.plan;
@@ -98,7 +103,8 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
 Result<AnalyzeReport> Analyze(const AnalyzeOptions& options) {
   QK_RETURN_IF_NOT(options.layers == "int8" || options.layers == "float" || options.layers == "both",
                    StatusCode::kInvalidArgument, "layers '{}': expected int8, float or both", options.layers);
-  QK_RETURN_IF_NOT(options.top >= 0, StatusCode::kInvalidArgument, "top must be >= 0, got {}", options.top);
+  QK_RETURN_IF_NOT(options.top >= 0, StatusCode::kInvalidArgument, "top must be >= 0, got {}",
+                   options.top);
   QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation opened, Open(options.evaluation));
   QK_ASSIGN_OR_RETURN(auto owned, pipelines::AnalyzeMetrics(options.evaluation.metrics, *opened.evaluator));
   const std::vector<analysis::Metric*> metrics = analysis::MetricPointers(owned);
@@ -133,17 +139,20 @@ static_assert((kDefaultTrialCacheMib << 20) == analysis::kDefaultPrefixCacheByte
 
 Result<FallbackReport> Fallback(const FallbackOptions& options) {
   // The numbers before the data is opened.
-  constexpr double kMaxBudget = 100;               // top1/agreement points; rel_mse is a ratio below it
-  constexpr int64_t kMaxTrialCacheMib = 1 << 20;   // 1 TiB
-  QK_RETURN_IF_NOT(std::isfinite(options.budget) && options.budget >= 0 && options.budget <= kMaxBudget,
-                   StatusCode::kInvalidArgument, "budget must be in [0, {}], got {}", kMaxBudget, options.budget);
+  constexpr double kMaxBudget = 100;  // top1/agreement points; rel_mse is a ratio below it
+  constexpr int64_t kMaxTrialCacheMib = 1 << 20;  // 1 TiB
+  QK_RETURN_IF_NOT(
+      std::isfinite(options.budget) && options.budget >= 0 && options.budget <= kMaxBudget,
+      StatusCode::kInvalidArgument, "budget must be in [0, {}], got {}", kMaxBudget,
+      options.budget);
   QK_RETURN_IF_NOT(options.max_float_layers >= 0, StatusCode::kInvalidArgument,
                    "max_float_layers must be >= 0 (0: no limit), got {}", options.max_float_layers);
   QK_RETURN_IF_NOT(options.trial_cache_mib >= 0 && options.trial_cache_mib <= kMaxTrialCacheMib,
-                   StatusCode::kInvalidArgument, "trial_cache_mib must be in [0, {}], got {}", kMaxTrialCacheMib,
-                   options.trial_cache_mib);
+                   StatusCode::kInvalidArgument, "trial_cache_mib must be in [0, {}], got {}",
+                   kMaxTrialCacheMib, options.trial_cache_mib);
   QK_RETURN_IF_NOT(options.float_precision == "fp16" || options.float_precision == "fp32",
-                   StatusCode::kInvalidArgument, "float_precision '{}': use fp16 or fp32", options.float_precision);
+                   StatusCode::kInvalidArgument, "float_precision '{}': use fp16 or fp32",
+                   options.float_precision);
   QK_RETURN_IF_ERROR(api::ToFloatOverride(options.floats).status());
   QK_RETURN_IF_ERROR(passes::ParseWeightStorage(options.floats.weight_storage).status());
   QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation opened, Open(options.evaluation));
@@ -158,7 +167,8 @@ Result<FallbackReport> Fallback(const FallbackOptions& options) {
   fallback.output_dir = options.output_dir;
   fallback.float_precision = options.float_precision;
   QK_ASSIGN_OR_RETURN(fallback.floats, api::ToFloatOverride(options.floats));
-  QK_ASSIGN_OR_RETURN(fallback.weight_storage, passes::ParseWeightStorage(options.floats.weight_storage));
+  QK_ASSIGN_OR_RETURN(fallback.weight_storage,
+                      passes::ParseWeightStorage(options.floats.weight_storage));
   fallback.trial_cache_bytes = options.trial_cache_mib << 20;
   fallback.progress = options.progress;
   QK_ASSIGN_OR_RETURN(pipelines::FallbackResult r,
@@ -174,24 +184,27 @@ Result<FallbackReport> Fallback(const FallbackOptions& options) {
   report.written = r.written;
   report.warnings = opened.warnings;
   // Every rank took the same decisions; rank 0 wrote the files and has the text.
-  api::SetRank(opened.Rank(r.search.seconds + r.full_eval_seconds, r.search.evaluations + 1), &report);
+  api::SetRank(opened.Rank(r.search.seconds + r.full_eval_seconds, r.search.evaluations + 1),
+               &report);
   if (report.rank != 0) return report;
   report.text = pipelines::FormatFallback(r);
   report.json = pipelines::FallbackJson(r);
   return report;
 }
 
-static_assert(kMaxDiagnoseChunks == pipelines::kMaxChunks && kMaxDiagnoseResamples == pipelines::kMaxResamples);
+static_assert(kMaxDiagnoseChunks == pipelines::kMaxChunks &&
+              kMaxDiagnoseResamples == pipelines::kMaxResamples);
 
 Result<DiagnoseReport> Diagnose(const DiagnoseOptions& options) {
   pipelines::DiagnoseOptions d;
   d.model = options.model;
   d.data = options.data;
   d.reference_data = options.reference_data;
-  QK_RETURN_IF_NOT(options.samples >= 0 && options.reference_samples >= 0 && options.batch_size > 0 &&
-                       options.batch_check_samples >= 0,
-                   StatusCode::kInvalidArgument,
-                   "samples, reference_samples and batch_check_samples must be >= 0 and batch_size > 0");
+  QK_RETURN_IF_NOT(
+      options.samples >= 0 && options.reference_samples >= 0 && options.batch_size > 0 &&
+          options.batch_check_samples >= 0,
+      StatusCode::kInvalidArgument,
+      "samples, reference_samples and batch_check_samples must be >= 0 and batch_size > 0");
   d.samples = options.samples;
   d.reference_samples = options.reference_samples;
   d.batch_size = options.batch_size;
@@ -200,12 +213,14 @@ Result<DiagnoseReport> Diagnose(const DiagnoseOptions& options) {
     QK_ASSIGN_OR_RETURN(d.expect, pipelines::ParseExpectation(options.expect));
   }
   d.placement = api::ToPlacementOptions(options.placement);
-  QK_RETURN_IF_NOT(options.chunks >= 1 && options.chunks <= kMaxDiagnoseChunks, StatusCode::kInvalidArgument,
-                   "chunks must be in [1, {}], got {}", kMaxDiagnoseChunks, options.chunks);
+  QK_RETURN_IF_NOT(options.chunks >= 1 && options.chunks <= kMaxDiagnoseChunks,
+                   StatusCode::kInvalidArgument, "chunks must be in [1, {}], got {}",
+                   kMaxDiagnoseChunks, options.chunks);
   QK_RETURN_IF_NOT(options.bootstrap >= 0 && options.bootstrap <= kMaxDiagnoseResamples &&
                        options.subsets >= 0 && options.subsets <= kMaxDiagnoseResamples,
-                   StatusCode::kInvalidArgument, "bootstrap and subsets must be in [0, {}], got {} and {}",
-                   kMaxDiagnoseResamples, options.bootstrap, options.subsets);
+                   StatusCode::kInvalidArgument,
+                   "bootstrap and subsets must be in [0, {}], got {} and {}", kMaxDiagnoseResamples,
+                   options.bootstrap, options.subsets);
   d.chunks = static_cast<int>(options.chunks);
   d.bootstrap = static_cast<int>(options.bootstrap);
   d.subsets = static_cast<int>(options.subsets);
@@ -250,12 +265,14 @@ Result<ConvertReport> Convert(const ConvertOptions& options) {
   QK_ASSIGN_OR_RETURN(c.floats, api::ToFloatOverride(options.floats));
   QK_ASSIGN_OR_RETURN(c.weight_storage, passes::ParseWeightStorage(options.floats.weight_storage));
   QK_RETURN_IF_NOT(options.float_precision == "fp16" || options.float_precision == "fp32",
-                   StatusCode::kInvalidArgument, "float_precision '{}': use fp16 or fp32", options.float_precision);
+                   StatusCode::kInvalidArgument, "float_precision '{}': use fp16 or fp32",
+                   options.float_precision);
   c.float_precision = options.float_precision;
   c.data = options.data;
   QK_ASSIGN_OR_RETURN(c.image, api::ToImageOptions(options.image));
   QK_RETURN_IF_NOT(options.samples >= 0 && options.batch_size > 0, StatusCode::kInvalidArgument,
-                   "samples must be >= 0 and batch_size > 0, got {} and {}", options.samples, options.batch_size);
+                   "samples must be >= 0 and batch_size > 0, got {} and {}", options.samples,
+                   options.batch_size);
   c.samples = options.samples;
   c.batch_size = options.batch_size;
   QK_ASSIGN_OR_RETURN(pipelines::ConvertResult r, pipelines::Convert(c));
@@ -273,9 +290,10 @@ Result<CacheInspectReport> InspectCache(const std::string& path) {
   return report;
 }
 
-Result<CacheDiffReport> DiffCaches(const std::string& a_path, const std::string& b_path, double rtol) {
-  QK_RETURN_IF_NOT(std::isfinite(rtol) && rtol >= 0, StatusCode::kInvalidArgument, "rtol must be >= 0, got {}",
-                   rtol);
+Result<CacheDiffReport> DiffCaches(const std::string& a_path, const std::string& b_path,
+                                   double rtol) {
+  QK_RETURN_IF_NOT(std::isfinite(rtol) && rtol >= 0, StatusCode::kInvalidArgument,
+                   "rtol must be >= 0, got {}", rtol);
   QK_ASSIGN_OR_RETURN(formats::TrtCache a, formats::ReadTrtCache(a_path));
   QK_ASSIGN_OR_RETURN(formats::TrtCache b, formats::ReadTrtCache(b_path));
   const pipelines::CacheDiff d = pipelines::DiffCaches(a, b, rtol);
@@ -284,7 +302,8 @@ Result<CacheDiffReport> DiffCaches(const std::string& a_path, const std::string&
   report.removed = d.removed;
   for (const pipelines::CacheDiff::Change& c : d.changed) report.changed.push_back(c.tensor);
   report.header_differs = d.header_differs;
-  report.problems = static_cast<int>(d.added.size() + d.removed.size() + d.changed.size()) + (d.header_differs ? 1 : 0);
+  report.problems = static_cast<int>(d.added.size() + d.removed.size() + d.changed.size()) +
+                    (d.header_differs ? 1 : 0);
   report.text = pipelines::FormatCacheDiff(d, a, b);
   return report;
 }
@@ -300,18 +319,27 @@ Result<CacheCheckReport> CheckCache(const CacheCheckOptions& options) {
   }
   QK_ASSIGN_OR_RETURN(formats::TrtCache cache, formats::ReadTrtCache(options.cache));
   QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(options.model));
-  QK_ASSIGN_OR_RETURN(pipelines::CacheCheck c, pipelines::CheckCache(cache, *model.graph, version, calibrator));
-  CacheCheckReport report{c.missing, c.stale, c.header_issues, c.bad_scales, c.matched, 0, pipelines::FormatCacheCheck(c)};
-  report.problems = static_cast<int>(c.missing.size() + c.stale.size() + c.header_issues.size() + c.bad_scales.size());
+  QK_ASSIGN_OR_RETURN(pipelines::CacheCheck c,
+                      pipelines::CheckCache(cache, *model.graph, version, calibrator));
+  CacheCheckReport report{c.missing,
+                          c.stale,
+                          c.header_issues,
+                          c.bad_scales,
+                          c.matched,
+                          0,
+                          pipelines::FormatCacheCheck(c)};
+  report.problems = static_cast<int>(c.missing.size() + c.stale.size() + c.header_issues.size() +
+                                     c.bad_scales.size());
   return report;
 }
 
 Result<WriteDataReport> WriteData(const WriteDataOptions& options) {
-  QK_RETURN_IF_NOT(options.samples >= 0, StatusCode::kInvalidArgument, "samples must be >= 0 (0: all), got {}",
-                   options.samples);
+  QK_RETURN_IF_NOT(options.samples >= 0, StatusCode::kInvalidArgument,
+                   "samples must be >= 0 (0: all), got {}", options.samples);
   QK_ASSIGN_OR_RETURN(data::ImageOptions image, api::ToImageOptions(options.image));
   QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(options.model));
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, data::OpenSource(options.data, data::ModelInputs(model), image));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
+                      data::OpenSource(options.data, data::ModelInputs(model), image));
   std::unique_ptr<data::Source> first = data::Take(std::move(source), options.samples);
   QK_RETURN_IF_ERROR(data::DumpSamples(*first, options.output_dir));
   WriteDataReport report;
@@ -331,7 +359,9 @@ Result<LintReport> Lint(const LintOptions& options) {
   report.dequantize_nodes = linted.num_dq;
   const analysis::Severity worst = linted.Worst();
   report.worst = analysis::SeverityName(worst);
-  report.exit_code = worst == analysis::Severity::kError ? 2 : worst == analysis::Severity::kWarning ? 1 : 0;
+  report.exit_code = worst == analysis::Severity::kError     ? 2
+                     : worst == analysis::Severity::kWarning ? 1
+                                                             : 0;
   report.text = analysis::FormatLintText(linted);
   report.json = analysis::FormatLintJson(linted);
   return report;

@@ -26,8 +26,8 @@ Result<pipelines::QatOptions> ToQatOptions(const QatOptions& o) {
   QK_ASSIGN_OR_RETURN(q.method, quant::ParseMethod(o.method));
   q.calib_data = o.calib_data;
   q.calib_samples = o.calib_samples;
-  QK_RETURN_IF_NOT(o.weights == "per-channel" || o.weights == "per-tensor", StatusCode::kInvalidArgument,
-                   "--weights must be per-channel or per-tensor");
+  QK_RETURN_IF_NOT(o.weights == "per-channel" || o.weights == "per-tensor",
+                   StatusCode::kInvalidArgument, "--weights must be per-channel or per-tensor");
   q.placement.per_channel_weights = o.weights == "per-channel";
   q.recompute_weight_scales = !o.frozen_weight_scales;
   q.learn_activation_scales = o.learn_activation_scales;
@@ -36,21 +36,24 @@ Result<pipelines::QatOptions> ToQatOptions(const QatOptions& o) {
   q.batch_size = o.batch_size;
   q.trainer.lr = o.lr;
   q.lr_auto = o.lr_auto;
-  QK_RETURN_IF_NOT(o.warmup_steps >= 0, StatusCode::kInvalidArgument, "--warmup must be >= 0, got {}",
-                   o.warmup_steps);
+  QK_RETURN_IF_NOT(o.warmup_steps >= 0, StatusCode::kInvalidArgument,
+                   "--warmup must be >= 0, got {}", o.warmup_steps);
   q.trainer.warmup_steps = o.warmup_steps;
   if (o.optimizer == "adamw") {
     q.trainer.optimizer = train::OptimizerKind::kAdamW;
   } else if (o.optimizer == "sgd") {
     q.trainer.optimizer = train::OptimizerKind::kSgd;
   } else {
-    return Status(StatusCode::kInvalidArgument, "--optimizer must be adamw or sgd, got '" + o.optimizer + "'");
+    return Status(StatusCode::kInvalidArgument,
+                  "--optimizer must be adamw or sgd, got '" + o.optimizer + "'");
   }
   q.trainer.weight_decay = o.weight_decay;
   const std::string& l = o.loss;
-  QK_RETURN_IF_NOT(l == "mse" || l == "kl" || l == "ce" || l == "ce+kl" || l == "ce+mse", StatusCode::kInvalidArgument,
+  QK_RETURN_IF_NOT(l == "mse" || l == "kl" || l == "ce" || l == "ce+kl" || l == "ce+mse",
+                   StatusCode::kInvalidArgument,
                    "--loss must be mse, kl, ce, ce+kl or ce+mse, got '{}'", l);
-  q.trainer.distill = l.find("kl") != std::string::npos ? train::DistillLoss::kKl : train::DistillLoss::kMse;
+  q.trainer.distill =
+      l.find("kl") != std::string::npos ? train::DistillLoss::kKl : train::DistillLoss::kMse;
   q.trainer.distill_weight = l == "ce" ? 0.0 : 1.0;
   q.trainer.label_weight = l.rfind("ce", 0) == 0 ? 1.0 : 0.0;
   q.trainer.temperature = o.temperature;

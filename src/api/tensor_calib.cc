@@ -18,7 +18,8 @@ namespace quantkit {
 namespace {
 
 static_assert(kDefaultTensorCalibBins == quant::kDefaultNumBins);
-static_assert(kMinTensorCalibBins == quant::kMinNumBins && kMaxTensorCalibBins == quant::kMaxNumBins);
+static_assert(kMinTensorCalibBins == quant::kMinNumBins &&
+              kMaxTensorCalibBins == quant::kMaxNumBins);
 
 // Method names are parsed by quant::ParseMethod (the one vocabulary); "all" is this command's.
 Result<std::vector<quant::MethodRequest>> ParseMethods(const std::vector<std::string>& names) {
@@ -45,8 +46,9 @@ std::string ShapeText(const std::vector<int64_t>& dims) {
 
 Result<TensorCalibReport> CalibrateTensorFile(const TensorCalibOptions& o) {
   QK_ASSIGN_OR_RETURN(std::vector<quant::MethodRequest> methods, ParseMethods(o.methods));
-  QK_RETURN_IF_NOT(o.bins >= kMinTensorCalibBins && o.bins <= kMaxTensorCalibBins, StatusCode::kInvalidArgument,
-                   "bins must be in [{}, {}], got {}", kMinTensorCalibBins, kMaxTensorCalibBins, o.bins);
+  QK_RETURN_IF_NOT(o.bins >= kMinTensorCalibBins && o.bins <= kMaxTensorCalibBins,
+                   StatusCode::kInvalidArgument, "bins must be in [{}, {}], got {}",
+                   kMinTensorCalibBins, kMaxTensorCalibBins, o.bins);
   QK_ASSIGN_OR_RETURN(ir::Tensor tensor, data::ReadNpy(o.file));
   auto values = data::ToFloat32(tensor);
   if (!values.ok()) return values.status().WithContext(o.file);
@@ -59,29 +61,39 @@ Result<TensorCalibReport> CalibrateTensorFile(const TensorCalibOptions& o) {
   const quant::RangeStats& r = report.range;
   const std::string dtype(ir::DTypeName(tensor.dtype()));
   TensorCalibReport out;
-  for (const auto& m : report.results) out.methods.push_back({quant::MethodLabel(m.request), m.amax, m.index, m.trt_scale_hex});
+  for (const auto& m : report.results)
+    out.methods.push_back({quant::MethodLabel(m.request), m.amax, m.index, m.trt_scale_hex});
 
   nlohmann::json j;
   j["file"] = o.file;
   j["dtype"] = dtype;
   j["shape"] = tensor.dims();
-  j["range"] = {{"count", r.count}, {"nan", r.nan_count}, {"posinf", r.posinf_count},
-                {"neginf", r.neginf_count}, {"zeros", r.zero_count}, {"min", r.min},
-                {"max", r.max}, {"amax", r.amax}};
-  j["histogram"] = {{"kind", "abs"}, {"bins", report.num_bins},
+  j["range"] = {{"count", r.count},
+                {"nan", r.nan_count},
+                {"posinf", r.posinf_count},
+                {"neginf", r.neginf_count},
+                {"zeros", r.zero_count},
+                {"min", r.min},
+                {"max", r.max},
+                {"amax", r.amax}};
+  j["histogram"] = {{"kind", "abs"},
+                    {"bins", report.num_bins},
                     {"nonempty_bins", report.nonempty_bins},
-                    {"first_edge", report.hist_first_edge}, {"last_edge", report.hist_last_edge}};
+                    {"first_edge", report.hist_first_edge},
+                    {"last_edge", report.hist_last_edge}};
   j["methods"] = nlohmann::json::array();
   for (const auto& m : report.results) {
-    j["methods"].push_back({{"method", quant::MethodLabel(m.request)}, {"amax", m.amax},
-                            {"index", m.index}, {"trt_scale_hex", m.trt_scale_hex}});
+    j["methods"].push_back({{"method", quant::MethodLabel(m.request)},
+                            {"amax", m.amax},
+                            {"index", m.index},
+                            {"trt_scale_hex", m.trt_scale_hex}});
   }
   out.json = j.dump(1) + "\n";
 
   std::string& t = out.text;
   t += fmt::format("tensor     {}  {} {}\n", o.file, dtype, ShapeText(tensor.dims()));
-  t += fmt::format("elements   {} (NaN {}, +Inf {}, -Inf {}, zeros {})\n", r.count, r.nan_count, r.posinf_count,
-                   r.neginf_count, r.zero_count);
+  t += fmt::format("elements   {} (NaN {}, +Inf {}, -Inf {}, zeros {})\n", r.count, r.nan_count,
+                   r.posinf_count, r.neginf_count, r.zero_count);
   t += fmt::format("range      min {:.9g}  max {:.9g}  amax {:.9g}\n", r.min, r.max, r.amax);
   t += fmt::format("histogram  |x|, {} bins on [{:.9g}, {:.9g}], {} non-empty\n\n", report.num_bins,
                    report.hist_first_edge, report.hist_last_edge, report.nonempty_bins);

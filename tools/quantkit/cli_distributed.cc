@@ -5,23 +5,25 @@
 #include <string>
 #include <vector>
 
-#include "quantkit/runtime.h"
 #include "numeric_options.h"
+#include "quantkit/runtime.h"
 
 namespace quantkit::cli {
 
 namespace {
 
-constexpr const char* kGroup = "Distributed (torchrun, srun torchrun, PyTorchJob; docs/distributed.md)";
+constexpr const char* kGroup =
+    "Distributed (torchrun, srun torchrun, PyTorchJob; docs/distributed.md)";
 
 void AddDistributedOptions(CLI::App* cmd, bool* required, std::function<void(double)> set_timeout) {
   cmd->add_flag("--distributed", *required,
                 "require a torch.distributed launch (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); "
                 "without it a launch is still detected")
       ->group(kGroup);
-  cmd->add_option_function<double>("--dist-timeout", std::move(set_timeout),
-                                   "seconds to wait for the other ranks at the rendezvous and at each step "
-                                   "(default 1800)")
+  cmd->add_option_function<double>(
+         "--dist-timeout", std::move(set_timeout),
+         "seconds to wait for the other ranks at the rendezvous and at each step "
+         "(default 1800)")
       ->transform(InRange(1, 86400))
       ->group(kGroup);
 }
@@ -29,7 +31,8 @@ void AddDistributedOptions(CLI::App* cmd, bool* required, std::function<void(dou
 }  // namespace
 
 void AddDistributedOptions(CLI::App* cmd, DistributedChoices* options) {
-  AddDistributedOptions(cmd, &options->required, [options](double seconds) { options->timeout_seconds = seconds; });
+  AddDistributedOptions(cmd, &options->required,
+                        [options](double seconds) { options->timeout_seconds = seconds; });
 }
 
 Status CheckDistributedLaunch(const CLI::App& app) {

@@ -156,9 +156,11 @@ void AddTensorBudgetOption(CLI::App& app) {
 
 void AddFloatOptions(CLI::App* cmd, FloatArgs* a) {
   const char* group = "Strongly typed output (docs/strongly-typed.md)";
-  cmd->add_option("--float-dtype", a->dtype,
-                  fmt::format("dtype of the non-quantized tensors: fp16 | bf16 | fp32 (default {}; a plan.json's own)",
-                              kDefaultFloatDTypeName))
+  cmd->add_option(
+         "--float-dtype", a->dtype,
+         fmt::format(
+             "dtype of the non-quantized tensors: fp16 | bf16 | fp32 (default {}; a plan.json's own)",
+             kDefaultFloatDTypeName))
       ->group(group);
   cmd->add_flag("--cast-io", a->cast_io, "graph inputs and outputs take --float-dtype too (default: kept as the model has them)")
       ->group(group);
@@ -184,18 +186,24 @@ void AddImageOptions(CLI::App* cmd, ImageArgs* a) {
       ->group(group);
 }
 
-
 FloatPart ToFloatPart(const FloatArgs& a, bool int8) {
   return {a.dtype, a.cast_io, a.keep_fp32, a.weight_storage, int8};
 }
 
 ImagePreprocessing ToImagePreprocessing(const ImageArgs& a) {
-  return {a.resize, a.crop, a.color, a.layout, a.mean, a.std, a.scale != 0 ? std::optional<double>(a.scale) : std::nullopt};
+  return {a.resize,
+          a.crop,
+          a.color,
+          a.layout,
+          a.mean,
+          a.std,
+          a.scale != 0 ? std::optional<double>(a.scale) : std::nullopt};
 }
 
 void AddPlanEvalOptions(CLI::App* cmd, PlanEvaluationOptions* o, const std::string& data_help) {
   cmd->add_option("model", o->model, "FP32 ONNX model")->required();
-  cmd->add_option("--plan", o->plan, "plan .json, TensorRT cache, ranges .txt or Q/DQ .onnx")->required();
+  cmd->add_option("--plan", o->plan, "plan .json, TensorRT cache, ranges .txt or Q/DQ .onnx")
+      ->required();
   cmd->add_option("--data", o->data, data_help)->required();
   cmd->add_option("--samples", o->samples, "first N samples (0: all)")
       ->transform(InRange(0, kMaxCount))
@@ -208,8 +216,8 @@ void AddPlanEvalOptions(CLI::App* cmd, PlanEvaluationOptions* o, const std::stri
 }
 
 void PrintWarnings(const std::vector<std::string>& warnings) {
-  for (const std::string& w : warnings) std::fprintf(stderr, "quantkit: warning: %s\n", EscapeControl(w).c_str());
+  for (const std::string& w : warnings)
+    std::fprintf(stderr, "quantkit: warning: %s\n", EscapeControl(w).c_str());
 }
-
 
 }  // namespace quantkit::cli

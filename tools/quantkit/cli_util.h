@@ -61,7 +61,8 @@ FloatPart ToFloatPart(const FloatArgs& args, bool int8 = true);
 
 // The options analyze and fallback share: MODEL, --plan, --data, --samples, --batch-size,
 // --placement and the distributed ones. `data_help` describes --data for the subcommand.
-void AddPlanEvalOptions(CLI::App* cmd, PlanEvaluationOptions* options, const std::string& data_help);
+void AddPlanEvalOptions(CLI::App* cmd, PlanEvaluationOptions* options,
+                        const std::string& data_help);
 // A report's warnings on stderr, one line each, control characters escaped.
 void PrintWarnings(const std::vector<std::string>& warnings);
 

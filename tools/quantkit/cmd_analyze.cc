@@ -1,4 +1,5 @@
-// quantkit analyze MODEL --plan PLAN --data SPEC [--samples N] [--metric M] [--top K] [--layers int8|float|both]
+// quantkit analyze MODEL --plan PLAN --data SPEC [--samples N] [--metric M] [--top K] [--layers
+// int8|float|both]
 // [--json]
 #include <cstdio>
 
@@ -20,14 +21,18 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
       "analyze", "Per-tensor INT8 error of a plan: each quantized tensor alone and accumulated along the "
                  "graph, as SQNR/cosine/relative MSE at the tensor and at the output, saturation and "
                  "range use; ranked worst first, with the ONNX nodes that read each tensor");
-  AddPlanEvalOptions(cmd, &opts->analyze.evaluation, "data, as for calibrate (e.g. fashion-mnist:val)");
-  cmd->add_option("--metric", opts->analyze.evaluation.metrics, "metrics per trial (default: top1 and agreement on a [batch, classes] output, top1 only with labels; rel_mse on any other output)");
+  AddPlanEvalOptions(cmd, &opts->analyze.evaluation,
+                     "data, as for calibrate (e.g. fashion-mnist:val)");
+  cmd->add_option(
+      "--metric", opts->analyze.evaluation.metrics,
+      "metrics per trial (default: top1 and agreement on a [batch, classes] output, top1 only with labels; rel_mse on any other output)");
   cmd->add_option("--top", opts->analyze.top, "rows in the table (0: all)")
       ->transform(InRange(0, kMaxCount))
       ->capture_default_str();
-  cmd->add_option("--layers", opts->analyze.layers,
-                  "int8: the quantized tensors; float: the nodes of the FP16/BF16 float part, each pinned to FP32 "
-                  "in turn (which ones FP16 costs accuracy, and the --keep-fp32 fix); both")
+  cmd->add_option(
+         "--layers", opts->analyze.layers,
+         "int8: the quantized tensors; float: the nodes of the FP16/BF16 float part, each pinned to FP32 "
+         "in turn (which ones FP16 costs accuracy, and the --keep-fp32 fix); both")
       ->check(CLI::IsMember({"int8", "float", "both"}))
       ->capture_default_str();
   cmd->add_flag("--no-accumulated", opts->no_accumulated, "skip the accumulated (prefix) runs: half the time");

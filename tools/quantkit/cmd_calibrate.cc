@@ -37,10 +37,11 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
                   "DIR/*.npy, DIR/test_data_set_*/input_K.pb), an image folder (DIR/*.jpg or DIR/<class>/*.jpg, "
                   "see --resize ...), a JSON data config (FILE.json) or fashion-mnist[:calib|val|test|train]");
   cmd->add_option("-o,--output-dir", opts->calibrate.output_dir, "directory for the artifacts");
-  cmd->add_option("--method", opts->calibrate.methods.method,
-                  "max | entropy | percentile[:P] | mse | auto (every method from one statistics pass, the best "
-                  "on held-out data vs FP32: --holdout, or the last quarter of --data; then refined per "
-                  "tensor, at most 24 more held-out evaluations)")
+  cmd->add_option(
+         "--method", opts->calibrate.methods.method,
+         "max | entropy | percentile[:P] | mse | auto (every method from one statistics pass, the best "
+         "on held-out data vs FP32: --holdout, or the last quarter of --data; then refined per "
+         "tensor, at most 24 more held-out evaluations)")
       ->capture_default_str();
   cmd->add_option("--override", opts->overrides,
                   "per-tensor method, TENSOR=METHOD or OPTYPE=METHOD (op type of the consumer)");
@@ -48,11 +49,13 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option("--weights", opts->weights, "weight scales: per-channel (TensorRT's recommendation) | per-tensor")
       ->check(CLI::IsMember({"per-channel", "per-tensor"}))
       ->capture_default_str();
-  cmd->add_option("--samples", opts->calibrate.data_options.samples, "use the first N samples (0: all)")
+  cmd->add_option("--samples", opts->calibrate.data_options.samples,
+                  "use the first N samples (0: all)")
       ->transform(InRange(0, kMaxCount))
       ->capture_default_str();
-  cmd->add_option("--batch-size", opts->calibrate.data_options.batch_size,
-                  "samples read at a time (a multiple of the run batch); results do not depend on it")
+  cmd->add_option(
+         "--batch-size", opts->calibrate.data_options.batch_size,
+         "samples read at a time (a multiple of the run batch); results do not depend on it")
       ->transform(InRange(1, kMaxBatch))
       ->capture_default_str();
   cmd->add_option("--run-batch", opts->calibrate.run_batch,
@@ -63,27 +66,37 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option("--stats", opts->calibrate.stats_out, "also write the statistics (.qkstats)");
   cmd->add_option("--from-stats", opts->calibrate.from_stats,
                   "skip the model run: merge these .qkstats shards instead");
-  cmd->add_option("--trt-version", opts->calibrate.cache.trt_version, "TensorRT version the cache is for")->capture_default_str();
-  cmd->add_option("--calibrator", opts->calibrate.cache.calibrator, "cache header calibrator")->capture_default_str();
-  cmd->add_flag("--compare-methods", opts->calibrate.compare_methods,
-                "calibrate once, evaluate max/entropy/percentile:99.99/mse on --holdout, keep the best");
+  cmd->add_option("--trt-version", opts->calibrate.cache.trt_version,
+                  "TensorRT version the cache is for")
+      ->capture_default_str();
+  cmd->add_option("--calibrator", opts->calibrate.cache.calibrator, "cache header calibrator")
+      ->capture_default_str();
+  cmd->add_flag(
+      "--compare-methods", opts->calibrate.compare_methods,
+      "calibrate once, evaluate max/entropy/percentile:99.99/mse on --holdout, keep the best");
   opts->budget_option = cmd->add_option(
       "--budget", opts->budget,
       "then keep the fewest layers in float that bring INT8 within B of FP32 on held-out data (the fallback "
       "search): top1/agreement in points, rel_mse as a ratio; writes the repaired artifacts")
       ->transform(InRange(0, kMaxBudget));
-  cmd->add_option("--holdout", opts->calibrate.holdout,
-                  "held-out data for --compare-methods (default fashion-mnist:val) and --budget (default: the "
-                  "last quarter of --data, which calibration then leaves out), and for the accuracy check "
-                  "(default: the samples of --data after --samples, else its last ones, called in-sample)");
-  cmd->add_option("--holdout-samples", opts->calibrate.holdout_samples, "first N held-out samples (0: all)")
+  cmd->add_option(
+      "--holdout", opts->calibrate.holdout,
+      "held-out data for --compare-methods (default fashion-mnist:val) and --budget (default: the "
+      "last quarter of --data, which calibration then leaves out), and for the accuracy check "
+      "(default: the samples of --data after --samples, else its last ones, called in-sample)");
+  cmd->add_option("--holdout-samples", opts->calibrate.holdout_samples,
+                  "first N held-out samples (0: all)")
       ->transform(InRange(0, kMaxCount));
-  cmd->add_option("--metric", opts->calibrate.metric, "--compare-methods/--budget metric: top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
-  cmd->add_option("--check-samples", opts->check_samples,
-                  fmt::format("samples of the accuracy check of the written model vs FP32 (printed in the summary, a "
-                              "warning beyond its thresholds; docs/accuracy.md); 0: none (default: one in {} of the "
-                              "calibrated samples, {} to {})",
-                              kCheckShareDivisor, kCheckMinSamples, kCheckMaxSamples))
+  cmd->add_option(
+      "--metric", opts->calibrate.metric,
+      "--compare-methods/--budget metric: top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
+  cmd->add_option(
+         "--check-samples", opts->check_samples,
+         fmt::format(
+             "samples of the accuracy check of the written model vs FP32 (printed in the summary, a "
+             "warning beyond its thresholds; docs/accuracy.md); 0: none (default: one in {} of the "
+             "calibrated samples, {} to {})",
+             kCheckShareDivisor, kCheckMinSamples, kCheckMaxSamples))
       ->transform(InRange(0, kMaxCount));
   cmd->add_flag("--no-check", opts->no_check, "no accuracy check (--check-samples 0)");
   cmd->add_flag("--json", opts->json, "--compare-methods: print the table as JSON");
@@ -100,8 +113,9 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option("--ptq-batch", opts->calibrate.ptq.batch, "samples per cached run batch and per AdaRound step")
       ->transform(InRange(1, kMaxBatch))
       ->capture_default_str();
-  cmd->add_option("--ptq-memory", opts->calibrate.ptq.memory_mib,
-                  "MiB of cached layer activations the PTQ stages may hold (fewer samples beyond it)")
+  cmd->add_option(
+         "--ptq-memory", opts->calibrate.ptq.memory_mib,
+         "MiB of cached layer activations the PTQ stages may hold (fewer samples beyond it)")
       ->transform(InRange(1, 1 << 30))
       ->capture_default_str();
   cmd->add_option("--seed", opts->calibrate.ptq.seed, "seed of the PTQ stages' random draws")
@@ -149,7 +163,8 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
 
       auto report = Calibrate(c);
       if (!report.ok()) return Report(report.status());
-      std::fputs((opts->json && !report->json.empty() ? report->json + "\n" : report->text).c_str(), stdout);
+      std::fputs((opts->json && !report->json.empty() ? report->json + "\n" : report->text).c_str(),
+                 stdout);
       // The check's warning once more on stderr, after everything: loud where stdout is a log
       // file. The exit code stays 0 (docs/accuracy.md).
       if (!report->check.warning.empty()) {

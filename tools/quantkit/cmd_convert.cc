@@ -32,7 +32,8 @@ void SetupConvert(CLI::App& app, RunFn* run) {
   cmd->add_option("--trt-version", opts->convert.cache.trt_version,
                   "TensorRT version the cache is for (header TRT-<NV_TENSORRT_VERSION>-...)")
       ->capture_default_str();
-  cmd->add_option("--calibrator", opts->convert.cache.calibrator, "cache header calibrator: EntropyCalibration2 | MinMaxCalibration")
+  cmd->add_option("--calibrator", opts->convert.cache.calibrator,
+                  "cache header calibrator: EntropyCalibration2 | MinMaxCalibration")
       ->capture_default_str();
   cmd->add_option("--placement", opts->convert.placement,
                   "plan -> Q/DQ ONNX: 'tensorrt' (TensorRT's recipe) or 'plan' (exactly where the "

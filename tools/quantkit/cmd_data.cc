@@ -19,8 +19,11 @@ void SetupData(CLI::App& app, RunFn* run) {
       "data", "Write the samples a --data spec gives a model (after the declared preprocessing) as .npy");
   cmd->add_option("model", opts->write.model, "ONNX model whose inputs the data feeds")->required();
   cmd->add_option("--data", opts->write.data, "data, as for calibrate")->required();
-  cmd->add_option("-o,--output-dir", opts->write.output_dir, "writes <input>.npy and labels.npy here")->required();
-  cmd->add_option("--samples", opts->write.samples, "the first N samples (0: all; all are held in memory)")
+  cmd->add_option("-o,--output-dir", opts->write.output_dir,
+                  "writes <input>.npy and labels.npy here")
+      ->required();
+  cmd->add_option("--samples", opts->write.samples,
+                  "the first N samples (0: all; all are held in memory)")
       ->transform(InRange(0, kMaxCount))
       ->capture_default_str();
   AddImageOptions(cmd, &opts->image);

@@ -24,9 +24,11 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
   cmd->add_option("model", d.model, "FP32 ONNX model")->required();
   cmd->add_option("--data", d.data, "calibration data (same specs as calibrate)")->required();
   cmd->add_option("--reference-data", d.reference_data, "validation / production data to compare with");
-  cmd->add_option("--expect", d.expect,
-                  "declared model-input expectation: range=LO:HI and/or mean=M[/M..],std=S[/S..] (per channel)");
-  cmd->add_option("--method", d.method, "the method calibrate will use: max | entropy | percentile[:P] | mse")
+  cmd->add_option(
+      "--expect", d.expect,
+      "declared model-input expectation: range=LO:HI and/or mean=M[/M..],std=S[/S..] (per channel)");
+  cmd->add_option("--method", d.method,
+                  "the method calibrate will use: max | entropy | percentile[:P] | mse")
       ->capture_default_str();
   cmd->add_option("--samples", d.samples, "use the first N calibration samples (0: all)")
       ->transform(InRange(0, kMaxCount))
@@ -37,7 +39,8 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
   cmd->add_option("--batch-size", d.batch_size, "samples per model run")
       ->transform(InRange(1, kMaxBatch))
       ->capture_default_str();
-  cmd->add_option("--chunks", d.chunks, "collector sets kept (resolution of curves and bootstrap; memory grows with it)")
+  cmd->add_option("--chunks", d.chunks,
+                  "collector sets kept (resolution of curves and bootstrap; memory grows with it)")
       ->transform(InRange(1, kMaxDiagnoseChunks))
       ->capture_default_str();
   cmd->add_option("--bootstrap", d.bootstrap, "bootstrap resamples (0: none)")

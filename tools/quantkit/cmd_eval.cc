@@ -27,8 +27,10 @@ void SetupEval(CLI::App& app, RunFn* run) {
                   "or a Q/DQ .onnx (QAT) to take the scales from; compared with MODEL in FP32");
   cmd->add_option("--placement", opts->eval.placement,
                   "where --plan's Q/DQ go: auto (plan's own sites when it came from a Q/DQ model), "
-                  "tensorrt, plan")->capture_default_str();
-  cmd->add_option("--metric", opts->eval.metrics, "extra metrics vs the reference: top1, agreement, rel_mse");
+                  "tensorrt, plan")
+      ->capture_default_str();
+  cmd->add_option("--metric", opts->eval.metrics,
+                  "extra metrics vs the reference: top1, agreement, rel_mse");
   cmd->add_option("--samples", opts->eval.samples, "use the first N samples (0: all)")->transform(InRange(0, kMaxCount));
   cmd->add_option("--batch-size", opts->eval.batch_size, "samples per run")
       ->transform(InRange(1, kMaxBatch))

@@ -29,13 +29,15 @@ void SetupFallback(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   cmd->add_option("--metric", opts->metric, "top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
   cmd->add_option("--max-float", opts->fallback.max_float_layers, "at most N float layers (0: no limit)")->transform(InRange(0, kMaxIntCount));
-  cmd->add_option("--float-precision", opts->fallback.float_precision, "precision in --layerPrecisions")
+  cmd->add_option("--float-precision", opts->fallback.float_precision,
+                  "precision in --layerPrecisions")
       ->check(CLI::IsMember({"fp16", "fp32"}))
       ->capture_default_str();
   cmd->add_option("-o,--output-dir", opts->fallback.output_dir,
                   "write plan.json, model.qdq.onnx, layer_precisions.txt, fallback.json");
-  cmd->add_option("--trial-cache-mb", opts->fallback.trial_cache_mib,
-                  "memory for cached activations trials start from (0: every trial runs the whole model; same results)")
+  cmd->add_option(
+         "--trial-cache-mb", opts->fallback.trial_cache_mib,
+         "memory for cached activations trials start from (0: every trial runs the whole model; same results)")
       ->transform(InRange(0, kMaxTrialCacheMb))
       ->capture_default_str();
   AddFloatOptions(cmd, &opts->floats);

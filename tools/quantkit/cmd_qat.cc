@@ -28,14 +28,17 @@ void SetupQat(CLI::App& app, RunFn* run) {
   cmd->add_option("--data", q.data, "training data, as for calibrate (e.g. fashion-mnist:train)")->required();
   cmd->add_option("-o,--output", q.output_dir, "output directory")->required();
   cmd->add_option("--plan", q.plan, "start from this plan (plan .json, cache, ranges .txt or Q/DQ .onnx)");
-  cmd->add_option("--method", q.method, "without --plan: calibrate first with this method")->capture_default_str();
+  cmd->add_option("--method", q.method, "without --plan: calibrate first with this method")
+      ->capture_default_str();
   cmd->add_option("--calib-data", q.calib_data, "without --plan: calibration data (default: --data)");
   cmd->add_option("--calib-samples", q.calib_samples, "calibration samples")
       ->transform(InRange(1, kMaxCount))
       ->capture_default_str();
-  cmd->add_option("--weights", q.weights, "weight scales: per-channel | per-tensor")->capture_default_str();
-  cmd->add_flag("--frozen-weight-scales", q.frozen_weight_scales,
-                "keep the plan's weight scales instead of recomputing them from the current weights");
+  cmd->add_option("--weights", q.weights, "weight scales: per-channel | per-tensor")
+      ->capture_default_str();
+  cmd->add_flag(
+      "--frozen-weight-scales", q.frozen_weight_scales,
+      "keep the plan's weight scales instead of recomputing them from the current weights");
   cmd->add_flag("--learn-scales,!--frozen-activation-scales", q.learn_activation_scales,
                 "learn the activation scales (LSQ gradient; the default), or keep the plan's")
       ->capture_default_str();
@@ -54,24 +57,30 @@ void SetupQat(CLI::App& app, RunFn* run) {
            q.lr_auto = v == "auto";
            if (!q.lr_auto) q.lr = std::stod(v);
          },
-         fmt::format("peak learning rate (linear warm-up, then cosine to 0; default {:g}), or auto: chosen on the "
-                     "validation data among 1e-5, 3e-5, 1e-4, 3e-4, 1e-3 by short trial runs (a quarter of the "
-                     "run's steps more)",
-                     q.lr))
+         fmt::format(
+             "peak learning rate (linear warm-up, then cosine to 0; default {:g}), or auto: chosen on the "
+             "validation data among 1e-5, 3e-5, 1e-4, 3e-4, 1e-3 by short trial runs (a quarter of the "
+             "run's steps more)",
+             q.lr))
       ->check(CLI::Validator(
           [lr_range](std::string& v) { return v == "auto" ? std::string() : lr_range(v); },
           fmt::format("auto | FLOAT in (0, {:g}]", kMaxLearningRate)));
-  cmd->add_option("--warmup", q.warmup_steps, "warm-up steps (default: 5% of the steps)")->transform(InRange(0, kMaxQatSteps));
+  cmd->add_option("--warmup", q.warmup_steps, "warm-up steps (default: 5% of the steps)")
+      ->transform(InRange(0, kMaxQatSteps));
   cmd->add_option("--optimizer", q.optimizer, "adamw | sgd (momentum 0.9)")->capture_default_str();
-  cmd->add_option("--weight-decay", q.weight_decay, "weight decay")->transform(InRange(0, 1))->capture_default_str();
-  cmd->add_option("--loss", q.loss,
-                  "mse | kl (label-free distillation from the FP32 model) | ce (labels) | ce+kl | ce+mse")
+  cmd->add_option("--weight-decay", q.weight_decay, "weight decay")
+      ->transform(InRange(0, 1))
+      ->capture_default_str();
+  cmd->add_option(
+         "--loss", q.loss,
+         "mse | kl (label-free distillation from the FP32 model) | ce (labels) | ce+kl | ce+mse")
       ->capture_default_str();
   cmd->add_option("--temperature", q.temperature, "KL temperature")
       ->transform(InRange(kMinTemperature, kMaxTemperature))
       ->capture_default_str();
   cmd->add_option("--labels", q.labels, "labels .npy (int [N]) for training data that carries none");
-  cmd->add_option("--feature", q.features, "add an intermediate-feature MSE on this tensor (repeatable)");
+  cmd->add_option("--feature", q.features,
+                  "add an intermediate-feature MSE on this tensor (repeatable)");
   cmd->add_option("--feature-weight", q.feature_weight, "weight of the feature MSE")
       ->transform(InRange(0, kMaxLossWeight))
       ->capture_default_str();

@@ -27,8 +27,9 @@ void SetupRun(CLI::App& app, RunFn* run) {
           return Report(Status(StatusCode::kInvalidArgument, "--input '" + spec + "': expected NAME=FILE.npy"));
         }
         if (!options->inputs.emplace(spec.substr(0, eq), spec.substr(eq + 1)).second) {
-          return Report(Status(StatusCode::kInvalidArgument,
-                               "--input '" + spec + "': input '" + spec.substr(0, eq) + "' given twice"));
+          return Report(
+              Status(StatusCode::kInvalidArgument,
+                     "--input '" + spec + "': input '" + spec.substr(0, eq) + "' given twice"));
         }
       }
       for (const std::string& d : *dump) {

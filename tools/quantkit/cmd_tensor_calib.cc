@@ -22,7 +22,8 @@ void SetupTensorCalib(CLI::App& app, RunFn* run) {
   sub->add_option("--method", opts->calib.methods,
                   "max, entropy, percentile[:P] (default P 99.99), mse or all; repeatable")
       ->delimiter(',');
-  sub->add_option("--bins", opts->calib.bins, "histogram bins (default 2048; memory and time grow with it)")
+  sub->add_option("--bins", opts->calib.bins,
+                  "histogram bins (default 2048; memory and time grow with it)")
       ->transform(InRange(kMinTensorCalibBins, kMaxTensorCalibBins));
   sub->add_flag("--json", opts->json, "print JSON");
   sub->callback([opts, run] {

@@ -1,6 +1,5 @@
 #include "numeric_options.h"
 
-
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -59,10 +58,12 @@ Status CheckNumericOptions(CLI::App& app) {
       option->get_validator(kRangeValidatorName);
     } catch (const CLI::OptionNotFound&) {
       const std::string command = app.get_name().empty() ? "quantkit" : "quantkit " + app.get_name();
-      return Status(StatusCode::kInternal,
-                    fmt::format("`{}` option {} takes a number but declares no range (tools/quantkit/numeric_options.h: "
-                                "add ->transform(InRange(lo, hi)))",
-                                command, option->get_name()));
+      return Status(
+          StatusCode::kInternal,
+          fmt::format(
+              "`{}` option {} takes a number but declares no range (tools/quantkit/numeric_options.h: "
+              "add ->transform(InRange(lo, hi)))",
+              command, option->get_name()));
     }
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {

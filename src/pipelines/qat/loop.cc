@@ -104,7 +104,8 @@ Result<train::StepResult> TrainStep(const QatOptions& o, Launch& launch, const T
                                     EpochOrder* order) {
   distributed::Communicator& comm = *launch.comm;
   const int64_t epoch = s / steps_per_epoch;
-  if (epoch != order->epoch) order->perm = Permutation(data.samples, o.seed, epoch), order->epoch = epoch;
+  if (epoch != order->epoch)
+    order->perm = Permutation(data.samples, o.seed, epoch), order->epoch = epoch;
   const int64_t offset = (s % steps_per_epoch) * o.batch_size;
   const std::vector<int64_t> idx = RankSlice(order->perm, offset, comm.rank(), launch.local_batch);
   // Every rank reaches the step's one Agree: inside the reducer once its gradients exist, or
@@ -128,7 +129,8 @@ Result<train::StepResult> TrainStep(const QatOptions& o, Launch& launch, const T
     }
     return trainer.Step(batch, reducer);
   }();
-  if (!stepped.ok() && launch.world > 1 && !reduced) QK_RETURN_IF_ERROR(comm.Agree(stepped.status(), step_name));
+  if (!stepped.ok() && launch.world > 1 && !reduced)
+    QK_RETURN_IF_ERROR(comm.Agree(stepped.status(), step_name));
   return stepped;
 }
 
@@ -163,7 +165,8 @@ Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, cons
     const int64_t epoch = s / result->steps_per_epoch;
     const auto step_start = std::chrono::steady_clock::now();
     const std::clock_t cpu_start = std::clock();
-    QK_ASSIGN_OR_RETURN(train::StepResult r, TrainStep(o, launch, data, trainer, s, result->steps_per_epoch, &order));
+    QK_ASSIGN_OR_RETURN(train::StepResult r,
+                        TrainStep(o, launch, data, trainer, s, result->steps_per_epoch, &order));
     run->train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
     run->cpu_seconds += static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
     if (s == run->first_step) result->first_loss = r.loss;

@@ -28,15 +28,18 @@ constexpr int64_t kTrialShareDivisor = 20, kMinTrialSteps = 2, kMaxTrialSteps = 
 }  // namespace
 
 Result<double> ChooseLearningRate(const QatOptions& o, Launch& launch, const TrainingData& data,
-                                  const Validation& validation, const ir::Model& student, const ir::Model& teacher,
-                                  const std::vector<std::string>& parameters, const train::TrainerOptions& run_options,
-                                  QatResult* result) {
-  QK_RETURN_IF_NOT(validation.metric != nullptr, StatusCode::kInvalidArgument,
-                   "--lr auto chooses on validation data, and this run has none: give --val, or leave --holdout at "
-                   "its default");
+                                  const Validation& validation, const ir::Model& student,
+                                  const ir::Model& teacher,
+                                  const std::vector<std::string>& parameters,
+                                  const train::TrainerOptions& run_options, QatResult* result) {
+  QK_RETURN_IF_NOT(
+      validation.metric != nullptr, StatusCode::kInvalidArgument,
+      "--lr auto chooses on validation data, and this run has none: give --val, or leave --holdout at "
+      "its default");
   const auto start = std::chrono::steady_clock::now();
   LrSearch search;
-  search.steps = std::clamp(run_options.total_steps / kTrialShareDivisor, kMinTrialSteps, kMaxTrialSteps);
+  search.steps =
+      std::clamp(run_options.total_steps / kTrialShareDivisor, kMinTrialSteps, kMaxTrialSteps);
   search.steps = std::min(search.steps, std::max<int64_t>(run_options.total_steps, 1));
   const int64_t n = static_cast<int64_t>(std::size(QatOptions::kLrCandidates));
   Progress bar("qat --lr auto", n * search.steps, "steps");
@@ -47,7 +50,8 @@ Result<double> ChooseLearningRate(const QatOptions& o, Launch& launch, const Tra
     train::TrainerOptions t = run_options;
     t.lr = lr;
     t.total_steps = search.steps;
-    t.warmup_steps = static_cast<int64_t>(std::floor(o.warmup_fraction * static_cast<double>(search.steps)));
+    t.warmup_steps =
+        static_cast<int64_t>(std::floor(o.warmup_fraction * static_cast<double>(search.steps)));
     QK_ASSIGN_OR_RETURN(ir::Model s, ir::CloneModel(student));
     QK_ASSIGN_OR_RETURN(ir::Model f, ir::CloneModel(teacher));
     QK_ASSIGN_OR_RETURN(std::unique_ptr<train::QatTrainer> trainer,
@@ -57,12 +61,14 @@ Result<double> ChooseLearningRate(const QatOptions& o, Launch& launch, const Tra
     }
     EpochOrder order;
     for (int64_t step = 0; step < search.steps; ++step) {
-      QK_RETURN_IF_ERROR(TrainStep(o, launch, data, *trainer, step, result->steps_per_epoch, &order).status());
+      QK_RETURN_IF_ERROR(
+          TrainStep(o, launch, data, *trainer, step, result->steps_per_epoch, &order).status());
       bar.Advance(1);
     }
     QK_ASSIGN_OR_RETURN(QatScore score, Validate(*trainer, validation, *launch.comm));
     search.trials.push_back(
-        {lr, score, std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_start).count()});
+        {lr, score,
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_start).count()});
     bar.set_note(fmt::format("  lr {:g} done", lr));
   }
   bar.Finish();

@@ -38,9 +38,10 @@ Result<Launch> ValidateOptions(const QatOptions& o, QatResult* result) {
     const Status known = analysis::MakeMetric(o.metric).status();
     QK_RETURN_IF_NOT(known.ok(), StatusCode::kInvalidArgument, "--metric: {}", known.message());
   }
-  QK_RETURN_IF_NOT(!o.lr_auto || o.holdout != 0 || !o.val.empty(), StatusCode::kInvalidArgument,
-                   "--lr auto chooses on validation data, and --holdout 0 leaves none: give --val, or leave "
-                   "--holdout at its default");
+  QK_RETURN_IF_NOT(
+      !o.lr_auto || o.holdout != 0 || !o.val.empty(), StatusCode::kInvalidArgument,
+      "--lr auto chooses on validation data, and --holdout 0 leaves none: give --val, or leave "
+      "--holdout at its default");
   // --resume: a file that is not a checkpoint fails now, naming it, not after the calibration.
   if (!o.resume.empty()) QK_RETURN_IF_ERROR(train::CheckCheckpointFile(o.resume));
   Launch launch;
@@ -125,10 +126,12 @@ Result<QatResult> RunQat(const QatOptions& o) {
 
   QK_ASSIGN_OR_RETURN(qat::Validation validation, qat::OpenValidation(o, data, *trainer, comm, &result));
   if (o.lr_auto) {
-    QK_ASSIGN_OR_RETURN(topts.lr, qat::ChooseLearningRate(o, launch, data, validation, *student_copy, *teacher_copy,
-                                                          graphs.parameters, topts, &result));
-    QK_ASSIGN_OR_RETURN(trainer, train::QatTrainer::Create(std::move(*student_copy), std::move(*teacher_copy),
-                                                           graphs.parameters, topts));
+    QK_ASSIGN_OR_RETURN(
+        topts.lr, qat::ChooseLearningRate(o, launch, data, validation, *student_copy, *teacher_copy,
+                                          graphs.parameters, topts, &result));
+    QK_ASSIGN_OR_RETURN(
+        trainer, train::QatTrainer::Create(std::move(*student_copy), std::move(*teacher_copy),
+                                           graphs.parameters, topts));
   }
   QK_RETURN_IF_ERROR(qat::Resume(o, run.total_steps, data, validation, *trainer, &run.best, &result));
   QK_RETURN_IF_ERROR(qat::Train(o, launch, data, validation, *trainer, checkpoint, &run, &result));

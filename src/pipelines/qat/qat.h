@@ -115,7 +115,7 @@ struct LrSearch {
   int64_t steps = 0;            // of each trial
   QatScore ptq;                 // the PTQ start's score, the trials' reference
   double chosen = 0;
-  bool beat_ptq = false;        // the chosen trial scored better than the PTQ start
+  bool beat_ptq = false;  // the chosen trial scored better than the PTQ start
   double seconds = 0;
 };
 

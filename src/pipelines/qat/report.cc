@@ -90,8 +90,8 @@ nlohmann::json TrainingLog(const QatOptions& o, const StartPlan& plan, const tra
       if (t.score.tiebreak) j["tiebreak"] = number(*t.score.tiebreak);
       trials.push_back(j);
     }
-    log["lr_search"] = {{"chosen", search.chosen},       {"steps", search.steps},
-                        {"beat_ptq", search.beat_ptq},   {"seconds", search.seconds},
+    log["lr_search"] = {{"chosen", search.chosen},          {"steps", search.steps},
+                        {"beat_ptq", search.beat_ptq},      {"seconds", search.seconds},
                         {"ptq", number(search.ptq.metric)}, {"trials", trials}};
     if (search.ptq.tiebreak) log["lr_search"]["ptq_tiebreak"] = number(*search.ptq.tiebreak);
   }
@@ -123,10 +123,12 @@ std::string Verdict(const QatResult& r) {
 
 // --lr auto's line: every trial's score against the PTQ start, and the choice.
 std::string FormatLrSearch(const QatResult& r, const LrSearch& search) {
-  std::string s = fmt::format("  lr auto: {:g} chosen on {} from {} trials of {} steps ({:.1f} s): PTQ start {}",
-                              search.chosen, r.metric, search.trials.size(), search.steps, search.seconds,
-                              FormatScore(r, search.ptq));
-  for (const LrTrial& t : search.trials) s += fmt::format(", lr {:g} {}", t.lr, FormatScore(r, t.score));
+  std::string s = fmt::format(
+      "  lr auto: {:g} chosen on {} from {} trials of {} steps ({:.1f} s): PTQ start {}",
+      search.chosen, r.metric, search.trials.size(), search.steps, search.seconds,
+      FormatScore(r, search.ptq));
+  for (const LrTrial& t : search.trials)
+    s += fmt::format(", lr {:g} {}", t.lr, FormatScore(r, t.score));
   if (!search.beat_ptq) s += "; no trial beat the PTQ start, so the smallest lr";
   return s + "\n";
 }

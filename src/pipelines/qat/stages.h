@@ -185,9 +185,10 @@ Result<train::StepResult> TrainStep(const QatOptions& o, Launch& launch, const T
 // and every trial is recorded in result->lr_search. The trainers are built from copies of
 // `student` and `teacher`. Needs validation data (kInvalidArgument otherwise).
 Result<double> ChooseLearningRate(const QatOptions& o, Launch& launch, const TrainingData& data,
-                                  const Validation& validation, const ir::Model& student, const ir::Model& teacher,
-                                  const std::vector<std::string>& parameters, const train::TrainerOptions& run_options,
-                                  QatResult* result);
+                                  const Validation& validation, const ir::Model& student,
+                                  const ir::Model& teacher,
+                                  const std::vector<std::string>& parameters,
+                                  const train::TrainerOptions& run_options, QatResult* result);
 
 // 8. The results (rank 0): the fine-tuned float model, the plan and Q/DQ model built from it,
 // the training log, the curve and the summary, staged into `out` (opened on the output directory

@@ -37,10 +37,12 @@ TEST(PublicCalibrate, EveryOptionIsCheckedBeforeAnythingIsRead) {
     const char* message;  // a part of the one-line error
   };
   const std::vector<Case> cases = {
-      {"unknown stage", [](CalibrateOptions* o) { o->ptq.stages = "adaround,rounding"; }, "rounding"},
-      {"stage parameter out of range", [](CalibrateOptions* o) { o->ptq.stages = "adaround:iterations=0"; },
-       "iterations"},
-      {"stages out of order", [](CalibrateOptions* o) { o->ptq.stages = "adaround,seqmse"; }, "seqmse"},
+      {"unknown stage", [](CalibrateOptions* o) { o->ptq.stages = "adaround,rounding"; },
+       "rounding"},
+      {"stage parameter out of range",
+       [](CalibrateOptions* o) { o->ptq.stages = "adaround:iterations=0"; }, "iterations"},
+      {"stages out of order", [](CalibrateOptions* o) { o->ptq.stages = "adaround,seqmse"; },
+       "seqmse"},
       {"ptq memory", [](CalibrateOptions* o) { o->ptq.memory_mib = 0; }, "ptq-memory"},
       {"ptq samples", [](CalibrateOptions* o) { o->ptq.samples = 0; }, "samples"},
       {"ptq batch", [](CalibrateOptions* o) { o->ptq.batch = -3; }, "batch"},
@@ -59,12 +61,15 @@ TEST(PublicCalibrate, EveryOptionIsCheckedBeforeAnythingIsRead) {
        },
        "--compare-methods"},
       {"negative budget", [](CalibrateOptions* o) { o->budget = -1; }, "-1"},
-      {"NaN budget", [](CalibrateOptions* o) { o->budget = std::numeric_limits<double>::quiet_NaN(); }, "nan"},
-      {"distributed timeout", [](CalibrateOptions* o) { o->distributed.timeout_seconds = 0.5; }, "timeout"},
+      {"NaN budget",
+       [](CalibrateOptions* o) { o->budget = std::numeric_limits<double>::quiet_NaN(); }, "nan"},
+      {"distributed timeout", [](CalibrateOptions* o) { o->distributed.timeout_seconds = 0.5; },
+       "timeout"},
       {"holdout samples", [](CalibrateOptions* o) { o->holdout_samples = -1; }, "holdout_samples"},
       {"check samples", [](CalibrateOptions* o) { o->check_samples = -2; }, "check_samples"},
       {"method", [](CalibrateOptions* o) { o->methods.method = "automatic"; }, "automatic"},
-      {"auto's override", [](CalibrateOptions* o) {
+      {"auto's override",
+       [](CalibrateOptions* o) {
          o->methods.method = "auto";
          o->methods.overrides["Conv"] = "percentile:101";
        },
@@ -76,7 +81,8 @@ TEST(PublicCalibrate, EveryOptionIsCheckedBeforeAnythingIsRead) {
     const Status checked = CheckCalibrateOptions(o);
     ASSERT_FALSE(checked.ok()) << c.what;
     EXPECT_EQ(checked.code(), StatusCode::kInvalidArgument) << c.what << ": " << checked.ToString();
-    EXPECT_NE(checked.message().find(c.message), std::string::npos) << c.what << ": " << checked.message();
+    EXPECT_NE(checked.message().find(c.message), std::string::npos)
+        << c.what << ": " << checked.message();
     // Calibrate refuses the same way, before the (missing) model is opened.
     auto r = Calibrate(o);
     ASSERT_FALSE(r.ok()) << c.what;
@@ -108,7 +114,8 @@ TEST(PublicCalibrate, StagesFloatPartAndTextReachTheArtifacts) {
   EXPECT_NE(r->summary.find("float dtype: fp32"), std::string::npos) << r->summary;
   // The CLI's stdout: the summary, then one line per file written.
   EXPECT_EQ(r->text.rfind(r->summary, 0), 0u) << r->text;
-  for (const std::string& f : r->written) EXPECT_NE(r->text.find("wrote " + f + "\n"), std::string::npos) << f;
+  for (const std::string& f : r->written)
+    EXPECT_NE(r->text.find("wrote " + f + "\n"), std::string::npos) << f;
   EXPECT_FALSE(r->within_budget.has_value());
   EXPECT_TRUE(r->check.ran);
   EXPECT_EQ(r->world_size, 1);
@@ -206,7 +213,8 @@ TEST(PublicCalibrate, ConvertWritesTheFloatPartAskedForAndLintJudgesIt) {
   // lint of a file that is not there names it.
   auto missing = Lint({(dir / "none.onnx").string()});
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.status().message().find("none.onnx"), std::string::npos) << missing.status().message();
+  EXPECT_NE(missing.status().message().find("none.onnx"), std::string::npos)
+      << missing.status().message();
 }
 
 }  // namespace

@@ -589,11 +589,11 @@ TEST_F(HostileQat, Item5_ABadResumeCheckpointIsBadInputNamingIt) {
 }
 
 TEST_F(HostileQat, Item6_And14_QatNumbersAreRangeChecked) {
-  const std::vector<std::pair<std::string, std::string>> bad{{"--weight-decay", "nan"}, {"--warmup", "-5"},
-                                                             {"--temperature", "0"},    {"--lr", "inf"},
-                                                             {"--feature-weight", "-1"}, {"--steps", "1e12"},
-                                                             {"--holdout", "-1"},        {"--metric", "bogus"},
-                                                             {"--lr", "0"},              {"--lr", "automatic"}};
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {"--weight-decay", "nan"}, {"--warmup", "-5"},         {"--temperature", "0"},
+      {"--lr", "inf"},           {"--feature-weight", "-1"}, {"--steps", "1e12"},
+      {"--holdout", "-1"},       {"--metric", "bogus"},      {"--lr", "0"},
+      {"--lr", "automatic"}};
   for (const auto& [option, value] : bad) {
     ExpectFails(Qat(File("q6"), {option, value}), {2}, {option});
     EXPECT_FALSE(fs::exists(File("q6")));
