@@ -327,8 +327,8 @@ struct PtqChoices {
   // In order, NAME[:KEY=VALUE...][,NAME...]: smoothquant, seqmse, adaround, bias-correction, e.g.
   // "seqmse,adaround:iterations=500". "": none. Parsed and range-checked before any compute.
   std::string stages;
-  int64_t samples =
-      kDefaultPtqSamples;  // the first N calibration samples (fewer when memory_mib says so)
+  // The first N calibration samples (fewer when memory_mib says so).
+  int64_t samples = kDefaultPtqSamples;
   int64_t batch = kDefaultPtqBatch;           // samples per cached run and per AdaRound step
   int64_t memory_mib = kDefaultPtqMemoryMib;  // cached layer activations the stages may hold
   uint64_t seed = 0;                          // of the stages' random draws
@@ -339,8 +339,8 @@ struct PtqChoices {
 inline constexpr double kDefaultDistributedTimeoutSeconds = 1800;  // torch's default too
 struct DistributedChoices {
   bool required = false;  // fail unless launched so (a launch is detected anyway)
-  double timeout_seconds =
-      kDefaultDistributedTimeoutSeconds;  // at the rendezvous and at each step, 1 to 86400
+  // At the rendezvous and at each step, 1 to 86400.
+  double timeout_seconds = kDefaultDistributedTimeoutSeconds;
 };
 
 // The accuracy check's automatic size: one calibrated sample in kCheckShareDivisor, at least
@@ -362,13 +362,13 @@ struct CalibrateOptions {
   // methods.method may also be "auto": every method from one statistics pass, the best on
   // held-out data vs FP32, then refined per tensor; with ptq.stages each stage is tried too.
   MethodChoices methods;
-  bool compare_methods =
-      false;  // the table of max/entropy/percentile/mse on held-out data; the best written
+  // The table of max/entropy/percentile/mse on held-out data; the best is written.
+  bool compare_methods = false;
   // Then the fallback search: the fewest layers kept in float that bring INT8 within `budget` of
   // FP32 on held-out data (points for top1/agreement, a ratio for rel_mse). Needs output_dir.
   std::optional<double> budget;
-  std::string
-      metric;  // auto, compare_methods and budget: top1 | agreement | rel_mse; "": by the output
+  // auto, compare_methods and budget: top1 | agreement | rel_mse; "": by the output.
+  std::string metric;
   Placement placement;
   FloatPart floats;
   PtqChoices ptq;

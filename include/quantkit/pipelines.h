@@ -122,8 +122,8 @@ struct DiagnoseOptions {
   // The declared model-input expectation: "range=LO:HI" and/or "mean=M[/M..],std=S[/S..]".
   std::string expect;
   Placement placement;  // exclusions as calibrate takes them
-  int64_t chunks =
-      16;  // collector sets kept (curves, bootstrap; memory grows), 1..kMaxDiagnoseChunks
+  // Collector sets kept (curves, bootstrap; memory grows with it), 1..kMaxDiagnoseChunks.
+  int64_t chunks = 16;
   int64_t bootstrap = 64;      // bootstrap resamples, 0..kMaxDiagnoseResamples
   int64_t subsets = 16;        // random half-subsets for the stability CV, 0..kMaxDiagnoseResamples
   uint64_t seed = 1;           // of the resampling
