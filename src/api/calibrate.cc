@@ -25,7 +25,6 @@ static_assert(passes::kDefaultFloatDType == quant::FloatDType::kFloat16,
               "kDefaultFloatDTypeName says fp16");
 
 constexpr int64_t kMaxPtqMemoryMib = int64_t{1} << 30;
-constexpr double kMaxBudget = 100;  // top1/agreement points; rel_mse is a ratio below it
 
 enum class CalibrateMode { kPlain, kCompare, kBudget };
 
@@ -103,9 +102,9 @@ Result<CalibrateRequest> ToRequest(const CalibrateOptions& o) {
         !o.compare_methods && !r.auto_method, StatusCode::kInvalidArgument,
         "--budget repairs one method's plan: give --method max|entropy|percentile|mse, not "
         "--compare-methods or --method auto");
-    QK_RETURN_IF_NOT(std::isfinite(*o.budget) && *o.budget >= 0 && *o.budget <= kMaxBudget,
+    QK_RETURN_IF_NOT(std::isfinite(*o.budget) && *o.budget >= 0 && *o.budget <= api::kMaxBudget,
                      StatusCode::kInvalidArgument, "--budget must be in [0, {}], got {}",
-                     kMaxBudget, *o.budget);
+                     api::kMaxBudget, *o.budget);
     r.mode = CalibrateMode::kBudget;
   } else if (o.compare_methods || r.auto_method) {
     r.mode = CalibrateMode::kCompare;

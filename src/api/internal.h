@@ -28,6 +28,10 @@ struct Plan::Impl {
 
 namespace api {
 
+// The largest budget of a fallback search (calibrate's and fallback's): top1/agreement points;
+// rel_mse is a ratio below it.
+inline constexpr double kMaxBudget = 100;
+
 // kInvalidArgument "<what> is empty (default-constructed)" unless `valid`.
 Status RequireValid(bool valid, const char* what);
 quantkit::Plan MakePublicPlan(quant::QuantPlan plan);

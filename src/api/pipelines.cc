@@ -138,12 +138,11 @@ Result<AnalyzeReport> Analyze(const AnalyzeOptions& options) {
 static_assert((kDefaultTrialCacheMib << 20) == analysis::kDefaultPrefixCacheBytes);
 
 Result<FallbackReport> Fallback(const FallbackOptions& options) {
-  // The numbers before the data is opened.
-  constexpr double kMaxBudget = 100;  // top1/agreement points; rel_mse is a ratio below it
+  // Every option converted and checked before the data is opened.
   constexpr int64_t kMaxTrialCacheMib = 1 << 20;  // 1 TiB
   QK_RETURN_IF_NOT(
-      std::isfinite(options.budget) && options.budget >= 0 && options.budget <= kMaxBudget,
-      StatusCode::kInvalidArgument, "budget must be in [0, {}], got {}", kMaxBudget,
+      std::isfinite(options.budget) && options.budget >= 0 && options.budget <= api::kMaxBudget,
+      StatusCode::kInvalidArgument, "budget must be in [0, {}], got {}", api::kMaxBudget,
       options.budget);
   QK_RETURN_IF_NOT(options.max_float_layers >= 0, StatusCode::kInvalidArgument,
                    "max_float_layers must be >= 0 (0: no limit), got {}", options.max_float_layers);
@@ -153,14 +152,6 @@ Result<FallbackReport> Fallback(const FallbackOptions& options) {
   QK_RETURN_IF_NOT(options.float_precision == "fp16" || options.float_precision == "fp32",
                    StatusCode::kInvalidArgument, "float_precision '{}': use fp16 or fp32",
                    options.float_precision);
-  QK_RETURN_IF_ERROR(api::ToFloatOverride(options.floats).status());
-  QK_RETURN_IF_ERROR(passes::ParseWeightStorage(options.floats.weight_storage).status());
-  QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation opened, Open(options.evaluation));
-  QK_RETURN_IF_NOT(options.evaluation.metrics.size() <= 1, StatusCode::kInvalidArgument,
-                   "fallback searches on one metric, got {}", options.evaluation.metrics.size());
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric,
-                      pipelines::FallbackMetric(options.evaluation.metrics.empty() ? "" : options.evaluation.metrics.front(),
-                                                *opened.evaluator));
   pipelines::FallbackOptions fallback;
   fallback.budget = options.budget;
   fallback.max_float_layers = options.max_float_layers;
@@ -171,6 +162,14 @@ Result<FallbackReport> Fallback(const FallbackOptions& options) {
                       passes::ParseWeightStorage(options.floats.weight_storage));
   fallback.trial_cache_bytes = options.trial_cache_mib << 20;
   fallback.progress = options.progress;
+  QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation opened, Open(options.evaluation));
+  QK_RETURN_IF_NOT(options.evaluation.metrics.size() <= 1, StatusCode::kInvalidArgument,
+                   "fallback searches on one metric, got {}", options.evaluation.metrics.size());
+  QK_ASSIGN_OR_RETURN(
+      std::unique_ptr<analysis::Metric> metric,
+      pipelines::FallbackMetric(
+          options.evaluation.metrics.empty() ? "" : options.evaluation.metrics.front(),
+          *opened.evaluator));
   QK_ASSIGN_OR_RETURN(pipelines::FallbackResult r,
                       pipelines::RunFallback(*opened.evaluator, opened.plan, metric.get(), fallback));
   FallbackReport report;
