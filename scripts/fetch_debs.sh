@@ -9,6 +9,7 @@
 #   .debs/realmodels.tar.xz the real models of docs/realmodels-table.md (python -m qkdev.realmodels
 #                           makes them here), model.onnx + kind.json + the first $QK_REAL_SAMPLES
 #                           calibration samples each, unpacked there into the quantkit cache
+#                           (QK_REAL_MODELS=ppocr_det,ppocr_rec,ppocr_cls,silero_vad: only those)
 # What travels (the working tree, ~7 MB, plus .debs) must stay under the tool's 64 MiB: the
 # script prints the total and fails above $QK_CARRY_MAX_MB (default 60).
 set -euo pipefail
@@ -48,6 +49,8 @@ if [[ -d $REAL ]]; then
   for dir in "$REAL"/*/; do
     name=$(basename "$dir")
     [[ -f $dir/model.onnx && -d $dir/calib ]] || continue
+    # QK_REAL_MODELS=a,b: only these (the GPU run measures the shipped ones; the carry limit is 64 MiB).
+    [[ -z ${QK_REAL_MODELS:-} || ,$QK_REAL_MODELS, == *,$name,* ]] || continue
     mkdir -p "$stage/realmodels/$name/calib"
     cp "$dir/model.onnx" "$dir/kind.json" "$dir/stamp.json" "$stage/realmodels/$name/" 2>/dev/null || true
     # The first samples in sample order: files (s0000.npy) or folders (test_data_set_0).

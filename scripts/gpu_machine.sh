@@ -21,9 +21,11 @@
 #                 QK_PARITY_DEVICES=cuda:0): "N node cases on cuda:0: N equal, M within tolerance,
 #                 0 failing"
 #   bench.log     the real models calibrated on cuda vs cpu (activation scales within 1e-5),
+#                 the PTQ stages (seqmse, adaround, bias-correction, smoothquant) and qat --lr auto on
+#                 the device vs the CPU, scored in onnxruntime (bench/gpu/ptq_device.py),
 #                 the QAT step ratio (resnet18 224x224 batch 64 vs eager PyTorch with fake quant),
 #                 the throughput table (resnet50, vit_b_16; 8192 samples, batch 64; start-up apart;
-#                 eager PyTorch side by side): bench/gpu/{realmodels_device,qat_step,gpu_bench}.py
+#                 eager PyTorch side by side): bench/gpu/{realmodels_device,ptq_device,qat_step,gpu_bench}.py
 #   results.md, results.json   the tables and numbers of those three, rewritten after each
 #   profile.txt   where one calibrate run's time goes (resnet50, max, 2048 samples; quantkit --profile
 #                 summed by bench/gpu/trace_summary.py), written after resnet50's row
@@ -82,7 +84,7 @@ step() {
 assemble() {
   {
     echo "# quantkit on $DEVICE: results of scripts/gpu_machine.sh ($(date -u +%FT%TZ))"
-    for part in realmodels qat throughput; do
+    for part in realmodels ptq qat throughput; do
       [[ -f $WORK/$part.md ]] && { echo; cat "$WORK/$part.md"; }
     done
   } >"$OUT_DIR/results.md"
@@ -90,7 +92,7 @@ assemble() {
 import json, os, sys
 work, out = sys.argv[1:]
 merged = {}
-for part in ("realmodels", "qat", "throughput"):
+for part in ("realmodels", "ptq", "qat", "throughput"):
     path = os.path.join(work, part + ".json")
     if os.path.exists(path):
         with open(path) as f:
@@ -195,14 +197,19 @@ fi
 BENCH_LOG=$OUT_DIR/bench.log
 if ((SMALL)); then
   REAL=(--samples 2) QAT=(--batch 4 --steps 1,2 --calib 8)
+  PTQ=(--models plain_cnn --samples 32 --ptq-samples 8 --test 200 --qat-steps 10)
   THR=(--samples "${QK_BENCH_SAMPLES:-24}" --short "${QK_BENCH_SHORT:-8}" --batch 8)
 else
-  REAL=(--samples 4) QAT=(--batch 64 --steps 3,13 --calib 64)
+  REAL=(--samples 4 --methods "${QK_REAL_METHODS:-default,max}") QAT=(--batch 64 --steps 3,13 --calib 64)
+  PTQ=(--models plain_cnn --ptq-samples 32 --qat-steps 200)
   THR=(--samples "${QK_BENCH_SAMPLES:-8192}" --short "${QK_BENCH_SHORT:-1024}" --batch 64)
 fi
 export PYTHONUNBUFFERED=1
 step "real models: calibrate on $DEVICE vs cpu" 45 "$BENCH_LOG" $PY bench/gpu/realmodels_device.py "$QK" \
   --device "$DEVICE" --out "$WORK" "${REAL[@]}"
+assemble
+step "PTQ stages + qat --lr auto on $DEVICE vs cpu" 60 "$BENCH_LOG" timeout "${QK_PTQ_BUDGET_S:-170}" env PYTHONPATH=. $PY bench/gpu/ptq_device.py "$QK" \
+  --device "$DEVICE" --out "$WORK" "${PTQ[@]}"
 assemble
 step "QAT step vs eager" 45 "$BENCH_LOG" $PY bench/gpu/qat_step.py "$QK" --device "$DEVICE" --out "$WORK" "${QAT[@]}"
 assemble
