@@ -7,9 +7,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <memory>
 
 #include "analysis/model_loading.h"
 #include "analysis/simulate.h"
+#include "api/internal.h"
+#include "common/artifact_set.h"
 #include "common/check.h"
 #include "data/image_options.h"
 #include "data/image_options_text.h"
@@ -18,7 +22,7 @@
 #include "onnx/export.h"
 #include "passes/apply_plan.h"
 #include "pipelines/calibration_stages.h"
-#include "api/internal.h"
+#include "pipelines/quantized_artifacts.h"
 #include "quant/method_amax.h"
 
 namespace quantkit {
@@ -375,15 +379,25 @@ Result<Artifacts> WriteQdqModel(const Model& model, const Plan& plan, const std:
                                 const Placement& placement) {
   QK_RETURN_IF_ERROR(RequireValid(model.valid() && plan.valid(), "model or plan"));
   // The loaded model is shared and immutable: the Q/DQ model is a fresh copy of the file, and
-  // the plan a copy that gains the weight scales it lacked.
-  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(model.path()));
+  // the plan a copy that gains the weight scales it lacked. The file alone, written as every
+  // writer writes it (pipelines/quantized_artifacts.h): complete or not at all.
+  QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(model.path()));
   quant::QuantPlan applied = plan.impl().plan;
   passes::ApplyPlanOptions apply;
   apply.placement = ToPlacementOptions(placement);
   apply.weight_storage = passes::WeightStorage::kInt8;  // a model file: INT8 weights
-  QK_ASSIGN_OR_RETURN(passes::PassReport inserted,
-                      passes::RunPass(qdq_model, passes::ApplyPlan(&applied, apply)));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, path));
+  const std::filesystem::path target(path);
+  pipelines::QuantizedFiles files;
+  files.model_name = target.filename().string();
+  files.implicit_int8 = files.plan_json = false;
+  QK_ASSIGN_OR_RETURN(
+      std::unique_ptr<ArtifactSet> out,
+      ArtifactSet::Open(target.parent_path().empty() ? "." : target.parent_path().string(),
+                        {files.model_name}));
+  QK_ASSIGN_OR_RETURN(
+      passes::PassReport inserted,
+      pipelines::StageQuantizedModel(std::move(float_model), apply, &applied, files, out.get()));
+  QK_RETURN_IF_ERROR(out->Commit().status());
   return ArtifactsFrom({path}, inserted);
 }
 

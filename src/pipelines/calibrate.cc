@@ -12,7 +12,6 @@
 #include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/file_checks.h"
-#include "passes/apply_plan.h"
 #include "common/file_util.h"
 #include "common/progress.h"
 #include "common/sha256.h"
@@ -20,8 +19,10 @@
 #include "formats/qkstats.h"
 #include "formats/ranges.h"
 #include "onnx/export.h"
+#include "passes/apply_plan.h"
 #include "passes/insert_qdq.h"
 #include "pipelines/calibration_stages.h"
+#include "pipelines/quantized_artifacts.h"
 #include "quantkit/version.h"
 #include "runtime/device.h"
 
@@ -265,29 +266,19 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
     }
     set = artifacts.get();
   }
-  // Weights a stage changed: the float model holding them, for the cache and ranges (TensorRT
-  // <= 10 builds from a float model) and as QAT's start point; the plan names it by its hash.
-  if (!plan.initializers.empty()) {
-    QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(options.model));
-    QK_RETURN_IF_ERROR(passes::ApplyInitializerOverrides(plan, &float_model));
-    const std::string staged = set->Stage("model.float.onnx");
-    QK_RETURN_IF_ERROR(onnx_io::ExportModel(float_model, staged));
-    QK_ASSIGN_OR_RETURN(plan.provenance.float_model_sha256, Sha256OfFile(staged));
-  }
-  // The one plan -> Q/DQ code (passes::ApplyPlan) on a fresh copy of the file: the collected
-  // model is shared and immutable.
-  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(options.model));
+  QK_RETURN_IF_ERROR(StageFloatModel(options.model, &plan, set));
+  // A fresh copy of the file: the collected model is shared and immutable.
+  QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(options.model));
   passes::ApplyPlanOptions apply;
   apply.placement = PlacementFor(options);
   apply.mode = passes::PlacementPolicy::kTensorRT;
   apply.weight_storage = options.weight_storage;
-  QK_ASSIGN_OR_RETURN(passes::PassReport inserted, passes::RunPass(qdq_model, passes::ApplyPlan(&plan, apply)));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, set->Stage(WrittenModelName(options))));
-  if (options.int8) {
-    QK_RETURN_IF_ERROR(formats::WriteTrtCache(set->Stage("calib.cache"), plan, options.cache));
-    QK_RETURN_IF_ERROR(formats::WriteRangesText(set->Stage("ranges.txt"), plan));
-  }
-  QK_RETURN_IF_ERROR(formats::WritePlanJson(set->Stage("plan.json"), plan));
+  QuantizedFiles files;
+  files.model_name = WrittenModelName(options);
+  files.implicit_int8 = options.int8;
+  files.cache = options.cache;
+  QK_ASSIGN_OR_RETURN(passes::PassReport inserted,
+                      StageQuantizedModel(std::move(float_model), apply, &plan, files, set));
   result.summary = Summarize(options, result, &inserted);
   QK_RETURN_IF_ERROR(WriteFileAtomic(set->Stage("summary.txt"), result.summary));
   QK_RETURN_IF_ERROR(WriteStats(options.stats_out, prepared.statistics.stats, set, &result.written));

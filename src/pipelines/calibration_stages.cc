@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "pipelines/diagnose/stats.h"
 #include "analysis/model_loading.h"
 #include "common/artifact_set.h"
 #include "common/check.h"
@@ -16,6 +15,8 @@
 #include "ir/shape_inference.h"
 #include "onnx/export.h"
 #include "passes/apply_plan.h"
+#include "pipelines/diagnose/stats.h"
+#include "pipelines/quantized_artifacts.h"
 #include "quant/method_amax.h"
 #include "quantkit/version.h"
 #include "runtime/interpreter.h"
@@ -331,30 +332,22 @@ BodyReport ReportBodies(const LoadedModel& model, const CalibrationSites& sites,
 Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::QuantPlan& plan,
                                       const passes::PlacementOptions& placement, const std::string& dir,
                                       const formats::TrtCacheWriteOptions& cache, passes::WeightStorage weights) {
-  // All four files or none, never mixed with a concurrent run's (common/artifact_set.h).
+  // All five files or none, never mixed with a concurrent run's (common/artifact_set.h).
   QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
                       ArtifactSet::Open(dir, {"model.qdq.onnx", "model.float.onnx", "calib.cache", "ranges.txt", "plan.json"}));
-  quant::QuantPlan stamped = plan;
-  // A plan whose PTQ stages changed weights: the float model holding them (see calibrate.h).
-  if (!plan.initializers.empty()) {
-    QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(model.path));
-    QK_RETURN_IF_ERROR(passes::ApplyInitializerOverrides(plan, &float_model));
-    QK_RETURN_IF_ERROR(onnx_io::ExportModel(float_model, out->Stage("model.float.onnx")));
-    QK_ASSIGN_OR_RETURN(stamped.provenance.float_model_sha256, Sha256OfFile(out->Stage("model.float.onnx")));
-  }
+  quant::QuantPlan written = plan;
+  QK_RETURN_IF_ERROR(StageFloatModel(model.path, &written, out.get()));
   // The collected model is shared and immutable; the Q/DQ model is a fresh copy of the file.
   QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(model.path));
-  quant::QuantPlan applied = plan;
   passes::ApplyPlanOptions apply;
   apply.placement = placement;
   apply.mode = passes::PlacementPolicy::kTensorRT;
   apply.weight_storage = weights;
+  QuantizedFiles files;
+  files.cache = cache;
   ArtifactReport report;
-  QK_ASSIGN_OR_RETURN(report.inserted, passes::RunPass(qdq_model, passes::ApplyPlan(&applied, apply)));
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, out->Stage("model.qdq.onnx")));
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage("calib.cache"), stamped, cache));
-  QK_RETURN_IF_ERROR(formats::WriteRangesText(out->Stage("ranges.txt"), stamped));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), stamped));
+  QK_ASSIGN_OR_RETURN(report.inserted,
+                      StageQuantizedModel(std::move(qdq_model), apply, &written, files, out.get()));
   QK_ASSIGN_OR_RETURN(report.written, out->Commit());
   return report;
 }

@@ -7,15 +7,16 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "pipelines/convert.h"
 #include "analysis/model_loading.h"
 #include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/file_util.h"
 #include "common/progress.h"
-#include "passes/apply_plan.h"
 #include "formats/ranges.h"
 #include "onnx/export.h"
+#include "passes/apply_plan.h"
+#include "pipelines/convert.h"
+#include "pipelines/quantized_artifacts.h"
 
 namespace quantkit::pipelines {
 namespace {
@@ -135,8 +136,11 @@ Status WriteOutputs(const ir::Model& model, const FallbackOptions& options, Fall
     QK_ASSIGN_OR_RETURN(owned, ArtifactSet::Open(options.output_dir, kFallbackArtifacts));
     out = owned.get();
   }
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, out->Stage("model.qdq.onnx")));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), r.plan));
+  // No calib.cache or ranges.txt: fallback changes which layers stay in float, not the ranges, so
+  // the cache of the plan it started from still applies (layer_precisions.txt names it).
+  QuantizedFiles files;
+  files.implicit_int8 = false;
+  QK_RETURN_IF_ERROR(StageBuiltModel(model, r.plan, files, out));
   QK_RETURN_IF_ERROR(WriteFileAtomic(
       out->Stage("layer_precisions.txt"),
       "# TensorRT <= 10 implicit INT8 (calib.cache, Jetson/DLA): trtexec --int8 --fp16 --calib=calib.cache "

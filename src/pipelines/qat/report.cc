@@ -20,6 +20,7 @@
 #include "pipelines/evaluate.h"
 #include "pipelines/qat/plot.h"
 #include "pipelines/qat/stages.h"
+#include "pipelines/quantized_artifacts.h"
 
 namespace quantkit::pipelines::qat {
 
@@ -233,19 +234,16 @@ Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& gr
   final_plan.float_precision = plan.plan.float_precision;
   passes::ApplyPlanOptions writer = plan.sim;
   writer.weight_storage = o.weight_storage;
-  ir::Model qdq = std::move(tuned);
-  QK_ASSIGN_OR_RETURN(passes::PassReport applied,
-                      passes::RunPass(qdq, passes::ApplyPlan(&final_plan, writer)));
+  // Staged, not yet committed: checked below, so a failed check leaves no output set.
+  QK_ASSIGN_OR_RETURN(
+      passes::PassReport applied,
+      StageQuantizedModel(std::move(tuned), writer, &final_plan, QuantizedFiles{}, out));
   QK_RETURN_IF_ERROR(quant::ValidatePlan(final_plan));
-  // Staged, not yet committed: validated there, so a failed check leaves no output set.
-  const std::string qdq_path = out->Stage("model.qdq.onnx");
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq, qdq_path));
   result->export_summary = applied.summary;
   if (!result->metric.empty()) {
-    QK_ASSIGN_OR_RETURN(result->val_exported, ValidateExported(o, data, qdq_path, *result));
+    QK_ASSIGN_OR_RETURN(result->val_exported,
+                        ValidateExported(o, data, out->Stage("model.qdq.onnx"), *result));
   }
-  QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage("calib.cache"), final_plan, {}));
-  QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage("plan.json"), final_plan));
 
   result->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result->peak_rss_bytes = PeakRssBytes();

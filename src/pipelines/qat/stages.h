@@ -194,8 +194,9 @@ Result<double> ChooseLearningRate(const QatOptions& o, Launch& launch, const Tra
 // the training log, the curve and the summary, staged into `out` (opened on the output directory
 // with kResultFiles before the training) and committed as one set; result->written lists them
 // and the checkpoint, which is written on its own (a paused run leaves only it).
-inline const std::vector<std::string> kResultFiles{"model.qdq.onnx", "model.float.onnx", "calib.cache", "plan.json",
-                                                   "training_log.json", "training.svg", "summary.txt"};
+inline const std::vector<std::string> kResultFiles{
+    "model.qdq.onnx", "model.float.onnx",  "calib.cache",  "ranges.txt",
+    "plan.json",      "training_log.json", "training.svg", "summary.txt"};
 Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& graphs,
                     const train::TrainerOptions& trainer_options, const TrainingData& data,
                     const train::QatTrainer& trainer, const TrainingRun& run,

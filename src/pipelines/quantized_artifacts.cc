@@ -1,0 +1,50 @@
+#include "pipelines/quantized_artifacts.h"
+
+#include <utility>
+
+#include "analysis/model_loading.h"
+#include "common/check.h"
+#include "common/sha256.h"
+#include "formats/ranges.h"
+#include "onnx/export.h"
+
+namespace quantkit::pipelines {
+
+Status StageFloatModel(const std::string& model_path, quant::QuantPlan* plan, ArtifactSet* set) {
+  if (plan->initializers.empty()) return Status::Ok();
+  // TensorRT <= 10 builds from a float model: the cache and ranges apply to this one, and QAT
+  // starts from it; the plan names it by its hash, so that no other model is simulated with it.
+  QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(model_path));
+  QK_RETURN_IF_ERROR(passes::ApplyInitializerOverrides(*plan, &float_model));
+  const std::string staged = set->Stage("model.float.onnx");
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(float_model, staged));
+  QK_ASSIGN_OR_RETURN(plan->provenance.float_model_sha256, Sha256OfFile(staged));
+  return Status::Ok();
+}
+
+Result<passes::PassReport> StageQuantizedModel(ir::Model float_model,
+                                               const passes::ApplyPlanOptions& apply,
+                                               quant::QuantPlan* plan, const QuantizedFiles& files,
+                                               ArtifactSet* set) {
+  ir::Model qdq_model = std::move(float_model);
+  QK_ASSIGN_OR_RETURN(passes::PassReport inserted,
+                      passes::RunPass(qdq_model, passes::ApplyPlan(plan, apply)));
+  QK_RETURN_IF_ERROR(StageBuiltModel(qdq_model, *plan, files, set));
+  return inserted;
+}
+
+Status StageBuiltModel(const ir::Model& qdq_model, const quant::QuantPlan& plan,
+                       const QuantizedFiles& files, ArtifactSet* set) {
+  QK_RETURN_IF_ERROR(onnx_io::ExportModel(qdq_model, set->Stage(files.model_name)));
+  return StagePlanFiles(plan, files, set);
+}
+
+Status StagePlanFiles(const quant::QuantPlan& plan, const QuantizedFiles& files, ArtifactSet* set) {
+  if (files.implicit_int8) {
+    QK_RETURN_IF_ERROR(formats::WriteTrtCache(set->Stage("calib.cache"), plan, files.cache));
+    QK_RETURN_IF_ERROR(formats::WriteRangesText(set->Stage("ranges.txt"), plan));
+  }
+  return files.plan_json ? formats::WritePlanJson(set->Stage("plan.json"), plan) : Status::Ok();
+}
+
+}  // namespace quantkit::pipelines

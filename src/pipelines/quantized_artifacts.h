@@ -1,0 +1,53 @@
+// The one writer of a quantized model's files. Every command that writes a plan's model
+// (calibrate and its --compare-methods / --budget / auto paths, the public WriteArtifacts,
+// fallback, qat) stages them here, so that the same plan gives the same files, named alike,
+// whichever command wrote them:
+//
+//   model.float.onnx  the float model with the weights the plan's PTQ stages changed (only then);
+//                     the plan's provenance names it by its SHA-256
+//   model.qdq.onnx    passes::ApplyPlan on the float model (TensorRT placement), or a Q/DQ model a
+//                     command built itself (fallback's search result)
+//   calib.cache, ranges.txt   the implicit-INT8 files of TensorRT <= 10 (Jetson, DLA), when asked
+//   plan.json         the plan as applied (with the weight entries ApplyPlan filled in)
+//
+// Files go into an ArtifactSet (common/artifact_set.h): nothing is visible until its Commit.
+#pragma once
+
+#include <string>
+
+#include "common/artifact_set.h"
+#include "formats/trt_cache.h"
+#include "ir/graph.h"
+#include "passes/apply_plan.h"
+#include "quant/plan.h"
+#include "quantkit/status.h"
+
+namespace quantkit::pipelines {
+
+struct QuantizedFiles {
+  std::string model_name = "model.qdq.onnx";
+  bool implicit_int8 = true;  // calib.cache and ranges.txt
+  bool plan_json = true;
+  formats::TrtCacheWriteOptions cache;
+};
+
+// model.float.onnx when `plan` carries weights a PTQ stage changed (read from `model_path`, the
+// overrides applied), its hash into plan->provenance.float_model_sha256. Nothing otherwise.
+Status StageFloatModel(const std::string& model_path, quant::QuantPlan* plan, ArtifactSet* set);
+
+// The plan's Q/DQ model: passes::ApplyPlan(plan, apply) on `float_model` (a model loaded for
+// quantization; consumed), exported as files.model_name, then StagePlanFiles. `plan` gains the
+// weight entries ApplyPlan fills in, as written. Returns ApplyPlan's report.
+Result<passes::PassReport> StageQuantizedModel(ir::Model float_model,
+                                               const passes::ApplyPlanOptions& apply,
+                                               quant::QuantPlan* plan, const QuantizedFiles& files,
+                                               ArtifactSet* set);
+
+// A Q/DQ model built elsewhere (fallback), exported as files.model_name, then StagePlanFiles.
+Status StageBuiltModel(const ir::Model& qdq_model, const quant::QuantPlan& plan,
+                       const QuantizedFiles& files, ArtifactSet* set);
+
+// calib.cache and ranges.txt (files.implicit_int8), then plan.json (files.plan_json).
+Status StagePlanFiles(const quant::QuantPlan& plan, const QuantizedFiles& files, ArtifactSet* set);
+
+}  // namespace quantkit::pipelines
