@@ -74,7 +74,8 @@ struct QatReport {
   bool paused = false;  // stopped by stop_after: only the checkpoint was written
   double seconds = 0;
   int64_t peak_rss_bytes = 0;
-  std::string text;  // what `quantkit qat` prints on stdout; empty on ranks > 0
+  std::string footer;  // the time, peak memory and the files written
+  std::string text;    // what `quantkit qat` prints on stdout: summary + footer; empty on ranks > 0
   int rank = 0, world_size = 1;
   std::string rank_line;
 };

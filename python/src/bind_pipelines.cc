@@ -208,6 +208,7 @@ void BindReports(py::module_& m) {
       .def_readonly("paused", &QatReport::paused)
       .def_readonly("seconds", &QatReport::seconds)
       .def_readonly("peak_rss_bytes", &QatReport::peak_rss_bytes)
+      .def_readonly("footer", &QatReport::footer)
       .def_readonly("text", &QatReport::text);
   py::class_<EvaluateReport>(m, "EvaluateReport")
       .def_readonly("samples", &EvaluateReport::samples)

@@ -149,16 +149,17 @@ Result<CalibrateReport> CalibrateWithBudget(const CalibrateOptions& o,
   CalibrateReport report;
   // FormatCalibrateBudget prints the search's files; the calibration's that it kept follow.
   report.text = pipelines::FormatCalibrateBudget(r) + WroteLines(r.calibration.written);
-  std::string summary = pipelines::FormatCalibrateBudget(r, /*with_written=*/false);
   report.within_budget = r.fallback.search.within_budget;
-  std::vector<std::string> written = r.calibration.written;
-  written.insert(written.end(), r.fallback.written.begin(), r.fallback.written.end());
-  quant::QuantPlan repaired = r.fallback.plan;
-  SetFromCalibration(std::move(r.calibration), &report);
+  // The result is the repaired calibration: fallback's plan (the float layers it kept), both
+  // runs' files, the budget summary; the rest (check, warnings, samples, time) is calibrate's.
+  std::string summary = pipelines::FormatCalibrateBudget(r, /*with_written=*/false);
+  pipelines::CalibrateResult repaired = std::move(r.calibration);
+  repaired.plan = std::move(r.fallback.plan);
+  repaired.written.insert(repaired.written.end(), r.fallback.written.begin(),
+                          r.fallback.written.end());
+  repaired.summary = std::move(summary);
+  SetFromCalibration(std::move(repaired), &report);
   report.rank_line.clear();
-  report.plan = api::MakePublicPlan(std::move(repaired));
-  report.written = std::move(written);
-  report.summary = std::move(summary);
   return report;
 }
 

@@ -95,9 +95,10 @@ Result<QatReport> Qat(const QatOptions& options) {
   report.peak_rss_bytes = r.peak_rss_bytes;
   api::SetRank(r.rank, &report);
   if (report.rank != 0) return report;  // rank 0 wrote and reports
-  report.text = r.summary;
-  report.text += fmt::format("  {:.1f} s, peak RSS {}\n", r.seconds, FormatBytes(r.peak_rss_bytes));
-  for (const std::string& f : r.written) report.text += "wrote " + f + "\n";
+  report.footer =
+      fmt::format("  {:.1f} s, peak RSS {}\n", r.seconds, FormatBytes(r.peak_rss_bytes));
+  for (const std::string& f : r.written) report.footer += "wrote " + f + "\n";
+  report.text = r.summary + report.footer;
   return report;
 }
 

@@ -154,7 +154,7 @@ void AddTensorBudgetOption(CLI::App& app) {
       ->transform(InRange(1, static_cast<double>(kMaxTensorMb)));
 }
 
-void AddFloatOptions(CLI::App* cmd, FloatArgs* a) {
+void AddFloatOptions(CLI::App* cmd, FloatPart* a) {
   const char* group = "Strongly typed output (docs/strongly-typed.md)";
   cmd->add_option(
          "--float-dtype", a->dtype,
@@ -169,11 +169,12 @@ void AddFloatOptions(CLI::App* cmd, FloatArgs* a) {
       ->capture_default_str()->group(group);
 }
 
-void AddImageOptions(CLI::App* cmd, ImageArgs* a) {
+void AddImageOptions(CLI::App* cmd, ImagePreprocessing* a) {
   const char* group = "Image folders (docs/data-sources.md)";
   cmd->add_option("--resize", a->resize, "resize: N = shorter side to N (torchvision Resize(N)), HxW = exact")
       ->group(group);
-  cmd->add_option("--center-crop", a->crop, "center crop after the resize: N or HxW")->group(group);
+  cmd->add_option("--center-crop", a->center_crop, "center crop after the resize: N or HxW")
+      ->group(group);
   cmd->add_option("--color", a->color, "rgb | bgr | gray (default: gray for 1-channel inputs, else rgb)")
       ->group(group);
   cmd->add_option("--layout", a->layout, "nchw | nhwc (default: from the model input)")->group(group);
@@ -184,20 +185,6 @@ void AddImageOptions(CLI::App* cmd, ImageArgs* a) {
       ->group(group);
   cmd->add_option("--std", a->std, "per-channel std divided by after the mean, e.g. 0.229,0.224,0.225")
       ->group(group);
-}
-
-FloatPart ToFloatPart(const FloatArgs& a, bool int8) {
-  return {a.dtype, a.cast_io, a.keep_fp32, a.weight_storage, int8};
-}
-
-ImagePreprocessing ToImagePreprocessing(const ImageArgs& a) {
-  return {a.resize,
-          a.crop,
-          a.color,
-          a.layout,
-          a.mean,
-          a.std,
-          a.scale != 0 ? std::optional<double>(a.scale) : std::nullopt};
 }
 
 void AddPlanEvalOptions(CLI::App* cmd, PlanEvaluationOptions* o, const std::string& data_help) {

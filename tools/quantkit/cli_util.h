@@ -38,26 +38,14 @@ int Parse(CLI::App& app, int argc, char** argv);
 // (runtime/tensor_budget.h), applied while parsing.
 void AddTensorBudgetOption(CLI::App& app);
 
-// The image preprocessing options shared by calibrate, eval and data (data/image_options.h).
-struct ImageArgs {
-  std::string resize, crop, color, layout, mean, std;
-  double scale = 0;  // 0: not given
-};
-void AddImageOptions(CLI::App* cmd, ImageArgs* args);
-// The same options for the public API, which parses them (quantkit/data_source.h).
-ImagePreprocessing ToImagePreprocessing(const ImageArgs& args);
+// The image preprocessing options (calibrate, eval, data, convert, qat), bound straight to the
+// public struct, which the library parses (quantkit/data_source.h).
+void AddImageOptions(CLI::App* cmd, ImagePreprocessing* image);
 
-// The options of every writer of a Q/DQ model (calibrate, convert, fallback): --float-dtype,
-// --cast-io, --keep-fp32, --weight-storage (docs/strongly-typed.md).
-struct FloatArgs {
-  std::string dtype;  // "": the default (fp16), or a plan.json's own
-  bool cast_io = false;
-  std::vector<std::string> keep_fp32;
-  std::string weight_storage = "int8";
-};
-void AddFloatOptions(CLI::App* cmd, FloatArgs* args);
-// The same options for the public API, which parses them (quantkit/calibration.h FloatPart).
-FloatPart ToFloatPart(const FloatArgs& args, bool int8 = true);
+// The options of every writer of a Q/DQ model (calibrate, convert, fallback, qat): --float-dtype,
+// --cast-io, --keep-fp32, --weight-storage (docs/strongly-typed.md), bound straight to the public
+// struct (quantkit/calibration.h FloatPart; its `int8` is calibrate's --int8).
+void AddFloatOptions(CLI::App* cmd, FloatPart* floats);
 
 // The options analyze and fallback share: MODEL, --plan, --data, --samples, --batch-size,
 // --placement and the distributed ones. `data_help` describes --data for the subcommand.

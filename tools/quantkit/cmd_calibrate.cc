@@ -20,8 +20,6 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
     bool json = false;
     CLI::Option* budget_option = nullptr;
     double budget = 0;
-    ImageArgs image;
-    FloatArgs floats;
     std::string int8 = "on";
     std::optional<int64_t> check_samples;
     bool no_check = false;
@@ -122,8 +120,8 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       ->transform(InRange(0, kMaxSeed))
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
-  AddImageOptions(cmd, &opts->image);
-  AddFloatOptions(cmd, &opts->floats);
+  AddImageOptions(cmd, &opts->calibrate.data_options.image);
+  AddFloatOptions(cmd, &opts->calibrate.floats);
   cmd->add_option("--int8", opts->int8, "on | off: off writes model.<float-dtype>.onnx without Q/DQ (FP16 from data)")
       ->capture_default_str();
   AddDistributedOptions(cmd, &opts->calibrate.distributed);
@@ -137,7 +135,6 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
                              "calibrate writes its artifacts into -o DIR (or statistics with --stats FILE); "
                              "give one of them"));
       }
-      c.data_options.image = ToImagePreprocessing(opts->image);
       for (const std::string& o : opts->overrides) {
         const size_t eq = o.rfind('=');
         if (eq == std::string::npos || eq == 0) {
@@ -147,7 +144,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       }
       for (const std::string& e : opts->exclude) c.placement.Exclude(e);
       c.placement.per_channel_weights = opts->weights == "per-channel";
-      c.floats = ToFloatPart(opts->floats, opts->int8 == "on");
+      c.floats.int8 = opts->int8 == "on";
       if (opts->int8 != "on" && opts->int8 != "off") {
         return Report(Status(StatusCode::kInvalidArgument, "--int8 '" + opts->int8 + "': use on or off"));
       }

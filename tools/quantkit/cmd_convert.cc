@@ -13,8 +13,6 @@ void SetupConvert(CLI::App& app, RunFn* run) {
     ConvertOptions convert;
     bool layer_precisions = false;
     bool json = false;
-    FloatArgs floats;
-    ImageArgs image;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -43,8 +41,8 @@ void SetupConvert(CLI::App& app, RunFn* run) {
   cmd->add_flag("--qdq", opts->convert.qdq_output,
                 "ONNX -> ONNX: write the TensorRT Q/DQ model (symmetric int8, the extracted "
                 "scales, placed by --placement) instead of the float model");
-  AddFloatOptions(cmd, &opts->floats);
-  AddImageOptions(cmd, &opts->image);
+  AddFloatOptions(cmd, &opts->convert.floats);
+  AddImageOptions(cmd, &opts->convert.image);
   cmd->add_option("--data", opts->convert.data,
                   "plan -> Q/DQ ONNX: data to check the float dtype's ranges on and to report the written model's "
                   "accuracy against --model");
@@ -63,8 +61,6 @@ void SetupConvert(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      opts->convert.floats = ToFloatPart(opts->floats);
-      opts->convert.image = ToImagePreprocessing(opts->image);
       auto result = Convert(opts->convert);
       if (!result.ok()) return Report(result.status());
       if (opts->json) {

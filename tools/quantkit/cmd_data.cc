@@ -12,7 +12,6 @@ namespace quantkit::cli {
 void SetupData(CLI::App& app, RunFn* run) {
   struct Options {
     WriteDataOptions write;
-    ImageArgs image;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -26,10 +25,9 @@ void SetupData(CLI::App& app, RunFn* run) {
                   "the first N samples (0: all; all are held in memory)")
       ->transform(InRange(0, kMaxCount))
       ->capture_default_str();
-  AddImageOptions(cmd, &opts->image);
+  AddImageOptions(cmd, &opts->write.image);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      opts->write.image = ToImagePreprocessing(opts->image);
       auto r = WriteData(opts->write);
       if (!r.ok()) return Report(r.status());
       std::fputs(r->text.c_str(), stdout);

@@ -13,7 +13,6 @@ void SetupEval(CLI::App& app, RunFn* run) {
   struct Options {
     EvaluateOptions eval;
     bool json = false, quiet = false;
-    ImageArgs image;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -39,11 +38,10 @@ void SetupEval(CLI::App& app, RunFn* run) {
   cmd->add_option("--save-outputs", opts->eval.save_outputs, "write the first output as float32 [samples, width] .npy");
   cmd->add_flag("--json", opts->json, "print JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
-  AddImageOptions(cmd, &opts->image);
+  AddImageOptions(cmd, &opts->eval.image);
   AddDistributedOptions(cmd, &opts->eval.distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
-      opts->eval.image = ToImagePreprocessing(opts->image);
       opts->eval.progress = !opts->quiet;
       auto r = Evaluate(opts->eval);
       if (!r.ok()) return Report(r.status());

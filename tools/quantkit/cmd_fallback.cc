@@ -13,7 +13,6 @@ void SetupFallback(CLI::App& app, RunFn* run) {
     FallbackOptions fallback;
     std::string metric;
     bool json = false, quiet = false;
-    FloatArgs floats;
   };
   auto opts = std::make_shared<Options>();
   opts->fallback.evaluation.samples = 1000;
@@ -40,14 +39,13 @@ void SetupFallback(CLI::App& app, RunFn* run) {
          "memory for cached activations trials start from (0: every trial runs the whole model; same results)")
       ->transform(InRange(0, kMaxTrialCacheMb))
       ->capture_default_str();
-  AddFloatOptions(cmd, &opts->floats);
+  AddFloatOptions(cmd, &opts->fallback.floats);
   cmd->add_flag("--json", opts->json, "print the search report as JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
       if (!opts->metric.empty()) opts->fallback.evaluation.metrics = {opts->metric};
       opts->fallback.progress = !opts->quiet;
-      opts->fallback.floats = ToFloatPart(opts->floats);
       auto r = Fallback(opts->fallback);
       if (!r.ok()) return Report(r.status());
       if (r->rank == 0) PrintWarnings(r->warnings);

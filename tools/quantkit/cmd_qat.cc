@@ -16,8 +16,6 @@ void SetupQat(CLI::App& app, RunFn* run) {
   struct Options {
     QatOptions qat;
     bool quiet = false;
-    ImageArgs image;
-    FloatArgs floats;
   };
   auto opts = std::make_shared<Options>();
   QatOptions& q = opts->qat;
@@ -103,24 +101,21 @@ void SetupQat(CLI::App& app, RunFn* run) {
                   "stop after N steps of this run and write only the checkpoint (continue with --resume)")
       ->transform(InRange(0, kMaxQatSteps));
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
-  AddImageOptions(cmd, &opts->image);
-  AddFloatOptions(cmd, &opts->floats);
+  AddImageOptions(cmd, &q.image);
+  AddFloatOptions(cmd, &q.floats);
   AddDistributedOptions(cmd, &q.distributed);
   cmd->callback([run, opts] {
     *run = [opts]() -> int {
       QatOptions& q = opts->qat;
-      q.image = ToImagePreprocessing(opts->image);
-      q.floats = ToFloatPart(opts->floats);
       q.progress = !opts->quiet;
       auto r = Qat(q);
       if (!r.ok()) return Report(r.status());
       PrintRankLine(r->rank_line);
       if (r->rank != 0) return 0;  // rank 0 wrote and reports
-      // report.text is the summary, then the time and the files; the warnings go to stderr between
-      // them (loud where stdout is a log file).
+      // The warnings go to stderr between the summary and the footer (loud where stdout is a log).
       std::fputs(r->summary.c_str(), stdout);
       for (const std::string& w : r->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-      std::fputs(r->text.substr(r->summary.size()).c_str(), stdout);
+      std::fputs(r->footer.c_str(), stdout);
       return 0;
     };
   });
