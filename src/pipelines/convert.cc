@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <set>
 
+#include "analysis/model_loading.h"
+#include "analysis/simulate.h"
 #include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/file_util.h"
-#include "analysis/model_loading.h"
-#include "analysis/simulate.h"
 #include "formats/plan_files.h"
 #include "formats/ranges.h"
 #include "ir/scopes.h"
@@ -25,6 +25,7 @@
 #include "passes/strip_qdq.h"
 #include "pipelines/calibration_stages.h"
 #include "pipelines/evaluate.h"
+#include "pipelines/quantized_artifacts.h"
 
 namespace quantkit::pipelines {
 namespace {
@@ -328,10 +329,13 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
       QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
                           ArtifactSet::Open(DirName(options.output), {BaseName(options.output), stem + ".cache",
                                                                       stem + ".plan.json", stem + ".ranges.txt"}));
-      QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, out->Stage(BaseName(options.output))));
-      QK_RETURN_IF_ERROR(formats::WriteTrtCache(out->Stage(stem + ".cache"), plan, options.cache));
-      QK_RETURN_IF_ERROR(formats::WritePlanJson(out->Stage(stem + ".plan.json"), plan));
-      QK_RETURN_IF_ERROR(formats::WriteRangesText(out->Stage(stem + ".ranges.txt"), plan));
+      QuantizedFiles files;
+      files.model_name = BaseName(options.output);
+      files.cache_name = stem + ".cache";
+      files.plan_name = stem + ".plan.json";
+      files.ranges_name = stem + ".ranges.txt";
+      files.cache = options.cache;
+      QK_RETURN_IF_ERROR(StageBuiltModel(model, plan, files, out.get()));
       QK_ASSIGN_OR_RETURN(std::vector<std::string> written, out->Commit());
       result.written.insert(result.written.end(), written.begin(), written.end());
     } else {
@@ -379,16 +383,23 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
                                        &plan, &result));
   // A fallback plan's float-kept nodes get no Q/DQ, whatever the placement (as eval --plan and
   // `quantkit fallback` simulated them).
-  QK_ASSIGN_OR_RETURN(passes::PassReport ins,
-                      passes::RunPass(model, passes::ApplyPlan(&plan, ApplyOptions(options))));
+  // The model file alone, staged as every writer stages (complete or not at all).
+  QuantizedFiles files;
+  files.model_name = BaseName(options.output);
+  files.implicit_int8 = files.plan_json = false;
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
+                      ArtifactSet::Open(DirName(options.output), {files.model_name}));
+  QK_ASSIGN_OR_RETURN(
+      passes::PassReport ins,
+      StageQuantizedModel(std::move(model), ApplyOptions(options), &plan, files, out.get()));
   QK_RETURN_IF_NOT(!options.placement_from_plan || SitesConsidered(ins) > 0,
                    StatusCode::kInvalidArgument,
                    "{}: no entry extracted from a Q/DQ model matches a tensor of {} (use the "
                    "default --placement tensorrt for calibrated plans)",
                    options.input, options.model);
   AddInsertionMessages(ins, &result);
-  QK_RETURN_IF_ERROR(onnx_io::ExportModel(model, options.output));
-  result.written.push_back(options.output);
+  QK_ASSIGN_OR_RETURN(std::vector<std::string> written, out->Commit());
+  result.written.insert(result.written.end(), written.begin(), written.end());
   if (!options.data.empty()) QK_RETURN_IF_ERROR(CheckAccuracy(options, &result));
   return result;
 }

@@ -41,10 +41,10 @@ Status StageBuiltModel(const ir::Model& qdq_model, const quant::QuantPlan& plan,
 
 Status StagePlanFiles(const quant::QuantPlan& plan, const QuantizedFiles& files, ArtifactSet* set) {
   if (files.implicit_int8) {
-    QK_RETURN_IF_ERROR(formats::WriteTrtCache(set->Stage("calib.cache"), plan, files.cache));
-    QK_RETURN_IF_ERROR(formats::WriteRangesText(set->Stage("ranges.txt"), plan));
+    QK_RETURN_IF_ERROR(formats::WriteTrtCache(set->Stage(files.cache_name), plan, files.cache));
+    QK_RETURN_IF_ERROR(formats::WriteRangesText(set->Stage(files.ranges_name), plan));
   }
-  return files.plan_json ? formats::WritePlanJson(set->Stage("plan.json"), plan) : Status::Ok();
+  return files.plan_json ? formats::WritePlanJson(set->Stage(files.plan_name), plan) : Status::Ok();
 }
 
 }  // namespace quantkit::pipelines

@@ -1,12 +1,12 @@
 // The one writer of a quantized model's files. Every command that writes a plan's model
-// (calibrate and its --compare-methods / --budget / auto paths, the public WriteArtifacts,
-// fallback, qat) stages them here, so that the same plan gives the same files, named alike,
-// whichever command wrote them:
+// (calibrate and its --compare-methods / --budget / auto paths, the public WriteArtifacts and
+// WriteQdqModel, fallback, qat, convert) stages them here, so that the same plan gives the same
+// files, named alike, whichever command wrote them:
 //
 //   model.float.onnx  the float model with the weights the plan's PTQ stages changed (only then);
 //                     the plan's provenance names it by its SHA-256
 //   model.qdq.onnx    passes::ApplyPlan on the float model (TensorRT placement), or a Q/DQ model a
-//                     command built itself (fallback's search result)
+//                     command built itself (fallback's search result, convert's re-placed model)
 //   calib.cache, ranges.txt   the implicit-INT8 files of TensorRT <= 10 (Jetson, DLA), when asked
 //   plan.json         the plan as applied (with the weight entries ApplyPlan filled in)
 //
@@ -26,8 +26,10 @@ namespace quantkit::pipelines {
 
 struct QuantizedFiles {
   std::string model_name = "model.qdq.onnx";
-  bool implicit_int8 = true;  // calib.cache and ranges.txt
+  bool implicit_int8 = true;  // the cache and the ranges
   bool plan_json = true;
+  // convert names them after its output (out.cache, out.plan.json, out.ranges.txt).
+  std::string cache_name = "calib.cache", ranges_name = "ranges.txt", plan_name = "plan.json";
   formats::TrtCacheWriteOptions cache;
 };
 
@@ -43,7 +45,8 @@ Result<passes::PassReport> StageQuantizedModel(ir::Model float_model,
                                                quant::QuantPlan* plan, const QuantizedFiles& files,
                                                ArtifactSet* set);
 
-// A Q/DQ model built elsewhere (fallback), exported as files.model_name, then StagePlanFiles.
+// A Q/DQ model built elsewhere (fallback, convert), exported as files.model_name, then
+// StagePlanFiles.
 Status StageBuiltModel(const ir::Model& qdq_model, const quant::QuantPlan& plan,
                        const QuantizedFiles& files, ArtifactSet* set);
 
