@@ -261,10 +261,62 @@ class PlanBuilder {
 
 struct BodyWatch;
 
+// Device statistics of a run waiting for their copy to the host: all of a run's watched tensors
+// come back in one copy when the run ends (one synchronisation instead of one per tensor and
+// observer: on a GPU those waits took most of calibrate's time, docs/gpu.md "Session 16"), or
+// earlier when they hold more than kMaxPendingBytes (a long Loop). Observers get them in the
+// order the tensors were computed, as they would have one by one.
+class PendingStats {
+ public:
+  static constexpr int64_t kMaxPendingBytes = int64_t{256} << 20;
+
+  Status Add(Observer* obs, const std::string& name, const ir::Node* producer,
+             PendingTensorStats stats) {
+    if (stats.packed.defined()) bytes_ += static_cast<int64_t>(stats.packed.nbytes());
+    items_.push_back({obs, name, producer, std::move(stats)});
+    return bytes_ > kMaxPendingBytes ? Flush() : Status::Ok();
+  }
+
+  Status Flush() {
+    std::vector<Item> items;
+    items.swap(items_);
+    bytes_ = 0;
+    std::vector<at::Tensor> packed;
+    for (const Item& it : items) {
+      if (!it.stats.packed.defined()) continue;
+      // One device per run in practice; a value a kernel left elsewhere joins the first's.
+      packed.push_back(packed.empty() ? it.stats.packed
+                                      : it.stats.packed.to(packed.front().device()));
+    }
+    at::Tensor host;
+    if (!packed.empty()) host = at::cat(packed).to(at::kCPU).contiguous();
+    const double* v = host.defined() ? host.data_ptr<double>() : nullptr;
+    for (Item& it : items) {
+      if (!it.stats.packed.defined()) continue;
+      FinishTensorStats(v, &it.stats);
+      v += it.stats.packed.numel();
+    }
+    for (Item& it : items)
+      QK_RETURN_IF_ERROR(it.obs->OnStats(it.name, it.producer, it.stats.stats));
+    return Status::Ok();
+  }
+
+ private:
+  struct Item {
+    Observer* obs;
+    std::string name;
+    const ir::Node* producer;
+    PendingTensorStats stats;
+  };
+  std::vector<Item> items_;
+  int64_t bytes_ = 0;
+};
+
 struct RunState {
   const AtenRunOptions* options = nullptr;
   std::vector<std::vector<Observer*>> watchers;  // per slot of the plan this state observes
   BodyWatch* bodies = nullptr;                   // nullptr: no observer watches bodies
+  PendingStats* pending = nullptr;               // nullptr: device statistics delivered at once
 };
 
 // The observers that watch body tensors, and one RunState per body plan met in this run.
@@ -272,6 +324,7 @@ struct BodyWatch {
   std::vector<Observer*> observers;
   AtenRunOptions options;  // no hook, no stats: bodies are observed only
   std::unordered_map<const SubgraphPlan*, std::unique_ptr<RunState>> states;
+  PendingStats* pending = nullptr;  // the run's
 
   RunState* For(const SubgraphPlan& plan) {
     std::unique_ptr<RunState>& state = states[&plan];
@@ -279,6 +332,7 @@ struct BodyWatch {
       state = std::make_unique<RunState>();
       state->options = &options;
       state->bodies = this;
+      state->pending = pending;
       state->watchers.resize(plan.slot_names.size());
       for (Observer* obs : observers) {
         for (size_t s = 0; s < plan.slot_names.size(); ++s) {
@@ -301,6 +355,11 @@ Status Notify(RunState& state, const SubgraphPlan& plan, int slot, at::Tensor& v
   for (Observer* obs : state.watchers[slot]) {
     const TensorStatsRequest* request = obs->StatsRequestFor(name);
     if (request != nullptr && !value.is_complex() && (!value.device().is_cpu() || DeviceStatsOnHost())) {
+      if (state.pending != nullptr) {
+        QK_ASSIGN_OR_RETURN(PendingTensorStats pending, LaunchTensorStats(value, *request));
+        QK_RETURN_IF_ERROR(state.pending->Add(obs, name, producer, std::move(pending)));
+        continue;
+      }
       QK_ASSIGN_OR_RETURN(TensorStats stats, ComputeTensorStats(value, *request));
       QK_RETURN_IF_ERROR(obs->OnStats(name, producer, stats));
       continue;
@@ -613,7 +672,9 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
   QK_ASSIGN_OR_RETURN(const int64_t budget, TensorBudgetBytes(budget_base));
   const TensorBudgetScope budget_scope(budget);
   RunState state;
+  PendingStats pending;
   state.options = &opts;
+  state.pending = &pending;
   const bool notify = opts.hook || !opts.observers.empty() || opts.stats != nullptr;
   state.watchers.resize(p.slot_names.size());
   BodyWatch bodies;
@@ -623,6 +684,7 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
     }
     if (obs->WantsSubgraphTensors()) bodies.observers.push_back(obs);
   }
+  bodies.pending = &pending;
   if (!bodies.observers.empty()) state.bodies = &bodies;
   frame.state = notify ? &state : nullptr;
   // Observed runs keep NCHW (memory_order.h); memory accounting (stats) needs no views.
@@ -634,6 +696,7 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
       }
     }
     Execute(frame, notify ? &state : nullptr);
+    QK_RETURN_IF_ERROR(pending.Flush());
   } catch (const NodeFailure& f) {
     return f.status;
   } catch (const TensorBudgetExceeded& e) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <utility>
 
 #include "common/check.h"
 #include "runtime/aten_bridge.h"
@@ -23,15 +24,19 @@ int RangeExpFor(double a, int min_exp) {
 
 }  // namespace
 
-Result<TensorStats> ComputeTensorStats(const at::Tensor& input, const TensorStatsRequest& request) {
+Result<PendingTensorStats> LaunchTensorStats(const at::Tensor& input,
+                                             const TensorStatsRequest& request) {
   QK_RETURN_IF_NOT(!input.is_complex(), StatusCode::kUnsupported,
                    "complex tensors have no calibration statistics");
   QK_RETURN_IF_NOT(request.log2_bins >= 1 && request.log2_bins <= 30, StatusCode::kInvalidArgument,
                    "log2_bins {} out of range", request.log2_bins);
-  TensorStats s;
+  PendingTensorStats p;
+  TensorStats& s = p.stats;
   s.shape = input.sizes().vec();
   const at::Tensor x = input.to(at::kFloat).reshape({-1});
   const int64_t n = int64_t{1} << request.log2_bins;
+  p.bins = n;
+  p.min_range_exp = request.min_range_exp;
   s.count = x.numel();
   s.has_histogram = request.histogram;
   if (s.has_histogram) {
@@ -54,12 +59,12 @@ Result<TensorStats> ComputeTensorStats(const at::Tensor& input, const TensorStat
   constexpr float kInf = std::numeric_limits<float>::infinity();
   s.min = kInf;
   s.max = -kInf;
-  if (s.count == 0) return s;
+  if (s.count == 0) return p;
 
-  // Everything the host needs in ONE device-to-host copy (one synchronisation per watched tensor
-  // and batch; there were three: the scalars, then the histogram, whose bin scale needs the
-  // abs-max, then the per-channel maxima): the counts (exact in double below 2^53), the finite
-  // min, max and abs-max, the 2n+1 bin counts and the per-channel abs-max, as doubles.
+  // Everything the host needs in ONE tensor, so that one device-to-host copy brings it (there
+  // were three per tensor: the scalars, then the histogram, whose bin scale needs the abs-max,
+  // then the per-channel maxima): the counts (exact in double below 2^53), the finite min, max
+  // and abs-max, the 2n+1 bin counts and the per-channel abs-max, as doubles.
   const at::Tensor finite = at::isfinite(x);
   const at::Tensor abs = at::where(finite, x.abs(), at::zeros({}, x.options()));
   const at::Tensor amax_device = abs.max().to(at::kDouble);
@@ -83,13 +88,19 @@ Result<TensorStats> ComputeTensorStats(const at::Tensor& input, const TensorStat
     parts.push_back(at::bincount(k, {}, 2 * n + 1).to(at::kDouble));
   }
   const int64_t channels = axis ? input.size(*axis) : 0;
-  const bool per_channel = axis && abs.numel() / std::max<int64_t>(channels, 1) > 0;
-  if (per_channel) {
+  if (axis && abs.numel() / std::max<int64_t>(channels, 1) > 0) {
     at::Tensor per = abs.reshape(input.sizes()).movedim(*axis, 0).reshape({channels, -1});
     parts.push_back(std::get<0>(per.max(1)).to(at::kDouble));
+    p.channels = channels;
   }
-  const at::Tensor host = at::cat(parts).to(at::kCPU).contiguous();
-  const double* v = host.data_ptr<double>();
+  p.packed = at::cat(parts);
+  return p;
+}
+
+void FinishTensorStats(const double* v, PendingTensorStats* p) {
+  TensorStats& s = p->stats;
+  if (s.count == 0) return;
+  const int64_t n = p->bins;
   s.nan_count = static_cast<int64_t>(v[0]);
   s.posinf_count = static_cast<int64_t>(v[1]);
   s.neginf_count = static_cast<int64_t>(v[2]);
@@ -102,7 +113,7 @@ Result<TensorStats> ComputeTensorStats(const at::Tensor& input, const TensorStat
   if (s.has_histogram) {
     if (amax > 0) {
       s.has_range = true;
-      s.range_exp = RangeExpFor(amax, request.min_range_exp);
+      s.range_exp = RangeExpFor(amax, p->min_range_exp);
       for (int64_t i = 0; i < n; ++i) {
         s.positive[static_cast<size_t>(i)] = static_cast<int64_t>(rest[i]);
         s.negative[static_cast<size_t>(i)] = static_cast<int64_t>(rest[n + i]);
@@ -110,13 +121,20 @@ Result<TensorStats> ComputeTensorStats(const at::Tensor& input, const TensorStat
     }
     rest += 2 * n + 1;
   }
-  if (axis) {
-    if (per_channel) {
-      for (int64_t c = 0; c < channels; ++c) s.channel_amax[static_cast<size_t>(c)] = static_cast<float>(rest[c]);
-    }
+  if (s.has_per_channel) {
+    for (int64_t c = 0; c < p->channels; ++c)
+      s.channel_amax[static_cast<size_t>(c)] = static_cast<float>(rest[c]);
     s.channel_nonfinite = s.nonfinite_count();
   }
-  return s;
+}
+
+Result<TensorStats> ComputeTensorStats(const at::Tensor& input, const TensorStatsRequest& request) {
+  QK_ASSIGN_OR_RETURN(PendingTensorStats p, LaunchTensorStats(input, request));
+  if (p.packed.defined()) {
+    const at::Tensor host = p.packed.to(at::kCPU).contiguous();
+    FinishTensorStats(host.data_ptr<double>(), &p);
+  }
+  return std::move(p.stats);
 }
 
 Result<TensorStats> ComputeTensorStats(const TensorView& view, const TensorStatsRequest& request,
