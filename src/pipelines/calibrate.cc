@@ -266,19 +266,13 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
     }
     set = artifacts.get();
   }
-  QK_RETURN_IF_ERROR(StageFloatModel(options.model, &plan, set));
-  // A fresh copy of the file: the collected model is shared and immutable.
-  QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(options.model));
-  passes::ApplyPlanOptions apply;
-  apply.placement = PlacementFor(options);
-  apply.mode = passes::PlacementPolicy::kTensorRT;
-  apply.weight_storage = options.weight_storage;
   QuantizedFiles files;
   files.model_name = WrittenModelName(options);
   files.implicit_int8 = options.int8;
   files.cache = options.cache;
   QK_ASSIGN_OR_RETURN(passes::PassReport inserted,
-                      StageQuantizedModel(std::move(float_model), apply, &plan, files, set));
+                      StagePlanArtifacts(options.model, PlacementFor(options),
+                                         options.weight_storage, &plan, files, set));
   result.summary = Summarize(options, result, &inserted);
   QK_RETURN_IF_ERROR(WriteFileAtomic(set->Stage("summary.txt"), result.summary));
   QK_RETURN_IF_ERROR(WriteStats(options.stats_out, prepared.statistics.stats, set, &result.written));

@@ -336,18 +336,11 @@ Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::Qua
   QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
                       ArtifactSet::Open(dir, {"model.qdq.onnx", "model.float.onnx", "calib.cache", "ranges.txt", "plan.json"}));
   quant::QuantPlan written = plan;
-  QK_RETURN_IF_ERROR(StageFloatModel(model.path, &written, out.get()));
-  // The collected model is shared and immutable; the Q/DQ model is a fresh copy of the file.
-  QK_ASSIGN_OR_RETURN(ir::Model qdq_model, analysis::LoadModelForQuantization(model.path));
-  passes::ApplyPlanOptions apply;
-  apply.placement = placement;
-  apply.mode = passes::PlacementPolicy::kTensorRT;
-  apply.weight_storage = weights;
   QuantizedFiles files;
   files.cache = cache;
   ArtifactReport report;
-  QK_ASSIGN_OR_RETURN(report.inserted,
-                      StageQuantizedModel(std::move(qdq_model), apply, &written, files, out.get()));
+  QK_ASSIGN_OR_RETURN(report.inserted, StagePlanArtifacts(model.path, placement, weights, &written,
+                                                          files, out.get()));
   QK_ASSIGN_OR_RETURN(report.written, out->Commit());
   return report;
 }

@@ -26,11 +26,24 @@ Result<passes::PassReport> StageQuantizedModel(ir::Model float_model,
                                                const passes::ApplyPlanOptions& apply,
                                                quant::QuantPlan* plan, const QuantizedFiles& files,
                                                ArtifactSet* set) {
-  ir::Model qdq_model = std::move(float_model);
   QK_ASSIGN_OR_RETURN(passes::PassReport inserted,
-                      passes::RunPass(qdq_model, passes::ApplyPlan(plan, apply)));
-  QK_RETURN_IF_ERROR(StageBuiltModel(qdq_model, *plan, files, set));
+                      passes::RunPass(float_model, passes::ApplyPlan(plan, apply)));
+  QK_RETURN_IF_ERROR(StageBuiltModel(float_model, *plan, files, set));  // now the Q/DQ model
   return inserted;
+}
+
+Result<passes::PassReport> StagePlanArtifacts(const std::string& model_path,
+                                              const passes::PlacementOptions& placement,
+                                              passes::WeightStorage weight_storage,
+                                              quant::QuantPlan* plan, const QuantizedFiles& files,
+                                              ArtifactSet* set) {
+  QK_RETURN_IF_ERROR(StageFloatModel(model_path, plan, set));
+  QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(model_path));
+  passes::ApplyPlanOptions apply;
+  apply.placement = placement;
+  apply.mode = passes::PlacementPolicy::kTensorRT;
+  apply.weight_storage = weight_storage;
+  return StageQuantizedModel(std::move(float_model), apply, plan, files, set);
 }
 
 Status StageBuiltModel(const ir::Model& qdq_model, const quant::QuantPlan& plan,

@@ -45,6 +45,15 @@ Result<passes::PassReport> StageQuantizedModel(ir::Model float_model,
                                                quant::QuantPlan* plan, const QuantizedFiles& files,
                                                ArtifactSet* set);
 
+// The whole set for a plan of the float model file `model_path` (calibrate, the public
+// WriteArtifacts): StageFloatModel, then StageQuantizedModel on a fresh load of the file (the
+// caller's loaded model is shared and immutable) with TensorRT's placement.
+Result<passes::PassReport> StagePlanArtifacts(const std::string& model_path,
+                                              const passes::PlacementOptions& placement,
+                                              passes::WeightStorage weight_storage,
+                                              quant::QuantPlan* plan, const QuantizedFiles& files,
+                                              ArtifactSet* set);
+
 // A Q/DQ model built elsewhere (fallback, convert), exported as files.model_name, then
 // StagePlanFiles.
 Status StageBuiltModel(const ir::Model& qdq_model, const quant::QuantPlan& plan,
