@@ -4,10 +4,13 @@ tail of --data), each written model.qdq.onnx judged by greedy-decode exact match
 model in onnxruntime on held-out text lines that neither run saw.
 
     .venv/bin/python -m qkdev.qat_ppocr_rec build/dev/tools/quantkit/quantkit [--steps 200] [--threads 2]
-        [--lr 1e-5 | --lr auto] [--runs val,noval]
+        [--lr 1e-5 | --lr auto] [--runs val,noval] [--train 128]
+        [--start-method percentile:99.99 --start-ptq seqmse,adaround:iterations=200]
 
 --lr is passed to both runs (default: qat's); --runs picks them (--val 64 lines; no --val: the
 default held-out tail of the 128 training lines, or nothing with --holdout 0 via --no-holdout).
+--start-method / --start-ptq choose the PTQ start (default: max, no stages); with stages that change
+weights, qat starts from the calibrate run's model.float.onnx, as docs/ptq.md says.
 
 Text lines come from qkdev/realmodels.py's generator (48 x 320, seed 31): 128 to train on, 64
 for --val, 200 to judge. The float part is FP32 (--float-dtype fp32): onnxruntime's CPU FP16
@@ -29,7 +32,7 @@ from qkdev.realmodels import _text_image
 from qkdev.realmodels_table import metric, run_outputs
 
 SEED = 31
-TRAIN, VAL, TEST = 128, 64, 200
+VAL, TEST = 64, 200
 HEIGHT, WIDTH = 48, 320
 
 
@@ -53,17 +56,30 @@ def main():
     ap.add_argument("--lr", default=None, help="qat --lr (a number or auto); default: qat's own")
     ap.add_argument("--runs", default="val,noval", help="which qat runs: val, noval or both")
     ap.add_argument("--no-holdout", action="store_true", help="the noval run with --holdout 0")
+    ap.add_argument("--train", type=int, default=128, help="training lines (also the calibration data)")
+    ap.add_argument("--start-method", default="max", help="calibrate --method of the PTQ start")
+    ap.add_argument("--start-ptq", default=None, help="calibrate --ptq of the PTQ start (stages on 32 lines, runs of 8)")
+    ap.add_argument("--eval-every", type=int, default=None, help="qat --eval-every")
     a = ap.parse_args()
     model = os.path.join(realmodels.ensure("ppocr_rec"), "model.onnx")
     rng = np.random.default_rng(SEED)
     with tempfile.TemporaryDirectory() as tmp:
         paths = {}
-        for name, n in (("train", TRAIN), ("val", VAL), ("test", TEST)):
+        # The draw order of the earlier measurements (128 train, 64 val, 200 test); lines beyond the
+        # first 128 of --train are drawn after them, so val and test are the same whatever --train is.
+        drawn = {name: lines(rng, n) for name, n in (("train", min(a.train, 128)), ("val", VAL), ("test", TEST))}
+        if a.train > 128:
+            drawn["train"] = np.concatenate([drawn["train"], lines(rng, a.train - 128)])
+        for name, arr in drawn.items():
             paths[name] = os.path.join(tmp, name + ".npy")
-            np.save(paths[name], lines(rng, n))
+            np.save(paths[name], arr)
         ptq = os.path.join(tmp, "ptq")
-        quantkit(a.quantkit, ["calibrate", model, "--data", paths["train"], "--method", "max", "--float-dtype", "fp32",
-                              "--threads", str(a.threads), "-o", ptq, "-q"])
+        stages = ["--ptq", a.start_ptq, "--ptq-samples", "32", "--ptq-batch", "8"] if a.start_ptq else []
+        _, ptq_secs = quantkit(a.quantkit, ["calibrate", model, "--data", paths["train"], "--method", a.start_method,
+                                            "--float-dtype", "fp32", "--threads", str(a.threads), "-o", ptq, "-q",
+                                            *stages])
+        float_model = os.path.join(ptq, "model.float.onnx")
+        start_model = float_model if os.path.exists(float_model) else model
         test = np.load(paths["test"])
         import onnxruntime as ort
         name = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).get_inputs()[0].name
@@ -74,15 +90,18 @@ def main():
             return metric("sequence", ref, run_outputs(path, feeds))
 
         _, ptq_match, ptq_rel = judge(os.path.join(ptq, "model.qdq.onnx"))
-        print(f"PTQ (max plan): exact match {ptq_match:.3f}, rel RMS {ptq_rel:.3f} on {TEST} test lines")
+        print(f"PTQ ({a.start_method}, stages {a.start_ptq or 'none'}; {ptq_secs:.0f} s): exact match {ptq_match:.3f}, "
+              f"rel RMS {ptq_rel:.3f} on {TEST} test lines")
         runs = {"val": ("--val", ["--val", paths["val"]]),
                 "noval": ("no --val", ["--holdout", "0"] if a.no_holdout else [])}
         for key in a.runs.split(","):
             label, extra = runs[key]
             if a.lr is not None:
                 extra = extra + ["--lr", a.lr]
+            if a.eval_every is not None:
+                extra = extra + ["--eval-every", str(a.eval_every)]
             out = os.path.join(tmp, "qat_" + key)
-            args = ["qat", model, "--plan", os.path.join(ptq, "plan.json"), "--data", paths["train"], "--steps",
+            args = ["qat", start_model, "--plan", os.path.join(ptq, "plan.json"), "--data", paths["train"], "--steps",
                     str(a.steps), "--batch-size", "8", "--float-dtype", "fp32", "--threads", str(a.threads), "-q",
                     "-o", out, *extra]
             r, secs = quantkit(a.quantkit, args)

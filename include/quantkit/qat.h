@@ -36,9 +36,12 @@ struct QatOptions {
   bool learn_activation_scales = true;  // LSQ; false keeps the plan's
   int64_t steps = 0, epochs = 0;        // steps overrides epochs; both 0: one epoch
   int64_t batch_size = 64;              // the global batch (split over the ranks of a launch)
-  // Peak learning rate (linear warm-up, then cosine to 0), or lr_auto: chosen on the validation
-  // data among 1e-5 .. 1e-3 by five short trial runs.
-  double lr = 1e-4;
+  // Peak learning rate (linear warm-up, then cosine to 0). 0 (the default): chosen on the
+  // validation data among 1e-5 .. 1e-3 by five short trial runs when the run is validated, else
+  // kDefaultLr; a resumed run continues at its checkpoint's. lr_auto: always chosen (an error
+  // without validation data).
+  static constexpr double kDefaultLr = 1e-4;
+  double lr = 0;
   bool lr_auto = false;
   int64_t warmup_steps = 0;         // 0: 5% of the steps
   std::string optimizer = "adamw";  // adamw | sgd (momentum 0.9)
@@ -70,7 +73,7 @@ struct QatReport {
   std::string metric;                       // the validation metric ("" when not validated)
   std::optional<double> val_ptq, val_best;  // the metric before training and of the kept step
   int64_t best_step = 0, steps = 0;
-  double lr = 0;        // the peak lr used (lr_auto: the one chosen)
+  double lr = 0;        // the peak lr used (chosen, given, the default or the checkpoint's)
   bool paused = false;  // stopped by stop_after: only the checkpoint was written
   double seconds = 0;
   int64_t peak_rss_bytes = 0;

@@ -242,7 +242,7 @@ def diagnose(model: PathLike, data: _data.DataLike, *, reference: Optional[_data
 
 def qat(model: PathLike, data: _data.DataLike, output_dir: PathLike, *, plan: Optional[PathLike] = None,
         method: str = "max", steps: int = 0, epochs: int = 0, batch_size: int = 64,
-        lr: Union[float, str] = 1e-4, loss: str = "mse", val: Optional[_data.DataLike] = None,
+        lr: Union[float, str, None] = None, loss: str = "mse", val: Optional[_data.DataLike] = None,
         val_samples: int = 0, holdout: int = -1, metric: str = "", eval_every: int = 0, samples: int = 0,
         labels: Optional[PathLike] = None, seed: int = 0, optimizer: str = "adamw", weight_decay: float = 0.0,
         warmup_steps: int = 0, weights: str = "per-channel", learn_activation_scales: bool = True,
@@ -255,8 +255,9 @@ def qat(model: PathLike, data: _data.DataLike, output_dir: PathLike, *, plan: Op
     ``val`` or a held-out tail of ``data`` with keep-the-best; writes model.qdq.onnx, plan.json,
     calib.cache, training_log.json, ... into ``output_dir``.
 
-    lr        the peak learning rate, or ``"auto"``: chosen on the validation data by five short
-              trial runs (1e-5 .. 1e-3).
+    lr        the peak learning rate (> 0), or ``"auto"``: chosen on the validation data by five
+              short trial runs (1e-5 .. 1e-3). None (the default): ``"auto"`` when the run is
+              validated (``val`` or the held-out tail), else 1e-4; with ``resume`` the checkpoint's.
     Returns a Report: ``data`` is training_log.json (history, validation, ``lr_search``),
     ``text`` what the CLI prints, ``plan`` the written plan (None after ``stop_after``)."""
     _torchcheck.check()
@@ -269,8 +270,10 @@ def qat(model: PathLike, data: _data.DataLike, output_dir: PathLike, *, plan: Op
         if lr != "auto":
             raise InvalidArgumentError(f"lr '{lr}': a number or 'auto'")
         options.lr_auto = True
-    else:
+    elif lr is not None:
         options.lr = float(lr)
+        if not options.lr > 0:  # 0 would mean "the default rule" to the C++ options
+            raise InvalidArgumentError(f"lr {lr}: must be > 0 (or 'auto', or None for the default)")
     options.loss, options.metric, options.eval_every = loss, metric, eval_every
     options.val_samples, options.holdout, options.seed = val_samples, holdout, seed
     options.samples = samples if _data.is_spec(data) else 0

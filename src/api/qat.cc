@@ -2,6 +2,7 @@
 // every check before any work), pipelines::RunQat, and its report with the text the CLI prints.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <string>
 
 #include "api/internal.h"
@@ -34,8 +35,13 @@ Result<pipelines::QatOptions> ToQatOptions(const QatOptions& o) {
   q.steps = o.steps;
   q.epochs = o.epochs;
   q.batch_size = o.batch_size;
-  q.trainer.lr = o.lr;
-  q.lr_auto = o.lr_auto;
+  QK_RETURN_IF_NOT(std::isfinite(o.lr) && o.lr >= 0, StatusCode::kInvalidArgument,
+                   "the learning rate must be > 0 (or 0: chosen), got {}", o.lr);
+  QK_RETURN_IF_NOT(!(o.lr_auto && o.lr > 0), StatusCode::kInvalidArgument,
+                   "lr {:g} and lr auto: give one of them", o.lr);
+  using LrRule = pipelines::QatOptions::LrRule;
+  q.lr_rule = o.lr_auto ? LrRule::kAuto : o.lr > 0 ? LrRule::kGiven : LrRule::kDefault;
+  q.trainer.lr = o.lr > 0 ? o.lr : QatOptions::kDefaultLr;
   QK_RETURN_IF_NOT(o.warmup_steps >= 0, StatusCode::kInvalidArgument,
                    "--warmup must be >= 0, got {}", o.warmup_steps);
   q.trainer.warmup_steps = o.warmup_steps;
@@ -89,7 +95,7 @@ Result<QatReport> Qat(const QatOptions& options) {
   if (r.val_best) report.val_best = r.val_best->metric;
   report.best_step = r.best_step;
   report.steps = r.steps;
-  report.lr = r.lr_search ? r.lr_search->chosen : q.trainer.lr;
+  report.lr = r.lr;
   report.paused = r.paused;
   report.seconds = r.seconds;
   report.peak_rss_bytes = r.peak_rss_bytes;

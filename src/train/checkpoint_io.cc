@@ -203,6 +203,24 @@ Result<at::Tensor> CheckpointTensorLike(const CheckpointFile& file, const std::s
   return a.to(param.device());
 }
 
+Result<std::map<std::string, double>> CheckpointValues(const CheckpointFile& file,
+                                                       const std::string& path) {
+  std::map<std::string, double> values;
+  for (const auto& [member, t] : file.arrays) {
+    if (member.rfind("value/", 0) != 0) continue;
+    QK_RETURN_IF_NOT(
+        t.dtype() == ir::DType::kDouble && t.numel() == 1 && std::isfinite(*t.data_as<double>()),
+        StatusCode::kInvalidArgument, "{}: '{}' is not one finite float64", path, member);
+    values[member.substr(6)] = *t.data_as<double>();
+  }
+  return values;
+}
+
 Status CheckCheckpointFile(const std::string& path) { return ReadCheckpointFile(path).status(); }
+
+Result<std::map<std::string, double>> ReadCheckpointValues(const std::string& path) {
+  QK_ASSIGN_OR_RETURN(CheckpointFile file, ReadCheckpointFile(path));
+  return CheckpointValues(file, path);
+}
 
 }  // namespace quantkit::train

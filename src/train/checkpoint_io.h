@@ -39,6 +39,11 @@ struct CheckpointFile {
 // a prefix above. kNotFound / kInvalidArgument naming the file (and the member).
 Result<CheckpointFile> ReadCheckpointFile(const std::string& path);
 
+// The value/<key> members of `file` as key -> number; kInvalidArgument naming `path` and the member
+// when one is not a finite float64 scalar.
+Result<std::map<std::string, double>> CheckpointValues(const CheckpointFile& file,
+                                                       const std::string& path);
+
 // Writes `arrays` and the format version to `path` atomically (a temp file that a failure or a
 // fatal signal removes). kIoError naming the file and the system's reason.
 Status WriteCheckpointFile(const std::string& path, std::vector<data::NpzArray> arrays);

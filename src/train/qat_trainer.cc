@@ -374,12 +374,8 @@ Result<CheckpointExtras> QatTrainer::LoadCheckpoint(const std::string& path) {
             StatusCode::kInvalidArgument,
             "{}: '{}' is not a trained parameter (another model or plan?)", path, member);
       }
-      if (member.rfind("value/", 0) != 0) continue;
-      QK_RETURN_IF_NOT(
-          t.dtype() == ir::DType::kDouble && t.numel() == 1 && std::isfinite(*t.data_as<double>()),
-          StatusCode::kInvalidArgument, "{}: '{}' is not one finite float64", path, member);
-      extras.values[member.substr(6)] = *t.data_as<double>();
     }
+    QK_ASSIGN_OR_RETURN(extras.values, CheckpointValues(file, path));
     return Status::Ok();
   }));
   QK_RETURN_IF_ERROR(RestoreOptimizerState(file, path, impl_->options.optimizer, impl_->names,

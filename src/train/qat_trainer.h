@@ -74,6 +74,10 @@ Status CheckTrainerOptions(const TrainerOptions& o);
 // parameters. kNotFound / kInvalidArgument naming the file (train/checkpoint_io.cc).
 Status CheckCheckpointFile(const std::string& path);
 
+// The pipeline's bookkeeping of the checkpoint at `path` (CheckpointExtras::values), read without a
+// trainer: what a run needs to know before it builds one (the peak lr of the run it continues).
+Result<std::map<std::string, double>> ReadCheckpointValues(const std::string& path);
+
 class QatTrainer {
  public:
   struct Impl;

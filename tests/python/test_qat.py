@@ -23,7 +23,10 @@ def test_qat_matches_the_cli_run(model, calib_dir, quantkit_cli, tmp_path):
     # The same start (calibration, hold-out, PTQ score) and the same number of steps.
     assert r.data["holdout"] == cli_log["holdout"] > 0 and r.data["metric"] == cli_log["metric"]
     assert r.data["val_ptq"] == cli_log["val_ptq"], (r.data["val_ptq"], cli_log["val_ptq"])
-    assert r.data["steps"] == cli_log["steps"] == STEPS and r.data["lr"] == 1e-4
+    assert r.data["steps"] == cli_log["steps"] == STEPS
+    # No lr given and a held-out tail: both chose it, the same way.
+    assert r.data["lr"] == cli_log["lr"] and r.data["lr_source"] == cli_log["lr_source"] == "chosen"
+    assert r.data["lr_search"]["chosen"] == cli_log["lr_search"]["chosen"] == r.data["lr"]
     assert (tmp_path / "py" / "model.qdq.onnx").exists() and r.plan is not None
     assert r.text.startswith("qat: 4 steps") and "wrote " in r.text, r.text
     assert all(str(tmp_path / "py") in f for f in r.written), r.written
@@ -38,7 +41,8 @@ def test_qat_lr_auto_and_bad_options(model, calib_dir, tmp_path):
     assert r.data["lr"] == search["chosen"] and "lr auto: " in r.text, r.text
     for kwargs, match in (({"lr": "fast"}, "lr 'fast'"), ({"loss": "hinge"}, "--loss"),
                           ({"optimizer": "lamb"}, "--optimizer"), ({"float_dtype": "fp8"}, "fp8"),
-                          ({"lr": "auto", "holdout": 0}, "--lr auto")):
+                          ({"lr": "auto", "holdout": 0}, "--lr auto"), ({"lr": 0}, "must be > 0"),
+                          ({"lr": float("nan")}, "must be > 0")):
         out = tmp_path / "bad"
         with pytest.raises(quantkit.InvalidArgumentError, match=match):
             quantkit.qat(model, spec, out, steps=1, batch_size=BATCH, progress=False, **kwargs)

@@ -56,10 +56,11 @@ void SetupQat(CLI::App& app, RunFn* run) {
            if (!q.lr_auto) q.lr = std::stod(v);
          },
          fmt::format(
-             "peak learning rate (linear warm-up, then cosine to 0; default {:g}), or auto: chosen on the "
-             "validation data among 1e-5, 3e-5, 1e-4, 3e-4, 1e-3 by short trial runs (a quarter of the "
-             "run's steps more)",
-             q.lr))
+             "peak learning rate (linear warm-up, then cosine to 0), or auto: chosen on the validation data "
+             "among 1e-5, 3e-5, 1e-4, 3e-4, 1e-3 by short trial runs (a quarter of the run's steps more). "
+             "Default: auto when the run is validated (--val or the held-out tail), else {:g}; with --resume "
+             "the checkpoint's",
+             QatOptions::kDefaultLr))
       ->check(CLI::Validator(
           [lr_range](std::string& v) { return v == "auto" ? std::string() : lr_range(v); },
           fmt::format("auto | FLOAT in (0, {:g}]", kMaxLearningRate)));

@@ -93,6 +93,7 @@ Status SaveCheckpoint(distributed::Communicator& comm, const train::QatTrainer& 
   x.values[kBestStep] = static_cast<double>(result.best_step);
   PutScore(result.val_ptq, kValPtq, kValPtqTiebreak, &x.values);
   x.values[kHoldout] = static_cast<double>(result.holdout);
+  x.values[kCheckpointLr] = result.lr;
   const std::vector<std::string> names = analysis::BuiltinMetricNames();
   const auto it = std::find(names.begin(), names.end(), result.metric);
   if (it != names.end()) x.values[kValMetric] = static_cast<double>(it - names.begin());

@@ -84,7 +84,40 @@ Result<double> ChooseLearningRate(const QatOptions& o, Launch& launch, const Tra
   search.chosen = search.beat_ptq ? best->lr : QatOptions::kLrCandidates[0];
   search.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result->lr_search = search;
+  result->lr = search.chosen;
   return search.chosen;
+}
+
+Result<bool> ResolveLearningRate(const QatOptions& o, const TrainingData& data, QatResult* result) {
+  using LrRule = QatOptions::LrRule;
+  result->lr = o.trainer.lr;
+  switch (o.lr_rule) {
+    case LrRule::kAuto:
+      return true;
+    case LrRule::kGiven:
+      result->lr_source = "--lr";
+      return false;
+    case LrRule::kDefault:
+      break;
+  }
+  if (!o.resume.empty()) {
+    // The run continues at the lr its schedule and optimizer state were made with, not at a fresh
+    // choice (which could differ) or the fixed default.
+    QK_ASSIGN_OR_RETURN(const auto values, train::ReadCheckpointValues(o.resume));
+    const auto it = values.find(kCheckpointLr);
+    if (it != values.end()) {
+      QK_RETURN_IF_NOT(it->second > 0, StatusCode::kInvalidArgument,
+                       "{}: '{}' is {}, not a learning rate", o.resume, kCheckpointLr, it->second);
+      result->lr = it->second;
+      result->lr_source = "the checkpoint's (--resume; --lr gives another)";
+    } else {
+      result->lr_source = "the default; the checkpoint records no lr (--lr gives another)";
+    }
+    return false;
+  }
+  if (data.holdout > 0 || !o.val.empty()) return true;
+  result->lr_source = "the default, not chosen: nothing to validate on (--val, or --lr)";
+  return false;
 }
 
 }  // namespace quantkit::pipelines::qat

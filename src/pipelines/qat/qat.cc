@@ -39,7 +39,8 @@ Result<Launch> ValidateOptions(const QatOptions& o, QatResult* result) {
     QK_RETURN_IF_NOT(known.ok(), StatusCode::kInvalidArgument, "--metric: {}", known.message());
   }
   QK_RETURN_IF_NOT(
-      !o.lr_auto || o.holdout != 0 || !o.val.empty(), StatusCode::kInvalidArgument,
+      o.lr_rule != QatOptions::LrRule::kAuto || o.holdout != 0 || !o.val.empty(),
+      StatusCode::kInvalidArgument,
       "--lr auto chooses on validation data, and --holdout 0 leaves none: give --val, or leave "
       "--holdout at its default");
   // --resume: a file that is not a checkpoint fails now, naming it, not after the calibration.
@@ -112,9 +113,11 @@ Result<QatResult> RunQat(const QatOptions& o) {
   if (topts.warmup_steps == 0) {
     topts.warmup_steps = static_cast<int64_t>(std::floor(o.warmup_fraction * run.total_steps));
   }
-  // --lr auto: the trial trainers, and then the run's, start from copies of the graphs.
+  QK_ASSIGN_OR_RETURN(const bool choose_lr, qat::ResolveLearningRate(o, data, &result));
+  topts.lr = result.lr;
+  // Choosing the lr: the trial trainers, and then the run's, start from copies of the graphs.
   std::optional<ir::Model> student_copy, teacher_copy;
-  if (o.lr_auto) {
+  if (choose_lr) {
     QK_ASSIGN_OR_RETURN(student_copy, ir::CloneModel(graphs.student));
     QK_ASSIGN_OR_RETURN(teacher_copy, ir::CloneModel(graphs.teacher));
   }
@@ -125,7 +128,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
   const std::string checkpoint = (fs::path(o.output_dir) / "checkpoint.npz").string();
 
   QK_ASSIGN_OR_RETURN(qat::Validation validation, qat::OpenValidation(o, data, *trainer, comm, &result));
-  if (o.lr_auto) {
+  if (choose_lr) {
     QK_ASSIGN_OR_RETURN(
         topts.lr, qat::ChooseLearningRate(o, launch, data, validation, *student_copy, *teacher_copy,
                                           graphs.parameters, topts, &result));

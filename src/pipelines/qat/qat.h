@@ -56,9 +56,14 @@ struct QatOptions {
   int64_t batch_size = 64;
   uint64_t seed = 0;
   train::TrainerOptions trainer;  // total_steps is filled here
-  // --lr auto: trainer.lr is ignored; the peak learning rate is chosen on the validation data
-  // among kLrCandidates by short trial runs (QatResult::lr_search, docs/qat.md).
-  bool lr_auto = false;
+  // The peak learning rate. kGiven: trainer.lr. kAuto (--lr auto): chosen on the validation data
+  // among kLrCandidates by short trial runs (QatResult::lr_search, docs/qat.md); an error without
+  // validation data. kDefault (no --lr): chosen as kAuto when the run is validated, else trainer.lr
+  // (1e-4); a resumed run continues at its checkpoint's lr. Why chosen by default: AdamW's first
+  // steps move every weight by about lr, and the right lr spans two decades (zoo 3e-4 .. 1e-3, the
+  // shipped PP-OCRv4 recognizer 1e-5, where 1e-4 takes exact match from 0.39 to 0.03).
+  enum class LrRule { kGiven, kAuto, kDefault };
+  LrRule lr_rule = LrRule::kDefault;
   static constexpr double kLrCandidates[] = {1e-5, 3e-5, 1e-4, 3e-4, 1e-3};
   double warmup_fraction = 0.05;    // share of the steps spent warming up (when trainer.warmup_steps == 0)
   bool recompute_weight_scales = true;
@@ -120,7 +125,9 @@ struct LrSearch {
 };
 
 struct QatResult {
-  std::optional<LrSearch> lr_search;  // --lr auto
+  std::optional<LrSearch> lr_search;  // when the lr was chosen
+  double lr = 0;                      // the peak lr used
+  std::string lr_source;  // why that lr, when not chosen: "--lr", "the default: ...", ...
   std::string metric;                 // "top1" | "agreement" | "rel_mse" ("" when not validated)
   bool higher_is_better = true;       // of `metric`
   std::string tiebreak;               // "rel_mse" beside top1/agreement, else ""

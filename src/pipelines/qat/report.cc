@@ -46,29 +46,31 @@ nlohmann::json TrainingLog(const QatOptions& o, const StartPlan& plan, const tra
                        {"distill", s.result.distill}, {"label", s.result.label},
                        {"feature", s.result.feature}, {"lr", s.result.lr}});
   }
-  nlohmann::json log{{"model", o.model},
-                     {"data", data.train->Describe()},
-                     {"plan", o.plan.empty() ? "calibrated: " + plan.plan.provenance.method : o.plan},
-                     {"loss", LossName(topts)},
-                     {"optimizer", topts.optimizer == train::OptimizerKind::kSgd ? "sgd" : "adamw"},
-                     {"lr", topts.lr},
-                     {"warmup_steps", topts.warmup_steps},
-                     {"batch_size", o.batch_size},
-                     {"seed", o.seed},
-                     {"steps", result.steps},
-                     {"steps_per_epoch", result.steps_per_epoch},
-                     {"seconds", result.seconds},
-                     {"seconds_per_step", result.seconds_per_step},
-                     {"cpu_seconds_per_step", result.cpu_seconds_per_step},
-                     {"peak_rss_bytes", result.peak_rss_bytes},
-                     {"metric", result.metric},
-                     {"higher_is_better", result.higher_is_better},
-                     {"tiebreak", result.tiebreak},
-                     {"val_data", result.val_data},
-                     {"holdout", result.holdout},
-                     {"best_step", result.best_step},
-                     {"warnings", result.warnings},
-                     {"history", history}};
+  nlohmann::json log{
+      {"model", o.model},
+      {"data", data.train->Describe()},
+      {"plan", o.plan.empty() ? "calibrated: " + plan.plan.provenance.method : o.plan},
+      {"loss", LossName(topts)},
+      {"optimizer", topts.optimizer == train::OptimizerKind::kSgd ? "sgd" : "adamw"},
+      {"lr", topts.lr},
+      {"lr_source", result.lr_search ? "chosen" : result.lr_source},
+      {"warmup_steps", topts.warmup_steps},
+      {"batch_size", o.batch_size},
+      {"seed", o.seed},
+      {"steps", result.steps},
+      {"steps_per_epoch", result.steps_per_epoch},
+      {"seconds", result.seconds},
+      {"seconds_per_step", result.seconds_per_step},
+      {"cpu_seconds_per_step", result.cpu_seconds_per_step},
+      {"peak_rss_bytes", result.peak_rss_bytes},
+      {"metric", result.metric},
+      {"higher_is_better", result.higher_is_better},
+      {"tiebreak", result.tiebreak},
+      {"val_data", result.val_data},
+      {"holdout", result.holdout},
+      {"best_step", result.best_step},
+      {"warnings", result.warnings},
+      {"history", history}};
   // Non-finite scores (a diverged run's rel_mse) are JSON null.
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
   nlohmann::json evals = nlohmann::json::array();
@@ -158,7 +160,11 @@ std::string Summary(const QatOptions& o, const TrainingData& data, const QatResu
     }
     sum += "\n";
   }
-  if (result.lr_search) sum += FormatLrSearch(result, *result.lr_search);
+  if (result.lr_search) {
+    sum += FormatLrSearch(result, *result.lr_search);
+  } else {
+    sum += fmt::format("  lr {:g}: {}\n", result.lr, result.lr_source);
+  }
   for (const std::string& w : result.warnings) sum += "  WARNING: " + w + "\n";
   sum += fmt::format("  model.qdq.onnx: {}\n", result.export_summary);
   if (result.val_exported) {

@@ -179,6 +179,13 @@ Result<train::StepResult> TrainStep(const QatOptions& o, Launch& launch, const T
                                     train::QatTrainer& trainer, int64_t s, int64_t steps_per_epoch,
                                     EpochOrder* order);
 
+// The peak lr by QatOptions::lr_rule (lr_search.cc): sets result->lr and result->lr_source (a
+// given lr, the default, a resumed checkpoint's) and returns true when it is to be chosen by
+// ChooseLearningRate instead (--lr auto, or no --lr on a validated run that resumes nothing).
+// kCheckpointLr is the checkpoint value that records a run's peak lr.
+inline constexpr const char* kCheckpointLr = "lr";
+Result<bool> ResolveLearningRate(const QatOptions& o, const TrainingData& data, QatResult* result);
+
 // --lr auto (lr_search.cc): short trial runs from the PTQ start, one per candidate peak learning
 // rate, each the run's schedule in miniature (warm-up share, cosine to 0) over the run's first
 // batches, scored on the validation data like keep-the-best; the best candidate's lr is returned

@@ -17,7 +17,10 @@ Plain CNN of the zoo, 1 compute thread, a few seconds of CPU per run:
   4. --holdout 0 warns that nothing validated the run; an unknown --metric, and --metric top1
      on unlabelled data, exit 2 with one line;
   5. --lr auto: trial runs from the PTQ start scored on the held-out tail, the best trial's lr
-     used and reported (training_log.json's lr_search, the summary); refused without validation.
+     used and reported (training_log.json's lr_search, the summary); refused without validation;
+  6. no --lr: chosen as --lr auto chooses when the run is validated (the same bytes), 1e-4 when
+     nothing validates it (and the summary says why), and a resumed run continues at its
+     checkpoint's lr without new trials, ending where the run that never stopped ends.
 Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py.
 """
 import json
@@ -44,6 +47,17 @@ CONFIDENT_POOL = 256
 def run(args, expect=0):
     # One compute thread: on a busy 2-core machine OpenMP's spin-waiting multiplies the CPU time.
     return run_process(["--threads", "1"] + args, expect)
+
+
+def untimed(search):
+    """An lr_search record without its wall times."""
+    trials = [{k: v for k, v in t.items() if k != "seconds"} for t in search["trials"]]
+    return {k: v for k, v in search.items() if k != "seconds"} | {"trials": trials}
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def log_of(out):
@@ -171,11 +185,32 @@ def main():
                  "-o", os.path.join(tmp, "bad")], expect=2)
         assert "--lr auto chooses on validation data" in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
+        # 6. No --lr on a validated run: chosen exactly as --lr auto chooses.
+        chosen_run = os.path.join(tmp, "lr_default")
+        args = ["qat", MODEL, "--plan", plan, *TRAIN, "--steps", str(STEPS), "--eval-every", str(EVAL_EVERY), "-q"]
+        p = run([*args, "-o", chosen_run])
+        default_log = log_of(chosen_run)
+        assert default_log["lr_source"] == "chosen"
+        assert untimed(default_log["lr_search"]) == untimed(search), (default_log["lr_search"], search)
+        assert default_log["lr"] == log["lr"] and "lr auto: " in p.stdout, p.stdout
+        assert read(os.path.join(chosen_run, "model.qdq.onnx")) == read(os.path.join(out, "model.qdq.onnx"))
+        # ... paused half-way and resumed without --lr: the checkpoint's lr, no new trials, the same end.
+        resumed = os.path.join(tmp, "lr_resumed")
+        run([*args, "--stop-after", str(STEPS // 2), "-o", resumed])
+        p = run([*args, "--resume", os.path.join(resumed, "checkpoint.npz"), "-o", resumed])
+        resumed_log = log_of(resumed)
+        assert "lr_search" not in resumed_log and resumed_log["lr"] == default_log["lr"], resumed_log
+        assert f"lr {default_log['lr']:g}: the checkpoint's (--resume" in p.stdout, p.stdout
+        assert read(os.path.join(resumed, "model.qdq.onnx")) == read(os.path.join(chosen_run, "model.qdq.onnx"))
+
         # 4. No validation at all, and bad metrics.
         out = os.path.join(tmp, "none")
         p = run(["qat", MODEL, "--plan", plan, *TRAIN, "--steps", "1", "--holdout", "0", "-q", "-o", out])
         assert "WARNING: not validated (no --val, --holdout 0)" in p.stdout and "warning: not validated" in p.stderr
         assert log_of(out)["metric"] == "" and log_of(out)["evals"] == []
+        # 6. ... and with nothing to validate on, no --lr is 1e-4, and the summary says why.
+        assert log_of(out)["lr"] == 1e-4 and "lr_search" not in log_of(out)
+        assert "lr 0.0001: the default, not chosen: nothing to validate on (--val, or --lr)" in p.stdout, p.stdout
         for args, needle in ((["--metric", "bogus"], "unknown metric 'bogus'"),
                              (["--metric", "top1", "--val", val], "needs labelled validation data"),
                              (["--metric", "rel_mse", "--holdout", "0"], "nothing validates this run")):
