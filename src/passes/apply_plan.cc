@@ -44,6 +44,32 @@ Result<std::vector<QdqSite>> PlanSites(const ir::Graph& graph, const quant::Quan
   return FindQdqSites(graph, placement);
 }
 
+namespace {
+
+// SmoothQuant's fold into an affine (pipelines/smoothquant.h): a one-value operand of Mul / Add
+// made one value per channel, of rank at most the other operand's, so every reader's output keeps
+// its shape. Any other change of dims is a plan for another model.
+bool ScalarMadePerChannel(const ir::Value& v, const ir::Tensor& value) {
+  if (v.initializer->numel() != 1) return false;
+  for (const ir::Use& u : v.uses()) {
+    const std::string& op = u.node->op_type();
+    if (!u.node->domain().empty() || (op != "Mul" && op != "Add") || u.node->num_inputs() != 2)
+      return false;
+    const ir::Value* other = u.node->input(1 - u.input_index);
+    const auto dims = other ? other->type.ConcreteDims() : std::nullopt;
+    if (!dims || value.dims().size() > dims->size()) return false;
+    // Broadcasts against it: aligned from the back, each dim 1 or the other's (unknown: -1).
+    const size_t shift = dims->size() - value.dims().size();
+    for (size_t k = 0; k < value.dims().size(); ++k) {
+      const int64_t d = value.dims()[k], o = (*dims)[shift + k];
+      if (d != 1 && o != -1 && d != o) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 Status ApplyInitializerOverrides(const quant::QuantPlan& plan, ir::Model* model) {
   std::vector<std::pair<ir::Value*, const ir::Tensor*>> writes;
   for (const auto& [name, o] : plan.initializers) {
@@ -54,14 +80,22 @@ Status ApplyInitializerOverrides(const quant::QuantPlan& plan, ir::Model* model)
                      "the plan's {} weights for '{}' name no float initializer the model reads (a plan for "
                      "another model, or one rewritten since: apply the stage's weights before folding)",
                      o.stage, name);
-    QK_RETURN_IF_NOT(o.value.dtype() == ir::DType::kFloat && o.value.dims() == v->initializer->dims(),
-                     StatusCode::kInvalidArgument, "the plan's {} weights for '{}' have dims [{}], the model's [{}]",
-                     o.stage, name, fmt::join(o.value.dims(), ","), fmt::join(v->initializer->dims(), ","));
+    QK_RETURN_IF_NOT(
+        o.value.dtype() == ir::DType::kFloat &&
+            (o.value.dims() == v->initializer->dims() || ScalarMadePerChannel(*v, o.value)),
+        StatusCode::kInvalidArgument,
+        "the plan's {} weights for '{}' have dims [{}], the model's [{}]", o.stage, name,
+        fmt::join(o.value.dims(), ","), fmt::join(v->initializer->dims(), ","));
     writes.emplace_back(v, &o.value);
   }
   for (auto& [v, t] : writes) {
     ir::Tensor value = *t;  // shares the bytes (copy on write)
     value.name = v->initializer->name;
+    if (value.dims() != v->initializer->dims()) {
+      std::vector<ir::Dim> dims;
+      for (int64_t d : value.dims()) dims.push_back(ir::Dim::Known(d));
+      v->type = ir::TypeInfo::Tensor(ir::DType::kFloat, std::move(dims));
+    }
     v->initializer = std::move(value);
   }
   return Status::Ok();

@@ -43,7 +43,8 @@ std::string GridText() {
 }
 
 // "N layers skipped (count x reason; ...)", most frequent first. A reason is counted without the
-// node names it quotes, and "1/s cannot be folded into node '...' (Op): why" by Op alone.
+// node names it quotes ("node 'n' (Op)" as "Op"), and "1/s cannot be folded into node '...' (Op):
+// why" by Op alone.
 std::string SkippedText(const std::vector<SmoothSkip>& skipped) {
   if (skipped.empty()) return "no layer skipped";
   std::map<std::string, int> counts;
@@ -55,6 +56,13 @@ std::string SkippedText(const std::vector<SmoothSkip>& skipped) {
       if (open != std::string::npos && close != std::string::npos) {
         r = "input from " + r.substr(open + 3, close - open - 3) + ", which cannot take 1/s";
       }
+    }
+    // "node 'name' (Op)" counts as "Op".
+    for (size_t a = r.find("node '"); a != std::string::npos; a = r.find("node '", a)) {
+      const size_t open = r.find("' (", a + 6),
+                   close = open == std::string::npos ? open : r.find(')', open);
+      if (close == std::string::npos) break;
+      r.replace(a, close - a + 1, r.substr(open + 3, close - open - 3));
     }
     for (size_t a = r.find('\''); a != std::string::npos; a = r.find('\'', a)) {
       const size_t b = r.find('\'', a + 1);

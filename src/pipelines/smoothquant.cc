@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "common/check.h"
@@ -64,11 +65,23 @@ Result<Consumer> ConsumerOf(const ir::Node* n, int input_index, const quant::Qua
     c.channels = d[static_cast<size_t>(c.weight.axis)];
     c.x_axis = kAxisEither;
   } else {
-    if (d.size() < 3 || n->GetInt("group", 1) != 1) {
-      return Status(StatusCode::kUnsupported, fmt::format("{} is grouped (input channels do not map to rows)", n->Describe()));
+    const int64_t group = n->GetInt("group", 1);
+    if (d.size() < 3)
+      return Status(StatusCode::kUnsupported,
+                    fmt::format("{}'s weight is not a kernel", n->Describe()));
+    if (group == 1) {
+      c.weight.axis = 1;
+      c.channels = d[1];
+    } else if (d[1] == 1 && d[0] == group) {
+      // Depthwise: input channel j is read by kernel j alone, so diag(s) scales the kernels (axis
+      // 0), which per-channel weight scales absorb exactly: X is flattened at no cost to W.
+      c.weight.axis = 0;
+      c.channels = group;
+    } else {
+      return Status(StatusCode::kUnsupported,
+                    fmt::format("{} is grouped, not depthwise (input channels do not map to rows)",
+                                n->Describe()));
     }
-    c.weight.axis = 1;
-    c.channels = d[1];
     c.x_axis = kAxisOne;
   }
   return c;
@@ -88,8 +101,56 @@ bool OnlyFirstOutputUsed(const ir::Node* n) {
   return true;
 }
 
+// X's layout as its layers read it: the channel axis (kAxisOne, kAxisLast or kAxisEither) and rank.
+struct Layout {
+  int64_t axis = kAxisEither;
+  int64_t rank = -1;  // unknown
+  // The channel axis counted from the front.
+  int64_t Front() const { return axis == kAxisOne ? 1 : rank - 1; }
+};
+
+// The node 1/s folds into for value `v`: its producer, back over positively homogeneous ops
+// that each feed only the next; or why none.
+Result<const ir::Node*> FoldTarget(const ir::Value* v) {
+  const ir::Node* p = v->producer();
+  while (p != nullptr && PositivelyHomogeneous(p)) {
+    v = p->input(0);
+    if (v == nullptr || v->uses().size() != 1 || v->is_graph_output()) {
+      return Status(StatusCode::kUnsupported,
+                    fmt::format("the input of {} feeds other nodes too", p->Describe()));
+    }
+    p = v->producer();
+  }
+  if (p == nullptr)
+    return Status(StatusCode::kUnsupported, "its input comes from a graph input or initializer");
+  return p;
+}
+
+// An affine's constant operand `v` as one value per channel of a tensor laid out as `x`: a single
+// value (expanded to [C, 1, ...] up to the channel axis), or already [.., C, 1, ...] with C on the
+// channel axis counted from the back. std::nullopt when it is neither.
+std::optional<AxisEdit> PerChannelConstant(const ir::Value* v, int64_t channels, const Layout& x) {
+  const std::vector<int64_t>& d = v->initializer->dims();
+  const int64_t trailing = x.rank - 1 - x.Front();  // the 1s after the channel axis
+  std::vector<int64_t> per_channel{channels};
+  per_channel.insert(per_channel.end(), static_cast<size_t>(trailing), 1);
+  if (v->initializer->numel() == 1) {
+    if (static_cast<int64_t>(d.size()) > x.rank)
+      return std::nullopt;  // would raise the output's rank
+    return AxisEdit{v->name(), 0, per_channel};
+  }
+  const int64_t rank = static_cast<int64_t>(d.size());
+  if (rank < trailing + 1 || rank > x.rank) return std::nullopt;
+  for (int64_t k = 0; k < rank; ++k) {
+    const int64_t want = k == rank - 1 - trailing ? channels : 1;
+    if (d[static_cast<size_t>(k)] != want) return std::nullopt;
+  }
+  return AxisEdit{v->name(), rank - 1 - trailing, {}};
+}
+
 // The producer's per-channel initializers 1/s divides, its output's channel axis; or why not.
-Result<std::vector<AxisEdit>> FoldsOf(const ir::Node* p, int64_t channels, int64_t* axis) {
+Result<std::vector<AxisEdit>> FoldsOf(const ir::Node* p, int64_t channels, const Layout& x,
+                                      int64_t* axis) {
   const std::string& op = p->op_type();
   auto cannot = [&](const std::string& why) {
     return Status(StatusCode::kUnsupported, fmt::format("1/s cannot be folded into {}: {}", p->Describe(), why));
@@ -136,8 +197,35 @@ Result<std::vector<AxisEdit>> FoldsOf(const ir::Node* p, int64_t channels, int64
     if (op != "MatMul" && !vector_at(2, true, &folds)) return cannot("its bias is not one value per output channel");
     return folds;
   }
-  return cannot("not LayerNormalization, BatchNormalization, Conv, Gemm or MatMul, nor a positively homogeneous op "
-                "(Relu, LeakyRelu, PRelu, MaxPool, Identity) before one");
+  if (op == "Mul" || op == "Add") {
+    // (h * a) / s = h * (a / s); (y + b) / s = y / s + b / s, y's producer folded the same way.
+    if (x.rank < 1) return cannot("the rank of its output is unknown");
+    const bool first = OwnInitializer(p, 0) != nullptr, second = OwnInitializer(p, 1) != nullptr;
+    if (first == second)
+      return cannot("not one float initializer operand of its own and one activation");
+    const size_t constant = first ? 0 : 1;
+    const std::optional<AxisEdit> edit = PerChannelConstant(p->input(constant), channels, x);
+    if (!edit)
+      return cannot(
+          fmt::format("its constant holds neither one value nor one per channel ({})", channels));
+    folds.push_back(*edit);
+    *axis = x.axis;
+    if (op == "Mul") return folds;
+    const ir::Value* y = p->input(1 - constant);
+    if (y->uses().size() != 1 || y->is_graph_output())
+      return cannot("its activation operand feeds other nodes too");
+    Result<const ir::Node*> inner = FoldTarget(y);
+    if (!inner.ok()) return cannot(std::string(inner.status().message()));
+    int64_t inner_axis = kAxisEither;
+    QK_ASSIGN_OR_RETURN(std::vector<AxisEdit> more, FoldsOf(*inner, channels, x, &inner_axis));
+    if (!AxesAgree(x.axis, inner_axis))
+      return cannot(fmt::format("{} has its channels on another axis", (*inner)->Describe()));
+    folds.insert(folds.end(), more.begin(), more.end());
+    return folds;
+  }
+  return cannot(
+      "not LayerNormalization, BatchNormalization, Conv, Gemm or MatMul, an affine Mul / Add with a "
+      "constant, nor a positively homogeneous op (Relu, LeakyRelu, PRelu, MaxPool, Identity) before one");
 }
 
 // X's group, or why none.
@@ -160,19 +248,12 @@ Result<SmoothGroup> GroupOf(const ir::Value* x, const quant::QuantPlan& plan) {
     g.layers.push_back(u.node->name.empty() ? u.node->output(0)->name() : u.node->name);
     g.weights.push_back(c.weight);
   }
-  // Back over the positively homogeneous ops, each feeding only the next.
-  const ir::Value* v = x;
-  const ir::Node* p = v->producer();
-  while (p != nullptr && PositivelyHomogeneous(p)) {
-    v = p->input(0);
-    if (v == nullptr || v->uses().size() != 1 || v->is_graph_output()) {
-      return Status(StatusCode::kUnsupported, fmt::format("the input of {} feeds other nodes too", p->Describe()));
-    }
-    p = v->producer();
-  }
-  if (p == nullptr) return Status(StatusCode::kUnsupported, "its input comes from a graph input or initializer");
+  QK_ASSIGN_OR_RETURN(const ir::Node* p, FoldTarget(x));
+  Layout layout;
+  layout.axis = axis;
+  if (const auto dims = x->type.ConcreteDims()) layout.rank = static_cast<int64_t>(dims->size());
   int64_t producer_axis = kAxisEither;
-  QK_ASSIGN_OR_RETURN(g.folds, FoldsOf(p, g.channels, &producer_axis));
+  QK_ASSIGN_OR_RETURN(g.folds, FoldsOf(p, g.channels, layout, &producer_axis));
   if (!AxesAgree(axis, producer_axis)) {
     const auto dims = x->type.ConcreteDims();
     if (!dims || dims->size() != 2) {
@@ -280,6 +361,17 @@ Status ApplySmoothing(const ir::Model& model, const SmoothGroup& group, const st
                    "smoothquant: {} scales for {} channels of '{}'", s.size(), group.channels, group.activation);
   auto scale = [&](const AxisEdit& e, bool divide) -> Status {
     QK_ASSIGN_OR_RETURN(ir::Tensor * t, Editable(model, e.initializer, edits));
+    if (!e.expand.empty() && t->dims() != e.expand) {
+      QK_RETURN_IF_NOT(t->numel() == 1, StatusCode::kInternal,
+                       "smoothquant: '{}' holds {} values, not one", e.initializer, t->numel());
+      const float value = *t->data_as<float>();
+      const std::string name = t->name;
+      int64_t n = 1;
+      for (int64_t d : e.expand) n *= d;
+      *t = ir::Tensor::FromVector(ir::DType::kFloat, e.expand,
+                                  std::vector<float>(static_cast<size_t>(n), value));
+      t->name = name;
+    }
     const AxisWalk walk(t->dims(), e.axis);
     QK_RETURN_IF_NOT(walk.size == group.channels, StatusCode::kInternal, "smoothquant: '{}' has {} channels, not {}",
                      e.initializer, walk.size, group.channels);

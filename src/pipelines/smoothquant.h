@@ -6,9 +6,13 @@
 //   X'  = X / s     folded into X's producer: LayerNormalization (scale, bias), BatchNormalization
 //                   (scale, B), Conv / Gemm / MatMul with initializer weights (their output
 //                   channels and bias), through positively homogeneous ops between them (Relu,
-//                   LeakyRelu, PRelu, MaxPool, Identity: f(x / s) = f(x) / s for s > 0)
+//                   LeakyRelu, PRelu, MaxPool, Identity: f(x / s) = f(x) / s for s > 0); or an
+//                   affine with constant operands, Mul(h, a) (a / s: h is untouched) and
+//                   Add(y, b) (b / s, and y's producer folded the same way): the learnable affine
+//                   blocks of PP-LCNetV3 (PP-OCRv4), x * a + b after each activation, whose
+//                   scalar a and b become one value per channel
 //   W_k' = diag(s) W_k   the weight's input-channel rows (MatMul axis 0, Gemm 0 or 1 by transB,
-//                   Conv the kernel's axis 1)
+//                   Conv the kernel's axis 1; a depthwise Conv's kernels, axis 0)
 //
 // so X' W_k' = X W_k: the float model computes the same function, while X' has flatter channels
 // (easier to quantize per tensor) and W_k' absorbs the outliers (quantized per output channel).
@@ -29,10 +33,13 @@
 
 namespace quantkit::pipelines {
 
-// An initializer and the axis along which its slices are scaled.
+// An initializer and the axis along which its slices are scaled. `expand` non-empty: the
+// initializer holds one value (an affine's scalar) and is first broadcast to these dims, one slice
+// per channel along `axis`.
 struct AxisEdit {
   std::string initializer;
   int64_t axis = 0;
+  std::vector<int64_t> expand;
 };
 
 struct SmoothGroup {
@@ -50,8 +57,9 @@ struct SmoothSkip {
 };
 
 // Every group of the main graph in topological order of its first layer, for the layers
-// (MatMul, Gemm, Conv with group 1, reading X as the data input, with a float initializer weight
-// of their own that `plan` quantizes) whose X the plan quantizes. The rest are listed in `skipped`.
+// (MatMul, Gemm, Conv with group 1 or depthwise, reading X as the data input, with a float
+// initializer weight of their own that `plan` quantizes) whose X the plan quantizes. The rest are
+// listed in `skipped`.
 Result<std::vector<SmoothGroup>> FindSmoothGroups(const ir::Model& model, const quant::QuantPlan& plan,
                                                   std::vector<SmoothSkip>* skipped);
 

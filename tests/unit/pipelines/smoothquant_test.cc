@@ -1,10 +1,13 @@
 // SmoothQuant's graph side (pipelines/smoothquant.h) on hand-checkable models: LayerNormalization
 // -> MatMul with one outlier input channel (the scales, the folded scale and bias, the smoothed
 // weight, the unchanged FP32 function, the smaller quantization error), Conv -> Relu -> Conv (the
-// fold through Relu into the first Conv), and the layers it must leave alone, with the reason.
+// fold through Relu into the first Conv), an affine with one-value constants before a Conv (made
+// per channel), and the layers it must leave alone, with the reason.
 #include "pipelines/smoothquant.h"
 
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -250,6 +253,135 @@ TEST(SmoothQuant, ConvReluConvFoldsIntoTheFirstConv) {
   const double tol = testing::kSmoothFoldRtol * MaxAbs(before[0]);
   for (int64_t i = 0; i < before[0].numel(); ++i) {
     EXPECT_NEAR(after[0].data_as<float>()[i], before[0].data_as<float>()[i], tol) << "output " << i;
+  }
+}
+
+// x -> Conv(W1, B1) -> Sigmoid -> Mul(a) -> Add(b) -> z -> Conv(W2) -> out, a and b one value each:
+// PP-LCNetV3's learnable affine block after an activation (PP-OCRv4). `through_sigmoid` false:
+// x -> Conv(W1, B1) -> Add(b) -> z, so 1/s reaches the first Conv through the Add.
+// `depthwise`: the second Conv is depthwise (3 kernels [1, 1, 1], group 3) with 3 outputs.
+ir::Model AffineBeforeConv(bool through_sigmoid, bool depthwise = false) {
+  ir::Model m;
+  m.SetOpset("", 13);
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.CreateValue("x");
+  x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Known(2), ir::Dim::Known(1),
+                                                     ir::Dim::Known(5), ir::Dim::Known(5)});
+  g.AddInput(x);
+  std::vector<float> w1(3 * 1 * 3 * 3), w2(depthwise ? 3 : 2 * 3 * 1 * 1);
+  // Channel 0 of W1 is 20x the others: an outlier channel of z.
+  for (size_t i = 0; i < w1.size(); ++i)
+    w1[i] = static_cast<float>(static_cast<int>(i % 5) - 2) * (i < 9 ? 2.0f : 0.1f);
+  for (size_t i = 0; i < w2.size(); ++i)
+    w2[i] = 0.25f * static_cast<float>(static_cast<int>(i % 3) - 1) + 0.1f;
+  ir::Value* c1w = g.AddInitializer("W1", Floats({3, 1, 3, 3}, w1));
+  ir::Value* c1b = g.AddInitializer("B1", Floats({3}, {1.0f, -0.5f, 0.25f}));
+  ir::Value* a = g.AddInitializer("a", Floats({}, {3.0f}));
+  ir::Value* b = g.AddInitializer("b", Floats({1}, {-0.5f}));
+  ir::Value* c2w = g.AddInitializer(
+      "W2",
+      Floats(depthwise ? std::vector<int64_t>{3, 1, 1, 1} : std::vector<int64_t>{2, 3, 1, 1}, w2));
+  auto conv1 = g.AddNode("Conv", {x, c1w, c1b}, {"h"}, "", "conv1");
+  EXPECT_TRUE(conv1.ok());
+  ir::Value* y = (*conv1)->output(0);
+  if (through_sigmoid) {
+    auto sig = g.AddNode("Sigmoid", {y}, {"act"}, "", "act");
+    EXPECT_TRUE(sig.ok());
+    auto mul = g.AddNode("Mul", {a, (*sig)->output(0)}, {"scaled"}, "",
+                         "lab_scale");  // the constant first
+    EXPECT_TRUE(mul.ok());
+    y = (*mul)->output(0);
+  }
+  auto add = g.AddNode("Add", {y, b}, {"z"}, "", "lab_bias");
+  EXPECT_TRUE(add.ok());
+  auto conv2 = g.AddNode("Conv", {(*add)->output(0), c2w}, {"out"}, "", "conv2");
+  EXPECT_TRUE(conv2.ok());
+  if (depthwise) (*conv2)->SetAttr(ir::Attribute::Int("group", 3));
+  g.AddOutput((*conv2)->output(0));
+  for (ir::Value* v : {y, (*add)->output(0)}) {
+    v->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Known(2), ir::Dim::Known(3),
+                                                       ir::Dim::Known(5), ir::Dim::Known(5)});
+  }
+  if (through_sigmoid) {
+    (*conv1)->output(0)->type = y->type;
+    g.FindValue("act")->type = y->type;
+  }
+  return m;
+}
+
+TEST(SmoothQuant, AffineWithScalarConstantsTakesTheScalePerChannel) {
+  for (const auto [through_sigmoid, depthwise] :
+       {std::pair{true, false}, {false, false}, {true, true}}) {
+    SCOPED_TRACE(fmt::format("{}{}",
+                             through_sigmoid ? "Sigmoid -> Mul(a) -> Add(b)" : "Conv -> Add(b)",
+                             depthwise ? ", then a depthwise Conv" : ""));
+    const ir::Model m = AffineBeforeConv(through_sigmoid, depthwise);
+    std::vector<SmoothSkip> skipped;
+    auto groups = FindSmoothGroups(m, PlanFor({"z"}, {"W2"}), &skipped);
+    ASSERT_TRUE(groups.ok()) << groups.status().ToString();
+    ASSERT_EQ(groups->size(), 1u) << (skipped.empty() ? "" : skipped[0].reason);
+    const SmoothGroup& group = groups->front();
+    EXPECT_EQ(group.activation, "z");
+    EXPECT_EQ(group.channel_axis, 1);
+    EXPECT_EQ(group.weights[0].axis, depthwise ? 0 : 1);  // a depthwise kernel per input channel
+    // b, then a (Sigmoid stops the walk: a scales its output alone), or b, W1 and B1.
+    std::vector<std::string> folded;
+    for (const AxisEdit& f : group.folds) folded.push_back(f.initializer);
+    const std::vector<std::string> expected = through_sigmoid
+                                                  ? std::vector<std::string>{"b", "a"}
+                                                  : std::vector<std::string>{"b", "W1", "B1"};
+    EXPECT_EQ(folded, expected);
+    EXPECT_EQ(group.folds[0].expand,
+              (std::vector<int64_t>{3, 1, 1}));  // one value per channel of [N, 3, H, W]
+
+    std::vector<float> xs(2 * 25);
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::cos(0.9f * static_cast<float>(i));
+    const std::vector<runtime::NamedTensor> feeds{{"x", Floats({2, 1, 5, 5}, xs)}};
+    const std::vector<ir::Tensor> before = RunModel(m, feeds, "z");
+    auto w_max = GroupWeightMax(m, group, {});
+    ASSERT_TRUE(w_max.ok());
+    const std::vector<float> z_max = ChannelAbsMax(before[1], 1);
+    const std::vector<float> s = SmoothingScales(z_max, *w_max, 0.5);
+    std::map<std::string, ir::Tensor> edits;
+    ASSERT_TRUE(ApplySmoothing(m, group, s, &edits).ok());
+    EXPECT_EQ(edits.at("b").dims(), (std::vector<int64_t>{3, 1, 1}));
+    for (int64_t c = 0; c < 3; ++c)
+      EXPECT_FLOAT_EQ(edits.at("b").data_as<float>()[c], -0.5f / s[static_cast<size_t>(c)]);
+    const ir::Model smoothed = WithEdits(m, edits);
+    const std::vector<ir::Tensor> after = RunModel(smoothed, feeds, "z");
+    // The same function, and z's channels flatter: z / s per channel.
+    const double tol = testing::kSmoothFoldRtol * MaxAbs(before[0]);
+    for (int64_t i = 0; i < before[0].numel(); ++i) {
+      EXPECT_NEAR(after[0].data_as<float>()[i], before[0].data_as<float>()[i], tol)
+          << "output " << i;
+    }
+    const std::vector<float> z_after = ChannelAbsMax(after[1], 1);
+    auto spread = [](const std::vector<float>& v) {
+      return *std::max_element(v.begin(), v.end()) / *std::min_element(v.begin(), v.end());
+    };
+    EXPECT_LT(spread(z_after), spread(z_max));
+    // The written model's initializer and its type are [3, 1, 1].
+    EXPECT_EQ(smoothed.graph->FindValue("b")->type.ConcreteDims(), (std::vector<int64_t>{3, 1, 1}));
+  }
+}
+
+TEST(SmoothQuant, OnlyAOneValueOperandMayChangeItsDims) {
+  const ir::Model m = AffineBeforeConv(true);
+  // A [5, 1, 1] value for b does not broadcast against z's 3 channels; W2 in another shape is a
+  // plan for another model.
+  for (const auto& [name, dims] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+           {"b", {5, 1, 1}}, {"W2", {2, 3, 1, 1, 1}}, {"b", {1, 1, 3, 1, 1}}}) {
+    SCOPED_TRACE(name);
+    auto copy = ir::CloneModel(m);
+    ASSERT_TRUE(copy.ok());
+    quant::QuantPlan plan;
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    plan.initializers[name] = {Floats(dims, std::vector<float>(static_cast<size_t>(n), 1.0f)),
+                               "smoothquant"};
+    const Status st = passes::ApplyInitializerOverrides(plan, &*copy);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("have dims"), std::string::npos) << st.message();
   }
 }
 
