@@ -32,7 +32,7 @@ from qkdev.realmodels import _text_image
 from qkdev.realmodels_table import metric, run_outputs
 
 SEED = 31
-VAL, TEST = 64, 200
+TRAIN, VAL, TEST = 128, 64, 200  # TRAIN: the first lines drawn (--train adds more after VAL and TEST)
 HEIGHT, WIDTH = 48, 320
 
 
@@ -56,7 +56,7 @@ def main():
     ap.add_argument("--lr", default=None, help="qat --lr (a number or auto); default: qat's own")
     ap.add_argument("--runs", default="val,noval", help="which qat runs: val, noval or both")
     ap.add_argument("--no-holdout", action="store_true", help="the noval run with --holdout 0")
-    ap.add_argument("--train", type=int, default=128, help="training lines (also the calibration data)")
+    ap.add_argument("--train", type=int, default=TRAIN, help="training lines (also the calibration data)")
     ap.add_argument("--start-method", default="max", help="calibrate --method of the PTQ start")
     ap.add_argument("--start-ptq", default=None, help="calibrate --ptq of the PTQ start (stages on 32 lines, runs of 8)")
     ap.add_argument("--eval-every", type=int, default=None, help="qat --eval-every")
@@ -67,9 +67,9 @@ def main():
         paths = {}
         # The draw order of the earlier measurements (128 train, 64 val, 200 test); lines beyond the
         # first 128 of --train are drawn after them, so val and test are the same whatever --train is.
-        drawn = {name: lines(rng, n) for name, n in (("train", min(a.train, 128)), ("val", VAL), ("test", TEST))}
-        if a.train > 128:
-            drawn["train"] = np.concatenate([drawn["train"], lines(rng, a.train - 128)])
+        drawn = {name: lines(rng, n) for name, n in (("train", min(a.train, TRAIN)), ("val", VAL), ("test", TEST))}
+        if a.train > TRAIN:
+            drawn["train"] = np.concatenate([drawn["train"], lines(rng, a.train - TRAIN)])
         for name, arr in drawn.items():
             paths[name] = os.path.join(tmp, name + ".npy")
             np.save(paths[name], arr)
