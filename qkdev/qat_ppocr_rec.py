@@ -60,6 +60,7 @@ def main():
     ap.add_argument("--start-method", default="max", help="calibrate --method of the PTQ start")
     ap.add_argument("--start-ptq", default=None, help="calibrate --ptq of the PTQ start (stages on 32 lines, runs of 8)")
     ap.add_argument("--eval-every", type=int, default=None, help="qat --eval-every")
+    ap.add_argument("--metric", default=None, help="qat --metric (default: qat's own, rel_mse here)")
     a = ap.parse_args()
     model = os.path.join(realmodels.ensure("ppocr_rec"), "model.onnx")
     rng = np.random.default_rng(SEED)
@@ -100,6 +101,8 @@ def main():
                 extra = extra + ["--lr", a.lr]
             if a.eval_every is not None:
                 extra = extra + ["--eval-every", str(a.eval_every)]
+            if a.metric is not None:
+                extra = extra + ["--metric", a.metric]
             out = os.path.join(tmp, "qat_" + key)
             args = ["qat", start_model, "--plan", os.path.join(ptq, "plan.json"), "--data", paths["train"], "--steps",
                     str(a.steps), "--batch-size", "8", "--float-dtype", "fp32", "--threads", str(a.threads), "-q",

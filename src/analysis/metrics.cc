@@ -32,6 +32,19 @@ Status AgreementMetric::Update(const MetricBatch& b) {
   return Status::Ok();
 }
 
+Status FrameAgreementMetric::Update(const MetricBatch& b) {
+  const int64_t classes = b.classes > 0 ? b.classes : b.width;
+  QK_RETURN_IF_NOT(classes > 0 && b.width % classes == 0, StatusCode::kInvalidArgument,
+                   "metric 'frame_agreement': {} values per sample are not frames of {} classes",
+                   b.width, classes);
+  const int64_t frames = b.batch * (b.width / classes);
+  for (int64_t f = 0; f < frames; ++f) {
+    agree_ += Argmax(b.output + f * classes, classes) == Argmax(b.reference + f * classes, classes);
+  }
+  total_ += frames;
+  return Status::Ok();
+}
+
 Status RelativeMseMetric::Update(const MetricBatch& b) {
   for (int64_t i = 0; i < b.batch * b.width; ++i) {
     const double e = static_cast<double>(b.output[i]) - b.reference[i];
@@ -45,13 +58,17 @@ Result<std::unique_ptr<Metric>> MakeMetric(const std::string& name) {
   if (name == "top1") return std::unique_ptr<Metric>(new Top1Metric());
   if (name == "agreement") return std::unique_ptr<Metric>(new AgreementMetric());
   if (name == "rel_mse" || name == "rel-mse") return std::unique_ptr<Metric>(new RelativeMseMetric());
-  return MakeStatus(StatusCode::kInvalidArgument, "unknown metric '{}' (built in: top1, agreement, rel_mse)",
+  if (name == "frame_agreement") return std::unique_ptr<Metric>(new FrameAgreementMetric());
+  return MakeStatus(StatusCode::kInvalidArgument,
+                    "unknown metric '{}' (built in: top1, agreement, rel_mse, frame_agreement)",
                     name);
 }
 
 // The order is stored: QAT checkpoints record their validation metric as an index into this
 // list (pipelines/qat/loop.cc, "val_metric"). Append new names; never reorder.
-std::vector<std::string> BuiltinMetricNames() { return {"top1", "agreement", "rel_mse"}; }
+std::vector<std::string> BuiltinMetricNames() {
+  return {"top1", "agreement", "rel_mse", "frame_agreement"};
+}
 
 Result<std::vector<std::unique_ptr<Metric>>> MakeMetrics(const std::vector<std::string>& names) {
   std::vector<std::unique_ptr<Metric>> out;

@@ -189,7 +189,12 @@ Result<TrialResult> PlanEvaluator::EvaluateFp32(const std::vector<Metric*>& metr
       const float* ref = reference_[i].data_as<float>();
       const int64_t n = batches_[i].size ? batches_[i].size : reference_[i].dims()[0];
       const int64_t width = reference_[i].numel() / n;  // per batch: shapes may differ between batches
-      MetricBatch mb{ref, ref, n, width, batches_[i].labels ? batches_[i].labels->data_as<int64_t>() : nullptr};
+      MetricBatch mb{ref,
+                     ref,
+                     n,
+                     width,
+                     batches_[i].labels ? batches_[i].labels->data_as<int64_t>() : nullptr,
+                     reference_[i].dims().back()};
       ErrorStats error;
       error.Add(ref, ref, n * width);
       QK_RETURN_IF_ERROR(UpdateMetrics(metrics, mb, error, &rows));
@@ -238,7 +243,12 @@ Result<TrialResult> PlanEvaluator::EvaluateModel(ir::Model model, const std::vec
       QK_RETURN_IF_ERROR(CheckOutput(outs[0], n, width));
       const float* out = outs[0].tensor.data_as<float>();
       const float* ref = reference_[i].data_as<float>();
-      MetricBatch mb{out, ref, n, width, batches_[i].labels ? batches_[i].labels->data_as<int64_t>() : nullptr};
+      MetricBatch mb{out,
+                     ref,
+                     n,
+                     width,
+                     batches_[i].labels ? batches_[i].labels->data_as<int64_t>() : nullptr,
+                     reference_[i].dims().back()};
       ErrorStats error;
       error.Add(out, ref, n * width);
       QK_RETURN_IF_ERROR(UpdateMetrics(metrics, mb, error, &rows));

@@ -33,6 +33,7 @@ struct Rows {
   const float* data = nullptr;
   int64_t batch = 0;
   int64_t width = 0;
+  int64_t last = 0;  // the output's last axis (a frame's classes)
 };
 
 Result<Rows> AsRows(const std::vector<runtime::NamedTensor>& outs, int64_t batch) {
@@ -43,7 +44,8 @@ Result<Rows> AsRows(const std::vector<runtime::NamedTensor>& outs, int64_t batch
                    StatusCode::kInvalidArgument,
                    "output '{}' is not a float [batch, ...] tensor (dtype {}, rank {})", out.name,
                    ir::DTypeName(out.tensor.dtype()), out.tensor.rank());
-  return Rows{out.tensor.data_as<float>(), batch, batch ? out.tensor.numel() / batch : 0};
+  return Rows{out.tensor.data_as<float>(), batch, batch ? out.tensor.numel() / batch : 0,
+              out.tensor.dims().back()};
 }
 
 // Per-batch floating-point sums (agreement with the reference, then each metric's state):
@@ -197,8 +199,12 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
             }
           }
           sums.values.insert(sums.values.end(), {dot, norm_out, norm_ref, err2});
-          const analysis::MetricBatch mb{rows.data, ref.data, count, rows.width,
-                               batch.labels ? batch.labels->data_as<int64_t>() : nullptr};
+          const analysis::MetricBatch mb{rows.data,
+                                         ref.data,
+                                         count,
+                                         rows.width,
+                                         batch.labels ? batch.labels->data_as<int64_t>() : nullptr,
+                                         rows.last};
           for (analysis::Metric* m : options.metrics) {
             QK_RETURN_IF_NOT(!m->needs_labels() || mb.labels, StatusCode::kInvalidArgument,
                              "metric '{}' needs labelled data", m->name());

@@ -26,7 +26,9 @@ void SetupFallback(CLI::App& app, RunFn* run) {
                   "allowed loss vs FP32: top1/agreement in points (0.5 = 0.5%), rel_mse as a ratio")
       ->transform(InRange(0, kMaxBudget))
       ->capture_default_str();
-  cmd->add_option("--metric", opts->metric, "top1, agreement, rel_mse (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
+  cmd->add_option(
+      "--metric", opts->metric,
+      "top1, agreement, rel_mse, frame_agreement (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
   cmd->add_option("--max-float", opts->fallback.max_float_layers, "at most N float layers (0: no limit)")->transform(InRange(0, kMaxIntCount));
   cmd->add_option("--float-precision", opts->fallback.float_precision,
                   "precision in --layerPrecisions")

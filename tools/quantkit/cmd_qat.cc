@@ -92,9 +92,10 @@ void SetupQat(CLI::App& app, RunFn* run) {
                   "without --val: validate on the last N samples of --data, not trained on (default: 10%, at most "
                   "1000, when a batch is left; 0: no validation)")
       ->transform(InRange(0, kMaxCount));
-  cmd->add_option("--metric", q.metric,
-                  "validation metric: top1, agreement, rel_mse (default: top1 with labels / agreement on a "
-                  "[batch, classes] output, else rel_mse; ties on top1/agreement broken by rel_mse vs FP32)");
+  cmd->add_option(
+      "--metric", q.metric,
+      "validation metric: top1, agreement, rel_mse, frame_agreement (default: top1 with labels / agreement on a "
+      "[batch, classes] output, else rel_mse; ties on top1/agreement broken by rel_mse vs FP32)");
   cmd->add_option("--eval-every", q.eval_every, "validate every N steps (default: once per epoch)")
       ->transform(InRange(0, kMaxQatSteps));
   cmd->add_option("--resume", q.resume, "continue from a checkpoint (OUT/checkpoint.npz of an earlier run)");

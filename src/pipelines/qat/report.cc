@@ -104,9 +104,10 @@ nlohmann::json TrainingLog(const QatOptions& o, const StartPlan& plan, const tra
   return log;
 }
 
-// "top1 vs labels", "agreement with FP32", "rel_mse vs FP32".
+// "top1 vs labels", "agreement with FP32", "frame_agreement with FP32", "rel_mse vs FP32".
 std::string MetricTitle(const std::string& metric) {
-  return metric + (metric == "top1" ? " vs labels" : metric == "agreement" ? " with FP32" : " vs FP32");
+  const bool agreement = metric == "agreement" || metric == "frame_agreement";
+  return metric + (metric == "top1" ? " vs labels" : agreement ? " with FP32" : " vs FP32");
 }
 
 // A score as the summary prints it: shares in percent, errors in 3 significant digits, the

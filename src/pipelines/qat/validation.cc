@@ -122,8 +122,9 @@ Result<QatScore> Validate(const train::QatTrainer& trainer, const Validation& v,
                          StatusCode::kInvalidArgument, "{}: labels are not int64 [{}]", v.source->Describe(), n);
         labels = b.labels->data_as<int64_t>();
       }
-      const analysis::MetricBatch mb{out.data_as<float>(), ref->data_as<float>(), n, n > 0 ? out.numel() / n : 0,
-                                     labels};
+      const analysis::MetricBatch mb{
+          out.data_as<float>(), ref->data_as<float>(), n, n > 0 ? out.numel() / n : 0, labels,
+          out.dims().back()};
       for (analysis::Metric* m : metrics) {
         m->Reset();
         QK_RETURN_IF_ERROR(m->Update(mb));

@@ -6,7 +6,8 @@ PTQ model after the loss fell 3.6x; without --val a run that made the model wors
 Plain CNN of the zoo, 1 compute thread, a few seconds of CPU per run:
   1. a non-class output (the logits reshaped to [batch, 2, 5], a sequence of two 5-way steps) is
      validated by rel_mse vs FP32 (no tie-breaker), the summary names it, and the kept step is
-     the one of lowest rel_mse;
+     the one of lowest rel_mse; with --metric frame_agreement by the share of frames whose argmax
+     is FP32's, rel_mse breaking ties;
   2. a class output with unlabelled validation data is validated by agreement with rel_mse
      breaking ties: on a saturated agreement (confident images, chosen by the FP32 logits in
      onnxruntime) the kept step is the one of lowest rel_mse, not step 0, and the summary says
@@ -114,6 +115,17 @@ def main():
         assert log["best_step"] == lexicographic_best(log), (log["best_step"], log["evals"])
         assert log["val_best"] == min(e["value"] for e in log["evals"])
         assert log["best_step"] > 0 and "beats the PTQ start on rel_mse" in p.stdout, p.stdout
+        # ... or by --metric frame_agreement: the share of the 2 frames per sample whose 5-way argmax
+        # is FP32's (what a greedy decode reads), ties broken by rel_mse, kept by the same rule.
+        out = os.path.join(tmp, "seq_frames")
+        p = run(["qat", seq, *TRAIN, "--calib-samples", "256", "--method", "entropy", "--steps", str(STEPS),
+                 "--eval-every", str(EVAL_EVERY), "--val", val, "--metric", "frame_agreement", "-q", "-o", out])
+        log = log_of(out)
+        assert log["metric"] == "frame_agreement" and log["tiebreak"] == "rel_mse" and log["higher_is_better"], log
+        assert "validation (frame_agreement with FP32, higher is better; ties broken by rel_mse" in p.stdout, p.stdout
+        assert log["best_step"] == lexicographic_best(log), (log["best_step"], log["evals"])
+        # Shares of 2 x VAL_SAMPLES frames.
+        assert all(abs(e["value"] * 2 * VAL_SAMPLES - round(e["value"] * 2 * VAL_SAMPLES)) < 1e-9 for e in log["evals"])
 
         # 2. Class output, unlabelled validation data: agreement, ties broken by rel_mse. From an
         # entropy plan (an output error for training to remove), on confident images.

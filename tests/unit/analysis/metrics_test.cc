@@ -43,6 +43,31 @@ TEST(Metrics, AgreementComparesArgmaxWithReferenceAcrossBatches) {
   EXPECT_DOUBLE_EQ(m.Value(), 0.0);
 }
 
+TEST(Metrics, FrameAgreementComparesEachFrameOfASequence) {
+  // The 9 values as one sample of 3 frames x 3 classes: frames 0 and 2 agree, frame 1 does not.
+  FrameAgreementMetric m;
+  m.Reset();
+  ASSERT_TRUE(m.Update({kOut, kRef, 1, 9, nullptr, 3}).ok());
+  EXPECT_DOUBLE_EQ(m.Value(), 2.0 / 3.0);
+  // Sample-level agreement on the same values sees one 9-way argmax: the frames' disagreement is
+  // lost (both argmaxes are value 0, the first 3).
+  AgreementMetric whole;
+  ASSERT_TRUE(whole.Update({kOut, kRef, 1, 9, nullptr, 3}).ok());
+  EXPECT_DOUBLE_EQ(whole.Value(), 1.0);
+  // Counts add over batches and states; [batch, classes] (classes = width) is agreement.
+  ASSERT_TRUE(m.Update(Batch(nullptr)).ok());
+  EXPECT_DOUBLE_EQ(m.Value(), 4.0 / 6.0);
+  FrameAgreementMetric merged;
+  merged.AddState(m.State());
+  EXPECT_DOUBLE_EQ(merged.Value(), m.Value());
+  // A width that is not whole frames is an error naming both.
+  const Status bad = m.Update({kOut, kRef, 1, 9, nullptr, 4});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("9 values per sample are not frames of 4 classes"),
+            std::string::npos)
+      << bad.message();
+}
+
 TEST(Metrics, RelativeMseIsErrorEnergyOverReferenceEnergy) {
   RelativeMseMetric m;
   m.Reset();
