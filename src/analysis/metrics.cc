@@ -18,7 +18,7 @@ Status Top1Metric::Update(const MetricBatch& b) {
   QK_RETURN_IF_NOT(b.labels != nullptr, StatusCode::kInvalidArgument,
                    "metric 'top1' needs labelled data (use 'agreement' or 'rel_mse' without labels)");
   for (int64_t i = 0; i < b.batch; ++i) {
-    correct_ += Argmax(b.output + i * b.width, b.width) == b.labels[i] ? 1 : 0;
+    hits_ += Argmax(b.output + i * b.width, b.width) == b.labels[i] ? 1 : 0;
   }
   total_ += b.batch;
   return Status::Ok();
@@ -26,7 +26,7 @@ Status Top1Metric::Update(const MetricBatch& b) {
 
 Status AgreementMetric::Update(const MetricBatch& b) {
   for (int64_t i = 0; i < b.batch; ++i) {
-    agree_ += Argmax(b.output + i * b.width, b.width) == Argmax(b.reference + i * b.width, b.width);
+    hits_ += Argmax(b.output + i * b.width, b.width) == Argmax(b.reference + i * b.width, b.width);
   }
   total_ += b.batch;
   return Status::Ok();
@@ -39,7 +39,7 @@ Status FrameAgreementMetric::Update(const MetricBatch& b) {
                    b.width, classes);
   const int64_t frames = b.batch * (b.width / classes);
   for (int64_t f = 0; f < frames; ++f) {
-    agree_ += Argmax(b.output + f * classes, classes) == Argmax(b.reference + f * classes, classes);
+    hits_ += Argmax(b.output + f * classes, classes) == Argmax(b.reference + f * classes, classes);
   }
   total_ += frames;
   return Status::Ok();

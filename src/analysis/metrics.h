@@ -53,61 +53,49 @@ class Metric {
   }
 };
 
+// A share of counted items (samples, frames) that pass a test: hits / total, added exactly over
+// batches and processes.
+class ShareMetric : public Metric {
+ public:
+  void Reset() override { hits_ = total_ = 0; }
+  std::vector<double> State() const override {
+    return {static_cast<double>(hits_), static_cast<double>(total_)};
+  }
+  void AddState(const std::vector<double>& s) override {
+    hits_ += static_cast<int64_t>(s.at(0));
+    total_ += static_cast<int64_t>(s.at(1));
+  }
+  double Value() const override {
+    return total_ ? static_cast<double>(hits_) / static_cast<double>(total_) : 0.0;
+  }
+
+ protected:
+  int64_t hits_ = 0, total_ = 0;
+};
+
 // Share of samples whose argmax equals the label (needs labels).
-class Top1Metric final : public Metric {
+class Top1Metric final : public ShareMetric {
  public:
   std::string name() const override { return "top1"; }
   bool needs_labels() const override { return true; }
-  void Reset() override { correct_ = total_ = 0; }
   Status Update(const MetricBatch& b) override;
-  std::vector<double> State() const override { return {static_cast<double>(correct_), static_cast<double>(total_)}; }
-  void AddState(const std::vector<double>& s) override {
-    correct_ += static_cast<decltype(correct_)>(s.at(0));
-    total_ += static_cast<decltype(total_)>(s.at(1));
-  }
-  double Value() const override { return total_ ? static_cast<double>(correct_) / total_ : 0.0; }
-
- private:
-  int64_t correct_ = 0, total_ = 0;
 };
 
 // "Output agreement": share of samples whose argmax equals the FP32 model's argmax.
-class AgreementMetric final : public Metric {
+class AgreementMetric final : public ShareMetric {
  public:
   std::string name() const override { return "agreement"; }
-  void Reset() override { agree_ = total_ = 0; }
   Status Update(const MetricBatch& b) override;
-  std::vector<double> State() const override { return {static_cast<double>(agree_), static_cast<double>(total_)}; }
-  void AddState(const std::vector<double>& s) override {
-    agree_ += static_cast<decltype(agree_)>(s.at(0));
-    total_ += static_cast<decltype(total_)>(s.at(1));
-  }
-  double Value() const override { return total_ ? static_cast<double>(agree_) / total_ : 0.0; }
-
- private:
-  int64_t agree_ = 0, total_ = 0;
 };
 
 // "Frame agreement": share of frames (rows of the output's last axis: the time steps of a
 // [batch, time, classes] sequence) whose argmax equals the FP32 model's. What a greedy decode
 // reads: on the PP-OCRv4 recognizer, rel_mse of the softmax output fell 10% under QAT while exact
 // match fell 17 points (docs/qat.md). On a [batch, classes] output it is `agreement`.
-class FrameAgreementMetric final : public Metric {
+class FrameAgreementMetric final : public ShareMetric {
  public:
   std::string name() const override { return "frame_agreement"; }
-  void Reset() override { agree_ = total_ = 0; }
   Status Update(const MetricBatch& b) override;
-  std::vector<double> State() const override {
-    return {static_cast<double>(agree_), static_cast<double>(total_)};
-  }
-  void AddState(const std::vector<double>& s) override {
-    agree_ += static_cast<decltype(agree_)>(s.at(0));
-    total_ += static_cast<decltype(total_)>(s.at(1));
-  }
-  double Value() const override { return total_ ? static_cast<double>(agree_) / total_ : 0.0; }
-
- private:
-  int64_t agree_ = 0, total_ = 0;
 };
 
 // Relative MSE of the outputs: sum (out - ref)^2 / sum ref^2 (0 = identical).
