@@ -20,6 +20,10 @@ namespace quantkit {
 
 struct QatOptions {
   std::string model;       // the FP32 ONNX model
+  // The model to distil from and validate against (empty: `model`). Give the original when
+  // `model` is calibrate's model.float.onnx from PTQ stages that change the float function
+  // (bias-correction, adaround, seqmse): that file is not the FP32 model's function.
+  std::string teacher;
   std::string data;        // training data (a data spec, as calibrate's)
   std::string output_dir;  // required
   ImagePreprocessing image;

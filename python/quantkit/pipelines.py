@@ -248,7 +248,7 @@ def qat(model: PathLike, data: _data.DataLike, output_dir: PathLike, *, plan: Op
         warmup_steps: int = 0, weights: str = "per-channel", learn_activation_scales: bool = True,
         calib_data: Optional[_data.DataLike] = None, calib_samples: int = 1024, float_dtype: str = "",
         keep_fp32: Iterable[str] = (), resume: Optional[PathLike] = None, stop_after: int = 0,
-        progress: bool = True) -> Report:
+        progress: bool = True, teacher: Optional[PathLike] = None) -> Report:
     """Quantization-aware fine-tuning of the ONNX model itself, as ``quantkit qat`` (docs/qat.md):
     from ``plan`` (or calibrated first with ``method``), fake-quantized training against the FP32
     model (label-free ``loss="mse"``/``"kl"``, or ``"ce"``/``"ce+mse"`` with labels), validated on
@@ -258,6 +258,8 @@ def qat(model: PathLike, data: _data.DataLike, output_dir: PathLike, *, plan: Op
     lr        the peak learning rate (> 0), or ``"auto"``: chosen on the validation data by five
               short trial runs (1e-5 .. 1e-3). None (the default): ``"auto"`` when the run is
               validated (``val`` or the held-out tail), else 1e-4; with ``resume`` the checkpoint's.
+    teacher   the FP32 model to distil from and validate against (default: ``model``); give the
+              original when ``model`` is calibrate's model.float.onnx from weight-changing stages.
     Returns a Report: ``data`` is training_log.json (history, validation, ``lr_search``),
     ``text`` what the CLI prints, ``plan`` the written plan (None after ``stop_after``)."""
     _torchcheck.check()
@@ -283,6 +285,7 @@ def qat(model: PathLike, data: _data.DataLike, output_dir: PathLike, *, plan: Op
     options.calib_samples = calib_samples
     options.floats.dtype, options.floats.keep_fp32 = float_dtype, list(keep_fp32)
     options.resume = os.fspath(resume) if resume is not None else ""
+    options.teacher = os.fspath(teacher) if teacher is not None else ""
     options.stop_after, options.progress = stop_after, progress
     with _as_spec(model, data, samples) as spec, \
             (_as_spec(model, val, 0) if val is not None else contextlib.nullcontext("")) as val_spec, \

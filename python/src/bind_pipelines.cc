@@ -89,6 +89,7 @@ void BindOptions(py::module_& m) {
       .def_readwrite("batch_size", &QatOptions::batch_size)
       .def_readwrite("lr", &QatOptions::lr)
       .def_readwrite("lr_auto", &QatOptions::lr_auto)
+      .def_readwrite("teacher", &QatOptions::teacher)
       .def_readwrite("warmup_steps", &QatOptions::warmup_steps)
       .def_readwrite("optimizer", &QatOptions::optimizer)
       .def_readwrite("weight_decay", &QatOptions::weight_decay)

@@ -18,6 +18,7 @@ namespace {
 Result<pipelines::QatOptions> ToQatOptions(const QatOptions& o) {
   pipelines::QatOptions q;
   q.model = o.model;
+  q.teacher = o.teacher;
   q.data = o.data;
   q.output_dir = o.output_dir;
   QK_ASSIGN_OR_RETURN(q.image, api::ToImageOptions(o.image));

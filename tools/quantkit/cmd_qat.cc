@@ -26,6 +26,10 @@ void SetupQat(CLI::App& app, RunFn* run) {
   cmd->add_option("--data", q.data, "training data, as for calibrate (e.g. fashion-mnist:train)")->required();
   cmd->add_option("-o,--output", q.output_dir, "output directory")->required();
   cmd->add_option("--plan", q.plan, "start from this plan (plan .json, cache, ranges .txt or Q/DQ .onnx)");
+  cmd->add_option(
+      "--teacher", q.teacher,
+      "the FP32 model to distil from and validate against (default: MODEL); give the original when "
+      "MODEL is calibrate's model.float.onnx from --ptq stages that change weights");
   cmd->add_option("--method", q.method, "without --plan: calibrate first with this method")
       ->capture_default_str();
   cmd->add_option("--calib-data", q.calib_data, "without --plan: calibration data (default: --data)");

@@ -1,4 +1,6 @@
 // QAT stages 2 and 3: the start plan, and the student's training graph built from it.
+#include <fmt/ranges.h>
+
 #include <iterator>
 #include <set>
 
@@ -98,6 +100,29 @@ Result<StartPlan> MakeStartPlan(const QatOptions& o) {
   return start;
 }
 
+namespace {
+
+// --teacher: the same graph inputs (names, in order) and the same first output name as the model.
+Status CheckSameInterface(const std::string& model_path, const ir::Graph& model,
+                          const std::string& teacher_path, const ir::Graph& teacher) {
+  auto names = [](const std::vector<ir::Value*>& values) {
+    std::vector<std::string> n;
+    for (const ir::Value* v : values) n.push_back(v->name());
+    return n;
+  };
+  const std::vector<std::string> in_m = names(model.inputs()), in_t = names(teacher.inputs());
+  const std::vector<std::string> out_m = names(model.outputs()), out_t = names(teacher.outputs());
+  QK_RETURN_IF_NOT(
+      in_m == in_t && !out_m.empty() && !out_t.empty() && out_m[0] == out_t[0],
+      StatusCode::kInvalidArgument,
+      "--teacher {}: its inputs ({}) and first output ('{}') are not those of {} ({}; '{}')",
+      teacher_path, fmt::join(in_t, ", "), out_t.empty() ? "" : out_t[0], model_path,
+      fmt::join(in_m, ", "), out_m.empty() ? "" : out_m[0]);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<Graphs> PrepareGraphs(const QatOptions& o, StartPlan* plan, QatResult* result) {
   Graphs g;
   QK_ASSIGN_OR_RETURN(g.student, LoadFolded(o.model, &result->folded_batch_norms));
@@ -119,7 +144,10 @@ Result<Graphs> PrepareGraphs(const QatOptions& o, StartPlan* plan, QatResult* re
   g.learned_scales = passes::LearnedActivationScales(*g.student.graph);
   g.parameters = TrainableParameters(*g.student.graph, g.learned_scales);
   result->parameters = static_cast<int>(g.parameters.size());
-  QK_ASSIGN_OR_RETURN(g.teacher, analysis::LoadModelForQuantization(o.model));
+  const std::string& teacher = o.teacher.empty() ? o.model : o.teacher;
+  QK_ASSIGN_OR_RETURN(g.teacher, analysis::LoadModelForQuantization(teacher));
+  if (!o.teacher.empty())
+    QK_RETURN_IF_ERROR(CheckSameInterface(o.model, *g.student.graph, teacher, *g.teacher.graph));
   return g;
 }
 

@@ -2,6 +2,7 @@
 #include "pipelines/qat/qat.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -60,6 +61,23 @@ Result<Launch> ValidateOptions(const QatOptions& o, QatResult* result) {
   return launch;
 }
 
+void WarnOfAStageChangedTeacher(const QatOptions& o, const quant::Provenance& start,
+                                QatResult* result) {
+  if (!o.teacher.empty() || start.float_model_sha256.empty()) return;
+  // Every weight-changing stage but smoothquant (which keeps the float function) makes
+  // model.float.onnx compute something else than the FP32 model: bias correction shifts outputs
+  // toward the quantized model's, AdaRound and SeqMSE leave weights on their grids.
+  std::vector<std::string> changed;
+  for (const std::string& s : start.stages) {
+    if (s.rfind("smoothquant", 0) != 0) changed.push_back(s.substr(0, s.find_first_of("( ")));
+  }
+  if (changed.empty()) return;
+  result->warnings.push_back(fmt::format(
+      "the teacher is {}, whose weights the PTQ stages {} changed: it is not the FP32 model's function, yet "
+      "training distils toward it and validation compares with it; give --teacher with the model calibrate read",
+      o.model, fmt::join(changed, ", ")));
+}
+
 void AddWarnings(const QatOptions& o, const TrainingData& data, QatResult* result) {
   if (result->metric.empty()) {
     result->warnings.push_back(fmt::format(
@@ -103,6 +121,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
   QK_RETURN_IF_ERROR(comm.Agree(opened, "opening the output directory on rank 0"));
   QK_ASSIGN_OR_RETURN(qat::StartPlan plan, qat::MakeStartPlan(o));
   QK_ASSIGN_OR_RETURN(qat::Graphs graphs, qat::PrepareGraphs(o, &plan, &result));
+  qat::WarnOfAStageChangedTeacher(o, plan.plan.provenance, &result);
   QK_ASSIGN_OR_RETURN(qat::TrainingData data, qat::OpenTrainingData(o, graphs.teacher));
 
   result.steps_per_epoch = data.samples / o.batch_size;  // whole batches only

@@ -21,7 +21,10 @@ Plain CNN of the zoo, 1 compute thread, a few seconds of CPU per run:
      used and reported (training_log.json's lr_search, the summary); refused without validation;
   6. no --lr: chosen as --lr auto chooses when the run is validated (the same bytes), 1e-4 when
      nothing validates it (and the summary says why), and a resumed run continues at its
-     checkpoint's lr without new trials, ending where the run that never stopped ends.
+     checkpoint's lr without new trials, ending where the run that never stopped ends;
+  7. a start from calibrate's model.float.onnx after bias correction warns that it is no FP32
+     teacher; --teacher MODEL scores the start as eval does against MODEL; a teacher with another
+     interface is refused.
 Run by pytest under ctest; quantkit and the repository come from tests/e2e/qktest.py.
 """
 import json
@@ -214,6 +217,30 @@ def main():
         assert "lr_search" not in resumed_log and resumed_log["lr"] == default_log["lr"], resumed_log
         assert f"lr {default_log['lr']:g}: the checkpoint's (--resume" in p.stdout, p.stdout
         assert read(os.path.join(resumed, "model.qdq.onnx")) == read(os.path.join(chosen_run, "model.qdq.onnx"))
+
+        # 7. The teacher. calibrate --ptq bias-correction writes model.float.onnx, QAT's start, whose
+        # biases are shifted toward the quantized model: as the teacher it is not the FP32 function.
+        staged = os.path.join(tmp, "staged")
+        run(["calibrate", MODEL, "--data", "fashion-mnist:calib", "--samples", "256", "--method", "max",
+             "--float-dtype", "fp32", "--ptq", "bias-correction", "--ptq-samples", "32", "-o", staged, "-q"])
+        start = [os.path.join(staged, "model.float.onnx"), "--plan", os.path.join(staged, "plan.json")]
+        args = ["qat", *start, *TRAIN, "--steps", "2", "--lr", "1e-4", "--val", val, "-q"]
+        p = run([*args, "-o", os.path.join(tmp, "teacher_staged")])
+        warning = "whose weights the PTQ stages bias-correction changed: it is not the FP32 model's function"
+        assert warning in p.stdout and "warning: the teacher is " in p.stderr, (p.stdout, p.stderr)
+        # --teacher MODEL: no warning, and the PTQ start is scored against the FP32 model: the same
+        # rel_mse as `eval` of the PTQ model.qdq.onnx against MODEL on these samples.
+        out = os.path.join(tmp, "teacher_fp32")
+        p = run([*args, "--teacher", MODEL, "--metric", "rel_mse", "-o", out])
+        assert warning not in p.stdout, p.stdout
+        e = run(["eval", os.path.join(staged, "model.qdq.onnx"), "--data", val, "--reference", MODEL,
+                 "--metric", "rel_mse", "--json"])
+        rel = json.loads(e.stdout)["metrics"]["rel_mse"]
+        assert abs(log_of(out)["val_ptq"] - rel) <= 0.05 * rel, (log_of(out)["val_ptq"], rel)
+        # A teacher whose interface is another one: exit 2 naming it, nothing written.
+        p = run([*args, "--teacher", seq, "-o", os.path.join(tmp, "bad")], expect=2)
+        assert "--teacher " + seq in p.stderr and "first output" in p.stderr, p.stderr
+        assert not os.path.exists(os.path.join(tmp, "bad", "model.qdq.onnx"))
 
         # 4. No validation at all, and bad metrics.
         out = os.path.join(tmp, "none")
