@@ -162,7 +162,7 @@ Result<std::vector<AxisEdit>> FoldsOf(const ir::Node* p, int64_t channels, const
     if (p->input(index) == nullptr) return optional;
     const ir::Value* v = OwnInitializer(p, index);
     if (v == nullptr || v->initializer->dims() != std::vector<int64_t>{channels}) return false;
-    out->push_back({v->name(), 0});
+    out->push_back({v->name(), 0, {}});
     return true;
   };
   std::vector<AxisEdit> folds;
@@ -193,7 +193,7 @@ Result<std::vector<AxisEdit>> FoldsOf(const ir::Node* p, int64_t channels, const
       *axis = kAxisLast;
     }
     if (d.empty() || d[static_cast<size_t>(out_axis)] != channels) return cannot("its output channels differ");
-    folds.push_back({w->name(), out_axis});
+    folds.push_back({w->name(), out_axis, {}});
     if (op != "MatMul" && !vector_at(2, true, &folds)) return cannot("its bias is not one value per output channel");
     return folds;
   }

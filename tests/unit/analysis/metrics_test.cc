@@ -13,7 +13,7 @@ const float kRef[] = {3, 1, 0, /**/ 0, 2, 1, /**/ 0, 0, 1};
 const float kOut[] = {3, 1, 0, /**/ 0, 1, 2, /**/ 0, 0, 1};
 const int64_t kLabels[] = {0, 1, 1};
 
-MetricBatch Batch(const int64_t* labels = kLabels) { return {kOut, kRef, 3, 3, labels}; }
+MetricBatch Batch(const int64_t* labels = kLabels) { return {kOut, kRef, 3, 3, labels, 3}; }
 
 TEST(Metrics, Top1CountsArgmaxEqualToLabel) {
   Top1Metric m;
@@ -36,7 +36,7 @@ TEST(Metrics, AgreementComparesArgmaxWithReferenceAcrossBatches) {
   m.Reset();
   ASSERT_TRUE(m.Update(Batch(nullptr)).ok());
   EXPECT_DOUBLE_EQ(m.Value(), 2.0 / 3.0);
-  const MetricBatch same{kRef, kRef, 3, 3, nullptr};
+  const MetricBatch same{kRef, kRef, 3, 3, nullptr, 3};
   ASSERT_TRUE(m.Update(same).ok());
   EXPECT_DOUBLE_EQ(m.Value(), 5.0 / 6.0);
   m.Reset();

@@ -310,7 +310,7 @@ ir::Model AffineBeforeConv(bool through_sigmoid, bool depthwise = false) {
 }
 
 TEST(SmoothQuant, AffineWithScalarConstantsTakesTheScalePerChannel) {
-  for (const auto [through_sigmoid, depthwise] :
+  for (const auto& [through_sigmoid, depthwise] :
        {std::pair{true, false}, {false, false}, {true, true}}) {
     SCOPED_TRACE(fmt::format("{}{}",
                              through_sigmoid ? "Sigmoid -> Mul(a) -> Add(b)" : "Conv -> Add(b)",
