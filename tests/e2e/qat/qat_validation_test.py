@@ -39,6 +39,8 @@ from qktest import ROOT, ort_run, run_process, zoo_data  # noqa: E402  (tests/e2
 
 MODEL = os.path.join(ROOT, "models", "zoo", "plain_cnn.onnx")
 STEPS, BATCH, EVAL_EVERY = 8, 32, 2
+# The same evaluation of the same file, at the same batch size: equal up to float summation order.
+EXPORTED_TOLERANCE = 1e-4
 TRAIN = ["--data", "fashion-mnist:calib", "--samples", "512", "--batch-size", str(BATCH), "--seed", "1"]
 VAL_SAMPLES = 16
 # Case 2's validation images: the VAL_SAMPLES of the first CONFIDENT_POOL whose FP32 top-1 logit
@@ -237,6 +239,14 @@ def main():
                  "--metric", "rel_mse", "--json"])
         rel = json.loads(e.stdout)["metrics"]["rel_mse"]
         assert abs(log_of(out)["val_ptq"] - rel) <= 0.05 * rel, (log_of(out)["val_ptq"], rel)
+        # ... and the written model is validated against the same teacher: `eval` of it against MODEL
+        # at the same batch size gives its score (the run scored it against the staged float model
+        # before, and warned of an export difference that was a change of reference).
+        e = run(["eval", os.path.join(out, "model.qdq.onnx"), "--data", val, "--reference", MODEL,
+                 "--metric", "rel_mse", "--batch-size", str(BATCH), "--json"])
+        rel = json.loads(e.stdout)["metrics"]["rel_mse"]
+        assert abs(log_of(out)["val_exported"] - rel) <= EXPORTED_TOLERANCE * rel, (log_of(out)["val_exported"], rel)
+        assert "the exported model computes otherwise" not in p.stdout, p.stdout
         # A teacher whose interface is another one: exit 2 naming it, nothing written.
         p = run([*args, "--teacher", seq, "-o", os.path.join(tmp, "bad")], expect=2)
         assert "--teacher " + seq in p.stderr and "first output" in p.stderr, p.stderr
