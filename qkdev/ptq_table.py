@@ -6,8 +6,10 @@ with aimet-onnx's AdaRound / SeqMSE, on the zoo and the real models, one run eac
 
 Per model:
   * today's best: `calibrate --method auto` (the method, then per-tensor refinement, on held-out data);
-  * each stage alone and both, on auto's method: `calibrate --method M --ptq S`;
-  * `--method auto --ptq seqmse,adaround` (auto keeps a stage only when held-out data says it helps);
+  * each stage alone (smoothquant, seqmse, adaround, bias-correction) and all four, on auto's
+    method: `calibrate --method M --ptq S`;
+  * with --auto-ptq, `--method auto --ptq seqmse,adaround` (auto keeps a stage only when held-out
+    data says it helps);
   * aimet-onnx apply_seq_mse / apply_adaround (qkdev/peers/aimet_ptq.py, its own venv), 8-bit
     symmetric per-channel weights and 8-bit activations, min-max encodings, the same calibration
     samples, the same AdaRound iterations;
@@ -85,7 +87,10 @@ class Real:
 
 
 def quantkit_row(qk, m, out, extra):
-    rc, stdout, stderr, wall, rss = timed([qk, "calibrate", m.model, *m.calib, "-o", out, "-q", *extra])
+    # FP32 float part: onnxruntime's CPU FP16 QuantizeLinear truncates where TensorRT rounds
+    # (docs/strongly-typed.md), which would score quantkit's models below what TensorRT computes.
+    rc, stdout, stderr, wall, rss = timed([qk, "calibrate", m.model, *m.calib, "-o", out, "-q", "--float-dtype", "fp32",
+                                           *extra])
     row = {"args": " ".join(extra), "seconds": wall, "rss_mib": rss}
     if rc != 0:
         row["error"] = (stderr.strip().splitlines() or ["?"])[-1][:160]
@@ -124,16 +129,19 @@ def evaluate(name, args, tmp):
     base["label"] += f": {method}"
     rows["runs"].append(base)
     it = f"adaround:iterations={args.iterations}"
-    for label, ptq in (("seqmse", "seqmse"), ("adaround", it), ("seqmse+adaround", "seqmse," + it)):
-        r, _ = quantkit_row(args.quantkit, m, os.path.join(d, label), ["--method", method, "--ptq", ptq,
-                                                                      "--ptq-samples", str(args.ptq_samples)])
+    every = f"smoothquant,seqmse,{it},bias-correction"
+    for label, ptq in (("smoothquant", "smoothquant"), ("seqmse", "seqmse"), ("adaround", it),
+                       ("bias-correction", "bias-correction"), ("all four", every)):
+        r, _ = quantkit_row(args.quantkit, m, os.path.join(d, label.replace(" ", "_")),
+                            ["--method", method, "--ptq", ptq, "--ptq-samples", str(args.ptq_samples)])
         r["label"] = f"{method} + {label}"
         rows["runs"].append(r)
-    r, stdout = quantkit_row(args.quantkit, m, os.path.join(d, "auto_ptq"),
-                             ["--method", "auto", "--ptq", "seqmse," + it, "--ptq-samples", str(args.ptq_samples)])
-    kept = [l for l in stdout.splitlines() if "<- kept" in l]
-    r["label"] = "--method auto --ptq seqmse,adaround" + (f" (kept: {kept[0].split()[0]})" if kept else " (kept: none)")
-    rows["runs"].append(r)
+    if args.auto_ptq:
+        r, stdout = quantkit_row(args.quantkit, m, os.path.join(d, "auto_ptq"),
+                                 ["--method", "auto", "--ptq", "seqmse," + it, "--ptq-samples", str(args.ptq_samples)])
+        kept = [l for l in stdout.splitlines() if "<- kept" in l]
+        r["label"] = "--method auto --ptq seqmse,adaround" + (f" (kept: {kept[0].split()[0]})" if kept else " (kept: none)")
+        rows["runs"].append(r)
     if args.aimet_python:
         for technique in ("seqmse", "adaround"):
             r = aimet_row(args.aimet_python, m, os.path.join(d, "aimet_" + technique), technique, args.iterations,
@@ -164,6 +172,7 @@ def main():
     ap.add_argument("--calib-samples", type=int, default=512, help="zoo: fashion-mnist:calib samples")
     ap.add_argument("--test-samples", type=int, default=2000, help="zoo: fashion-mnist:test samples scored")
     ap.add_argument("--aimet-python", help="python of a venv with aimet-onnx (qkdev/peers/aimet_ptq.py)")
+    ap.add_argument("--auto-ptq", action="store_true", help="also --method auto --ptq seqmse,adaround")
     ap.add_argument("--md")
     ap.add_argument("--json")
     args = ap.parse_args()

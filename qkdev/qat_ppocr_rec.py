@@ -10,7 +10,8 @@ model in onnxruntime on held-out text lines that neither run saw.
 --lr is passed to both runs (default: qat's); --runs picks them (--val 64 lines; no --val: the
 default held-out tail of the 128 training lines, or nothing with --holdout 0 via --no-holdout).
 --start-method / --start-ptq choose the PTQ start (default: max, no stages); with stages that change
-weights, qat starts from the calibrate run's model.float.onnx, as docs/ptq.md says.
+weights, qat starts from the calibrate run's model.float.onnx with `--teacher` the shipped model,
+as docs/ptq.md says (--no-teacher leaves it out: the staged float model is then the teacher).
 
 Text lines come from qkdev/realmodels.py's generator (48 x 320, seed 31): 128 to train on, 64
 for --val, 200 to judge. The float part is FP32 (--float-dtype fp32): onnxruntime's CPU FP16
@@ -61,10 +62,14 @@ def main():
     ap.add_argument("--start-ptq", default=None, help="calibrate --ptq of the PTQ start (stages on 32 lines, runs of 8)")
     ap.add_argument("--eval-every", type=int, default=None, help="qat --eval-every")
     ap.add_argument("--metric", default=None, help="qat --metric (default: qat's own, rel_mse here)")
+    ap.add_argument("--no-teacher", action="store_true", help="no --teacher when starting from model.float.onnx")
+    ap.add_argument("--keep", default=None, help="write the runs' directories here instead of a temporary one")
     a = ap.parse_args()
     model = os.path.join(realmodels.ensure("ppocr_rec"), "model.onnx")
     rng = np.random.default_rng(SEED)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = a.keep or scratch
+        os.makedirs(tmp, exist_ok=True)
         paths = {}
         # The draw order of the earlier measurements (128 train, 64 val, 200 test); lines beyond the
         # first 128 of --train are drawn after them, so val and test are the same whatever --train is.
@@ -81,6 +86,7 @@ def main():
                                             *stages])
         float_model = os.path.join(ptq, "model.float.onnx")
         start_model = float_model if os.path.exists(float_model) else model
+        teacher = ["--teacher", model] if start_model != model and not a.no_teacher else []
         test = np.load(paths["test"])
         import onnxruntime as ort
         name = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).get_inputs()[0].name
@@ -106,7 +112,7 @@ def main():
             out = os.path.join(tmp, "qat_" + key)
             args = ["qat", start_model, "--plan", os.path.join(ptq, "plan.json"), "--data", paths["train"], "--steps",
                     str(a.steps), "--batch-size", "8", "--float-dtype", "fp32", "--threads", str(a.threads), "-q",
-                    "-o", out, *extra]
+                    "-o", out, *teacher, *extra]
             r, secs = quantkit(a.quantkit, args)
             _, match, rel = judge(os.path.join(out, "model.qdq.onnx"))
             print(f"\n== qat {label}: {secs:.0f} s\n{r.stdout}{r.stderr}"

@@ -256,7 +256,7 @@ def qat(model: PathLike, data: _data.DataLike, output_dir: PathLike, *, plan: Op
     calib.cache, training_log.json, ... into ``output_dir``.
 
     lr        the peak learning rate (> 0), or ``"auto"``: chosen on the validation data by five
-              short trial runs (1e-5 .. 1e-3). None (the default): ``"auto"`` when the run is
+              short trial runs (1e-5 .. 1e-3; then 3e-6, 1e-6 when none of those beats the PTQ start). None (the default): ``"auto"`` when the run is
               validated (``val`` or the held-out tail), else 1e-4; with ``resume`` the checkpoint's.
     teacher   the FP32 model to distil from and validate against (default: ``model``); give the
               original when ``model`` is calibrate's model.float.onnx from weight-changing stages.

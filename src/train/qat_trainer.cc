@@ -62,6 +62,23 @@ AtenRunOptions Capturing(const std::vector<std::string>& names, std::map<std::st
   return o;
 }
 
+// D of the header: MSE, or KL over the target's class axis (each position's distribution; the mean
+// over batch and positions) or, without one, over everything but the batch axis.
+at::Tensor Distillation(const TrainerOptions& o, const at::Tensor& student,
+                        const at::Tensor& teacher) {
+  if (o.distill == DistillLoss::kMse) return at::mse_loss(student, teacher);
+  const double tau = o.temperature;
+  const int64_t axis = o.distill_on.axis;
+  const at::Tensor s = axis >= 0 ? student : student.flatten(1);
+  const at::Tensor t = axis >= 0 ? teacher : teacher.flatten(1);
+  const int64_t classes_axis = axis >= 0 ? axis : 1;
+  const at::Tensor log_p = at::log_softmax(s / tau, classes_axis);
+  const at::Tensor target = at::softmax(t / tau, classes_axis);
+  const double distributions =
+      static_cast<double>(s.numel() / std::max<int64_t>(s.size(classes_axis), 1));
+  return at::kl_div(log_p, target, at::Reduction::Sum) / distributions * (tau * tau);
+}
+
 }  // namespace
 
 struct QatTrainer::Impl {
@@ -160,6 +177,14 @@ Result<std::unique_ptr<QatTrainer>> QatTrainer::Create(ir::Model student, ir::Mo
     impl->names.push_back(name);
     impl->params.push_back(t.to(impl->device).set_requires_grad(true));
   }
+  const DistillTarget& target = options.distill_on;
+  if (!target.student.empty()) {
+    QK_RETURN_IF_NOT(student.graph->FindValue(target.student) != nullptr &&
+                         teacher.graph->FindValue(target.teacher) != nullptr,
+                     StatusCode::kNotFound,
+                     "distillation tensor '{}' / '{}' is not in the student / the FP32 model",
+                     target.student, target.teacher);
+  }
   for (const std::string& f : options.feature_tensors) {
     QK_RETURN_IF_NOT(student.graph->FindValue(f) != nullptr && teacher.graph->FindValue(f) != nullptr,
                      StatusCode::kNotFound, "feature tensor '{}' is not in both the student and the FP32 model", f);
@@ -209,29 +234,27 @@ Result<StepResult> QatTrainer::Step(const TrainingBatch& batch, const GradientRe
   r.lr = LearningRate(m.step);
   Status st = Guarded("QAT step " + std::to_string(m.step), [&]() -> Status {
     std::map<std::string, at::Tensor> teacher_features, student_features;
+    const DistillTarget& target = o.distill_on;
+    const bool on_target = !target.student.empty();
+    std::vector<std::string> teacher_wanted = o.feature_tensors, student_wanted = o.feature_tensors;
+    if (on_target)
+      teacher_wanted.push_back(target.teacher), student_wanted.push_back(target.student);
     at::Tensor teacher_out;
     {
       at::NoGradGuard no_grad;
       QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> t,
-                          RunAten(*m.teacher, feeds, Capturing(o.feature_tensors, &teacher_features)));
-      teacher_out = t.at(0).to(at::kFloat);
+                          RunAten(*m.teacher, feeds, Capturing(teacher_wanted, &teacher_features)));
+      teacher_out = (on_target ? teacher_features.at(target.teacher) : t.at(0)).to(at::kFloat);
     }
-    AtenRunOptions run = Capturing(o.feature_tensors, &student_features);
+    AtenRunOptions run = Capturing(student_wanted, &student_features);
     const NamedAten params = m.ParameterFeeds();
     run.parameters = &params;
     QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> s, RunAten(*m.student, feeds, run));
     const at::Tensor out = s.at(0);
     at::Tensor loss = at::zeros({}, out.options().dtype(at::kFloat));
     if (o.distill_weight > 0) {
-      at::Tensor d;
-      if (o.distill == DistillLoss::kMse) {
-        d = at::mse_loss(out, teacher_out);
-      } else {
-        const double tau = o.temperature;
-        const at::Tensor log_p = at::log_softmax(out.flatten(1) / tau, 1);
-        const at::Tensor target = at::softmax(teacher_out.flatten(1) / tau, 1);
-        d = at::kl_div(log_p, target, at::Reduction::Sum) / static_cast<double>(out.size(0)) * (tau * tau);
-      }
+      const at::Tensor d =
+          Distillation(o, on_target ? student_features.at(target.student) : out, teacher_out);
       r.distill = d.item<double>();
       loss = loss + o.distill_weight * d;
     }

@@ -14,6 +14,9 @@
 //   loss = distill_weight * D(student, teacher) + label_weight * CE(student, labels)
 //          + feature_weight * mean over feature_tensors of MSE(student_f, teacher_f)
 //   D = MSE of the first outputs, or KL(softmax(teacher/T) || softmax(student/T)) * T^2.
+// With a distillation target (DistillTarget), D compares those tensors instead: the logits a
+// Softmax output is made from, the KL taken over the Softmax's axis (mean over the other
+// positions).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +36,14 @@ namespace quantkit::train {
 enum class OptimizerKind { kSgd, kAdamW };
 enum class DistillLoss { kMse, kKl };
 
+// Where D is taken when not on the first outputs: a tensor of each graph (the student's may be the
+// fake-quantized copy the student's Softmax reads) and, for KL, the class axis.
+struct DistillTarget {
+  std::string student;  // empty: the first outputs
+  std::string teacher;
+  int64_t axis = -1;  // KL's softmax axis (>= 0); -1: over everything but the batch axis
+};
+
 struct TrainerOptions {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   double lr = 1e-4;
@@ -43,6 +54,7 @@ struct TrainerOptions {
   DistillLoss distill = DistillLoss::kMse;
   double distill_weight = 1.0;
   double temperature = 1.0;   // KL only
+  DistillTarget distill_on;
   double label_weight = 0.0;  // cross-entropy against the batch's labels (required when > 0)
   std::vector<std::string> feature_tensors;  // names present in both graphs
   double feature_weight = 0.0;

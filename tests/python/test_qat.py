@@ -37,7 +37,9 @@ def test_qat_lr_auto_and_bad_options(model, calib_dir, tmp_path):
     r = quantkit.qat(model, spec, tmp_path / "auto", steps=STEPS, batch_size=BATCH, calib_samples=64,
                      lr="auto", progress=False)
     search = r.data["lr_search"]
-    assert [t["lr"] for t in search["trials"]] == [1e-5, 3e-5, 1e-4, 3e-4, 1e-3]
+    lrs = [t["lr"] for t in search["trials"]]
+    # The grid, then the smaller ones only when the grid did not beat the PTQ start.
+    assert lrs[:5] == [1e-5, 3e-5, 1e-4, 3e-4, 1e-3] and lrs[5:] in ([], [3e-6], [3e-6, 1e-6]), lrs
     assert r.data["lr"] == search["chosen"] and "lr auto: " in r.text, r.text
     for kwargs, match in (({"lr": "fast"}, "lr 'fast'"), ({"loss": "hinge"}, "--loss"),
                           ({"optimizer": "lamb"}, "--optimizer"), ({"float_dtype": "fp8"}, "fp8"),

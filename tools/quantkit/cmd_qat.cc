@@ -61,7 +61,8 @@ void SetupQat(CLI::App& app, RunFn* run) {
          },
          fmt::format(
              "peak learning rate (linear warm-up, then cosine to 0), or auto: chosen on the validation data "
-             "among 1e-5, 3e-5, 1e-4, 3e-4, 1e-3 by short trial runs (a quarter of the run's steps more). "
+             "among 1e-5, 3e-5, 1e-4, 3e-4, 1e-3 by short trial runs (a quarter of the run's steps more; 3e-6 and 1e-6 too "
+             "when none beats the PTQ start). "
              "Default: auto when the run is validated (--val or the held-out tail), else {:g}; with --resume "
              "the checkpoint's",
              QatOptions::kDefaultLr))

@@ -2,9 +2,11 @@
 //
 // Why: AdamW moves every weight by about lr per step whatever its size, so the right lr depends on
 // the model's weight scale. The zoo trains best at 1e-4 to 1e-3, the shipped PP-OCRv4 recognizer
-// only at 1e-5 (1e-4 takes its exact match from 0.390 to 0.030; docs/qat.md). A trial is the
-// run's schedule in miniature (the same warm-up share, cosine to 0 at its last step) from the PTQ
-// start over the run's first batches, so an lr that diverges, or only overshoots, shows in the
+// at 1e-6 (1e-4 takes its exact match from 0.390 to 0.030, and from a SmoothQuant start 1e-5
+// degrades it where 1e-6 takes it from 0.705 to 0.830; docs/qat.md). Hence the grid, then lower
+// candidates only when none of the grid beats the start (no cost where the grid works). A trial is
+// the run's schedule in miniature (the same warm-up share, cosine to 0 at its last step) from the
+// PTQ start over the run's first batches, so an lr that diverges, or only overshoots, shows in the
 // validation score at its end.
 #include <fmt/format.h>
 
@@ -41,11 +43,8 @@ Result<double> ChooseLearningRate(const QatOptions& o, Launch& launch, const Tra
   search.steps =
       std::clamp(run_options.total_steps / kTrialShareDivisor, kMinTrialSteps, kMaxTrialSteps);
   search.steps = std::min(search.steps, std::max<int64_t>(run_options.total_steps, 1));
-  const int64_t n = static_cast<int64_t>(std::size(QatOptions::kLrCandidates));
-  Progress bar("qat --lr auto", n * search.steps, "steps");
-  if (!o.progress || !launch.comm->is_root()) bar.set_enabled(false);
   std::optional<QatScore> ptq;
-  for (double lr : QatOptions::kLrCandidates) {
+  auto trial = [&](double lr, Progress* bar) -> Status {
     const auto trial_start = std::chrono::steady_clock::now();
     train::TrainerOptions t = run_options;
     t.lr = lr;
@@ -63,25 +62,51 @@ Result<double> ChooseLearningRate(const QatOptions& o, Launch& launch, const Tra
     for (int64_t step = 0; step < search.steps; ++step) {
       QK_RETURN_IF_ERROR(
           TrainStep(o, launch, data, *trainer, step, result->steps_per_epoch, &order).status());
-      bar.Advance(1);
+      bar->Advance(1);
     }
     QK_ASSIGN_OR_RETURN(QatScore score, Validate(*trainer, validation, *launch.comm));
     search.trials.push_back(
         {lr, score,
          std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_start).count()});
-    bar.set_note(fmt::format("  lr {:g} done", lr));
+    bar->set_note(fmt::format("  lr {:g} done", lr));
+    return Status::Ok();
+  };
+  const bool show = o.progress && launch.comm->is_root();
+  {
+    Progress bar("qat --lr auto",
+                 static_cast<int64_t>(std::size(QatOptions::kLrCandidates)) * search.steps,
+                 "steps");
+    bar.set_enabled(show);
+    for (double lr : QatOptions::kLrCandidates) QK_RETURN_IF_ERROR(trial(lr, &bar));
+    bar.Finish();
   }
-  bar.Finish();
   // The best trial; on equal scores the smaller lr (the candidates ascend, and Better is strict).
   const LrTrial* best = &search.trials.front();
-  for (const LrTrial& trial : search.trials) {
-    if (Better(trial.score, best->score, result->higher_is_better)) best = &trial;
+  for (const LrTrial& t : search.trials) {
+    if (Better(t.score, best->score, result->higher_is_better)) best = &t;
   }
   search.ptq = *ptq;
   search.beat_ptq = Better(best->score, *ptq, result->higher_is_better);
-  // No trial beat the PTQ start: the smallest lr moves the model least (keep-the-best still
-  // guards the run itself).
-  search.chosen = search.beat_ptq ? best->lr : QatOptions::kLrCandidates[0];
+  search.chosen = best->lr;
+  if (!search.beat_ptq) {
+    // Even the smallest moved the model away from its start: the lr lies lower (PP-OCRv4 rec: 1e-5
+    // degrades it, 1e-6 improves it). Down the smaller candidates until one beats the start; none
+    // does: the smallest, which moves the model least (keep-the-best still guards the run).
+    Progress bar("qat --lr auto, below 1e-5",
+                 static_cast<int64_t>(std::size(QatOptions::kLrCandidatesBelow)) * search.steps,
+                 "steps");
+    bar.set_enabled(show);
+    search.chosen = QatOptions::kLrCandidatesBelow[std::size(QatOptions::kLrCandidatesBelow) - 1];
+    for (double lr : QatOptions::kLrCandidatesBelow) {
+      QK_RETURN_IF_ERROR(trial(lr, &bar));
+      if (Better(search.trials.back().score, *ptq, result->higher_is_better)) {
+        search.beat_ptq = true;
+        search.chosen = lr;
+        break;
+      }
+    }
+    bar.Finish();
+  }
   search.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result->lr_search = search;
   result->lr = search.chosen;

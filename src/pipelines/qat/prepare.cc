@@ -46,6 +46,54 @@ std::vector<std::string> TrainableParameters(const ir::Graph& g,
 
 }  // namespace
 
+// Why the logits: distilling
+// probabilities weighs only the confident classes (PP-OCRv4 rec's 6625 per frame, most below 1e-5),
+// and KL of a softmax of probabilities is not the classic objective (Hinton et al. 2015: KL of the
+// tempered softmax of the logits). Below opset 13 Softmax flattens from its axis, and the opset
+// upgrade writes that as Reshape(Softmax(Flatten(x, k)), Shape(x)) (onnx/opset_upgrade.cc): either
+// is a softmax per position over one axis only when that axis is the last. nullopt otherwise.
+std::optional<train::DistillTarget> SoftmaxLogits(const ir::Model& student,
+                                                  const ir::Model& teacher) {
+  struct Found {
+    std::string logits;
+    int64_t axis = -1;
+  };
+  auto is = [](const ir::Node* n, const char* op) {
+    return n != nullptr && n->domain().empty() && n->op_type() == op;
+  };
+  auto find = [&is](const ir::Model& m) -> std::optional<Found> {
+    const ir::Graph& g = *m.graph;
+    if (g.outputs().empty() || !g.outputs().front()->type.has_shape) return std::nullopt;
+    const ir::Value* out = g.outputs().front();
+    const int64_t rank = static_cast<int64_t>(out->type.dims.size());
+    const ir::Node* n = out->producer();
+    if (rank < 2 || n == nullptr) return std::nullopt;
+    const int64_t opset = m.OpsetFor("");
+    if (is(n, "Softmax")) {
+      int64_t axis = n->GetInt("axis", opset >= 13 ? -1 : 1);
+      if (axis < 0) axis += rank;
+      if (axis < 1 || axis >= rank || (opset < 13 && axis != rank - 1)) return std::nullopt;
+      return Found{n->input(0)->name(), axis};
+    }
+    // The upgraded form: Reshape(Softmax<-1 or 1>(Flatten<k>(x)), Shape(x)), k the last axis of x.
+    if (!is(n, "Reshape") || n->num_inputs() < 2) return std::nullopt;
+    const ir::Node* softmax = n->input(0)->producer();
+    const ir::Node* shape = n->input(1)->producer();
+    if (!is(softmax, "Softmax") || !is(shape, "Shape")) return std::nullopt;
+    const int64_t softmax_axis = softmax->GetInt("axis", opset >= 13 ? -1 : 1);
+    const ir::Node* flatten = softmax->input(0)->producer();
+    if ((softmax_axis != -1 && softmax_axis != 1) || !is(flatten, "Flatten")) return std::nullopt;
+    const ir::Value* x = flatten->input(0);
+    int64_t k = flatten->GetInt("axis", 1);
+    if (k < 0) k += rank;
+    if (shape->input(0) != x || k != rank - 1) return std::nullopt;
+    return Found{x->name(), k};
+  };
+  const std::optional<Found> s = find(student), t = find(teacher);
+  if (!s || !t || s->axis != t->axis) return std::nullopt;
+  return train::DistillTarget{s->logits, t->logits, s->axis};
+}
+
 Result<ir::Model> LoadFolded(const std::string& path, int* folded) {
   QK_ASSIGN_OR_RETURN(ir::Model m, analysis::LoadModelForQuantization(path));
   QK_ASSIGN_OR_RETURN(passes::PassReport bn, passes::RunPass(m, passes::FoldBatchNorm()));
@@ -148,6 +196,8 @@ Result<Graphs> PrepareGraphs(const QatOptions& o, StartPlan* plan, QatResult* re
   QK_ASSIGN_OR_RETURN(g.teacher, analysis::LoadModelForQuantization(teacher));
   if (!o.teacher.empty())
     QK_RETURN_IF_ERROR(CheckSameInterface(o.model, *g.student.graph, teacher, *g.teacher.graph));
+  if (std::optional<train::DistillTarget> logits = SoftmaxLogits(g.student, g.teacher))
+    g.softmax_logits = *logits;
   return g;
 }
 

@@ -97,6 +97,18 @@ void AddWarnings(const QatOptions& o, const TrainingData& data, QatResult* resul
   }
 }
 
+void ChooseDistillationTarget(const Graphs& graphs, train::TrainerOptions* topts,
+                              QatResult* result) {
+  const train::DistillTarget& logits = graphs.softmax_logits;
+  if (topts->distill != train::DistillLoss::kKl || topts->distill_weight <= 0 ||
+      logits.student.empty())
+    return;
+  topts->distill_on = logits;
+  result->distill_on =
+      fmt::format("KL on the logits '{}' of the Softmax output '{}', per position over axis {}",
+                  logits.teacher, graphs.teacher.graph->outputs().front()->name(), logits.axis);
+}
+
 }  // namespace qat
 
 Result<QatResult> RunQat(const QatOptions& o) {
@@ -132,6 +144,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
   if (topts.warmup_steps == 0) {
     topts.warmup_steps = static_cast<int64_t>(std::floor(o.warmup_fraction * run.total_steps));
   }
+  qat::ChooseDistillationTarget(graphs, &topts, &result);
   QK_ASSIGN_OR_RETURN(const bool choose_lr, qat::ResolveLearningRate(o, data, &result));
   topts.lr = result.lr;
   // Choosing the lr: the trial trainers, and then the run's, start from copies of the graphs.

@@ -66,6 +66,9 @@ struct QatOptions {
   enum class LrRule { kGiven, kAuto, kDefault };
   LrRule lr_rule = LrRule::kDefault;
   static constexpr double kLrCandidates[] = {1e-5, 3e-5, 1e-4, 3e-4, 1e-3};
+  // Tried in this order, after kLrCandidates, only when none of those beat the PTQ start; the
+  // first that does is chosen, else the last.
+  static constexpr double kLrCandidatesBelow[] = {3e-6, 1e-6};
   double warmup_fraction = 0.05;    // share of the steps spent warming up (when trainer.warmup_steps == 0)
   bool recompute_weight_scales = true;
   // LSQ by default: a frozen scale cannot undo a calibration that clips (an entropy plan clips
@@ -129,6 +132,9 @@ struct QatResult {
   std::optional<LrSearch> lr_search;  // when the lr was chosen
   double lr = 0;                      // the peak lr used
   std::string lr_source;  // why that lr, when not chosen: "--lr", "the default: ...", ...
+  // Where the distillation loss is taken when not on the first output (the logits of a Softmax
+  // output, with --loss kl); empty: the first output.
+  std::string distill_on;
   std::string metric;                 // "top1" | "agreement" | "rel_mse" ("" when not validated)
   bool higher_is_better = true;       // of `metric`
   std::string tiebreak;               // "rel_mse" beside top1/agreement, else ""

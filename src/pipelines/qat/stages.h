@@ -72,8 +72,19 @@ struct Graphs {
   ir::Model teacher;  // the FP32 model
   std::map<std::string, std::string> learned_scales;  // activation tensor -> its scale initializer
   std::vector<std::string> parameters;                // what the optimizer updates
+  // The logits of a Softmax first output (student, teacher, class axis); empty names: none.
+  train::DistillTarget softmax_logits;
 };
 Result<Graphs> PrepareGraphs(const QatOptions& o, StartPlan* plan, QatResult* result);
+// The logits a Softmax first output is made from, in both graphs, and the class axis: a Softmax
+// over one axis, or the opset upgrade's Reshape(Softmax(Flatten(x, k)), Shape(x)) when k is x's
+// last axis. nullopt when either graph's first output is not such a softmax, or their axes differ.
+std::optional<train::DistillTarget> SoftmaxLogits(const ir::Model& student,
+                                                  const ir::Model& teacher);
+// --loss kl (or ce+kl) on a model whose first output is a Softmax: the KL is taken on its logits,
+// per position (train::DistillTarget), and QatResult::distill_on says so.
+void ChooseDistillationTarget(const Graphs& graphs, train::TrainerOptions* topts,
+                              QatResult* result);
 
 // 4. Training data (the first --samples), --labels checked against it and the model's classes,
 // and validation data.

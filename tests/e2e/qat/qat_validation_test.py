@@ -187,20 +187,46 @@ def main():
         log = log_of(out)
         search = log["lr_search"]
         trials = search["trials"]
-        assert [t["lr"] for t in trials] == [1e-5, 3e-5, 1e-4, 3e-4, 1e-3] and search["steps"] == 2, search
+        grid, below = trials[:5], trials[5:]
+        assert [t["lr"] for t in grid] == [1e-5, 3e-5, 1e-4, 3e-4, 1e-3] and search["steps"] == 2, search
         sign = 1 if log["higher_is_better"] else -1
         def key(value, tiebreak):
             return (sign * value, -tiebreak)
-        best = max(trials, key=lambda t: (key(t["value"], t["tiebreak"]), -t["lr"]))  # ties: the smaller lr
-        beats = key(best["value"], best["tiebreak"]) > key(search["ptq"], search["ptq_tiebreak"])
-        assert search["beat_ptq"] == beats, search
-        assert search["chosen"] == (best["lr"] if beats else 1e-5) and log["lr"] == search["chosen"], search
+        ptq_key = key(search["ptq"], search["ptq_tiebreak"])
+        best = max(grid, key=lambda t: (key(t["value"], t["tiebreak"]), -t["lr"]))  # ties: the smaller lr
+        if key(best["value"], best["tiebreak"]) > ptq_key:
+            assert below == [] and search["beat_ptq"] and search["chosen"] == best["lr"], search
+        else:
+            # Down 3e-6, 1e-6 until one beats the start; none: the last.
+            assert [t["lr"] for t in below] in ([3e-6], [3e-6, 1e-6]), search
+            beats = [key(t["value"], t["tiebreak"]) > ptq_key for t in below]
+            assert beats == [False] * (len(below) - 1) + [beats[-1]] and search["beat_ptq"] == beats[-1], search
+            assert search["chosen"] == below[-1]["lr"], search
+        assert log["lr"] == search["chosen"], search
         # The trials start where the run starts: the same PTQ score as the run's step 0.
         assert search["ptq"] == log["val_ptq"] and search["ptq_tiebreak"] == log["val_ptq_tiebreak"], search
-        assert f"lr auto: {search['chosen']:g} chosen on top1 from 5 trials of 2 steps" in p.stdout, p.stdout
+        assert f"lr auto: {search['chosen']:g} chosen on top1 from {len(trials)} trials of 2 steps" in p.stdout, p.stdout
         p = run(["qat", MODEL, "--plan", plan, *TRAIN, "--steps", "1", "--lr", "auto", "--holdout", "0", "-q",
                  "-o", os.path.join(tmp, "bad")], expect=2)
         assert "--lr auto chooses on validation data" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+        # ... and when no lr of the grid beats the PTQ start (cross-entropy toward wrong labels: every
+        # trial moves the model away from FP32, 1e-5 by +40% rel_mse), the smaller ones are tried
+        # down to 1e-6, and the first to beat the start is chosen, else 1e-6.
+        labels = os.path.join(tmp, "wrong_labels.npy")
+        np.save(labels, (np.arange(2048) * 7 + 3) % 10)
+        low_run = os.path.join(tmp, "lr_below")
+        p = run(["qat", MODEL, "--plan", plan, *TRAIN, "--steps", str(STEPS), "--labels", labels, "--loss", "ce",
+                 "--lr", "auto", "-q", "-o", low_run])
+        low = log_of(low_run)["lr_search"]
+        below = low["trials"][5:]
+        assert [t["lr"] for t in low["trials"][:5]] == [1e-5, 3e-5, 1e-4, 3e-4, 1e-3], low
+        assert [t["lr"] for t in below] in ([3e-6], [3e-6, 1e-6]), low
+        ptq_key = key(low["ptq"], low["ptq_tiebreak"])
+        beats = [key(t["value"], t["tiebreak"]) > ptq_key for t in below]
+        assert beats[:-1] == [False] * (len(below) - 1) and low["beat_ptq"] == beats[-1], low
+        assert low["chosen"] == below[-1]["lr"] == log_of(low_run)["lr"], low
+        assert f"from {len(low['trials'])} trials" in p.stdout, p.stdout
 
         # 6. No --lr on a validated run: chosen exactly as --lr auto chooses.
         chosen_run = os.path.join(tmp, "lr_default")

@@ -1,0 +1,93 @@
+// Where QAT's --loss kl is taken (pipelines/qat: SoftmaxLogits): the logits of a Softmax first
+// output and its class axis, found in the plain form and in the opset upgrade's
+// Reshape(Softmax(Flatten(x, k)), Shape(x)) (how PP-OCRv4 rec's opset-12 Softmax reaches the
+// student), and refused where the softmax is not one per position over a single axis.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+
+#include "ir/graph.h"
+#include "pipelines/qat/stages.h"
+
+namespace quantkit::pipelines::qat {
+namespace {
+
+// x: float[N, T, 5] -> logits = x + b -> softmax; `upgraded` writes the upgrade's four nodes.
+ir::Model SoftmaxModel(int64_t opset, std::optional<int64_t> axis, bool upgraded = false,
+                       int64_t flatten_axis = 2) {
+  ir::Model m;
+  m.SetOpset("", opset);
+  ir::Graph& g = *m.graph;
+  const ir::TypeInfo type = ir::TypeInfo::Tensor(
+      ir::DType::kFloat, {ir::Dim::Symbolic("N"), ir::Dim::Symbolic("T"), ir::Dim::Known(5)});
+  ir::Value* x = g.CreateValue("x");
+  x->type = type;
+  g.AddInput(x);
+  ir::Value* b = g.AddInitializer(
+      "b", ir::Tensor::FromVector(ir::DType::kFloat, {5}, std::vector<float>(5, 0.1f)));
+  ir::Value* logits = (*g.AddNode("Add", {x, b}, {"logits"}, "", "add"))->output(0);
+  ir::Value* y = nullptr;
+  if (!upgraded) {
+    ir::Node* s = *g.AddNode("Softmax", {logits}, {"y"}, "", "softmax");
+    if (axis) s->SetAttr(ir::Attribute::Int("axis", *axis));
+    y = s->output(0);
+  } else {
+    ir::Node* flatten = *g.AddNode("Flatten", {logits}, {"flat"}, "", "flatten");
+    flatten->SetAttr(ir::Attribute::Int("axis", flatten_axis));
+    ir::Node* s = *g.AddNode("Softmax", {flatten->output(0)}, {"sm2d"}, "", "softmax");
+    s->SetAttr(ir::Attribute::Int("axis", -1));
+    ir::Node* shape = *g.AddNode("Shape", {logits}, {"shape"}, "", "shape");
+    y = (*g.AddNode("Reshape", {s->output(0), shape->output(0)}, {"y"}, "", "reshape"))->output(0);
+  }
+  y->type = type;
+  g.AddOutput(y);
+  return m;
+}
+
+TEST(QatSoftmaxLogitsTest, APerPositionSoftmaxGivesItsInputAndAxis) {
+  for (const auto& [opset, axis] : {std::pair<int64_t, std::optional<int64_t>>{13, std::nullopt},
+                                    {13, -1},
+                                    {13, 2},
+                                    {12, 2},
+                                    {12, -1}}) {
+    const std::optional<train::DistillTarget> t =
+        SoftmaxLogits(SoftmaxModel(opset, axis), SoftmaxModel(opset, axis));
+    ASSERT_TRUE(t.has_value()) << "opset " << opset << " axis " << axis.value_or(99);
+    EXPECT_EQ(t->student, "logits");
+    EXPECT_EQ(t->teacher, "logits");
+    EXPECT_EQ(t->axis, 2);
+  }
+  // Opset 13's softmax over the middle axis is one per (batch, class) over time: that axis.
+  EXPECT_EQ(SoftmaxLogits(SoftmaxModel(13, 1), SoftmaxModel(13, 1))->axis, 1);
+}
+
+TEST(QatSoftmaxLogitsTest, TheOpsetUpgradesFormIsFoundAndMatchesThePlainOne) {
+  const std::optional<train::DistillTarget> t =
+      SoftmaxLogits(SoftmaxModel(13, {}, true), SoftmaxModel(12, 2));
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->student, "logits");
+  EXPECT_EQ(t->axis, 2);
+}
+
+TEST(QatSoftmaxLogitsTest, ASoftmaxOverSeveralAxesOrNoneIsRefused) {
+  // Opset 12 flattens from axis 1: one softmax over [T * 5] per sample, not per position.
+  EXPECT_FALSE(
+      SoftmaxLogits(SoftmaxModel(12, std::nullopt), SoftmaxModel(12, std::nullopt)).has_value());
+  EXPECT_FALSE(SoftmaxLogits(SoftmaxModel(12, 1), SoftmaxModel(12, 1)).has_value());
+  // The upgraded form flattening from axis 1 is the same: refused.
+  EXPECT_FALSE(
+      SoftmaxLogits(SoftmaxModel(13, {}, true, 1), SoftmaxModel(13, {}, true, 1)).has_value());
+  // Axes that differ between student and teacher: refused.
+  EXPECT_FALSE(SoftmaxLogits(SoftmaxModel(13, 1), SoftmaxModel(13, 2)).has_value());
+  // An output that is no softmax.
+  ir::Model plain = SoftmaxModel(13, 2);
+  ir::Graph& g = *plain.graph;
+  g.FindValue("logits")->type =
+      g.outputs().front()->type;  // a shaped output: refused for its producer
+  g.SetOutput(0, g.FindValue("logits"));
+  EXPECT_FALSE(SoftmaxLogits(plain, plain).has_value());
+}
+
+}  // namespace
+}  // namespace quantkit::pipelines::qat

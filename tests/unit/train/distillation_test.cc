@@ -1,0 +1,136 @@
+// The distillation loss on a Softmax output's logits (train::DistillTarget): the KL of each
+// position's distribution over the class axis, averaged over batch and positions, computed by
+// hand here; and, without a target, the KL over everything but the batch axis (the first
+// outputs), which for a [batch, time, classes] output is another number.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "ir/graph.h"
+#include "train/qat_trainer.h"
+
+namespace quantkit::train {
+namespace {
+
+constexpr int64_t kBatch = 2, kTime = 3, kClasses = 4;
+// The loss is reported in float32 arithmetic; the reference is summed in double.
+constexpr double kLossTolerance = 1e-5;
+
+// logits = x * W (W: [classes], broadcast over [batch, time, classes]); y = Softmax(logits, axis
+// 2).
+ir::Model SoftmaxModel(float shift) {
+  ir::Model m;
+  m.SetOpset("", 13);
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.CreateValue("x");
+  x->type = ir::TypeInfo::Tensor(
+      ir::DType::kFloat, {ir::Dim::Known(kBatch), ir::Dim::Known(kTime), ir::Dim::Known(kClasses)});
+  g.AddInput(x);
+  std::vector<float> w(kClasses);
+  for (int64_t i = 0; i < kClasses; ++i) w[i] = 0.5f * static_cast<float>(i) - 0.7f + shift;
+  ir::Value* weight =
+      g.AddInitializer("W", ir::Tensor::FromVector(ir::DType::kFloat, {kClasses}, w));
+  auto mul = g.AddNode("Mul", {x, weight}, {"logits"}, "", "mul");
+  if (!mul.ok()) return m;
+  auto softmax = g.AddNode("Softmax", {(*mul)->output(0)}, {"y"}, "", "softmax");
+  if (!softmax.ok()) return m;
+  (*softmax)->SetAttr(ir::Attribute::Int("axis", 2));
+  ir::Value* y = (*softmax)->output(0);
+  y->type = x->type;
+  g.AddOutput(y);
+  return m;
+}
+
+std::vector<float> Input() {
+  std::vector<float> x(kBatch * kTime * kClasses);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 5) % 7) / 3.0f - 1.0f;
+  return x;
+}
+
+std::vector<double> Logits(float shift) {
+  const std::vector<float> x = Input();
+  std::vector<double> l(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    l[i] = x[i] * (0.5 * static_cast<double>(i % kClasses) - 0.7 + shift);
+  }
+  return l;
+}
+
+// Softmax of `v[begin, begin + n)` with temperature tau.
+std::vector<double> Softmax(const std::vector<double>& v, size_t begin, size_t n, double tau) {
+  double peak = -INFINITY, sum = 0;
+  for (size_t k = 0; k < n; ++k) peak = std::max(peak, v[begin + k] / tau);
+  std::vector<double> p(n);
+  for (size_t k = 0; k < n; ++k) sum += p[k] = std::exp(v[begin + k] / tau - peak);
+  for (double& e : p) e /= sum;
+  return p;
+}
+
+// KL(teacher || student) of each group of `n` values, summed, divided by `divisor`, * tau^2.
+double Kl(const std::vector<double>& student, const std::vector<double>& teacher, size_t n,
+          double divisor, double tau) {
+  double sum = 0;
+  for (size_t begin = 0; begin < student.size(); begin += n) {
+    const std::vector<double> p = Softmax(teacher, begin, n, tau),
+                              q = Softmax(student, begin, n, tau);
+    for (size_t k = 0; k < n; ++k) sum += p[k] * (std::log(p[k]) - std::log(q[k]));
+  }
+  return sum / divisor * tau * tau;
+}
+
+double FirstStepDistillation(const DistillTarget& target, double tau) {
+  TrainerOptions o;
+  o.distill = DistillLoss::kKl;
+  o.temperature = tau;
+  o.lr = 1e-3;
+  o.distill_on = target;
+  auto t = QatTrainer::Create(SoftmaxModel(0.4f), SoftmaxModel(0.0f), {"W"}, o);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  if (!t.ok()) return NAN;
+  TrainingBatch batch{
+      {{"x", ir::Tensor::FromVector(ir::DType::kFloat, {kBatch, kTime, kClasses}, Input())}},
+      std::nullopt};
+  auto r = (*t)->Step(batch, nullptr);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? r->distill : NAN;
+}
+
+TEST(DistillationTest, KlOnTheLogitsIsTheMeanOverPositionsOfEachPositionsKl) {
+  for (const double tau : {1.0, 2.0}) {
+    const double got = FirstStepDistillation({"logits", "logits", 2}, tau);
+    const double want = Kl(Logits(0.4f), Logits(0.0f), kClasses, kBatch * kTime, tau);
+    EXPECT_NEAR(got, want, kLossTolerance * std::max(1.0, want)) << "tau " << tau;
+    EXPECT_GT(want,
+              1e-3);  // the student differs from its teacher: a loss that could be 0 tests nothing
+  }
+}
+
+TEST(DistillationTest, WithoutATargetTheKlIsOverTheFlattenedOutputOfEachSample) {
+  const double tau = 1.0;
+  // The first outputs are probabilities: the softmax of the flattened [time * classes] per sample.
+  const std::vector<double> s = Logits(0.4f), t = Logits(0.0f);
+  std::vector<double> ps, pt;
+  for (size_t begin = 0; begin < s.size(); begin += kClasses) {
+    for (double v : Softmax(s, begin, kClasses, 1.0)) ps.push_back(v);
+    for (double v : Softmax(t, begin, kClasses, 1.0)) pt.push_back(v);
+  }
+  const double got = FirstStepDistillation({}, tau);
+  const double want = Kl(ps, pt, kTime * kClasses, kBatch, tau);
+  EXPECT_NEAR(got, want, kLossTolerance * std::max(1.0, want));
+  EXPECT_GT(std::abs(got - FirstStepDistillation({"logits", "logits", 2}, tau)),
+            10 * kLossTolerance);
+}
+
+TEST(DistillationTest, ATargetMissingFromAGraphIsRefusedNamingIt) {
+  TrainerOptions o;
+  o.distill = DistillLoss::kKl;
+  o.distill_on = {"logits", "no_such_tensor", 2};
+  auto t = QatTrainer::Create(SoftmaxModel(0.4f), SoftmaxModel(0.0f), {"W"}, o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("no_such_tensor"), std::string::npos)
+      << t.status().ToString();
+}
+
+}  // namespace
+}  // namespace quantkit::train
