@@ -5,7 +5,7 @@ model in onnxruntime on held-out text lines that neither run saw.
 
     .venv/bin/python -m qkdev.qat_ppocr_rec build/dev/tools/quantkit/quantkit [--steps 200] [--threads 2]
         [--lr 1e-5 | --lr auto] [--runs val,noval] [--train 128]
-        [--start-method percentile:99.99 --start-ptq seqmse,adaround:iterations=200]
+        [--start-method percentile:99.99 --start-ptq seqmse,adaround:iterations=200] [--loss kl]
 
 --lr is passed to both runs (default: qat's); --runs picks them (--val 64 lines; no --val: the
 default held-out tail of the 128 training lines, or nothing with --holdout 0 via --no-holdout).
@@ -62,6 +62,7 @@ def main():
     ap.add_argument("--start-ptq", default=None, help="calibrate --ptq of the PTQ start (stages on 32 lines, runs of 8)")
     ap.add_argument("--eval-every", type=int, default=None, help="qat --eval-every")
     ap.add_argument("--metric", default=None, help="qat --metric (default: qat's own, rel_mse here)")
+    ap.add_argument("--loss", default=None, help="qat --loss (default: qat's own, mse)")
     ap.add_argument("--no-teacher", action="store_true", help="no --teacher when starting from model.float.onnx")
     ap.add_argument("--keep", default=None, help="write the runs' directories here instead of a temporary one")
     a = ap.parse_args()
@@ -109,6 +110,8 @@ def main():
                 extra = extra + ["--eval-every", str(a.eval_every)]
             if a.metric is not None:
                 extra = extra + ["--metric", a.metric]
+            if a.loss is not None:
+                extra = extra + ["--loss", a.loss]
             out = os.path.join(tmp, "qat_" + key)
             args = ["qat", start_model, "--plan", os.path.join(ptq, "plan.json"), "--data", paths["train"], "--steps",
                     str(a.steps), "--batch-size", "8", "--float-dtype", "fp32", "--threads", str(a.threads), "-q",
