@@ -251,13 +251,15 @@ def qat(model: PathLike, data: _data.DataLike, output_dir: PathLike, *, plan: Op
         progress: bool = True, teacher: Optional[PathLike] = None) -> Report:
     """Quantization-aware fine-tuning of the ONNX model itself, as ``quantkit qat`` (docs/qat.md):
     from ``plan`` (or calibrated first with ``method``), fake-quantized training against the FP32
-    model (label-free ``loss="mse"``/``"kl"``, or ``"ce"``/``"ce+mse"`` with labels), validated on
-    ``val`` or a held-out tail of ``data`` with keep-the-best; writes model.qdq.onnx, plan.json,
-    calib.cache, training_log.json, ... into ``output_dir``.
+    model (label-free ``loss="mse"``/``"kl"``, kl on a Softmax output's logits, or
+    ``"ce"``/``"ce+mse"`` with labels), validated on ``val`` or a held-out tail of ``data`` with
+    keep-the-best; writes model.qdq.onnx, plan.json, calib.cache, training_log.json, ... into
+    ``output_dir``.
 
     lr        the peak learning rate (> 0), or ``"auto"``: chosen on the validation data by five
-              short trial runs (1e-5 .. 1e-3; then 3e-6, 1e-6 when none of those beats the PTQ start). None (the default): ``"auto"`` when the run is
-              validated (``val`` or the held-out tail), else 1e-4; with ``resume`` the checkpoint's.
+              short trial runs (1e-5 .. 1e-3; then 3e-6, 1e-6 when none of those beats the PTQ
+              start). None (the default): ``"auto"`` when the run is validated (``val`` or the
+              held-out tail), else 1e-4; with ``resume`` the checkpoint's.
     teacher   the FP32 model to distil from and validate against (default: ``model``); give the
               original when ``model`` is calibrate's model.float.onnx from weight-changing stages.
     Returns a Report: ``data`` is training_log.json (history, validation, ``lr_search``),

@@ -237,8 +237,10 @@ Result<StepResult> QatTrainer::Step(const TrainingBatch& batch, const GradientRe
     const DistillTarget& target = o.distill_on;
     const bool on_target = !target.student.empty();
     std::vector<std::string> teacher_wanted = o.feature_tensors, student_wanted = o.feature_tensors;
-    if (on_target)
-      teacher_wanted.push_back(target.teacher), student_wanted.push_back(target.student);
+    if (on_target) {
+      teacher_wanted.push_back(target.teacher);
+      student_wanted.push_back(target.student);
+    }
     at::Tensor teacher_out;
     {
       at::NoGradGuard no_grad;

@@ -77,7 +77,8 @@ void SetupQat(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   cmd->add_option(
          "--loss", q.loss,
-         "mse | kl (label-free distillation from the FP32 model) | ce (labels) | ce+kl | ce+mse")
+         "mse | kl (label-free distillation from the FP32 model; kl on a Softmax output: its logits) | ce (labels) | "
+         "ce+kl | ce+mse")
       ->capture_default_str();
   cmd->add_option("--temperature", q.temperature, "KL temperature")
       ->transform(InRange(kMinTemperature, kMaxTemperature))
