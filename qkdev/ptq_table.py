@@ -38,12 +38,16 @@ REAL = ["ppocr_rec", "textline", "ppocr_cls", "ppocr_det"]
 
 
 def timed(cmd):
-    """(returncode, stdout, stderr, wall seconds, peak RSS MiB of the child) via /usr/bin/time."""
+    """(returncode, stdout, stderr, wall seconds, peak RSS MiB of the child) via /usr/bin/time;
+    the stderr returned is the child's, without /usr/bin/time's lines (a failure's last line is
+    then the child's reason)."""
     t0 = time.time()
     r = subprocess.run(["/usr/bin/time", "-f", "QK_MAXRSS=%M", *cmd], capture_output=True, text=True)
     wall = time.time() - t0
     m = re.search(r"QK_MAXRSS=(\d+)", r.stderr)
-    return r.returncode, r.stdout, r.stderr, wall, (int(m.group(1)) / 1024.0 if m else float("nan"))
+    stderr = "\n".join(l for l in r.stderr.splitlines()
+                       if not l.startswith("QK_MAXRSS=") and not l.startswith("Command exited with non-zero status"))
+    return r.returncode, r.stdout, stderr, wall, (int(m.group(1)) / 1024.0 if m else float("nan"))
 
 
 class Zoo:
