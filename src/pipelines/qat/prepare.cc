@@ -46,12 +46,12 @@ std::vector<std::string> TrainableParameters(const ir::Graph& g,
 
 }  // namespace
 
-// Why the logits: distilling
-// probabilities weighs only the confident classes (PP-OCRv4 rec's 6625 per frame, most below 1e-5),
-// and KL of a softmax of probabilities is not the classic objective (Hinton et al. 2015: KL of the
-// tempered softmax of the logits). Below opset 13 Softmax flattens from its axis, and the opset
-// upgrade writes that as Reshape(Softmax(Flatten(x, k)), Shape(x)) (onnx/opset_upgrade.cc): either
-// is a softmax per position over one axis only when that axis is the last. nullopt otherwise.
+// Why the logits: distilling probabilities weighs only the confident classes (PP-OCRv4 rec's 6625
+// per frame, most below 1e-5), and KL of a softmax of probabilities is not the classic objective
+// (Hinton et al. 2015: KL of the tempered softmax of the logits). Below opset 13 Softmax flattens
+// from its axis, and the opset upgrade writes that as Reshape(Softmax(Flatten(x, k)), Shape(x))
+// (onnx/opset_upgrade.cc): either is a softmax per position over one axis only when that axis is
+// the last. nullopt otherwise.
 std::optional<train::DistillTarget> SoftmaxLogits(const ir::Model& student,
                                                   const ir::Model& teacher) {
   struct Found {
@@ -192,12 +192,9 @@ Result<Graphs> PrepareGraphs(const QatOptions& o, StartPlan* plan, QatResult* re
   g.learned_scales = passes::LearnedActivationScales(*g.student.graph);
   g.parameters = TrainableParameters(*g.student.graph, g.learned_scales);
   result->parameters = static_cast<int>(g.parameters.size());
-  const std::string& teacher = o.teacher.empty() ? o.model : o.teacher;
-  QK_ASSIGN_OR_RETURN(g.teacher, analysis::LoadModelForQuantization(teacher));
+  QK_ASSIGN_OR_RETURN(g.teacher, analysis::LoadModelForQuantization(o.teacher_path()));
   if (!o.teacher.empty())
-    QK_RETURN_IF_ERROR(CheckSameInterface(o.model, *g.student.graph, teacher, *g.teacher.graph));
-  if (std::optional<train::DistillTarget> logits = SoftmaxLogits(g.student, g.teacher))
-    g.softmax_logits = *logits;
+    QK_RETURN_IF_ERROR(CheckSameInterface(o.model, *g.student.graph, o.teacher, *g.teacher.graph));
   return g;
 }
 

@@ -99,14 +99,13 @@ void AddWarnings(const QatOptions& o, const TrainingData& data, QatResult* resul
 
 void ChooseDistillationTarget(const Graphs& graphs, train::TrainerOptions* topts,
                               QatResult* result) {
-  const train::DistillTarget& logits = graphs.softmax_logits;
-  if (topts->distill != train::DistillLoss::kKl || topts->distill_weight <= 0 ||
-      logits.student.empty())
-    return;
-  topts->distill_on = logits;
+  if (topts->distill != train::DistillLoss::kKl || topts->distill_weight <= 0) return;
+  const std::optional<train::DistillTarget> logits = SoftmaxLogits(graphs.student, graphs.teacher);
+  if (!logits) return;
+  topts->distill_on = *logits;
   result->distill_on =
       fmt::format("KL on the logits '{}' of the Softmax output '{}', per position over axis {}",
-                  logits.teacher, graphs.teacher.graph->outputs().front()->name(), logits.axis);
+                  logits->teacher, graphs.teacher.graph->outputs().front()->name(), logits->axis);
 }
 
 }  // namespace qat

@@ -38,6 +38,7 @@ namespace quantkit::pipelines {
 struct QatOptions {
   std::string model;
   std::string teacher;            // distilled from and validated against; empty: model
+  const std::string& teacher_path() const { return teacher.empty() ? model : teacher; }
   std::string data;               // training data (data::OpenSource spec)
   data::ImageOptions image;
   std::string labels;             // optional labels .npy (int, [N]) for data that carries none

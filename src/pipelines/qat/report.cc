@@ -183,7 +183,7 @@ Result<QatScore> ValidateExported(const QatOptions& o, const TrainingData& data,
                                   const QatResult& result) {
   EvalOptions eval;
   eval.model = qdq_path;
-  eval.reference_model = o.teacher.empty() ? o.model : o.teacher;  // what training validated against
+  eval.reference_model = o.teacher_path();  // what training validated against
   eval.data = o.val.empty() ? o.data : o.val;
   eval.first_sample = data.val_first_sample;
   eval.samples = o.val.empty() ? data.holdout : o.val_samples;

@@ -72,8 +72,6 @@ struct Graphs {
   ir::Model teacher;  // the FP32 model
   std::map<std::string, std::string> learned_scales;  // activation tensor -> its scale initializer
   std::vector<std::string> parameters;                // what the optimizer updates
-  // The logits of a Softmax first output (student, teacher, class axis); empty names: none.
-  train::DistillTarget softmax_logits;
 };
 Result<Graphs> PrepareGraphs(const QatOptions& o, StartPlan* plan, QatResult* result);
 // The logits a Softmax first output is made from, in both graphs, and the class axis: a Softmax
