@@ -34,7 +34,8 @@
 # Usage: scripts/gpu_machine.sh [all|build|test|bench]   (build: env + build; test: + tests.log;
 #        bench: env + bench.log only, on an existing build/cuda; all: everything)
 # Environment: OUT (results; default build/gpu-results), QK_DEBS_PREFIX (default /opt/qkdebs),
-#   QK_GPU_BUDGET_S (seconds for the whole script, default 540), QK_DEVICE (default cuda; `cpu`
+#   QK_GPU_BUDGET_S (seconds for the whole script, default 540), QK_SKIP (a regex: steps whose
+#   name matches it are skipped, e.g. "QAT|PTQ" for a short second call), QK_DEVICE (default cuda; `cpu`
 #   with QK_SMALL=1 and QK_BUILD_DIR=build/dev or build/cuda runs every piece on a CPU machine:
 #   no .debs, no build, small sizes, the emulated device for parity -- the dry run that keeps
 #   a script bug from costing the GPU call), QK_BENCH_SAMPLES / QK_BENCH_SHORT (8192 / 1024).
@@ -62,6 +63,10 @@ left() { echo $((DEADLINE - $(date +%s))); }
 step() {
   local name=$1 need=$2 log=$3
   shift 3
+  if [[ -n ${QK_SKIP:-} && $name =~ $QK_SKIP ]]; then
+    echo "- $name: skipped (QK_SKIP)" >>"$SUMMARY"
+    return 0
+  fi
   if (($(left) < need)); then
     echo "- $name: skipped (only $(left) s left, needs ~$need s)" >>"$SUMMARY"
     return 1

@@ -268,11 +268,13 @@ struct BodyWatch;
 // order the tensors were computed, as they would have one by one.
 class PendingStats {
  public:
+  // Also bounds the tensors kept for an exact recomputation (runtime/tensor_stats_aten.h, kFast).
   static constexpr int64_t kMaxPendingBytes = int64_t{256} << 20;
 
   Status Add(Observer* obs, const std::string& name, const ir::Node* producer,
              PendingTensorStats stats) {
     if (stats.packed.defined()) bytes_ += static_cast<int64_t>(stats.packed.nbytes());
+    if (stats.source.defined()) bytes_ += static_cast<int64_t>(stats.source.nbytes());
     items_.push_back({obs, name, producer, std::move(stats)});
     return bytes_ > kMaxPendingBytes ? Flush() : Status::Ok();
   }
@@ -281,21 +283,7 @@ class PendingStats {
     std::vector<Item> items;
     items.swap(items_);
     bytes_ = 0;
-    std::vector<at::Tensor> packed;
-    for (const Item& it : items) {
-      if (!it.stats.packed.defined()) continue;
-      // One device per run in practice; a value a kernel left elsewhere joins the first's.
-      packed.push_back(packed.empty() ? it.stats.packed
-                                      : it.stats.packed.to(packed.front().device()));
-    }
-    at::Tensor host;
-    if (!packed.empty()) host = at::cat(packed).to(at::kCPU).contiguous();
-    const double* v = host.defined() ? host.data_ptr<double>() : nullptr;
-    for (Item& it : items) {
-      if (!it.stats.packed.defined()) continue;
-      FinishTensorStats(v, &it.stats);
-      v += it.stats.packed.numel();
-    }
+    QK_RETURN_IF_ERROR(Finish(items));
     for (Item& it : items)
       QK_RETURN_IF_ERROR(it.obs->OnStats(it.name, it.producer, it.stats.stats));
     return Status::Ok();
@@ -308,6 +296,34 @@ class PendingStats {
     const ir::Node* producer;
     PendingTensorStats stats;
   };
+
+  // Copies the items' figures to the host in one copy and finishes them; the few whose fast
+  // statistics met a non-finite value are recomputed exactly from the tensor they kept.
+  static Status Finish(std::vector<Item>& items) {
+    std::vector<at::Tensor> packed;
+    for (const Item& it : items) {
+      if (!it.stats.packed.defined()) continue;
+      // One device per run in practice; a value a kernel left elsewhere joins the first's.
+      packed.push_back(packed.empty() ? it.stats.packed
+                                      : it.stats.packed.to(packed.front().device()));
+    }
+    at::Tensor host;
+    if (!packed.empty()) host = at::cat(packed).to(at::kCPU).contiguous();
+    const double* v = host.defined() ? host.data_ptr<double>() : nullptr;
+    for (Item& it : items) {
+      if (!it.stats.packed.defined()) continue;
+      const int64_t size = it.stats.packed.numel();
+      if (!FinishTensorStats(v, &it.stats)) {
+        QK_ASSIGN_OR_RETURN(TensorStats exact, ComputeTensorStats(it.stats.source, it.stats.request,
+                                                                  StatsAlgorithm::kExact));
+        it.stats.stats = std::move(exact);
+        it.stats.source.reset();
+      }
+      v += size;
+    }
+    return Status::Ok();
+  }
+
   std::vector<Item> items_;
   int64_t bytes_ = 0;
 };
