@@ -185,6 +185,10 @@ Result<std::unique_ptr<QatTrainer>> QatTrainer::Create(ir::Model student, ir::Mo
                      "distillation tensor '{}' / '{}' is not in the student / the FP32 model",
                      target.student, target.teacher);
   }
+  QK_RETURN_IF_NOT(
+      options.label_logits.empty() || student.graph->FindValue(options.label_logits) != nullptr,
+      StatusCode::kNotFound, "cross-entropy tensor '{}' is not in the student",
+      options.label_logits);
   for (const std::string& f : options.feature_tensors) {
     QK_RETURN_IF_NOT(student.graph->FindValue(f) != nullptr && teacher.graph->FindValue(f) != nullptr,
                      StatusCode::kNotFound, "feature tensor '{}' is not in both the student and the FP32 model", f);
@@ -241,6 +245,7 @@ Result<StepResult> QatTrainer::Step(const TrainingBatch& batch, const GradientRe
       teacher_wanted.push_back(target.teacher);
       student_wanted.push_back(target.student);
     }
+    if (!o.label_logits.empty() && o.label_weight > 0) student_wanted.push_back(o.label_logits);
     at::Tensor teacher_out;
     {
       at::NoGradGuard no_grad;
@@ -262,13 +267,15 @@ Result<StepResult> QatTrainer::Step(const TrainingBatch& batch, const GradientRe
     }
     if (o.label_weight > 0) {
       QK_ASSIGN_OR_RETURN(at::Tensor labels, CopyToAten(*batch.labels, "labels"));
-      const int64_t classes = out.flatten(1).size(1);
+      const at::Tensor logits =
+          (o.label_logits.empty() ? out : student_features.at(o.label_logits)).flatten(1);
+      const int64_t classes = logits.size(1);
       const int64_t low = labels.numel() > 0 ? labels.min().item<int64_t>() : 0;
       const int64_t high = labels.numel() > 0 ? labels.max().item<int64_t>() : 0;
       QK_RETURN_IF_NOT(low >= 0 && high < classes, StatusCode::kInvalidArgument,
                        "label {} is out of range for the model's {} outputs (labels must be in [0, {}))",
                        low < 0 ? low : high, classes, classes);
-      at::Tensor ce = at::cross_entropy_loss(out.flatten(1), labels.to(out.device(), at::kLong));
+      at::Tensor ce = at::cross_entropy_loss(logits, labels.to(out.device(), at::kLong));
       r.label = ce.item<double>();
       loss = loss + o.label_weight * ce;
     }

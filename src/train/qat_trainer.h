@@ -56,6 +56,10 @@ struct TrainerOptions {
   double temperature = 1.0;   // KL only
   DistillTarget distill_on;
   double label_weight = 0.0;  // cross-entropy against the batch's labels (required when > 0)
+  // The student tensor the cross-entropy reads: a Softmax output's logits [batch, classes] (the
+  // loss takes its own log-softmax; on probabilities it would soften them twice); empty: the
+  // first output, taken as logits.
+  std::string label_logits;
   std::vector<std::string> feature_tensors;  // names present in both graphs
   double feature_weight = 0.0;
 };

@@ -99,9 +99,16 @@ void AddWarnings(const QatOptions& o, const TrainingData& data, QatResult* resul
 
 void ChooseDistillationTarget(const Graphs& graphs, train::TrainerOptions* topts,
                               QatResult* result) {
-  if (topts->distill != train::DistillLoss::kKl || topts->distill_weight <= 0) return;
   const std::optional<train::DistillTarget> logits = SoftmaxLogits(graphs.student, graphs.teacher);
   if (!logits) return;
+  // Cross-entropy takes one class axis per sample: a [batch, classes] Softmax (axis 1 of rank 2).
+  if (topts->label_weight > 0 && logits->axis == 1 &&
+      graphs.student.graph->outputs().front()->type.dims.size() == 2) {
+    topts->label_logits = logits->student;
+    result->label_on = fmt::format("on the logits '{}' of the Softmax output '{}'", logits->student,
+                                   graphs.student.graph->outputs().front()->name());
+  }
+  if (topts->distill != train::DistillLoss::kKl || topts->distill_weight <= 0) return;
   topts->distill_on = *logits;
   result->distill_on =
       fmt::format("KL on the logits '{}' of the Softmax output '{}', per position over axis {}",

@@ -136,6 +136,9 @@ struct QatResult {
   // Where the distillation loss is taken when not on the first output (the logits of a Softmax
   // output, with --loss kl); empty: the first output.
   std::string distill_on;
+  // The same for the cross-entropy (--loss ce, ce+kl): the logits of a [batch, classes] Softmax
+  // output; empty: the first output.
+  std::string label_on;
   std::string metric;                 // "top1" | "agreement" | "rel_mse" ("" when not validated)
   bool higher_is_better = true;       // of `metric`
   std::string tiebreak;               // "rel_mse" beside top1/agreement, else ""

@@ -55,6 +55,7 @@ nlohmann::json TrainingLog(const QatOptions& o, const StartPlan& plan, const tra
       {"lr", topts.lr},
       {"lr_source", result.lr_search ? "chosen" : result.lr_source},
       {"distill_on", result.distill_on},
+      {"label_on", result.label_on},
       {"warmup_steps", topts.warmup_steps},
       {"batch_size", o.batch_size},
       {"seed", o.seed},
@@ -147,6 +148,7 @@ std::string Summary(const QatOptions& o, const TrainingData& data, const QatResu
   sum += fmt::format("  {} BatchNormalization folded, {} weight and {} activation fake-quant pairs, {} parameters\n",
                      result.folded_batch_norms, result.weight_pairs, result.activation_pairs, result.parameters);
   if (!result.distill_on.empty()) sum += fmt::format("  distillation: {}\n", result.distill_on);
+  if (!result.label_on.empty()) sum += fmt::format("  cross-entropy: {}\n", result.label_on);
   if (!result.metric.empty()) {
     sum += fmt::format("  validation ({}, {} is better{}) on {}:", MetricTitle(result.metric),
                        result.higher_is_better ? "higher" : "lower",

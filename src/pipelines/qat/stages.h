@@ -80,7 +80,8 @@ Result<Graphs> PrepareGraphs(const QatOptions& o, StartPlan* plan, QatResult* re
 std::optional<train::DistillTarget> SoftmaxLogits(const ir::Model& student,
                                                   const ir::Model& teacher);
 // --loss kl (or ce+kl) on a model whose first output is a Softmax: the KL is taken on its logits,
-// per position (train::DistillTarget), and QatResult::distill_on says so.
+// per position (train::DistillTarget), and QatResult::distill_on says so. --loss ce (ce+kl) on a
+// [batch, classes] Softmax output: the cross-entropy reads the logits too (QatResult::label_on).
 void ChooseDistillationTarget(const Graphs& graphs, train::TrainerOptions* topts,
                               QatResult* result);
 

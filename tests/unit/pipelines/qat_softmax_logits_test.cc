@@ -70,6 +70,54 @@ TEST(QatSoftmaxLogitsTest, TheOpsetUpgradesFormIsFoundAndMatchesThePlainOne) {
   EXPECT_EQ(t->axis, 2);
 }
 
+// x: float[N, 5] -> logits = x + b -> Softmax(axis 1): a classifier's probabilities.
+ir::Model ClassifierModel() {
+  ir::Model m;
+  m.SetOpset("", 13);
+  ir::Graph& g = *m.graph;
+  const ir::TypeInfo type =
+      ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Symbolic("N"), ir::Dim::Known(5)});
+  ir::Value* x = g.CreateValue("x");
+  x->type = type;
+  g.AddInput(x);
+  ir::Value* b = g.AddInitializer(
+      "b", ir::Tensor::FromVector(ir::DType::kFloat, {5}, std::vector<float>(5, 0.1f)));
+  ir::Value* logits = (*g.AddNode("Add", {x, b}, {"logits"}, "", "add"))->output(0);
+  ir::Node* s = *g.AddNode("Softmax", {logits}, {"probs"}, "", "softmax");
+  s->SetAttr(ir::Attribute::Int("axis", 1));
+  s->output(0)->type = type;
+  g.AddOutput(s->output(0));
+  return m;
+}
+
+TEST(QatSoftmaxLogitsTest, CrossEntropyReadsAClassifiersLogitsNotItsProbabilities) {
+  Graphs graphs{ClassifierModel(), ClassifierModel(), {}, {}};
+  train::TrainerOptions topts;
+  topts.label_weight = 1.0;
+  topts.distill_weight = 0.0;
+  QatResult result;
+  ChooseDistillationTarget(graphs, &topts, &result);
+  EXPECT_EQ(topts.label_logits, "logits");
+  EXPECT_NE(result.label_on.find("'logits'"), std::string::npos) << result.label_on;
+  EXPECT_TRUE(topts.distill_on.student.empty()) << "no KL asked for";
+  // Without cross-entropy nothing is chosen for it.
+  train::TrainerOptions mse;
+  QatResult none;
+  ChooseDistillationTarget(graphs, &mse, &none);
+  EXPECT_TRUE(mse.label_logits.empty());
+  EXPECT_TRUE(none.label_on.empty());
+  // A per-position softmax ([N, T, 5]) has no class axis per sample: cross-entropy stays on the
+  // first output (whose labels the data check refuses), KL still goes to the logits.
+  Graphs sequence{SoftmaxModel(13, 2), SoftmaxModel(13, 2), {}, {}};
+  train::TrainerOptions both;
+  both.label_weight = 1.0;
+  both.distill = train::DistillLoss::kKl;
+  QatResult seq;
+  ChooseDistillationTarget(sequence, &both, &seq);
+  EXPECT_TRUE(both.label_logits.empty());
+  EXPECT_EQ(both.distill_on.student, "logits");
+}
+
 TEST(QatSoftmaxLogitsTest, ASoftmaxOverSeveralAxesOrNoneIsRefused) {
   // Opset 12 flattens from axis 1: one softmax over [T * 5] per sample, not per position.
   EXPECT_FALSE(

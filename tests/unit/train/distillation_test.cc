@@ -1,7 +1,8 @@
 // The distillation loss on a Softmax output's logits (train::DistillTarget): the KL of each
 // position's distribution over the class axis, averaged over batch and positions, computed by
 // hand here; and, without a target, the KL over everything but the batch axis (the first
-// outputs), which for a [batch, time, classes] output is another number.
+// outputs), which for a [batch, time, classes] output is another number. Also the cross-entropy on
+// a classifier's logits (TrainerOptions::label_logits) against the probabilities it was taken on.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -120,6 +121,78 @@ TEST(DistillationTest, WithoutATargetTheKlIsOverTheFlattenedOutputOfEachSample) 
   EXPECT_NEAR(got, want, kLossTolerance * std::max(1.0, want));
   EXPECT_GT(std::abs(got - FirstStepDistillation({"logits", "logits", 2}, tau)),
             10 * kLossTolerance);
+}
+
+// A classifier: logits = x * W ([batch, classes]), y = Softmax(logits, axis 1).
+ir::Model ClassifierModel() {
+  ir::Model m;
+  m.SetOpset("", 13);
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.CreateValue("x");
+  x->type =
+      ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Known(kBatch), ir::Dim::Known(kClasses)});
+  g.AddInput(x);
+  std::vector<float> w(kClasses);
+  for (int64_t i = 0; i < kClasses; ++i) w[i] = 0.9f * static_cast<float>(i) - 1.1f;
+  ir::Value* weight =
+      g.AddInitializer("W", ir::Tensor::FromVector(ir::DType::kFloat, {kClasses}, w));
+  auto mul = g.AddNode("Mul", {x, weight}, {"logits"}, "", "mul");
+  if (!mul.ok()) return m;
+  auto softmax = g.AddNode("Softmax", {(*mul)->output(0)}, {"y"}, "", "softmax");
+  if (!softmax.ok()) return m;
+  (*softmax)->SetAttr(ir::Attribute::Int("axis", 1));
+  ir::Value* y = (*softmax)->output(0);
+  y->type = x->type;
+  g.AddOutput(y);
+  return m;
+}
+
+double FirstStepCrossEntropy(const std::string& label_logits) {
+  TrainerOptions o;
+  o.distill_weight = 0.0;
+  o.label_weight = 1.0;
+  o.label_logits = label_logits;
+  auto t = QatTrainer::Create(ClassifierModel(), ClassifierModel(), {"W"}, o);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  if (!t.ok()) return NAN;
+  const std::vector<float> x = Input();
+  TrainingBatch batch{
+      {{"x", ir::Tensor::FromVector(ir::DType::kFloat, {kBatch, kClasses},
+                                    std::vector<float>(x.begin(), x.begin() + kBatch * kClasses))}},
+      ir::Tensor::FromVector(ir::DType::kInt64, {kBatch}, std::vector<int64_t>{3, 0})};
+  auto r = (*t)->Step(batch, nullptr);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? r->label : NAN;
+}
+
+// Cross-entropy = -log softmax(logits)[label], averaged over the batch. On a Softmax output it must
+// read the logits: taken on the probabilities, the loss softens them a second time (another
+// number, and gradients ~1/classes as large).
+TEST(DistillationTest, CrossEntropyOnTheLogitsIsMinusTheLogProbabilityOfTheLabel) {
+  const std::vector<float> x = Input();
+  std::vector<double> logits(kBatch * kClasses);
+  for (size_t i = 0; i < logits.size(); ++i)
+    logits[i] = x[i] * (0.9 * static_cast<double>(i % kClasses) - 1.1);
+  const int64_t labels[kBatch] = {3, 0};
+  double want = 0, twice = 0;
+  for (int64_t b = 0; b < kBatch; ++b) {
+    const std::vector<double> p = Softmax(logits, b * kClasses, kClasses, 1.0);
+    want -= std::log(p[labels[b]]) / kBatch;
+    twice -= std::log(Softmax(p, 0, kClasses, 1.0)[labels[b]]) / kBatch;
+  }
+  EXPECT_NEAR(FirstStepCrossEntropy("logits"), want, kLossTolerance * std::max(1.0, want));
+  EXPECT_NEAR(FirstStepCrossEntropy(""), twice, kLossTolerance * std::max(1.0, twice));
+  EXPECT_GT(std::abs(want - twice), 10 * kLossTolerance);
+}
+
+TEST(DistillationTest, ACrossEntropyTensorMissingFromTheStudentIsRefusedNamingIt) {
+  TrainerOptions o;
+  o.label_weight = 1.0;
+  o.label_logits = "no_such_logits";
+  auto t = QatTrainer::Create(ClassifierModel(), ClassifierModel(), {"W"}, o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("no_such_logits"), std::string::npos)
+      << t.status().ToString();
 }
 
 TEST(DistillationTest, ATargetMissingFromAGraphIsRefusedNamingIt) {
