@@ -13,6 +13,16 @@
 namespace quantkit::pipelines::qat {
 namespace {
 
+// Input x of `type` (last axis 5) and logits = x + b.
+ir::Value* AddLogits(ir::Graph& g, const ir::TypeInfo& type) {
+  ir::Value* x = g.CreateValue("x");
+  x->type = type;
+  g.AddInput(x);
+  ir::Value* b = g.AddInitializer(
+      "b", ir::Tensor::FromVector(ir::DType::kFloat, {5}, std::vector<float>(5, 0.1f)));
+  return (*g.AddNode("Add", {x, b}, {"logits"}, "", "add"))->output(0);
+}
+
 // x: float[N, T, 5] -> logits = x + b -> softmax; `upgraded` writes the upgrade's four nodes.
 ir::Model SoftmaxModel(int64_t opset, std::optional<int64_t> axis, bool upgraded = false,
                        int64_t flatten_axis = 2) {
@@ -21,12 +31,7 @@ ir::Model SoftmaxModel(int64_t opset, std::optional<int64_t> axis, bool upgraded
   ir::Graph& g = *m.graph;
   const ir::TypeInfo type = ir::TypeInfo::Tensor(
       ir::DType::kFloat, {ir::Dim::Symbolic("N"), ir::Dim::Symbolic("T"), ir::Dim::Known(5)});
-  ir::Value* x = g.CreateValue("x");
-  x->type = type;
-  g.AddInput(x);
-  ir::Value* b = g.AddInitializer(
-      "b", ir::Tensor::FromVector(ir::DType::kFloat, {5}, std::vector<float>(5, 0.1f)));
-  ir::Value* logits = (*g.AddNode("Add", {x, b}, {"logits"}, "", "add"))->output(0);
+  ir::Value* logits = AddLogits(g, type);
   ir::Value* y = nullptr;
   if (!upgraded) {
     ir::Node* s = *g.AddNode("Softmax", {logits}, {"y"}, "", "softmax");
@@ -74,19 +79,12 @@ TEST(QatSoftmaxLogitsTest, TheOpsetUpgradesFormIsFoundAndMatchesThePlainOne) {
 ir::Model ClassifierModel() {
   ir::Model m;
   m.SetOpset("", 13);
-  ir::Graph& g = *m.graph;
   const ir::TypeInfo type =
       ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Symbolic("N"), ir::Dim::Known(5)});
-  ir::Value* x = g.CreateValue("x");
-  x->type = type;
-  g.AddInput(x);
-  ir::Value* b = g.AddInitializer(
-      "b", ir::Tensor::FromVector(ir::DType::kFloat, {5}, std::vector<float>(5, 0.1f)));
-  ir::Value* logits = (*g.AddNode("Add", {x, b}, {"logits"}, "", "add"))->output(0);
-  ir::Node* s = *g.AddNode("Softmax", {logits}, {"probs"}, "", "softmax");
+  ir::Node* s = *m.graph->AddNode("Softmax", {AddLogits(*m.graph, type)}, {"probs"}, "", "softmax");
   s->SetAttr(ir::Attribute::Int("axis", 1));
   s->output(0)->type = type;
-  g.AddOutput(s->output(0));
+  m.graph->AddOutput(s->output(0));
   return m;
 }
 

@@ -18,29 +18,35 @@ constexpr int64_t kBatch = 2, kTime = 3, kClasses = 4;
 // The loss is reported in float32 arithmetic; the reference is summed in double.
 constexpr double kLossTolerance = 1e-5;
 
-// logits = x * W (W: [classes], broadcast over [batch, time, classes]); y = Softmax(logits, axis
-// 2).
-ir::Model SoftmaxModel(float shift) {
+// logits = x * (slope * k + offset) (one weight per class k, broadcast over x's leading axes);
+// y = Softmax(logits, the last axis).
+ir::Model MulSoftmaxModel(std::vector<int64_t> dims, float slope, float offset) {
   ir::Model m;
   m.SetOpset("", 13);
   ir::Graph& g = *m.graph;
+  std::vector<ir::Dim> shape;
+  for (int64_t d : dims) shape.push_back(ir::Dim::Known(d));
   ir::Value* x = g.CreateValue("x");
-  x->type = ir::TypeInfo::Tensor(
-      ir::DType::kFloat, {ir::Dim::Known(kBatch), ir::Dim::Known(kTime), ir::Dim::Known(kClasses)});
+  x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, shape);
   g.AddInput(x);
   std::vector<float> w(kClasses);
-  for (int64_t i = 0; i < kClasses; ++i) w[i] = 0.5f * static_cast<float>(i) - 0.7f + shift;
+  for (int64_t i = 0; i < kClasses; ++i) w[i] = slope * static_cast<float>(i) + offset;
   ir::Value* weight =
       g.AddInitializer("W", ir::Tensor::FromVector(ir::DType::kFloat, {kClasses}, w));
   auto mul = g.AddNode("Mul", {x, weight}, {"logits"}, "", "mul");
   if (!mul.ok()) return m;
   auto softmax = g.AddNode("Softmax", {(*mul)->output(0)}, {"y"}, "", "softmax");
   if (!softmax.ok()) return m;
-  (*softmax)->SetAttr(ir::Attribute::Int("axis", 2));
+  (*softmax)->SetAttr(ir::Attribute::Int("axis", static_cast<int64_t>(dims.size()) - 1));
   ir::Value* y = (*softmax)->output(0);
   y->type = x->type;
   g.AddOutput(y);
   return m;
+}
+
+// [batch, time, classes], W = 0.5 k - 0.7 + shift.
+ir::Model SoftmaxModel(float shift) {
+  return MulSoftmaxModel({kBatch, kTime, kClasses}, 0.5f, -0.7f + shift);
 }
 
 std::vector<float> Input() {
@@ -124,28 +130,7 @@ TEST(DistillationTest, WithoutATargetTheKlIsOverTheFlattenedOutputOfEachSample) 
 }
 
 // A classifier: logits = x * W ([batch, classes]), y = Softmax(logits, axis 1).
-ir::Model ClassifierModel() {
-  ir::Model m;
-  m.SetOpset("", 13);
-  ir::Graph& g = *m.graph;
-  ir::Value* x = g.CreateValue("x");
-  x->type =
-      ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Known(kBatch), ir::Dim::Known(kClasses)});
-  g.AddInput(x);
-  std::vector<float> w(kClasses);
-  for (int64_t i = 0; i < kClasses; ++i) w[i] = 0.9f * static_cast<float>(i) - 1.1f;
-  ir::Value* weight =
-      g.AddInitializer("W", ir::Tensor::FromVector(ir::DType::kFloat, {kClasses}, w));
-  auto mul = g.AddNode("Mul", {x, weight}, {"logits"}, "", "mul");
-  if (!mul.ok()) return m;
-  auto softmax = g.AddNode("Softmax", {(*mul)->output(0)}, {"y"}, "", "softmax");
-  if (!softmax.ok()) return m;
-  (*softmax)->SetAttr(ir::Attribute::Int("axis", 1));
-  ir::Value* y = (*softmax)->output(0);
-  y->type = x->type;
-  g.AddOutput(y);
-  return m;
-}
+ir::Model ClassifierModel() { return MulSoftmaxModel({kBatch, kClasses}, 0.9f, -1.1f); }
 
 double FirstStepCrossEntropy(const std::string& label_logits) {
   TrainerOptions o;
