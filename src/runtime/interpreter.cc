@@ -312,14 +312,8 @@ class PendingStats {
     const double* v = host.defined() ? host.data_ptr<double>() : nullptr;
     for (Item& it : items) {
       if (!it.stats.packed.defined()) continue;
-      const int64_t size = it.stats.packed.numel();
-      if (!FinishTensorStats(v, &it.stats)) {
-        QK_ASSIGN_OR_RETURN(TensorStats exact, ComputeTensorStats(it.stats.source, it.stats.request,
-                                                                  StatsAlgorithm::kExact));
-        it.stats.stats = std::move(exact);
-        it.stats.source.reset();
-      }
-      v += size;
+      QK_RETURN_IF_ERROR(CompleteTensorStats(v, &it.stats));
+      v += it.stats.packed.numel();
     }
     return Status::Ok();
   }

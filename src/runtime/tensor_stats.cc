@@ -208,25 +208,25 @@ bool FinishTensorStats(const double* v, PendingTensorStats* p) {
   return true;
 }
 
-namespace {
-
-// Copies p's figures to the host and finishes them, recomputing with kExact where kFast met a
-// non-finite value.
-Result<TensorStats> FinishOnHost(PendingTensorStats p) {
-  if (!p.packed.defined()) return std::move(p.stats);
-  const at::Tensor host = p.packed.to(at::kCPU).contiguous();
-  if (FinishTensorStats(host.data_ptr<double>(), &p)) return std::move(p.stats);
+Status CompleteTensorStats(const double* packed, PendingTensorStats* p) {
+  if (FinishTensorStats(packed, p)) return Status::Ok();
   QK_ASSIGN_OR_RETURN(PendingTensorStats exact,
-                      LaunchTensorStats(p.source, p.request, StatsAlgorithm::kExact));
-  return FinishOnHost(std::move(exact));
+                      LaunchTensorStats(p->source, p->request, StatsAlgorithm::kExact));
+  const at::Tensor host = exact.packed.to(at::kCPU).contiguous();
+  QK_RETURN_IF_NOT(FinishTensorStats(host.data_ptr<double>(), &exact), StatusCode::kInternal,
+                   "exact tensor statistics were not final");
+  p->stats = std::move(exact.stats);
+  p->source.reset();
+  return Status::Ok();
 }
-
-}  // namespace
 
 Result<TensorStats> ComputeTensorStats(const at::Tensor& input, const TensorStatsRequest& request,
                                        StatsAlgorithm algorithm) {
   QK_ASSIGN_OR_RETURN(PendingTensorStats p, LaunchTensorStats(input, request, algorithm));
-  return FinishOnHost(std::move(p));
+  if (!p.packed.defined()) return std::move(p.stats);
+  const at::Tensor host = p.packed.to(at::kCPU).contiguous();
+  QK_RETURN_IF_ERROR(CompleteTensorStats(host.data_ptr<double>(), &p));
+  return std::move(p.stats);
 }
 
 Result<TensorStats> ComputeTensorStats(const TensorView& view, const TensorStatsRequest& request,

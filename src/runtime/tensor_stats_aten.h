@@ -34,8 +34,11 @@ struct PendingTensorStats {
 Result<PendingTensorStats> LaunchTensorStats(const at::Tensor& x, const TensorStatsRequest& request,
                                              StatsAlgorithm algorithm = StatsAlgorithm::kFast);
 // `packed`: p->packed's values on the host (p->packed.numel() of them). False when the figures
-// are not final (kFast met a non-finite value): recompute with kExact from p->source.
+// are not final (kFast met a non-finite value): CompleteTensorStats recomputes them.
 [[nodiscard]] bool FinishTensorStats(const double* packed, PendingTensorStats* p);
+// FinishTensorStats, then, when kFast met a non-finite value, the figures recomputed with kExact
+// from p->source (synchronously: rare, bad data). What callers use.
+Status CompleteTensorStats(const double* packed, PendingTensorStats* p);
 
 // Both halves at once (kFast falls back to kExact by itself). `x` must be real (float or any
 // integer/bool dtype; converted to float32 first). kInvalidArgument when the channel axis is out

@@ -97,13 +97,12 @@ void AddWarnings(const QatOptions& o, const TrainingData& data, QatResult* resul
   }
 }
 
-void ChooseDistillationTarget(const Graphs& graphs, train::TrainerOptions* topts,
-                              QatResult* result) {
+void ChooseLogitsTargets(const Graphs& graphs, train::TrainerOptions* topts, QatResult* result) {
   const std::optional<train::DistillTarget> logits = SoftmaxLogits(graphs.student, graphs.teacher);
   if (!logits) return;
-  // Cross-entropy takes one class axis per sample: a [batch, classes] Softmax (axis 1 of rank 2).
-  if (topts->label_weight > 0 && logits->axis == 1 &&
-      graphs.student.graph->outputs().front()->type.dims.size() == 2) {
+  // Cross-entropy takes one class axis per sample: a [batch, classes] Softmax (a rank-2 output,
+  // whose softmax SoftmaxLogits accepts only over axis 1).
+  if (topts->label_weight > 0 && graphs.student.graph->outputs().front()->type.dims.size() == 2) {
     topts->label_logits = logits->student;
     result->label_on = fmt::format("on the logits '{}' of the Softmax output '{}'", logits->student,
                                    graphs.student.graph->outputs().front()->name());
@@ -150,7 +149,7 @@ Result<QatResult> RunQat(const QatOptions& o) {
   if (topts.warmup_steps == 0) {
     topts.warmup_steps = static_cast<int64_t>(std::floor(o.warmup_fraction * run.total_steps));
   }
-  qat::ChooseDistillationTarget(graphs, &topts, &result);
+  qat::ChooseLogitsTargets(graphs, &topts, &result);
   QK_ASSIGN_OR_RETURN(const bool choose_lr, qat::ResolveLearningRate(o, data, &result));
   topts.lr = result.lr;
   // Choosing the lr: the trial trainers, and then the run's, start from copies of the graphs.

@@ -82,8 +82,7 @@ std::optional<train::DistillTarget> SoftmaxLogits(const ir::Model& student,
 // --loss kl (or ce+kl) on a model whose first output is a Softmax: the KL is taken on its logits,
 // per position (train::DistillTarget), and QatResult::distill_on says so. --loss ce (ce+kl) on a
 // [batch, classes] Softmax output: the cross-entropy reads the logits too (QatResult::label_on).
-void ChooseDistillationTarget(const Graphs& graphs, train::TrainerOptions* topts,
-                              QatResult* result);
+void ChooseLogitsTargets(const Graphs& graphs, train::TrainerOptions* topts, QatResult* result);
 
 // 4. Training data (the first --samples), --labels checked against it and the model's classes,
 // and validation data.

@@ -94,14 +94,14 @@ TEST(QatSoftmaxLogitsTest, CrossEntropyReadsAClassifiersLogitsNotItsProbabilitie
   topts.label_weight = 1.0;
   topts.distill_weight = 0.0;
   QatResult result;
-  ChooseDistillationTarget(graphs, &topts, &result);
+  ChooseLogitsTargets(graphs, &topts, &result);
   EXPECT_EQ(topts.label_logits, "logits");
   EXPECT_NE(result.label_on.find("'logits'"), std::string::npos) << result.label_on;
   EXPECT_TRUE(topts.distill_on.student.empty()) << "no KL asked for";
   // Without cross-entropy nothing is chosen for it.
   train::TrainerOptions mse;
   QatResult none;
-  ChooseDistillationTarget(graphs, &mse, &none);
+  ChooseLogitsTargets(graphs, &mse, &none);
   EXPECT_TRUE(mse.label_logits.empty());
   EXPECT_TRUE(none.label_on.empty());
   // A per-position softmax ([N, T, 5]) has no class axis per sample: cross-entropy stays on the
@@ -111,7 +111,7 @@ TEST(QatSoftmaxLogitsTest, CrossEntropyReadsAClassifiersLogitsNotItsProbabilitie
   both.label_weight = 1.0;
   both.distill = train::DistillLoss::kKl;
   QatResult seq;
-  ChooseDistillationTarget(sequence, &both, &seq);
+  ChooseLogitsTargets(sequence, &both, &seq);
   EXPECT_TRUE(both.label_logits.empty());
   EXPECT_EQ(both.distill_on.student, "logits");
 }
