@@ -1,13 +1,18 @@
 """Issue 31's PTQ target on the shipped PP-OCRv4 recognizer: `calibrate --ptq` stages against plain
-max, without float layers and without QAT, each written model.qdq.onnx judged by greedy-decode exact
-match with the FP32 model (and the logits' relative RMS error) in onnxruntime on held-out text lines.
+max, without float layers and without QAT, each written model.qdq.onnx judged in onnxruntime on
+held-out text lines of two kinds.
 
     .venv/bin/python -m qkdev.ptq_ppocr_rec build/dev/tools/quantkit/quantkit [--threads 2]
         [--configs "none;bias-correction;seqmse;seqmse,adaround:iterations=200"] [--ptq-samples 32]
+        [--calib lines|labelled]
 
-The lines are qat_ppocr_rec's (qkdev/realmodels.py's generator, 48 x 320, seed 31): the first 128 to
-calibrate on, 200 others to judge. FP32 float part (onnxruntime's CPU FP16 QuantizeLinear truncates,
-docs/strongly-typed.md). One line per configuration: exact match, rel RMS, calibrate wall seconds.
+The tests' lines are qat_ppocr_rec's (qkdev/realmodels.py's generator, 48 x 320, seed 31): the first
+128 to calibrate on (--calib lines), 200 others to judge by greedy-decode exact match with the FP32
+model, strict (every decoded class, as before) and with spaces not compared, and the logits'
+relative RMS error. The labelled lines are qkdev/ocr_lines.py's whole-text crops (seed 41): 500 to
+judge by accuracy against their text (PaddleOCR's metric: spaces not compared), and 128 others to
+calibrate on with --calib labelled. FP32 float part (onnxruntime's CPU FP16 QuantizeLinear
+truncates, docs/strongly-typed.md). One line per configuration.
 """
 import argparse
 import os
@@ -15,9 +20,8 @@ import tempfile
 
 import numpy as np
 
-from qkdev import realmodels
+from qkdev import ocr_lines, realmodels
 from qkdev.qat_ppocr_rec import SEED, TEST, TRAIN, VAL, lines, quantkit
-from qkdev.realmodels_table import metric, run_outputs
 
 
 def main():
@@ -28,20 +32,27 @@ def main():
     ap.add_argument("--configs", default="none;bias-correction;seqmse;seqmse,adaround:iterations=200",
                     help="--ptq values separated by ';' (none: no stage)")
     ap.add_argument("--ptq-samples", type=int, default=32)
+    ap.add_argument("--calib", choices=["lines", "labelled"], default="lines",
+                    help="calibrate on the tests' 128 lines or on 128 labelled whole-text crops")
     a = ap.parse_args()
     model = os.path.join(realmodels.ensure("ppocr_rec"), "model.onnx")
     rng = np.random.default_rng(SEED)
     train = lines(rng, TRAIN)
     lines(rng, VAL)  # qat_ppocr_rec's validation lines: skipped, so the test lines are the same
     test = lines(rng, TEST)
-    import onnxruntime as ort
-    name = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).get_inputs()[0].name
-    feeds = [{name: test[i:i + 1]} for i in range(len(test))]
-    ref = run_outputs(model, feeds)
+    labelled, truth = ocr_lines.labelled_lines(np.random.default_rng(ocr_lines.JUDGED_SEED), ocr_lines.JUDGED)
+    if a.calib == "labelled":
+        train, _ = ocr_lines.labelled_lines(np.random.default_rng(ocr_lines.JUDGED_SEED + 1), TRAIN)
+    judge = ocr_lines.RecJudge(model, test, (labelled, truth))
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "train.npy")
         np.save(data, train)
-        print(f"| --ptq | exact match (FP32 1.000) | rel RMS | calibrate s |\n|---|---|---|---|", flush=True)
+        source = "the tests' lines" if a.calib == "lines" else "labelled crops"
+        print(f"calibration: {source}; FP32 accuracy on {len(truth)} labelled lines {judge.fp32_accuracy:.3f}",
+              flush=True)
+        print("| --ptq | exact match with FP32 (strict) | no spaces | rel RMS | labelled: accuracy "
+              f"(FP32 {judge.fp32_accuracy:.3f}) | labelled: agreement with FP32 | calibrate s |\n"
+              "|---|---|---|---|---|---|---|", flush=True)
         for i, config in enumerate(c for c in a.configs.split(";") if c):
             out = os.path.join(tmp, f"c{i}")
             extra = [] if config == "none" else ["--ptq", config, "--ptq-samples", str(a.ptq_samples),
@@ -49,9 +60,9 @@ def main():
             _, secs = quantkit(a.quantkit, ["calibrate", model, "--data", data, "--method", a.method,
                                             "--float-dtype", "fp32", "--threads", str(a.threads), "-q", "-o", out,
                                             *extra])
-            _, match, rel = metric("sequence", ref, run_outputs(os.path.join(out, "model.qdq.onnx"), feeds))
-            print(f"| {config} | {match:.3f} | {rel:.4f} | {secs:.0f} |", flush=True)
-
+            r = judge(os.path.join(out, "model.qdq.onnx"))
+            print(f"| {config} | {r['strict']:.3f} | {r['no_space']:.3f} | {r['rel_rms']:.4f} | {r['accuracy']:.3f} | "
+                  f"{r['agreement']:.3f} | {secs:.0f} |", flush=True)
 
 if __name__ == "__main__":
     main()

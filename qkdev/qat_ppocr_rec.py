@@ -1,7 +1,8 @@
 """Issue 31's QAT validation measure on the shipped PP-OCRv4 recognizer ([batch, time, classes]
 output): label-free `quantkit qat` from a max plan, with --val and without (the default held-out
-tail of --data), each written model.qdq.onnx judged by greedy-decode exact match with the FP32
-model in onnxruntime on held-out text lines that neither run saw.
+tail of --data), each written model.qdq.onnx judged in onnxruntime on held-out lines that neither
+run saw: greedy-decode exact match with the FP32 model on the tests' lines, and accuracy against
+the text on qkdev/ocr_lines.py's labelled whole-text crops (qkdev/ptq_ppocr_rec.py says why both).
 
     .venv/bin/python -m qkdev.qat_ppocr_rec build/dev/tools/quantkit/quantkit [--steps 200] [--threads 2]
         [--lr 1e-5 | --lr auto] [--runs val,noval] [--train 128]
@@ -14,7 +15,7 @@ weights, qat starts from the calibrate run's model.float.onnx with `--teacher` t
 as docs/ptq.md says (--no-teacher leaves it out: the staged float model is then the teacher).
 
 Text lines come from qkdev/realmodels.py's generator (48 x 320, seed 31): 128 to train on, 64
-for --val, 200 to judge. The float part is FP32 (--float-dtype fp32): onnxruntime's CPU FP16
+for --val, 200 to judge; with --calib labelled, training and --val use crops' images instead. The float part is FP32 (--float-dtype fp32): onnxruntime's CPU FP16
 QuantizeLinear truncates where TensorRT rounds (docs/strongly-typed.md).
 
 Cost: about 24 s of CPU per step at batch 8, and minutes for each validation of the 64 lines;
@@ -28,9 +29,8 @@ import time
 
 import numpy as np
 
-from qkdev import realmodels
+from qkdev import ocr_lines, realmodels
 from qkdev.realmodels import _text_image
-from qkdev.realmodels_table import metric, run_outputs
 
 SEED = 31
 TRAIN, VAL, TEST = 128, 64, 200  # TRAIN: the first lines drawn (--train adds more after VAL and TEST)
@@ -64,6 +64,8 @@ def main():
     ap.add_argument("--metric", default=None, help="qat --metric (default: qat's own, rel_mse here)")
     ap.add_argument("--loss", default=None, help="qat --loss (default: qat's own, mse)")
     ap.add_argument("--no-teacher", action="store_true", help="no --teacher when starting from model.float.onnx")
+    ap.add_argument("--calib", choices=["lines", "labelled"], default="lines",
+                    help="train and validate on the tests' lines or on labelled whole-text crops (not their labels)")
     ap.add_argument("--keep", default=None, help="write the runs' directories here instead of a temporary one")
     a = ap.parse_args()
     model = os.path.join(realmodels.ensure("ppocr_rec"), "model.onnx")
@@ -77,6 +79,9 @@ def main():
         drawn = {name: lines(rng, n) for name, n in (("train", min(a.train, TRAIN)), ("val", VAL), ("test", TEST))}
         if a.train > TRAIN:
             drawn["train"] = np.concatenate([drawn["train"], lines(rng, a.train - TRAIN)])
+        if a.calib == "labelled":  # the crops' images only: the runs stay label-free
+            drawn["train"] = ocr_lines.labelled_lines(np.random.default_rng(ocr_lines.JUDGED_SEED + 1), a.train)[0]
+            drawn["val"] = ocr_lines.labelled_lines(np.random.default_rng(ocr_lines.JUDGED_SEED + 2), VAL)[0]
         for name, arr in drawn.items():
             paths[name] = os.path.join(tmp, name + ".npy")
             np.save(paths[name], arr)
@@ -88,18 +93,11 @@ def main():
         float_model = os.path.join(ptq, "model.float.onnx")
         start_model = float_model if os.path.exists(float_model) else model
         teacher = ["--teacher", model] if start_model != model and not a.no_teacher else []
-        test = np.load(paths["test"])
-        import onnxruntime as ort
-        name = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).get_inputs()[0].name
-        feeds = [{name: test[i:i + 1]} for i in range(len(test))]
-        ref = run_outputs(model, feeds)
-
-        def judge(path):
-            return metric("sequence", ref, run_outputs(path, feeds))
-
-        _, ptq_match, ptq_rel = judge(os.path.join(ptq, "model.qdq.onnx"))
-        print(f"PTQ ({a.start_method}, stages {a.start_ptq or 'none'}; {ptq_secs:.0f} s): exact match {ptq_match:.3f}, "
-              f"rel RMS {ptq_rel:.3f} on {TEST} test lines")
+        judge = ocr_lines.RecJudge(model, np.load(paths["test"]),
+                                   ocr_lines.labelled_lines(np.random.default_rng(ocr_lines.JUDGED_SEED), ocr_lines.JUDGED))
+        print(f"FP32 accuracy on {ocr_lines.JUDGED} labelled lines {judge.fp32_accuracy:.3f}; on {TEST} test lines:")
+        print(f"PTQ ({a.start_method}, stages {a.start_ptq or 'none'}; {ptq_secs:.0f} s): "
+              + judge.describe(judge(os.path.join(ptq, "model.qdq.onnx"))), flush=True)
         runs = {"val": ("--val", ["--val", paths["val"]]),
                 "noval": ("no --val", ["--holdout", "0"] if a.no_holdout else [])}
         for key in a.runs.split(","):
@@ -117,9 +115,8 @@ def main():
                     str(a.steps), "--batch-size", "8", "--float-dtype", "fp32", "--threads", str(a.threads), "-q",
                     "-o", out, *teacher, *extra]
             r, secs = quantkit(a.quantkit, args)
-            _, match, rel = judge(os.path.join(out, "model.qdq.onnx"))
             print(f"\n== qat {label}: {secs:.0f} s\n{r.stdout}{r.stderr}"
-                  f"written model: exact match {match:.3f}, rel RMS {rel:.3f} on {TEST} test lines")
+                  "written model: " + judge.describe(judge(os.path.join(out, "model.qdq.onnx"))), flush=True)
 
 
 if __name__ == "__main__":
