@@ -83,12 +83,20 @@ Status JudgePlan(const analysis::PlanEvaluator& evaluator, const quant::QuantPla
         bad_agreement ? fmt::format("top-1 agreement with FP32 is {:.1f}% (threshold {:.0f}%)", 100 * r.agreement,
                                     100 * kCheckMinAgreement)
                       : fmt::format("output rel MSE vs FP32 is {:.3g} (threshold {:.0e})", r.rel_mse, kCheckMaxRelMse);
+    // The stages are named only when none ran: on the shipped PP-OCRv4 recognizer they took max's
+    // 0.862 accuracy to 0.994 (FP32 0.996) without float layers (docs/ptq.md).
+    const std::string stages =
+        plan.provenance.stages.empty()
+            ? "`--ptq smoothquant,bias-correction` (label-free: activation outliers moved into the weights, then "
+              "the output shift corrected; no float layers), "
+            : "";
     r.warning = fmt::format(
-        "check: the written model loses accuracy: {} on {} {} samples. Fixes: `--method auto` (the best method on "
-        "held-out data, refined per tensor), `--budget {}` (keeps the fewest layers in float that bring it within "
-        "budget), or see which tensors cost it: quantkit analyze {} --plan {} --data {}",
-        figure, r.samples, r.origin, bad_agreement ? "0.5" : "0.01 --metric rel_mse", evaluator.options().model,
-        plan_path.empty() ? "plan.json" : plan_path, evaluator.options().data);
+        "check: the written model loses accuracy: {} on {} {} samples. Fixes: {}`--method auto` (the best method "
+        "on held-out data, refined per tensor), `--budget {}` (keeps the fewest layers in float that bring it "
+        "within budget), or see which tensors cost it: quantkit analyze {} --plan {} --data {}",
+        figure, r.samples, r.origin, stages, bad_agreement ? "0.5" : "0.01 --metric rel_mse",
+        evaluator.options().model, plan_path.empty() ? "plan.json" : plan_path,
+        evaluator.options().data);
   }
   return Status::Ok();
 }

@@ -6,7 +6,8 @@
      the exit code is 0.
   2. All of the data calibrated on: the check says in-sample.
   3. A ruined calibration (one sample blown up 1000x, so max's ranges leave every real activation
-     a level or two) warns loudly on stderr and in the summary, naming --method auto, --budget and
+     a level or two) warns loudly on stderr and in the summary, naming --ptq smoothquant,bias-correction
+     (only where no stage ran), --method auto, --budget and
      `quantkit analyze`; the exit code stays 0.
   4. --check-samples is range-checked (negative: exit 2; --no-check with a count: exit 2); 0 and
      --no-check print no check line; --check-samples sizes it; --holdout is used when given.
@@ -74,8 +75,14 @@ def main():
         assert origin == "held-out" and agreement < 90, p.stdout
         for text in (p.stdout, p.stderr, summary(bad)):
             assert "warning: check: the written model loses accuracy" in text, text
-            for fix in ("--method auto", "--budget", "quantkit analyze"):
+            for fix in ("--ptq smoothquant,bias-correction", "--method auto", "--budget", "quantkit analyze"):
                 assert fix in text, (fix, text)
+        # The PTQ stages are named as a fix only where none ran.
+        staged = os.path.join(d, "staged")
+        p = run_process(["calibrate", MODEL, "--data", f"input={bin_}", "--samples", "64", "--ptq",
+                         "bias-correction", "--ptq-samples", "16", "-o", staged, "-q"])
+        assert "warning: check: the written model loses accuracy" in p.stderr, p.stderr
+        assert "--ptq smoothquant" not in p.stderr and "--method auto" in p.stderr, p.stderr
 
         # 4. Ranges and switches.
         base = ["calibrate", MODEL, "--data", "fashion-mnist:calib", "--samples", "64", "-q"]
