@@ -367,8 +367,8 @@ struct CalibrateOptions {
   // Then the fallback search: the fewest layers kept in float that bring INT8 within `budget` of
   // FP32 on held-out data (points for top1/agreement, a ratio for rel_mse). Needs output_dir.
   std::optional<double> budget;
-  // auto, compare_methods and budget: top1 | agreement | rel_mse | frame_agreement; "": by the
-  // output.
+  // auto, compare_methods and budget: top1 | agreement | rel_mse | frame_agreement |
+  // decode_agreement; "": by the output.
   std::string metric;
   Placement placement;
   FloatPart floats;

@@ -29,7 +29,7 @@ struct EvaluateOptions {
   std::string plan;             // optional: simulate this plan on `model`
   Plan loaded_plan;             // a plan in memory, simulated instead of the file `plan` when valid()
   std::string placement = "auto";
-  // Extra metrics vs the reference: top1, agreement, rel_mse, frame_agreement.
+  // Extra metrics vs the reference: top1, agreement, rel_mse, frame_agreement, decode_agreement.
   std::vector<std::string> metrics;
   int64_t samples = 0, batch_size = 64;
   ImagePreprocessing image;
@@ -60,7 +60,8 @@ struct PlanEvaluationOptions {
   Plan loaded_plan;  // used instead of the file `plan` when valid()
   std::string placement = "auto";
   int64_t samples = 256, batch_size = 64;
-  // top1, agreement, rel_mse, frame_agreement; empty: top1 with labels, agreement.
+  // top1, agreement, rel_mse, frame_agreement, decode_agreement; empty: top1 with labels,
+  // agreement.
   std::vector<std::string> metrics;
   DistributedChoices distributed;    // each rank evaluates its shard of every trial
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "common/check.h"
 
@@ -45,6 +46,33 @@ Status FrameAgreementMetric::Update(const MetricBatch& b) {
   return Status::Ok();
 }
 
+Status DecodeAgreementMetric::Update(const MetricBatch& b) {
+  const int64_t classes = b.classes > 0 ? b.classes : b.width;
+  QK_RETURN_IF_NOT(
+      classes > 1 && b.width % classes == 0, StatusCode::kInvalidArgument,
+      "metric 'decode_agreement': {} values per sample are not frames of {} classes (blank 0 and at "
+      "least one symbol)",
+      b.width, classes);
+  const int64_t frames = b.width / classes;
+  for (int64_t i = 0; i < b.batch; ++i) {
+    // Compared as the decodes are produced: the two label sequences advance together.
+    const float* out = b.output + i * b.width;
+    const float* ref = b.reference + i * b.width;
+    int64_t out_prev = 0, ref_prev = 0;
+    std::vector<int64_t> out_labels, ref_labels;
+    for (int64_t f = 0; f < frames; ++f) {
+      const int64_t o = Argmax(out + f * classes, classes), r = Argmax(ref + f * classes, classes);
+      if (o != 0 && o != out_prev) out_labels.push_back(o);
+      if (r != 0 && r != ref_prev) ref_labels.push_back(r);
+      out_prev = o;
+      ref_prev = r;
+    }
+    hits_ += out_labels == ref_labels ? 1 : 0;
+  }
+  total_ += b.batch;
+  return Status::Ok();
+}
+
 Status RelativeMseMetric::Update(const MetricBatch& b) {
   for (int64_t i = 0; i < b.batch * b.width; ++i) {
     const double e = static_cast<double>(b.output[i]) - b.reference[i];
@@ -59,15 +87,17 @@ Result<std::unique_ptr<Metric>> MakeMetric(const std::string& name) {
   if (name == "agreement") return std::unique_ptr<Metric>(new AgreementMetric());
   if (name == "rel_mse" || name == "rel-mse") return std::unique_ptr<Metric>(new RelativeMseMetric());
   if (name == "frame_agreement") return std::unique_ptr<Metric>(new FrameAgreementMetric());
-  return MakeStatus(StatusCode::kInvalidArgument,
-                    "unknown metric '{}' (built in: top1, agreement, rel_mse, frame_agreement)",
-                    name);
+  if (name == "decode_agreement") return std::unique_ptr<Metric>(new DecodeAgreementMetric());
+  return MakeStatus(
+      StatusCode::kInvalidArgument,
+      "unknown metric '{}' (built in: top1, agreement, rel_mse, frame_agreement, decode_agreement)",
+      name);
 }
 
 // The order is stored: QAT checkpoints record their validation metric as an index into this
 // list (pipelines/qat/loop.cc, "val_metric"). Append new names; never reorder.
 std::vector<std::string> BuiltinMetricNames() {
-  return {"top1", "agreement", "rel_mse", "frame_agreement"};
+  return {"top1", "agreement", "rel_mse", "frame_agreement", "decode_agreement"};
 }
 
 Result<std::vector<std::unique_ptr<Metric>>> MakeMetrics(const std::vector<std::string>& names) {

@@ -87,7 +87,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       ->transform(InRange(0, kMaxCount));
   cmd->add_option(
       "--metric", opts->calibrate.metric,
-      "--compare-methods/--budget metric: top1, agreement, rel_mse, frame_agreement (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
+      "--compare-methods/--budget metric: top1, agreement, rel_mse, frame_agreement, decode_agreement (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
   cmd->add_option(
          "--check-samples", opts->check_samples,
          fmt::format(

@@ -28,8 +28,9 @@ void SetupEval(CLI::App& app, RunFn* run) {
                   "where --plan's Q/DQ go: auto (plan's own sites when it came from a Q/DQ model), "
                   "tensorrt, plan")
       ->capture_default_str();
-  cmd->add_option("--metric", opts->eval.metrics,
-                  "extra metrics vs the reference: top1, agreement, rel_mse, frame_agreement");
+  cmd->add_option(
+      "--metric", opts->eval.metrics,
+      "extra metrics vs the reference: top1, agreement, rel_mse, frame_agreement, decode_agreement");
   cmd->add_option("--samples", opts->eval.samples, "use the first N samples (0: all)")->transform(InRange(0, kMaxCount));
   cmd->add_option("--batch-size", opts->eval.batch_size, "samples per run")
       ->transform(InRange(1, kMaxBatch))

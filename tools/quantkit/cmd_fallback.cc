@@ -28,7 +28,7 @@ void SetupFallback(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   cmd->add_option(
       "--metric", opts->metric,
-      "top1, agreement, rel_mse, frame_agreement (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
+      "top1, agreement, rel_mse, frame_agreement, decode_agreement (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
   cmd->add_option("--max-float", opts->fallback.max_float_layers, "at most N float layers (0: no limit)")->transform(InRange(0, kMaxIntCount));
   cmd->add_option("--float-precision", opts->fallback.float_precision,
                   "precision in --layerPrecisions")

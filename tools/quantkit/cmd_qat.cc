@@ -100,7 +100,7 @@ void SetupQat(CLI::App& app, RunFn* run) {
       ->transform(InRange(0, kMaxCount));
   cmd->add_option(
       "--metric", q.metric,
-      "validation metric: top1, agreement, rel_mse, frame_agreement (default: top1 with labels / agreement on a "
+      "validation metric: top1, agreement, rel_mse, frame_agreement, decode_agreement (default: top1 with labels / agreement on a "
       "[batch, classes] output, else rel_mse; ties on top1/agreement broken by rel_mse vs FP32)");
   cmd->add_option("--eval-every", q.eval_every, "validate every N steps (default: once per epoch)")
       ->transform(InRange(0, kMaxQatSteps));

@@ -108,7 +108,8 @@ nlohmann::json TrainingLog(const QatOptions& o, const StartPlan& plan, const tra
 
 // "top1 vs labels", "agreement with FP32", "frame_agreement with FP32", "rel_mse vs FP32".
 std::string MetricTitle(const std::string& metric) {
-  const bool agreement = metric == "agreement" || metric == "frame_agreement";
+  const bool agreement =
+      metric == "agreement" || metric == "frame_agreement" || metric == "decode_agreement";
   return metric + (metric == "top1" ? " vs labels" : agreement ? " with FP32" : " vs FP32");
 }
 

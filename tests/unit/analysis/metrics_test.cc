@@ -68,6 +68,43 @@ TEST(Metrics, FrameAgreementComparesEachFrameOfASequence) {
       << bad.message();
 }
 
+// Frames of 3 classes (0 the CTC blank, 1 'a', 2 'b') as one-hot rows.
+std::vector<float> Frames(const std::vector<int>& argmaxes) {
+  std::vector<float> v(argmaxes.size() * 3, 0.0f);
+  for (size_t f = 0; f < argmaxes.size(); ++f) v[f * 3 + argmaxes[f]] = 1.0f;
+  return v;
+}
+
+TEST(Metrics, DecodeAgreementComparesGreedyCtcDecodes) {
+  // Sample 0: FP32 "a a - b" and INT8 "a - - b" differ in a frame and both decode to "ab".
+  // Sample 1: FP32 "a - a b" decodes to "aab" (the blank separates the repeat), INT8 "a a a b" to
+  // "ab": one frame differs there too, and the decodes do not agree.
+  std::vector<float> ref = Frames({1, 1, 0, 2, /**/ 1, 0, 1, 2});
+  std::vector<float> out = Frames({1, 0, 0, 2, /**/ 1, 1, 1, 2});
+  const MetricBatch b{out.data(), ref.data(), 2, 12, nullptr, 3};
+  DecodeAgreementMetric m;
+  m.Reset();
+  ASSERT_TRUE(m.Update(b).ok());
+  EXPECT_DOUBLE_EQ(m.Value(), 1.0 / 2.0);
+  FrameAgreementMetric frames;  // the same 8 frames: 6 agree, both samples look alike
+  ASSERT_TRUE(frames.Update(b).ok());
+  EXPECT_DOUBLE_EQ(frames.Value(), 6.0 / 8.0);
+  // A decode of blanks only is the empty sequence: it agrees with another such decode.
+  std::vector<float> blank = Frames({0, 0, 0, 0});
+  ASSERT_TRUE(m.Update({blank.data(), blank.data(), 1, 12, nullptr, 3}).ok());
+  EXPECT_DOUBLE_EQ(m.Value(), 2.0 / 3.0);
+  DecodeAgreementMetric merged;
+  merged.AddState(m.State());
+  EXPECT_DOUBLE_EQ(merged.Value(), m.Value());
+  // Frames of one class (a blank and nothing else) or a width that is not whole frames: errors.
+  for (const int64_t classes : {int64_t{1}, int64_t{5}}) {
+    const Status bad = m.Update({out.data(), ref.data(), 1, 12, nullptr, classes});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.message().find("decode_agreement"), std::string::npos) << bad.message();
+  }
+  EXPECT_TRUE(MakeMetric("decode_agreement").ok());
+}
+
 TEST(Metrics, RelativeMseIsErrorEnergyOverReferenceEnergy) {
   RelativeMseMetric m;
   m.Reset();
