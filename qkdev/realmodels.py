@@ -158,8 +158,9 @@ def _fixed_b1(out):
     return {"kind": "1-D CNN classifier, fixed batch 1", "output": "class"}
 
 
-def _textline(out):
-    import numpy as np
+def textline_network():
+    """The CTC text-line recogniser of `textline` ([N, 1, 32, W] -> [N, W/2, 37] log-probabilities;
+    qkdev/textline_trained.py trains it), fresh from torch's current seed."""
     import torch
     from torch import nn
 
@@ -176,8 +177,15 @@ def _textline(out):
             f = self.cnn(x).squeeze(2).permute(0, 2, 1)  # [N, T, 48]
             return torch.log_softmax(self.fc(f), dim=2)
 
+    return Rec()
+
+
+def _textline(out):
+    import numpy as np
+    import torch
+
     torch.manual_seed(SEED)
-    m = Rec()
+    m = textline_network()
     rng = np.random.default_rng(SEED + 2)
 
     def line(w):

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from qkdev import ocr_lines
+from qkdev import ocr_lines, realmodels
 from qkdev.qat_ppocr_rec import quantkit
 
 CHARS = string.digits + string.ascii_lowercase  # class k + 1; 0 is the CTC blank
@@ -68,20 +68,7 @@ def train(steps, threads, log):
     torch.manual_seed(SEED)
     torch.set_num_threads(threads)
 
-    class Rec(nn.Module):  # qkdev/realmodels.py's textline, unchanged
-        def __init__(self):
-            super().__init__()
-            self.cnn = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-                                     nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-                                     nn.MaxPool2d((2, 1)), nn.Conv2d(32, 48, 3, padding=1), nn.ReLU(),
-                                     nn.MaxPool2d((8, 1)))
-            self.fc = nn.Linear(48, 1 + len(CHARS))
-
-        def forward(self, x):
-            f = self.cnn(x).squeeze(2).permute(0, 2, 1)  # [N, T, 48]
-            return torch.log_softmax(self.fc(f), dim=2)
-
-    model = Rec()
+    model = realmodels.textline_network()  # `textline`, unchanged
     images, texts = render(np.random.default_rng(SEED), 20000)
     targets = [torch.tensor([CHARS.index(c) + 1 for c in t]) for t in texts]
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)

@@ -100,8 +100,8 @@ class FrameAgreementMetric final : public ShareMetric {
 
 // "Decode agreement": share of samples whose greedy CTC decode (each frame's argmax, repeats
 // collapsed, the blank class 0 dropped: PP-OCR's and torch.nn.CTCLoss's default blank) equals the
-// FP32 model's. What a CTC recognizer's user compares: on PP-OCRv4 rec, 2.5% of the frames
-// differed from FP32 (blank frames, repeats) where 0.2% of the decoded lines did (docs/qat.md).
+// FP32 model's. What a CTC recognizer's user compares: on PP-OCRv4 rec, 2.5% of the frames of
+// 64 crops differed from FP32 (blanks, repeats) where 0.2% of 500 crops' decodes did (docs/qat.md).
 class DecodeAgreementMetric final : public ShareMetric {
  public:
   std::string name() const override { return "decode_agreement"; }
