@@ -62,6 +62,8 @@ def main():
     ap.add_argument("--ptq-samples", type=int, default=32)
     ap.add_argument("--calib", choices=["lines", "labelled"], default="lines",
                     help="calibrate on the tests' 128 lines or on 128 labelled whole-text crops")
+    ap.add_argument("--judged-seed", type=int, default=ocr_lines.JUDGED_SEED,
+                    help="seed of the judged crops (those to calibrate on: seed + 1)")
     ap.add_argument("--input-noise", default=None,
                     help="instead of calibrating: FP32 against itself under pixel noise of these stds (e.g. 0.5,1,2)")
     a = ap.parse_args()
@@ -70,9 +72,9 @@ def main():
     train = lines(rng, TRAIN)
     lines(rng, VAL)  # qat_ppocr_rec's validation lines: skipped, so the test lines are the same
     test = lines(rng, TEST)
-    labelled, truth = ocr_lines.labelled_lines(np.random.default_rng(ocr_lines.JUDGED_SEED), ocr_lines.JUDGED)
+    labelled, truth = ocr_lines.labelled_lines(np.random.default_rng(a.judged_seed), ocr_lines.JUDGED)
     if a.calib == "labelled":
-        train, _ = ocr_lines.labelled_lines(np.random.default_rng(ocr_lines.JUDGED_SEED + 1), TRAIN)
+        train, _ = ocr_lines.labelled_lines(np.random.default_rng(a.judged_seed + 1), TRAIN)
     if a.input_noise:
         input_noise(model, test, labelled, [float(v) for v in a.input_noise.split(",")])
         return

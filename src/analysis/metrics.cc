@@ -55,7 +55,7 @@ Status DecodeAgreementMetric::Update(const MetricBatch& b) {
       b.width, classes);
   const int64_t frames = b.width / classes;
   for (int64_t i = 0; i < b.batch; ++i) {
-    // Compared as the decodes are produced: the two label sequences advance together.
+    // Both decodes in full, then compared: they may differ in length.
     const float* out = b.output + i * b.width;
     const float* ref = b.reference + i * b.width;
     int64_t out_prev = 0, ref_prev = 0;
