@@ -58,8 +58,7 @@ def render(rng, n):
 
 
 def decode(log_probs):
-    ids = log_probs.reshape(-1, log_probs.shape[-1]).argmax(-1)
-    return "".join(CHARS[i - 1] for j, i in enumerate(ids) if i != 0 and (j == 0 or ids[j - 1] != i))
+    return ocr_lines.decode(log_probs, [""] + list(CHARS))  # class 0: the CTC blank
 
 
 def train(steps, threads, log):
