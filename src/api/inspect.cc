@@ -34,9 +34,9 @@ nlohmann::json ValuesJson(const std::vector<onnx_io::ValueSummary>& values) {
     nlohmann::json shape = nullptr;
     if (v.has_shape) {
       shape = nlohmann::json::array();
-      for (const std::string& d : v.dims) {
-        const bool known = !d.empty() && d.find_first_not_of("0123456789") == std::string::npos;
-        shape.push_back(known ? nlohmann::json(std::stoll(d)) : nlohmann::json(d));
+      for (size_t i = 0; i < v.dims.size(); ++i) {
+        const bool known = i < v.dim_values.size() && v.dim_values[i] >= 0;
+        shape.push_back(known ? nlohmann::json(v.dim_values[i]) : nlohmann::json(v.dims[i]));
       }
     }
     out.push_back({{"name", v.name}, {"dtype", v.dtype}, {"shape", shape}});

@@ -129,9 +129,7 @@ Result<std::unique_ptr<Source>> OpenEntry(const json& entry, const InputSpec& sp
     } else if (key == "layout" && value.is_string()) {
       QK_RETURN_IF_ERROR(SetLayout(value.get<std::string>(), &o).WithContext(at));
     } else if (key == "scale" && value.is_number()) {
-      o.scale = value.get<double>();
-      QK_RETURN_IF_NOT(std::isfinite(*o.scale) && *o.scale > 0, StatusCode::kInvalidArgument,
-                       "{}: {} is not a positive finite number", at, value.dump());
+      QK_RETURN_IF_ERROR(SetScale(value.get<double>(), &o).WithContext(at));
     } else if (key == "mean") {
       QK_ASSIGN_OR_RETURN(o.mean, Numbers(value, at));
     } else if (key == "std") {

@@ -43,6 +43,10 @@ Status SetResize(const std::string& text, ImageOptions* options);
 Status SetCrop(const std::string& text, ImageOptions* options);
 Status SetColor(const std::string& text, ImageOptions* options);
 Status SetLayout(const std::string& text, ImageOptions* options);
+// The pixel scale's bounds: (0, kMaxPixelScale], a normal double (1e-400 would read as 0: blank
+// images).
+inline constexpr double kMaxPixelScale = 1e6;
+Status SetScale(double value, ImageOptions* options);
 // "0.485,0.456,0.406" (also used for --std)
 Result<std::vector<double>> ParseFloatList(const std::string& text, const std::string& what);
 

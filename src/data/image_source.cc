@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "common/check.h"
@@ -109,6 +110,16 @@ Status SetLayout(const std::string& text, ImageOptions* o) {
   return Status();
 }
 
+Status SetScale(double value, ImageOptions* o) {
+  QK_RETURN_IF_NOT(std::isfinite(value) && value >= std::numeric_limits<double>::min() &&
+                       value <= kMaxPixelScale,
+                   StatusCode::kInvalidArgument,
+                   "scale {:g} is out of range: expected a number in (0, {:g}]", value,
+                   kMaxPixelScale);
+  o->scale = value;
+  return Status();
+}
+
 Result<ImageOptions> ParseImageOptions(const ImageOptionsText& text) {
   ImageOptions o;
   if (!text.resize.empty()) QK_RETURN_IF_ERROR(SetResize(text.resize, &o));
@@ -121,7 +132,7 @@ Result<ImageOptions> ParseImageOptions(const ImageOptionsText& text) {
   if (!text.std.empty()) {
     QK_ASSIGN_OR_RETURN(o.std, ParseFloatList(text.std, "--std"));
   }
-  o.scale = text.scale;
+  if (text.scale) QK_RETURN_IF_ERROR(SetScale(*text.scale, &o).WithContext("--scale"));
   return o;
 }
 

@@ -21,6 +21,7 @@
 #include "common/check.h"
 #include "common/file_checks.h"
 #include "common/sha256.h"
+#include "common/text.h"
 #include "data/npy.h"
 #include "data/source_internal.h"
 
@@ -56,6 +57,17 @@ Status ReadExactly(zip_file_t* f, uint8_t* dst, size_t n, const std::string& whe
     dst += got;
     n -= static_cast<size_t>(got);
   }
+  return Status::Ok();
+}
+
+// After a member's last byte: a further read returns 0 bytes when its size and CRC-32 hold, and
+// fails (or returns more) when they do not.
+Status ExpectMemberEnd(zip_file_t* f, const std::string& where) {
+  uint8_t extra = 0;
+  const zip_int64_t tail = zip_fread(f, &extra, 1);
+  QK_RETURN_IF_NOT(tail == 0, StatusCode::kInvalidModel,
+                   "{}: the member fails its checksum or size ({})", where,
+                   tail < 0 ? zip_file_strerror(f) : "longer than declared");
   return Status::Ok();
 }
 
@@ -111,6 +123,9 @@ class NpzSource final : public Source {
     auto* dst = static_cast<uint8_t*>(t.mutable_data());
     QK_RETURN_IF_ERROR(ReadExactly(m.stream.get(), dst, t.nbytes(), m.where));
     m.next_row += count;
+    // The member's last row: reading past it makes libzip compare the CRC-32 (members too large to
+    // verify at open are verified here, once the pass has read them whole).
+    if (m.next_row == m.rows) QK_RETURN_IF_ERROR(ExpectMemberEnd(m.stream.get(), m.where));
     if (m.header.big_endian && m.header.item_size > 1) {
       for (size_t i = 0; i < t.nbytes(); i += m.header.item_size) std::reverse(dst + i, dst + i + m.header.item_size);
     }
@@ -125,6 +140,25 @@ class NpzSource final : public Source {
 };
 
 // Reads the member's .npy header (and nothing more) and checks it against the declared size.
+// Members up to this size are read through once at open to verify their CRC-32, so that a
+// damaged archive fails before any run, even when only its first samples are used.
+constexpr uint64_t kMaxVerifiedAtOpenBytes = uint64_t{64} << 20;
+
+// Reads the whole member in bounded chunks and checks its end (size and CRC-32).
+Status VerifyMember(zip_t* archive, zip_uint64_t index, uint64_t declared,
+                    const std::string& where) {
+  std::unique_ptr<zip_file_t, ZipFileCloser> f(zip_fopen_index(archive, index, 0));
+  QK_RETURN_IF_NOT(f != nullptr, StatusCode::kInvalidModel, "{}: cannot read member: {}", where,
+                   zip_strerror(archive));
+  std::vector<uint8_t> chunk(static_cast<size_t>(std::min<uint64_t>(declared, uint64_t{1} << 20)));
+  for (uint64_t left = declared; left > 0;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(left, chunk.size()));
+    QK_RETURN_IF_ERROR(ReadExactly(f.get(), chunk.data(), n, where));
+    left -= n;
+  }
+  return ExpectMemberEnd(f.get(), where);
+}
+
 Result<NpyHeader> ReadMemberHeader(zip_t* archive, zip_uint64_t index, uint64_t declared, const std::string& where) {
   std::unique_ptr<zip_file_t, ZipFileCloser> f(zip_fopen_index(archive, index, 0));
   QK_RETURN_IF_NOT(f != nullptr, StatusCode::kInvalidModel, "{}: cannot read member: {}", where, zip_strerror(archive));
@@ -169,20 +203,36 @@ Result<std::unique_ptr<Source>> OpenNpz(const std::string& path, const std::vect
     if (zip_stat_index(archive.get(), static_cast<zip_uint64_t>(i), 0, &st) != 0 || !st.name) continue;
     const std::string name = st.name;
     if (name.size() < 4 || name.compare(name.size() - 4, 4, ".npy") != 0) continue;
-    arrays.emplace_back(name.substr(0, name.size() - 4), st);
+    const std::string array = name.substr(0, name.size() - 4);
+    QK_RETURN_IF_NOT(
+        std::none_of(arrays.begin(), arrays.end(), [&](const auto& a) { return a.first == array; }),
+        StatusCode::kInvalidModel, "{}:{}: a second member of that name", path,
+        EscapeControl(name));
+    arrays.emplace_back(array, st);
   }
   Sha256 hash;
   std::vector<Member> members;
   for (const InputSpec& spec : inputs) {
     auto it = std::find_if(arrays.begin(), arrays.end(), [&](const auto& a) { return a.first == spec.name; });
-    if (it == arrays.end() && arrays.size() == 1 && inputs.size() == 1) it = arrays.begin();
+    // np.savez(path, x) names its one array arr_0: that feeds a single-input model. Any other name
+    // must be the input's (a 'foo' beside input 'x' is more likely another model's data).
+    if (it == arrays.end() && arrays.size() == 1 && inputs.size() == 1 &&
+        arrays.front().first == "arr_0") {
+      it = arrays.begin();
+    }
+    std::vector<std::string> present;
+    for (const auto& a : arrays) present.push_back(a.first);
     QK_RETURN_IF_NOT(it != arrays.end(), StatusCode::kInvalidArgument,
-                     "{}: no member '{}.npy' for model input '{}'", path, spec.name, spec.name);
+                     "{}: no member '{}.npy' for model input '{}' (the archive holds: {})", path,
+                     spec.name, spec.name,
+                     present.empty() ? std::string("no .npy member") : ListSome(present));
     const zip_stat_t& st = it->second;
     Member m;
     m.input = spec.name;
     m.where = path + ":" + st.name;
     m.index = st.index;
+    if (st.size <= kMaxVerifiedAtOpenBytes)
+      QK_RETURN_IF_ERROR(VerifyMember(archive.get(), st.index, st.size, m.where));
     QK_ASSIGN_OR_RETURN(m.header, ReadMemberHeader(archive.get(), st.index, st.size, m.where));
     const NpyHeader& h = m.header;
     QK_RETURN_IF_NOT(!h.shape.empty(), StatusCode::kInvalidArgument, "{}: array for input '{}' is a scalar",

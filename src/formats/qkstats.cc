@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
@@ -133,17 +134,28 @@ class Reader {
     QK_ASSIGN_OR_RETURN(rs.max, Float(r["max"], p + ".range.max"));
     QK_ASSIGN_OR_RETURN(rs.amax, Float(r["amax"], p + ".range.amax"));
     if (rs.finite_count() < 0) return Error(p + ".range counts exceed the element count");
+    if (!rs.Consistent()) {
+      return Error(fmt::format(
+          "{}.range is inconsistent: min {:g}, max {:g}, amax {:g} over {} finite values "
+          "({} zeros)",
+          p, rs.min, rs.max, rs.amax, rs.finite_count(), rs.zero_count));
+    }
     const json& h = j["histogram"];
     QK_RETURN_IF_ERROR(OnlyKeys(h, p + ".histogram", {"range_exp", "positive", "negative", "zeros", "nonfinite"}));
     const bool has_range = !h["range_exp"].is_null();
     if (has_range && !h["range_exp"].is_number_integer()) return Error(p + ".histogram.range_exp is not an integer");
+    // Read wide, then range-checked: get<int> of 2^40 would wrap to 0 (another scale, silently).
+    const int64_t range_exp = has_range ? h["range_exp"].get<int64_t>() : 0;
+    if (has_range && (range_exp < quant::kMinRangeExp || range_exp > quant::kMaxRangeExp)) {
+      return Error(fmt::format("{}.histogram.range_exp {} out of range [{}, {}]", p, range_exp,
+                               quant::kMinRangeExp, quant::kMaxRangeExp));
+    }
     const int64_t n = int64_t{1} << log2_bins;
     QK_ASSIGN_OR_RETURN(auto pos, Bins(h["positive"], p + ".histogram.positive", n));
     QK_ASSIGN_OR_RETURN(auto neg, Bins(h["negative"], p + ".histogram.negative", n));
     QK_ASSIGN_OR_RETURN(int64_t zeros, Count(h["zeros"], p + ".histogram.zeros"));
     QK_ASSIGN_OR_RETURN(int64_t nonfinite, Count(h["nonfinite"], p + ".histogram.nonfinite"));
-    auto hist = StreamingHistogram::FromParts(log2_bins, has_range,
-                                              has_range ? h["range_exp"].get<int>() : 0,
+    auto hist = StreamingHistogram::FromParts(log2_bins, has_range, static_cast<int>(range_exp),
                                               std::move(pos), std::move(neg), zeros, nonfinite);
     if (!hist.ok()) return Error(p + ": " + hist.status().message());
     if (hist->binned_count() + hist->nonfinite_count() != rs.count) {
@@ -161,6 +173,10 @@ class Reader {
       if (!c["amax"].is_array()) return Error(p + ".per_channel.amax is not an array");
       for (const json& a : c["amax"]) {
         QK_ASSIGN_OR_RETURN(float f, Float(a, p + ".per_channel.amax[]"));
+        if (!(std::isfinite(f) && f >= 0.0f)) {
+          return Error(
+              fmt::format("{}.per_channel.amax holds {:g}: an amax is finite and >= 0", p, f));
+        }
         s.amax.push_back(f);
       }
       pc = std::move(s);

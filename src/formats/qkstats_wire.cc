@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -57,9 +60,24 @@ Result<quant::StreamingHistogram> GetHistogram(ByteReader& in, const std::string
   QK_ASSIGN_OR_RETURN(int64_t nonfinite, in.Get<int64_t>("histogram.nonfinite"));
   QK_RETURN_IF_NOT(has_range <= 1 && zeros >= 0 && nonfinite >= 0, StatusCode::kInvalidArgument,
                    "{}: inconsistent histogram header", p);
+  // The writer puts the lowest exponent when nothing was binned: any other value read without a
+  // range would silently stand for another scale.
+  QK_RETURN_IF_NOT(range_exp >= quant::kMinRangeExp && range_exp <= quant::kMaxRangeExp &&
+                       (has_range != 0 || range_exp == quant::kMinRangeExp),
+                   StatusCode::kInvalidArgument,
+                   "{}: histogram range_exp {} out of range [{}, {}]{}", p, range_exp,
+                   quant::kMinRangeExp, quant::kMaxRangeExp,
+                   has_range ? "" : " (or not the empty histogram's)");
   const int64_t n = int64_t{1} << log2_bins;
   QK_ASSIGN_OR_RETURN(std::vector<int64_t> pos, GetBins(in, p + " positive histogram", n));
   QK_ASSIGN_OR_RETURN(std::vector<int64_t> neg, GetBins(in, p + " negative histogram", n));
+  if (!has_range) {
+    // Nothing binned without a range: bins here would be read at a scale nobody chose.
+    for (const std::vector<int64_t>* bins : {&pos, &neg}) {
+      QK_RETURN_IF_NOT(std::all_of(bins->begin(), bins->end(), [](int64_t c) { return c == 0; }),
+                       StatusCode::kInvalidArgument, "{}: histogram bins without a range", p);
+    }
+  }
   Result<quant::StreamingHistogram> hist = quant::StreamingHistogram::FromParts(
       log2_bins, has_range != 0, range_exp, std::move(pos), std::move(neg), zeros, nonfinite);
   if (!hist.ok()) return hist.status().WithContext(p);
@@ -81,6 +99,9 @@ Result<quant::TensorCollector> GetTensor(ByteReader& in, const std::string& sour
   QK_RETURN_IF_NOT(rs.count >= 0 && rs.nan_count >= 0 && rs.posinf_count >= 0 && rs.neginf_count >= 0 &&
                        rs.zero_count >= 0 && rs.finite_count() >= 0,
                    StatusCode::kInvalidArgument, "{}: inconsistent range counts", p);
+  QK_RETURN_IF_NOT(rs.Consistent(), StatusCode::kInvalidArgument,
+                   "{}: inconsistent range (min {:g}, max {:g}, amax {:g} over {} finite values)",
+                   p, rs.min, rs.max, rs.amax, rs.finite_count());
   QK_ASSIGN_OR_RETURN(uint8_t has_histogram, in.Get<uint8_t>("histogram flag"));
   QK_RETURN_IF_NOT(has_histogram <= 1, StatusCode::kInvalidArgument, "{}: bad histogram flag", p);
   std::optional<quant::StreamingHistogram> hist;
@@ -98,8 +119,10 @@ Result<quant::TensorCollector> GetTensor(ByteReader& in, const std::string& sour
     QK_ASSIGN_OR_RETURN(s.axis, in.Get<int64_t>("per_channel.axis"));
     QK_ASSIGN_OR_RETURN(s.nonfinite_count, in.Get<int64_t>("per_channel.nonfinite"));
     QK_ASSIGN_OR_RETURN(s.amax, in.GetVector<float>("per_channel.amax"));
-    QK_RETURN_IF_NOT(s.axis >= 0 && s.nonfinite_count >= 0, StatusCode::kInvalidArgument,
-                     "{}: inconsistent per-channel statistics", p);
+    QK_RETURN_IF_NOT(s.axis >= 0 && s.nonfinite_count >= 0 && s.nonfinite_count <= rs.count &&
+                         std::all_of(s.amax.begin(), s.amax.end(),
+                                     [](float a) { return std::isfinite(a) && a >= 0.0f; }),
+                     StatusCode::kInvalidArgument, "{}: inconsistent per-channel statistics", p);
     pc = std::move(s);
   }
   if (!hist) {

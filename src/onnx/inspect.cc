@@ -14,6 +14,7 @@ ValueSummary SummarizeValue(const ir::Value& v) {
   if (s.has_shape) {
     for (const ir::Dim& d : v.type.dims) {
       s.dims.push_back(d.is_known() ? std::to_string(d.value) : d.is_symbolic() ? d.param : "?");
+      s.dim_values.push_back(d.is_known() ? d.value : -1);
     }
   }
   return s;

@@ -21,6 +21,8 @@ struct ValueSummary {
   std::string name;
   std::string dtype;               // ONNX spelling, "?" when undeclared
   std::vector<std::string> dims;   // "224", "N" (symbolic) or "?"; empty for scalars
+  // Per dim: its value when known, -1 when symbolic or unknown (a dim_param may be all digits).
+  std::vector<int64_t> dim_values;
   bool has_shape = false;          // false: rank unknown
   std::string type;                // "float[N,3,224,224]"
 };

@@ -328,6 +328,11 @@ Status CheckSource(const CalibrateOptions& options) {
                    "give calibration data (--data) or statistics (--from-stats)");
   if (!options.ptq.stages.empty()) {
     QK_RETURN_IF_ERROR(CheckPtqOptions(options.ptq));
+    // Every stage changes INT8 weights or ranges: with no INT8 layer it would run on nothing.
+    QK_RETURN_IF_NOT(
+        options.int8, StatusCode::kInvalidArgument,
+        "--ptq {} tunes the INT8 layers, and --int8 off writes none: drop one of the two",
+        PtqStagesText(options.ptq.stages));
     QK_RETURN_IF_NOT(!options.data.empty(), StatusCode::kInvalidArgument,
                      "--ptq {} fits weights on the calibration samples themselves: give --data (statistics alone "
                      "do not hold them)",

@@ -76,6 +76,27 @@ Status JudgePlan(const analysis::PlanEvaluator& evaluator, const quant::QuantPla
   r.seconds = (own_evaluator ? evaluator.fp32_seconds() : 0.0) +
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
+  // Non-finite outputs fail the check whatever the agreement says: argmax of NaN logits agrees with
+  // itself (a model whose biases were all NaN once scored "agreement 100%").
+  const bool fp32_non_finite = !std::isfinite(trial.output.ref2);
+  const bool written_non_finite =
+      !fp32_non_finite && !(std::isfinite(trial.output.out2) && std::isfinite(trial.output.err2));
+  if (fp32_non_finite || written_non_finite) {
+    r.warning =
+        fp32_non_finite
+            ? fmt::format(
+                  "check: the FP32 model's own output is not finite (NaN/Inf) on the {} {} samples "
+                  "of {}: the data holds non-finite values (or the model overflows), so neither "
+                  "the calibration nor this check can be trusted; clean the data",
+                  r.samples, r.origin, evaluator.options().data)
+            : fmt::format(
+                  "check: the written model outputs NaN/Inf on the {} {} samples of {} where FP32 is "
+                  "finite: the model is broken; calibrate again without --ptq, or see which tensor "
+                  "breaks it: quantkit analyze {} --plan {} --data {}",
+                  r.samples, r.origin, evaluator.options().data, evaluator.options().model,
+                  plan_path.empty() ? "plan.json" : plan_path, evaluator.options().data);
+    return Status::Ok();
+  }
   const bool bad_agreement = r.class_output && !(r.agreement >= kCheckMinAgreement);
   const bool bad_output = !r.class_output && !(r.rel_mse <= kCheckMaxRelMse);
   if (bad_agreement || bad_output) {

@@ -90,17 +90,32 @@ Status SetFloatPrecision(const ConvertOptions& options, const ir::Graph& graph, 
   return Status::Ok();
 }
 
-// The written model against the float model on --data: what the migration changes.
-Status CheckAccuracy(const ConvertOptions& options, ConvertResult* result) {
+// The written model (`staged`: the file before it is committed as options.output) against the float
+// model on --data: what the migration changes. Run before the commit, so that a check that cannot
+// run (data the model does not take) leaves no output behind.
+Status CheckAccuracy(const ConvertOptions& options, const std::string& staged,
+                     ConvertResult* result) {
   EvalOptions eval;
-  eval.model = options.output;
+  eval.model = staged;
   eval.reference_model = options.model;
   eval.data = options.data;
   eval.image = options.image;
   eval.samples = options.samples;
   eval.batch_size = options.batch_size;
   eval.progress = false;
-  QK_ASSIGN_OR_RETURN(EvalResult written, Evaluate(eval));
+  Result<EvalResult> evaluated = Evaluate(eval);
+  if (!evaluated.ok()) {
+    // Name the output as the user gave it, not its staging path.
+    std::string message = evaluated.status().message();
+    for (size_t at = message.find(staged); at != std::string::npos; at = message.find(staged, at)) {
+      message.replace(at, staged.size(), options.output);
+      at += options.output.size();
+    }
+    return Status(
+        evaluated.status().code(),
+        fmt::format("{} (the check on --data {}; nothing was written)", message, options.data));
+  }
+  EvalResult& written = evaluated.value();
   ConvertResult::Accuracy a;
   a.data = options.data;
   a.samples = written.samples;
@@ -398,9 +413,10 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
                    "default --placement tensorrt for calibrated plans)",
                    options.input, options.model);
   AddInsertionMessages(ins, &result);
+  if (!options.data.empty())
+    QK_RETURN_IF_ERROR(CheckAccuracy(options, out->Stage(files.model_name), &result));
   QK_ASSIGN_OR_RETURN(std::vector<std::string> written, out->Commit());
   result.written.insert(result.written.end(), written.begin(), written.end());
-  if (!options.data.empty()) QK_RETURN_IF_ERROR(CheckAccuracy(options, &result));
   return result;
 }
 

@@ -150,8 +150,13 @@ Status RunBiasCorrection(const PtqStageSpec&, Context& ctx, PtqStageReport* repo
     report->loss_after += o.error_after;
     float largest = 0;
     for (float v : o.shift) largest = std::max(largest, std::fabs(v));
-    report->lines.push_back(fmt::format("{}: bias shifted by up to {:.4g}, output error {:.4g} -> {:.4g}",
-                                        Name(step.layer), largest, o.error_before, o.error_after));
+    report->lines.push_back(
+        fmt::format("{}: bias shifted by up to {:.4g}, output error {:.4g} -> {:.4g}{}",
+                    Name(step.layer), largest, o.error_before, o.error_after,
+                    o.non_finite > 0 ? fmt::format(" ({} non-finite output values left out: the "
+                                                   "samples hold NaN/Inf)",
+                                                   o.non_finite)
+                                     : std::string()));
     ctx.plan->initializers[bias.value()] = {std::move(o.bias), "bias-correction"};
     return Status::Ok();
   };

@@ -146,8 +146,16 @@ Result<std::vector<std::vector<float>>> ActivationMax(const ir::Model& model, co
   for (const data::Batch& b : batches) {
     if (seen > 0 && seen + b.size > samples) break;
     seen += b.size;
+    // The sub-model keeps only the inputs the activations depend on (a state input feeding only
+    // later layers is gone): feed exactly those.
     std::vector<runtime::NamedTensor> feeds;
-    for (const auto& [name, t] : b.inputs) feeds.push_back({name, t});
+    for (const std::string& name : interp->input_names()) {
+      auto it = std::find_if(b.inputs.begin(), b.inputs.end(),
+                             [&](const auto& in) { return in.first == name; });
+      QK_RETURN_IF_NOT(it != b.inputs.end(), StatusCode::kInternal,
+                       "smoothquant: the sample has no input '{}' that the activations need", name);
+      feeds.push_back({name, it->second});
+    }
     QK_ASSIGN_OR_RETURN(std::vector<runtime::NamedTensor> outs, interp->Run(feeds));
     for (size_t i = 0; i < groups.size(); ++i) {
       const runtime::NamedTensor* o = nullptr;

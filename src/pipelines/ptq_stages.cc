@@ -109,6 +109,7 @@ Result<std::vector<PtqStageSpec>> ParsePtqStages(const std::string& text) {
     PtqStageSpec spec;
     spec.kind = info->kind;
     for (const PtqParam& p : info->params) spec.params[p.name] = p.default_value;
+    std::set<std::string> given;
     for (size_t i = 1; i < parts.size(); ++i) {
       const size_t eq = parts[i].find('=');
       const std::string key = parts[i].substr(0, eq);
@@ -127,10 +128,16 @@ Result<std::vector<PtqStageSpec>> ParsePtqStages(const std::string& text) {
       QK_RETURN_IF_NOT(!value.empty() && end == value.c_str() + value.size() && std::isfinite(v),
                        StatusCode::kInvalidArgument, "--ptq: {}:{}='{}' is not a number", info->name, key,
                        EscapeControl(value));
-      QK_RETURN_IF_NOT(v >= param->min && v <= param->max && (!param->integer || v == std::floor(v)),
-                       StatusCode::kInvalidArgument, "--ptq: {}:{}={} is out of range: want {} in [{}, {}]", info->name,
-                       key, value, param->integer ? "an integer" : "a number", FormatValue(*param, param->min),
+      QK_RETURN_IF_NOT(!param->integer || v == std::floor(v), StatusCode::kInvalidArgument,
+                       "--ptq: {}:{}={} is not an integer: want an integer in [{}, {}]", info->name,
+                       key, EscapeControl(value), FormatValue(*param, param->min),
                        FormatValue(*param, param->max));
+      QK_RETURN_IF_NOT(v >= param->min && v <= param->max, StatusCode::kInvalidArgument,
+                       "--ptq: {}:{}={} is out of range: want {} in [{}, {}]", info->name, key,
+                       EscapeControl(value), param->integer ? "an integer" : "a number",
+                       FormatValue(*param, param->min), FormatValue(*param, param->max));
+      QK_RETURN_IF_NOT(given.insert(key).second, StatusCode::kInvalidArgument,
+                       "--ptq: {}:{} given twice (each parameter once)", info->name, key);
       spec.params[key] = v;
     }
     stages.push_back(std::move(spec));

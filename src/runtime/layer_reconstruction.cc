@@ -269,9 +269,11 @@ Result<BiasCorrectionOutcome> BiasCorrectionLayer(const LayerBlock& block, const
       w = given.to(at::kFloat).to(runner.device);
     }
     const at::Tensor wq = at::clamp(at::round(w / runner.scale), kQmin, kQmax) * runner.scale;
-    // Per channel: the summed difference (double: thousands of positions), then the mean.
-    at::Tensor sum;
-    double positions = 0, elements = 0, before = 0;
+    // Per channel: the summed difference (double: thousands of positions), then the mean. Only
+    // positions where both outputs are finite count: samples holding NaN/Inf (a corrupt pixel)
+    // would otherwise make every bias NaN.
+    at::Tensor sum, count;
+    double elements = 0, before = 0;
     int64_t dim = 0;
     for (size_t i = 0; i < xf.size(); ++i) {
       QK_ASSIGN_OR_RETURN(at::Tensor yf, runner.Run(xf[i], runner.weight));
@@ -283,22 +285,30 @@ Result<BiasCorrectionOutcome> BiasCorrectionLayer(const LayerBlock& block, const
                        "bias correction '{}': {} output channels, a bias of {} values", block.weight,
                        dim >= 0 && dim < yf.dim() ? yf.size(dim) : -1, b->initializer->numel());
       at::Tensor d = (yf - yq).to(at::kDouble);
+      const at::Tensor finite = at::isfinite(d);
+      const int64_t finite_count = finite.sum().item<int64_t>();
+      outcome.non_finite += d.numel() - finite_count;
+      d = at::where(finite, d, at::zeros_like(d));
       std::vector<int64_t> others;
       for (int64_t k = 0; k < d.dim(); ++k) {
         if (k != dim) others.push_back(k);
       }
+      const at::Tensor finite_d = finite.to(at::kDouble);
       const at::Tensor channel_sum = others.empty() ? d : d.sum(others);
+      const at::Tensor channel_count = others.empty() ? finite_d : finite_d.sum(others);
       sum = sum.defined() ? sum + channel_sum : channel_sum;
-      positions += static_cast<double>(d.numel() / std::max<int64_t>(d.size(dim), 1));
-      elements += static_cast<double>(d.numel());
+      count = count.defined() ? count + channel_count : channel_count;
+      elements += static_cast<double>(finite_count);
       before += d.pow(2).sum().item<double>();
     }
-    const at::Tensor shift = sum / positions;  // [channels], double
-    // Subtracting each channel's mean d_c removes positions * d_c^2 from that channel's squared
-    // error (sum (d - d_c)^2 = sum d^2 - n d_c^2), so the corrected error needs no second pass.
-    const double after = std::max(0.0, before - positions * shift.pow(2).sum().item<double>());
-    outcome.error_before = before / elements;
-    outcome.error_after = after / elements;
+    // A channel with no finite position keeps its bias.
+    const at::Tensor shift =
+        at::where(count > 0, sum / count.clamp_min(1), at::zeros_like(sum));  // double
+    // Subtracting each channel's mean d_c removes n_c * d_c^2 from that channel's squared error
+    // (sum (d - d_c)^2 = sum d^2 - n_c d_c^2), so the corrected error needs no second pass.
+    const double after = std::max(0.0, before - (count * shift.pow(2)).sum().item<double>());
+    outcome.error_before = elements > 0 ? before / elements : 0.0;
+    outcome.error_after = elements > 0 ? after / elements : 0.0;
     const at::Tensor shift_host = shift.to(at::kFloat).cpu().contiguous();
     outcome.shift.assign(shift_host.data_ptr<float>(), shift_host.data_ptr<float>() + shift_host.numel());
     QK_ASSIGN_OR_RETURN(at::Tensor old_bias, CopyToAten(*b->initializer, bias));

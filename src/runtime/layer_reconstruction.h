@@ -94,6 +94,7 @@ struct BiasCorrectionOutcome {
   std::vector<float> shift;    // what was added, per output channel
   double error_before = 0;     // mean squared error of the quantized layer output vs the FP32 one
   double error_after = 0;      // the same with the corrected bias, on the same batches
+  int64_t non_finite = 0;      // output positions left out: NaN/Inf in either output (bad samples)
 };
 
 // Empirical bias correction (Nagel et al. 2019, "Data-Free Quantization Through Weight Equalization

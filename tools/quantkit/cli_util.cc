@@ -102,16 +102,33 @@ void EscapeStdout() {
   std::atexit(FlushPendingUtf8);
 }
 
+namespace {
+
+// A flag: an option that takes no value (CLI11's add_flag sets expected(0)).
+bool IsFlag(const CLI::Option& o) { return o.get_expected_max() == 0; }
+
+// Every flag of `app` and its subcommands refuses `--flag=VALUE` (only `--flag`, or `--flag=true`).
+void RefuseFlagValues(CLI::App& app) {
+  for (CLI::Option* o : app.get_options()) {
+    if (IsFlag(*o)) o->disable_flag_override();
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) RefuseFlagValues(*sub);
+}
+
+}  // namespace
+
 int Parse(CLI::App& app, int argc, char** argv) {
   // A numeric option without a declared range is a quantkit bug, caught by every test that runs
   // the binary (exit 70), not an option that silently takes NaN.
   if (const Status rules = CheckNumericOptions(app); !rules.ok()) return Report(rules);
+  // A flag takes no value: CLI11 would read --cast-io=2 or --cast-io=yes as true.
+  RefuseFlagValues(app);
   // The first word that is neither an option nor the value of one of quantkit's own options
   // (--threads N, --max-tensor-mb N) names the subcommand.
   std::vector<std::string> names, valued;
   for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
   for (const CLI::Option* o : app.get_options()) {
-    if (o->get_type_size() == 0) continue;  // a flag
+    if (IsFlag(*o)) continue;
     for (const std::string& n : o->get_lnames()) valued.push_back("--" + n);
   }
   for (int i = 1; i < argc; ++i) {
@@ -137,7 +154,14 @@ int Parse(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return Report(Status(StatusCode::kInvalidArgument, e.what()));
+    std::string message = e.what();
+    // CLI11's words for --flag=VALUE on a flag ("cast-io was given a disallowed flag override").
+    const std::string override_text = " was given a disallowed flag override";
+    if (const size_t at = message.find(override_text); at != std::string::npos) {
+      const std::string name = message.substr(0, at);
+      message = fmt::format("--{0} is a flag and takes no value: give --{0} alone", name);
+    }
+    return Report(Status(StatusCode::kInvalidArgument, message));
   }
   return -1;
 }

@@ -103,7 +103,14 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       "(e.g. seqmse,adaround:iterations=500). With --method auto, each stage alone and all of them are tried on "
       "held-out data and the best kept. Stages:" +
       DescribePtqStages();
-  cmd->add_option("--ptq", opts->calibrate.ptq.stages, stage_help);
+  cmd->add_option("--ptq", opts->calibrate.ptq.stages, stage_help)
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            return v.empty()
+                       ? std::string("--ptq takes a list of stages; leave the option out for none")
+                       : "";
+          },
+          "STAGES"));
   cmd->add_option("--ptq-samples", opts->calibrate.ptq.samples,
                   "calibration samples the PTQ stages fit on (the first N; fewer when --ptq-memory says so)")
       ->transform(InRange(1, kMaxCount))

@@ -1,6 +1,7 @@
 // quantkit qat MODEL --data TRAIN -o OUT/ [--plan PLAN | --method M --calib-data D] [--steps N | --epochs E]
 //               [--lr LR] [--optimizer adamw|sgd] [--loss mse|kl|ce|ce+kl] [--val DATA | --holdout N] [--metric M] [--resume CKPT] ...
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <fmt/format.h>
@@ -57,7 +58,8 @@ void SetupQat(CLI::App& app, RunFn* run) {
          "--lr",
          [&q](const std::string& v) {
            q.lr_auto = v == "auto";
-           if (!q.lr_auto) q.lr = std::stod(v);
+           if (!q.lr_auto)
+             q.lr = std::strtod(v.c_str(), nullptr);  // range-checked by the validator below
          },
          fmt::format(
              "peak learning rate (linear warm-up, then cosine to 0), or auto: chosen on the validation data "

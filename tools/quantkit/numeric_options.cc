@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 namespace quantkit::cli {
@@ -30,6 +31,16 @@ CLI::Validator MakeRange(double lo, double hi, bool lo_exclusive) {
     const long double v = text.empty() ? 0 : std::strtold(begin, &end);
     if (text.empty() || end != begin + text.size()) return fmt::format("'{}' is not a number in {}", text, range);
     if (!std::isfinite(v)) return fmt::format("{} is not a finite number (expected one in {})", text, range);
+    // Every option is stored as a double (or an integer): a value a double cannot hold as a normal
+    // number would silently become 0 or a denormal (--scale 1e-400 gave blank images) or make the
+    // later conversion throw (--lr 1e-320 aborted), so it is refused here.
+    const long double magnitude = std::fabs(v);
+    if (magnitude > std::numeric_limits<double>::max() ||
+        (magnitude != 0 && magnitude < std::numeric_limits<double>::min())) {
+      return fmt::format(
+          "{} is out of range: expected a number in {} that a double holds (|x| >= {:g})", text,
+          range, std::numeric_limits<double>::min());
+    }
     const bool below = lo_exclusive ? v <= lo : v < lo;
     if (below || v > hi) return fmt::format("{} is out of range: expected a number in {}", text, range);
     // 1e3 -> 1000: CLI11 converts integers from plain notation only. Fractions stay as written

@@ -13,6 +13,19 @@ bool RangeStats::operator==(const RangeStats& o) const {
          max == o.max && amax == o.amax;
 }
 
+bool RangeStats::Consistent() const {
+  if (count < 0 || nan_count < 0 || posinf_count < 0 || neginf_count < 0 || zero_count < 0 ||
+      finite_count() < 0 || zero_count > finite_count()) {
+    return false;
+  }
+  if (finite_count() == 0) {
+    return min == std::numeric_limits<float>::infinity() &&
+           max == -std::numeric_limits<float>::infinity() && amax == 0.0f;
+  }
+  return std::isfinite(min) && std::isfinite(max) && min <= max &&
+         amax == std::max(std::fabs(min), std::fabs(max));
+}
+
 void RangeCollector::Observe(FloatSpan values) {
   // One vectorised (and, for large tensors, threaded) pass for the common case; NaN/Inf are
   // rare and recounted below.

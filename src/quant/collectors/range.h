@@ -23,6 +23,10 @@ struct RangeStats {
   float amax = 0.0f;
 
   int64_t finite_count() const { return count - nan_count - posinf_count - neginf_count; }
+  // Whether a RangeCollector could have left these: non-negative counts adding up, min <= max and
+  // amax the larger magnitude over the finite values (+inf, -inf and 0 while none was seen). What a
+  // statistics file holds otherwise (amax < 0, min > max) is damage, not a range.
+  bool Consistent() const;
   bool operator==(const RangeStats& o) const;
 };
 

@@ -1,5 +1,7 @@
 #include "quant/collectors/tensor_collector.h"
 
+#include <limits>
+
 #include "common/check.h"
 
 namespace quantkit::quant {
@@ -46,6 +48,12 @@ Status TensorCollector::Merge(const TensorCollector& other) {
   QK_RETURN_IF_NOT(per_channel_.has_value() == other.per_channel_.has_value(),
                    StatusCode::kInvalidArgument,
                    "cannot merge per-channel statistics with per-tensor-only statistics");
+  // Every other count is at most `count` (the reader checks it): only this sum can overflow.
+  int64_t merged = 0;
+  QK_RETURN_IF_NOT(
+      !__builtin_add_overflow(range_stats_.count, other.range_stats_.count, &merged),
+      StatusCode::kInvalidArgument, "merged statistics would count more than {} values ({} + {})",
+      std::numeric_limits<int64_t>::max(), range_stats_.count, other.range_stats_.count);
   if (per_channel_) QK_RETURN_IF_ERROR(per_channel_->Merge(*other.per_channel_));
   range_.Merge(other.range_);
   range_stats_ = range_.Finalize();

@@ -6,6 +6,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -100,6 +102,57 @@ TEST_F(NpzTest, HeadersThatLieAndWrongDtypesAreRefused) {
   auto missing = OpenSource(Archive({{"y.npy", Npy(4)}, {"z.npy", Npy(4)}}, true), {kInput});
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("no member 'x.npy'"), std::string::npos);
+}
+
+// Issue #48: a wrong CRC-32 and a duplicated member name were accepted silently, and a member named
+// neither after the input nor arr_0 (np.savez's positional name) fed the only input.
+TEST_F(NpzTest, DamagedDuplicatedOrUnnamedMembersAreRefused) {
+  for (const bool store : {true, false}) {
+    SCOPED_TRACE(store ? "stored" : "deflated");
+    const std::string path = Archive({{"x.npy", Npy(50)}}, store);
+    std::string bytes;
+    {
+      std::ifstream in(path, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    // The central directory's CRC-32 of the one member: bytes 16..19 after its signature.
+    const size_t central = bytes.find(std::string("PK\x01\x02", 4));
+    ASSERT_NE(central, std::string::npos);
+    bytes[central + 16] = static_cast<char>(bytes[central + 16] ^ 0x5a);
+    {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    auto crc = OpenSource(path, {kInput});
+    ASSERT_FALSE(crc.ok()) << "a wrong CRC-32 was accepted";
+    EXPECT_NE(crc.status().message().find("data.npz:x.npy"), std::string::npos)
+        << crc.status().message();
+  }
+  {
+    // Two members, then the second renamed to the first's name in both of its headers.
+    const std::string path = Archive({{"x.npy", Npy(4)}, {"y.npy", Npy(4)}}, true);
+    std::string bytes;
+    {
+      std::ifstream in(path, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    for (size_t at = bytes.find("y.npy"); at != std::string::npos; at = bytes.find("y.npy", at))
+      bytes[at] = 'x';
+    {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    auto dup = OpenSource(path, {kInput});
+    ASSERT_FALSE(dup.ok()) << "a duplicated member was accepted";
+    EXPECT_NE(dup.status().message().find("a second member of that name"), std::string::npos)
+        << dup.status().message();
+  }
+  auto foo = OpenSource(Archive({{"foo.npy", Npy(4)}}, true), {kInput});
+  ASSERT_FALSE(foo.ok()) << "member 'foo' fed input 'x'";
+  EXPECT_NE(foo.status().message().find("foo"), std::string::npos) << foo.status().message();
+  auto positional = OpenSource(Archive({{"arr_0.npy", Npy(4)}}, true), {kInput});
+  ASSERT_TRUE(positional.ok()) << positional.status().ToString();
+  EXPECT_EQ((*positional)->num_samples(), 4);
 }
 
 }  // namespace

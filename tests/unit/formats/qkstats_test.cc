@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -121,6 +122,49 @@ TEST(QkStats, RejectsMismatchedAndCorruptFilesNamingTheFile) {
   auto missing = ReadStatsFile(TempPath("does_not_exist"));
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("does_not_exist"), std::string::npos);
+}
+
+// Issue #48: values that read as another scale or an impossible range are refused, not taken.
+TEST(QkStats, RejectsImpossibleRangesAndExponents) {
+  StatsFile s;
+  s.model_sha256 = kHashA;
+  Collect(&s, Data(3, 400));
+  const std::string text = SerializeStats(s);
+  auto reject = [&](const std::string& bad, const std::string& needle) {
+    auto r = ParseStats(bad, "x.qkstats", "");
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  // The value after `key` (its first occurrence) replaced by `to`.
+  auto with = [&](const std::string& key, const std::string& to) {
+    std::string t = text;
+    const size_t at = t.find("\"" + key + "\": ");
+    EXPECT_NE(at, std::string::npos) << key;
+    if (at == std::string::npos) return t;
+    const size_t begin = at + key.size() + 4, end = t.find_first_of(",\n}", begin);
+    return t.replace(begin, end - begin, to);
+  };
+  reject(with("range_exp", "1099511627776"),
+         "range_exp 1099511627776 out of range");  // 2^40: int wraps to 0
+  reject(with("range_exp", "-200"), "range_exp");
+  reject(with("amax", "-1.5"), "range is inconsistent");
+  reject(with("min", "100"), "range is inconsistent");  // min > max
+  // The unedited text reads back.
+  ASSERT_TRUE(ParseStats(text, "x.qkstats", "").ok());
+}
+
+TEST(QkStats, MergedCountsNeverWrap) {
+  quant::RangeStats big;
+  big.count = std::numeric_limits<int64_t>::max() - 10;
+  big.zero_count = 0;
+  big.min = -1.0f, big.max = 2.0f, big.amax = 2.0f;
+  ASSERT_TRUE(big.Consistent());
+  quant::TensorCollector a = quant::TensorCollector::RangeOnly(big),
+                         b = quant::TensorCollector::RangeOnly(big);
+  const Status merged = a.Merge(b);
+  ASSERT_FALSE(merged.ok()) << "a count past INT64_MAX wrapped";
+  EXPECT_NE(merged.message().find("more than"), std::string::npos) << merged.message();
+  EXPECT_EQ(a.range().count, big.count) << "a refused merge changed the statistics";
 }
 
 TEST(QkStats, MergeRejectsOtherModelsAndResolutions) {
