@@ -38,6 +38,12 @@ Status FrameAgreementMetric::Update(const MetricBatch& b) {
   QK_RETURN_IF_NOT(classes > 0 && b.width % classes == 0, StatusCode::kInvalidArgument,
                    "metric 'frame_agreement': {} values per sample are not frames of {} classes",
                    b.width, classes);
+  QK_RETURN_IF_NOT(
+      b.width / classes > 1, StatusCode::kInvalidArgument,
+      "metric 'frame_agreement' compares the frames of a [batch, time, classes] sequence, and this "
+      "output is one frame of {} values per sample (a class vector): use agreement, or top1 with "
+      "labels",
+      classes);
   const int64_t frames = b.batch * (b.width / classes);
   for (int64_t f = 0; f < frames; ++f) {
     hits_ += Argmax(b.output + f * classes, classes) == Argmax(b.reference + f * classes, classes);
@@ -53,6 +59,11 @@ Status DecodeAgreementMetric::Update(const MetricBatch& b) {
       "metric 'decode_agreement': {} values per sample are not frames of {} classes (blank 0 and at "
       "least one symbol)",
       b.width, classes);
+  QK_RETURN_IF_NOT(
+      b.width / classes > 1, StatusCode::kInvalidArgument,
+      "metric 'decode_agreement' decodes a [batch, time, classes] CTC sequence, and this output is "
+      "one frame of {} values per sample (a class vector): use agreement, or top1 with labels",
+      classes);
   const int64_t frames = b.width / classes;
   for (int64_t i = 0; i < b.batch; ++i) {
     // Both decodes in full, then compared: they may differ in length.

@@ -91,7 +91,8 @@ class AgreementMetric final : public ShareMetric {
 // "Frame agreement": share of frames (rows of the output's last axis: the time steps of a
 // [batch, time, classes] sequence) whose argmax equals the FP32 model's. What a greedy decode
 // reads: on the PP-OCRv4 recognizer, rel_mse of the softmax output fell 10% under QAT while exact
-// match fell 17 points (docs/qat.md). On a [batch, classes] output it is `agreement`.
+// match fell 17 points (docs/qat.md). An output of one frame per sample (a [batch, classes] class
+// vector) is refused: there `agreement` is the metric, and a 1.0 here would read as a sequence's.
 class FrameAgreementMetric final : public ShareMetric {
  public:
   std::string name() const override { return "frame_agreement"; }

@@ -304,7 +304,7 @@ int LintReport::Count(Severity s) const {
 
 LintReport LintQdqModel(const ir::Model& model) {
   LintReport report = Linter(model).Run();
-  LintStronglyTyped(model, &report.findings);  // QK015-QK018 (analysis/typed_lint.h)
+  LintStronglyTyped(model, &report.findings);  // QK015-QK020 (analysis/typed_lint.h)
   if (report.num_q + report.num_dq == 0) {
     report.findings.push_back(LintFinding{
         "QK013", Severity::kWarning, model.graph->name, "Graph",

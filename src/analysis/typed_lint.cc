@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -40,16 +41,32 @@ const std::map<std::string, std::vector<int>>& SameTypeInputs() {
   return *ops;
 }
 
+// The input types ONNX defines for QuantizeLinear (T1) and DequantizeLinear (T) at `opset`.
+bool QdqInputAllowed(bool quantize, ir::DType t, int64_t opset) {
+  using ir::DType;
+  if (quantize) {
+    if (t == DType::kFloat || t == DType::kInt32) return true;
+    return opset >= 19 && ir::Is16BitFloat(t);
+  }
+  if (t == DType::kInt8 || t == DType::kUint8 || t == DType::kInt32) return true;
+  if (opset >= 19 && ir::IsFloating(t) && ir::BitsPerElement(t) == 8) return true;  // float8 types
+  return opset >= 21 &&
+         (t == DType::kInt16 || t == DType::kUint16 || t == DType::kInt4 || t == DType::kUint4);
+}
+
 class TypedLinter {
  public:
-  TypedLinter(const ir::Graph& graph, std::vector<LintFinding>* out) : graph_(graph), out_(out) {}
+  TypedLinter(const ir::Graph& graph, int64_t opset, std::vector<LintFinding>* out)
+      : graph_(graph), opset_(opset), out_(out) {}
 
   void Run() {
     for (const ir::Node* n : graph_.nodes()) {
       if (!n->domain().empty()) continue;
+      InvalidOnnx(*n);
       MixedInputs(*n);
       QdqTypes(*n);
       CastAfterDequantize(*n);
+      CastRoundTrip(*n);
     }
     Fp32Islands();
   }
@@ -57,6 +74,71 @@ class TypedLinter {
  private:
   void Add(const char* rule, Severity sev, const ir::Node& n, std::string message, std::string why, std::string fix) {
     out_->push_back(LintFinding{rule, sev, n.name, n.op_type(), std::move(message), std::move(why), std::move(fix)});
+  }
+
+  // What onnx.checker refuses and a TensorRT parse fails on, though quantkit's own runtime may run
+  // it.
+  void InvalidOnnx(const ir::Node& n) {
+    if (IsOp(&n, "Cast")) {
+      const int64_t to = n.GetInt("to", -1);
+      if (!n.has_attr("to") || to < INT32_MIN || to > INT32_MAX ||
+          !ir::IsKnownDType(static_cast<int32_t>(to)) || to == 0) {
+        Add("QK019", Severity::kError, n,
+            n.has_attr("to") ? fmt::format("Cast to {}: not an ONNX data type", to)
+                             : std::string("Cast without its required 'to' attribute"),
+            "the model is not valid ONNX (onnx.checker rejects it); TensorRT's parser fails on it",
+            "give 'to' a TensorProto.DataType (1 float, 10 float16, 16 bfloat16, ...)");
+      }
+      return;
+    }
+    const bool quantize = IsOp(&n, "QuantizeLinear");
+    if (!quantize && !IsOp(&n, "DequantizeLinear")) return;
+    const ir::DType t = TypeOf(n.input(0));
+    if (t == ir::DType::kUndefined || QdqInputAllowed(quantize, t, opset_)) return;
+    const ir::Node* producer = n.input(0)->producer();
+    const bool of_q = IsOp(producer, "QuantizeLinear");
+    Add("QK019", Severity::kError, n,
+        fmt::format(
+            "{} of '{}', a {} tensor{}: not a type it takes at opset {}", n.op_type(),
+            n.input(0)->name(), ir::DTypeName(t),
+            of_q ? fmt::format(" (the output of QuantizeLinear '{}': a Q of a Q)", producer->name)
+                 : std::string(),
+            opset_),
+        "the model is not valid ONNX (onnx.checker rejects it); TensorRT's parser fails on it",
+        quantize
+            ? (of_q
+                   ? std::string(
+                         "dequantize first (Q -> DQ -> Q), or drop the second QuantizeLinear")
+                   : std::string(
+                         "QuantizeLinear takes float or int32 (float16/bfloat16 from opset 19): Cast "
+                         "the input, or raise the opset (quantkit convert)"))
+            : std::string(
+                  "DequantizeLinear takes int8, uint8 or int32 (float8 from opset 19, int16/int4 "
+                  "from 21)"));
+  }
+
+  // x (type A) -> Cast(B) -> Cast(A): a round trip through another type, which changes the values
+  // (float16's precision and range) for two Cast kernels and nothing else.
+  void CastRoundTrip(const ir::Node& n) {
+    if (!IsOp(&n, "Cast") || !n.input(0) || !n.output(0)) return;
+    const ir::DType from = TypeOf(n.input(0));
+    const auto mid = static_cast<ir::DType>(n.GetInt("to", 0));
+    if (from == ir::DType::kUndefined || mid == from) return;
+    for (const ir::Use& use : n.output(0)->uses()) {
+      if (!IsOp(use.node, "Cast") || static_cast<ir::DType>(use.node->GetInt("to", 0)) != from)
+        continue;
+      Add("QK020", Severity::kWarning, n,
+          fmt::format("'{}' ({}) is cast to {} and back to {} by Cast '{}'{}", n.input(0)->name(),
+                      ir::DTypeName(from), ir::DTypeName(mid), ir::DTypeName(from), use.node->name,
+                      use.node->output(0) && use.node->output(0)->is_graph_output()
+                          ? fmt::format(" (graph output '{}')", use.node->output(0)->name())
+                          : std::string()),
+          fmt::format(
+              "the round trip changes the values ({}'s precision and range) and costs two Cast kernels",
+              ir::DTypeName(mid)),
+          "remove both Casts, or keep the tensor in one type");
+      return;
+    }
   }
 
   void MixedInputs(const ir::Node& n) {
@@ -115,9 +197,18 @@ class TypedLinter {
   void CastAfterDequantize(const ir::Node& n) {
     if (!IsOp(&n, "Cast") || !n.input(0) || !IsOp(n.input(0)->producer(), "DequantizeLinear")) return;
     const ir::Node* dq = n.input(0)->producer();
-    const ir::DType to = static_cast<ir::DType>(n.GetInt("to", 0));
+    // Follow a chain of Casts (DQ -> Cast(fp32) -> Cast(fp16) -> MatMul): the type that reaches the
+    // readers is the last Cast's, and every Cast of the chain goes.
+    const ir::Node* last = &n;
+    int casts = 1;
+    while (last->output(0) && last->output(0)->uses().size() == 1 &&
+           !last->output(0)->is_graph_output() && IsOp(last->output(0)->uses()[0].node, "Cast")) {
+      last = last->output(0)->uses()[0].node;
+      ++casts;
+    }
+    const ir::DType to = static_cast<ir::DType>(last->GetInt("to", 0));
     std::string consumers;
-    for (const ir::Use& use : n.output(0)->uses()) {
+    for (const ir::Use& use : last->output(0)->uses()) {
       if (use.node) consumers += (consumers.empty() ? "" : ", ") + use.node->op_type() + " '" + use.node->name + "'";
     }
     Add("QK017", Severity::kWarning, n,
@@ -125,8 +216,10 @@ class TypedLinter {
                     consumers.empty() ? std::string("its readers") : consumers),
         "TensorRT fuses a DequantizeLinear into the layer that reads it (INT8 inputs); the Cast in between blocks "
         "that fusion and the layer runs in float on dequantized values",
-        fmt::format("store DequantizeLinear '{}''s scale as {} so that it outputs {} itself, and remove the Cast",
-                    dq->name, ir::DTypeName(to), ir::DTypeName(to)));
+        fmt::format(
+            "store DequantizeLinear '{}''s scale as {} so that it outputs {} itself, and remove {}",
+            dq->name, ir::DTypeName(to), ir::DTypeName(to),
+            casts == 1 ? std::string("the Cast") : fmt::format("the {} Casts", casts)));
   }
 
   // Connected float32 regions (through float32 values) whose every way in is a Cast from a 16-bit
@@ -197,6 +290,7 @@ class TypedLinter {
   }
 
   const ir::Graph& graph_;
+  int64_t opset_;
   std::vector<LintFinding>* out_;
 };
 
@@ -208,7 +302,7 @@ void LintStronglyTyped(const ir::Model& model, std::vector<LintFinding>* finding
   // Untyped intermediates are typed where quantkit's inference knows the op; a failure (a cycle)
   // leaves the declared types, which the rules still read.
   (void)ir::InferShapes(*typed);
-  TypedLinter(*typed->graph, findings).Run();
+  TypedLinter(*typed->graph, model.OpsetFor(""), findings).Run();
 }
 
 }  // namespace quantkit::analysis

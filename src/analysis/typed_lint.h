@@ -17,6 +17,11 @@
 //   QK018 info     an FP32 island between 16-bit regions: float32 nodes entered only through
 //                  Casts from float16/bfloat16 and left only through Casts back (two Casts per
 //                  island, no fusion across them); intended where a layer was pinned to FP32
+//   QK019 error    not valid ONNX though quantkit's runtime may run it (what onnx.checker and
+//                  TensorRT's parser refuse): a Cast without `to` or to an unknown type, a
+//                  QuantizeLinear / DequantizeLinear input of a type the opset does not define
+//                  for it (a string tensor, bfloat16 before opset 19, a Q of a Q)
+//   QK020 warning  a Cast round trip (A -> Cast(B) -> Cast(A)): the values change, two kernels
 #pragma once
 
 #include <vector>
@@ -26,7 +31,7 @@
 
 namespace quantkit::analysis {
 
-// Appends the findings of QK015-QK018 for `model` (left unchanged: types are inferred on a copy).
+// Appends the findings of QK015-QK020 for `model` (left unchanged: types are inferred on a copy).
 void LintStronglyTyped(const ir::Model& model, std::vector<LintFinding>* findings);
 
 }  // namespace quantkit::analysis

@@ -59,7 +59,10 @@ class Tensor {
   template <typename T>
   static Tensor FromVector(DType dtype, std::vector<int64_t> dims, const std::vector<T>& values) {
     Tensor t(dtype, std::move(dims));
-    std::memcpy(t.mutable_data(), values.data(), std::min(t.nbytes(), values.size() * sizeof(T)));
+    // memcpy with a null pointer is undefined even for 0 bytes (UBSan): an empty tensor copies
+    // nothing.
+    const size_t n = std::min(t.nbytes(), values.size() * sizeof(T));
+    if (n > 0) std::memcpy(t.mutable_data(), values.data(), n);
     return t;
   }
 

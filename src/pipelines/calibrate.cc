@@ -300,6 +300,17 @@ Status Prepare(const CalibrateOptions& options, const distributed::Communicator&
   QK_ASSIGN_OR_RETURN(prepared->sites, FindCalibrationSites(loaded, PlacementFor(options), options.floats));
   // Before the data is read: an override naming nothing fails at once.
   QK_RETURN_IF_ERROR(CheckOverrides(prepared->sites, {options.method, options.method_overrides}));
+  // A --holdout feeds only the check: one this model cannot take (another shape or dtype, no
+  // samples, an empty file or folder) is bad input now, not a warning after the whole pass.
+  if (!options.check.holdout.empty() && options.check.samples != 0 && !options.check_evaluator) {
+    QK_ASSIGN_OR_RETURN(
+        std::unique_ptr<data::Source> held,
+        data::OpenSource(
+            options.check.holdout, data::ModelInputs(*loaded.model),
+            options.check.holdout == options.data ? options.image : data::ImageOptions{}));
+    QK_RETURN_IF_NOT(held->num_samples() > 0, StatusCode::kInvalidArgument,
+                     "--holdout {}: no samples to check on", options.check.holdout);
+  }
   if (!options.from_stats.empty()) {
     QK_ASSIGN_OR_RETURN(prepared->statistics, StatisticsFromFiles(loaded, options.from_stats));
   } else if (options.statistics) {

@@ -262,6 +262,15 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
                    StatusCode::kInvalidArgument, "{}: input and output are the same file; inputs "
                    "are never modified", options.input);
   ConvertResult result;
+  // --data only feeds the check of a written Q/DQ model (plan + --model): anywhere else it would
+  // be read by nothing, which the user should hear rather than believe it was checked.
+  QK_RETURN_IF_NOT(
+      options.data.empty() || in_kind == formats::ArtifactKind::kOnnx ||
+          (out_kind == formats::ArtifactKind::kOnnx && !options.model.empty()),
+      StatusCode::kInvalidArgument,
+      "--data checks the Q/DQ model written from {} and its float model: give OUT.onnx and --model "
+      "FLOAT.onnx (writing {} checks nothing)",
+      options.input, options.output);
 
   if (in_kind == formats::ArtifactKind::kOnnx) {
     QK_RETURN_IF_NOT(options.data.empty(), StatusCode::kInvalidArgument,

@@ -38,8 +38,8 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option(
          "--method", opts->calibrate.methods.method,
          "max | entropy | percentile[:P] | mse | auto (every method from one statistics pass, the best "
-         "on held-out data vs FP32: --holdout, or the last quarter of --data; then refined per "
-         "tensor, at most 24 more held-out evaluations)")
+         "on held-out data vs FP32: --holdout, or the last quarter of --data (fashion-mnist: its val split, "
+         "as many samples as --samples); then refined per tensor, at most 24 more held-out evaluations)")
       ->capture_default_str();
   cmd->add_option("--override", opts->overrides,
                   "per-tensor method, TENSOR=METHOD or OPTYPE=METHOD (op type of the consumer)");

@@ -54,9 +54,17 @@ TEST(Metrics, FrameAgreementComparesEachFrameOfASequence) {
   AgreementMetric whole;
   ASSERT_TRUE(whole.Update({kOut, kRef, 1, 9, nullptr, 3}).ok());
   EXPECT_DOUBLE_EQ(whole.Value(), 1.0);
-  // Counts add over batches and states; [batch, classes] (classes = width) is agreement.
-  ASSERT_TRUE(m.Update(Batch(nullptr)).ok());
+  // Counts add over batches and states.
+  ASSERT_TRUE(m.Update({kOut, kRef, 1, 9, nullptr, 3}).ok());
   EXPECT_DOUBLE_EQ(m.Value(), 4.0 / 6.0);
+  // A [batch, classes] class vector (one frame per sample) is refused, naming agreement (issue #48:
+  // it reported 1.0000 on a classifier), and so is it for decode_agreement.
+  const Status classes = m.Update(Batch(nullptr));
+  ASSERT_FALSE(classes.ok());
+  EXPECT_NE(classes.message().find("use agreement"), std::string::npos) << classes.message();
+  DecodeAgreementMetric decode;
+  EXPECT_FALSE(decode.Update(Batch(nullptr)).ok());
+  EXPECT_DOUBLE_EQ(m.Value(), 4.0 / 6.0) << "a refused batch counts nothing";
   FrameAgreementMetric merged;
   merged.AddState(m.State());
   EXPECT_DOUBLE_EQ(merged.Value(), m.Value());

@@ -180,3 +180,116 @@ TEST(QdqLint, QuantkitsOwnOutputLintsClean) {
 
 }  // namespace
 }  // namespace quantkit::analysis
+
+namespace quantkit::analysis {
+namespace {
+
+// Issue #48: models onnx.checker rejects linted with 0 errors (QK019), the wrong fix for a chain of
+// Casts after a DequantizeLinear (QK017) and no finding for a Cast round trip (QK020).
+class TypedLintCases : public ::testing::Test {
+ protected:
+  // x (dtype, [2, 4]) -> ... built by the caller; opset as given.
+  ir::Value* Input(DType dtype, int64_t opset) {
+    model_.SetOpset("", opset);
+    ir::Value* x = model_.graph->CreateValue("x");
+    x->type = ir::TypeInfo::Tensor(dtype, {ir::Dim::Known(2), ir::Dim::Known(4)});
+    model_.graph->AddInput(x);
+    return x;
+  }
+  ir::Node* Node(const std::string& op, const std::vector<ir::Value*>& in, const std::string& out) {
+    return model_.graph->AddNode(op, in, {out}, "", op + "_" + out).value();
+  }
+  // QuantizeLinear of `in` with a scale of `scale_type` and an int8 zero point.
+  ir::Node* Quantize(ir::Value* in, DType scale_type, const std::string& out) {
+    ir::Graph& g = *model_.graph;
+    Tensor s(scale_type, {});
+    if (scale_type == DType::kFloat) s = Tensor::FromVector<float>(DType::kFloat, {}, {0.1f});
+    ir::Value* scale = g.AddInitializer(out + "_s", std::move(s));
+    ir::Value* zp = g.AddInitializer(out + "_z", Tensor(DType::kInt8, {}));
+    return Node("QuantizeLinear", {in, scale, zp}, out);
+  }
+  // The findings of `rule`, each "message | fix".
+  std::vector<std::string> Findings(const std::string& rule) {
+    LintReport r = LintQdqModel(model_);
+    std::vector<std::string> out;
+    for (const LintFinding& f : r.findings) {
+      if (f.rule == rule) out.push_back(f.message + " | " + f.fix);
+    }
+    return out;
+  }
+  ir::Model model_;
+};
+
+TEST_F(TypedLintCases, CastToAnUnknownTypeOrWithoutTo) {
+  ir::Value* x = Input(DType::kFloat, 13);
+  ir::Node* bad = Node("Cast", {x}, "a");
+  bad->SetAttr(Attribute::Int("to", 999));
+  ir::Node* none = Node("Cast", {x}, "b");
+  model_.graph->AddOutput(bad->output(0));
+  model_.graph->AddOutput(none->output(0));
+  const std::vector<std::string> f = Findings("QK019");
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_NE(f[0].find("Cast to 999"), std::string::npos) << f[0];
+  EXPECT_NE(f[1].find("without its required 'to'"), std::string::npos) << f[1];
+}
+
+TEST_F(TypedLintCases, QuantizeLinearOfTypesTheOpsetLacks) {
+  {
+    ir::Value* x = Input(DType::kBFloat16, 13);  // bfloat16 Q/DQ came with opset 19
+    model_.graph->AddOutput(Quantize(x, DType::kBFloat16, "q")->output(0));
+    const std::vector<std::string> f = Findings("QK019");
+    ASSERT_EQ(f.size(), 1u);
+    EXPECT_NE(f[0].find("bfloat16"), std::string::npos) << f[0];
+    EXPECT_NE(f[0].find("opset 13"), std::string::npos) << f[0];
+  }
+  model_ = ir::Model();
+  {
+    ir::Value* x = Input(DType::kBFloat16, 19);  // valid there
+    model_.graph->AddOutput(Quantize(x, DType::kBFloat16, "q")->output(0));
+    EXPECT_TRUE(Findings("QK019").empty());
+  }
+  model_ = ir::Model();
+  {
+    ir::Value* x = Input(DType::kString, 19);
+    model_.graph->AddOutput(Quantize(x, DType::kFloat, "q")->output(0));
+    EXPECT_EQ(Findings("QK019").size(), 1u);
+  }
+  model_ = ir::Model();
+  {
+    ir::Value* x = Input(DType::kFloat, 13);
+    ir::Node* q1 = Quantize(x, DType::kFloat, "q1");
+    model_.graph->AddOutput(Quantize(q1->output(0), DType::kFloat, "q2")->output(0));
+    const std::vector<std::string> f = Findings("QK019");
+    ASSERT_EQ(f.size(), 1u);
+    EXPECT_NE(f[0].find("a Q of a Q"), std::string::npos) << f[0];
+  }
+}
+
+TEST_F(TypedLintCases, CastChainAfterDequantizeAndRoundTrips) {
+  ir::Value* x = Input(DType::kFloat, 19);
+  ir::Node* q = Quantize(x, DType::kFloat, "q");
+  ir::Node* dq = Node("DequantizeLinear", {q->output(0), q->input(1), q->input(2)}, "dq");
+  ir::Node* to32 = Node("Cast", {dq->output(0)}, "c32");
+  to32->SetAttr(Attribute::Int("to", static_cast<int64_t>(DType::kFloat)));
+  ir::Node* to16 = Node("Cast", {to32->output(0)}, "c16");
+  to16->SetAttr(Attribute::Int("to", static_cast<int64_t>(DType::kFloat16)));
+  ir::Value* w = model_.graph->AddInitializer("w", Tensor(DType::kFloat16, {4, 3}));
+  model_.graph->AddOutput(Node("MatMul", {to16->output(0), w}, "y")->output(0));
+  // x -> Cast(fp16) -> Cast(fp32) -> graph output.
+  ir::Node* down = Node("Cast", {x}, "down");
+  down->SetAttr(Attribute::Int("to", static_cast<int64_t>(DType::kFloat16)));
+  ir::Node* up = Node("Cast", {down->output(0)}, "up");
+  up->SetAttr(Attribute::Int("to", static_cast<int64_t>(DType::kFloat)));
+  model_.graph->AddOutput(up->output(0));
+
+  const std::vector<std::string> chain = Findings("QK017");
+  ASSERT_EQ(chain.size(), 1u);
+  EXPECT_NE(chain[0].find("scale as float16"), std::string::npos) << chain[0];
+  EXPECT_NE(chain[0].find("the 2 Casts"), std::string::npos) << chain[0];
+  const std::vector<std::string> trips = Findings("QK020");
+  ASSERT_EQ(trips.size(), 1u);
+  EXPECT_NE(trips[0].find("graph output 'up'"), std::string::npos) << trips[0];
+}
+
+}  // namespace
+}  // namespace quantkit::analysis
