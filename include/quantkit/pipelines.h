@@ -47,6 +47,7 @@ struct EvaluateReport {
   double seconds = 0;
   double model_seconds = 0, reference_seconds = 0;  // inside the model's runs and the reference's
   std::vector<std::string> written;
+  std::vector<std::string> warnings;  // plan entries that could not be used (simulated in float)
   std::string text, json;  // what `quantkit eval` prints, and with --json; empty on ranks > 0
   int rank = 0, world_size = 1;
   std::string rank_line;  // under a launch: this rank's shard and times

@@ -45,6 +45,11 @@ struct QatOptions {
   // kDefaultLr; a resumed run continues at its checkpoint's. lr_auto: always chosen (an error
   // without validation data).
   static constexpr double kDefaultLr = 1e-4;
+  // Bounds checked here and read by the CLI: learning rates and loss weights beyond them only make
+  // the loss overflow; a KL temperature near 0 divides the logits by ~0 (NaN losses).
+  static constexpr double kMaxLr = 10;
+  static constexpr double kMinTemperature = 0.05, kMaxTemperature = 100;
+  static constexpr double kMaxLossWeight = 1e6;
   double lr = 0;
   bool lr_auto = false;
   int64_t warmup_steps = 0;         // 0: 5% of the steps

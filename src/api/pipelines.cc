@@ -81,6 +81,7 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
   report.model_seconds = r.model_seconds;
   report.reference_seconds = r.reference_seconds;
   report.written = r.written;
+  report.warnings = r.warnings;
   api::SetRank(r.rank, &report);
   if (r.rank.rank != 0) return report;  // rank 0 holds the totals
   report.text = pipelines::FormatEval(eval, r);
@@ -96,6 +97,7 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
   }
   if (!r.metrics.empty()) j["metrics"] = r.metrics;
   if (!options.plan.empty()) j["plan"] = options.plan;
+  if (!r.warnings.empty()) j["warnings"] = r.warnings;
   report.json = j.dump(1);
   return report;
 }

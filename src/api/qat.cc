@@ -36,8 +36,22 @@ Result<pipelines::QatOptions> ToQatOptions(const QatOptions& o) {
   q.steps = o.steps;
   q.epochs = o.epochs;
   q.batch_size = o.batch_size;
-  QK_RETURN_IF_NOT(std::isfinite(o.lr) && o.lr >= 0, StatusCode::kInvalidArgument,
-                   "the learning rate must be > 0 (or 0: chosen), got {}", o.lr);
+  QK_RETURN_IF_NOT(
+      std::isfinite(o.lr) && o.lr >= 0 && o.lr <= QatOptions::kMaxLr, StatusCode::kInvalidArgument,
+      "the learning rate must be in (0, {:g}] (or 0: chosen), got {:g}", QatOptions::kMaxLr, o.lr);
+  QK_RETURN_IF_NOT(std::isfinite(o.temperature) && o.temperature >= QatOptions::kMinTemperature &&
+                       o.temperature <= QatOptions::kMaxTemperature,
+                   StatusCode::kInvalidArgument,
+                   "the KL temperature must be in [{:g}, {:g}], got {:g}",
+                   QatOptions::kMinTemperature, QatOptions::kMaxTemperature, o.temperature);
+  QK_RETURN_IF_NOT(std::isfinite(o.feature_weight) && o.feature_weight >= 0 &&
+                       o.feature_weight <= QatOptions::kMaxLossWeight,
+                   StatusCode::kInvalidArgument,
+                   "the feature weight must be in [0, {:g}], got {:g}", QatOptions::kMaxLossWeight,
+                   o.feature_weight);
+  QK_RETURN_IF_NOT(std::isfinite(o.weight_decay) && o.weight_decay >= 0 && o.weight_decay <= 1,
+                   StatusCode::kInvalidArgument, "the weight decay must be in [0, 1], got {:g}",
+                   o.weight_decay);
   QK_RETURN_IF_NOT(!(o.lr_auto && o.lr > 0), StatusCode::kInvalidArgument,
                    "lr {:g} and lr auto: give one of them", o.lr);
   using LrRule = pipelines::QatOptions::LrRule;

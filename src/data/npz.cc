@@ -138,8 +138,12 @@ Result<std::vector<NpzArray>> ReadNpz(const std::string& path) {
       zip_open_from_source(source, ZIP_RDONLY | ZIP_CHECKCONS, &error));
   if (!archive) {
     zip_source_free(source);
+    // libzip's ZIP_ER_EXISTS ("File already exists") at open is two members of one name.
+    const bool duplicate = zip_error_code_zip(&error) == ZIP_ER_EXISTS;
     return MakeStatus(StatusCode::kInvalidArgument, "{}: not a readable .npz archive: {}", path,
-                      ErrorText(&error));
+                      duplicate
+                          ? (zip_error_fini(&error), std::string("two members have the same name"))
+                          : ErrorText(&error));
   }
   zip_error_fini(&error);
   const zip_int64_t count = zip_get_num_entries(archive.get(), 0);

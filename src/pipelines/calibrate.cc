@@ -337,6 +337,13 @@ Status CheckSource(const CalibrateOptions& options) {
   QK_RETURN_IF_NOT(!options.data.empty() || !options.from_stats.empty() || options.statistics,
                    StatusCode::kInvalidArgument,
                    "give calibration data (--data) or statistics (--from-stats)");
+  // Beside statistics, only the PTQ stages read --data: otherwise nothing would.
+  QK_RETURN_IF_NOT(
+      options.from_stats.empty() || options.data.empty() || !options.ptq.stages.empty(),
+      StatusCode::kInvalidArgument,
+      "--from-stats takes the statistics as collected, so --data {} would be read by nothing (only "
+      "--ptq reads it beside them); to check the written model on it give --holdout {}",
+      options.data, options.data);
   if (!options.ptq.stages.empty()) {
     QK_RETURN_IF_ERROR(CheckPtqOptions(options.ptq));
     // Every stage changes INT8 weights or ranges: with no INT8 layer it would run on nothing.

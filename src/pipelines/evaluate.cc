@@ -103,6 +103,15 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
         plan = *options.loaded_plan;
       } else {
         QK_ASSIGN_OR_RETURN(plan, analysis::ReadPlanFile(options.plan));
+        // A cache or range file's entries that cannot be used (a NaN, Inf, negative, zero or
+        // denormal scale) are simulated in float: said, as convert says it of the same file.
+        if (options.plan.size() < 5 ||
+            options.plan.compare(options.plan.size() - 5, 5, ".json") != 0) {
+          for (const auto& [name, t] : plan.tensors) {
+            if (!t.quantized && !t.reason.empty())
+              result.warnings.push_back(name + ": " + t.reason + " (kept in float)");
+          }
+        }
       }
       QK_ASSIGN_OR_RETURN(ir::Model simulated, analysis::BuildSimulationModel(options.model, plan, options.simulation));
       QK_ASSIGN_OR_RETURN(interpreter, runtime::Interpreter::Create(std::move(simulated)));
@@ -160,7 +169,10 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
           const float* row = rows.data + b * rows.width;
           const int64_t pred = std::max_element(row, row + rows.width) - row;
           result.predictions.push_back(pred);
-          if (batch.labels) {
+          // Labels name classes: an output of one value per sample (a score) has none, and the
+          // labels of its data do not apply (a QAT run on labelled data failed here after
+          // training).
+          if (batch.labels && rows.width >= 2) {
             const int64_t label = batch.labels->data_as<int64_t>()[b];
             QK_RETURN_IF_NOT(label >= 0 && label < rows.width, StatusCode::kInvalidArgument,
                              "label {} is outside the model's {} classes", label, rows.width);
@@ -327,6 +339,7 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
 std::string FormatEval(const EvalOptions& options, const EvalResult& r) {
   std::string s = !options.simulates() ? ""
                   : fmt::format("plan: {} (simulated INT8)\n", options.loaded_plan ? "in memory" : options.plan);
+  for (const std::string& w : r.warnings) s += "warning: " + w + "\n";
   s += fmt::format("model: {}\ndata: {} ({} samples, {:.2f} s, {:.1f} samples/s)\n",
                               options.model, options.data, r.samples, r.seconds,
                               static_cast<double>(r.samples) / std::max(r.seconds, 1e-9));

@@ -73,6 +73,7 @@ struct EvalResult {
   // the first run, which pays one-time kernel generation for whichever model ran first.
   double model_seconds = 0, reference_seconds = 0;
   std::vector<std::string> written;  // files saved (rank 0)
+  std::vector<std::string> warnings;  // plan entries that could not be used, simulated in float
   distributed::RankReport rank;                   // this process's part; only rank 0 holds the totals
 };
 

@@ -169,8 +169,11 @@ Status RestoreOptimizerState(const CheckpointFile& file, const std::string& path
           "{}: AdamW state of '{}' is incomplete (exp_avg, exp_avg_sq and step go together)", path,
           names[i]);
       const std::optional<int64_t> step = Int64Member(file, member("step", names[i]));
-      QK_RETURN_IF_NOT(step.has_value() && *step >= 0, StatusCode::kInvalidArgument,
-                       "{}: '{}' is not one int64 >= 0", path, member("step", names[i]));
+      // A parameter is updated at most once per optimizer step: a larger count is not a count.
+      QK_RETURN_IF_NOT(step.has_value() && *step >= 0 && *step <= file.step,
+                       StatusCode::kInvalidArgument,
+                       "{}: '{}' is not one int64 in [0, {}] (the checkpoint's step)", path,
+                       member("step", names[i]), file.step);
       QK_ASSIGN_OR_RETURN(at::Tensor exp_avg,
                           CheckpointTensorLike(file, path, member("exp_avg", names[i]), params[i]));
       QK_ASSIGN_OR_RETURN(at::Tensor exp_avg_sq,

@@ -362,6 +362,14 @@ Status QatTrainer::SaveCheckpoint(const std::string& path, const CheckpointExtra
   // Host copies of everything (train/checkpoint_io.h: an .npz that np.load reads); LoadCheckpoint
   // places the state beside the parameters, so checkpoints move between CPU and GPU runs.
   for (size_t i = 0; i < impl_->names.size(); ++i) {
+    // A diverged run (NaN/Inf parameters) must not overwrite the last good checkpoint with a
+    // file that --resume would refuse: the run fails here and the previous file stays.
+    const bool finite = at::isfinite(impl_->params[i].detach()).all().item<bool>();
+    QK_RETURN_IF_NOT(
+        finite, StatusCode::kInvalidArgument,
+        "training diverged at step {}: parameter '{}' holds NaN or Inf; {} is left as it was (a "
+        "lower --lr, or --resume from it)",
+        impl_->step, impl_->names[i], path);
     QK_ASSIGN_OR_RETURN(ir::Tensor t,
                         ToIrTensor(impl_->params[i].detach().to(at::kCPU), impl_->names[i]));
     arrays.push_back({"param/" + impl_->names[i], std::move(t)});

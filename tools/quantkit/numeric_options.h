@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "quantkit/qat.h"
 #include "quantkit/status.h"
 
 namespace quantkit::cli {
@@ -44,10 +45,11 @@ inline constexpr double kMaxTrialCacheMb = 1 << 20;  // 1 TiB, in MiB
 // only make the loss overflow; a KL temperature near 0 divides the logits by ~0 (NaN losses).
 inline constexpr double kMaxQatSteps = 1e7;
 inline constexpr double kMaxQatEpochs = 1e5;
-inline constexpr double kMaxLearningRate = 10;
-inline constexpr double kMinTemperature = 0.05;
-inline constexpr double kMaxTemperature = 100;
-inline constexpr double kMaxLossWeight = 1e6;
+inline constexpr double kMaxLearningRate =
+    QatOptions::kMaxLr;  // the library's bounds (quantkit/qat.h)
+inline constexpr double kMinTemperature = QatOptions::kMinTemperature;
+inline constexpr double kMaxTemperature = QatOptions::kMaxTemperature;
+inline constexpr double kMaxLossWeight = QatOptions::kMaxLossWeight;
 
 // Internal error naming the first numeric option (of `app` or any subcommand) without a range.
 Status CheckNumericOptions(CLI::App& app);

@@ -48,6 +48,29 @@ void PutScore(const std::optional<QatScore>& s, const char* metric, const char* 
   if (s->tiebreak && std::isfinite(*s->tiebreak)) (*values)[tiebreak] = *s->tiebreak;
 }
 
+// A count the checkpoint records (samples held out, a step): a whole number in [0, 2^53], the
+// range a float64 holds exactly. Anything else (1e30) is damage, and casting it is undefined.
+Result<int64_t> CountValue(const std::map<std::string, double>& values, const char* key,
+                           const std::string& path) {
+  const double v = Value(values, key).value_or(0);
+  QK_RETURN_IF_NOT(v >= 0 && v <= 9007199254740992.0 && v == std::floor(v),
+                   StatusCode::kInvalidArgument,
+                   "{}: '{}' is {:g}, not a count (a damaged checkpoint)", path, key, v);
+  return static_cast<int64_t>(v);
+}
+
+// A validation score the checkpoint records: a share in [0, 1] for a metric where higher is better
+// (top1, agreement, frame/decode agreement), an error >= 0 otherwise (rel_mse).
+Status CheckScore(const std::optional<QatScore>& score, bool share, const char* key,
+                  const std::string& path) {
+  if (!score) return Status::Ok();
+  const double v = score->metric;
+  QK_RETURN_IF_NOT(share ? v >= 0 && v <= 1 : v >= 0, StatusCode::kInvalidArgument,
+                   "{}: '{}' is {:g}, not a {} (a damaged checkpoint)", path, key, v,
+                   share ? "share in [0, 1]" : "metric value >= 0");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Resume(const QatOptions& o, int64_t total_steps, const TrainingData& data, const Validation& validation,
@@ -56,7 +79,7 @@ Status Resume(const QatOptions& o, int64_t total_steps, const TrainingData& data
   QK_ASSIGN_OR_RETURN(train::CheckpointExtras extras, trainer.LoadCheckpoint(o.resume));
   const std::map<std::string, double>& v = extras.values;
   // The same training samples: a checkpoint trained with another hold-out saw other data.
-  const int64_t holdout = static_cast<int64_t>(Value(v, kHoldout).value_or(0));
+  QK_ASSIGN_OR_RETURN(const int64_t holdout, CountValue(v, kHoldout, o.resume));
   QK_RETURN_IF_NOT(holdout == data.holdout, StatusCode::kInvalidArgument,
                    "{}: the checkpoint's run held out {} samples of --data, this one {} (continue it with "
                    "--holdout {})",
@@ -77,8 +100,14 @@ Status Resume(const QatOptions& o, int64_t total_steps, const TrainingData& data
   best->parameters = extras.best;
   best->score = ScoreOf(v, kBestMetric, kBestTiebreak);
   if (best->parameters.empty()) best->score.reset();
-  result->best_step = static_cast<int64_t>(Value(v, kBestStep).value_or(0));
+  QK_ASSIGN_OR_RETURN(result->best_step, CountValue(v, kBestStep, o.resume));
+  QK_RETURN_IF_NOT(result->best_step <= trainer.steps_done(), StatusCode::kInvalidArgument,
+                   "{}: '{}' is {}, after the checkpoint's step {} (a damaged checkpoint)",
+                   o.resume, kBestStep, result->best_step, trainer.steps_done());
   result->val_ptq = ScoreOf(v, kValPtq, kValPtqTiebreak);
+  const bool share = result->higher_is_better;  // the share metrics; rel_mse is an error
+  QK_RETURN_IF_ERROR(CheckScore(best->score, share, kBestMetric, o.resume));
+  QK_RETURN_IF_ERROR(CheckScore(result->val_ptq, share, kValPtq, o.resume));
   QK_RETURN_IF_NOT(trainer.steps_done() <= total_steps, StatusCode::kInvalidArgument,
                    "{}: the checkpoint is at step {}, past the {} steps asked for", o.resume, trainer.steps_done(),
                    total_steps);

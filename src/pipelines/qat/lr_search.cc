@@ -18,6 +18,7 @@
 #include "common/progress.h"
 #include "ir/clone.h"
 #include "pipelines/qat/stages.h"
+#include "quantkit/qat.h"
 
 namespace quantkit::pipelines::qat {
 
@@ -131,8 +132,10 @@ Result<bool> ResolveLearningRate(const QatOptions& o, const TrainingData& data, 
     QK_ASSIGN_OR_RETURN(const auto values, train::ReadCheckpointValues(o.resume));
     const auto it = values.find(kCheckpointLr);
     if (it != values.end()) {
-      QK_RETURN_IF_NOT(it->second > 0, StatusCode::kInvalidArgument,
-                       "{}: '{}' is {}, not a learning rate", o.resume, kCheckpointLr, it->second);
+      QK_RETURN_IF_NOT(it->second > 0 && it->second <= quantkit::QatOptions::kMaxLr,
+                       StatusCode::kInvalidArgument,
+                       "{}: '{}' is {:g}, not a learning rate in (0, {:g}] (a damaged checkpoint)",
+                       o.resume, kCheckpointLr, it->second, quantkit::QatOptions::kMaxLr);
       result->lr = it->second;
       result->lr_source = "the checkpoint's (--resume; --lr gives another)";
     } else {
