@@ -10,6 +10,7 @@
 #include "data/idx.h"
 #include "data/source_internal.h"
 #include "data/splits.h"
+#include "ir/float16.h"
 
 namespace quantkit::data::internal {
 namespace {
@@ -17,9 +18,13 @@ namespace {
 class FashionMnistSource final : public Source {
  public:
   FashionMnistSource(IdxImageDataset dataset, std::vector<int64_t> indices, std::string input,
-                     std::string description, std::string fingerprint)
-      : dataset_(std::move(dataset)), indices_(std::move(indices)), input_(std::move(input)),
-        description_(std::move(description)), fingerprint_(std::move(fingerprint)) {}
+                     ir::DType dtype, std::string description, std::string fingerprint)
+      : dataset_(std::move(dataset)),
+        indices_(std::move(indices)),
+        input_(std::move(input)),
+        dtype_(dtype),
+        description_(std::move(description)),
+        fingerprint_(std::move(fingerprint)) {}
 
   int64_t num_samples() const override { return static_cast<int64_t>(indices_.size()); }
   std::vector<std::string> input_names() const override { return {input_}; }
@@ -30,6 +35,11 @@ class FashionMnistSource final : public Source {
     Batch b;
     b.size = count;
     QK_ASSIGN_OR_RETURN(ir::Tensor images, dataset_.Images(idx));
+    // A float16/bfloat16 input (a model written with --cast-io): the preprocessed float32 images
+    // rounded to it, as data::Conform rounds float32 arrays.
+    if (dtype_ != ir::DType::kFloat) {
+      QK_ASSIGN_OR_RETURN(images, ir::ConvertFloatTensor(images, dtype_));
+    }
     QK_ASSIGN_OR_RETURN(ir::Tensor labels, dataset_.Labels(idx));
     b.inputs.emplace_back(input_, std::move(images));
     b.labels = std::move(labels);
@@ -42,6 +52,7 @@ class FashionMnistSource final : public Source {
   IdxImageDataset dataset_;
   std::vector<int64_t> indices_;
   std::string input_;
+  ir::DType dtype_;
   std::string description_;
   std::string fingerprint_;
 };
@@ -68,9 +79,9 @@ Result<std::unique_ptr<Source>> OpenFashionMnist(const std::string& spec,
   QK_RETURN_IF_NOT(inputs.size() == 1, StatusCode::kInvalidArgument,
                    "fashion-mnist feeds one image input; the model has {} inputs", inputs.size());
   const InputSpec& in = inputs.front();
-  QK_RETURN_IF_NOT(in.dtype == ir::DType::kFloat, StatusCode::kInvalidArgument,
-                   "fashion-mnist yields float images but input '{}' is {}", in.name,
-                   ir::DTypeName(in.dtype));
+  QK_RETURN_IF_NOT(
+      in.dtype == ir::DType::kFloat || ir::Is16BitFloat(in.dtype), StatusCode::kInvalidArgument,
+      "fashion-mnist yields float images but input '{}' is {}", in.name, ir::DTypeName(in.dtype));
   if (!in.dims.empty()) {
     const bool ok = in.dims.size() == 4 && (in.dims[1] < 0 || in.dims[1] == 1) &&
                     (in.dims[2] < 0 || in.dims[2] == 28) && (in.dims[3] < 0 || in.dims[3] == 28);
@@ -95,8 +106,9 @@ Result<std::unique_ptr<Source>> OpenFashionMnist(const std::string& spec,
   QK_ASSIGN_OR_RETURN(std::string file_hash, Sha256OfFile(images));
   const std::string description =
       fmt::format("fashion-mnist:{} ({} samples, {})", split, indices.size(), images);
-  return std::unique_ptr<Source>(new FashionMnistSource(std::move(dataset), std::move(indices), in.name,
-                                                        description, file_hash + ":" + split));
+  return std::unique_ptr<Source>(new FashionMnistSource(std::move(dataset), std::move(indices),
+                                                        in.name, in.dtype, description,
+                                                        file_hash + ":" + split));
 }
 
 }  // namespace quantkit::data::internal

@@ -14,6 +14,7 @@
 #include "data/npy.h"
 #include "data/shard.h"
 #include "data/source.h"
+#include "ir/float16.h"
 #include "onnx/import.h"
 #include "runtime/interpreter.h"
 
@@ -36,9 +37,13 @@ struct Rows {
   int64_t last = 0;  // the output's last axis (a frame's classes)
 };
 
-Result<Rows> AsRows(const std::vector<runtime::NamedTensor>& outs, int64_t batch) {
+Result<Rows> AsRows(std::vector<runtime::NamedTensor>& outs, int64_t batch) {
   QK_RETURN_IF_NOT(!outs.empty(), StatusCode::kInvalidModel, "the model produced no outputs");
-  const runtime::NamedTensor& out = outs.front();
+  runtime::NamedTensor& out = outs.front();
+  // A float16/bfloat16 output (a model written with --cast-io) is compared in float32: exact.
+  if (ir::Is16BitFloat(out.tensor.dtype())) {
+    QK_ASSIGN_OR_RETURN(out.tensor, ir::ConvertFloatTensor(out.tensor, ir::DType::kFloat));
+  }
   QK_RETURN_IF_NOT(out.tensor.dtype() == ir::DType::kFloat && out.tensor.rank() >= 1 &&
                        out.tensor.dims()[0] == batch,
                    StatusCode::kInvalidArgument,

@@ -23,6 +23,7 @@
 #include <unordered_set>
 
 #include "common/check.h"
+#include "ir/float16.h"
 #include "ir/scopes.h"
 #include "quantkit/cancel.h"
 #include "runtime/aten_bridge.h"
@@ -597,6 +598,23 @@ struct Interpreter::Impl {
                                       const AtenRunOptions& options) const;
 };
 
+namespace {
+
+// `t` in `v`'s float type when both are float types of another width (InterpreterOptions::
+// convert_float_inputs); anything else unchanged, for CheckInput to judge.
+Result<at::Tensor> ToInputFloatType(const ir::Value& v, at::Tensor t) {
+  const ir::DType want = v.type.is_tensor() ? v.type.dtype : ir::DType::kUndefined;
+  const ir::DType got = FromScalarType(t.scalar_type());
+  auto is_float = [](ir::DType d) { return d == ir::DType::kFloat || ir::Is16BitFloat(d); };
+  if (want == got || !is_float(want) || !is_float(got)) return t;
+  at::ScalarType target;
+  QK_RETURN_IF_NOT(ToScalarType(want, &target), StatusCode::kInternal,
+                   "input '{}': no ATen type for {}", v.name(), ir::DTypeName(want));
+  return t.to(target);
+}
+
+}  // namespace
+
 Status Interpreter::Impl::CheckInput(const ir::Value& v, const at::Tensor& t) const {
   const ir::TypeInfo& type = v.type;
   if (!type.is_tensor()) return Status::Ok();
@@ -646,7 +664,7 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
   FillConstants(p, frame);
   if (opts.parameters != nullptr) QK_RETURN_IF_ERROR(SetParameters(*opts.parameters, frame));
   std::unordered_set<std::string> fed;
-  for (const auto& [name, t] : inputs) {
+  for (const auto& [name, given] : inputs) {
     const ir::Value* v = nullptr;
     for (const ir::Value* in : p.graph->inputs()) {
       if (in->name() == name) v = in;
@@ -657,6 +675,10 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
     }
     if (!fed.insert(name).second) {
       return MakeStatus(StatusCode::kInvalidArgument, "input '{}' is given twice", name);
+    }
+    at::Tensor t = given;
+    if (options.convert_float_inputs) {
+      QK_ASSIGN_OR_RETURN(t, ToInputFloatType(*v, std::move(t)));
     }
     QK_RETURN_IF_ERROR(CheckInput(*v, t));
     if (options.check_finite_inputs && t.is_floating_point() && t.numel() > 0) {

@@ -39,6 +39,12 @@ struct InterpreterOptions {
   std::function<void(const std::string&)> warn;
   // Scan float inputs for NaN/Inf before each run (one pass over the inputs).
   bool check_finite_inputs = true;
+  // A float input given in another float width is converted to the input's type: float32 for a
+  // float16/bfloat16 input (a model written with --cast-io) rounded to nearest even, as
+  // data::Conform rounds float32 data and the deployment's own conversion does; 16-bit values for
+  // a float32 input widened exactly. So one batch feeds a --cast-io model and its FP32 reference.
+  // Any other dtype mismatch stays an error.
+  bool convert_float_inputs = true;
   // Where weights and activations live (default: runtime::DefaultDevice(), i.e. --device).
   // Inputs may be given on the host; outputs of Run() come back to the host.
   std::optional<Device> device;

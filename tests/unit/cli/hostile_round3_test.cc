@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -238,6 +239,64 @@ TEST_F(HostileRound3, PtqOptionMistakes) {
   ExpectFails(with({"--ptq", "adaround:iterations=2:iterations=3"}), {2}, {"iterations", "twice"},
               dir_);
   ExpectFails(with({"--ptq", "adaround:iterations=2.5"}), {2}, {"not an integer"}, dir_);
+}
+
+// A .npy of float16 values, each exactly representable (multiples of 1/4 below 2: the exponent
+// rebiased, the top mantissa bits kept).
+std::string NpyF16Bytes(const std::vector<int64_t>& shape, const std::vector<double>& values) {
+  std::string f32 = NpyBytes(shape, values);
+  const size_t header = f32.size() - values.size() * 4;
+  std::string out = f32.substr(0, header);
+  const size_t descr = out.find("<f4");
+  out.replace(descr, 3, "<f2");
+  for (double v : values) {
+    uint16_t h = 0;
+    if (v != 0) {
+      const float f = static_cast<float>(v);
+      uint32_t bits = 0;
+      std::memcpy(&bits, &f, sizeof(bits));
+      const uint32_t sign = bits >> 31, exponent = (bits >> 23) & 0xff, mantissa = bits & 0x7fffff;
+      h = static_cast<uint16_t>((sign << 15) | ((exponent - 127 + 15) << 10) | (mantissa >> 13));
+    }
+    out.append(reinterpret_cast<const char*>(&h), sizeof(h));
+  }
+  return out;
+}
+
+// First battery 2: quantkit could not evaluate its own --cast-io output (its check was skipped
+// with a warning about the input dtype; eval refused float images for a float16 input and called
+// every float16 output "not a float tensor").
+TEST_F(HostileRound3, CastIoOutputIsEvaluable) {
+  const RunResult cal =
+      Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "--cast-io", "-o", File("c")});
+  ASSERT_EQ(cal.exit_code, 0) << cal.err;
+  EXPECT_EQ(cal.out.find("no accuracy check"), std::string::npos) << cal.out;
+  EXPECT_NE(cal.out.find("check: "), std::string::npos) << cal.out;
+  // float32 data for the float16 input (rounded), against the FP32 model.
+  RunResult r = Run({"eval", File("c/model.qdq.onnx"), "--data", File("x.npy"), "--reference",
+                     File("model.onnx")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("argmax agreement"), std::string::npos) << r.out;
+  // float16 data: the model's own type, widened for the FP32 reference.
+  std::vector<double> values;
+  for (int i = 0; i < 8 * 16; ++i) values.push_back((i % 7) * 0.25 - 0.5);
+  WriteAll(File("x16.npy"), NpyF16Bytes({8, 1, 4, 4}, values));
+  r = Run({"eval", File("c/model.qdq.onnx"), "--data", File("x16.npy"), "--reference",
+           File("model.onnx")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("argmax agreement"), std::string::npos) << r.out;
+}
+
+// First battery 11: `analyze --layers float` on a plan with an FP32 float part exited 2 naming no
+// plan file.
+TEST_F(HostileRound3, AnalyzeFloatLayersOfAnFp32PlanNamesThePlan) {
+  ASSERT_EQ(Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "--float-dtype", "fp32",
+                 "-o", File("p"), "-q"})
+                .exit_code,
+            0);
+  ExpectFails({"analyze", File("model.onnx"), "--plan", File("p/plan.json"), "--data",
+               File("x.npy"), "--layers", "float"},
+              {2}, {File("p/plan.json"), "FP32", "--layers int8"}, dir_);
 }
 
 }  // namespace
