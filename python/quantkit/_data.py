@@ -5,7 +5,7 @@ Accepted data (``quantkit.calibrate(model, data)``, ``Statistics.collect``):
 * a CLI data spec (``str`` / ``os.PathLike``): ``x=calib.npy``, ``DIR``, ``data.json``,
   ``fashion-mnist:calib`` ... read by the C++ data layer, exactly as ``quantkit calibrate --data``;
 * an onnxruntime ``CalibrationDataReader`` (anything with ``get_next()`` returning one
-  ``{input_name: ndarray}`` dict per call and ``None`` at the end), unchanged;
+  ``{input_name: ndarray}`` dict per call and ``None``, ``{}`` or ``[]`` at the end), unchanged;
 * one array (a numpy array or torch tensor holding every sample, for a single-input model) or
   one ``{input_name: array}`` mapping: the whole set as a single batch;
 * any iterable of batches (a torch ``DataLoader``, a generator, a list). A batch is a
@@ -81,7 +81,11 @@ def iter_batches(data: Any, input_names: list[str], samples: int = 0) -> Iterato
         data = [data]  # the whole set as one batch: an array (single-input model) or {name: array}
     if hasattr(data, "get_next") and callable(data.get_next):
         def reader() -> Iterator[Any]:
-            while (item := data.get_next()) is not None:
+            # As onnxruntime's quantizer loops: None, or an empty dict or list, ends the data.
+            while True:
+                item = data.get_next()
+                if item is None or (isinstance(item, (dict, list, tuple)) and len(item) == 0):
+                    return
                 yield item
         source: Iterable[Any] = reader()
     elif isinstance(data, Iterable) and not isinstance(data, (bytes, bytearray)):

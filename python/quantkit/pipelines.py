@@ -93,14 +93,19 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
     stages.memory_mib, stages.seed = ptq_memory_mib, seed
     _core.check_calibrate_options(options)  # bad options fail before the data is read
     start = time.perf_counter()
-    if _data.is_spec(data):
-        options.data = os.fspath(data)
-    else:
-        if not isinstance(data, Statistics):
-            data = Statistics.collect(model, data, samples=samples, exclude=exclude, weights=weights,
-                                      progress=progress, run_batch=run_batch)
-        options.statistics = data._core
-    r = _core.calibrate(options)
+    # method="auto", compare_methods, budget and the PTQ stages hold out part of the data or read it
+    # again: Python data then goes through a temporary folder of .npy files, as the CLI would read
+    # it (statistics alone would leave them "no data given").
+    reads_data = method == "auto" or compare_methods or budget is not None or bool(ptq)
+    with contextlib.ExitStack() as stack:
+        if _data.is_spec(data) or (reads_data and not isinstance(data, Statistics)):
+            options.data = stack.enter_context(_as_spec(model, data, samples))
+        else:
+            if not isinstance(data, Statistics):
+                data = Statistics.collect(model, data, samples=samples, exclude=exclude, weights=weights,
+                                          progress=progress, run_batch=run_batch)
+            options.statistics = data._core
+        r = _core.calibrate(options)
     # With Python data the C++ side only built the plan: count the statistics pass too.
     report = CalibrationReport(written=list(r.written), warnings=list(r.warnings), summary=r.summary,
                                samples=r.samples, seconds=time.perf_counter() - start,

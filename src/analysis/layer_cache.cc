@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "common/check.h"
+#include "common/text.h"
 #include "ir/clone.h"
 #include "ir/float16.h"
 #include "runtime/interpreter.h"
@@ -123,7 +124,19 @@ Result<std::vector<PtqLayer>> FindPtqLayers(const ir::Model& float_model, const 
   std::unordered_map<const ir::Node*, const passes::QdqSite*> weight_site;
   for (const passes::QdqSite& s : sites) {
     site_consumers.insert(s.consumer);
-    if (s.role == quant::TensorRole::kWeight && s.consumer->owner() == &g) weight_site[s.consumer] = &s;
+    if (s.role != quant::TensorRole::kWeight) continue;
+    if (s.consumer->owner() == &g) {
+      weight_site[s.consumer] = &s;
+    } else if (skipped) {
+      // Layers inside If/Loop bodies run only when their branch does: the stages' per-layer runs
+      // cannot reach them (Silero VAD's convolutions all sit in an If). Said, not silently skipped.
+      const quant::TensorQuant* entry = plan.Find(s.tensor);
+      if (entry && entry->quantized) {
+        skipped->push_back(
+            {s.consumer->name.empty() ? s.tensor : s.consumer->name,
+             "it is inside an If/Loop body (the PTQ stages fit main-graph layers only)"});
+      }
+    }
   }
   QK_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, g.TopologicalOrder());
   std::vector<PtqLayer> layers;
@@ -187,6 +200,9 @@ Result<ir::Model> ExtractSubModel(const ir::Model& model, const std::vector<std:
                                   const std::vector<std::string>& wanted) {
   QK_ASSIGN_OR_RETURN(ir::Model sub, ir::CloneModel(model));
   ir::Graph& g = *sub.graph;
+  // Named as what it is, so that any error of a run of it (an input it lacks) says so.
+  g.name = fmt::format("sub-model of '{}' computing {} from {}", g.name, ListSome(wanted, 3),
+                       ListSome(given, 3));
   // Given values become fresh inputs (renamed back below, once their producers are gone).
   std::map<std::string, ir::Value*> fresh;
   for (const std::string& name : given) {

@@ -210,6 +210,11 @@ Status ForEachLayer(Context& ctx, const std::string& label, int64_t units_per_la
   QK_ASSIGN_OR_RETURN(std::vector<analysis::PtqLayer> layers,
                       analysis::FindPtqLayers(*ctx.model.model, *ctx.plan, ctx.sites.sites, &skipped));
   for (const analysis::SkippedLayer& s : skipped) report->lines.push_back(fmt::format("{}: skipped, {}", s.node, s.reason));
+  if (layers.empty() && !skipped.empty()) {
+    report->notes.push_back(fmt::format("no layer to fit: {} skipped ({}{}: {})", skipped.size(),
+                                        skipped.size() > 1 ? "e.g. " : "", skipped.front().node,
+                                        skipped.front().reason));
+  }
   analysis::SimulationOptions simulation;
   simulation.placement = ctx.sites.placement;
   simulation.mode = passes::PlacementPolicy::kTensorRT;

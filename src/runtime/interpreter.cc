@@ -670,8 +670,10 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
       if (in->name() == name) v = in;
     }
     if (v == nullptr) {
-      return MakeStatus(StatusCode::kInvalidArgument, "unknown input '{}'; the model's inputs are: {}",
-                        name, fmt::join(input_names, ", "));
+      return MakeStatus(
+          StatusCode::kInvalidArgument, "unknown input '{}' for {}; its inputs are: {}", name,
+          p.graph->name.empty() ? std::string("the model") : "'" + p.graph->name + "'",
+          fmt::join(input_names, ", "));
     }
     if (!fed.insert(name).second) {
       return MakeStatus(StatusCode::kInvalidArgument, "input '{}' is given twice", name);

@@ -250,3 +250,28 @@ def test_calibrate_takes_every_cli_option_and_writes_the_cli_files(model, calib_
     with pytest.raises(quantkit.InvalidArgumentError, match="--budget"):
         quantkit.calibrate(model, spec, method="auto", budget=0.5, output_dir=tmp_path / "x", progress=False)
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("end", [None, {}, []])
+def test_a_reader_ends_as_onnxruntime_reads_it(model, calib_array, cli_entropy, tmp_path, end):
+    """onnxruntime's quantizer stops at a falsy get_next(): None, {} or [] (issue #48: {} and []
+    were fed to the model as a batch)."""
+    class Reader:
+        def __init__(self):
+            self.it = iter(calib_array[i:i + 32] for i in range(0, len(calib_array), 32))
+
+        def get_next(self):
+            x = next(self.it, None)
+            return end if x is None else {"input": x}
+
+    quantkit.calibrate(model, Reader(), method="entropy", output_dir=tmp_path, progress=False)
+    assert_same_as_cli(tmp_path, cli_entropy)
+
+
+def test_auto_method_with_python_data_holds_out_as_the_cli(model, calib_array, calib_dir, quantkit_cli, tmp_path):
+    """method="auto" with an array reads the data as the CLI does (issue #48: "no data given")."""
+    plan = quantkit.calibrate(model, calib_array, method="auto", output_dir=tmp_path / "py", progress=False)
+    assert plan.report.samples > 0
+    quantkit_cli("calibrate", model, "--data", f"input={calib_dir / 'input.npy'}", "--method", "auto", "-q",
+                 "-o", str(tmp_path / "cli"))
+    assert (tmp_path / "py" / "calib.cache").read_bytes() == (tmp_path / "cli" / "calib.cache").read_bytes()

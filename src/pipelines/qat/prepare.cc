@@ -6,6 +6,7 @@
 
 #include "analysis/model_loading.h"
 #include "common/check.h"
+#include "ir/scopes.h"
 #include "passes/apply_plan.h"
 #include "passes/fake_quant.h"
 #include "passes/float_precision.h"
@@ -192,6 +193,27 @@ Result<Graphs> PrepareGraphs(const QatOptions& o, StartPlan* plan, QatResult* re
   g.learned_scales = passes::LearnedActivationScales(*g.student.graph);
   g.parameters = TrainableParameters(*g.student.graph, g.learned_scales);
   result->parameters = static_cast<int>(g.parameters.size());
+  if (g.parameters.empty()) {
+    // Say why before any training: the weighted layers of a model like Silero VAD all sit in If
+    // bodies, whose branches the trainer does not differentiate.
+    int nested = 0;
+    ir::ForEachScopedGraph(*g.student.graph, [&](const ir::Graph& graph, const std::string&) {
+      if (&graph == g.student.graph.get()) return;
+      for (const ir::Node* n : graph.nodes()) {
+        nested += n->op_type() == "Conv" || n->op_type() == "ConvTranspose" ||
+                          n->op_type() == "Gemm" || n->op_type() == "MatMul"
+                      ? 1
+                      : 0;
+      }
+    });
+    return MakeStatus(
+        StatusCode::kUnsupported, "{}: nothing to train: {}", o.model,
+        nested > 0
+            ? fmt::format("its {} weighted layers are all inside If/Loop bodies, which QAT does "
+                          "not train (calibrate quantizes them: use its model.qdq.onnx)",
+                          nested)
+            : std::string("the main graph has no weighted layer (Conv, Gemm, MatMul) or norm"));
+  }
   QK_ASSIGN_OR_RETURN(g.teacher, analysis::LoadModelForQuantization(o.teacher_path()));
   if (!o.teacher.empty())
     QK_RETURN_IF_ERROR(CheckSameInterface(o.model, *g.student.graph, o.teacher, *g.teacher.graph));

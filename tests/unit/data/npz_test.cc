@@ -104,25 +104,28 @@ TEST_F(NpzTest, HeadersThatLieAndWrongDtypesAreRefused) {
   EXPECT_NE(missing.status().message().find("no member 'x.npy'"), std::string::npos);
 }
 
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void Overwrite(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
 // Issue #48: a wrong CRC-32 and a duplicated member name were accepted silently, and a member named
 // neither after the input nor arr_0 (np.savez's positional name) fed the only input.
 TEST_F(NpzTest, DamagedDuplicatedOrUnnamedMembersAreRefused) {
   for (const bool store : {true, false}) {
     SCOPED_TRACE(store ? "stored" : "deflated");
     const std::string path = Archive({{"x.npy", Npy(50)}}, store);
-    std::string bytes;
-    {
-      std::ifstream in(path, std::ios::binary);
-      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
+    std::string bytes = FileBytes(path);
     // The central directory's CRC-32 of the one member: bytes 16..19 after its signature.
     const size_t central = bytes.find(std::string("PK\x01\x02", 4));
     ASSERT_NE(central, std::string::npos);
     bytes[central + 16] = static_cast<char>(bytes[central + 16] ^ 0x5a);
-    {
-      std::ofstream out(path, std::ios::binary | std::ios::trunc);
-      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    }
+    Overwrite(path, bytes);
     auto crc = OpenSource(path, {kInput});
     ASSERT_FALSE(crc.ok()) << "a wrong CRC-32 was accepted";
     EXPECT_NE(crc.status().message().find("data.npz:x.npy"), std::string::npos)
@@ -131,17 +134,11 @@ TEST_F(NpzTest, DamagedDuplicatedOrUnnamedMembersAreRefused) {
   {
     // Two members, then the second renamed to the first's name in both of its headers.
     const std::string path = Archive({{"x.npy", Npy(4)}, {"y.npy", Npy(4)}}, true);
-    std::string bytes;
-    {
-      std::ifstream in(path, std::ios::binary);
-      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
-    for (size_t at = bytes.find("y.npy"); at != std::string::npos; at = bytes.find("y.npy", at))
+    std::string bytes = FileBytes(path);
+    for (size_t at = bytes.find("y.npy"); at != std::string::npos; at = bytes.find("y.npy", at)) {
       bytes[at] = 'x';
-    {
-      std::ofstream out(path, std::ios::binary | std::ios::trunc);
-      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     }
+    Overwrite(path, bytes);
     auto dup = OpenSource(path, {kInput});
     ASSERT_FALSE(dup.ok()) << "a duplicated member was accepted";
     EXPECT_NE(dup.status().message().find("a second member of that name"), std::string::npos)

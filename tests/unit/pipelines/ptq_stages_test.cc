@@ -301,6 +301,30 @@ TEST(CalibratePtq, StagesReachEveryArtifactAndAreDeterministic) {
   ExpectSameFiles(dir, {"plan.json", "model.qdq.onnx", "model.float.onnx"});
 }
 
+// Issue #48 deliver 2: an error about an input of a sub-model a stage built names the sub-model
+// (what it computes from what, and the model it came from), not "the model's inputs are".
+TEST(ExtractSubModel, AnInputItLacksIsNamedWithTheSubModel) {
+  auto model = analysis::LoadModelForQuantization(kModel);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ir::Node* conv = nullptr;
+  for (const ir::Node* n : model->graph->nodes()) {
+    if (!conv && n->op_type() == "Conv") conv = n;
+  }
+  ASSERT_NE(conv, nullptr);
+  const std::string input = model->graph->inputs().front()->name(), out = conv->output(0)->name();
+  auto sub = analysis::ExtractSubModel(*model, {input}, {out});
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  auto interp = runtime::Interpreter::Create(std::move(*sub));
+  ASSERT_TRUE(interp.ok()) << interp.status().ToString();
+  ir::Tensor x(ir::DType::kFloat, {1, 1, 28, 28});
+  auto ran = (*interp)->Run({{input, x}, {"state", x}});
+  ASSERT_FALSE(ran.ok());
+  const std::string& m = ran.status().message();
+  EXPECT_NE(m.find("unknown input 'state'"), std::string::npos) << m;
+  EXPECT_NE(m.find("sub-model of"), std::string::npos) << m;
+  EXPECT_NE(m.find(out), std::string::npos) << m;
+}
+
 TEST(ApplyInitializerOverrides, WritesWhatThePlanHoldsAndChecksNamesAndDims) {
   auto model = analysis::LoadModelForQuantization(kModel);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
