@@ -347,6 +347,9 @@ struct DistributedChoices {
 // kCheckMinSamples and at most kCheckMaxSamples.
 inline constexpr int64_t kAutoCheckSamples = -1;
 inline constexpr int64_t kCheckShareDivisor = 16, kCheckMinSamples = 16, kCheckMaxSamples = 256;
+// The largest budget of a fallback search (calibrate's --budget and fallback's): points of
+// top1/agreement; a rel_mse budget is a ratio below it. The library checks it; the CLI reads it.
+inline constexpr double kMaxBudget = 100;
 
 // The whole of `quantkit calibrate` in one call, with its exact results (the same plan.json,
 // provenance included, for the same data spec): load, find the sites, collect (or take

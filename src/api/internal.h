@@ -28,9 +28,8 @@ struct Plan::Impl {
 
 namespace api {
 
-// The largest budget of a fallback search (calibrate's and fallback's): top1/agreement points;
-// rel_mse is a ratio below it.
-inline constexpr double kMaxBudget = 100;
+// The largest budget of a fallback search: quantkit/calibration.h's.
+using quantkit::kMaxBudget;
 
 // kInvalidArgument "<what> is empty (default-constructed)" unless `valid`.
 Status RequireValid(bool valid, const char* what);

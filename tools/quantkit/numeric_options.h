@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "quantkit/calibration.h"
 #include "quantkit/qat.h"
 #include "quantkit/status.h"
 
@@ -37,7 +38,8 @@ inline constexpr double kMaxIntCount = 2147483647;   // the same for an `int` op
 inline constexpr double kMaxBatch = 65536;           // samples per read or run: memory grows with it
 inline constexpr double kMaxSeed = 1.8e19;           // a uint64_t seed
 inline constexpr double kMaxThreads = 1 << 20;       // capped at the usable CPUs anyway
-inline constexpr double kMaxBudget = 100;            // top1/agreement points (rel_mse: a ratio)
+using quantkit::kMaxBudget;  // the library's (quantkit/calibration.h): top1/agreement points,
+                             // rel_mse a ratio
 inline constexpr double kMaxRelativeTolerance = 1e6;
 inline constexpr double kMaxPixelScale = 1e6;
 inline constexpr double kMaxTrialCacheMb = 1 << 20;  // 1 TiB, in MiB

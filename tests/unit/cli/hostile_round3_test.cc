@@ -287,6 +287,30 @@ TEST_F(HostileRound3, CastIoOutputIsEvaluable) {
   EXPECT_NE(r.out.find("argmax agreement"), std::string::npos) << r.out;
 }
 
+// First battery 4: --metric frame_agreement / decode_agreement on a [N, classes] output reported
+// 1.0000 (analyze, eval, fallback, calibrate --budget). They read sequences; a class vector is
+// refused.
+TEST_F(HostileRound3, SequenceMetricsRefuseAClassVector) {
+  WriteAll(File("state.onnx"), ParseModelBytes(kStateModel));
+  const std::string data = StateData();
+  ASSERT_EQ(Run({"calibrate", File("state.onnx"), "--data", data, "-o", File("p"), "-q"}).exit_code,
+            0);
+  const std::string plan = File("p/plan.json");
+  for (const char* metric : {"frame_agreement", "decode_agreement"}) {
+    SCOPED_TRACE(metric);
+    ExpectFails({"eval", File("state.onnx"), "--plan", plan, "--data", data, "--metric", metric},
+                {2}, {metric, "use agreement"}, dir_);
+    ExpectFails({"analyze", File("state.onnx"), "--plan", plan, "--data", data, "--metric", metric},
+                {2}, {metric, "use agreement"}, dir_);
+    ExpectFails({"fallback", File("state.onnx"), "--plan", plan, "--data", data, "--metric", metric,
+                 "--budget", "1", "-o", File("fb")},
+                {2}, {metric, "use agreement"}, dir_);
+    ExpectFails({"calibrate", File("state.onnx"), "--data", data, "--budget", "1", "--metric",
+                 metric, "-o", File("cb")},
+                {2}, {metric, "use agreement"}, dir_);
+  }
+}
+
 // First battery 11: `analyze --layers float` on a plan with an FP32 float part exited 2 naming no
 // plan file.
 TEST_F(HostileRound3, AnalyzeFloatLayersOfAnFp32PlanNamesThePlan) {
