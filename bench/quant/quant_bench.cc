@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <vector>
 
+#include "common/vector_clones.h"
 #include "quant/calibrators/calibrators.h"
 #include "quant/collectors/histogram.h"
 #include "quant/collectors/range.h"
@@ -100,6 +102,39 @@ void BM_RangeCollectorObserve(benchmark::State& state) {
   SetPerElement(state, data.size());
 }
 BENCHMARK(BM_RangeCollectorObserve)->Arg(1 << 16)->Arg(1 << 20);
+
+// The statistics' cost as a multiple of one read of the tensor (issue 45: the max path <= 1.5x, the
+// histogram path <= 3x; bench/stats_cost.py prints the ratios). The read: an OR of every element's
+// bits, vectorised at the widest width the CPU has (the clones and `omp simd` the collectors' own
+// scan uses, quant/collectors/scan.cc), so it runs at the speed the memory delivers the tensor.
+QK_VECTOR_CLONES uint32_t OrAll(const uint32_t* bits, size_t n) {
+  uint32_t acc = 0;
+#pragma omp simd reduction(| : acc)
+  for (size_t i = 0; i < n; ++i) acc |= bits[i];
+  return acc;
+}
+
+void BM_OneRead(benchmark::State& state) {
+  const auto data = Activations(static_cast<size_t>(state.range(0)));
+  const auto* bits = reinterpret_cast<const uint32_t*>(data.data());
+  for (auto _ : state) benchmark::DoNotOptimize(OrAll(bits, data.size()));
+  SetPerElement(state, data.size());
+}
+BENCHMARK(BM_OneRead)->Arg(1 << 16)->Arg(1 << 20)->Arg(1 << 22);
+
+// The max path (calibrate --method max collects ranges only), one thread as the read above.
+void BM_RangeCollectorObserveOneThread(benchmark::State& state) {
+  omp_set_num_threads(1);
+  const auto data = Activations(static_cast<size_t>(state.range(0)));
+  RangeCollector c;
+  for (auto _ : state) {
+    c.Observe(FloatSpan(data));
+    benchmark::DoNotOptimize(c);
+  }
+  SetPerElement(state, data.size());
+  omp_set_num_threads(omp_get_num_procs());
+}
+BENCHMARK(BM_RangeCollectorObserveOneThread)->Arg(1 << 16)->Arg(1 << 20)->Arg(1 << 22);
 
 void BM_ReferenceAbsHistogram2048(benchmark::State& state) {
   const auto data = Activations(static_cast<size_t>(state.range(0)));
