@@ -24,8 +24,8 @@ _torchcheck.load_torch()  # the compatible torch's libraries, before the extensi
 from . import _core  # noqa: E402
 
 _torchcheck.after_load()
-from .errors import (CancelledError, InternalError, InvalidArgumentError, InvalidModelError, NotFoundError,  # noqa: E402
-                     QuantkitError, QuantkitIOError, ResourceExhaustedError, UnsupportedError)
+from .errors import (CancelledError, InternalError, InvalidArgumentError, InvalidArgumentTypeError,  # noqa: E402
+                     InvalidModelError, NotFoundError, QuantkitError, QuantkitIOError, ResourceExhaustedError, UnsupportedError)
 from .pipelines import EvalResult, Report, analyze, calibrate, diagnose, evaluate, fallback, qat  # noqa: E402
 from .plan import CalibrationReport, Plan  # noqa: E402
 from .stats import Statistics  # noqa: E402
@@ -36,7 +36,7 @@ openmp_wait_policy = _openmp.wait_policy
 __all__ = [
     "calibrate", "evaluate", "analyze", "fallback", "diagnose", "qat",
     "Plan", "Statistics", "CalibrationReport", "EvalResult", "Report",
-    "QuantkitError", "InvalidArgumentError", "InvalidModelError", "UnsupportedError",
+    "QuantkitError", "InvalidArgumentError", "InvalidArgumentTypeError", "InvalidModelError", "UnsupportedError",
     "NotFoundError", "QuantkitIOError", "ResourceExhaustedError", "InternalError", "CancelledError",
     "openmp_wait_policy",
 ]

@@ -34,6 +34,11 @@ class InvalidArgumentError(QuantkitError, ValueError):
     code, exit_code = "invalid argument", 2
 
 
+class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of the wrong type (``samples="abc"``): a quantkit error with the CLI's exit code
+    2, and still a ``TypeError`` for code that catches that."""
+
+
 class InvalidModelError(QuantkitError, ValueError):
     """A model or data file is corrupt or breaks the ONNX rules."""
 
@@ -93,3 +98,29 @@ def from_status(code: str, exit_code: int, message: str) -> QuantkitError:
     if message == CANCELLED_MESSAGE:
         return CancelledError(message)
     return _BY_CODE.get(code, InternalError)(message, code, exit_code)
+
+
+def argument_types_checked(func):
+    """Wraps a public function so that a TypeError raised while its arguments are converted (a
+    pybind11 "incompatible function arguments" from an option setter, ``os.fspath(3)``) arrives as
+    InvalidArgumentTypeError naming the function, not as a bare TypeError."""
+    import functools
+    import re
+
+    @functools.wraps(func)
+    def checked(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except QuantkitError:
+            raise
+        except TypeError as e:
+            text = str(e)
+            # pybind11's message: "(): incompatible function arguments. The following argument types are
+            # supported:\n    1. (self: quantkit._core.X, arg0: int) -> None\n\nInvoked with: <...>, 'abc'"
+            wanted = re.search(r"arg0: ([\w.:\[\], ]+)\)", text)
+            given = re.search(r"Invoked with: .*?, (.*)$", text, re.S)
+            if wanted and given:
+                text = f"an argument takes {wanted.group(1)}, got {given.group(1).strip()}"
+            raise InvalidArgumentTypeError(f"{func.__name__}: {text.splitlines()[0] if text else 'wrong type'}") \
+                from None
+    return checked

@@ -12,12 +12,13 @@ from typing import Any, Iterable, Iterator, Mapping, Optional, Union
 
 from . import _core, _data, _torchcheck
 from .plan import DEFAULT_CALIBRATOR, DEFAULT_TRT_VERSION, CalibrationReport, Plan, PathLike
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, argument_types_checked
 from .stats import Statistics, _placement, _run_batch
 
 PlanLike = Union[Plan, PathLike]
 
 
+@argument_types_checked
 def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: str = "max",
               output_dir: Optional[PathLike] = None, *, samples: int = 0, batch_size: int = 32,
               overrides: Optional[Mapping[str, str]] = None, exclude: Iterable[str] = (),
@@ -158,6 +159,7 @@ class Report:
         return self.text
 
 
+@argument_types_checked
 def evaluate(model: PathLike, data: _data.DataLike, plan: Optional[PlanLike] = None, *,
              reference: Optional[PathLike] = None, samples: int = 0, batch_size: int = 64,
              progress: bool = True) -> EvalResult:
@@ -186,6 +188,7 @@ def evaluate(model: PathLike, data: _data.DataLike, plan: Optional[PlanLike] = N
                       metrics=dict(r.metrics), seconds=r.seconds, report=r.text)
 
 
+@argument_types_checked
 def analyze(model: PathLike, plan: PlanLike, data: _data.DataLike, *, metrics: Iterable[str] = (),
             samples: int = 256, batch_size: int = 64, placement: str = "auto", accumulated: bool = True,
             layers: str = "int8", progress: bool = True) -> Report:
@@ -206,6 +209,7 @@ def analyze(model: PathLike, plan: PlanLike, data: _data.DataLike, *, metrics: I
     return Report(json.loads(r.json), r.text)
 
 
+@argument_types_checked
 def fallback(model: PathLike, plan: PlanLike, data: _data.DataLike, *, budget: float = 0.5,
              metric: str = "", max_float_layers: int = 0, output_dir: Optional[PathLike] = None,
              samples: int = 0, batch_size: int = 64, placement: str = "auto") -> Report:
@@ -225,6 +229,7 @@ def fallback(model: PathLike, plan: PlanLike, data: _data.DataLike, *, budget: f
     return Report(json.loads(r.json), r.text, Plan(r.plan), list(r.written))
 
 
+@argument_types_checked
 def diagnose(model: PathLike, data: _data.DataLike, *, reference: Optional[_data.DataLike] = None,
              method: str = "max", samples: int = 0, batch_size: int = 32,
              output_dir: Optional[PathLike] = None, progress: bool = True) -> Report:
@@ -245,6 +250,7 @@ def diagnose(model: PathLike, data: _data.DataLike, *, reference: Optional[_data
     return Report(json.loads(r.json), r.text)
 
 
+@argument_types_checked
 def qat(model: PathLike, data: _data.DataLike, output_dir: PathLike, *, plan: Optional[PathLike] = None,
         method: str = "max", steps: int = 0, epochs: int = 0, batch_size: int = 64,
         lr: Union[float, str, None] = None, loss: str = "mse", val: Optional[_data.DataLike] = None,

@@ -275,3 +275,16 @@ def test_auto_method_with_python_data_holds_out_as_the_cli(model, calib_array, c
     quantkit_cli("calibrate", model, "--data", f"input={calib_dir / 'input.npy'}", "--method", "auto", "-q",
                  "-o", str(tmp_path / "cli"))
     assert (tmp_path / "py" / "calib.cache").read_bytes() == (tmp_path / "cli" / "calib.cache").read_bytes()
+
+
+@pytest.mark.parametrize("bad", [dict(samples="abc"), dict(batch_size=2.5), dict(output_dir=3)])
+def test_an_argument_of_the_wrong_type_is_a_quantkit_error(model, calib_array, tmp_path, bad):
+    """Issue #48: bad arguments raised pybind11's bare TypeError ("incompatible function arguments");
+    they raise quantkit's error (exit code 2), still a TypeError, naming the function."""
+    args = dict(output_dir=tmp_path, progress=False)
+    args.update(bad)
+    with pytest.raises(quantkit.InvalidArgumentTypeError) as e:
+        quantkit.calibrate(model, calib_array, **args)
+    assert isinstance(e.value, TypeError) and e.value.exit_code == 2
+    assert str(e.value).startswith("calibrate: "), str(e.value)
+    assert "incompatible function arguments" not in str(e.value), str(e.value)
