@@ -92,7 +92,11 @@ BENCHMARK(BM_TensorCollectorObserveRelu)->Args({1 << 20, 1})->Args({1 << 22, 1})
 BENCHMARK(BM_TensorCollectorObserveRelu)->Name("BM_TensorCollectorObserveReluAllThreads")->Args({1 << 22, 2})
     ->UseRealTime();
 
+// The max path (calibrate --method max collects ranges only). Arg 2: OpenMP threads (0: every
+// CPU); one thread is what bench/stats_cost.py compares with one read of the tensor (BM_OneRead).
 void BM_RangeCollectorObserve(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(1));
+  omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs());
   const auto data = Activations(static_cast<size_t>(state.range(0)));
   RangeCollector c;
   for (auto _ : state) {
@@ -100,8 +104,14 @@ void BM_RangeCollectorObserve(benchmark::State& state) {
     benchmark::DoNotOptimize(c);
   }
   SetPerElement(state, data.size());
+  omp_set_num_threads(omp_get_num_procs());
 }
-BENCHMARK(BM_RangeCollectorObserve)->Arg(1 << 16)->Arg(1 << 20);
+BENCHMARK(BM_RangeCollectorObserve)->Args({1 << 16, 0})->Args({1 << 20, 0});
+BENCHMARK(BM_RangeCollectorObserve)
+    ->Name("BM_RangeCollectorObserveOneThread")
+    ->Args({1 << 16, 1})
+    ->Args({1 << 20, 1})
+    ->Args({1 << 22, 1});
 
 // The statistics' cost as a multiple of one read of the tensor (issue 45: the max path <= 1.5x, the
 // histogram path <= 3x; bench/stats_cost.py prints the ratios). The read: an OR of every element's
@@ -121,20 +131,6 @@ void BM_OneRead(benchmark::State& state) {
   SetPerElement(state, data.size());
 }
 BENCHMARK(BM_OneRead)->Arg(1 << 16)->Arg(1 << 20)->Arg(1 << 22);
-
-// The max path (calibrate --method max collects ranges only), one thread as the read above.
-void BM_RangeCollectorObserveOneThread(benchmark::State& state) {
-  omp_set_num_threads(1);
-  const auto data = Activations(static_cast<size_t>(state.range(0)));
-  RangeCollector c;
-  for (auto _ : state) {
-    c.Observe(FloatSpan(data));
-    benchmark::DoNotOptimize(c);
-  }
-  SetPerElement(state, data.size());
-  omp_set_num_threads(omp_get_num_procs());
-}
-BENCHMARK(BM_RangeCollectorObserveOneThread)->Arg(1 << 16)->Arg(1 << 20)->Arg(1 << 22);
 
 void BM_ReferenceAbsHistogram2048(benchmark::State& state) {
   const auto data = Activations(static_cast<size_t>(state.range(0)));

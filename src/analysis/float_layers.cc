@@ -66,9 +66,10 @@ quant::QuantPlan PinnedTensor(const quant::QuantPlan& plan, const std::string& t
 Result<FloatLayersResult> AnalyzeFloatLayers(const PlanEvaluator& evaluator, const quant::QuantPlan& plan,
                                              const std::vector<Metric*>& metrics, const FloatLayersOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  QK_RETURN_IF_NOT(plan.float_precision.dtype != quant::FloatDType::kFloat32, StatusCode::kInvalidArgument,
-                   "the plan's float part is FP32: nothing for --layers float to check (write the plan with "
-                   "--float-dtype fp16 or bf16)");
+  QK_RETURN_IF_NOT(
+      plan.float_precision.dtype != quant::FloatDType::kFloat32, StatusCode::kInvalidArgument,
+      "the plan's float part is FP32: nothing for --layers float to check (write the plan with "
+      "--float-dtype fp16 or bf16, or analyze --layers int8)");
   FloatLayersResult result;
   result.dtype = quant::FloatDTypeName(plan.float_precision.dtype);
   result.samples = evaluator.num_samples();

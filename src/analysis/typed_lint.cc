@@ -81,8 +81,8 @@ class TypedLinter {
   void InvalidOnnx(const ir::Node& n) {
     if (IsOp(&n, "Cast")) {
       const int64_t to = n.GetInt("to", -1);
-      if (!n.has_attr("to") || to < INT32_MIN || to > INT32_MAX ||
-          !ir::IsKnownDType(static_cast<int32_t>(to)) || to == 0) {
+      if (!n.has_attr("to") || to < 0 || to > INT32_MAX ||
+          !ir::IsKnownDType(static_cast<int32_t>(to))) {
         Add("QK019", Severity::kError, n,
             n.has_attr("to") ? fmt::format("Cast to {}: not an ONNX data type", to)
                              : std::string("Cast without its required 'to' attribute"),

@@ -121,18 +121,16 @@ Result<AnalyzeReport> Analyze(const AnalyzeOptions& options) {
     for (const analysis::LayerRow& row : int8->rows) report.ranked_tensors.push_back(row.tensor);
   }
   if (options.layers != "int8") {
-    // The float part of an FP32 plan has nothing to check; said naming the plan given.
-    QK_RETURN_IF_NOT(
-        opened.plan.float_precision.dtype != quant::FloatDType::kFloat32,
-        StatusCode::kInvalidArgument,
-        "{}: the plan's float part is FP32, so --layers {} has no float16/bfloat16 layer to check "
-        "(calibrate with --float-dtype fp16 or bf16, or give --layers int8)",
-        options.evaluation.loaded_plan.valid() ? std::string("the plan given")
-                                               : options.evaluation.plan,
-        options.layers);
     analysis::FloatLayersOptions check;
     check.progress = options.progress;
-    QK_ASSIGN_OR_RETURN(floats, analysis::AnalyzeFloatLayers(*opened.evaluator, opened.plan, metrics, check));
+    // Its errors (an FP32 float part: nothing to check) name the plan given.
+    const std::string plan_name = options.evaluation.loaded_plan.valid()
+                                      ? std::string("the plan given")
+                                      : options.evaluation.plan;
+    Result<analysis::FloatLayersResult> checked =
+        analysis::AnalyzeFloatLayers(*opened.evaluator, opened.plan, metrics, check);
+    if (!checked.ok()) return checked.status().WithContext(plan_name);
+    floats = std::move(checked.value());
     report.keep_fp32 = floats->keep_fp32;
   }
   report.warnings = opened.warnings;

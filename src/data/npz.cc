@@ -140,10 +140,9 @@ Result<std::vector<NpzArray>> ReadNpz(const std::string& path) {
     zip_source_free(source);
     // libzip's ZIP_ER_EXISTS ("File already exists") at open is two members of one name.
     const bool duplicate = zip_error_code_zip(&error) == ZIP_ER_EXISTS;
+    const std::string why = ErrorText(&error);
     return MakeStatus(StatusCode::kInvalidArgument, "{}: not a readable .npz archive: {}", path,
-                      duplicate
-                          ? (zip_error_fini(&error), std::string("two members have the same name"))
-                          : ErrorText(&error));
+                      duplicate ? std::string("two members have the same name") : why);
   }
   zip_error_fini(&error);
   const zip_int64_t count = zip_get_num_entries(archive.get(), 0);

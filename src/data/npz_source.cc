@@ -139,7 +139,6 @@ class NpzSource final : public Source {
   std::string fingerprint_;
 };
 
-// Reads the member's .npy header (and nothing more) and checks it against the declared size.
 // Members up to this size are read through once at open to verify their CRC-32, so that a
 // damaged archive fails before any run, even when only its first samples are used.
 constexpr uint64_t kMaxVerifiedAtOpenBytes = uint64_t{64} << 20;
@@ -159,6 +158,7 @@ Status VerifyMember(zip_t* archive, zip_uint64_t index, uint64_t declared,
   return ExpectMemberEnd(f.get(), where);
 }
 
+// Reads the member's .npy header (and nothing more) and checks it against the declared size.
 Result<NpyHeader> ReadMemberHeader(zip_t* archive, zip_uint64_t index, uint64_t declared, const std::string& where) {
   std::unique_ptr<zip_file_t, ZipFileCloser> f(zip_fopen_index(archive, index, 0));
   QK_RETURN_IF_NOT(f != nullptr, StatusCode::kInvalidModel, "{}: cannot read member: {}", where, zip_strerror(archive));

@@ -71,13 +71,6 @@ Result<quant::StreamingHistogram> GetHistogram(ByteReader& in, const std::string
   const int64_t n = int64_t{1} << log2_bins;
   QK_ASSIGN_OR_RETURN(std::vector<int64_t> pos, GetBins(in, p + " positive histogram", n));
   QK_ASSIGN_OR_RETURN(std::vector<int64_t> neg, GetBins(in, p + " negative histogram", n));
-  if (!has_range) {
-    // Nothing binned without a range: bins here would be read at a scale nobody chose.
-    for (const std::vector<int64_t>* bins : {&pos, &neg}) {
-      QK_RETURN_IF_NOT(std::all_of(bins->begin(), bins->end(), [](int64_t c) { return c == 0; }),
-                       StatusCode::kInvalidArgument, "{}: histogram bins without a range", p);
-    }
-  }
   Result<quant::StreamingHistogram> hist = quant::StreamingHistogram::FromParts(
       log2_bins, has_range != 0, range_exp, std::move(pos), std::move(neg), zeros, nonfinite);
   if (!hist.ok()) return hist.status().WithContext(p);

@@ -14,6 +14,7 @@
 #include "data/npy.h"
 #include "data/shard.h"
 #include "data/source.h"
+#include "formats/plan_files.h"
 #include "ir/float16.h"
 #include "onnx/import.h"
 #include "runtime/interpreter.h"
@@ -110,8 +111,8 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
         QK_ASSIGN_OR_RETURN(plan, analysis::ReadPlanFile(options.plan));
         // A cache or range file's entries that cannot be used (a NaN, Inf, negative, zero or
         // denormal scale) are simulated in float: said, as convert says it of the same file.
-        if (options.plan.size() < 5 ||
-            options.plan.compare(options.plan.size() - 5, 5, ".json") != 0) {
+        Result<formats::ArtifactKind> kind = formats::ArtifactKindFromPath(options.plan);
+        if (kind.ok() && kind.value() != formats::ArtifactKind::kPlanJson) {
           for (const auto& [name, t] : plan.tensors) {
             if (!t.quantized && !t.reason.empty())
               result.warnings.push_back(name + ": " + t.reason + " (kept in float)");

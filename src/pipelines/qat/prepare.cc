@@ -17,11 +17,16 @@ namespace quantkit::pipelines::qat {
 
 namespace {
 
+// The ops whose weights QAT trains.
+bool IsWeighted(const ir::Node& n) {
+  static const std::set<std::string> kWeighted{"Conv", "ConvTranspose", "Gemm", "MatMul"};
+  return n.domain().empty() && kWeighted.count(n.op_type()) > 0;
+}
+
 // Initializers the optimizer updates: weights (behind their FakeQuantize) and biases of the
 // weighted ops, normalization scale and shift, and learned activation scales.
-std::vector<std::string> TrainableParameters(const ir::Graph& g,
-                                             const std::map<std::string, std::string>& learned_scales) {
-  static const std::set<std::string> kWeighted{"Conv", "ConvTranspose", "Gemm", "MatMul"};
+std::vector<std::string> TrainableParameters(
+    const ir::Graph& g, const std::map<std::string, std::string>& learned_scales) {
   static const std::set<std::string> kNorms{"BatchNormalization", "LayerNormalization", "InstanceNormalization",
                                             "GroupNormalization"};
   std::vector<std::string> names;
@@ -34,7 +39,7 @@ std::vector<std::string> TrainableParameters(const ir::Graph& g,
   };
   for (const ir::Node* n : g.nodes()) {
     if (!n->domain().empty()) continue;
-    if (kWeighted.count(n->op_type())) {
+    if (IsWeighted(*n)) {
       for (const ir::Value* v : n->inputs()) add(v);
     } else if (kNorms.count(n->op_type())) {
       add(n->input(1));
@@ -199,12 +204,7 @@ Result<Graphs> PrepareGraphs(const QatOptions& o, StartPlan* plan, QatResult* re
     int nested = 0;
     ir::ForEachScopedGraph(*g.student.graph, [&](const ir::Graph& graph, const std::string&) {
       if (&graph == g.student.graph.get()) return;
-      for (const ir::Node* n : graph.nodes()) {
-        nested += n->op_type() == "Conv" || n->op_type() == "ConvTranspose" ||
-                          n->op_type() == "Gemm" || n->op_type() == "MatMul"
-                      ? 1
-                      : 0;
-      }
+      for (const ir::Node* n : graph.nodes()) nested += IsWeighted(*n) ? 1 : 0;
     });
     return MakeStatus(
         StatusCode::kUnsupported, "{}: nothing to train: {}", o.model,

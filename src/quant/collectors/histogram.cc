@@ -220,6 +220,13 @@ Result<StreamingHistogram> StreamingHistogram::FromParts(int log2_bins, bool has
   if (zeros < 0 || nonfinite < 0) {
     return Status(StatusCode::kInvalidModel, "histogram has a negative count");
   }
+  // Nothing is binned before a range exists: bins without one would be read at a scale nobody
+  // chose.
+  if (!has_range &&
+      (std::any_of(positive.begin(), positive.end(), [](int64_t c) { return c != 0; }) ||
+       std::any_of(negative.begin(), negative.end(), [](int64_t c) { return c != 0; }))) {
+    return Status(StatusCode::kInvalidModel, "histogram bins without a range");
+  }
   h.has_range_ = has_range;
   h.range_exp_ = has_range ? range_exp : kMinRangeExp;
   h.pos_ = std::move(positive);
