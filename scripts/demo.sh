@@ -6,7 +6,8 @@
 #   calibration cache, ranges, plan) into out/demo/<method>/, and
 #   the Q/DQ model is evaluated on the 10,000-image test set with quantkit's interpreter (INT8
 #   simulated by running the Q/DQ model, its FP16 part as TensorRT computes it). Prints FP32 vs
-#   INT8 + FP16 top-1 per method.
+#   INT8 + FP16 top-1 per method, and which rung of calibrate's repair ladder wrote each model
+#   (entropy clips the normalised input and misses the check's target: the ladder repairs it).
 set -euo pipefail
 BUILD_DIR=${1:-build/dev}
 QK=$BUILD_DIR/tools/quantkit/quantkit
@@ -26,16 +27,22 @@ for run in max entropy percentile:99.99 mse "entropy --override input=max"; do
   label=$([[ $run == *override* ]] && echo "entropy+input:max" || echo "$method")
   dir="$OUT/${label//:/_}"
   # shellcheck disable=SC2086  # $run carries the extra options on purpose
-  "$QK" calibrate "$MODEL" --data fashion-mnist:calib --method $run -o "$dir" -q > "$dir.log"
+  # Exit 1: the repair ladder wrote its best plan without meeting the check's target (shown).
+  rc=0
+  "$QK" calibrate "$MODEL" --data fashion-mnist:calib --method $run -o "$dir" -q > "$dir.log" || rc=$?
+  if (( rc > 1 )); then exit "$rc"; fi
   int8=$("$QK" eval "$dir/model.qdq.onnx" --data fashion-mnist:test --samples "$TEST_SAMPLES" \
          --reference "$MODEL" --json -q)
   top1=$(printf '%s' "$int8" | sed -n 's/.*"top1": \([0-9.]*\).*/\1/p')
   agree=$(printf '%s' "$int8" | sed -n 's/.*"argmax": \([0-9.]*\).*/\1/p')
-  rows+=$(awk -v m="$label" -v f="$fp32_top1" -v q="$top1" -v a="$agree" \
-          'BEGIN { printf "%-18s %8.2f %8.2f %+8.2f %9.2f%%", m, f*100, q*100, (q-f)*100, a*100 }')$'\n'
+  # The rung of calibrate's repair ladder that wrote the model (docs/accuracy.md): "as asked"
+  # when the method met the check's target itself.
+  rung=$(sed -n 's/^repair: .*written: rung [0-9] (\([^)]*\)).*/\1/p' "$dir.log")
+  rows+=$(awk -v m="$label" -v f="$fp32_top1" -v q="$top1" -v a="$agree" -v r="${rung:-n/a}" \
+          'BEGIN { printf "%-18s %8.2f %8.2f %+8.2f %9.2f%%  %s", m, f*100, q*100, (q-f)*100, a*100, r }')$'\n'
 done
 echo
-printf '%-18s %8s %8s %8s %10s\n' "method" "FP32" "INT8" "delta" "agreement"
+printf '%-18s %8s %8s %8s %10s  %s\n' "method" "FP32" "INT8" "delta" "agreement" "written by (repair ladder)"
 printf '%s' "$rows"
 echo
 BEST="$OUT/entropy+input_max"

@@ -390,7 +390,40 @@ struct CalibrateOptions {
   // calibration); its first `holdout_samples` (0: all).
   std::string holdout;
   int64_t holdout_samples = 0;
+  // "auto": when the check misses its target, calibrate repairs the plan itself (the ladder of
+  // docs/accuracy.md: auto, the PTQ stages, the fallback), each candidate judged on held-out
+  // samples (the last of `data` when nothing else holds them out); "off": the plan as asked.
+  // Applies to a plain calibration (not compare_methods, method auto or budget).
+  std::string repair = "auto";
+  // The ladder's time cap in seconds, 0 < s <= kMaxRepairSeconds; 0: kRepairTimeFactor x the time
+  // to the first verdict, at least kRepairMinSeconds.
+  double repair_time_seconds = 0;
   DistributedChoices distributed;
+};
+
+inline constexpr double kRepairTimeFactor = 10, kRepairMinSeconds = 60,
+                        kMaxRepairSeconds = 7 * 24 * 3600.0;
+
+// One rung of the repair ladder.
+struct CalibrateRepairRung {
+  std::string name;      // "as asked", "auto", "smoothquant,bias-correction", "seqmse", "fallback"
+  std::string detail;    // the candidate (method, tensors changed, layers in float)
+  std::string skipped;   // non-empty: not tried, and why
+  bool passes = false;   // met the target
+  double agreement = 0;  // NaN unless the output is a class vector
+  double rel_mse = 0;
+  double seconds = 0;
+};
+
+struct CalibrateRepair {
+  bool ran = false;
+  std::string not_run;  // why the ladder did not run although repair was "auto"
+  std::string target, holdout;
+  double cap_seconds = 0, seconds = 0;
+  std::vector<CalibrateRepairRung> rungs;
+  int kept = -1;  // the rung written
+  bool met = false;
+  std::string next;  // target missed: what to run next
 };
 
 // The plan against FP32 on held-out samples: the "check:" line of the summary.
@@ -414,7 +447,7 @@ struct CalibrateReport {
   // What `quantkit calibrate` prints on stdout: the comparison table (compare_methods, auto) or
   // the budget search's report, the summary and a "wrote FILE" line per file. Empty on ranks > 0.
   std::string text;
-  std::string json;                   // compare_methods, auto: the table as JSON
+  std::string json;                   // the report as JSON (compare_methods, auto: the table)
   std::optional<bool> within_budget;  // budget: whether the search reached it
   int rank = 0, world_size = 1;
   std::string rank_line;  // under a launch: this rank's shard, times and merge
@@ -422,6 +455,7 @@ struct CalibrateReport {
   double seconds = 0;
   int64_t peak_rss_bytes = 0;
   CalibrateCheck check;
+  CalibrateRepair repair;  // the repair ladder (ran false with repair "off" or another mode)
 };
 
 Result<CalibrateReport> Calibrate(const CalibrateOptions& options);

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -29,7 +30,8 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
               compare_methods: bool = False, budget: Optional[float] = None, metric: str = "",
               float_dtype: str = "", keep_fp32: Iterable[str] = (), cast_io: bool = False,
               weight_storage: str = "int8", int8: bool = True, ptq: str = "", ptq_samples: int = 256,
-              ptq_batch: int = 32, ptq_memory_mib: int = 1024, seed: int = 0) -> Plan:
+              ptq_batch: int = 32, ptq_memory_mib: int = 1024, seed: int = 0, repair: str = "auto",
+              repair_time: float = 0.0) -> Plan:
     """Calibrates the FP32 ONNX ``model`` on ``data`` and returns the plan; with ``output_dir``,
     also writes TensorRT's artifacts there, atomically, as ``quantkit calibrate -o`` does:
     model.qdq.onnx, calib.cache, ranges.txt, plan.json, summary.txt.
@@ -61,6 +63,11 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
     ptq       PTQ stages after the range choice, e.g. ``"smoothquant,seqmse,adaround"`` or
               ``"adaround:iterations=500"`` (docs/ptq.md); ``ptq_samples``, ``ptq_batch``,
               ``ptq_memory_mib`` and ``seed`` as the CLI's --ptq-samples ... --seed.
+    repair    "auto" (default): when the check misses its target, try the repair ladder (method
+              auto, the PTQ stages, the fewest layers in float) on held-out samples and write the
+              first plan that meets it, else the best (``plan.report.repair``: each rung, the one
+              kept, the next step; ``met`` False is the CLI's exit 1); ``repair_time`` caps it in
+              seconds (0: automatic). "off": the plan as asked, only checked (docs/accuracy.md).
 
     The same data gives the same plan and byte-identical artifacts as the CLI, whatever the
     batching. Arrays are read in place (no copy) when C-contiguous; the GIL is released while the
@@ -92,12 +99,16 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
     stages = options.ptq
     stages.stages, stages.samples, stages.batch = ptq, ptq_samples, ptq_batch
     stages.memory_mib, stages.seed = ptq_memory_mib, seed
+    options.repair, options.repair_time_seconds = repair, repair_time
     _core.check_calibrate_options(options)  # bad options fail before the data is read
     start = time.perf_counter()
     # method="auto", compare_methods, budget and the PTQ stages hold out part of the data or read it
     # again: Python data then goes through a temporary folder of .npy files, as the CLI would read
     # it (statistics alone would leave them "no data given").
-    reads_data = method == "auto" or compare_methods or budget is not None or bool(ptq)
+    # So does the repair ladder, which runs when a plan is written and checked.
+    ladder = (repair == "auto" and output_dir is not None and check_samples != 0 and int8 and method != "auto"
+              and not compare_methods and budget is None)
+    reads_data = method == "auto" or compare_methods or budget is not None or bool(ptq) or ladder
     with contextlib.ExitStack() as stack:
         if _data.is_spec(data) or (reads_data and not isinstance(data, Statistics)):
             options.data = stack.enter_context(_as_spec(model, data, samples))
@@ -111,7 +122,8 @@ def calibrate(model: PathLike, data: Union[_data.DataLike, Statistics], method: 
     report = CalibrationReport(written=list(r.written), warnings=list(r.warnings), summary=r.summary,
                                samples=r.samples, seconds=time.perf_counter() - start,
                                peak_rss_bytes=r.peak_rss_bytes, check=_check_dict(r.check),
-                               text=r.text, within_budget=r.within_budget)
+                               text=r.text, within_budget=r.within_budget,
+                               repair=json.loads(r.json).get("repair") if r.json else None)
     return Plan(r.plan, report)
 
 
@@ -340,5 +352,7 @@ def _as_spec(model: PathLike, data: Any, samples: int) -> Iterator[str]:
         yield os.fspath(data)
         return
     names = _core.model_inputs(os.fspath(model))
-    with tempfile.TemporaryDirectory(prefix="quantkit-data-") as d:
+    # The folder's name carries the data's type into the plan's provenance ("DataLoader").
+    kind = re.sub(r"[^A-Za-z0-9_]", "", type(data).__name__)[:40] or "data"
+    with tempfile.TemporaryDirectory(prefix=f"quantkit-{kind}-") as d:
         yield _data.materialize(data, list(names), d, samples)

@@ -35,6 +35,10 @@ class CalibrationReport:
     text: str = ""
     #: ``budget``: whether the search brought the plan within it (None without a budget).
     within_budget: Optional[bool] = None
+    #: The repair ladder (``repair="auto"``, docs/accuracy.md): ran, not_run, target, holdout,
+    #: cap_seconds, seconds, rungs (name, detail, skipped, passes, agreement, rel_mse, seconds),
+    #: kept, met, next; None in the modes that choose the plan themselves.
+    repair: Optional[dict[str, Any]] = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -127,7 +127,9 @@ void BindOptions(py::module_& m) {
       .def_readwrite("budget", &CalibrateOptions::budget)
       .def_readwrite("metric", &CalibrateOptions::metric)
       .def_readwrite("floats", &CalibrateOptions::floats)
-      .def_readwrite("ptq", &CalibrateOptions::ptq);
+      .def_readwrite("ptq", &CalibrateOptions::ptq)
+      .def_readwrite("repair", &CalibrateOptions::repair)
+      .def_readwrite("repair_time_seconds", &CalibrateOptions::repair_time_seconds);
   py::class_<EvaluateOptions>(m, "EvaluateOptions")
       .def(py::init<>())
       .def_readwrite("model", &EvaluateOptions::model)

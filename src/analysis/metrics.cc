@@ -133,6 +133,22 @@ std::string DefaultMetricName(bool has_labels, bool class_output) {
 
 bool IsClassOutput(const std::vector<int64_t>& dims) { return dims.size() == 2 && dims[1] >= 2; }
 
+bool IsNormalisedEmbedding(const ir::Graph& graph) {
+  if (graph.outputs().empty()) return false;
+  const ir::Node* node = graph.outputs()[0]->producer();
+  // Shape-only ops between the normalisation and the output change no value.
+  for (int hops = 0; node && hops < 16; ++hops) {
+    const std::string& op = node->op_type();
+    if (op == "LpNormalization" || op == "Div") return true;
+    if (op != "Identity" && op != "Reshape" && op != "Flatten" && op != "Squeeze" &&
+        op != "Unsqueeze" && op != "Cast") {
+      return false;
+    }
+    node = node->input(0) ? node->input(0)->producer() : nullptr;
+  }
+  return false;
+}
+
 Result<std::unique_ptr<Metric>> MakeOutputAwareMetric(const std::string& given, bool has_labels, bool class_output) {
   return MakeMetric(given.empty() ? DefaultMetricName(has_labels, class_output) : given);
 }

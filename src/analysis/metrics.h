@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/graph.h"
 #include "quantkit/status.h"
 
 namespace quantkit::analysis {
@@ -142,6 +143,10 @@ std::vector<Metric*> MetricPointers(const std::vector<std::unique_ptr<Metric>>& 
 std::string DefaultMetricName(bool has_labels, bool class_output);
 // Whether a first output of these dims is a class vector: [batch, classes] with classes >= 2.
 bool IsClassOutput(const std::vector<int64_t>& dims);
+// Whether the graph's first output is normalised (LpNormalization, or x / ||x||: a Div), through
+// shape-only ops: an embedding, whose argmax means nothing (a sentence encoder's [batch, 384]
+// once scored "81% agreement" while retrieval agreed on 79%). Judged by rel MSE instead.
+bool IsNormalisedEmbedding(const ir::Graph& graph);
 // The metric a workflow optimises: the built-in `given`, or DefaultMetricName when it is empty.
 // An unknown name is kInvalidArgument. The one rule of analyze, fallback and qat.
 Result<std::unique_ptr<Metric>> MakeOutputAwareMetric(const std::string& given, bool has_labels, bool class_output);

@@ -89,6 +89,7 @@ Result<std::unique_ptr<PlanEvaluator>> PlanEvaluator::Create(const PlanEvalOptio
       }
     }
     e->fp32_seconds_ = run_seconds;
+    local_class_output = local_class_output && !IsNormalisedEmbedding(*e->float_model_->graph);
     return Status::Ok();
   }();
   QK_RETURN_IF_ERROR(e->Agree(loaded, "running the FP32 model"));

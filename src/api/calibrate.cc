@@ -6,13 +6,16 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include "analysis/report_json.h"
 #include "api/internal.h"
 #include "common/check.h"
 #include "distributed/launch.h"
 #include "pipelines/calibrate.h"
 #include "pipelines/calibrate_budget.h"
 #include "pipelines/calibrate_check.h"
+#include "pipelines/calibrate_repair.h"
 #include "pipelines/compare_methods.h"
 #include "pipelines/ptq_stages.h"
 #include "quantkit/calibration.h"
@@ -33,6 +36,7 @@ struct CalibrateRequest {
   CalibrateMode mode = CalibrateMode::kPlain;
   bool auto_method = false;
   pipelines::CalibrateOptions calibrate;
+  pipelines::RepairOptions repair;  // kPlain only
 };
 
 Status ConvertFloatPart(const FloatPart& f, pipelines::CalibrateOptions* c) {
@@ -97,6 +101,15 @@ Result<CalibrateRequest> ToRequest(const CalibrateOptions& o) {
   // Read only, and `o` outlives the call that uses `c`.
   if (o.statistics.valid()) c.statistics = &o.statistics.impl().statistics;
 
+  QK_RETURN_IF_NOT(o.repair == "auto" || o.repair == "off", StatusCode::kInvalidArgument,
+                   "--repair '{}': use auto or off", o.repair);
+  QK_RETURN_IF_NOT(std::isfinite(o.repair_time_seconds) && o.repair_time_seconds >= 0 &&
+                       o.repair_time_seconds <= kMaxRepairSeconds,
+                   StatusCode::kInvalidArgument,
+                   "--repair-time must be in [0, {:g}] seconds (0: automatic), got {}",
+                   kMaxRepairSeconds, o.repair_time_seconds);
+  r.repair.enabled = o.repair == "auto";
+  r.repair.time_cap_seconds = o.repair_time_seconds;
   if (o.budget) {
     QK_RETURN_IF_NOT(
         !o.compare_methods && !r.auto_method, StatusCode::kInvalidArgument,
@@ -115,6 +128,57 @@ Result<CalibrateRequest> ToRequest(const CalibrateOptions& o) {
 void SetCheck(const pipelines::CheckResult& check, CalibrateReport* report) {
   report->check = {check.ran,  check.data,      check.origin,  check.samples, check.agreement,
                    check.top1, check.fp32_top1, check.rel_mse, check.seconds, check.warning};
+}
+
+void SetRepair(const pipelines::RepairReport& r, CalibrateReport* report) {
+  CalibrateRepair& out = report->repair;
+  out = {r.ran,     r.not_run, r.target, r.holdout, r.cap_seconds,
+         r.seconds, {},        r.kept,   r.met,     r.next};
+  for (const pipelines::RepairRung& g : r.rungs) {
+    out.rungs.push_back({g.name, g.detail, g.skipped, g.passes, g.agreement, g.rel_mse, g.seconds});
+  }
+}
+
+// `calibrate --json` of a plain calibration: what was written, the check and the repair ladder.
+std::string PlainJson(const CalibrateReport& r) {
+  const CalibrateCheck& c = r.check;
+  nlohmann::json j{{"written", r.written},
+                   {"warnings", r.warnings},
+                   {"samples", r.samples},
+                   {"seconds", r.seconds}};
+  if (c.ran) {
+    j["check"] = {{"data", c.data},
+                  {"origin", c.origin},
+                  {"samples", c.samples},
+                  {"agreement", analysis::report::Num(c.agreement)},
+                  {"top1", analysis::report::Num(c.top1)},
+                  {"fp32_top1", analysis::report::Num(c.fp32_top1)},
+                  {"rel_mse", analysis::report::Num(c.rel_mse)},
+                  {"seconds", c.seconds},
+                  {"warning", c.warning}};
+  }
+  const CalibrateRepair& p = r.repair;
+  nlohmann::json rungs = nlohmann::json::array();
+  for (const CalibrateRepairRung& g : p.rungs) {
+    rungs.push_back({{"name", g.name},
+                     {"detail", g.detail},
+                     {"skipped", g.skipped},
+                     {"passes", g.passes},
+                     {"agreement", analysis::report::Num(g.agreement)},
+                     {"rel_mse", analysis::report::Num(g.rel_mse)},
+                     {"seconds", g.seconds}});
+  }
+  j["repair"] = {{"ran", p.ran},
+                 {"not_run", p.not_run},
+                 {"target", p.target},
+                 {"holdout", p.holdout},
+                 {"cap_seconds", p.cap_seconds},
+                 {"seconds", p.seconds},
+                 {"rungs", rungs},
+                 {"kept", p.kept},
+                 {"met", p.met},
+                 {"next", p.next}};
+  return j.dump(1);
 }
 
 // The fields every mode shares, from the calibration whose artifacts were written.
@@ -207,11 +271,14 @@ Result<CalibrateReport> Calibrate(const CalibrateOptions& options) {
     case CalibrateMode::kPlain:
       break;
   }
-  QK_ASSIGN_OR_RETURN(pipelines::CalibrateResult r, pipelines::Calibrate(request.calibrate));
+  QK_ASSIGN_OR_RETURN(pipelines::CalibrateResult r,
+                      pipelines::CalibrateRepaired(request.calibrate, request.repair));
   CalibrateReport report;
   // Rank 0 (or the only process) wrote everything; other ranks report their shard.
   if (r.rank.rank == 0) report.text = r.summary + WroteLines(r.written);
+  SetRepair(r.repair, &report);
   SetFromCalibration(std::move(r), &report);
+  if (report.rank == 0) report.json = PlainJson(report);
   return report;
 }
 

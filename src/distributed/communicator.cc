@@ -347,4 +347,9 @@ Result<std::unique_ptr<Communicator>> Connect(const DistributedEnv& env, const C
   }
 }
 
+bool WritesLaunchOutputs() {
+  Result<std::optional<DistributedEnv>> env = ReadDistributedEnv();
+  return !env.ok() || !env->has_value() || (*env)->rank == 0;
+}
+
 }  // namespace quantkit::distributed

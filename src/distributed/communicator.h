@@ -47,6 +47,9 @@ struct DistributedEnv {
 using GetEnvFn = std::function<const char*(const char*)>;
 Result<std::optional<DistributedEnv>> ReadDistributedEnv(const GetEnvFn& getenv_fn);
 Result<std::optional<DistributedEnv>> ReadDistributedEnv();  // the process environment
+// Whether this process writes a launch's outputs: rank 0 of a launch, or no launch (read from the
+// environment before any rendezvous, so that rank 0 can lock its output directory first).
+bool WritesLaunchOutputs();
 
 // --device of one rank: ParseDevice(text), except that under a launch plain `cuda` means
 // cuda:LOCAL_RANK. torchrun starts one process per GPU of a machine (LOCAL_RANK 0 ..

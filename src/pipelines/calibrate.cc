@@ -22,6 +22,7 @@
 #include "passes/apply_plan.h"
 #include "passes/insert_qdq.h"
 #include "pipelines/calibration_stages.h"
+#include "pipelines/fallback.h"
 #include "pipelines/quantized_artifacts.h"
 #include "quantkit/version.h"
 #include "runtime/device.h"
@@ -149,6 +150,7 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
   for (const std::string& w : r.warnings) {
     if (w != check_warning) s += "warning: " + w + "\n";
   }
+  if (options.repair) s += FormatRepair(*options.repair);
   s += FormatCheck(r.check);
   if (r.samples > 0) {
     s += fmt::format("{} samples in {:.2f} s ({:.1f} samples/s), peak RSS {}\n", r.samples, r.seconds,
@@ -233,6 +235,11 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   CalibrateResult& result = *result_out;
   const auto start = std::chrono::steady_clock::now();
   quant::QuantPlan& plan = result.plan;
+  std::optional<ReadyPlan> chosen;
+  if (!ready_plan && options.choose_plan) {
+    QK_ASSIGN_OR_RETURN(chosen, options.choose_plan(prepared));
+    ready_plan = &*chosen;
+  }
   if (ready_plan) {
     plan = ready_plan->plan;
     result.ptq = ready_plan->ptq;
@@ -253,7 +260,14 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   result.seconds = prepared.report.seconds +
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.peak_rss_bytes = PeakRssBytes();
-  CheckPlan(options, plan, &result);
+  result.notes.insert(result.notes.end(), options.notes.begin(), options.notes.end());
+  if (ready_plan && ready_plan->check) {
+    result.check = *ready_plan->check;
+    result.check.calibration_seconds = result.seconds;
+    if (!result.check.warning.empty()) result.warnings.push_back(result.check.warning);
+  } else {
+    CheckPlan(options, plan, &result);
+  }
 
   if (options.output_dir.empty() && !options.artifacts) {
     result.summary = Summarize(options, result, nullptr);
@@ -275,6 +289,10 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
                                          options.weight_storage, &plan, files, set));
   result.summary = Summarize(options, result, &inserted);
   QK_RETURN_IF_ERROR(WriteFileAtomic(set->Stage("summary.txt"), result.summary));
+  if (ready_plan && !ready_plan->layer_precisions.empty()) {
+    QK_ASSIGN_OR_RETURN(std::string staged, set->StageNew("layer_precisions.txt"));
+    QK_RETURN_IF_ERROR(WriteFileAtomic(staged, LayerPrecisionsFile(ready_plan->layer_precisions)));
+  }
   QK_RETURN_IF_ERROR(WriteStats(options.stats_out, prepared.statistics.stats, set, &result.written));
   if (options.artifacts) return Status::Ok();  // the caller's set: it commits (and lists what it wrote)
   QK_ASSIGN_OR_RETURN(std::vector<std::string> written, artifacts->Commit());
@@ -402,7 +420,8 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   CalibrateResult& result = prepared.report;
   // Max-only fast path: no histograms when nothing will read them (under a launch the ranks then
   // exchange range-only statistics, formats/qkstats_wire.h).
-  bool max_only = options.method.method == quant::CalibMethod::kMax && options.stats_out.empty();
+  bool max_only = options.method.method == quant::CalibMethod::kMax && options.stats_out.empty() &&
+                  !options.choose_plan;
   for (const auto& [key, m] : options.method_overrides) {
     max_only = max_only && m.method == quant::CalibMethod::kMax;
   }

@@ -19,23 +19,25 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "pipelines/calibrate_check.h"
-#include "pipelines/calibration_stages.h"
+#include "data/image_options.h"
 #include "distributed/launch.h"
-#include "pipelines/ptq_stages.h"
 #include "formats/qkstats.h"
 #include "formats/trt_cache.h"
 #include "passes/float_precision.h"
 #include "passes/insert_qdq.h"
 #include "passes/qdq_placement.h"
+#include "pipelines/calibrate_check.h"
+#include "pipelines/calibration_stages.h"
+#include "pipelines/ptq_stages.h"
+#include "pipelines/repair_report.h"
 #include "quant/plan.h"
 #include "quant/tensor_calib.h"
-#include "data/image_options.h"
 #include "quantkit/status.h"
 
 namespace quantkit {
@@ -43,6 +45,20 @@ class ArtifactSet;
 }
 
 namespace quantkit::pipelines {
+
+// A plan built (and staged) already, written as it is: --method auto's pick, the repair ladder's.
+// `ptq` the report of its stages, `warnings` those of its BuildPlan.
+struct ReadyPlan {
+  quant::QuantPlan plan;
+  PtqReport ptq;
+  std::vector<std::string> warnings;
+  // Judged already on options.check_evaluator (the repair ladder): the check is not run again.
+  std::optional<CheckResult> check;
+  // The fallback's --layerPrecisions value (plan.float_nodes), written as layer_precisions.txt.
+  std::string layer_precisions;
+};
+
+struct PreparedCalibration;
 
 struct CalibrateOptions {
   std::string model;
@@ -92,6 +108,14 @@ struct CalibrateOptions {
   // choice was made on, FP32 outputs cached already), labelled `check_origin`. Not owned.
   const analysis::PlanEvaluator* check_evaluator = nullptr;
   std::string check_origin;
+  // The repair ladder's report (pipelines/calibrate_repair.h), for the summary; and its notes
+  // (why it did not run, how the held-out samples were taken).
+  const RepairReport* repair = nullptr;
+  std::vector<std::string> notes;
+  // On rank 0 once the statistics are merged: the plan to write instead of options.method's (the
+  // repair ladder, pipelines/calibrate_repair.h). Its statistics are then collected with
+  // histograms, whatever the method.
+  std::function<Result<ReadyPlan>(const PreparedCalibration&)> choose_plan;
 };
 
 struct CalibrateResult {
@@ -107,6 +131,7 @@ struct CalibrateResult {
   int64_t peak_rss_bytes = 0;
   distributed::RankReport rank;             // this process's part (rank 0 of 1 without a launch)
   PtqReport ptq;               // what the PTQ stages did (empty without --ptq)
+  RepairReport repair;         // the repair ladder (ran false under --repair off)
 };
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options);
@@ -132,14 +157,8 @@ struct PreparedCalibration {
 Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options);
 
 // The plan of options.method (and overrides) from `prepared`, then options.ptq's stages; with
-// options.output_dir, the artifact set (all its files or none); with options.stats_out, the .qkstats.
-// `plan`: one built (and staged) already (--method auto's pick), written as it is, with `ptq` the
-// report of its stages and `warnings` those of its BuildPlan.
-struct ReadyPlan {
-  quant::QuantPlan plan;
-  PtqReport ptq;
-  std::vector<std::string> warnings;
-};
+// options.output_dir, the artifact set (all its files or none); with options.stats_out, the
+// .qkstats. `plan`: one built (and staged) already (ReadyPlan).
 Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared,
                                           const ReadyPlan* plan = nullptr);
 

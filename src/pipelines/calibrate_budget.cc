@@ -16,17 +16,6 @@
 
 namespace quantkit::pipelines {
 
-namespace {
-
-// Rank 0 of a launch (or the only process) writes; read from the launch environment, before
-// any rendezvous, so the output directory is locked first.
-bool WritesArtifacts() {
-  Result<std::optional<distributed::DistributedEnv>> env = distributed::ReadDistributedEnv();
-  return !env.ok() || !env->has_value() || (*env)->rank == 0;
-}
-
-}  // namespace
-
 Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions& options) {
   QK_RETURN_IF_NOT(!options.calibrate.output_dir.empty(), StatusCode::kInvalidArgument,
                    "--budget writes the repaired artifacts: give -o DIR");
@@ -48,7 +37,7 @@ Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions
   // One set for the calibration's files and the repair's (common/artifact_set.h): locked before
   // the long passes, committed when both are staged, so a failure anywhere leaves -o as it was.
   std::unique_ptr<ArtifactSet> out;
-  if (WritesArtifacts()) {
+  if (distributed::WritesLaunchOutputs()) {
     std::vector<std::string> names = CalibrationArtifactNames(calibrate);
     for (const std::string& f : kFallbackArtifacts) {
       if (std::find(names.begin(), names.end(), f) == names.end()) names.push_back(f);

@@ -79,6 +79,7 @@ Status JudgePlan(const analysis::PlanEvaluator& evaluator, const quant::QuantPla
   // Non-finite outputs fail the check whatever the agreement says: argmax of NaN logits agrees with
   // itself (a model whose biases were all NaN once scored "agreement 100%").
   const bool fp32_non_finite = !std::isfinite(trial.output.ref2);
+  r.fp32_non_finite = fp32_non_finite;
   const bool written_non_finite =
       !fp32_non_finite && !(std::isfinite(trial.output.out2) && std::isfinite(trial.output.err2));
   if (fp32_non_finite || written_non_finite) {

@@ -60,6 +60,8 @@ struct CheckResult {
   double agreement = NAN;   // argmax agreement with FP32 (class outputs)
   double top1 = NAN, fp32_top1 = NAN;  // with labels
   double rel_mse = 0, sqnr_db = 0;     // first output vs FP32
+  bool fp32_non_finite =
+      false;  // FP32's own output holds NaN/Inf: bad data, nothing to judge against
   double seconds = 0;              // the check's FP32 and simulated runs
   double calibration_seconds = 0;  // the calibration it judges (collection and plan), for scale
   std::string warning;      // non-empty beyond the thresholds

@@ -43,9 +43,6 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   r.holdout = evaluator->data_description();
   r.metric = options.metric.empty() ? analysis::DefaultMetricName(evaluator->has_labels(), evaluator->class_output()) : options.metric;
   QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric, analysis::MakeMetric(r.metric));
-  analysis::AgreementMetric agreement;
-  std::vector<analysis::Metric*> metrics{metric.get()};
-  if (r.metric != "agreement") metrics.push_back(&agreement);
   QK_ASSIGN_OR_RETURN(analysis::TrialResult fp32, evaluator->EvaluateFp32({metric.get()}));
   r.fp32_value = fp32.metrics.at(r.metric);
 
@@ -55,50 +52,25 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   c.output_dir.clear();
   c.stats_out.clear();
   QK_ASSIGN_OR_RETURN(PreparedCalibration prepared, PrepareCalibration(c));
-  size_t best = 0;
-  std::vector<quant::QuantPlan> plans;
-  for (size_t i = 0; i < methods.size(); ++i) {
-    QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
-                                                   {methods[i], c.method_overrides}));
-    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(built.plan, metrics));
-    plans.push_back(std::move(built.plan));
-    MethodScore s;
-    s.method = quant::MethodLabel(methods[i]);
-    s.value = t.metrics.at(r.metric);
-    s.loss = metric->Loss(s.value, r.fp32_value);
-    s.rel_mse = t.output.relative_mse();
-    s.sqnr_db = t.output.sqnr_db();
-    s.agreement = t.metrics.at("agreement");
-    r.scores.push_back(s);
-    const MethodScore& b = r.scores[best];
-    if (s.loss < b.loss || (s.loss == b.loss && s.rel_mse < b.rel_mse)) best = i;
-  }
-  r.best = r.scores[best].method;
-  r.best_loss = r.scores[best].loss;
-  r.best_rel_mse = r.scores[best].rel_mse;
+  QK_ASSIGN_OR_RETURN(MethodSearch search,
+                      SearchMethods(prepared, *evaluator, metric.get(), r.fp32_value, methods,
+                                    {c.method, c.method_overrides}, options.per_tensor));
+  r.scores = search.scores;
+  r.best = r.scores[search.best].method;
+  r.best_loss = search.score.loss;
+  r.best_rel_mse = search.score.rel_mse;
   c = base;
-  c.method = methods[best];
+  c.method = search.choice.method;
+  c.method_overrides = search.choice.overrides;
   // The check of the plan written: on the held-out samples already read, FP32 outputs cached.
   c.check_evaluator = evaluator.get();
   c.check_origin = "held-out";  // the data description names the source (the CLI may default it)
   if (options.per_tensor) {
-    // Each trial: the plan of one method choice over the same statistics, simulated on the holdout.
-    PlanScorer score = [&](const MethodChoice& choice) -> Result<PlanScore> {
-      QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites, choice));
-      QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(built.plan, {metric.get()}));
-      return PlanScore{metric->Loss(t.metrics.at(r.metric), r.fp32_value), t.output.relative_mse()};
-    };
-    QK_ASSIGN_OR_RETURN(PerTensorChoice chosen,
-                        ChoosePerTensor(prepared.sites, methods, plans, {c.method, c.method_overrides},
-                                        {r.best_loss, r.best_rel_mse}, score));
-    c.method_overrides = chosen.methods.overrides;
-    r.tensor_changes = chosen.changes;
-    r.tensor_trials = chosen.trials;
-    r.tensor_candidates = chosen.candidates;
-    r.best_loss = chosen.score.loss;
-    r.best_rel_mse = chosen.score.rel_mse;
-    r.tensor_loss = chosen.score.loss;
-    r.tensor_rel_mse = chosen.score.rel_mse;
+    r.tensor_changes = search.per_tensor.changes;
+    r.tensor_trials = search.per_tensor.trials;
+    r.tensor_candidates = search.per_tensor.candidates;
+    r.tensor_loss = search.score.loss;
+    r.tensor_rel_mse = search.score.rel_mse;
   }
   if (options.per_tensor && !c.ptq.stages.empty()) {
     QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
@@ -124,7 +96,7 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
                               std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_start).count()});
       if (score < best_score) {
         best_score = score;
-        best_plan = ReadyPlan{std::move(plan), std::move(report), built.warnings};
+        best_plan = ReadyPlan{std::move(plan), std::move(report), built.warnings, std::nullopt, ""};
         r.ptq_best = PtqStagesText(stages);
       }
     }
@@ -144,6 +116,52 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
+}
+
+Result<MethodSearch> SearchMethods(const PreparedCalibration& prepared,
+                                   const analysis::PlanEvaluator& evaluator,
+                                   analysis::Metric* metric, double fp32_value,
+                                   const std::vector<quant::MethodRequest>& methods,
+                                   const MethodChoice& asked, bool per_tensor) {
+  QK_RETURN_IF_NOT(!methods.empty(), StatusCode::kInternal, "no method to choose from");
+  MethodSearch search;
+  analysis::AgreementMetric agreement;
+  std::vector<analysis::Metric*> metrics{metric};
+  if (metric->name() != "agreement") metrics.push_back(&agreement);
+  std::vector<quant::QuantPlan> plans;
+  for (size_t i = 0; i < methods.size(); ++i) {
+    QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model,
+                                                   prepared.sites, {methods[i], asked.overrides}));
+    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator.EvaluatePlan(built.plan, metrics));
+    plans.push_back(std::move(built.plan));
+    MethodScore s;
+    s.method = quant::MethodLabel(methods[i]);
+    s.value = t.metrics.at(metric->name());
+    s.loss = metric->Loss(s.value, fp32_value);
+    s.rel_mse = t.output.relative_mse();
+    s.sqnr_db = t.output.sqnr_db();
+    s.agreement = t.metrics.at("agreement");
+    search.scores.push_back(s);
+    const MethodScore& b = search.scores[search.best];
+    if (s.loss < b.loss || (s.loss == b.loss && s.rel_mse < b.rel_mse)) search.best = i;
+  }
+  search.choice = {methods[search.best], asked.overrides};
+  search.method_score =
+      search.score = {search.scores[search.best].loss, search.scores[search.best].rel_mse};
+  if (!per_tensor) return search;
+  // Each trial: the plan of one method choice over the same statistics, simulated on the holdout.
+  PlanScorer score = [&](const MethodChoice& choice) -> Result<PlanScore> {
+    QK_ASSIGN_OR_RETURN(BuiltPlan built,
+                        BuildPlan(prepared.statistics, prepared.model, prepared.sites, choice));
+    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator.EvaluatePlan(built.plan, {metric}));
+    return PlanScore{metric->Loss(t.metrics.at(metric->name()), fp32_value),
+                     t.output.relative_mse()};
+  };
+  QK_ASSIGN_OR_RETURN(search.per_tensor, ChoosePerTensor(prepared.sites, methods, plans,
+                                                         search.choice, search.score, score));
+  search.choice = search.per_tensor.methods;
+  search.score = search.per_tensor.score;
+  return search;
 }
 
 std::string FormatCompareMethods(const CompareMethodsResult& r) {

@@ -61,6 +61,24 @@ struct CompareMethodsResult {
 };
 
 Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options);
+
+// The per-model choice among `methods` over one prepared calibration (each plan BuildPlan over
+// its statistics, judged by `metric` on `evaluator` against FP32's `fp32_value`; `asked`'s
+// overrides kept), then with `per_tensor` the greedy per-tensor pass (auto_method.h).
+// --compare-methods, --method auto and the repair ladder's auto rung.
+struct MethodSearch {
+  std::vector<MethodScore> scores;  // in the order of `methods`
+  size_t best = 0;
+  MethodChoice choice;         // the best method with the overrides kept
+  PlanScore method_score;      // of the best method before the per-tensor pass
+  PlanScore score;             // of `choice`
+  PerTensorChoice per_tensor;  // trials 0 without per_tensor
+};
+Result<MethodSearch> SearchMethods(const PreparedCalibration& prepared,
+                                   const analysis::PlanEvaluator& evaluator,
+                                   analysis::Metric* metric, double fp32_value,
+                                   const std::vector<quant::MethodRequest>& methods,
+                                   const MethodChoice& asked, bool per_tensor);
 std::string FormatCompareMethods(const CompareMethodsResult& r);
 std::string CompareMethodsJson(const CompareMethodsResult& r);
 

@@ -88,7 +88,9 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
     progress.Advance(1);
     return metric->Loss(v, r.fp32_value);
   };
-  QK_ASSIGN_OR_RETURN(r.search, SearchFallback(candidates, loss, {options.budget, options.max_float_layers}));
+  QK_ASSIGN_OR_RETURN(
+      r.search, SearchFallback(candidates, loss,
+                               {options.budget, options.max_float_layers, options.out_of_time}));
   progress.Finish();
   r.int8_value = values.at({});
   r.final_value = values.at(r.search.float_layers);
@@ -141,17 +143,20 @@ Status WriteOutputs(const ir::Model& model, const FallbackOptions& options, Fall
   QuantizedFiles files;
   files.implicit_int8 = false;
   QK_RETURN_IF_ERROR(StageBuiltModel(model, r.plan, files, out));
-  QK_RETURN_IF_ERROR(WriteFileAtomic(
-      out->Stage("layer_precisions.txt"),
-      "# TensorRT <= 10 implicit INT8 (calib.cache, Jetson/DLA): trtexec --int8 --fp16 --calib=calib.cache "
-      "--precisionConstraints=obey --layerPrecisions=<the line below>. TensorRT 11: model.qdq.onnx carries them.\n" +
-          r.layer_precisions + "\n"));
+  QK_RETURN_IF_ERROR(
+      WriteFileAtomic(out->Stage("layer_precisions.txt"), LayerPrecisionsFile(r.layer_precisions)));
   for (const std::string& f : kFallbackArtifacts) r.written.push_back(out->Target(f));
   QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("fallback.json"), FallbackJson(r) + "\n"));
   return owned ? owned->Commit().status() : Status::Ok();
 }
 
 }  // namespace
+
+std::string LayerPrecisionsFile(const std::string& layer_precisions) {
+  return "# TensorRT <= 10 implicit INT8 (calib.cache, Jetson/DLA): trtexec --int8 --fp16 --calib=calib.cache "
+         "--precisionConstraints=obey --layerPrecisions=<the line below>. TensorRT 11: model.qdq.onnx carries them.\n" +
+         layer_precisions + "\n";
+}
 
 std::string FormatFallback(const FallbackResult& r, bool with_written) {
   const FallbackSearchResult& s = r.search;

@@ -18,6 +18,7 @@
 // its shard and gets the same losses, so all take the same decisions; rank 0 alone writes.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -58,6 +59,8 @@ struct FallbackOptions {
   // When set (on rank 0), the files are staged into this set, opened on output_dir with
   // kFallbackArtifacts among its names, and the caller commits it (calibrate --budget). Not owned.
   ArtifactSet* artifacts = nullptr;
+  // Ends the search early with the best set so far (fallback_search.h); empty: never.
+  std::function<bool()> out_of_time;
 };
 
 struct FallbackResult {
@@ -79,6 +82,9 @@ Result<std::vector<std::string>> FallbackCandidates(const analysis::PlanEvaluato
 
 Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan, analysis::Metric* metric,
                                    const FallbackOptions& options);
+
+// layer_precisions.txt's text for a --layerPrecisions value.
+std::string LayerPrecisionsFile(const std::string& layer_precisions);
 
 // `with_written`: the "wrote FILE" lines at the end.
 std::string FormatFallback(const FallbackResult& r, bool with_written = true);

@@ -16,6 +16,12 @@ Result<FallbackSearchResult> SearchFallback(const std::vector<std::string>& cand
   FallbackSearchResult r;
   std::map<FloatSet, double> memo;
   // Evaluates (or recalls) a set and records the step.
+  // Memoized sets cost nothing, so they are answered even after the time is up.
+  auto stop = [&](const FloatSet& set) {
+    if (!r.stopped && !memo.count(set) && options.out_of_time && options.out_of_time())
+      r.stopped = true;
+    return r.stopped;
+  };
   auto eval = [&](const std::string& phase, const std::string& layer, const FloatSet& set) -> Result<double> {
     const auto t0 = std::chrono::steady_clock::now();
     double value;
@@ -42,6 +48,7 @@ Result<FallbackSearchResult> SearchFallback(const std::vector<std::string>& cand
     return r;
   }
   for (const std::string& c : candidates) {
+    if (stop({c})) break;
     QK_ASSIGN_OR_RETURN(double l, eval("rank", c, {c}));
     r.ranking.push_back({c, l, r.baseline_loss - l});
   }
@@ -57,6 +64,7 @@ Result<FallbackSearchResult> SearchFallback(const std::vector<std::string>& cand
     if (options.max_float_layers > 0 && static_cast<int>(set.size()) >= options.max_float_layers) break;
     FloatSet trial = set;
     trial.insert(c.layer);
+    if (stop(trial)) break;
     QK_ASSIGN_OR_RETURN(double l, eval("greedy", c.layer, trial));
     if (l < current) {
       set = trial;
@@ -70,6 +78,7 @@ Result<FallbackSearchResult> SearchFallback(const std::vector<std::string>& cand
     for (auto it = added.rbegin(); it != added.rend(); ++it) {
       FloatSet trial = set;
       trial.erase(*it);
+      if (stop(trial)) break;
       QK_ASSIGN_OR_RETURN(double l, eval("refine", *it, trial));
       if (within(l)) {
         set = trial;

@@ -41,6 +41,9 @@ struct RankedLayer {
 struct FallbackSearchOptions {
   double budget = 0.5;
   int max_float_layers = 0;  // 0: no limit
+  // Asked before every evaluation after the baseline: true ends the search there with the best
+  // set found so far (calibrate's repair ladder under its time cap). Empty: never.
+  std::function<bool()> out_of_time;
 };
 
 struct FallbackSearchResult {
@@ -51,6 +54,7 @@ struct FallbackSearchResult {
   bool within_budget = false;
   std::vector<SearchStep> steps;
   int evaluations = 0;  // distinct loss evaluations
+  bool stopped = false;  // out_of_time ended the search before it was done
   double seconds = 0;
 };
 

@@ -47,7 +47,8 @@ def test_dataloader_gives_the_cli_artifacts(model, calib_array, cli_entropy, tmp
     plan = quantkit.calibrate(model, loader, method="entropy", output_dir=tmp_path, progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(ARTIFACTS)
     assert_same_as_cli(tmp_path, cli_entropy)
-    assert plan.report.samples == len(calib_array)
+    # The repair ladder (the default) held the last samples out of the calibration, as the CLI does.
+    assert plan.report.samples == len(calib_array) - plan.report.check["samples"], plan.report.check
     assert "DataLoader" in plan.provenance["data_description"]
     assert plan.num_quantized > 0 and plan.scales
 
@@ -68,15 +69,18 @@ def test_run_batch_gives_the_cli_bytes_at_that_run_batch(model, calib_array, cal
     the bytes of `quantkit calibrate --run-batch 1`, and so does the data spec."""
     cli = tmp_path / "cli"
     spec = f"input={calib_dir / 'input.npy'}"
+    # --repair off: the statistics' equivalence, in-process against the CLI (the ladder may pick max
+    # ranges, whose last bit follows the thread count of the process: docs/accuracy.md).
     quantkit_cli("calibrate", model, "--data", spec, "--method", "entropy", "--batch-size", "32",
-            "--run-batch", "1", "-o", str(cli), "-q")
+            "--run-batch", "1", "-o", str(cli), "-q", "--repair", "off")
     for batch in (1, 32):
         out = tmp_path / f"reader{batch}"
         plan = quantkit.calibrate(model, ArrayReader(calib_array, batch), method="entropy", output_dir=out,
-                                  progress=False, run_batch=1)
+                                  progress=False, run_batch=1, repair="off")
         assert_same_as_cli(out, cli)
         assert plan.report.samples == len(calib_array)
-    quantkit.calibrate(model, spec, method="entropy", output_dir=tmp_path / "spec", progress=False, run_batch=1)
+    quantkit.calibrate(model, spec, method="entropy", output_dir=tmp_path / "spec", progress=False, run_batch=1,
+                       repair="off")
     assert_same_as_cli(tmp_path / "spec", cli)
     assert _core.StatsCollector(model, [], True, 0, False, 1).run_batch == 1
     assert _core.StatsCollector(model, [], True, 0, False).run_batch in (8, 128)  # the CLI's CPU / GPU default
@@ -214,6 +218,29 @@ def test_calibrate_report_carries_the_accuracy_check(model, calib_dir, calib_arr
 
     with pytest.raises(quantkit.InvalidArgumentError, match="check_samples"):
         quantkit.calibrate(model, [calib_array], progress=False, check_samples=-2)
+
+
+def test_the_repair_ladder_reaches_python(model, tmp_path):
+    """repair="auto" (the default) repairs entropy's clipped input as the CLI does and reports
+    every rung in plan.report.repair; "off" writes the plan as asked; a bad mode or cap is an
+    InvalidArgumentError before anything is read (issue 47)."""
+    spec = "fashion-mnist:calib"
+    plan = quantkit.calibrate(model, spec, method="entropy", samples=512, output_dir=tmp_path / "auto",
+                              progress=False)
+    repair = plan.report.repair
+    assert repair["ran"] and repair["met"], repair
+    assert [g["name"] for g in repair["rungs"]][:2] == ["as asked", "auto"], repair
+    assert repair["kept"] == 1 and not repair["rungs"][0]["passes"] and repair["rungs"][1]["passes"], repair
+    assert plan.report.check["agreement"] >= CHECK_MIN_AGREEMENT, plan.report.check
+    assert "repair: written: rung 1 (auto)" in (tmp_path / "auto" / "summary.txt").read_text()
+
+    off = quantkit.calibrate(model, spec, method="entropy", samples=512, output_dir=tmp_path / "off",
+                             progress=False, repair="off")
+    assert not off.report.repair["ran"] and off.report.check["warning"], off.report.check
+    for bad in ({"repair": "maybe"}, {"repair_time": -1.0}, {"repair_time": float("nan")}):
+        with pytest.raises(quantkit.InvalidArgumentError, match="repair"):
+            quantkit.calibrate(model, spec, output_dir=tmp_path / "bad", progress=False, **bad)
+    assert not (tmp_path / "bad").exists()
 
 
 def test_calibrate_takes_every_cli_option_and_writes_the_cli_files(model, calib_dir, quantkit_cli, tmp_path):

@@ -23,6 +23,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
     std::string int8 = "on";
     std::optional<int64_t> check_samples;
     bool no_check = false;
+    CLI::Option* repair_option = nullptr;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -80,8 +81,9 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option(
       "--holdout", opts->calibrate.holdout,
       "held-out data for --compare-methods (default fashion-mnist:val) and --budget (default: the "
-      "last quarter of --data, which calibration then leaves out), and for the accuracy check "
-      "(default: the samples of --data after --samples, else its last ones, called in-sample)");
+      "last quarter of --data, which calibration then leaves out), and for the accuracy check and the "
+      "repair (default: the samples of --data after --samples, fashion-mnist:val, else the last of --data, "
+      "which calibration then leaves out; under 64 samples its last ones, in-sample, and no repair)");
   cmd->add_option("--holdout-samples", opts->calibrate.holdout_samples,
                   "first N held-out samples (0: all)")
       ->transform(InRange(0, kMaxCount));
@@ -96,8 +98,29 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
              "calibrated samples, {} to {})",
              kCheckShareDivisor, kCheckMinSamples, kCheckMaxSamples))
       ->transform(InRange(0, kMaxCount));
-  cmd->add_flag("--no-check", opts->no_check, "no accuracy check (--check-samples 0)");
-  cmd->add_flag("--json", opts->json, "--compare-methods: print the table as JSON");
+  cmd->add_flag("--no-check", opts->no_check,
+                "no accuracy check (--check-samples 0), hence no repair");
+  opts->repair_option =
+      cmd->add_option(
+             "--repair", opts->calibrate.repair,
+             "auto: when the check misses its target (97% agreement / 1e-2 rel MSE vs FP32 on held-out samples: "
+             "--holdout, fashion-mnist:val, the samples after --samples, else the last of --data, which the "
+             "calibration then leaves out), try --method auto, then --ptq smoothquant,bias-correction, then seqmse, "
+             "then the fewest layers in float, and write the first that meets it (else the best: exit 1); "
+             "off: the plan as asked, only checked (docs/accuracy.md)")
+          ->check(CLI::IsMember({"auto", "off"}))
+          ->capture_default_str();
+  cmd->add_option(
+         "--repair-time", opts->calibrate.repair_time_seconds,
+         fmt::format(
+             "seconds the repair may take in all (0: {:g}x the time to the first verdict, at "
+             "least {:g} s)",
+             kRepairTimeFactor, kRepairMinSeconds))
+      ->transform(InRange(0.0, kMaxRepairSeconds))
+      ->capture_default_str();
+  cmd->add_flag(
+      "--json", opts->json,
+      "print the report as JSON (the check and the repair ladder; --compare-methods/auto: the table)");
   const std::string stage_help =
       "PTQ stages after the range choice, in order: NAME[:KEY=VALUE...][,NAME...] "
       "(e.g. seqmse,adaround:iterations=500). With --method auto, each stage alone and all of them are tried on "
@@ -164,6 +187,14 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       // Statistics alone (--stats without -o) write no model to check; the plan is not kept.
       if (c.output_dir.empty() && !c.compare_methods) c.check_samples = 0;
       if (opts->budget_option->count() > 0) c.budget = opts->budget;
+      // The repair ladder belongs to a plain calibration: the other modes are repairs of their own.
+      if (opts->repair_option->count() > 0 && c.repair == "auto" &&
+          (c.budget || c.compare_methods || c.methods.method == "auto")) {
+        return Report(Status(
+            StatusCode::kInvalidArgument,
+            "--repair auto repairs a plain calibration; --budget, --compare-methods and --method "
+            "auto choose the plan themselves: drop --repair"));
+      }
 
       auto report = Calibrate(c);
       if (!report.ok()) return Report(report.status());
@@ -176,7 +207,9 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
         std::fprintf(stderr, "warning: %s\n", report->check.warning.c_str());
       }
       PrintRankLine(report->rank_line);
-      // Exit 1 when the budget is out of reach, as `quantkit fallback` does.
+      // Exit 1 when the budget is out of reach, as `quantkit fallback` does, or when the repair
+      // ladder wrote its best rung without meeting the check's target.
+      if (report->repair.ran && !report->repair.met) return 1;
       return report->within_budget.value_or(true) ? 0 : 1;
     };
   });

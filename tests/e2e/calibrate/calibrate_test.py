@@ -111,15 +111,16 @@ def main():
         run(["calibrate", MODEL, "--data", os.path.join(d, "xb.npy"), "--stats", s2, "-q", "--batch-size", "64"])
         # 4a. --stats inside an -o directory that does not exist yet: one set, created together
         # (it used to fail writing the statistics before -o was created); --stats in another new
-        # directory: created. The files equal the statistics written alone.
+        # directory: created. The files equal the statistics written alone (--repair off: the
+        # default would hold the last samples out of the calibration, and of its statistics).
         new_out, other = os.path.join(d, "new_out"), os.path.join(d, "other", "deep")
         p = run(["calibrate", MODEL, "--data", os.path.join(d, "xa.npy"), "--batch-size", "7", "-q",
-                 "-o", new_out, "--stats", os.path.join(new_out, "a.qkstats")])
+                 "-o", new_out, "--stats", os.path.join(new_out, "a.qkstats"), "--repair", "off"])
         assert sorted(os.listdir(new_out)) == ["a.qkstats", "calib.cache", "model.qdq.onnx", "plan.json",
                                                "ranges.txt", "summary.txt"], os.listdir(new_out)
         assert p.stdout.count("wrote ") == 6, p.stdout
         run(["calibrate", MODEL, "--data", os.path.join(d, "xa.npy"), "--batch-size", "7", "-q",
-             "-o", os.path.join(d, "o2"), "--stats", os.path.join(other, "a.qkstats")])
+             "-o", os.path.join(d, "o2"), "--stats", os.path.join(other, "a.qkstats"), "--repair", "off"])
         for f in (os.path.join(new_out, "a.qkstats"), os.path.join(other, "a.qkstats")):
             assert open(f, "rb").read() == open(s1, "rb").read(), f
         # A failed run leaves neither the new -o directory nor its statistics.
@@ -130,7 +131,7 @@ def main():
         assert not os.path.exists(failed_out)
         run(["calibrate", MODEL, "--from-stats", s1, s2, "--method", "percentile:99.9", "-o", os.path.join(d, "m"), "-q"])
         run(["calibrate", MODEL, "--data", os.path.join(d, "xall.npy"), "--method", "percentile:99.9",
-             "-o", os.path.join(d, "one"), "-q", "--batch-size", "32"])
+             "-o", os.path.join(d, "one"), "-q", "--batch-size", "32", "--repair", "off"])
         merged = json.load(open(os.path.join(d, "m", "plan.json")))["tensors"]
         one = json.load(open(os.path.join(d, "one", "plan.json")))["tensors"]
         assert merged == one, "sharded statistics must give the same plan as one pass"

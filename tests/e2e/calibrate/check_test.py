@@ -4,8 +4,9 @@
      `check: N held-out samples (... 256..), top-1 agreement ...` in the summary and summary.txt,
      measured on the samples that follow the calibrated ones (disjoint from them), and no warning;
      the exit code is 0.
-  2. All of the data calibrated on: the check says in-sample.
-  3. A ruined calibration (one sample blown up 1000x, so max's ranges leave every real activation
+  2. All of the data calibrated on (--repair off): the check says in-sample; by default the last
+     samples are held out of the calibration instead.
+  3. A ruined calibration (--repair off) (one sample blown up 1000x, so max's ranges leave every real activation
      a level or two) warns loudly on stderr and in the summary, naming --ptq smoothquant,bias-correction
      (only where no stage ran), --method auto, --budget and
      `quantkit analyze`; the exit code stays 0.
@@ -59,18 +60,25 @@ def main():
         x = np.ascontiguousarray(x[:96])
         xin = os.path.join(d, "x.npy")
         np.save(xin, x)
-        out = run(["calibrate", MODEL, "--data", f"input={xin}", "-o", os.path.join(d, "all"), "-q"])
+        out = run(["calibrate", MODEL, "--data", f"input={xin}", "-o", os.path.join(d, "all"), "-q", "--repair", "off"])
         n, origin, _, _, _ = check_line(out)
         assert (n, origin) == (16, "in-sample"), out
         assert "give --holdout SPEC" in out, out
+        # By default (--repair auto) the last 16 are held out of the calibration instead.
+        out = run(["calibrate", MODEL, "--data", f"input={xin}", "-o", os.path.join(d, "split"), "-q"])
+        n, origin, data, _, _ = check_line(out)
+        assert (n, origin) == (16, "held-out") and data.startswith("samples 80-95 of "), out
+        assert "the calibration uses the first 80 of the 96 samples" in out, out
 
-        # 3. One outlier sample ruins max's ranges: a loud warning naming the fixes, exit 0.
+        # 3. One outlier sample ruins max's ranges: under --repair off (the default repairs it:
+        # repair_test.py) a loud warning naming the fixes, exit 0.
         blown = x.copy()
         blown[0] *= 1000.0
         bin_ = os.path.join(d, "blown.npy")
         np.save(bin_, blown)
         bad = os.path.join(d, "bad")
-        p = run_process(["calibrate", MODEL, "--data", f"input={bin_}", "--samples", "64", "-o", bad, "-q"])
+        p = run_process(["calibrate", MODEL, "--data", f"input={bin_}", "--samples", "64", "-o", bad, "-q",
+                         "--repair", "off"])
         n, origin, _, agreement, _ = check_line(p.stdout)
         assert origin == "held-out" and agreement < 90, p.stdout
         for text in (p.stdout, p.stderr, summary(bad)):
@@ -80,7 +88,7 @@ def main():
         # The PTQ stages are named as a fix only where none ran.
         staged = os.path.join(d, "staged")
         p = run_process(["calibrate", MODEL, "--data", f"input={bin_}", "--samples", "64", "--ptq",
-                         "bias-correction", "--ptq-samples", "16", "-o", staged, "-q"])
+                         "bias-correction", "--ptq-samples", "16", "-o", staged, "-q", "--repair", "off"])
         assert "warning: check: the written model loses accuracy" in p.stderr, p.stderr
         assert "--ptq smoothquant" not in p.stderr and "--method auto" in p.stderr, p.stderr
 

@@ -29,7 +29,7 @@ TEST(FallbackSearch, AdditiveLossesPickTheBiggestOffendersOnly) {
     for (const auto& [k, v] : cost) l += s.count(k) ? 0 : v;
     return l;
   };
-  auto r = SearchFallback({"a", "b", "c", "d"}, loss, {0.5, 0});
+  auto r = SearchFallback({"a", "b", "c", "d"}, loss, {0.5, 0, {}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_DOUBLE_EQ(r->baseline_loss, 7.5);
   ASSERT_EQ(r->ranking.size(), 4u);
@@ -44,7 +44,7 @@ TEST(FallbackSearch, RefineDropsAGreedyPickThatInteractionsMadeUnneeded) {
   TableLoss t;
   t.table = {{{}, 10},           {{"p"}, 4},           {{"q"}, 5},          {{"r"}, 9},
              {{"p", "q"}, 1},    {{"p", "q", "r"}, 0.3}, {{"p", "r"}, 0.4}, {{"q", "r"}, 3}};
-  auto r = SearchFallback({"r", "q", "p"}, t.fn(), {0.5, 0});
+  auto r = SearchFallback({"r", "q", "p"}, t.fn(), {0.5, 0, {}});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->ranking[0].layer, "p");
   EXPECT_EQ(r->ranking[2].layer, "r");
@@ -62,7 +62,7 @@ TEST(FallbackSearch, RefineDropsAGreedyPickThatInteractionsMadeUnneeded) {
 TEST(FallbackSearch, WithinBudgetAlreadyNeedsOneEvaluation) {
   TableLoss t;
   t.table = {{{}, 0.2}};
-  auto r = SearchFallback({"a", "b"}, t.fn(), {0.5, 0});
+  auto r = SearchFallback({"a", "b"}, t.fn(), {0.5, 0, {}});
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->within_budget);
   EXPECT_TRUE(r->float_layers.empty());
@@ -72,7 +72,7 @@ TEST(FallbackSearch, WithinBudgetAlreadyNeedsOneEvaluation) {
 TEST(FallbackSearch, UnreachableBudgetIsReportedNotFaked) {
   TableLoss t;
   t.table = {{{}, 10}, {{"a"}, 8}, {{"b"}, 9}, {{"a", "b"}, 7}};
-  auto r = SearchFallback({"a", "b"}, t.fn(), {0.5, 0});
+  auto r = SearchFallback({"a", "b"}, t.fn(), {0.5, 0, {}});
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->within_budget);
   EXPECT_DOUBLE_EQ(r->loss, 7);
@@ -82,7 +82,7 @@ TEST(FallbackSearch, UnreachableBudgetIsReportedNotFaked) {
 TEST(FallbackSearch, LayersThatDoNotHelpAreNotKept) {
   // Keeping "noise" in float changes nothing: greedy must not take it.
   LossFn loss = [](const FloatSet& s) -> Result<double> { return s.count("bad") ? 0.1 : 3.0; };
-  auto r = SearchFallback({"noise", "bad"}, loss, {0.5, 0});
+  auto r = SearchFallback({"noise", "bad"}, loss, {0.5, 0, {}});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->float_layers, FloatSet{"bad"});
 }
@@ -94,7 +94,7 @@ TEST(FallbackSearch, MaxFloatLayersAndErrorsPropagate) {
     for (const auto& [k, v] : cost) l += s.count(k) ? 0 : v;
     return l;
   };
-  auto r = SearchFallback({"a", "b"}, loss, {0.5, 1});
+  auto r = SearchFallback({"a", "b"}, loss, {0.5, 1, {}});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->float_layers, FloatSet{"a"});
   EXPECT_FALSE(r->within_budget);
@@ -103,8 +103,31 @@ TEST(FallbackSearch, MaxFloatLayersAndErrorsPropagate) {
     if (s.count("x")) return Status(StatusCode::kInvalidArgument, "trial failed");
     return 5.0;
   };
-  EXPECT_FALSE(SearchFallback({"x"}, failing, {0.5, 0}).ok());
-  EXPECT_FALSE(SearchFallback({"x"}, failing, {-1, 0}).ok());
+  EXPECT_FALSE(SearchFallback({"x"}, failing, {0.5, 0, {}}).ok());
+  EXPECT_FALSE(SearchFallback({"x"}, failing, {-1, 0, {}}).ok());
+}
+
+TEST(FallbackSearch, OutOfTimeStopsWithTheBestSetSoFar) {
+  // "a" alone is within budget, but time runs out after the baseline and two rank trials: the
+  // search keeps what it found (nothing accepted yet) and says it was stopped.
+  TableLoss t;
+  t.table = {{{}, 10}, {{"a"}, 0.1}, {{"b"}, 9}, {{"c"}, 9}};
+  int asked = 0;
+  auto r = SearchFallback({"b", "c", "a"}, t.fn(), {0.5, 0, [&] { return ++asked > 2; }});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->stopped);
+  EXPECT_EQ(t.calls, 3);  // baseline, b, c: never a
+  EXPECT_FALSE(r->within_budget);
+  EXPECT_TRUE(r->float_layers.empty());
+  EXPECT_DOUBLE_EQ(r->loss, 10);
+
+  // Never out of time: the same search finds "a".
+  TableLoss full;
+  full.table = t.table;
+  auto done = SearchFallback({"b", "c", "a"}, full.fn(), {0.5, 0, [] { return false; }});
+  ASSERT_TRUE(done.ok());
+  EXPECT_FALSE(done->stopped);
+  EXPECT_EQ(done->float_layers, FloatSet{"a"});
 }
 
 }  // namespace
