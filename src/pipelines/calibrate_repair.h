@@ -53,7 +53,8 @@ namespace quantkit::pipelines {
 using quantkit::kMaxRepairSeconds;
 using quantkit::kRepairMinSeconds;
 using quantkit::kRepairTimeFactor;
-inline constexpr int64_t kRepairMinSplitSamples = 4 * kCheckMinSamples;
+// Below it there is nothing to hold out (a quarter would be under 4 samples).
+inline constexpr int64_t kRepairMinSplitSamples = kCheckMinSamples;
 
 struct RepairOptions {
   bool enabled = true;          // --repair auto; false: --repair off, today's plain calibration

@@ -83,7 +83,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       "held-out data for --compare-methods (default fashion-mnist:val) and --budget (default: the "
       "last quarter of --data, which calibration then leaves out), and for the accuracy check and the "
       "repair (default: the samples of --data after --samples, fashion-mnist:val, else the last of --data, "
-      "which calibration then leaves out; under 64 samples its last ones, in-sample, and no repair)");
+      "which calibration then leaves out; under 16 samples its last ones, in-sample, and no repair)");
   cmd->add_option("--holdout-samples", opts->calibrate.holdout_samples,
                   "first N held-out samples (0: all)")
       ->transform(InRange(0, kMaxCount));

@@ -97,7 +97,7 @@ def main():
         with open(os.path.join(off, "summary.txt")) as f:
             assert "repair:" not in f.read()
         # Too few samples to hold any out: no ladder, the plain calibration checked in-sample, said so.
-        p = calibrate(good, npy("few.npy", rng.normal(size=(40, 16))), os.path.join(d, "few"))
+        p = calibrate(good, npy("few.npy", rng.normal(size=(12, 16))), os.path.join(d, "few"))
         assert "repair: not run: " in p.stdout and "too few to hold any out" in p.stdout, p.stdout
         assert "in-sample samples" in p.stdout and "data: " + os.path.join(d, "few.npy") in p.stdout, p.stdout
 
