@@ -50,9 +50,15 @@ def main():
             d = os.path.join(REALMODELS, n)
             if all(os.path.exists(os.path.join(d, f)) for f in ("model.onnx", "calib", "val")):
                 cases.append((os.path.join(d, "model.onnx"), os.path.join(d, "calib"), os.path.join(d, "val"), n))
-    print(f"{'model':<20} {'method':<8} {'off: score':>11} {'s':>6} {'auto: score':>12} {'s':>6} {'x':>5}  rung")
+    print(f"{'model':<20} {'method':<8} {'FP32':>7} {'off: score':>11} {'s':>6} {'auto: score':>12} {'s':>6} "
+          f"{'x':>5}  rung")
     with tempfile.TemporaryDirectory() as tmp:
         for model, calib, val, name in cases:
+            fp32 = "-"
+            if "fashion" in val:
+                p = subprocess.run([args.quantkit, "eval", model, "--data", val, "--samples", str(args.test_samples),
+                                    "--json", "-q"], capture_output=True, text=True, check=True)
+                fp32 = f"{100 * json.loads(p.stdout)['top1']:.2f}%"
             for method in args.methods.split(","):
                 result = {}
                 for repair in ("off", "auto"):
@@ -71,10 +77,10 @@ def main():
                 if len(result) == 2:
                     off, auto = result["off"], result["auto"]
                     rows.append((name, method, off, auto))
-                    print(f"{name:<20} {method:<8} {off[0]:>11}{'!' if off[4] else ' '}{off[1]:>6.1f} "
+                    print(f"{name:<20} {method:<8} {fp32:>7} {off[0]:>11}{'!' if off[4] else ' '}{off[1]:>6.1f} "
                           f"{auto[0]:>12}{'!' if auto[3] else ' '}{auto[1]:>6.1f} {auto[1] / off[1]:>5.2f}  {auto[2]}",
                           flush=True)
-    print("(! after a score: off warned of a failed check / auto missed the target, exit 1)")
+    print("(! after a score: off warned of a failed check / auto missed the target, exit 1; rung '-': no ladder)")
 
 
 if __name__ == "__main__":

@@ -150,7 +150,7 @@ struct DiagnoseReport {
 };
 Result<DiagnoseReport> Diagnose(const DiagnoseOptions& options);
 
-// convert: between every pair of plan formats through the QuantPlan hub (docs in the README):
+// convert: between every pair of plan formats through the QuantPlan hub (docs/cli.md):
 // Q/DQ or QOperator ONNX, TensorRT cache, plan JSON, ranges text; plan + `model` -> Q/DQ ONNX.
 struct ConvertOptions {
   std::string input, output;

@@ -2,7 +2,7 @@
 
 Every failure of the C++ library arrives as one of these, carrying the same one-line message the
 CLI prints (naming the file, node, tensor or input at fault), the error category (``code``) and
-the CLI's exit code for it (``exit_code``, README "Exit codes"). Each class also derives from the
+the CLI's exit code for it (``exit_code``, docs/cli.md "Exit codes"). Each class also derives from the
 closest built-in exception, so ``except ValueError`` keeps working around bad input.
 """
 

@@ -98,7 +98,7 @@ Result<Image> DecodeJpeg(const std::string& bytes, const std::string& origin) {
   jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
   jpeg_read_header(&cinfo, TRUE);
   if (static_cast<uint64_t>(cinfo.image_width) * cinfo.image_height > kMaxPixels) {
-    // Too large is exit 5, as for a PNG (README "Exit codes").
+    // Too large is exit 5, as for a PNG (docs/cli.md "Exit codes").
     const uint64_t width = cinfo.image_width, height = cinfo.image_height;
     jpeg_destroy_decompress(&cinfo);
     return MakeStatus(StatusCode::kResourceExhausted, "{}: JPEG of {}x{} pixels is too large (at most {} pixels)",

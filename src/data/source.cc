@@ -22,7 +22,7 @@ namespace internal {
 
 Result<ir::Tensor> Conform(ir::Tensor t, const InputSpec& spec, bool batched,
                            const std::string& origin, std::string* note) {
-  // One rule for every command (run, calibrate, eval, diagnose, data), as the README says: the
+  // One rule for every command (run, calibrate, eval, diagnose, data), as docs/cli.md says: the
   // data's dtype is the model input's, or it is refused. float64 -> float32 looks harmless but
   // usually means un-preprocessed data (numpy's default dtype), and a silent cast hides that.
   // The one conversion: float32 data for a float16 / bfloat16 input (an FP16 model made with its

@@ -33,14 +33,17 @@ Status RefuseUnderLaunch(const std::string& what, const std::string& shared) {
                     what, (*env)->rank, (*env)->world_size, shared);
 }
 
-Result<std::unique_ptr<Communicator>> OpenCommunicator(const DistributedOptions& options) {
+Result<std::optional<DistributedEnv>> CheckLaunch(const DistributedOptions& options) {
   QK_ASSIGN_OR_RETURN(std::optional<DistributedEnv> env, ReadDistributedEnv());
-  if (!env) {
-    QK_RETURN_IF_NOT(!options.required, StatusCode::kInvalidArgument,
-                     "--distributed: this process was not launched by torchrun, srun torchrun or a "
-                     "PyTorchJob (RANK and WORLD_SIZE are not set; see docs/distributed.md)");
-    return SingleProcessCommunicator();
-  }
+  QK_RETURN_IF_NOT(env || !options.required, StatusCode::kInvalidArgument,
+                   "--distributed: this process was not launched by torchrun, srun torchrun or a "
+                   "PyTorchJob (RANK and WORLD_SIZE are not set; see docs/distributed.md)");
+  return env;
+}
+
+Result<std::unique_ptr<Communicator>> OpenCommunicator(const DistributedOptions& options) {
+  QK_ASSIGN_OR_RETURN(std::optional<DistributedEnv> env, CheckLaunch(options));
+  if (!env) return SingleProcessCommunicator();
   CommunicatorOptions o;
   o.timeout = options.timeout;
   return Connect(*env, o);

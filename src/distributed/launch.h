@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "data/shard.h"
@@ -53,6 +54,9 @@ Result<runtime::Device> SelectDevice(const std::string& text);
 Status RefuseUnderLaunch(const std::string& what, const std::string& shared);
 
 // This process's communicator: a Gloo group when launched, else a single process.
+// The launch environment, checked against options (--distributed without a launch is an error)
+// without connecting: what a command checks before it reads anything. nullopt: no launch.
+Result<std::optional<DistributedEnv>> CheckLaunch(const DistributedOptions& options);
 Result<std::unique_ptr<Communicator>> OpenCommunicator(const DistributedOptions& options);
 
 // Restricts `source` to this rank's shard (boundaries on multiples of `granule`).

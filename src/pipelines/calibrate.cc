@@ -381,6 +381,8 @@ Status CheckSource(const CalibrateOptions& options) {
 
 }  // namespace
 
+Status CheckCalibrateSource(const CalibrateOptions& options) { return CheckSource(options); }
+
 std::string WrittenModelName(const CalibrateOptions& options) {
   return options.int8 ? "model.qdq.onnx" : fmt::format("model.{}.onnx", quant::FloatDTypeName(options.floats.dtype));
 }

@@ -135,6 +135,9 @@ struct CalibrateResult {
 };
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options);
+// The checks Calibrate makes before it reads anything (data or statistics given, sizes, --ptq
+// with --int8, a non-file where --stats goes).
+Status CheckCalibrateSource(const CalibrateOptions& options);
 
 // "model.qdq.onnx", or "model.fp16.onnx" / "model.bf16.onnx" for --int8 off.
 std::string WrittenModelName(const CalibrateOptions& options);

@@ -20,6 +20,7 @@
 #include "common/file_util.h"
 #include "data/source.h"
 #include "distributed/communicator.h"
+#include "distributed/launch.h"
 #include "pipelines/calibrate_check.h"
 #include "pipelines/compare_methods.h"
 #include "pipelines/fallback.h"
@@ -260,10 +261,15 @@ Status Ladder::TryFallback() {
 Status Ladder::Run(const RepairOptions& options, RepairReport* report) {
   report_ = report;
   report->ran = true;
+  // The metric, and why (analysis::DefaultMetricName's rule and IsNormalisedEmbedding).
+  const std::string why = evaluator_.class_output() ? "a [batch, classes] output"
+                          : analysis::IsNormalisedEmbedding(*evaluator_.float_model().graph)
+                              ? "a normalised embedding, whose argmax means nothing"
+                              : "not a class vector";
   report->target =
       evaluator_.class_output()
-          ? fmt::format("top-1 agreement with FP32 >= {:.0f}%", 100 * kCheckMinAgreement)
-          : fmt::format("output rel MSE vs FP32 <= {:g}", kCheckMaxRelMse);
+          ? fmt::format("top-1 agreement with FP32 >= {:.0f}% ({})", 100 * kCheckMinAgreement, why)
+          : fmt::format("output rel MSE vs FP32 <= {:g} ({})", kCheckMaxRelMse, why);
   report->holdout = fmt::format("{} {} samples of {}", evaluator_.num_samples(), origin_.origin,
                                 evaluator_.data_description());
   // Rung 0's time is the calibration's: collection included.
@@ -405,6 +411,10 @@ Result<CalibrateResult> CalibrateRepaired(const CalibrateOptions& options,
     r.repair = note;
     return r;
   }
+  // Bad options, then --distributed outside a launch (or a broken launch environment), before any
+  // data is read, as a plain calibration checks them.
+  QK_RETURN_IF_ERROR(CheckCalibrateSource(options));
+  QK_RETURN_IF_ERROR(distributed::CheckLaunch(options.distributed).status());
   const auto start = Clock::now();
   CalibrateOptions c = options;
   analysis::PlanEvalOptions eval;

@@ -108,7 +108,7 @@ def main():
                            helper.make_node("Div", ["h", "n"], ["y"], name="normalise")],
                    {"W1": rng.normal(size=(16, 10))}, 16, 10)
         p = calibrate(embed, x_good, os.path.join(d, "embed"))
-        assert "repair: target output rel MSE vs FP32 <= 0.01" in p.stdout, p.stdout
+        assert "repair: target output rel MSE vs FP32 <= 0.01 (a normalised embedding" in p.stdout, p.stdout
         line = re.search(r"^check: .*$", p.stdout, re.M).group(0)
         assert "agreement" not in line and "output rel MSE" in line, line
 

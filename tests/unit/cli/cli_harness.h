@@ -1,7 +1,7 @@
 // Runs the quantkit binary as a user would, and checks what issue #13 requires of every run on bad
-// input: an exit code from the documented set (README "Exit codes"), one stderr line naming the
-// file / node / tensor, bounded memory (peak RSS of the child, from wait4), no hang (a wall-clock
-// limit, then SIGKILL), and an output directory left exactly as it was.
+// input: an exit code from the documented set (docs/cli.md "Exit codes"), one stderr line naming
+// the file / node / tensor, bounded memory (peak RSS of the child, from wait4), no hang (a
+// wall-clock limit, then SIGKILL), and an output directory left exactly as it was.
 #pragma once
 
 #include <fcntl.h>

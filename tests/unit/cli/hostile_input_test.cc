@@ -1,6 +1,6 @@
 // Hostile input and everyday misuse (issue #13), through the real binary: each case says which
 // numbered item of the issue it pins. Every failing run is checked by ExpectCleanFailure (exit
-// code in the README's set, never 70 or a signal, one stderr line naming the file / node /
+// code in the set of docs/cli.md, never 70 or a signal, one stderr line naming the file / node /
 // tensor, no raw escape characters, peak RSS < 1 GB, no hang) and output directories are
 // compared before and after. Labelled `unit` so that `make asan` runs it under ASan/UBSan.
 #include <gtest/gtest.h>

@@ -64,7 +64,7 @@ uint32_t Crc32(const std::string& bytes) {  // PNG's CRC (ISO 3309), bitwise
   return crc ^ 0xffffffffu;
 }
 
-// Whether `text` is well-formed UTF-8 (what README promises of every message).
+// Whether `text` is well-formed UTF-8 (what docs/cli.md promises of every message).
 bool IsUtf8(const std::string& text) {
   for (size_t i = 0; i < text.size();) {
     const auto b = static_cast<uint8_t>(text[i]);
