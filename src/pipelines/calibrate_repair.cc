@@ -72,7 +72,7 @@ std::string WhyNoLadder(const CalibrateOptions& options, bool* quiet) {
   *quiet = false;
   if (!options.from_stats.empty() || options.statistics) {
     return "the repair ladder fits and judges plans on the calibration data, and statistics alone do not hold it "
-           "(calibrate with --data to repair); the plan written is only checked";
+           "(calibrate with --data to repair); with --holdout SPEC the plan written is checked";
   }
   return "";
 }

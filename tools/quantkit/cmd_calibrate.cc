@@ -104,7 +104,7 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       cmd->add_option(
              "--repair", opts->calibrate.repair,
              "auto: when the check misses its target (97% agreement / 1e-2 rel MSE vs FP32 on held-out samples: "
-             "--holdout, fashion-mnist:val, the samples after --samples, else the last of --data, which the "
+             "--holdout, the samples after --samples, fashion-mnist:val, else the last of --data, which the "
              "calibration then leaves out), try --method auto, then --ptq smoothquant,bias-correction, then seqmse, "
              "then the fewest layers in float, and write the first that meets it (else the best: exit 1); "
              "off: the plan as asked, only checked (docs/accuracy.md)")
