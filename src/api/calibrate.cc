@@ -103,13 +103,9 @@ Result<CalibrateRequest> ToRequest(const CalibrateOptions& o) {
 
   QK_RETURN_IF_NOT(o.repair == "auto" || o.repair == "off", StatusCode::kInvalidArgument,
                    "--repair '{}': use auto or off", o.repair);
-  QK_RETURN_IF_NOT(std::isfinite(o.repair_time_seconds) && o.repair_time_seconds >= 0 &&
-                       o.repair_time_seconds <= kMaxRepairSeconds,
-                   StatusCode::kInvalidArgument,
-                   "--repair-time must be in [0, {:g}] seconds (0: automatic), got {}",
-                   kMaxRepairSeconds, o.repair_time_seconds);
   r.repair.enabled = o.repair == "auto";
   r.repair.time_cap_seconds = o.repair_time_seconds;
+  QK_RETURN_IF_ERROR(pipelines::CheckRepairOptions(r.repair));
   if (o.budget) {
     QK_RETURN_IF_NOT(
         !o.compare_methods && !r.auto_method, StatusCode::kInvalidArgument,

@@ -13,17 +13,16 @@
 #include <utility>
 
 #include "analysis/metrics.h"
-#include "analysis/model_loading.h"
 #include "analysis/plan_eval.h"
 #include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/file_util.h"
-#include "data/source.h"
 #include "distributed/communicator.h"
 #include "distributed/launch.h"
 #include "pipelines/calibrate_check.h"
 #include "pipelines/compare_methods.h"
 #include "pipelines/fallback.h"
+#include "pipelines/holdout.h"
 
 namespace quantkit::pipelines {
 namespace {
@@ -39,7 +38,6 @@ struct Candidate {
   ReadyPlan ready;
   MethodChoice methods;
   std::vector<PtqStageSpec> stages;  // those that made ready.plan's weights
-  std::string layer_precisions;      // the fallback's, for TensorRT <= 10
 };
 
 // The check's own figure, larger is better; a NaN (non-finite outputs) is the worst.
@@ -54,12 +52,6 @@ bool Better(const CheckResult& a, const CheckResult& b) {
   if (pa != pb) return pa;
   if (Figure(a) != Figure(b)) return Figure(a) > Figure(b);
   return a.rel_mse < b.rel_mse;
-}
-
-// Started by torchrun/srun with more than one rank.
-bool Launched() {
-  Result<std::optional<distributed::DistributedEnv>> env = distributed::ReadDistributedEnv();
-  return env.ok() && env->has_value() && (*env)->world_size > 1;
 }
 
 // Why the ladder cannot run on these options ("" when it can). `quiet`: the reason needs no note
@@ -82,59 +74,55 @@ std::string WhyNoLadder(const CalibrateOptions& options, bool* quiet) {
 // `too_small`: why there are none (the data is too small to split); the ladder then does not run.
 Status ChooseHeldOut(CalibrateOptions* c, analysis::PlanEvalOptions* eval, CheckResult* origin,
                      std::vector<std::string>* notes, std::string* too_small) {
-  const CheckOptions& check = c->check;
-  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(c->model));
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
-                      data::OpenSource(c->data, data::ModelInputs(model), c->image));
-  const int64_t data_total = source->num_samples();
-  const int64_t calibrated = c->samples > 0 ? std::min(c->samples, data_total) : data_total;
-  const int64_t n = CheckSampleCount(check.samples, calibrated);
-  if (!check.holdout.empty()) {
-    eval->data = check.holdout;
-    eval->samples = check.holdout_samples > 0 ? check.holdout_samples : n;
-    if (check.holdout == c->data) eval->image = c->image;
-    origin->origin = "held-out (--holdout)";
+  QK_ASSIGN_OR_RETURN(CalibrationDataSize size, MeasureCalibrationData(*c));
+  const int64_t calibrated = c->samples > 0 ? std::min(c->samples, size.samples) : size.samples;
+  const bool fashion_mnist =
+      c->data.rfind("fashion-mnist", 0) == 0 && c->data != "fashion-mnist:val";
+  if (!c->check.holdout.empty() || size.samples > calibrated) {
+    // --holdout, or the samples after --samples: the plain check's own choice.
+    QK_RETURN_IF_ERROR(
+        ChooseCheckData(c->check, {c->model, c->data, calibrated, size.samples}, eval, origin));
+    if (eval->data == c->data) eval->image = c->image;
     return Status::Ok();
   }
-  eval->data = c->data;
-  eval->image = c->image;
-  if (data_total > calibrated) {
-    eval->first_sample = calibrated;
-    eval->samples = std::min(n, data_total - calibrated);
-    origin->origin = "held-out";
-  } else if (c->data.rfind("fashion-mnist", 0) == 0 && c->data != "fashion-mnist:val") {
+  const int64_t n = CheckSampleCount(c->check.samples, calibrated);
+  origin->origin = "held-out";
+  if (fashion_mnist) {
     eval->data = "fashion-mnist:val";
-    eval->image = {};
     eval->samples = n;
-    origin->origin = "held-out";
-  } else if (data_total >= kRepairMinSplitSamples) {
-    const int64_t held = std::min(n, data_total / 4);
-    c->samples = data_total - held;
-    eval->first_sample = c->samples;
-    eval->samples = held;
-    origin->origin = "held-out";
-    notes->push_back(fmt::format(
-        "the calibration uses the first {} of the {} samples of {}; the last {} are held "
-        "out to judge the plan (--holdout SPEC to give your own, --repair off to "
-        "calibrate on all of them)",
-        c->samples, data_total, source->Describe(), held));
-  } else {
+    return Status::Ok();
+  }
+  if (size.samples < kRepairMinSplitSamples) {
     // A repair chosen on the samples it was calibrated on would be verified by nothing.
     *too_small = fmt::format(
         "{} holds {} samples, too few to hold any out (at least {}): the plan is only checked, "
         "in-sample; give --holdout SPEC to repair it",
-        source->Describe(), data_total, kRepairMinSplitSamples);
+        size.description, size.samples, kRepairMinSplitSamples);
+    return Status::Ok();
   }
+  QK_RETURN_IF_ERROR(HoldOutTail(size, n, c, eval));
   origin->first_sample = eval->first_sample;
+  notes->push_back(
+      fmt::format("the calibration uses the first {} of the {} samples of {}; the last {} are held "
+                  "out to judge the plan (--holdout SPEC to give your own, --repair off to "
+                  "calibrate on all of them)",
+                  c->samples, size.samples, size.description, eval->samples));
   return Status::Ok();
 }
 
 class Ladder {
  public:
+  // `max_cap`: the most the cap may be (under a launch, half of --dist-timeout: the other ranks
+  // wait for rank 0's outcome within it).
   Ladder(const CalibrateOptions& c, const PreparedCalibration& prepared,
          const analysis::PlanEvaluator& evaluator, const CheckResult& origin,
-         Clock::time_point start)
-      : c_(c), prepared_(prepared), evaluator_(evaluator), origin_(origin), start_(start) {
+         Clock::time_point start, double max_cap)
+      : c_(c),
+        prepared_(prepared),
+        evaluator_(evaluator),
+        origin_(origin),
+        start_(start),
+        max_cap_(max_cap) {
     plan_path_ = (std::filesystem::path(c.output_dir) / "plan.json").string();
   }
 
@@ -154,6 +142,10 @@ class Ladder {
     report_->rungs.push_back({name, "", why});
   }
   const Candidate& best() const { return candidates_[static_cast<size_t>(best_)]; }
+  // Judge() sets every candidate's check.
+  const CheckResult& check_of(int i) const {
+    return *candidates_[static_cast<size_t>(i)].ready.check;
+  }
   std::string MetricName() const { return evaluator_.class_output() ? "agreement" : "rel_mse"; }
 
   const CalibrateOptions& c_;
@@ -161,13 +153,13 @@ class Ladder {
   const analysis::PlanEvaluator& evaluator_;
   const CheckResult& origin_;
   Clock::time_point start_;
+  double max_cap_;
   std::string plan_path_;
   RepairReport* report_ = nullptr;
   double cap_ = 0;
   bool cut_ = false;  // the cap left a rung out or stopped the fallback search
   std::vector<Candidate> candidates_;
   std::vector<int> rung_of_;  // candidates_[i] is report_->rungs[rung_of_[i]]
-  std::vector<CheckResult> checks_;
   int best_ = 0;
 };
 
@@ -182,13 +174,11 @@ Status Ladder::Judge(const std::string& name, std::string detail, Candidate cand
   rung.rel_mse = check.rel_mse;
   rung.seconds = SecondsSince(rung_start);
   report_->rungs.push_back(rung);
-  candidate.ready.check = check;
+  candidate.ready.check = std::move(check);
   candidates_.push_back(std::move(candidate));
-  checks_.push_back(check);
   rung_of_.push_back(static_cast<int>(report_->rungs.size()) - 1);
   const int i = static_cast<int>(candidates_.size()) - 1;
-  if (i == 0 || Better(checks_[static_cast<size_t>(i)], checks_[static_cast<size_t>(best_)]))
-    best_ = i;
+  if (i == 0 || Better(check_of(i), check_of(best_))) best_ = i;
   return Status::Ok();
 }
 
@@ -198,7 +188,7 @@ Status Ladder::Try(const std::string& name, const std::string& detail, const Met
                       BuildPlan(prepared_.statistics, prepared_.model, prepared_.sites, methods));
   Candidate candidate{
       ReadyPlan{std::move(built.plan), {}, std::move(built.warnings), std::nullopt, ""}, methods,
-      stages, ""};
+      stages};
   if (!stages.empty()) {
     PtqOptions ptq = c_.ptq;
     ptq.stages = stages;
@@ -252,9 +242,12 @@ Status Ladder::TryFallback() {
     detail += " (the search was cut by the time cap)";
     cut_ = true;
   }
-  Candidate candidate{
-      ReadyPlan{std::move(searched.plan), from.ready.ptq, from.ready.warnings, std::nullopt, ""},
-      from.methods, from.stages, std::move(searched.layer_precisions)};
+  // layer_precisions.txt only when layers are kept in float (TensorRT <= 10 reads it).
+  std::string precisions =
+      searched.plan.float_nodes.empty() ? "" : std::move(searched.layer_precisions);
+  Candidate candidate{ReadyPlan{std::move(searched.plan), from.ready.ptq, from.ready.warnings,
+                                std::nullopt, std::move(precisions)},
+                      from.methods, from.stages};
   return Judge("fallback", detail, std::move(candidate), rung_start);
 }
 
@@ -275,7 +268,7 @@ Status Ladder::Run(const RepairOptions& options, RepairReport* report) {
   // Rung 0's time is the calibration's: collection included.
   QK_RETURN_IF_ERROR(Try("as asked", quant::MethodLabel(c_.method),
                          {c_.method, c_.method_overrides}, c_.ptq.stages, start_));
-  if (checks_.front().fp32_non_finite) {
+  if (check_of(0).fp32_non_finite) {
     // Bad data, not a bad plan: no candidate can be judged against a NaN reference. The check's
     // warning says so, as under --repair off.
     report->ran = false;
@@ -287,12 +280,9 @@ Status Ladder::Run(const RepairOptions& options, RepairReport* report) {
   cap_ = options.time_cap_seconds > 0
              ? options.time_cap_seconds
              : std::max(kRepairMinSeconds, kRepairTimeFactor * SecondsSince(start_));
-  // Under a launch the other ranks wait for rank 0's outcome within --dist-timeout.
-  if (Launched()) {
-    cap_ = std::min(cap_, 0.5 * std::chrono::duration<double>(c_.distributed.timeout).count());
-  }
+  cap_ = std::min(cap_, max_cap_);
   report->cap_seconds = cap_;
-  auto done = [&] { return checks_[static_cast<size_t>(best_)].warning.empty(); };
+  auto done = [&] { return check_of(best_).warning.empty(); };
   // Rungs 1-3 leave the fallback the second half of the cap.
   auto early_time = [&](const std::string& name) {
     if (SecondsSince(start_) < cap_ / 2) return true;
@@ -359,6 +349,15 @@ Status Ladder::Run(const RepairOptions& options, RepairReport* report) {
 
 }  // namespace
 
+Status CheckRepairOptions(const RepairOptions& repair) {
+  QK_RETURN_IF_NOT(std::isfinite(repair.time_cap_seconds) && repair.time_cap_seconds >= 0 &&
+                       repair.time_cap_seconds <= kMaxRepairSeconds,
+                   StatusCode::kInvalidArgument,
+                   "--repair-time must be in [0, {:g}] seconds (0: automatic), got {}",
+                   kMaxRepairSeconds, repair.time_cap_seconds);
+  return Status::Ok();
+}
+
 std::string FormatRepair(const RepairReport& r) {
   if (!r.ran) return r.not_run.empty() ? "" : "repair: not run: " + r.not_run + "\n";
   std::string s = fmt::format("repair: target {} on the {} ({:.1f} s of a {:.0f} s cap)\n",
@@ -393,11 +392,7 @@ std::string FormatRepair(const RepairReport& r) {
 
 Result<CalibrateResult> CalibrateRepaired(const CalibrateOptions& options,
                                           const RepairOptions& repair) {
-  QK_RETURN_IF_NOT(std::isfinite(repair.time_cap_seconds) && repair.time_cap_seconds >= 0 &&
-                       repair.time_cap_seconds <= kMaxRepairSeconds,
-                   StatusCode::kInvalidArgument,
-                   "--repair-time must be in [0, {:g}] seconds (0: automatic), got {}",
-                   kMaxRepairSeconds, repair.time_cap_seconds);
+  QK_RETURN_IF_ERROR(CheckRepairOptions(repair));
   bool quiet = true;
   const std::string why_not = repair.enabled ? WhyNoLadder(options, &quiet) : "";
   if (!repair.enabled || !why_not.empty()) {
@@ -414,7 +409,12 @@ Result<CalibrateResult> CalibrateRepaired(const CalibrateOptions& options,
   // Bad options, then --distributed outside a launch (or a broken launch environment), before any
   // data is read, as a plain calibration checks them.
   QK_RETURN_IF_ERROR(CheckCalibrateSource(options));
-  QK_RETURN_IF_ERROR(distributed::CheckLaunch(options.distributed).status());
+  QK_ASSIGN_OR_RETURN(std::optional<distributed::DistributedEnv> launch,
+                      distributed::CheckLaunch(options.distributed));
+  const bool launched = launch && launch->world_size > 1;
+  const double max_cap =
+      launched ? 0.5 * std::chrono::duration<double>(options.distributed.timeout).count()
+               : kMaxRepairSeconds;
   const auto start = Clock::now();
   CalibrateOptions c = options;
   analysis::PlanEvalOptions eval;
@@ -425,7 +425,7 @@ Result<CalibrateResult> CalibrateRepaired(const CalibrateOptions& options,
   // -o is locked (by rank 0) before anything is read; the written rung's files are staged into the
   // set and committed last.
   std::unique_ptr<ArtifactSet> out;
-  if (!c.artifacts && distributed::WritesLaunchOutputs()) {
+  if (!c.artifacts && (!launch || launch->rank == 0)) {
     QK_ASSIGN_OR_RETURN(out, ArtifactSet::Open(c.output_dir, CalibrationArtifactNames(c)));
     c.artifacts = out.get();
   }
@@ -449,7 +449,7 @@ Result<CalibrateResult> CalibrateRepaired(const CalibrateOptions& options,
         evaluator = std::move(*created);
         c.check_evaluator = evaluator.get();
         c.check_origin = origin.origin;
-      } else if (!Launched()) {
+      } else if (!launched) {
         return created.status();
       } else {
         evaluator_status = created.status();
@@ -459,13 +459,9 @@ Result<CalibrateResult> CalibrateRepaired(const CalibrateOptions& options,
                      evaluator_status](const PreparedCalibration& prepared) -> Result<ReadyPlan> {
       QK_RETURN_IF_ERROR(evaluator_status);
       QK_RETURN_IF_NOT(evaluator, StatusCode::kInternal, "the repair ladder runs on rank 0 only");
-      Ladder ladder(c, prepared, *evaluator, origin, start);
+      Ladder ladder(c, prepared, *evaluator, origin, start, max_cap);
       QK_RETURN_IF_ERROR(ladder.Run(repair, &report));
-      Candidate& kept = ladder.kept();
-      ReadyPlan ready = std::move(kept.ready);
-      if (!ready.plan.float_nodes.empty())
-        ready.layer_precisions = std::move(kept.layer_precisions);
-      return ready;
+      return std::move(ladder.kept().ready);
     };
   }
   // Too few samples to hold any out: the plain calibration and its in-sample check, with the note.

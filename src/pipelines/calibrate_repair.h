@@ -61,6 +61,9 @@ struct RepairOptions {
   double time_cap_seconds = 0;  // 0: automatic
 };
 
+// The cap in range (checked before anything is read).
+Status CheckRepairOptions(const RepairOptions& repair);
+
 Result<CalibrateResult> CalibrateRepaired(const CalibrateOptions& options,
                                           const RepairOptions& repair);
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "analysis/plan_eval.h"
 #include "pipelines/calibrate.h"
@@ -15,11 +16,21 @@ namespace quantkit::pipelines {
 // ranges of the calibration part.
 inline constexpr int64_t kHoldoutShareDivisor = 4;
 
+// What calibrate->data holds, opened against the model's inputs as the calibration opens it.
+struct CalibrationDataSize {
+  int64_t samples = 0;
+  std::string description;
+};
+Result<CalibrationDataSize> MeasureCalibrationData(const CalibrateOptions& calibrate);
+
 // Splits calibrate->data (within calibrate->samples): the last quarter (at least one sample, at
 // most max_holdout_samples when > 0) becomes eval's data (eval->data, first_sample, samples), and
 // calibrate->samples is set to the head, so no plan is judged on the samples it was calibrated on.
 // kInvalidArgument, naming the data, when it holds fewer than 2 samples.
 Status HoldOutCalibrationTail(CalibrateOptions* calibrate, analysis::PlanEvalOptions* eval,
                               int64_t max_holdout_samples);
+// The same split of data already measured.
+Status HoldOutTail(const CalibrationDataSize& size, int64_t max_holdout_samples,
+                   CalibrateOptions* calibrate, analysis::PlanEvalOptions* eval);
 
 }  // namespace quantkit::pipelines
