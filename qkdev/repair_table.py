@@ -6,6 +6,7 @@ output SQNR and rel MSE against FP32 on val): `quantkit calibrate` with the defa
 `--repair off` (today's default), each timed, then the written model evaluated.
 
     .venv/bin/python -m qkdev.repair_table build/dev/tools/quantkit/quantkit [--methods max,entropy]
+        [--models ppocr_rec,minilm]
 """
 import argparse
 import json
@@ -41,6 +42,7 @@ def main():
     ap.add_argument("quantkit")
     ap.add_argument("--methods", default="max,entropy")
     ap.add_argument("--test-samples", type=int, default=2000)
+    ap.add_argument("--models", help="comma-separated names (zoo or cached real models); default: all")
     args = ap.parse_args()
     rows = []
     cases = [(os.path.join(ROOT, "models", "zoo", f"{n}.onnx"), "fashion-mnist:calib", "fashion-mnist:test", n)
@@ -50,6 +52,12 @@ def main():
             d = os.path.join(REALMODELS, n)
             if all(os.path.exists(os.path.join(d, f)) for f in ("model.onnx", "calib", "val")):
                 cases.append((os.path.join(d, "model.onnx"), os.path.join(d, "calib"), os.path.join(d, "val"), n))
+    if args.models:
+        wanted = set(args.models.split(","))
+        unknown = wanted - {c[3] for c in cases}
+        if unknown:
+            ap.error(f"--models: {', '.join(sorted(unknown))}: neither a zoo model nor a cached real model")
+        cases = [c for c in cases if c[3] in wanted]
     print(f"{'model':<20} {'method':<8} {'FP32':>7} {'off: score':>11} {'s':>6} {'auto: score':>12} {'s':>6} "
           f"{'x':>5}  rung")
     with tempfile.TemporaryDirectory() as tmp:
