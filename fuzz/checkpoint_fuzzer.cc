@@ -1,8 +1,8 @@
 // Fuzzes `qat --resume`'s input: a QAT checkpoint file, read by train::CheckCheckpointFile and
-// QatTrainer::LoadCheckpoint (an .npz archive: libzip and quantkit's .npy parser, train/checkpoint_io.h;
-// libtorch parses none of it). Properties: no crash,
-// no sanitizer report, no abort, no uncaught exception (every failure is a Status naming the
-// file); a checkpoint that loads saves again and that file loads again (round trip).
+// QatTrainer::LoadCheckpoint (an .npz archive: libzip and quantkit's .npy parser,
+// train/checkpoint_io.h; libtorch parses none of it). Properties: no crash, no sanitizer report, no
+// abort, no uncaught exception (every failure is a Status naming the file); a checkpoint that loads
+// saves again and that file loads again (round trip).
 //
 // Input: first byte 0: the rest is the file itself. Otherwise the rest is a list of edits
 // (3 bytes: offset high, offset low, xor value) applied to a valid checkpoint of the fuzzer's own
@@ -53,7 +53,8 @@ Fixture& Get() {
     ::mkdir(fx->dir.c_str(), 0755);
     train::TrainerOptions options;
     options.total_steps = 10;
-    auto trainer = train::QatTrainer::Create(testing::TinyConvModel(), testing::TinyConvModel(), {"W"}, options);
+    auto trainer = train::QatTrainer::Create(testing::TinyConvModel(), testing::TinyConvModel(),
+                                             {"W"}, options);
     if (!trainer.ok()) {
       std::fprintf(stderr, "checkpoint_fuzzer: %s\n", trainer.status().ToString().c_str());
       std::abort();
@@ -97,7 +98,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto reloaded = fx.trainer->LoadCheckpoint(again);
   if (!reloaded.ok()) {
-    std::fprintf(stderr, "a saved checkpoint does not load: %s\n", reloaded.status().ToString().c_str());
+    std::fprintf(stderr, "a saved checkpoint does not load: %s\n",
+                 reloaded.status().ToString().c_str());
     std::abort();
   }
   return 0;

@@ -9,7 +9,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace quantkit;
-  auto image = data::DecodeImageBytes(std::string(reinterpret_cast<const char*>(data), size), "fuzz.img");
+  auto image =
+      data::DecodeImageBytes(std::string(reinterpret_cast<const char*>(data), size), "fuzz.img");
   (void)image;
   return 0;
 }

@@ -34,7 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auto plan = formats::ParsePlanJson(text, "fuzz.json");
       if (!plan.ok()) return 0;
       // What was accepted writes back and reads again.
-      if (!formats::ParsePlanJson(formats::FormatPlanJson(*plan), "again.json").ok()) __builtin_trap();
+      if (!formats::ParsePlanJson(formats::FormatPlanJson(*plan), "again.json").ok())
+        __builtin_trap();
       return 0;
     }
     default: {

@@ -1,35 +1,35 @@
 #!/usr/bin/env bash
-# The format check of issue 28 ("clang-format checked in .ci/run on changed lines at least"): the
-# C++ lines changed since BASE (default: the commit before HEAD, i.e. what the last commit
-# changed) must be as .clang-format formats them. Only changed lines are judged, so older code
-# that predates the check does not fail it; a line a commit touches must be formatted.
+# The format check (issue 28; the whole tree since issue 46 item 4): every C++ file of the
+# project's own code (src, include, tools, python/src, tests, fuzz, bench) is as .clang-format
+# formats it. The tree was formatted once in one commit, so a file that differs was changed since.
 #
-#   bash scripts/check_format.sh [BASE]        exit 0: formatted; 1: the diff to apply is printed
-#   git clang-format BASE                      formats those lines in place
+#   bash scripts/check_format.sh          exit 0: formatted; 1: the files and the first lines of
+#                                         the change clang-format would make are printed
+#   bash scripts/check_format.sh --fix    formats them in place (clang-format -i)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-base=${1:-HEAD~1}
-if ! git rev-parse -q --verify "$base^{commit}" >/dev/null; then
-  echo "check_format: no commit '$base' to compare with (a repository of one commit): nothing to check"
-  exit 0
-fi
 binary=$(command -v clang-format-14 || command -v clang-format || true)
 if [ -z "$binary" ]; then
   echo "check_format: clang-format is not installed (scripts/setup.sh installs it)" >&2
   exit 1
 fi
-files=$(git diff --name-only --diff-filter=AM "$base" -- '*.cc' '*.h' | grep -E '^(src|include|tools|python/src|tests|fuzz|bench)/' || true)
-if [ -z "$files" ]; then
-  echo "check_format: no C++ file changed since $(git rev-parse --short "$base")"
+mapfile -t files < <(git ls-files -- '*.cc' '*.h' '*.cu' '*.cuh' '*.cpp' |
+                     grep -E '^(src|include|tools|python/src|tests|fuzz|bench)/')
+if [ "${1:-}" = "--fix" ]; then
+  "$binary" -i "${files[@]}"
+  echo "check_format: formatted ${#files[@]} C++ file(s)"
   exit 0
 fi
-# git clang-format prints "no modified files to format" / "clang-format did not modify any files"
-# when the changed lines are formatted, else the diff that would format them.
-out=$(git clang-format --binary "$binary" --diff "$base" -- $files 2>&1 || true)
-if echo "$out" | grep -q '^diff '; then
-  echo "$out"
-  echo "check_format: the lines above, changed since $(git rev-parse --short "$base"), are not formatted:" \
-       "run 'git clang-format $base' and commit" >&2
+unformatted=()
+for f in "${files[@]}"; do
+  if ! "$binary" "$f" | cmp -s - "$f"; then unformatted+=("$f"); fi
+done
+if [ "${#unformatted[@]}" -ne 0 ]; then
+  for f in "${unformatted[@]}"; do
+    "$binary" "$f" | diff -u --label "$f" --label "$f (formatted)" "$f" - | head -n 20 || true
+  done
+  echo "check_format: ${#unformatted[@]} of ${#files[@]} C++ file(s) are not formatted as .clang-format" \
+       "says: bash scripts/check_format.sh --fix" >&2
   exit 1
 fi
-echo "check_format: $(echo "$files" | wc -l) changed C++ file(s) since $(git rev-parse --short "$base"): formatted"
+echo "check_format: ${#files[@]} C++ file(s): formatted"

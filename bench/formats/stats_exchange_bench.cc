@@ -24,7 +24,8 @@ double BestOf5(const std::function<void()>& step) {
   for (int i = 0; i < 5; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     step();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
 }
@@ -53,9 +54,10 @@ void Measure(const char* label, const StatsFile& stats, int ranks,
       if (!quantkit::formats::MergeStats(&merged, part).ok()) std::exit(3);
     }
   });
-  std::printf("%-8s %10.2f MB per rank   encode %8.2f ms   decode+merge of %d ranks %8.2f ms   total %8.2f ms\n",
-              label, static_cast<double>(bytes.size()) / 1e6, enc * 1e3, ranks, dec_merge * 1e3,
-              (enc + dec_merge) * 1e3);
+  std::printf(
+      "%-8s %10.2f MB per rank   encode %8.2f ms   decode+merge of %d ranks %8.2f ms   total %8.2f ms\n",
+      label, static_cast<double>(bytes.size()) / 1e6, enc * 1e3, ranks, dec_merge * 1e3,
+      (enc + dec_merge) * 1e3);
 }
 
 }  // namespace

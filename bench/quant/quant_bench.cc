@@ -31,9 +31,11 @@ std::vector<float> Activations(size_t n) {
 // TV3's shape: H[k] = floor(4e6 / (k+8)^2) with a far outlier, [0, 8] in 2048 bins.
 Histogram HeavyTailed(int64_t bins) {
   Histogram h;
-  for (int64_t k = 0; k < bins; ++k) h.counts.push_back(static_cast<int64_t>(4000000.0 / ((k + 8.0) * (k + 8.0))));
+  for (int64_t k = 0; k < bins; ++k)
+    h.counts.push_back(static_cast<int64_t>(4000000.0 / ((k + 8.0) * (k + 8.0))));
   h.counts.back() += 3;
-  for (int64_t k = 0; k <= bins; ++k) h.edges.push_back(8.0 * static_cast<double>(k) / static_cast<double>(bins));
+  for (int64_t k = 0; k <= bins; ++k)
+    h.edges.push_back(8.0 * static_cast<double>(k) / static_cast<double>(bins));
   return h;
 }
 
@@ -48,9 +50,9 @@ void SetPerElement(benchmark::State& state, size_t n) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n * sizeof(float)));
   // Rate of elements per second, inverted and scaled: nanoseconds per element.
-  state.counters["ns_per_element"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * static_cast<double>(n) * 1e-9,
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_element"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(n) * 1e-9,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 void BM_StreamingHistogramObserve(benchmark::State& state) {
@@ -86,10 +88,14 @@ void BM_TensorCollectorObserveRelu(benchmark::State& state) {
 // One thread: CPU time (meaningful on a shared machine). Every thread: wall time (a loaded machine
 // makes it pessimistic).
 BENCHMARK(BM_TensorCollectorObserve)->Args({1 << 12, 1})->Args({1 << 20, 1})->Args({1 << 22, 1});
-BENCHMARK(BM_TensorCollectorObserve)->Name("BM_TensorCollectorObserveAllThreads")->Args({1 << 22, 2})
+BENCHMARK(BM_TensorCollectorObserve)
+    ->Name("BM_TensorCollectorObserveAllThreads")
+    ->Args({1 << 22, 2})
     ->UseRealTime();
 BENCHMARK(BM_TensorCollectorObserveRelu)->Args({1 << 20, 1})->Args({1 << 22, 1});
-BENCHMARK(BM_TensorCollectorObserveRelu)->Name("BM_TensorCollectorObserveReluAllThreads")->Args({1 << 22, 2})
+BENCHMARK(BM_TensorCollectorObserveRelu)
+    ->Name("BM_TensorCollectorObserveReluAllThreads")
+    ->Args({1 << 22, 2})
     ->UseRealTime();
 
 // The max path (calibrate --method max collects ranges only). Arg 2: OpenMP threads (0: every
@@ -153,7 +159,8 @@ Histogram Mirror(const Histogram& h, bool odd) {
   s.counts.insert(s.counts.end(), h.counts.begin(), h.counts.end());
   const double half = static_cast<double>(s.counts.size()) / 2.0;
   const double w = h.edges[1] - h.edges[0];
-  for (size_t k = 0; k <= s.counts.size(); ++k) s.edges.push_back((static_cast<double>(k) - half) * w);
+  for (size_t k = 0; k <= s.counts.size(); ++k)
+    s.edges.push_back((static_cast<double>(k) - half) * w);
   return s;
 }
 

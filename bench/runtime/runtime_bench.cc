@@ -1,4 +1,5 @@
-// Latency of Interpreter::Run, batch 1 and 8 (benchmark arg), float32 [B, 3, 224, 224], on every model in
+// Latency of Interpreter::Run, batch 1 and 8 (benchmark arg), float32 [B, 3, 224, 224], on every
+// model in
 // ${QUANTKIT_CACHE:-~/.cache/quantkit}/models (written by qkdev/export_torchvision.py).
 // Counters: peak_live_MB (liveness-tracked activations + weights views) per run.
 // bench/runtime/ort_latency.py runs this and onnxruntime side by side and prints the ratios.
@@ -20,7 +21,8 @@ using quantkit::runtime::Interpreter;
 std::string CacheDir() {
   const char* env = std::getenv("QUANTKIT_CACHE");
   const char* home = std::getenv("HOME");
-  return (env ? fs::path(env) : fs::path(home ? home : "/tmp") / ".cache" / "quantkit").string() + "/models";
+  return (env ? fs::path(env) : fs::path(home ? home : "/tmp") / ".cache" / "quantkit").string() +
+         "/models";
 }
 
 void RunModel(benchmark::State& state, const std::string& path) {

@@ -38,7 +38,7 @@ class Model {
   Model() = default;
   explicit Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   const std::string& path() const;
-  const std::string& sha256() const;          // of the file's bytes (plan provenance)
+  const std::string& sha256() const;  // of the file's bytes (plan provenance)
   std::vector<std::string> input_names() const;
   const Impl& impl() const { return *impl_; }
   bool valid() const { return impl_ != nullptr; }
@@ -72,7 +72,7 @@ struct Site {
   std::string consumer;  // the node reading it through Q/DQ
   int input_index = 0;
   bool weight = false;
-  int64_t axis = -1;     // per-channel axis of a weight; -1 per tensor
+  int64_t axis = -1;  // per-channel axis of a weight; -1 per tensor
 };
 
 // The Q/DQ sites of a model under a placement, and the activations that need statistics.
@@ -203,15 +203,15 @@ class StatisticsCollector {
 struct TensorScale {
   std::string tensor;
   bool quantized = true;
-  std::string reason;           // why not quantized, or a diagnostic
+  std::string reason;  // why not quantized, or a diagnostic
   bool weight = false;
-  std::vector<float> scale;     // 1: per tensor; N: per channel along axis
+  std::vector<float> scale;  // 1: per tensor; N: per channel along axis
   std::vector<float> amax;
   std::vector<int32_t> zero_point;
   int64_t axis = -1;
-  std::string source;           // method label, "qdq:<node>", "cache"
-  std::string role;             // "activation" | "weight"
-  std::string dtype;            // "int8" | "uint8"
+  std::string source;  // method label, "qdq:<node>", "cache"
+  std::string role;    // "activation" | "weight"
+  std::string dtype;   // "int8" | "uint8"
 };
 
 // What a TensorRT calibration cache's header says (the cache's body is the plan's).
@@ -236,7 +236,7 @@ class Plan {
   int64_t num_quantized() const;
   std::optional<TensorScale> Find(const std::string& tensor) const;
   std::map<std::string, std::string> float_nodes() const;  // node -> reason
-  std::string method() const;                               // provenance
+  std::string method() const;                              // provenance
   // A copy that keeps `nodes` in float (mixed precision), each with `reason`.
   Plan WithFloatNodes(const std::vector<std::string>& nodes, const std::string& reason) const;
   // A copy where `tensor` is a per-tensor symmetric int8 activation of range `amax`
@@ -357,11 +357,11 @@ inline constexpr double kMaxBudget = 100;
 // ranges.txt, plan.json and summary.txt (all or none). The CLI is this call and a print.
 struct CalibrateOptions {
   std::string model;
-  std::string data;              // a data spec (OpenDataSpec); unused when `statistics` is valid
-  Statistics statistics;         // collected earlier (merged, loaded): no model run
+  std::string data;       // a data spec (OpenDataSpec); unused when `statistics` is valid
+  Statistics statistics;  // collected earlier (merged, loaded): no model run
   std::vector<std::string> from_stats;  // .qkstats shards merged instead of a model run
-  DataSpecOptions data_options;  // batch size, sample cap and image preprocessing of `data`
-  int64_t run_batch = 0;         // samples per model run, as CollectOptions::run_batch
+  DataSpecOptions data_options;         // batch size, sample cap and image preprocessing of `data`
+  int64_t run_batch = 0;                // samples per model run, as CollectOptions::run_batch
   // methods.method may also be "auto": every method from one statistics pass, the best on
   // held-out data vs FP32, then refined per tensor; with ptq.stages each stage is tried too.
   MethodChoices methods;
@@ -429,14 +429,16 @@ struct CalibrateRepair {
 // The plan against FP32 on held-out samples: the "check:" line of the summary.
 struct CalibrateCheck {
   bool ran = false;
-  std::string data;    // the samples' description
-  std::string origin;  // "held-out (--holdout)", "held-out" or "in-sample" (the calibration saw them)
+  std::string data;  // the samples' description
+  std::string
+      origin;  // "held-out (--holdout)", "held-out" or "in-sample" (the calibration saw them)
   int64_t samples = 0;
-  double agreement = 0;             // argmax agreement with FP32 (NaN unless the output is a class vector)
-  double top1 = 0, fp32_top1 = 0;   // NaN without labels
-  double rel_mse = 0;               // first output's relative MSE vs FP32
+  double agreement = 0;  // argmax agreement with FP32 (NaN unless the output is a class vector)
+  double top1 = 0, fp32_top1 = 0;  // NaN without labels
+  double rel_mse = 0;              // first output's relative MSE vs FP32
   double seconds = 0;
-  std::string warning;  // beyond the thresholds (also in CalibrateReport::warnings); empty when fine
+  std::string
+      warning;  // beyond the thresholds (also in CalibrateReport::warnings); empty when fine
 };
 
 struct CalibrateReport {

@@ -49,7 +49,7 @@ const char* ElementTypeName(ElementType type);
 // A C-contiguous host array borrowed from the caller.
 struct ArrayView {
   ElementType type = ElementType::kFloat32;
-  std::vector<int64_t> shape;           // leading dimension: samples in the batch
+  std::vector<int64_t> shape;  // leading dimension: samples in the batch
   const void* data = nullptr;
   std::shared_ptr<const void> keep_alive;  // owns `data` (e.g. a reference to a numpy array)
 };

@@ -27,7 +27,7 @@ struct EvaluateOptions {
   std::string model, data;
   std::string reference_model;  // optional
   std::string plan;             // optional: simulate this plan on `model`
-  Plan loaded_plan;             // a plan in memory, simulated instead of the file `plan` when valid()
+  Plan loaded_plan;  // a plan in memory, simulated instead of the file `plan` when valid()
   std::string placement = "auto";
   // Extra metrics vs the reference: top1, agreement, rel_mse, frame_agreement, decode_agreement.
   std::vector<std::string> metrics;
@@ -36,7 +36,7 @@ struct EvaluateOptions {
   // Written when set (rank 0): argmax per sample (int64 [N]) and the first output (float32
   // [N, width]) as .npy.
   std::string save_predictions, save_outputs;
-  bool progress = false;  // a bar on stderr when it is a terminal
+  bool progress = false;           // a bar on stderr when it is a terminal
   DistributedChoices distributed;  // each rank evaluates its shard; rank 0 holds the totals
 };
 struct EvaluateReport {
@@ -64,7 +64,7 @@ struct PlanEvaluationOptions {
   // top1, agreement, rel_mse, frame_agreement, decode_agreement; empty: top1 with labels,
   // agreement.
   std::vector<std::string> metrics;
-  DistributedChoices distributed;    // each rank evaluates its shard of every trial
+  DistributedChoices distributed;  // each rank evaluates its shard of every trial
 };
 
 // analyze: per quantized tensor, the error it causes alone and accumulated, ranked worst first;
@@ -75,13 +75,14 @@ struct AnalyzeOptions {
   bool accumulated = true;
   std::string layers = "int8";  // "int8" | "float" | "both"
   int64_t top = 0;              // rows of the text's table (0: all)
-  bool progress = false;  // a bar on stderr when it is a terminal
+  bool progress = false;        // a bar on stderr when it is a terminal
 };
 struct AnalyzeReport {
   std::vector<std::string> ranked_tensors;  // worst first (INT8 analysis)
-  std::vector<std::string> keep_fp32;       // the float part's recommended FP32 nodes (layers float/both)
-  std::vector<std::string> warnings;        // e.g. plan tensors matching no model tensor
-  std::string text, json;                   // empty on ranks > 0 (every rank has the numbers)
+  std::vector<std::string>
+      keep_fp32;                      // the float part's recommended FP32 nodes (layers float/both)
+  std::vector<std::string> warnings;  // e.g. plan tensors matching no model tensor
+  std::string text, json;             // empty on ranks > 0 (every rank has the numbers)
   int rank = 0, world_size = 1;
   std::string rank_line;  // under a launch: this rank's shard, trials and time
 };
@@ -104,11 +105,11 @@ struct FallbackOptions {
   bool progress = false;  // a bar on stderr when it is a terminal
 };
 struct FallbackReport {
-  Plan plan;                               // with float_nodes
+  Plan plan;  // with float_nodes
   std::vector<std::string> float_layers;
   double fp32_value = 0, int8_value = 0, final_value = 0;
-  bool within_budget = false;              // the CLI exits 1 when false
-  std::string layer_precisions;            // trtexec --layerPrecisions value
+  bool within_budget = false;    // the CLI exits 1 when false
+  std::string layer_precisions;  // trtexec --layerPrecisions value
   std::vector<std::string> written, warnings;
   std::string text, json;  // empty on ranks > 0
   int rank = 0, world_size = 1;
@@ -134,13 +135,13 @@ struct DiagnoseOptions {
   double ci_tolerance = 0.05;  // wanted 95% interval half-width of each scale (relative), (0, 1]
   double cv_tolerance = 0.05;  // coefficient of variation above which a scale is unstable, (0, 1]
   int64_t batch_check_samples = 16;  // run at batch 1 and batch B for batch dependence (0: skip)
-  std::string output_dir;  // report.txt, report.json, SVG pictures
-  bool progress = false;   // a bar on stderr when it is a terminal
-  DistributedChoices distributed;  // each rank its shard; rank 0 analyses and writes
+  std::string output_dir;            // report.txt, report.json, SVG pictures
+  bool progress = false;             // a bar on stderr when it is a terminal
+  DistributedChoices distributed;    // each rank its shard; rank 0 analyses and writes
 };
 struct DiagnoseReport {
-  bool clean = false;       // no error or warning finding
-  bool enough = false;      // enough samples for stable scales
+  bool clean = false;   // no error or warning finding
+  bool enough = false;  // enough samples for stable scales
   int64_t suggested_samples = 0;
   std::vector<std::string> findings;  // "severity: message"
   std::vector<std::string> written;
@@ -154,10 +155,10 @@ Result<DiagnoseReport> Diagnose(const DiagnoseOptions& options);
 // Q/DQ or QOperator ONNX, TensorRT cache, plan JSON, ranges text; plan + `model` -> Q/DQ ONNX.
 struct ConvertOptions {
   std::string input, output;
-  std::string model;                  // float model, for plan -> Q/DQ ONNX
+  std::string model;                   // float model, for plan -> Q/DQ ONNX
   std::string placement = "tensorrt";  // "tensorrt" | "plan" (where the source quantized)
-  bool qdq_output = false;            // ONNX -> ONNX: write the TensorRT Q/DQ model
-  CacheOptions cache;                 // a written calib.cache's header
+  bool qdq_output = false;             // ONNX -> ONNX: write the TensorRT Q/DQ model
+  CacheOptions cache;                  // a written calib.cache's header
   // The float part of a written Q/DQ model. dtype, cast_io and keep_fp32 all unset: the float
   // precision a plan.json records (else the default, fp16). weight_storage applies; int8 must be
   // true.
@@ -274,7 +275,7 @@ struct RunOptions {
   std::string model;
   std::map<std::string, std::string> inputs;  // graph input name -> .npy path
   std::string output_dir = ".";
-  std::vector<std::string> dump;              // intermediate tensors to write too
+  std::vector<std::string> dump;  // intermediate tensors to write too
   bool dump_all = false;
 };
 struct RunReport {

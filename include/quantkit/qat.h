@@ -19,7 +19,7 @@
 namespace quantkit {
 
 struct QatOptions {
-  std::string model;       // the FP32 ONNX model
+  std::string model;  // the FP32 ONNX model
   // The model to distil from and validate against (empty: `model`). Give the original when
   // `model` is calibrate's model.float.onnx from PTQ stages that change the float function
   // (bias-correction, adaround, seqmse): that file is not the FP32 model's function.

@@ -16,13 +16,13 @@ namespace quantkit {
 
 enum class StatusCode : int {
   kOk = 0,
-  kInvalidArgument,  // the user asked for something impossible (bad option, bad shape)
-  kInvalidModel,     // a model or data file is corrupt or violates the ONNX rules
-  kUnsupported,      // valid input that quantkit does not handle (unknown op, dtype)
-  kNotFound,         // a file, tensor or node that was named does not exist
-  kIoError,          // reading or writing failed
-  kResourceExhausted,// out of memory / too large
-  kInternal,         // a quantkit bug
+  kInvalidArgument,    // the user asked for something impossible (bad option, bad shape)
+  kInvalidModel,       // a model or data file is corrupt or violates the ONNX rules
+  kUnsupported,        // valid input that quantkit does not handle (unknown op, dtype)
+  kNotFound,           // a file, tensor or node that was named does not exist
+  kIoError,            // reading or writing failed
+  kResourceExhausted,  // out of memory / too large
+  kInternal,           // a quantkit bug
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -62,8 +62,8 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}                  // NOLINT: implicit by design
-  Result(Status status) : status_(std::move(status)) {           // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
+  Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     if (status_.ok()) status_ = Status(StatusCode::kInternal, "Result constructed from OK status");
   }
 

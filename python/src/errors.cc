@@ -17,9 +17,12 @@ void RegisterErrors(py::module_& m) {
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
     }
   });
-  m.def("_raise_status", [](int code, const std::string& message) {
-    throw StatusError(Status(static_cast<StatusCode>(code), message));
-  }, "Raises the exception a failed Status of this code becomes (tests).");
+  m.def(
+      "_raise_status",
+      [](int code, const std::string& message) {
+        throw StatusError(Status(static_cast<StatusCode>(code), message));
+      },
+      "Raises the exception a failed Status of this code becomes (tests).");
 }
 
 }  // namespace quantkit::python

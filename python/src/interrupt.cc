@@ -40,7 +40,8 @@ InterruptScope::InterruptScope() {
   struct sigaction current {};
   if (sigaction(SIGINT, nullptr, &current) != 0) return;
   // SIG_IGN: the user chose to ignore Ctrl-C; SIG_DFL: it ends the process anyway (not Python's).
-  if (!(current.sa_flags & SA_SIGINFO) && (current.sa_handler == SIG_IGN || current.sa_handler == SIG_DFL)) {
+  if (!(current.sa_flags & SA_SIGINFO) &&
+      (current.sa_handler == SIG_IGN || current.sa_handler == SIG_DFL)) {
     return;
   }
   struct sigaction ours {};

@@ -23,7 +23,8 @@ Status CollectingObserver::OnTensor(const std::string& name, const ir::Node* /*p
   return it->second.Observe(v).WithContext(fmt::format("tensor '{}'", name));
 }
 
-const runtime::TensorStatsRequest* CollectingObserver::StatsRequestFor(const std::string& name) const {
+const runtime::TensorStatsRequest* CollectingObserver::StatsRequestFor(
+    const std::string& name) const {
   auto it = collectors_->find(name);
   if (it == collectors_->end()) return nullptr;
   runtime::TensorStatsRequest& request = requests_[name];
@@ -41,12 +42,14 @@ Status CollectingObserver::OnStats(const std::string& name, const ir::Node* /*pr
   auto it = collectors_->find(name);
   if (it == collectors_->end()) return Status::Ok();
   const std::string where = fmt::format("tensor '{}'", name);
-  Result<quant::TensorCollector> batch = CollectorFromStats(stats, it->second.histogram().log2_bins());
+  Result<quant::TensorCollector> batch =
+      CollectorFromStats(stats, it->second.histogram().log2_bins());
   if (!batch.ok()) return batch.status().WithContext(where);
   return it->second.Merge(*batch).WithContext(where);
 }
 
-Result<quant::TensorCollector> CollectorFromStats(const runtime::TensorStats& stats, int log2_bins) {
+Result<quant::TensorCollector> CollectorFromStats(const runtime::TensorStats& stats,
+                                                  int log2_bins) {
   quant::RangeStats range;
   range.count = stats.count;
   range.nan_count = stats.nan_count;
@@ -71,9 +74,9 @@ Result<quant::TensorCollector> CollectorFromStats(const runtime::TensorStats& st
     negative.assign(size_t{1} << log2_bins, 0);
   }
   QK_ASSIGN_OR_RETURN(quant::StreamingHistogram histogram,
-                      quant::StreamingHistogram::FromParts(log2_bins, stats.has_range, stats.range_exp,
-                                                           std::move(positive), std::move(negative),
-                                                           stats.zero_count, stats.nonfinite_count()));
+                      quant::StreamingHistogram::FromParts(
+                          log2_bins, stats.has_range, stats.range_exp, std::move(positive),
+                          std::move(negative), stats.zero_count, stats.nonfinite_count()));
   return quant::TensorCollector::FromParts(range, std::move(histogram), std::move(per_channel));
 }
 
@@ -81,7 +84,8 @@ BatchReader ReadInOrder(const data::Source& source, const PassOptions& options) 
   if (options.batch_size <= 0) {
     const int64_t bad = options.batch_size;
     return [bad]() -> Result<std::optional<data::Batch>> {
-      return Status(StatusCode::kInvalidArgument, fmt::format("--batch-size must be positive, got {}", bad));
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("--batch-size must be positive, got {}", bad));
     };
   }
   // A model with a fixed batch dim caps the batch; samples that do not stack (varying shapes)
@@ -109,9 +113,11 @@ BatchReader ReadInOrder(const data::Source& source, const PassOptions& options) 
   };
 }
 
-int64_t CalibrationRunBatch(const std::vector<data::InputSpec>& inputs, std::optional<int64_t> requested) {
+int64_t CalibrationRunBatch(const std::vector<data::InputSpec>& inputs,
+                            std::optional<int64_t> requested) {
   constexpr int64_t kCpuRunBatch = 8, kGpuRunBatch = 128;
-  return data::RunBatchFor(inputs, requested.value_or(runtime::DefaultDevice().is_cuda() ? kGpuRunBatch : kCpuRunBatch));
+  return data::RunBatchFor(
+      inputs, requested.value_or(runtime::DefaultDevice().is_cuda() ? kGpuRunBatch : kCpuRunBatch));
 }
 
 int64_t ReadSize(const data::Source& source, const PassOptions& options) {
@@ -133,7 +139,8 @@ BatchReader InRuns(BatchReader next, data::RunChunker chunker) {
       QK_ASSIGN_OR_RETURN(std::optional<data::Batch> batch, state->next());
       if (!batch) {
         state->done = true;
-        if (std::optional<data::Batch> rest = state->chunker.Finish()) state->runs.push_back(std::move(*rest));
+        if (std::optional<data::Batch> rest = state->chunker.Finish())
+          state->runs.push_back(std::move(*rest));
         break;
       }
       for (data::Batch& run : state->chunker.Add(*batch)) state->runs.push_back(std::move(run));
@@ -147,12 +154,14 @@ BatchReader InRuns(BatchReader next, data::RunChunker chunker) {
 
 BatchReader ReadRuns(const data::Source& source, const PassOptions& options,
                      const std::vector<data::InputSpec>& inputs) {
-  return InRuns(ReadInOrder(source, options), data::RunChunker(options.run_batch, inputs, options.chunk_size));
+  return InRuns(ReadInOrder(source, options),
+                data::RunChunker(options.run_batch, inputs, options.chunk_size));
 }
 
 Result<int64_t> RunBatches(const runtime::Interpreter& interpreter, const BatchReader& next,
                            int64_t size_hint, const PassOptions& options,
-                           const std::vector<runtime::Observer*>& observers, const PassHooks& hooks) {
+                           const std::vector<runtime::Observer*>& observers,
+                           const PassHooks& hooks) {
   runtime::RunOptions run_options;
   run_options.observers = observers;
   Progress progress(options.label, std::max<int64_t>(size_hint, 0), "samples");
@@ -187,8 +196,8 @@ Status RunPass(const runtime::Interpreter& interpreter, const data::Source& sour
                    "--batch-size must be positive, got {}", options.batch_size);
   QK_RETURN_IF_NOT(source.num_samples() > 0, StatusCode::kInvalidArgument, "{}: no samples",
                    source.Describe());
-  return RunBatches(interpreter, ReadInOrder(source, options), source.num_samples(), options, observers,
-                    hooks)
+  return RunBatches(interpreter, ReadInOrder(source, options), source.num_samples(), options,
+                    observers, hooks)
       .status();
 }
 

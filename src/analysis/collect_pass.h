@@ -6,8 +6,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,7 +83,8 @@ BatchReader ReadInOrder(const data::Source& source, const PassOptions& options);
 // `requested`, or 8 on the CPU (convolutions reach their per-sample speed by then;
 // docs/performance.md) and 128 on a GPU (one kernel launch per op per run); 1 where runs cannot
 // be stacked. calibrate and diagnose use it.
-int64_t CalibrationRunBatch(const std::vector<data::InputSpec>& inputs, std::optional<int64_t> requested);
+int64_t CalibrationRunBatch(const std::vector<data::InputSpec>& inputs,
+                            std::optional<int64_t> requested);
 
 // The samples ReadInOrder reads at a time from `source`: options.batch_size capped by the model's
 // fixed batch, rounded to whole runs. Also the granule of a rank's shard, so that every rank runs
@@ -104,7 +105,8 @@ BatchReader InRuns(BatchReader next, data::RunChunker chunker);
 // Errors name the sample range. Fails on a stream without samples.
 Result<int64_t> RunBatches(const runtime::Interpreter& interpreter, const BatchReader& next,
                            int64_t size_hint, const PassOptions& options,
-                           const std::vector<runtime::Observer*>& observers, const PassHooks& hooks = {});
+                           const std::vector<runtime::Observer*>& observers,
+                           const PassHooks& hooks = {});
 
 // Runs every sample of `source` through `interpreter` once. Errors name the sample range.
 Status RunPass(const runtime::Interpreter& interpreter, const data::Source& source,

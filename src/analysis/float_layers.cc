@@ -23,35 +23,40 @@ namespace {
 // cannot recover anything.
 const std::set<std::string>& ExactOps() {
   static const std::set<std::string> ops = {
-      "Reshape",   "Flatten",      "Squeeze",      "Unsqueeze", "Transpose", "Concat",       "Split",
-      "Slice",     "Gather",       "GatherElements", "GatherND", "Identity", "Expand",       "Tile",
-      "MaxPool",   "Relu",         "Max",          "Min",       "Neg",       "Abs",          "ReduceMax",
-      "ReduceMin", "DepthToSpace", "SpaceToDepth", "Dropout",   "Where",     "GlobalMaxPool", "Sign"};
+      "Reshape",   "Flatten",       "Squeeze",      "Unsqueeze",    "Transpose",
+      "Concat",    "Split",         "Slice",        "Gather",       "GatherElements",
+      "GatherND",  "Identity",      "Expand",       "Tile",         "MaxPool",
+      "Relu",      "Max",           "Min",          "Neg",          "Abs",
+      "ReduceMax", "ReduceMin",     "DepthToSpace", "SpaceToDepth", "Dropout",
+      "Where",     "GlobalMaxPool", "Sign"};
   return ops;
 }
 
 bool WritesLowPrecision(const ir::Node& n) {
   for (const ir::Value* v : n.outputs()) {
-    if (v && v->type.kind == ir::TypeInfo::Kind::kTensor && ir::Is16BitFloat(v->type.dtype)) return true;
+    if (v && v->type.kind == ir::TypeInfo::Kind::kTensor && ir::Is16BitFloat(v->type.dtype))
+      return true;
   }
   return false;
 }
 
 bool WritesFloat32(const ir::Node& n) {
   for (const ir::Value* v : n.outputs()) {
-    if (v && v->type.kind == ir::TypeInfo::Kind::kTensor && v->type.dtype == ir::DType::kFloat) return true;
+    if (v && v->type.kind == ir::TypeInfo::Kind::kTensor && v->type.dtype == ir::DType::kFloat)
+      return true;
   }
   return false;
 }
 
 bool IsTypingNode(const ir::Node& n) {
-  return n.op_type() == "Cast" || n.op_type() == "QuantizeLinear" || n.op_type() == "DequantizeLinear" ||
-         n.op_type() == "FakeQuantizeLinear";
+  return n.op_type() == "Cast" || n.op_type() == "QuantizeLinear" ||
+         n.op_type() == "DequantizeLinear" || n.op_type() == "FakeQuantizeLinear";
 }
 
 quant::QuantPlan PinnedNodes(const quant::QuantPlan& plan, const std::vector<std::string>& nodes) {
   quant::QuantPlan p = plan;
-  for (const std::string& n : nodes) p.float_precision.fp32_nodes.emplace(n, "analyze: computed in FP32 for this trial");
+  for (const std::string& n : nodes)
+    p.float_precision.fp32_nodes.emplace(n, "analyze: computed in FP32 for this trial");
   return p;
 }
 
@@ -63,8 +68,10 @@ quant::QuantPlan PinnedTensor(const quant::QuantPlan& plan, const std::string& t
 
 }  // namespace
 
-Result<FloatLayersResult> AnalyzeFloatLayers(const PlanEvaluator& evaluator, const quant::QuantPlan& plan,
-                                             const std::vector<Metric*>& metrics, const FloatLayersOptions& options) {
+Result<FloatLayersResult> AnalyzeFloatLayers(const PlanEvaluator& evaluator,
+                                             const quant::QuantPlan& plan,
+                                             const std::vector<Metric*>& metrics,
+                                             const FloatLayersOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   QK_RETURN_IF_NOT(
       plan.float_precision.dtype != quant::FloatDType::kFloat32, StatusCode::kInvalidArgument,
@@ -75,8 +82,8 @@ Result<FloatLayersResult> AnalyzeFloatLayers(const PlanEvaluator& evaluator, con
   result.samples = evaluator.num_samples();
 
   // The candidates: named main-graph nodes the written model computes in the low dtype.
-  QK_ASSIGN_OR_RETURN(ir::Model simulated,
-                      BuildSimulationModel(evaluator.float_model(), plan, evaluator.options().simulation));
+  QK_ASSIGN_OR_RETURN(ir::Model simulated, BuildSimulationModel(evaluator.float_model(), plan,
+                                                                evaluator.options().simulation));
   std::set<std::string> float_names;
   for (const ir::Node* n : evaluator.float_model().graph->nodes()) {
     if (!n->name.empty()) float_names.insert(n->name);
@@ -86,7 +93,8 @@ Result<FloatLayersResult> AnalyzeFloatLayers(const PlanEvaluator& evaluator, con
   for (const ir::Node* n : order) {
     if (IsTypingNode(*n) || n->owner() != simulated.graph.get()) continue;
     if (!WritesLowPrecision(*n)) {
-      if (WritesFloat32(*n)) ++result.already_fp32;  // an FP32 island (pinned, or the dtype cannot hold it)
+      if (WritesFloat32(*n))
+        ++result.already_fp32;  // an FP32 island (pinned, or the dtype cannot hold it)
       continue;
     }
     if (ExactOps().count(n->op_type()) && n->domain().empty()) {
@@ -102,13 +110,15 @@ Result<FloatLayersResult> AnalyzeFloatLayers(const PlanEvaluator& evaluator, con
       // named in the user's model (a graph output's Cast and the Q/DQ the writer adds are not).
       auto add = [&](const ir::Node* node) {
         if (!node || node->name.empty() || !float_names.count(node->name)) return false;
-        if (std::find(row.nodes.begin(), row.nodes.end(), node->name) == row.nodes.end()) row.nodes.push_back(node->name);
+        if (std::find(row.nodes.begin(), row.nodes.end(), node->name) == row.nodes.end())
+          row.nodes.push_back(node->name);
         return true;
       };
       bool nameable = add(n);
       for (const ir::Use& u : v->uses()) {
         if (u.node->op_type() == "Cast" && u.node->name.empty()) continue;
-        if (u.node->op_type() == "QuantizeLinear" || u.node->op_type() == "FakeQuantizeLinear") continue;
+        if (u.node->op_type() == "QuantizeLinear" || u.node->op_type() == "FakeQuantizeLinear")
+          continue;
         // Shape and Size read no value: their precision is irrelevant.
         if (u.node->op_type() == "Shape" || u.node->op_type() == "Size") continue;
         if (!IsTypingNode(*u.node)) nameable = add(u.node) && nameable;
@@ -133,12 +143,13 @@ Result<FloatLayersResult> AnalyzeFloatLayers(const PlanEvaluator& evaluator, con
   result.trials = 2;
 
   const int64_t budget = options.cache_bytes > 0 ? options.cache_bytes : kDefaultPrefixCacheBytes;
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<PrefixCache> cache, PrefixCache::Create(evaluator, plan, budget));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<PrefixCache> cache,
+                      PrefixCache::Create(evaluator, plan, budget));
   Progress progress("float layers", static_cast<int64_t>(rows.size()), "nodes");
   if (!options.progress) progress.set_enabled(false);
   for (FloatLayerRow& row : rows) {
-    QK_ASSIGN_OR_RETURN(TrialResult t,
-                        evaluator.EvaluatePlan(PinnedTensor(plan, row.tensor), metrics, nullptr, cache.get()));
+    QK_ASSIGN_OR_RETURN(TrialResult t, evaluator.EvaluatePlan(PinnedTensor(plan, row.tensor),
+                                                              metrics, nullptr, cache.get()));
     row.output = ErrorSummary::From(t.output);
     row.metrics = t.metrics;
     row.recovery = result.plan_output.rel_mse - row.output.rel_mse;
@@ -146,8 +157,9 @@ Result<FloatLayersResult> AnalyzeFloatLayers(const PlanEvaluator& evaluator, con
     progress.Advance(1);
   }
   progress.Finish();
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const FloatLayerRow& a, const FloatLayerRow& b) { return a.recovery > b.recovery; });
+  std::stable_sort(rows.begin(), rows.end(), [](const FloatLayerRow& a, const FloatLayerRow& b) {
+    return a.recovery > b.recovery;
+  });
 
   // Worth acting on only when FP16 adds a visible share to the INT8 error.
   const double int8_error = result.fp32_float_output.rel_mse;
@@ -155,7 +167,9 @@ Result<FloatLayersResult> AnalyzeFloatLayers(const PlanEvaluator& evaluator, con
     double recovered = 0;
     std::vector<std::string> nodes, tensors;
     for (const FloatLayerRow& row : rows) {
-      if (recovered >= kTargetRecoveryShare * result.cost || row.recovery < kMinNodeRecoveryShare * result.cost) break;
+      if (recovered >= kTargetRecoveryShare * result.cost ||
+          row.recovery < kMinNodeRecoveryShare * result.cost)
+        break;
       for (const std::string& n : row.nodes) {
         if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
       }
@@ -169,8 +183,8 @@ Result<FloatLayersResult> AnalyzeFloatLayers(const PlanEvaluator& evaluator, con
     }
   }
   if (!result.keep_fp32.empty()) {
-    QK_ASSIGN_OR_RETURN(TrialResult t, evaluator.EvaluatePlan(PinnedNodes(plan, result.keep_fp32), metrics, nullptr,
-                                                              cache.get()));
+    QK_ASSIGN_OR_RETURN(TrialResult t, evaluator.EvaluatePlan(PinnedNodes(plan, result.keep_fp32),
+                                                              metrics, nullptr, cache.get()));
     result.recommended_output = ErrorSummary::From(t.output);
     result.recommended_metrics = t.metrics;
     ++result.trials;
@@ -191,30 +205,36 @@ std::string FormatFloatLayersTable(const FloatLayersResult& r, size_t max_rows) 
       r.dtype, r.plan_output.rel_mse, r.fp32_float_output.rel_mse, r.dtype, r.cost,
       r.fp32_float_output.rel_mse > 0 ? 100.0 * r.cost / r.fp32_float_output.rel_mse : 0.0);
   for (const auto& [name, v] : r.plan_metrics) {
-    s += fmt::format("{}: {} {:.4f}, FP32 float parts {:.4f}\n", name, r.dtype, v, r.fp32_float_metrics.at(name));
+    s += fmt::format("{}: {} {:.4f}, FP32 float parts {:.4f}\n", name, r.dtype, v,
+                     r.fp32_float_metrics.at(name));
   }
-  s += fmt::format("{:>4} {:<32} {:<18} {:>13} {:>10}  {}\n", "rank", "tensor", "written by", "FP32 relMSE",
-                   "recovered", "nodes to keep in FP32");
+  s += fmt::format("{:>4} {:<32} {:<18} {:>13} {:>10}  {}\n", "rank", "tensor", "written by",
+                   "FP32 relMSE", "recovered", "nodes to keep in FP32");
   for (size_t i = 0; i < r.rows.size() && i < max_rows; ++i) {
     const FloatLayerRow& row = r.rows[i];
     const double share = r.cost > 0 ? 100.0 * row.recovery / r.cost : 0.0;
-    s += fmt::format("{:>4} {:<32} {:<18} {:>13.3e} {:>9.1f}%  {}\n", i + 1, row.tensor, row.op_type,
-                     row.output.rel_mse, share, Join(row.nodes));
+    s += fmt::format("{:>4} {:<32} {:<18} {:>13.3e} {:>9.1f}%  {}\n", i + 1, row.tensor,
+                     row.op_type, row.output.rel_mse, share, Join(row.nodes));
   }
-  if (r.rows.size() > max_rows) s += fmt::format("... {} more (--top 0 or --json for all)\n", r.rows.size() - max_rows);
-  s += fmt::format("{} tensor(s) checked; skipped: {} node(s) exact in {} (data movement, Relu, MaxPool...), "
-                   "{} tensor(s) with an unnamed producer or consumer; {} node(s) already FP32\n",
-                   r.rows.size(), r.skipped_exact, r.dtype, r.skipped_unnamed, r.already_fp32);
+  if (r.rows.size() > max_rows)
+    s += fmt::format("... {} more (--top 0 or --json for all)\n", r.rows.size() - max_rows);
+  s += fmt::format(
+      "{} tensor(s) checked; skipped: {} node(s) exact in {} (data movement, Relu, MaxPool...), "
+      "{} tensor(s) with an unnamed producer or consumer; {} node(s) already FP32\n",
+      r.rows.size(), r.skipped_exact, r.dtype, r.skipped_unnamed, r.already_fp32);
   if (!r.keep_fp32.empty()) {
     std::string flags;
-    for (const std::string& n : r.keep_fp32) flags += (flags.empty() ? "--keep-fp32 " : " --keep-fp32 ") + n;
-    s += fmt::format("fix: {} (keeps {} in FP32; output rel MSE {:.3e} -> {:.3e}; with FP32 float parts {:.3e})\n",
-                     flags, Join(r.keep_tensors), r.plan_output.rel_mse, r.recommended_output.rel_mse,
-                     r.fp32_float_output.rel_mse);
+    for (const std::string& n : r.keep_fp32)
+      flags += (flags.empty() ? "--keep-fp32 " : " --keep-fp32 ") + n;
+    s += fmt::format(
+        "fix: {} (keeps {} in FP32; output rel MSE {:.3e} -> {:.3e}; with FP32 float parts {:.3e})\n",
+        flags, Join(r.keep_tensors), r.plan_output.rel_mse, r.recommended_output.rel_mse,
+        r.fp32_float_output.rel_mse);
   } else if (r.cost > 0 && r.cost >= kFloatCostShare * r.fp32_float_output.rel_mse) {
-    s += fmt::format("the {} cost is spread over the graph: no few tensors recover {:.0f}% of it "
-                     "(--float-dtype fp32 removes it)\n",
-                     r.dtype, 100.0 * kMinRecommendedShare);
+    s += fmt::format(
+        "the {} cost is spread over the graph: no few tensors recover {:.0f}% of it "
+        "(--float-dtype fp32 removes it)\n",
+        r.dtype, 100.0 * kMinRecommendedShare);
   } else {
     s += fmt::format("{} costs less than {:.0f}% of the INT8 error: no node needs FP32\n", r.dtype,
                      100.0 * kFloatCostShare);
@@ -257,9 +277,12 @@ std::string FloatLayersJson(const FloatLayersResult& r) {
   return j.dump(1);
 }
 
-std::string FormatAnalyzeReport(const AnalyzeResult* int8, const FloatLayersResult* floats, size_t max_rows) {
+std::string FormatAnalyzeReport(const AnalyzeResult* int8, const FloatLayersResult* floats,
+                                size_t max_rows) {
   std::string s;
-  if (int8) s += FormatAnalyzeTable(*int8, max_rows ? std::min(max_rows, int8->rows.size()) : int8->rows.size());
+  if (int8)
+    s += FormatAnalyzeTable(*int8,
+                            max_rows ? std::min(max_rows, int8->rows.size()) : int8->rows.size());
   if (int8 && floats) s += "\n";
   if (floats) s += FormatFloatLayersTable(*floats, max_rows ? max_rows : floats->rows.size());
   return s;

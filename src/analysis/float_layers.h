@@ -17,9 +17,9 @@
 //   recommendation    when the FP16 cost is at least kFloatCostShare of the INT8-only error, the
 //                     tensors with the largest recovery (each at least kMinNodeRecoveryShare of the
 //                     cost) until kTargetRecoveryShare of the cost is recovered, if together they
-//                     recover at least kMinRecommendedShare (else the cost is spread over the graph);
-//                     their producers and consumers are the `--keep-fp32` list, verified by one more
-//                     run with them pinned.
+//                     recover at least kMinRecommendedShare (else the cost is spread over the
+//                     graph); their producers and consumers are the `--keep-fp32` list, verified by
+//                     one more run with them pinned.
 //
 // Skipped (counted): outputs of nodes exact in the dtype once their inputs are (data movement,
 // Relu, MaxPool, Max/Min...: keeping them FP32 changes no value), Q/DQ and Cast nodes, and
@@ -52,24 +52,24 @@ inline constexpr double kTargetRecoveryShare = 0.80;
 inline constexpr double kMinRecommendedShare = 0.50;
 
 struct FloatLayerRow {
-  std::string tensor;                   // a low-precision tensor of the written model
-  std::string op_type;                  // its producer's
-  std::vector<std::string> nodes;       // its producer and float consumers: the --keep-fp32 names
-  ErrorSummary output;                  // the plan with this tensor kept in FP32
-  double recovery = 0;                  // rel MSE(plan) - rel MSE(kept); > 0 helps
+  std::string tensor;              // a low-precision tensor of the written model
+  std::string op_type;             // its producer's
+  std::vector<std::string> nodes;  // its producer and float consumers: the --keep-fp32 names
+  ErrorSummary output;             // the plan with this tensor kept in FP32
+  double recovery = 0;             // rel MSE(plan) - rel MSE(kept); > 0 helps
   std::map<std::string, double> metrics;
 };
 
 struct FloatLayersResult {
-  std::string dtype;                    // "fp16" | "bf16"
-  ErrorSummary plan_output;             // as written
-  ErrorSummary fp32_float_output;       // the same plan with FP32 float parts (INT8 error only)
+  std::string dtype;               // "fp16" | "bf16"
+  ErrorSummary plan_output;        // as written
+  ErrorSummary fp32_float_output;  // the same plan with FP32 float parts (INT8 error only)
   std::map<std::string, double> plan_metrics, fp32_float_metrics;
-  double cost = 0;                      // plan_output.rel_mse - fp32_float_output.rel_mse
-  std::vector<FloatLayerRow> rows;      // ranked, largest recovery first
-  std::vector<std::string> keep_fp32;   // recommended --keep-fp32 nodes (empty: none needed)
+  double cost = 0;                        // plan_output.rel_mse - fp32_float_output.rel_mse
+  std::vector<FloatLayerRow> rows;        // ranked, largest recovery first
+  std::vector<std::string> keep_fp32;     // recommended --keep-fp32 nodes (empty: none needed)
   std::vector<std::string> keep_tensors;  // the tensors they keep in FP32
-  ErrorSummary recommended_output;      // the plan with keep_fp32 pinned (when not empty)
+  ErrorSummary recommended_output;        // the plan with keep_fp32 pinned (when not empty)
   std::map<std::string, double> recommended_metrics;
   int64_t skipped_exact = 0;    // nodes exact in the dtype
   int64_t skipped_unnamed = 0;  // tensors a --keep-fp32 list cannot reach (an unnamed node)
@@ -85,8 +85,10 @@ struct FloatLayersOptions {
 };
 
 // kInvalidArgument when the plan's float dtype is FP32 (nothing to check).
-Result<FloatLayersResult> AnalyzeFloatLayers(const PlanEvaluator& evaluator, const quant::QuantPlan& plan,
-                                             const std::vector<Metric*>& metrics, const FloatLayersOptions& options);
+Result<FloatLayersResult> AnalyzeFloatLayers(const PlanEvaluator& evaluator,
+                                             const quant::QuantPlan& plan,
+                                             const std::vector<Metric*>& metrics,
+                                             const FloatLayersOptions& options);
 
 std::string FormatFloatLayersTable(const FloatLayersResult& result, size_t max_rows);
 // One JSON object (rows ranked as in the table).
@@ -95,7 +97,8 @@ std::string FloatLayersJson(const FloatLayersResult& result);
 // analyze's whole report from what ran (either may be null, not both): the INT8 table, then the
 // float part's; JSON is AnalyzeJson's object with the float part under "float_layers" (only that
 // key without the INT8 analysis). `max_rows` 0: every row.
-std::string FormatAnalyzeReport(const AnalyzeResult* int8, const FloatLayersResult* floats, size_t max_rows);
+std::string FormatAnalyzeReport(const AnalyzeResult* int8, const FloatLayersResult* floats,
+                                size_t max_rows);
 std::string AnalyzeReportJson(const AnalyzeResult* int8, const FloatLayersResult* floats);
 
 }  // namespace quantkit::analysis

@@ -62,7 +62,8 @@ struct FakeQuantStats {
 // Copies the FP32 values of the watched activations, per batch.
 class CaptureObserver final : public runtime::Observer {
  public:
-  CaptureObserver(const std::set<std::string>* names, std::map<std::string, std::vector<float>>* out)
+  CaptureObserver(const std::set<std::string>* names,
+                  std::map<std::string, std::vector<float>>* out)
       : names_(names), out_(out) {}
   bool Wants(const std::string& n) const override { return names_->count(n) != 0; }
   bool WantsFloat() const override { return true; }
@@ -80,7 +81,8 @@ class CaptureObserver final : public runtime::Observer {
 // Watches one tensor of a simulated run and compares fq(value) with its FP32 value, per batch.
 class CompareObserver final : public runtime::Observer {
  public:
-  CompareObserver(std::string name, float scale, const std::vector<std::map<std::string, std::vector<float>>>* fp32)
+  CompareObserver(std::string name, float scale,
+                  const std::vector<std::map<std::string, std::vector<float>>>* fp32)
       : name_(std::move(name)), scale_(scale), fp32_(fp32), per_batch_(fp32->size()) {}
   void set_batch(size_t b) { batch_ = b; }
   std::vector<double> Rows() const {
@@ -121,14 +123,15 @@ quant::QuantPlan Restrict(const quant::QuantPlan& plan, const std::set<std::stri
 
 // Weight error of per-channel fake quantization (from the initializer, no run needed).
 Status WeightStats(const ir::Tensor& w, const quant::TensorQuant& t, LayerRow* row) {
-  QK_RETURN_IF_NOT(w.dtype() == ir::DType::kFloat, StatusCode::kUnsupported, "weight '{}' is not float",
-                   t.tensor);
+  QK_RETURN_IF_NOT(w.dtype() == ir::DType::kFloat, StatusCode::kUnsupported,
+                   "weight '{}' is not float", t.tensor);
   const int64_t channels = static_cast<int64_t>(t.scale.size());
   int64_t inner = 1, dim = 1;
   if (channels > 1) {
     const int64_t a = t.axis < 0 ? t.axis + w.rank() : t.axis;
-    QK_RETURN_IF_NOT(a >= 0 && a < w.rank() && w.dims()[a] == channels, StatusCode::kInvalidArgument,
-                     "weight '{}': {} scales do not match axis {}", t.tensor, channels, t.axis);
+    QK_RETURN_IF_NOT(a >= 0 && a < w.rank() && w.dims()[a] == channels,
+                     StatusCode::kInvalidArgument, "weight '{}': {} scales do not match axis {}",
+                     t.tensor, channels, t.axis);
     dim = w.dims()[a];
     for (int64_t i = a + 1; i < w.rank(); ++i) inner *= w.dims()[i];
   }
@@ -155,7 +158,8 @@ Status WeightStats(const ir::Tensor& w, const quant::TensorQuant& t, LayerRow* r
 }  // namespace
 
 Result<AnalyzeResult> AnalyzeLayers(const PlanEvaluator& evaluator, const quant::QuantPlan& plan,
-                                    const std::vector<Metric*>& metrics, const AnalyzeOptions& options) {
+                                    const std::vector<Metric*>& metrics,
+                                    const AnalyzeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   AnalyzeResult result;
   result.samples = evaluator.num_samples();
@@ -190,7 +194,8 @@ Result<AnalyzeResult> AnalyzeLayers(const PlanEvaluator& evaluator, const quant:
     }
   }
   QK_RETURN_IF_NOT(!rows.empty(), StatusCode::kInvalidArgument,
-                   "the plan quantizes no tensor of {} (names must match the model)", evaluator.options().model);
+                   "the plan quantizes no tensor of {} (names must match the model)",
+                   evaluator.options().model);
 
   // FP32 activations of the quantized activation tensors, per batch (kept in memory: use a
   // modest --samples on big models).
@@ -219,7 +224,8 @@ Result<AnalyzeResult> AnalyzeLayers(const PlanEvaluator& evaluator, const quant:
     const bool weight = t.role == quant::TensorRole::kWeight;
     if (weight) {
       const ir::Value* v = model.graph->FindValue(row.tensor);
-      QK_RETURN_IF_NOT(v && v->initializer, StatusCode::kInternal, "weight '{}' has no initializer", row.tensor);
+      QK_RETURN_IF_NOT(v && v->initializer, StatusCode::kInternal, "weight '{}' has no initializer",
+                       row.tensor);
       QK_RETURN_IF_ERROR(WeightStats(*v->initializer, t, &row));
     } else {
       std::vector<double> rows;
@@ -230,30 +236,34 @@ Result<AnalyzeResult> AnalyzeLayers(const PlanEvaluator& evaluator, const quant:
         b.Add(x.data(), x.data(), static_cast<int64_t>(x.size()), t.scale[0], &scratch);
         b.AppendState(&rows);
       }
-      QK_ASSIGN_OR_RETURN(rows, evaluator.GatherBatchRows(std::move(rows), FakeQuantStats::kStateSize,
-                                                          "combining tensor statistics"));
+      QK_ASSIGN_OR_RETURN(rows,
+                          evaluator.GatherBatchRows(std::move(rows), FakeQuantStats::kStateSize,
+                                                    "combining tensor statistics"));
       const FakeQuantStats s = FakeQuantStats::Combine(rows);
       row.isolated_tensor = ErrorSummary::From(s.error);
       row.saturation = s.total ? static_cast<double>(s.clipped) / s.total : 0;
       row.range_used = s.max_abs / (static_cast<double>(t.scale[0]) * 127.0);
     }
-    QK_ASSIGN_OR_RETURN(TrialResult iso, evaluator.EvaluatePlan(Restrict(full, {row.tensor}), metrics));
+    QK_ASSIGN_OR_RETURN(TrialResult iso,
+                        evaluator.EvaluatePlan(Restrict(full, {row.tensor}), metrics));
     row.isolated_output = ErrorSummary::From(iso.output);
     row.isolated_metrics = iso.metrics;
     ++result.trials;
     if (options.accumulated) {
       CompareObserver compare(row.tensor, weight ? 1.0f : t.scale[0], &fp32);
       QK_ASSIGN_OR_RETURN(TrialResult acc,
-                          evaluator.EvaluatePlan(Restrict(full, prefix), metrics, [&](size_t b) -> runtime::Observer* {
-                            if (weight) return nullptr;
-                            compare.set_batch(b);
-                            return &compare;
-                          }));
+                          evaluator.EvaluatePlan(Restrict(full, prefix), metrics,
+                                                 [&](size_t b) -> runtime::Observer* {
+                                                   if (weight) return nullptr;
+                                                   compare.set_batch(b);
+                                                   return &compare;
+                                                 }));
       row.accumulated_output = ErrorSummary::From(acc.output);
       row.accumulated_metrics = acc.metrics;
       if (!weight) {
-        QK_ASSIGN_OR_RETURN(std::vector<double> rows, evaluator.GatherBatchRows(compare.Rows(), FakeQuantStats::kStateSize,
-                                                                                "combining tensor errors"));
+        QK_ASSIGN_OR_RETURN(std::vector<double> rows,
+                            evaluator.GatherBatchRows(compare.Rows(), FakeQuantStats::kStateSize,
+                                                      "combining tensor errors"));
         row.accumulated_tensor = ErrorSummary::From(FakeQuantStats::Combine(rows).error);
       }
       ++result.trials;
@@ -274,24 +284,30 @@ using report::Join;
 using report::Num;
 
 std::string FormatAnalyzeTable(const AnalyzeResult& r, size_t max_rows) {
-  std::string s = fmt::format("{} samples; whole plan: output SQNR {:.2f} dB, cosine {:.6f}, rel MSE {:.3e}\n",
-                              r.samples, r.int8_output.sqnr_db, r.int8_output.cosine, r.int8_output.rel_mse);
+  std::string s =
+      fmt::format("{} samples; whole plan: output SQNR {:.2f} dB, cosine {:.6f}, rel MSE {:.3e}\n",
+                  r.samples, r.int8_output.sqnr_db, r.int8_output.cosine, r.int8_output.rel_mse);
   for (const auto& [name, v] : r.fp32_metrics) {
     s += fmt::format("{}: FP32 {:.4f}, INT8 {:.4f}\n", name, v, r.int8_metrics.at(name));
   }
-  s += fmt::format("{:>4} {:<28} {:<6} {:>9} {:>9} {:>10} {:>9} {:>10} {:>7} {:>6}  {}\n", "rank", "tensor", "role",
-                   "iso SQNR", "iso out", "iso relMSE", "acc out", "acc relMSE", "sat%", "range", "nodes");
+  s += fmt::format("{:>4} {:<28} {:<6} {:>9} {:>9} {:>10} {:>9} {:>10} {:>7} {:>6}  {}\n", "rank",
+                   "tensor", "role", "iso SQNR", "iso out", "iso relMSE", "acc out", "acc relMSE",
+                   "sat%", "range", "nodes");
   for (size_t i = 0; i < r.rows.size() && i < max_rows; ++i) {
     const LayerRow& row = r.rows[i];
     std::string extra;
     for (const auto& [name, v] : row.isolated_metrics) extra += fmt::format(" {}={:.4f}", name, v);
-    s += fmt::format("{:>4} {:<28} {:<6} {:>9.2f} {:>9.2f} {:>10.3e} {:>9.2f} {:>10.3e} {:>7.3f} {:>6.2f}  {}{}\n", i + 1,
-                     row.tensor, row.role == "activation" ? "act" : row.role, row.isolated_tensor.sqnr_db, row.isolated_output.sqnr_db,
-                     row.isolated_output.rel_mse, row.accumulated_output.sqnr_db, row.accumulated_output.rel_mse,
-                     100.0 * row.saturation, row.range_used, Join(row.nodes), extra);
+    s += fmt::format(
+        "{:>4} {:<28} {:<6} {:>9.2f} {:>9.2f} {:>10.3e} {:>9.2f} {:>10.3e} {:>7.3f} {:>6.2f}  {}{}\n",
+        i + 1, row.tensor, row.role == "activation" ? "act" : row.role, row.isolated_tensor.sqnr_db,
+        row.isolated_output.sqnr_db, row.isolated_output.rel_mse, row.accumulated_output.sqnr_db,
+        row.accumulated_output.rel_mse, 100.0 * row.saturation, row.range_used, Join(row.nodes),
+        extra);
   }
-  if (r.rows.size() > max_rows) s += fmt::format("... {} more (--top 0 or --json for all)\n", r.rows.size() - max_rows);
-  s += fmt::format("{} trials in {:.2f} s (one FP32 pass: {:.3f} s)\n", r.trials, r.seconds, r.fp32_seconds);
+  if (r.rows.size() > max_rows)
+    s += fmt::format("... {} more (--top 0 or --json for all)\n", r.rows.size() - max_rows);
+  s += fmt::format("{} trials in {:.2f} s (one FP32 pass: {:.3f} s)\n", r.trials, r.seconds,
+                   r.fp32_seconds);
   return s;
 }
 
@@ -305,18 +321,25 @@ std::string AnalyzeJson(const AnalyzeResult& r) {
                     {"role", row.role},
                     {"nodes", row.nodes},
                     {"amax", row.amax},
-                    {"isolated", {{"tensor", ErrorJson(row.isolated_tensor)}, {"output", ErrorJson(row.isolated_output)},
-                                  {"metrics", row.isolated_metrics}}},
-                    {"accumulated", {{"tensor", ErrorJson(row.accumulated_tensor)},
-                                     {"output", ErrorJson(row.accumulated_output)},
-                                     {"metrics", row.accumulated_metrics}}},
+                    {"isolated",
+                     {{"tensor", ErrorJson(row.isolated_tensor)},
+                      {"output", ErrorJson(row.isolated_output)},
+                      {"metrics", row.isolated_metrics}}},
+                    {"accumulated",
+                     {{"tensor", ErrorJson(row.accumulated_tensor)},
+                      {"output", ErrorJson(row.accumulated_output)},
+                      {"metrics", row.accumulated_metrics}}},
                     {"saturation", row.saturation},
                     {"range_used", row.range_used}});
   }
-  nlohmann::json j{{"samples", r.samples},         {"trials", r.trials},
-                   {"seconds", r.seconds},         {"fp32_seconds", r.fp32_seconds},
-                   {"fp32_metrics", r.fp32_metrics}, {"int8_metrics", r.int8_metrics},
-                   {"int8_output", ErrorJson(r.int8_output)}, {"tensors", rows}};
+  nlohmann::json j{{"samples", r.samples},
+                   {"trials", r.trials},
+                   {"seconds", r.seconds},
+                   {"fp32_seconds", r.fp32_seconds},
+                   {"fp32_metrics", r.fp32_metrics},
+                   {"int8_metrics", r.int8_metrics},
+                   {"int8_output", ErrorJson(r.int8_output)},
+                   {"tensors", rows}};
   return j.dump(1);
 }
 

@@ -27,7 +27,9 @@ namespace quantkit::analysis {
 
 struct ErrorSummary {
   double sqnr_db = 0, cosine = 0, rel_mse = 0;
-  static ErrorSummary From(const ErrorStats& s) { return {s.sqnr_db(), s.cosine(), s.relative_mse()}; }
+  static ErrorSummary From(const ErrorStats& s) {
+    return {s.sqnr_db(), s.cosine(), s.relative_mse()};
+  }
 };
 
 struct LayerRow {
@@ -45,11 +47,11 @@ struct LayerRow {
 struct AnalyzeResult {
   std::vector<LayerRow> rows;  // ranked, worst first
   std::map<std::string, double> fp32_metrics, int8_metrics;
-  ErrorSummary int8_output;    // the whole plan
+  ErrorSummary int8_output;  // the whole plan
   int64_t samples = 0;
   int trials = 0;
   double seconds = 0;
-  double fp32_seconds = 0;     // one FP32 pass, for comparison
+  double fp32_seconds = 0;  // one FP32 pass, for comparison
 };
 
 struct AnalyzeOptions {
@@ -58,7 +60,8 @@ struct AnalyzeOptions {
 };
 
 Result<AnalyzeResult> AnalyzeLayers(const PlanEvaluator& evaluator, const quant::QuantPlan& plan,
-                                    const std::vector<Metric*>& metrics, const AnalyzeOptions& options);
+                                    const std::vector<Metric*>& metrics,
+                                    const AnalyzeOptions& options);
 
 std::string FormatAnalyzeTable(const AnalyzeResult& result, size_t max_rows);
 std::string AnalyzeJson(const AnalyzeResult& result);

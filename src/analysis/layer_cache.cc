@@ -19,9 +19,9 @@ namespace {
 // Elementwise ops a layer's block may extend over: each keeps the layer's output channels, reads
 // only that output and constants, and is never a Q/DQ site of TensorRT's recipe.
 const std::set<std::string>& BlockOps() {
-  static const std::set<std::string> ops{"BatchNormalization", "Relu", "Clip", "LeakyRelu", "Sigmoid",
-                                         "Tanh", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus",
-                                         "PRelu", "Gelu"};
+  static const std::set<std::string> ops{
+      "BatchNormalization", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid",
+      "HardSwish",          "Elu",  "Selu", "Softplus",  "PRelu",   "Gelu"};
   return ops;
 }
 
@@ -60,7 +60,8 @@ std::vector<const ir::Value*> Reads(const ir::Graph& graph, const ir::Node& node
 }
 
 // Values (not constants) computed before `position` of `order` and read at or after it.
-std::vector<std::string> LiveAt(const ir::Graph& graph, const std::vector<ir::Node*>& order, int64_t position) {
+std::vector<std::string> LiveAt(const ir::Graph& graph, const std::vector<ir::Node*>& order,
+                                int64_t position) {
   std::unordered_map<const ir::Value*, int64_t> defined, last_read;
   for (const ir::Value* in : graph.inputs()) {
     if (!in->is_initializer()) defined[in] = -1;
@@ -83,7 +84,8 @@ std::vector<std::string> LiveAt(const ir::Graph& graph, const std::vector<ir::No
 Result<int64_t> PositionOf(const std::vector<ir::Node*>& order, const std::string& output) {
   for (size_t i = 0; i < order.size(); ++i) {
     const ir::Node* n = order[i];
-    if (n->num_outputs() > 0 && n->output(0) && n->output(0)->name() == output) return static_cast<int64_t>(i);
+    if (n->num_outputs() > 0 && n->output(0) && n->output(0)->name() == output)
+      return static_cast<int64_t>(i);
   }
   return MakeStatus(StatusCode::kInternal, "no node produces '{}'", output);
 }
@@ -116,7 +118,8 @@ int64_t StoreBytes(const std::map<std::string, std::vector<ir::Tensor>>& store) 
 
 }  // namespace
 
-Result<std::vector<PtqLayer>> FindPtqLayers(const ir::Model& float_model, const quant::QuantPlan& plan,
+Result<std::vector<PtqLayer>> FindPtqLayers(const ir::Model& float_model,
+                                            const quant::QuantPlan& plan,
                                             const std::vector<passes::QdqSite>& sites,
                                             std::vector<SkippedLayer>* skipped) {
   const ir::Graph& g = *float_model.graph;
@@ -149,7 +152,8 @@ Result<std::vector<PtqLayer>> FindPtqLayers(const ir::Model& float_model, const 
       if (skipped) skipped->push_back({n->name.empty() ? n->output(0)->name() : n->name, why});
     };
     const ir::Value* w = n->input(static_cast<size_t>(ws->second->input_index));
-    if (!w || !w->initializer || w->initializer->dtype() != ir::DType::kFloat || w->is_graph_input()) {
+    if (!w || !w->initializer || w->initializer->dtype() != ir::DType::kFloat ||
+        w->is_graph_input()) {
       skip("its weight is not a float initializer");
       continue;
     }
@@ -182,8 +186,9 @@ Result<std::vector<PtqLayer>> FindPtqLayers(const ir::Model& float_model, const 
     const ir::Value* out = n->output(0);
     while (out->uses().size() == 1 && !out->is_graph_output()) {
       const ir::Node* next = out->uses()[0].node;
-      bool ok = BlockOps().count(next->op_type()) && next->domain().empty() && !site_consumers.count(next) &&
-                next->num_outputs() >= 1 && next->output(0) && !plan.float_nodes.count(next->name);
+      bool ok = BlockOps().count(next->op_type()) && next->domain().empty() &&
+                !site_consumers.count(next) && next->num_outputs() >= 1 && next->output(0) &&
+                !plan.float_nodes.count(next->name);
       for (size_t i = 0; ok && i < next->num_inputs(); ++i) {
         ok = next->input(i) == out || IsConstant(next->input(i));
       }
@@ -253,7 +258,8 @@ Result<ir::Model> ExtractSubModel(const ir::Model& model, const std::vector<std:
     if (in->uses().empty() && !captured.count(original_name(in)) && !in->is_graph_output()) {
       g.RemoveInput(in);
       if (in->is_initializer()) continue;
-      for (auto it = fresh.begin(); it != fresh.end();) it = it->second == in ? fresh.erase(it) : std::next(it);
+      for (auto it = fresh.begin(); it != fresh.end();)
+        it = it->second == in ? fresh.erase(it) : std::next(it);
       QK_RETURN_IF_ERROR(g.RemoveValue(in));
     }
   }
@@ -263,7 +269,8 @@ Result<ir::Model> ExtractSubModel(const ir::Model& model, const std::vector<std:
     QK_RETURN_IF_ERROR(g.RenameValue(in, name));
   }
   for (ir::Value* v : g.initializers()) {
-    if (v->uses().empty() && !v->is_graph_input() && !v->is_graph_output() && !captured.count(v->name())) {
+    if (v->uses().empty() && !v->is_graph_input() && !v->is_graph_output() &&
+        !captured.count(v->name())) {
       QK_RETURN_IF_ERROR(g.RemoveValue(v));
     }
   }
@@ -274,10 +281,11 @@ Result<ir::Model> ExtractLayerBlock(const ir::Model& float_model, const PtqLayer
   return ExtractSubModel(float_model, {layer.data_input}, {layer.block_output});
 }
 
-Result<std::unique_ptr<LayerInputCache>> LayerInputCache::Create(std::shared_ptr<const ir::Model> float_model,
-                                                                 std::vector<data::Batch> batches,
-                                                                 const SimulationOptions& simulation) {
-  QK_RETURN_IF_NOT(!batches.empty(), StatusCode::kInvalidArgument, "the PTQ stages need at least one sample");
+Result<std::unique_ptr<LayerInputCache>> LayerInputCache::Create(
+    std::shared_ptr<const ir::Model> float_model, std::vector<data::Batch> batches,
+    const SimulationOptions& simulation) {
+  QK_RETURN_IF_NOT(!batches.empty(), StatusCode::kInvalidArgument,
+                   "the PTQ stages need at least one sample");
   auto cache = std::unique_ptr<LayerInputCache>(new LayerInputCache());
   cache->float_model_ = std::move(float_model);
   cache->simulation_ = simulation;
@@ -300,11 +308,14 @@ Result<std::unique_ptr<LayerInputCache>> LayerInputCache::Create(std::shared_ptr
   return cache;
 }
 
-int64_t LayerInputCache::bytes() const { return StoreBytes(fp32_.store) + StoreBytes(quantized_.store); }
+int64_t LayerInputCache::bytes() const {
+  return StoreBytes(fp32_.store) + StoreBytes(quantized_.store);
+}
 
 Status LayerInputCache::RunSegment(const ir::Model& model, int64_t position, Side* side) const {
   QK_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, model.graph->TopologicalOrder());
-  QK_RETURN_IF_NOT(position >= side->position, StatusCode::kInternal, "layer cache: layers out of order");
+  QK_RETURN_IF_NOT(position >= side->position, StatusCode::kInternal,
+                   "layer cache: layers out of order");
   const std::vector<std::string> live = LiveAt(*model.graph, order, position);
   std::vector<std::string> given, wanted;
   for (const auto& [name, per_batch] : side->store) given.push_back(name);
@@ -322,7 +333,8 @@ Status LayerInputCache::RunSegment(const ir::Model& model, int64_t position, Sid
       std::vector<runtime::NamedTensor> feeds;
       for (const std::string& name : interp->input_names()) {
         auto it = side->store.find(name);
-        QK_RETURN_IF_NOT(it != side->store.end(), StatusCode::kInternal, "layer cache: '{}' was not kept", name);
+        QK_RETURN_IF_NOT(it != side->store.end(), StatusCode::kInternal,
+                         "layer cache: '{}' was not kept", name);
         feeds.push_back({name, it->second[b]});
       }
       QK_ASSIGN_OR_RETURN(std::vector<runtime::NamedTensor> outs, interp->Run(feeds));
@@ -338,26 +350,30 @@ Status LayerInputCache::RunSegment(const ir::Model& model, int64_t position, Sid
   return Status::Ok();
 }
 
-Result<LayerInputCache::LayerInputs> LayerInputCache::Advance(const PtqLayer& layer, const quant::QuantPlan& plan) {
+Result<LayerInputCache::LayerInputs> LayerInputCache::Advance(const PtqLayer& layer,
+                                                              const quant::QuantPlan& plan) {
   LayerInputs inputs;
   {
     QK_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, float_model_->graph->TopologicalOrder());
     QK_ASSIGN_OR_RETURN(int64_t position, PositionOf(order, layer.output));
     QK_RETURN_IF_ERROR(RunSegment(*float_model_, position, &fp32_));
     auto it = fp32_.store.find(layer.data_input);
-    QK_RETURN_IF_NOT(it != fp32_.store.end(), StatusCode::kInternal, "layer cache: no FP32 input '{}'", layer.data_input);
+    QK_RETURN_IF_NOT(it != fp32_.store.end(), StatusCode::kInternal,
+                     "layer cache: no FP32 input '{}'", layer.data_input);
     inputs.fp32 = it->second;
   }
   {
-    QK_ASSIGN_OR_RETURN(ir::Model simulated, BuildSimulationModel(*float_model_, plan, simulation_));
+    QK_ASSIGN_OR_RETURN(ir::Model simulated,
+                        BuildSimulationModel(*float_model_, plan, simulation_));
     QK_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, simulated.graph->TopologicalOrder());
     QK_ASSIGN_OR_RETURN(int64_t position, SimulatedPositionOf(order, layer));
     QK_RETURN_IF_ERROR(RunSegment(simulated, position, &quantized_));
     const ir::Value* in = order[static_cast<size_t>(position)]->input(layer.data_input_index);
-    QK_RETURN_IF_NOT(in != nullptr, StatusCode::kInternal, "layer cache: '{}' lost its input", layer.output);
+    QK_RETURN_IF_NOT(in != nullptr, StatusCode::kInternal, "layer cache: '{}' lost its input",
+                     layer.output);
     auto it = quantized_.store.find(in->name());
-    QK_RETURN_IF_NOT(it != quantized_.store.end(), StatusCode::kInternal, "layer cache: no simulated input '{}'",
-                     in->name());
+    QK_RETURN_IF_NOT(it != quantized_.store.end(), StatusCode::kInternal,
+                     "layer cache: no simulated input '{}'", in->name());
     // The layer blocks the PTQ stages fit compute in FP32; with an FP16/BF16 plan the simulated
     // input is stored in that dtype (what TensorRT reads): widened, exactly, to float.
     inputs.quantized.reserve(it->second.size());

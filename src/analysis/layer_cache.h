@@ -12,7 +12,8 @@
 //
 // Memory: the values live at a cut for every cached sample, twice (FP32 and simulation), plus the
 // layer's own inputs: bounded by the caller's choice of samples (pipelines/ptq_stages.h sizes them
-// from the FP32 model's peak live bytes per sample). Deterministic: no randomness, batches in order.
+// from the FP32 model's peak live bytes per sample). Deterministic: no randomness, batches in
+// order.
 #pragma once
 
 #include <cstdint>
@@ -34,14 +35,15 @@ namespace quantkit::analysis {
 // layer and the elementwise activations that only it feeds (BatchNormalization, Relu, Clip,
 // Sigmoid, ...), up to the next tensor a Q/DQ site reads.
 struct PtqLayer {
-  std::string node;            // the node's name (reports; may be empty in the file)
-  std::string op_type;         // Conv, ConvTranspose, Gemm, MatMul
-  std::string output;          // its first output: identifies it in the float and simulation models
-  std::string data_input;      // the activation it reads
+  std::string node;        // the node's name (reports; may be empty in the file)
+  std::string op_type;     // Conv, ConvTranspose, Gemm, MatMul
+  std::string output;      // its first output: identifies it in the float and simulation models
+  std::string data_input;  // the activation it reads
   size_t data_input_index = 0;
-  std::string weight;          // the float initializer (the plan's weight entry)
-  std::string block_output;    // the last output of the block
-  int64_t output_channel_dim = 1;  // of block_output: 1 for Conv/ConvTranspose, -1 (last) for Gemm/MatMul
+  std::string weight;        // the float initializer (the plan's weight entry)
+  std::string block_output;  // the last output of the block
+  int64_t output_channel_dim =
+      1;  // of block_output: 1 for Conv/ConvTranspose, -1 (last) for Gemm/MatMul
 };
 
 struct SkippedLayer {
@@ -51,7 +53,8 @@ struct SkippedLayer {
 // The main graph's weighted nodes whose weight entry the plan quantizes, in topological order.
 // Layers a stage cannot optimise are listed in `skipped` with the reason (a weight shared by two
 // nodes, a weight that is not an initializer, a node kept in float, a second non-constant input).
-Result<std::vector<PtqLayer>> FindPtqLayers(const ir::Model& float_model, const quant::QuantPlan& plan,
+Result<std::vector<PtqLayer>> FindPtqLayers(const ir::Model& float_model,
+                                            const quant::QuantPlan& plan,
                                             const std::vector<passes::QdqSite>& sites,
                                             std::vector<SkippedLayer>* skipped);
 
@@ -67,9 +70,9 @@ Result<ir::Model> ExtractLayerBlock(const ir::Model& float_model, const PtqLayer
 class LayerInputCache {
  public:
   // `batches`: the samples, run batch by run batch (every model input in each).
-  static Result<std::unique_ptr<LayerInputCache>> Create(std::shared_ptr<const ir::Model> float_model,
-                                                         std::vector<data::Batch> batches,
-                                                         const SimulationOptions& simulation);
+  static Result<std::unique_ptr<LayerInputCache>> Create(
+      std::shared_ptr<const ir::Model> float_model, std::vector<data::Batch> batches,
+      const SimulationOptions& simulation);
 
   struct LayerInputs {
     std::vector<ir::Tensor> fp32;       // per run batch: the layer's input in the FP32 model

@@ -9,15 +9,14 @@
 namespace quantkit::analysis {
 namespace {
 
-int64_t Argmax(const float* row, int64_t width) {
-  return std::max_element(row, row + width) - row;
-}
+int64_t Argmax(const float* row, int64_t width) { return std::max_element(row, row + width) - row; }
 
 }  // namespace
 
 Status Top1Metric::Update(const MetricBatch& b) {
-  QK_RETURN_IF_NOT(b.labels != nullptr, StatusCode::kInvalidArgument,
-                   "metric 'top1' needs labelled data (use 'agreement' or 'rel_mse' without labels)");
+  QK_RETURN_IF_NOT(
+      b.labels != nullptr, StatusCode::kInvalidArgument,
+      "metric 'top1' needs labelled data (use 'agreement' or 'rel_mse' without labels)");
   for (int64_t i = 0; i < b.batch; ++i) {
     hits_ += Argmax(b.output + i * b.width, b.width) == b.labels[i] ? 1 : 0;
   }
@@ -96,7 +95,8 @@ Status RelativeMseMetric::Update(const MetricBatch& b) {
 Result<std::unique_ptr<Metric>> MakeMetric(const std::string& name) {
   if (name == "top1") return std::unique_ptr<Metric>(new Top1Metric());
   if (name == "agreement") return std::unique_ptr<Metric>(new AgreementMetric());
-  if (name == "rel_mse" || name == "rel-mse") return std::unique_ptr<Metric>(new RelativeMseMetric());
+  if (name == "rel_mse" || name == "rel-mse")
+    return std::unique_ptr<Metric>(new RelativeMseMetric());
   if (name == "frame_agreement") return std::unique_ptr<Metric>(new FrameAgreementMetric());
   if (name == "decode_agreement") return std::unique_ptr<Metric>(new DecodeAgreementMetric());
   return MakeStatus(
@@ -149,7 +149,8 @@ bool IsNormalisedEmbedding(const ir::Graph& graph) {
   return false;
 }
 
-Result<std::unique_ptr<Metric>> MakeOutputAwareMetric(const std::string& given, bool has_labels, bool class_output) {
+Result<std::unique_ptr<Metric>> MakeOutputAwareMetric(const std::string& given, bool has_labels,
+                                                      bool class_output) {
   return MakeMetric(given.empty() ? DefaultMetricName(has_labels, class_output) : given);
 }
 

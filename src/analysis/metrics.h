@@ -29,8 +29,8 @@ struct MetricBatch {
   const float* reference = nullptr;  // [batch, width] of the FP32 model
   int64_t batch = 0;
   int64_t width = 0;
-  const int64_t* labels = nullptr;   // [batch], or nullptr without labels
-  int64_t classes = 0;               // the output's last axis (frames are its rows); 0: unknown
+  const int64_t* labels = nullptr;  // [batch], or nullptr without labels
+  int64_t classes = 0;              // the output's last axis (frames are its rows); 0: unknown
 };
 
 class Metric {
@@ -117,7 +117,9 @@ class RelativeMseMetric final : public Metric {
   bool higher_is_better() const override { return false; }
   void Reset() override { err2_ = ref2_ = 0; }
   Status Update(const MetricBatch& b) override;
-  std::vector<double> State() const override { return {static_cast<double>(err2_), static_cast<double>(ref2_)}; }
+  std::vector<double> State() const override {
+    return {static_cast<double>(err2_), static_cast<double>(ref2_)};
+  }
   void AddState(const std::vector<double>& s) override {
     err2_ += static_cast<decltype(err2_)>(s.at(0));
     ref2_ += static_cast<decltype(ref2_)>(s.at(1));
@@ -149,7 +151,8 @@ bool IsClassOutput(const std::vector<int64_t>& dims);
 bool IsNormalisedEmbedding(const ir::Graph& graph);
 // The metric a workflow optimises: the built-in `given`, or DefaultMetricName when it is empty.
 // An unknown name is kInvalidArgument. The one rule of analyze, fallback and qat.
-Result<std::unique_ptr<Metric>> MakeOutputAwareMetric(const std::string& given, bool has_labels, bool class_output);
+Result<std::unique_ptr<Metric>> MakeOutputAwareMetric(const std::string& given, bool has_labels,
+                                                      bool class_output);
 
 // Error statistics of a tensor against its FP32 value, accumulated over batches.
 struct ErrorStats {
@@ -165,9 +168,9 @@ struct ErrorStats {
   static constexpr size_t kStateSize = 6;
   void AppendState(std::vector<double>* out) const;
   static ErrorStats FromState(const double* state);
-  double sqnr_db() const;      // 10 log10(sum ref^2 / sum err^2); +inf when exact
-  double cosine() const;       // 1 when both are all zero
-  double relative_mse() const; // sum err^2 / sum ref^2
+  double sqnr_db() const;       // 10 log10(sum ref^2 / sum err^2); +inf when exact
+  double cosine() const;        // 1 when both are all zero
+  double relative_mse() const;  // sum err^2 / sum ref^2
 };
 
 }  // namespace quantkit::analysis

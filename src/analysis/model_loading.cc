@@ -19,7 +19,8 @@ Result<ir::Model> LoadModelForQuantization(const std::string& path, onnx_io::Ops
   static const passes::PromoteConstants kPromote;
   static const passes::FoldIdentityOfConstants kFoldIdentity;
   static const passes::FoldConstantIf kFoldIf;
-  QK_RETURN_IF_ERROR(passes::RunPasses(model, {&kPromote, &kFoldIdentity, &kFoldIf}, reports).WithContext(path));
+  QK_RETURN_IF_ERROR(
+      passes::RunPasses(model, {&kPromote, &kFoldIdentity, &kFoldIf}, reports).WithContext(path));
   return model;
 }
 

@@ -37,15 +37,16 @@ Status CheckOutput(const runtime::NamedTensor& out, int64_t batch, int64_t width
   QK_RETURN_IF_NOT(out.tensor.dtype() == ir::DType::kFloat && out.tensor.rank() >= 1 &&
                        out.tensor.dims()[0] == batch && out.tensor.numel() == batch * width,
                    StatusCode::kInvalidArgument,
-                   "output '{}' is not a float [{}, {}] tensor like the FP32 model's", out.name, batch,
-                   width);
+                   "output '{}' is not a float [{}, {}] tensor like the FP32 model's", out.name,
+                   batch, width);
   return Status::Ok();
 }
 
 }  // namespace
 
 Result<std::unique_ptr<PlanEvaluator>> PlanEvaluator::Create(const PlanEvalOptions& options) {
-  QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be positive");
+  QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument,
+                   "--batch-size must be positive");
   auto e = std::unique_ptr<PlanEvaluator>(new PlanEvaluator());
   e->options_ = options;
   bool local_class_output = true;
@@ -53,13 +54,15 @@ Result<std::unique_ptr<PlanEvaluator>> PlanEvaluator::Create(const PlanEvalOptio
   const Status loaded = [&]() -> Status {
     QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
     e->float_model_ = std::make_shared<const ir::Model>(std::move(model));
-    QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
-                        data::OpenSource(options.data, data::ModelInputs(*e->float_model_), options.image));
+    QK_ASSIGN_OR_RETURN(
+        std::unique_ptr<data::Source> source,
+        data::OpenSource(options.data, data::ModelInputs(*e->float_model_), options.image));
     // A held-out tail: samples [first_sample, first_sample + samples) of the data.
     source = data::Window(std::move(source), options.first_sample, options.samples);
     e->data_description_ = source->Describe();
     e->num_samples_ = source->num_samples();
-    QK_RETURN_IF_NOT(e->num_samples_ > 0, StatusCode::kInvalidArgument, "{}: no samples", e->data_description_);
+    QK_RETURN_IF_NOT(e->num_samples_ > 0, StatusCode::kInvalidArgument, "{}: no samples",
+                     e->data_description_);
     // Shards hold whole batches: every rank runs the batches (and shape groups) one process runs.
     const int64_t batch_size = data::EffectiveBatchSize(*source, options.batch_size);
     e->shard_ = data::ShardOf(e->num_samples_, e->rank(), e->world_size(), batch_size);
@@ -80,8 +83,8 @@ Result<std::unique_ptr<PlanEvaluator>> PlanEvaluator::Create(const PlanEvalOptio
         if (!outs.empty()) QK_RETURN_IF_ERROR(WidenOutput(&outs[0].tensor));
         QK_RETURN_IF_NOT(!outs.empty() && outs[0].tensor.dtype() == ir::DType::kFloat &&
                              outs[0].tensor.rank() >= 1 && outs[0].tensor.dims()[0] == count,
-                         StatusCode::kInvalidArgument, "{}: the first output is not a float [batch, ...] tensor",
-                         options.model);
+                         StatusCode::kInvalidArgument,
+                         "{}: the first output is not a float [batch, ...] tensor", options.model);
         const ir::Tensor& out = outs[0].tensor;
         local_class_output &= IsClassOutput(out.dims());
         e->reference_.push_back(out);
@@ -95,7 +98,8 @@ Result<std::unique_ptr<PlanEvaluator>> PlanEvaluator::Create(const PlanEvalOptio
   QK_RETURN_IF_ERROR(e->Agree(loaded, "running the FP32 model"));
   // Properties of the whole data: every rank must pick the same default metric.
   std::vector<int64_t> flags{e->has_labels_ ? 0 : 1, local_class_output ? 0 : 1};
-  if (options.comm) QK_RETURN_IF_ERROR(options.comm->AllReduceSum(&flags, "combining data properties"));
+  if (options.comm)
+    QK_RETURN_IF_ERROR(options.comm->AllReduceSum(&flags, "combining data properties"));
   e->has_labels_ = flags[0] == 0;
   e->class_output_ = flags[1] == 0;
   return e;
@@ -108,14 +112,15 @@ Status PlanEvaluator::Agree(const Status& local, const std::string& step) const 
 Result<std::vector<double>> PlanEvaluator::GatherBatchRows(std::vector<double> local, size_t stride,
                                                            const std::string& what) const {
   if (world_size() == 1) return local;
-  const std::string bytes(reinterpret_cast<const char*>(local.data()), local.size() * sizeof(double));
+  const std::string bytes(reinterpret_cast<const char*>(local.data()),
+                          local.size() * sizeof(double));
   QK_ASSIGN_OR_RETURN(std::vector<std::string> parts, options_.comm->AllGather(bytes, what));
   // Shards are contiguous and in rank order: rank order is batch order.
   std::vector<double> rows;
   for (const std::string& part : parts) {
     const size_t n = part.size() / sizeof(double);
-    QK_CHECK(n * sizeof(double) == part.size() && (stride == 0 || n % stride == 0), "{}: a rank sent {} bytes", what,
-             part.size());
+    QK_CHECK(n * sizeof(double) == part.size() && (stride == 0 || n % stride == 0),
+             "{}: a rank sent {} bytes", what, part.size());
     const size_t old = rows.size();
     rows.resize(old + n);
     std::memcpy(rows.data() + old, part.data(), part.size());
@@ -130,7 +135,8 @@ Status PlanEvaluator::CheckMetrics(const std::vector<Metric*>& metrics) const {
     QK_RETURN_IF_NOT(!m->needs_labels() || has_labels_, StatusCode::kInvalidArgument,
                      "metric '{}' needs labelled data; {} has none", m->name(), data_description_);
     QK_RETURN_IF_NOT(world_size() == 1 || !m->State().empty(), StatusCode::kUnsupported,
-                     "metric '{}' has no Metric::State(): it cannot be combined across processes", m->name());
+                     "metric '{}' has no Metric::State(): it cannot be combined across processes",
+                     m->name());
     m->Reset();
   }
   return Status::Ok();
@@ -140,8 +146,8 @@ namespace {
 
 // Runs one batch's metrics: those with a state start from zero and append it to `row` (combined
 // in batch order later); those without one (one process only) accumulate as they go.
-Status UpdateMetrics(const std::vector<Metric*>& metrics, const MetricBatch& mb, const ErrorStats& error,
-                     std::vector<double>* row) {
+Status UpdateMetrics(const std::vector<Metric*>& metrics, const MetricBatch& mb,
+                     const ErrorStats& error, std::vector<double>* row) {
   error.AppendState(row);
   for (Metric* m : metrics) {
     const bool has_state = !m->State().empty();
@@ -189,7 +195,8 @@ Result<TrialResult> PlanEvaluator::EvaluateFp32(const std::vector<Metric*>& metr
     for (size_t i = 0; i < batches_.size(); ++i) {
       const float* ref = reference_[i].data_as<float>();
       const int64_t n = batches_[i].size ? batches_[i].size : reference_[i].dims()[0];
-      const int64_t width = reference_[i].numel() / n;  // per batch: shapes may differ between batches
+      const int64_t width =
+          reference_[i].numel() / n;  // per batch: shapes may differ between batches
       MetricBatch mb{ref,
                      ref,
                      n,
@@ -209,14 +216,19 @@ Result<TrialResult> PlanEvaluator::EvaluateFp32(const std::vector<Metric*>& metr
 
 Result<TrialResult> PlanEvaluator::EvaluatePlan(const quant::QuantPlan& plan,
                                                 const std::vector<Metric*>& metrics,
-                                                const ObserverFor& observer, const PrefixCache* cache) const {
-  // A clone of the loaded float model: the file is read and prepared once per search, not per trial.
-  QK_ASSIGN_OR_RETURN(ir::Model model, BuildSimulationModel(*float_model_, plan, options_.simulation));
+                                                const ObserverFor& observer,
+                                                const PrefixCache* cache) const {
+  // A clone of the loaded float model: the file is read and prepared once per search, not per
+  // trial.
+  QK_ASSIGN_OR_RETURN(ir::Model model,
+                      BuildSimulationModel(*float_model_, plan, options_.simulation));
   return EvaluateModel(std::move(model), metrics, observer, cache);
 }
 
-Result<TrialResult> PlanEvaluator::EvaluateModel(ir::Model model, const std::vector<Metric*>& metrics,
-                                                 const ObserverFor& observer, const PrefixCache* cache) const {
+Result<TrialResult> PlanEvaluator::EvaluateModel(ir::Model model,
+                                                 const std::vector<Metric*>& metrics,
+                                                 const ObserverFor& observer,
+                                                 const PrefixCache* cache) const {
   const auto start = std::chrono::steady_clock::now();
   QK_RETURN_IF_ERROR(CheckMetrics(metrics));
   std::vector<double> rows;
@@ -228,7 +240,8 @@ Result<TrialResult> PlanEvaluator::EvaluateModel(ir::Model model, const std::vec
     runtime::InterpreterOptions interpreter_options;
     // Cached activations are not user inputs (the user's were checked by the FP32 run).
     interpreter_options.check_finite_inputs = cached.empty();
-    QK_ASSIGN_OR_RETURN(auto interpreter, runtime::Interpreter::Create(std::move(model), interpreter_options));
+    QK_ASSIGN_OR_RETURN(auto interpreter,
+                        runtime::Interpreter::Create(std::move(model), interpreter_options));
     for (size_t i = 0; i < batches_.size(); ++i) {
       runtime::RunOptions run_options;
       if (observer) {

@@ -25,10 +25,10 @@
 #include "data/image_options.h"
 #include "data/shard.h"
 #include "data/source.h"
+#include "distributed/communicator.h"
 #include "ir/graph.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
-#include "distributed/communicator.h"
 #include "runtime/observer.h"
 
 namespace quantkit::analysis {
@@ -36,10 +36,11 @@ namespace quantkit::analysis {
 class PrefixCache;  // analysis/prefix_cache.h
 
 struct PlanEvalOptions {
-  std::string model;  // the FP32 model
-  std::string data;   // data::OpenSource spec
+  std::string model;         // the FP32 model
+  std::string data;          // data::OpenSource spec
   data::ImageOptions image;  // the preprocessing declared for an image-folder spec
-  int64_t first_sample = 0;  // skip the data's first N samples (the held-out tail of calibration data)
+  int64_t first_sample =
+      0;  // skip the data's first N samples (the held-out tail of calibration data)
   int64_t samples = 0;
   int64_t batch_size = 64;
   SimulationOptions simulation;
@@ -63,11 +64,14 @@ class PlanEvaluator {
   Result<TrialResult> EvaluateFp32(const std::vector<Metric*>& metrics) const;
   // With a `cache` (and no observer, which wants every tensor) the trial runs only the part of
   // its model that differs from the cache's base, from cached activations: same results.
-  Result<TrialResult> EvaluatePlan(const quant::QuantPlan& plan, const std::vector<Metric*>& metrics,
-                                   const ObserverFor& observer = nullptr, const PrefixCache* cache = nullptr) const;
+  Result<TrialResult> EvaluatePlan(const quant::QuantPlan& plan,
+                                   const std::vector<Metric*>& metrics,
+                                   const ObserverFor& observer = nullptr,
+                                   const PrefixCache* cache = nullptr) const;
   // Any model with the FP32 model's inputs (e.g. a Q/DQ model as written).
   Result<TrialResult> EvaluateModel(ir::Model model, const std::vector<Metric*>& metrics,
-                                    const ObserverFor& observer = nullptr, const PrefixCache* cache = nullptr) const;
+                                    const ObserverFor& observer = nullptr,
+                                    const PrefixCache* cache = nullptr) const;
   // Runs the FP32 model again over the cached batches with an observer (to capture activations).
   Status RunFp32(const ObserverFor& observer) const;
 
@@ -83,8 +87,8 @@ class PlanEvaluator {
   bool has_labels() const { return has_labels_; }
   // The first output is a class vector: [batch, classes] with more than one class.
   bool class_output() const;
-  int64_t num_samples() const { return num_samples_; }  // all ranks together
-  size_t num_batches() const { return batches_.size(); }  // this rank's
+  int64_t num_samples() const { return num_samples_; }      // all ranks together
+  size_t num_batches() const { return batches_.size(); }    // this rank's
   const data::ShardRange& shard() const { return shard_; }  // this rank's samples
   int rank() const { return options_.comm ? options_.comm->rank() : 0; }
   int world_size() const { return options_.comm ? options_.comm->world_size() : 1; }

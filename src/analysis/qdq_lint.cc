@@ -13,8 +13,8 @@
 #include "common/check.h"
 #include "common/text.h"
 #include "ir/float16.h"
-#include "passes/qdq_pairs.h"
 #include "passes/placement_rules.h"
+#include "passes/qdq_pairs.h"
 #include "runtime/interpreter.h"
 
 namespace quantkit::analysis {
@@ -23,10 +23,12 @@ namespace {
 // Ops TensorRT can run in INT8 (or that move INT8 data) when fed by DequantizeLinear.
 const std::set<std::string>& Int8CapableOps() {
   static const std::set<std::string> ops{
-      "Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Mul", "Concat", "MaxPool", "AveragePool",
-      "GlobalAveragePool", "GlobalMaxPool", "Relu", "Clip", "LeakyRelu", "Reshape", "Transpose",
-      "Flatten", "Squeeze", "Unsqueeze", "Identity", "Slice", "Split", "Pad", "Resize",
-      "QuantizeLinear", "Gather", "Expand", "Tile", "ReduceMean"};
+      "Conv",          "ConvTranspose", "Gemm",    "MatMul",      "Add",
+      "Mul",           "Concat",        "MaxPool", "AveragePool", "GlobalAveragePool",
+      "GlobalMaxPool", "Relu",          "Clip",    "LeakyRelu",   "Reshape",
+      "Transpose",     "Flatten",       "Squeeze", "Unsqueeze",   "Identity",
+      "Slice",         "Split",         "Pad",     "Resize",      "QuantizeLinear",
+      "Gather",        "Expand",        "Tile",    "ReduceMean"};
   return ops;
 }
 
@@ -107,7 +109,8 @@ class Linter {
     }
     // Zero-point dtype and values.
     ir::DType qtype = zp && zp->initializer ? zp->initializer->dtype() : ir::DType::kUint8;
-    if (!is_q && n.input(0) && n.input(0)->type.is_tensor() && n.input(0)->type.dtype != ir::DType::kUndefined) {
+    if (!is_q && n.input(0) && n.input(0)->type.is_tensor() &&
+        n.input(0)->type.dtype != ir::DType::kUndefined) {
       qtype = n.input(0)->type.dtype;
     }
     if (!zp && is_q && !n.has_attr("output_dtype")) qtype = ir::DType::kUint8;
@@ -119,14 +122,16 @@ class Linter {
     }
     if (qtype == ir::DType::kUint8) {
       Add("QK002", Severity::kError, n,
-          fmt::format("quantizes to uint8{}", zp ? "" : " (no zero point given: ONNX defaults to uint8)"),
+          fmt::format("quantizes to uint8{}",
+                      zp ? "" : " (no zero point given: ONNX defaults to uint8)"),
           "TensorRT has no UINT8 quantization; its ONNX parser rejects uint8 Q/DQ",
           "use an int8 zero-point initializer of value 0 (symmetric int8)");
     }
     if (zp && zp->initializer) {
       const ir::Tensor& z = *zp->initializer;
       bool nonzero = false;
-      for (size_t i = 0; i < z.nbytes(); ++i) nonzero |= static_cast<const uint8_t*>(z.data())[i] != 0;
+      for (size_t i = 0; i < z.nbytes(); ++i)
+        nonzero |= static_cast<const uint8_t*>(z.data())[i] != 0;
       if (nonzero) {
         Add("QK001", Severity::kError, n,
             fmt::format("zero point '{}' is not all zeros", zp->name()),
@@ -136,16 +141,19 @@ class Linter {
             "MODEL out.onnx");
       }
       if (ir::IsFloating(z.dtype()) && opset < 19) {
-        Add("QK007", Severity::kError, n, fmt::format("float8 Q/DQ needs opset 19, model has {}", opset),
+        Add("QK007", Severity::kError, n,
+            fmt::format("float8 Q/DQ needs opset 19, model has {}", opset),
             "older opsets do not define float8 QuantizeLinear", kMinOpsetFix);
       }
       if ((z.dtype() == ir::DType::kInt4 || z.dtype() == ir::DType::kUint4) && opset < 21) {
-        Add("QK007", Severity::kError, n, fmt::format("int4 Q/DQ needs opset 21, model has {}", opset),
+        Add("QK007", Severity::kError, n,
+            fmt::format("int4 Q/DQ needs opset 21, model has {}", opset),
             "older opsets do not define int4 QuantizeLinear", kMinOpsetFix);
       }
     }
     if (n.GetInt("block_size", 0) > 0 && opset < 21) {
-      Add("QK007", Severity::kError, n, fmt::format("blocked quantization needs opset 21, model has {}", opset),
+      Add("QK007", Severity::kError, n,
+          fmt::format("blocked quantization needs opset 21, model has {}", opset),
           "older opsets have no block_size attribute", kMinOpsetFix);
     }
     if (!scale || !scale->initializer) return;
@@ -177,7 +185,8 @@ class Linter {
           "write the axis attribute explicitly (0 for Conv weights, 1 for ConvTranspose)");
     }
     const ir::Value* data = n.input(0);
-    const ir::Value* source = is_q ? data : (data && data->producer() ? data->producer()->input(0) : data);
+    const ir::Value* source =
+        is_q ? data : (data && data->producer() ? data->producer()->input(0) : data);
     if (source && !source->is_constant() && !(data && data->is_constant())) {
       Add("QK005", Severity::kError, n,
           fmt::format("per-channel quantization of activation '{}'", source->name()),
@@ -246,7 +255,8 @@ class Linter {
       if (x_q && w_const_float) {
         Add("QK012", Severity::kWarning, n,
             fmt::format("input '{}' is quantized but weight '{}' is not", x->name(), w->name()),
-            "TensorRT runs the layer in higher precision", "add a per-channel Q/DQ pair on the weight");
+            "TensorRT runs the layer in higher precision",
+            "add a per-channel Q/DQ pair on the weight");
       } else if (w_q && x && !x_q && !x->is_constant()) {
         Add("QK012", Severity::kWarning, n,
             fmt::format("weight '{}' is quantized but input '{}' is not", w->name(), x->name()),
@@ -283,9 +293,12 @@ class Linter {
 
 const char* SeverityName(Severity s) {
   switch (s) {
-    case Severity::kInfo: return "info";
-    case Severity::kWarning: return "warning";
-    case Severity::kError: return "error";
+    case Severity::kInfo:
+      return "info";
+    case Severity::kWarning:
+      return "warning";
+    case Severity::kError:
+      return "error";
   }
   return "?";
 }
@@ -367,9 +380,10 @@ Result<LintReport> LintModelFile(const std::string& path) {
   }
   LintReport report = LintQdqModel(*model);
   if (!unsupported.empty()) {
-    report.findings.push_back(LintFinding{"QK014", Severity::kInfo, model->graph->name, "Graph", unsupported,
-                                          "quantkit's runtime lacks this op, so it could not build the model",
-                                          "none needed if TensorRT has the op (a plugin)"});
+    report.findings.push_back(
+        LintFinding{"QK014", Severity::kInfo, model->graph->name, "Graph", unsupported,
+                    "quantkit's runtime lacks this op, so it could not build the model",
+                    "none needed if TensorRT has the op (a plugin)"});
   }
   return report;
 }
@@ -379,8 +393,8 @@ std::string FormatLintText(const LintReport& report) {
   for (const LintFinding& f : report.findings) {
     // Node names and messages come from the model: escaped so they cannot drive the terminal.
     out += fmt::format("{} {} node '{}' ({}): {}. Why: {}. Fix: {}.\n", SeverityName(f.severity),
-                       f.rule, EscapeControl(f.node), EscapeControl(f.op_type), EscapeControl(f.message),
-                       f.why, f.fix);
+                       f.rule, EscapeControl(f.node), EscapeControl(f.op_type),
+                       EscapeControl(f.message), f.why, f.fix);
   }
   out += fmt::format("{} QuantizeLinear, {} DequantizeLinear: {} errors, {} warnings, {} notes\n",
                      report.num_q, report.num_dq, report.Count(Severity::kError),
@@ -391,8 +405,13 @@ std::string FormatLintText(const LintReport& report) {
 std::string FormatLintJson(const LintReport& report) {
   nlohmann::json findings = nlohmann::json::array();
   for (const LintFinding& f : report.findings) {
-    findings.push_back({{"rule", f.rule}, {"severity", SeverityName(f.severity)}, {"node", f.node},
-                        {"op_type", f.op_type}, {"message", f.message}, {"why", f.why}, {"fix", f.fix}});
+    findings.push_back({{"rule", f.rule},
+                        {"severity", SeverityName(f.severity)},
+                        {"node", f.node},
+                        {"op_type", f.op_type},
+                        {"message", f.message},
+                        {"why", f.why},
+                        {"fix", f.fix}});
   }
   nlohmann::json j{{"summary",
                     {{"quantize_linear", report.num_q},

@@ -21,7 +21,8 @@
 //   QK014 info     an op quantkit's runtime lacks (a plugin?): its inputs and outputs were not
 //                  checked by running the model's kernels
 //   QK015-QK018    strongly typed networks (TensorRT 11): mixed float types at an op, Q/DQ type
-//                  mismatches, a Cast after a DequantizeLinear, FP32 islands (analysis/typed_lint.h)
+//                  mismatches, a Cast after a DequantizeLinear, FP32 islands
+//                  (analysis/typed_lint.h)
 #pragma once
 
 #include <string>
@@ -55,9 +56,9 @@ struct LintReport {
 
 LintReport LintQdqModel(const ir::Model& model);
 
-// Loads `path` for linting: import, PromoteConstants and FoldIdentityOfConstants, then builds every kernel of quantkit's
-// runtime so that a model which cannot run (bad attributes, impossible shapes) is an error
-// naming the file and node (kInvalidModel), not "0 errors". Then LintQdqModel.
+// Loads `path` for linting: import, PromoteConstants and FoldIdentityOfConstants, then builds every
+// kernel of quantkit's runtime so that a model which cannot run (bad attributes, impossible shapes)
+// is an error naming the file and node (kInvalidModel), not "0 errors". Then LintQdqModel.
 Result<LintReport> LintModelFile(const std::string& path);
 
 // "error QK001 node 'x_Q' (QuantizeLinear): ... Why: ... Fix: ..." one finding per line.

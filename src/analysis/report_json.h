@@ -18,7 +18,9 @@ inline std::string Join(const std::vector<std::string>& v) {
 }
 
 // JSON has no infinity: an exact match is reported as null SQNR.
-inline nlohmann::json Num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+inline nlohmann::json Num(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
 
 inline nlohmann::json ErrorJson(const ErrorSummary& e) {
   return {{"sqnr_db", Num(e.sqnr_db)}, {"cosine", Num(e.cosine)}, {"rel_mse", Num(e.rel_mse)}};

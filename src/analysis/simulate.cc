@@ -56,7 +56,8 @@ Result<quant::QuantPlan> ReadPlanFile(const std::string& path) {
   return plan;
 }
 
-Result<std::vector<std::string>> UnmatchedPlanTensors(const ir::Graph& graph, const quant::QuantPlan& plan,
+Result<std::vector<std::string>> UnmatchedPlanTensors(const ir::Graph& graph,
+                                                      const quant::QuantPlan& plan,
                                                       const std::string& model_name) {
   std::vector<std::string> unmatched;
   int activations = 0, matched = 0;
@@ -69,10 +70,11 @@ Result<std::vector<std::string>> UnmatchedPlanTensors(const ir::Graph& graph, co
       matched += found ? 1 : 0;
     }
   }
-  QK_RETURN_IF_NOT(activations == 0 || matched > 0, StatusCode::kInvalidArgument,
-                   "none of the plan's {} quantized activations is a tensor of {} (a plan for another "
-                   "model?)",
-                   activations, model_name);
+  QK_RETURN_IF_NOT(
+      activations == 0 || matched > 0, StatusCode::kInvalidArgument,
+      "none of the plan's {} quantized activations is a tensor of {} (a plan for another "
+      "model?)",
+      activations, model_name);
   return unmatched;
 }
 
@@ -80,15 +82,18 @@ Status CheckPlanFloatModel(const quant::QuantPlan& plan, const std::string& mode
   if (plan.provenance.float_model_sha256.empty() || !plan.initializers.empty()) return Status::Ok();
   QK_ASSIGN_OR_RETURN(std::string sha, Sha256OfFile(model_path));
   std::string stages;
-  for (const std::string& s : plan.provenance.stages) stages += (stages.empty() ? "" : ", ") + s.substr(0, s.find('('));
-  QK_RETURN_IF_NOT(sha == plan.provenance.float_model_sha256, StatusCode::kInvalidArgument,
-                   "the plan's PTQ stages ({}) changed weights that plan files do not hold: give the float model "
-                   "written beside the plan (model.float.onnx, sha256 {}), not {}",
-                   stages, plan.provenance.float_model_sha256.substr(0, 12), model_path);
+  for (const std::string& s : plan.provenance.stages)
+    stages += (stages.empty() ? "" : ", ") + s.substr(0, s.find('('));
+  QK_RETURN_IF_NOT(
+      sha == plan.provenance.float_model_sha256, StatusCode::kInvalidArgument,
+      "the plan's PTQ stages ({}) changed weights that plan files do not hold: give the float model "
+      "written beside the plan (model.float.onnx, sha256 {}), not {}",
+      stages, plan.provenance.float_model_sha256.substr(0, 12), model_path);
   return Status::Ok();
 }
 
-Result<ir::Model> BuildSimulationModel(const std::string& float_model_path, const quant::QuantPlan& plan,
+Result<ir::Model> BuildSimulationModel(const std::string& float_model_path,
+                                       const quant::QuantPlan& plan,
                                        const SimulationOptions& options) {
   QK_RETURN_IF_ERROR(CheckPlanFloatModel(plan, float_model_path));
   QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(float_model_path));
@@ -97,7 +102,8 @@ Result<ir::Model> BuildSimulationModel(const std::string& float_model_path, cons
 
 Result<ir::Model> BuildSimulationModel(const ir::Model& float_model, const quant::QuantPlan& plan,
                                        const SimulationOptions& options) {
-  QK_RETURN_IF_ERROR(UnmatchedPlanTensors(*float_model.graph, plan, float_model.source_path).status());
+  QK_RETURN_IF_ERROR(
+      UnmatchedPlanTensors(*float_model.graph, plan, float_model.source_path).status());
   QK_ASSIGN_OR_RETURN(ir::Model model, ir::CloneModel(float_model));
   quant::QuantPlan filled = plan;
   const passes::ApplyPlan apply(&filled, options);

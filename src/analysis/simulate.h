@@ -37,18 +37,20 @@ Result<quant::QuantPlan> ReadPlanFile(const std::string& path);
 
 // Plan entries (quantized) that name no tensor of the graph: a plan for another model, or a model
 // renamed since. Fails when none of the plan's quantized activations is in the graph.
-Result<std::vector<std::string>> UnmatchedPlanTensors(const ir::Graph& graph, const quant::QuantPlan& plan,
+Result<std::vector<std::string>> UnmatchedPlanTensors(const ir::Graph& graph,
+                                                      const quant::QuantPlan& plan,
                                                       const std::string& model_name);
 
 // A plan file whose PTQ stages changed weights (provenance.float_model_sha256; the weights are not
 // in the file) applies to the float model written beside it (model.float.onnx), not to the
-// original: kInvalidArgument naming both when `model_path` is another file. Ok for every other plan,
-// and for a plan holding its weights in memory (plan.initializers).
+// original: kInvalidArgument naming both when `model_path` is another file. Ok for every other
+// plan, and for a plan holding its weights in memory (plan.initializers).
 Status CheckPlanFloatModel(const quant::QuantPlan& plan, const std::string& model_path);
 
 // Load + passes::ApplyPlan + passes::FoldWeightQdq + passes::FuseActivationQdq: the model a
 // simulation runs.
-Result<ir::Model> BuildSimulationModel(const std::string& float_model_path, const quant::QuantPlan& plan,
+Result<ir::Model> BuildSimulationModel(const std::string& float_model_path,
+                                       const quant::QuantPlan& plan,
                                        const SimulationOptions& options);
 
 // The same on a clone (ir/clone.h) of a model already loaded by LoadModelForQuantization, which

@@ -17,9 +17,13 @@
 namespace quantkit::analysis {
 namespace {
 
-bool IsOp(const ir::Node* n, const char* op) { return n != nullptr && n->domain().empty() && n->op_type() == op; }
+bool IsOp(const ir::Node* n, const char* op) {
+  return n != nullptr && n->domain().empty() && n->op_type() == op;
+}
 
-bool IsFloatType(ir::DType t) { return t == ir::DType::kFloat || t == ir::DType::kDouble || ir::Is16BitFloat(t); }
+bool IsFloatType(ir::DType t) {
+  return t == ir::DType::kFloat || t == ir::DType::kDouble || ir::Is16BitFloat(t);
+}
 
 ir::DType TypeOf(const ir::Value* v) {
   if (v == nullptr) return ir::DType::kUndefined;
@@ -30,14 +34,36 @@ ir::DType TypeOf(const ir::Value* v) {
 // Ops whose listed inputs all have one type T in every opset (the float inputs are compared).
 // -1: every input.
 const std::map<std::string, std::vector<int>>& SameTypeInputs() {
-  static const auto* ops = new std::map<std::string, std::vector<int>>{
-      {"Add", {-1}}, {"Sub", {-1}}, {"Mul", {-1}}, {"Div", {-1}}, {"Max", {-1}}, {"Min", {-1}},
-      {"Sum", {-1}}, {"Mean", {-1}}, {"Concat", {-1}}, {"Conv", {-1}}, {"ConvTranspose", {-1}},
-      {"Gemm", {-1}}, {"MatMul", {-1}}, {"PRelu", {-1}}, {"Clip", {-1}}, {"Equal", {-1}},
-      {"Less", {-1}}, {"Greater", {-1}}, {"LessOrEqual", {-1}}, {"GreaterOrEqual", {-1}},
-      {"Where", {1, 2}}, {"LayerNormalization", {-1}}, {"InstanceNormalization", {-1}},
-      {"GroupNormalization", {-1}}, {"Einsum", {-1}}, {"Range", {-1}}, {"AveragePool", {-1}},
-      {"Softmax", {-1}}, {"Pad", {0, 2}}};
+  static const auto* ops =
+      new std::map<std::string, std::vector<int>>{{"Add", {-1}},
+                                                  {"Sub", {-1}},
+                                                  {"Mul", {-1}},
+                                                  {"Div", {-1}},
+                                                  {"Max", {-1}},
+                                                  {"Min", {-1}},
+                                                  {"Sum", {-1}},
+                                                  {"Mean", {-1}},
+                                                  {"Concat", {-1}},
+                                                  {"Conv", {-1}},
+                                                  {"ConvTranspose", {-1}},
+                                                  {"Gemm", {-1}},
+                                                  {"MatMul", {-1}},
+                                                  {"PRelu", {-1}},
+                                                  {"Clip", {-1}},
+                                                  {"Equal", {-1}},
+                                                  {"Less", {-1}},
+                                                  {"Greater", {-1}},
+                                                  {"LessOrEqual", {-1}},
+                                                  {"GreaterOrEqual", {-1}},
+                                                  {"Where", {1, 2}},
+                                                  {"LayerNormalization", {-1}},
+                                                  {"InstanceNormalization", {-1}},
+                                                  {"GroupNormalization", {-1}},
+                                                  {"Einsum", {-1}},
+                                                  {"Range", {-1}},
+                                                  {"AveragePool", {-1}},
+                                                  {"Softmax", {-1}},
+                                                  {"Pad", {0, 2}}};
   return *ops;
 }
 
@@ -72,8 +98,10 @@ class TypedLinter {
   }
 
  private:
-  void Add(const char* rule, Severity sev, const ir::Node& n, std::string message, std::string why, std::string fix) {
-    out_->push_back(LintFinding{rule, sev, n.name, n.op_type(), std::move(message), std::move(why), std::move(fix)});
+  void Add(const char* rule, Severity sev, const ir::Node& n, std::string message, std::string why,
+           std::string fix) {
+    out_->push_back(LintFinding{rule, sev, n.name, n.op_type(), std::move(message), std::move(why),
+                                std::move(fix)});
   }
 
   // What onnx.checker refuses and a TensorRT parse fails on, though quantkit's own runtime may run
@@ -146,8 +174,8 @@ class TypedLinter {
     if (it == SameTypeInputs().end()) return;
     const ir::Value* first = nullptr;
     for (size_t i = 0; i < n.num_inputs(); ++i) {
-      if (it->second.front() != -1 &&
-          std::find(it->second.begin(), it->second.end(), static_cast<int>(i)) == it->second.end()) {
+      if (it->second.front() != -1 && std::find(it->second.begin(), it->second.end(),
+                                                static_cast<int>(i)) == it->second.end()) {
         continue;
       }
       const ir::Value* v = n.input(i);
@@ -172,11 +200,12 @@ class TypedLinter {
       const ir::DType x = TypeOf(n.input(0)), s = TypeOf(n.input(1));
       if (IsFloatType(x) && IsFloatType(s) && x != s) {
         Add("QK016", Severity::kError, n,
-            fmt::format("input '{}' is {} but scale '{}' is {}", n.input(0)->name(), ir::DTypeName(x),
-                        n.input(1)->name(), ir::DTypeName(s)),
+            fmt::format("input '{}' is {} but scale '{}' is {}", n.input(0)->name(),
+                        ir::DTypeName(x), n.input(1)->name(), ir::DTypeName(s)),
             "TensorRT's Quantize layer takes its scale in its input's type (opsets below 21 require it too)",
-            fmt::format("store the scale as {} (QuantizeLinear opset 19+ takes float16/bfloat16 scales)",
-                        ir::DTypeName(x)));
+            fmt::format(
+                "store the scale as {} (QuantizeLinear opset 19+ takes float16/bfloat16 scales)",
+                ir::DTypeName(x)));
       }
       return;
     }
@@ -186,16 +215,19 @@ class TypedLinter {
     const ir::DType x = TypeOf(q->input(0)), s = TypeOf(n.input(1));
     if (IsFloatType(x) && IsFloatType(s) && x != s) {
       Add("QK016", Severity::kWarning, n,
-          fmt::format("dequantizes '{}' ({}) to {} (its scale '{}' is {})", q->input(0)->name(), ir::DTypeName(x),
-                      ir::DTypeName(s), n.input(1)->name(), ir::DTypeName(s)),
+          fmt::format("dequantizes '{}' ({}) to {} (its scale '{}' is {})", q->input(0)->name(),
+                      ir::DTypeName(x), ir::DTypeName(s), n.input(1)->name(), ir::DTypeName(s)),
           "a DequantizeLinear outputs its scale's type: this Q/DQ pair changes the tensor's float type, so the "
           "layers after it run in another precision than the layers before",
-          fmt::format("give the DequantizeLinear's scale the type {} (same as the QuantizeLinear's)", ir::DTypeName(x)));
+          fmt::format(
+              "give the DequantizeLinear's scale the type {} (same as the QuantizeLinear's)",
+              ir::DTypeName(x)));
     }
   }
 
   void CastAfterDequantize(const ir::Node& n) {
-    if (!IsOp(&n, "Cast") || !n.input(0) || !IsOp(n.input(0)->producer(), "DequantizeLinear")) return;
+    if (!IsOp(&n, "Cast") || !n.input(0) || !IsOp(n.input(0)->producer(), "DequantizeLinear"))
+      return;
     const ir::Node* dq = n.input(0)->producer();
     // Follow a chain of Casts (DQ -> Cast(fp32) -> Cast(fp16) -> MatMul): the type that reaches the
     // readers is the last Cast's, and every Cast of the chain goes.
@@ -209,7 +241,9 @@ class TypedLinter {
     const ir::DType to = static_cast<ir::DType>(last->GetInt("to", 0));
     std::string consumers;
     for (const ir::Use& use : last->output(0)->uses()) {
-      if (use.node) consumers += (consumers.empty() ? "" : ", ") + use.node->op_type() + " '" + use.node->name + "'";
+      if (use.node)
+        consumers +=
+            (consumers.empty() ? "" : ", ") + use.node->op_type() + " '" + use.node->name + "'";
     }
     Add("QK017", Severity::kWarning, n,
         fmt::format("Cast to {} between DequantizeLinear '{}' and {}", ir::DTypeName(to), dq->name,
@@ -281,8 +315,9 @@ class TypedLinter {
       }
       if (!island || !entered_from_16 || casts_out == 0) continue;
       Add("QK018", Severity::kInfo, *start,
-          fmt::format("{} node{} run in FP32 between 16-bit regions ({} Cast{} back)", region.size(),
-                      region.size() == 1 ? "" : "s", casts_out, casts_out == 1 ? "" : "s"),
+          fmt::format("{} node{} run in FP32 between 16-bit regions ({} Cast{} back)",
+                      region.size(), region.size() == 1 ? "" : "s", casts_out,
+                      casts_out == 1 ? "" : "s"),
           "each way in and out of the island is a Cast kernel, and TensorRT fuses nothing across a Cast",
           "nothing to fix if the island was kept FP32 on purpose (range or accuracy: quantkit's float16 check says "
           "which layers need it); otherwise convert it to the surrounding 16-bit type and drop the Casts");

@@ -162,7 +162,8 @@ Result<Sites> FindSites(const Model& model, const Placement& placement) {
   for (const std::string& node : placement.exclude_nodes) {
     bool found = false;
     for (const ir::Node* n : graph.nodes()) found |= n->name == node;
-    QK_RETURN_IF_NOT(found, StatusCode::kNotFound, "{}: excluded node '{}' is not in the model", model.path(), node);
+    QK_RETURN_IF_NOT(found, StatusCode::kNotFound, "{}: excluded node '{}' is not in the model",
+                     model.path(), node);
   }
   QK_ASSIGN_OR_RETURN(
       pipelines::CalibrationSites found,
@@ -172,8 +173,8 @@ Result<Sites> FindSites(const Model& model, const Placement& placement) {
   sites.placement = placement;
   sites.activations = found.activations;
   for (const passes::QdqSite& s : found.sites) {
-    sites.sites.push_back(
-        Site{s.tensor, s.consumer->name, s.input_index, s.role == quant::TensorRole::kWeight, s.axis});
+    sites.sites.push_back(Site{s.tensor, s.consumer->name, s.input_index,
+                               s.role == quant::TensorRole::kWeight, s.axis});
   }
   return sites;
 }
@@ -187,14 +188,14 @@ std::vector<std::string> Statistics::tensors() const {
 }
 int64_t Statistics::samples() const { return impl_->statistics.samples; }
 const std::string& Statistics::model_sha256() const { return impl_->statistics.stats.model_sha256; }
-const std::string& Statistics::data_description() const { return impl_->statistics.data_description; }
+const std::string& Statistics::data_description() const {
+  return impl_->statistics.data_description;
+}
 const std::string& Statistics::data_fingerprint() const {
   return impl_->statistics.data_fingerprint;
 }
 
-Result<float> Statistics::AbsMax(const std::string& tensor) const {
-  return Amax(tensor, "max");
-}
+Result<float> Statistics::AbsMax(const std::string& tensor) const { return Amax(tensor, "max"); }
 
 namespace {
 
@@ -244,7 +245,9 @@ Result<Statistics> Statistics::Merge(const Statistics& other) const {
   return MakePublicStatistics(std::move(merged));
 }
 
-std::string Statistics::Serialize() const { return formats::SerializeStats(impl_->statistics.stats); }
+std::string Statistics::Serialize() const {
+  return formats::SerializeStats(impl_->statistics.stats);
+}
 
 Result<Statistics> Statistics::Parse(const std::string& bytes, const std::string& source_name) {
   pipelines::Statistics s;
@@ -350,25 +353,27 @@ Result<std::string> Plan::CacheText(const CacheOptions& cache) const {
   return formats::FormatTrtCache(impl_->plan, header);
 }
 
-Result<BuiltPlan> BuildPlan(const Statistics& statistics, const Sites& sites, const MethodChoices& methods) {
-  QK_RETURN_IF_ERROR(RequireValid(statistics.valid() && sites.model.valid(), "statistics or sites"));
+Result<BuiltPlan> BuildPlan(const Statistics& statistics, const Sites& sites,
+                            const MethodChoices& methods) {
+  QK_RETURN_IF_ERROR(
+      RequireValid(statistics.valid() && sites.model.valid(), "statistics or sites"));
   const pipelines::LoadedModel& loaded = sites.model.impl().loaded;
   QK_ASSIGN_OR_RETURN(pipelines::CalibrationSites internal,
                       pipelines::FindCalibrationSites(loaded, ToPlacementOptions(sites.placement)));
   QK_ASSIGN_OR_RETURN(pipelines::MethodChoice choice, api::ToMethodChoice(methods));
   const pipelines::Statistics& s = statistics.impl().statistics;
   QK_RETURN_IF_NOT(s.stats.model_sha256.empty() || s.stats.model_sha256 == loaded.sha256,
-                   StatusCode::kInvalidArgument, "the statistics were collected on another model than {}",
-                   loaded.path);
-  QK_ASSIGN_OR_RETURN(pipelines::BuiltPlan built, pipelines::BuildPlan(s, loaded, internal, choice));
+                   StatusCode::kInvalidArgument,
+                   "the statistics were collected on another model than {}", loaded.path);
+  QK_ASSIGN_OR_RETURN(pipelines::BuiltPlan built,
+                      pipelines::BuildPlan(s, loaded, internal, choice));
   return BuiltPlan{MakePublicPlan(std::move(built.plan)), std::move(built.warnings)};
 }
 
 Result<Artifacts> WriteArtifacts(const Model& model, const Plan& plan, const std::string& dir,
                                  const ArtifactOptions& options) {
   QK_RETURN_IF_ERROR(RequireValid(model.valid() && plan.valid(), "model or plan"));
-  QK_ASSIGN_OR_RETURN(formats::TrtCacheWriteOptions cache,
-                      api::ToTrtCacheOptions(options.cache));
+  QK_ASSIGN_OR_RETURN(formats::TrtCacheWriteOptions cache, api::ToTrtCacheOptions(options.cache));
   QK_ASSIGN_OR_RETURN(pipelines::ArtifactReport report,
                       pipelines::WriteArtifacts(model.impl().loaded, plan.impl().plan,
                                                 ToPlacementOptions(options.placement), dir, cache));

@@ -214,7 +214,8 @@ Result<std::unique_ptr<BatchStream>> OpenDataSpec(const Model& model, const std:
   return std::unique_ptr<BatchStream>(new SourceStream(std::move(source), options.batch_size));
 }
 
-// ---- StatisticsCollector: the push pass of pipelines/push_collection.h over converted batches ----
+// ---- StatisticsCollector: the push pass of pipelines/push_collection.h over converted batches
+// ----
 
 struct StatisticsCollector::Impl {
   Model model;  // the handle keeps the loaded model alive; OpenSpec reads its inputs
@@ -296,8 +297,9 @@ Result<Statistics> CollectStatistics(const Model& model, BatchStream& stream, co
     if (!batch) break;
     QK_RETURN_IF_ERROR(collector.Observe(*batch));
   }
-  QK_ASSIGN_OR_RETURN(pipelines::Statistics s,
-                      collector.impl().pass->Finish(stream.Describe(), "stream: " + stream.Describe()));
+  QK_ASSIGN_OR_RETURN(
+      pipelines::Statistics s,
+      collector.impl().pass->Finish(stream.Describe(), "stream: " + stream.Describe()));
   return api::MakePublicStatistics(std::move(s));
 }
 

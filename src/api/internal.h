@@ -1,6 +1,7 @@
 // The public API's handles over the internal types, and the conversions of its option structs:
 // shared by the public API's implementation files (calibration.cc, collector.cc,
-// pipelines.cc). Not part of the public API. Each public option is converted to its internal form here, once.
+// pipelines.cc). Not part of the public API. Each public option is converted to its internal form
+// here, once.
 #pragma once
 
 #include "data/image_options.h"

@@ -103,12 +103,14 @@ Result<EvaluateReport> Evaluate(const EvaluateOptions& options) {
 }
 
 Result<AnalyzeReport> Analyze(const AnalyzeOptions& options) {
-  QK_RETURN_IF_NOT(options.layers == "int8" || options.layers == "float" || options.layers == "both",
-                   StatusCode::kInvalidArgument, "layers '{}': expected int8, float or both", options.layers);
+  QK_RETURN_IF_NOT(
+      options.layers == "int8" || options.layers == "float" || options.layers == "both",
+      StatusCode::kInvalidArgument, "layers '{}': expected int8, float or both", options.layers);
   QK_RETURN_IF_NOT(options.top >= 0, StatusCode::kInvalidArgument, "top must be >= 0, got {}",
                    options.top);
   QK_ASSIGN_OR_RETURN(pipelines::PlanEvaluation opened, Open(options.evaluation));
-  QK_ASSIGN_OR_RETURN(auto owned, pipelines::AnalyzeMetrics(options.evaluation.metrics, *opened.evaluator));
+  QK_ASSIGN_OR_RETURN(auto owned,
+                      pipelines::AnalyzeMetrics(options.evaluation.metrics, *opened.evaluator));
   const std::vector<analysis::Metric*> metrics = analysis::MetricPointers(owned);
   AnalyzeReport report;
   std::optional<analysis::AnalyzeResult> int8;
@@ -117,7 +119,8 @@ Result<AnalyzeReport> Analyze(const AnalyzeOptions& options) {
     analysis::AnalyzeOptions analyze;
     analyze.accumulated = options.accumulated;
     analyze.progress = options.progress;
-    QK_ASSIGN_OR_RETURN(int8, analysis::AnalyzeLayers(*opened.evaluator, opened.plan, metrics, analyze));
+    QK_ASSIGN_OR_RETURN(int8,
+                        analysis::AnalyzeLayers(*opened.evaluator, opened.plan, metrics, analyze));
     for (const analysis::LayerRow& row : int8->rows) report.ranked_tensors.push_back(row.tensor);
   }
   if (options.layers != "int8") {
@@ -179,8 +182,9 @@ Result<FallbackReport> Fallback(const FallbackOptions& options) {
       pipelines::FallbackMetric(
           options.evaluation.metrics.empty() ? "" : options.evaluation.metrics.front(),
           *opened.evaluator));
-  QK_ASSIGN_OR_RETURN(pipelines::FallbackResult r,
-                      pipelines::RunFallback(*opened.evaluator, opened.plan, metric.get(), fallback));
+  QK_ASSIGN_OR_RETURN(
+      pipelines::FallbackResult r,
+      pipelines::RunFallback(*opened.evaluator, opened.plan, metric.get(), fallback));
   FallbackReport report;
   report.plan = api::MakePublicPlan(r.plan);
   report.float_layers.assign(r.search.float_layers.begin(), r.search.float_layers.end());
@@ -248,7 +252,8 @@ Result<DiagnoseReport> Diagnose(const DiagnoseOptions& options) {
   report.clean = r.clean;
   report.enough = r.enough;
   report.suggested_samples = r.suggested_samples;
-  for (const pipelines::Finding& f : r.findings) report.findings.push_back(f.severity + ": " + f.message);
+  for (const pipelines::Finding& f : r.findings)
+    report.findings.push_back(f.severity + ": " + f.message);
   report.written = r.written;
   // Under a launch rank 0 has the whole report; every rank its line.
   api::SetRank(r.rank, &report);
@@ -264,7 +269,8 @@ Result<ConvertReport> Convert(const ConvertOptions& options) {
   c.input = options.input;
   c.output = options.output;
   c.model = options.model;
-  QK_ASSIGN_OR_RETURN(passes::PlacementPolicy policy, passes::ParsePlacementPolicy(options.placement));
+  QK_ASSIGN_OR_RETURN(passes::PlacementPolicy policy,
+                      passes::ParsePlacementPolicy(options.placement));
   QK_RETURN_IF_NOT(policy != passes::PlacementPolicy::kAuto, StatusCode::kInvalidArgument,
                    "convert placement: use tensorrt or plan");
   c.placement_from_plan = policy == passes::PlacementPolicy::kPlan;

@@ -32,7 +32,8 @@ void RemoveStaleStaging(const std::string& dir) {
     const std::string name = e->d_name;
     struct stat st {};
     const std::string path = JoinPath(dir, name);
-    if (name.rfind(kStagingPrefix, 0) == 0 && ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (name.rfind(kStagingPrefix, 0) == 0 && ::lstat(path.c_str(), &st) == 0 &&
+        S_ISDIR(st.st_mode)) {
       stale.push_back(path);
     }
   }
@@ -48,33 +49,38 @@ void RemoveStaleStaging(const std::string& dir) {
 ArtifactSet::~ArtifactSet() {
   RemoveStaging();
   if (created_dir_ && !committed_) ::rmdir(dir_.c_str());  // only if still empty
-  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+  if (lock_fd_ >= 0) ::close(lock_fd_);                    // releases the flock
 }
 
 Result<std::unique_ptr<ArtifactSet>> ArtifactSet::Open(const std::string& dir,
-                                                      const std::vector<std::string>& names) {
+                                                       const std::vector<std::string>& names) {
   QK_RETURN_IF_NOT(!dir.empty(), StatusCode::kInvalidArgument, "no output directory given");
   std::error_code ec;
   const bool existed = std::filesystem::exists(dir, ec);
   std::filesystem::create_directories(dir, ec);
-  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}", dir, ec.message());
+  QK_RETURN_IF_NOT(!ec, StatusCode::kIoError, "{}: cannot create output directory: {}", dir,
+                   ec.message());
   std::unique_ptr<ArtifactSet> set(new ArtifactSet());
   set->dir_ = dir;
   set->created_dir_ = !existed;
   set->names_ = names;
   set->lock_fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (set->lock_fd_ < 0) {
-    return MakeStatus(StatusCode::kIoError, "{}: cannot open output directory: {}", dir, std::strerror(errno));
+    return MakeStatus(StatusCode::kIoError, "{}: cannot open output directory: {}", dir,
+                      std::strerror(errno));
   }
   if (::flock(set->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
-    QK_RETURN_IF_NOT(err != EWOULDBLOCK, StatusCode::kIoError,
-                     "{}: another quantkit run is writing into this directory (it is locked); wait for it "
-                     "or choose another -o",
-                     dir);
-    return MakeStatus(StatusCode::kIoError, "{}: cannot lock output directory: {}", dir, std::strerror(err));
+    QK_RETURN_IF_NOT(
+        err != EWOULDBLOCK, StatusCode::kIoError,
+        "{}: another quantkit run is writing into this directory (it is locked); wait for it "
+        "or choose another -o",
+        dir);
+    return MakeStatus(StatusCode::kIoError, "{}: cannot lock output directory: {}", dir,
+                      std::strerror(err));
   }
-  if (set->created_dir_) set->created_dir_on_signal_ = CleanupOnSignal(dir, CleanupKind::kDirectoryIfEmpty);
+  if (set->created_dir_)
+    set->created_dir_on_signal_ = CleanupOnSignal(dir, CleanupKind::kDirectoryIfEmpty);
   // Refuse before anything is written: a target that exists must be a file we may replace.
   for (const std::string& name : names) QK_RETURN_IF_ERROR(set->CheckTarget(name));
   RemoveStaleStaging(dir);
@@ -87,25 +93,28 @@ Result<std::unique_ptr<ArtifactSet>> ArtifactSet::Open(const std::string& dir,
 }
 
 Status ArtifactSet::CheckTarget(const std::string& name) const {
-  QK_RETURN_IF_NOT(!name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos,
-                   StatusCode::kInvalidArgument, "'{}' is not a file name", name);
+  QK_RETURN_IF_NOT(
+      !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos,
+      StatusCode::kInvalidArgument, "'{}' is not a file name", name);
   struct stat st {};
   const std::string target = Target(name);
   if (::lstat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    return MakeStatus(StatusCode::kInvalidArgument, "{}: is {}, not a file quantkit may replace; nothing was written",
-                      target, S_ISLNK(st.st_mode) ? "a symbolic link" : FileTypeName(st.st_mode));
+    return MakeStatus(StatusCode::kInvalidArgument,
+                      "{}: is {}, not a file quantkit may replace; nothing was written", target,
+                      S_ISLNK(st.st_mode) ? "a symbolic link" : FileTypeName(st.st_mode));
   }
   return Status::Ok();
 }
 
 std::string ArtifactSet::Stage(const std::string& name) const {
-  QK_CHECK(std::find(names_.begin(), names_.end(), name) != names_.end(), "'{}' is not an artifact of this set",
-           name);
+  QK_CHECK(std::find(names_.begin(), names_.end(), name) != names_.end(),
+           "'{}' is not an artifact of this set", name);
   return JoinPath(staging_, name);
 }
 
 Result<std::string> ArtifactSet::StageNew(const std::string& name) {
-  QK_RETURN_IF_NOT(!staging_.empty(), StatusCode::kInternal, "{}: artifact set already committed", dir_);
+  QK_RETURN_IF_NOT(!staging_.empty(), StatusCode::kInternal, "{}: artifact set already committed",
+                   dir_);
   if (std::find(names_.begin(), names_.end(), name) == names_.end()) {
     QK_RETURN_IF_ERROR(CheckTarget(name));
     names_.push_back(name);
@@ -116,7 +125,8 @@ Result<std::string> ArtifactSet::StageNew(const std::string& name) {
 std::string ArtifactSet::Target(const std::string& name) const { return JoinPath(dir_, name); }
 
 Result<std::vector<std::string>> ArtifactSet::Commit() {
-  QK_RETURN_IF_NOT(!staging_.empty(), StatusCode::kInternal, "{}: artifact set committed twice", dir_);
+  QK_RETURN_IF_NOT(!staging_.empty(), StatusCode::kInternal, "{}: artifact set committed twice",
+                   dir_);
   // A cancelled run writes nothing: the staged files go with the staging directory.
   QK_RETURN_IF_ERROR(CheckCancelled());
   const CommitGuard guard;  // a signal now waits for the renames: never half a set

@@ -35,7 +35,8 @@ class ArtifactSet {
   ArtifactSet& operator=(const ArtifactSet&) = delete;
 
   // `names` are the file names (no '/') this run may write into `dir`.
-  static Result<std::unique_ptr<ArtifactSet>> Open(const std::string& dir, const std::vector<std::string>& names);
+  static Result<std::unique_ptr<ArtifactSet>> Open(const std::string& dir,
+                                                   const std::vector<std::string>& names);
 
   // Where a writer writes `name` (one of the names given to Open) until Commit().
   std::string Stage(const std::string& name) const;

@@ -32,10 +32,10 @@ Status MakeStatus(StatusCode code, fmt::format_string<Args...> format, Args&&...
 #define QK_CONCAT_INNER_(a, b) a##b
 #define QK_CONCAT_(a, b) QK_CONCAT_INNER_(a, b)
 
-#define QK_RETURN_IF_ERROR(expr)                 \
-  do {                                           \
-    ::quantkit::Status qk_status_ = (expr);      \
-    if (!qk_status_.ok()) return qk_status_;     \
+#define QK_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::quantkit::Status qk_status_ = (expr);  \
+    if (!qk_status_.ok()) return qk_status_; \
   } while (0)
 
 #define QK_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
@@ -46,14 +46,14 @@ Status MakeStatus(StatusCode code, fmt::format_string<Args...> format, Args&&...
 #define QK_ASSIGN_OR_RETURN(lhs, expr) \
   QK_ASSIGN_OR_RETURN_IMPL_(QK_CONCAT_(qk_result_, __LINE__), lhs, expr)
 
-#define QK_RETURN_IF_NOT(cond, code, ...)                                     \
-  do {                                                                        \
-    if (!(cond)) return ::quantkit::MakeStatus((code), __VA_ARGS__);          \
+#define QK_RETURN_IF_NOT(cond, code, ...)                            \
+  do {                                                               \
+    if (!(cond)) return ::quantkit::MakeStatus((code), __VA_ARGS__); \
   } while (0)
 
-#define QK_CHECK(cond, ...)                                                              \
-  do {                                                                                   \
-    if (!(cond))                                                                         \
-      throw ::quantkit::InternalError(fmt::format("{}:{}: check failed: {}: {}", __FILE__, \
+#define QK_CHECK(cond, ...)                                                                    \
+  do {                                                                                         \
+    if (!(cond))                                                                               \
+      throw ::quantkit::InternalError(fmt::format("{}:{}: check failed: {}: {}", __FILE__,     \
                                                   __LINE__, #cond, fmt::format(__VA_ARGS__))); \
   } while (0)

@@ -25,11 +25,13 @@ using DirId = std::pair<dev_t, ino_t>;
 
 Status Walk(const std::string& dir, int depth, std::set<DirId>* open_dirs,
             const std::function<bool(const std::string&)>& keep, std::vector<std::string>* out) {
-  QK_RETURN_IF_NOT(depth <= kMaxDirectoryDepth, StatusCode::kInvalidArgument,
-                   "{}: directories nested deeper than {} levels (kMaxDirectoryDepth); a symbolic link loop?", dir,
-                   kMaxDirectoryDepth);
+  QK_RETURN_IF_NOT(
+      depth <= kMaxDirectoryDepth, StatusCode::kInvalidArgument,
+      "{}: directories nested deeper than {} levels (kMaxDirectoryDepth); a symbolic link loop?",
+      dir, kMaxDirectoryDepth);
   struct stat st {};
-  QK_RETURN_IF_NOT(::stat(dir.c_str(), &st) == 0, StatusCode::kIoError, "{}: {}", dir, std::strerror(errno));
+  QK_RETURN_IF_NOT(::stat(dir.c_str(), &st) == 0, StatusCode::kIoError, "{}: {}", dir,
+                   std::strerror(errno));
   const DirId id{st.st_dev, st.st_ino};
   QK_RETURN_IF_NOT(open_dirs->insert(id).second, StatusCode::kInvalidArgument,
                    "{}: symbolic link loop (leads back to a directory that contains it)", dir);
@@ -48,15 +50,16 @@ Result<std::vector<DirEntry>> ListDirectory(const std::string& dir) {
   std::unique_ptr<DIR, DirCloser> d(::opendir(dir.c_str()));
   if (!d) {
     const int err = errno;
-    return MakeStatus(err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError, "{}: cannot list directory: {}",
-                      dir, std::strerror(err));
+    return MakeStatus(err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
+                      "{}: cannot list directory: {}", dir, std::strerror(err));
   }
   std::vector<DirEntry> entries;
   while (true) {
     errno = 0;
     const dirent* ent = ::readdir(d.get());
     if (ent == nullptr) {
-      QK_RETURN_IF_NOT(errno == 0, StatusCode::kIoError, "{}: cannot list directory: {}", dir, std::strerror(errno));
+      QK_RETURN_IF_NOT(errno == 0, StatusCode::kIoError, "{}: cannot list directory: {}", dir,
+                       std::strerror(errno));
       break;
     }
     const std::string name = ent->d_name;
@@ -67,8 +70,8 @@ Result<std::vector<DirEntry>> ListDirectory(const std::string& dir) {
     struct stat st {};
     if (::stat(e.path.c_str(), &st) != 0) {
       const int err = errno;
-      QK_RETURN_IF_NOT(err != ELOOP, StatusCode::kInvalidArgument, "{}: symbolic link loop ({})", e.path,
-                       std::strerror(err));
+      QK_RETURN_IF_NOT(err != ELOOP, StatusCode::kInvalidArgument, "{}: symbolic link loop ({})",
+                       e.path, std::strerror(err));
       continue;  // a dangling link or an entry removed meanwhile
     }
     e.is_file = S_ISREG(st.st_mode);
@@ -78,8 +81,8 @@ Result<std::vector<DirEntry>> ListDirectory(const std::string& dir) {
   return entries;
 }
 
-Result<std::vector<std::string>> ListFilesRecursive(const std::string& dir,
-                                                    const std::function<bool(const std::string&)>& keep) {
+Result<std::vector<std::string>> ListFilesRecursive(
+    const std::string& dir, const std::function<bool(const std::string&)>& keep) {
   std::vector<std::string> out;
   std::set<DirId> open_dirs;
   QK_RETURN_IF_ERROR(Walk(dir, 0, &open_dirs, keep, &out));

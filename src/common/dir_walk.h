@@ -30,7 +30,7 @@ Result<std::vector<DirEntry>> ListDirectory(const std::string& dir);
 // The regular files under `dir` at any depth (links followed) for which `keep(name)` holds, in
 // no particular order. A link back to a directory being listed, or nesting deeper than
 // kMaxDirectoryDepth, is kInvalidArgument naming the path and the limit.
-Result<std::vector<std::string>> ListFilesRecursive(const std::string& dir,
-                                                    const std::function<bool(const std::string&)>& keep);
+Result<std::vector<std::string>> ListFilesRecursive(
+    const std::string& dir, const std::function<bool(const std::string&)>& keep);
 
 }  // namespace quantkit

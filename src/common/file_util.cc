@@ -5,8 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -19,8 +19,8 @@ namespace quantkit {
 namespace {
 
 Status ErrnoStatus(const std::string& what, const std::string& path, int err) {
-  const StatusCode code = (err == ENOENT || err == ENOTDIR) ? StatusCode::kNotFound
-                                                            : StatusCode::kIoError;
+  const StatusCode code =
+      (err == ENOENT || err == ENOTDIR) ? StatusCode::kNotFound : StatusCode::kIoError;
   return MakeStatus(code, "{}: {}: {}", path, what, std::strerror(err));
 }
 
@@ -69,16 +69,17 @@ const char* FileTypeName(unsigned mode) {
 Status CheckRegularFile(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("cannot open", path, errno);
-  QK_RETURN_IF_NOT(S_ISREG(st.st_mode), StatusCode::kInvalidArgument, "{}: is {}, expected a regular file", path,
-                   FileTypeName(st.st_mode));
+  QK_RETURN_IF_NOT(S_ISREG(st.st_mode), StatusCode::kInvalidArgument,
+                   "{}: is {}, expected a regular file", path, FileTypeName(st.st_mode));
   return Status::Ok();
 }
 
 Status CheckOutputFile(const std::string& path, const std::string& option) {
   struct stat st {};
   if (path.empty() || ::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return Status::Ok();
-  return MakeStatus(StatusCode::kInvalidArgument, "{} {}: is {}, not a file quantkit may replace; nothing was written",
-                    option, path, S_ISLNK(st.st_mode) ? "a symbolic link" : FileTypeName(st.st_mode));
+  return MakeStatus(StatusCode::kInvalidArgument,
+                    "{} {}: is {}, not a file quantkit may replace; nothing was written", option,
+                    path, S_ISLNK(st.st_mode) ? "a symbolic link" : FileTypeName(st.st_mode));
 }
 
 Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const std::string& path) {

@@ -75,7 +75,8 @@ class AtomicFile {
   AtomicFile() = default;
   std::string path_;
   std::string temp_path_;
-  CleanupOnSignal temp_on_signal_;  // a fatal signal removes the temp file (common/signal_cleanup.h)
+  CleanupOnSignal
+      temp_on_signal_;  // a fatal signal removes the temp file (common/signal_cleanup.h)
   int fd_ = -1;
   uint64_t offset_ = 0;
 };

@@ -14,8 +14,11 @@ constexpr double kRedrawSeconds = 0.1;
 }  // namespace
 
 Progress::Progress(std::string label, int64_t total, std::string unit)
-    : label_(std::move(label)), total_(total), unit_(std::move(unit)),
-      enabled_(::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()),
+    : label_(std::move(label)),
+      total_(total),
+      unit_(std::move(unit)),
+      enabled_(::isatty(STDERR_FILENO) == 1),
+      start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
 Progress::~Progress() { Finish(); }
@@ -47,8 +50,7 @@ void Progress::Draw(bool final) {
   if (total_ > 0) {
     const double frac = std::min(1.0, static_cast<double>(done_) / static_cast<double>(total_));
     const int filled = static_cast<int>(frac * kBarWidth);
-    line += "[" + std::string(static_cast<size_t>(filled), '=') +
-            (filled < kBarWidth ? ">" : "") +
+    line += "[" + std::string(static_cast<size_t>(filled), '=') + (filled < kBarWidth ? ">" : "") +
             std::string(static_cast<size_t>(std::max(0, kBarWidth - filled - 1)), ' ') + "] ";
     line += fmt::format("{}/{} {}  {:.1f} {}/s", done_, total_, unit_, rate, unit_);
     if (!final && rate > 0) {

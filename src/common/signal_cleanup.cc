@@ -52,7 +52,8 @@ void RemoveFlatDirectory(const char* path) {
         for (long off = 0; off < n;) {
           const auto* d = reinterpret_cast<const struct dirent64*>(buf + off);
           const char* name = d->d_name;
-          const bool dot = name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+          const bool dot =
+              name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
           if (!dot && ::unlinkat(fd, name, 0) == 0) ++removed;
           off += d->d_reclen;
         }
@@ -68,9 +69,15 @@ void RemoveAll(CleanupKind kind) {
   for (Slot& s : slots) {
     if (s.state.load(std::memory_order_acquire) != kActive || s.kind != kind) continue;
     switch (kind) {
-      case CleanupKind::kFile: ::unlink(s.path); break;
-      case CleanupKind::kFlatDirectory: RemoveFlatDirectory(s.path); break;
-      case CleanupKind::kDirectoryIfEmpty: ::rmdir(s.path); break;
+      case CleanupKind::kFile:
+        ::unlink(s.path);
+        break;
+      case CleanupKind::kFlatDirectory:
+        RemoveFlatDirectory(s.path);
+        break;
+      case CleanupKind::kDirectoryIfEmpty:
+        ::rmdir(s.path);
+        break;
     }
   }
 }
@@ -78,7 +85,9 @@ void RemoveAll(CleanupKind kind) {
 void OnFatalSignal(int sig) {
   const int saved_errno = errno;
   // A commit in another thread (which blocks these signals) finishes first.
-  for (int waited = 0; commits_in_progress.load(std::memory_order_acquire) > 0 && waited < kCommitWaitMs; ++waited) {
+  for (int waited = 0;
+       commits_in_progress.load(std::memory_order_acquire) > 0 && waited < kCommitWaitMs;
+       ++waited) {
     const timespec ms{0, 1000000};
     ::nanosleep(&ms, nullptr);
   }
@@ -99,7 +108,8 @@ CleanupOnSignal::CleanupOnSignal(const std::string& path, CleanupKind kind) {
   if (path.empty() || path.size() >= kMaxCleanupPath) return;
   for (int i = 0; i < kMaxCleanupPaths; ++i) {
     int expected = kFree;
-    if (!slots[i].state.compare_exchange_strong(expected, kFilling, std::memory_order_acquire)) continue;
+    if (!slots[i].state.compare_exchange_strong(expected, kFilling, std::memory_order_acquire))
+      continue;
     std::memcpy(slots[i].path, path.c_str(), path.size() + 1);
     slots[i].kind = kind;
     slots[i].state.store(kActive, std::memory_order_release);

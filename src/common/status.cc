@@ -4,28 +4,42 @@ namespace quantkit {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kInvalidModel: return "invalid model";
-    case StatusCode::kUnsupported: return "unsupported";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kIoError: return "I/O error";
-    case StatusCode::kResourceExhausted: return "resource exhausted";
-    case StatusCode::kInternal: return "internal error";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kInvalidModel:
+      return "invalid model";
+    case StatusCode::kUnsupported:
+      return "unsupported";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kIoError:
+      return "I/O error";
+    case StatusCode::kResourceExhausted:
+      return "resource exhausted";
+    case StatusCode::kInternal:
+      return "internal error";
   }
   return "unknown";
 }
 
 int ExitCodeFor(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return 0;
+    case StatusCode::kOk:
+      return 0;
     case StatusCode::kInvalidArgument:
     case StatusCode::kInvalidModel:
-    case StatusCode::kNotFound: return 2;
-    case StatusCode::kUnsupported: return 3;
-    case StatusCode::kIoError: return 4;
-    case StatusCode::kResourceExhausted: return 5;
-    case StatusCode::kInternal: return 70;
+    case StatusCode::kNotFound:
+      return 2;
+    case StatusCode::kUnsupported:
+      return 3;
+    case StatusCode::kIoError:
+      return 4;
+    case StatusCode::kResourceExhausted:
+      return 5;
+    case StatusCode::kInternal:
+      return 70;
   }
   return 70;
 }

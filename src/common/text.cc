@@ -79,11 +79,20 @@ std::string XmlEscape(std::string_view text) {
   std::string out;
   for (const char c : EscapeControl(text)) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -108,7 +117,8 @@ size_t EditDistance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-std::vector<std::string> ClosestNames(std::string_view name, const std::vector<std::string>& candidates,
+std::vector<std::string> ClosestNames(std::string_view name,
+                                      const std::vector<std::string>& candidates,
                                       size_t max_count) {
   // A candidate is close when at most a third of the longer name must change, or when one name
   // contains the other ("Softmax" for "/head/Softmax").
@@ -119,7 +129,8 @@ std::vector<std::string> ClosestNames(std::string_view name, const std::vector<s
     const size_t d = EditDistance(name, c);
     const bool contains = !name.empty() && (c.find(name) != std::string::npos ||
                                             name.find(c) != std::string_view::npos);
-    if (contains || d * 3 <= std::max(name.size(), c.size())) scored.emplace_back(contains ? 0 : d, i);
+    if (contains || d * 3 <= std::max(name.size(), c.size()))
+      scored.emplace_back(contains ? 0 : d, i);
   }
   std::stable_sort(scored.begin(), scored.end());
   std::vector<std::string> out;
@@ -139,7 +150,8 @@ std::string ListSome(const std::vector<std::string>& names, size_t max_count) {
   return out;
 }
 
-std::string DidYouMean(std::string_view name, const std::vector<std::string>& candidates, std::string_view what) {
+std::string DidYouMean(std::string_view name, const std::vector<std::string>& candidates,
+                       std::string_view what) {
   const std::vector<std::string> close = ClosestNames(name, candidates);
   if (!close.empty()) return "; did you mean " + ListSome(close) + "?";
   if (what.empty()) return "";
@@ -150,7 +162,8 @@ std::string DidYouMean(std::string_view name, const std::vector<std::string>& ca
     if (!c.empty() && seen.insert(c).second) distinct.push_back(c);
   }
   if (distinct.empty()) return fmt::format("; there are no {}", what);
-  return fmt::format("; no close match among the {} {}: {}", distinct.size(), what, ListSome(distinct));
+  return fmt::format("; no close match among the {} {}: {}", distinct.size(), what,
+                     ListSome(distinct));
 }
 
 }  // namespace quantkit

@@ -24,7 +24,8 @@ std::string XmlEscape(std::string_view text);
 // Up to `max_count` names of `candidates` closest to `name` (edit distance, ties by order of
 // appearance; a candidate containing `name`, or contained in it, counts as close). Empty when
 // nothing is reasonably close.
-std::vector<std::string> ClosestNames(std::string_view name, const std::vector<std::string>& candidates,
+std::vector<std::string> ClosestNames(std::string_view name,
+                                      const std::vector<std::string>& candidates,
                                       size_t max_count = 3);
 
 // "'a', 'b', 'c', 'd', 'e', ... (57 in all)": the first `max_count` of `names` (escaped, in the

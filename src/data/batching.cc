@@ -13,7 +13,8 @@ namespace quantkit::data {
 
 std::vector<int64_t> InputSpec::SampleDims() const {
   std::vector<int64_t> out = dims;
-  if (batched() && batch_axis < static_cast<int64_t>(out.size())) out.erase(out.begin() + batch_axis);
+  if (batched() && batch_axis < static_cast<int64_t>(out.size()))
+    out.erase(out.begin() + batch_axis);
   return out;
 }
 
@@ -34,7 +35,8 @@ int64_t InferBatchAxis(const ir::TypeInfo& type, const std::map<std::string, int
     if (!p.empty() && batch_names.count(p)) return static_cast<int64_t>(i);
   }
   // [layers, B, H] / [T, B, F]: a leading dim fixed above 1 followed by a dynamic one.
-  if (type.dims.size() >= 2 && type.dims[0].is_known() && type.dims[0].value > 1 && !type.dims[1].is_known()) {
+  if (type.dims.size() >= 2 && type.dims[0].is_known() && type.dims[0].value > 1 &&
+      !type.dims[1].is_known()) {
     return 1;
   }
   return 0;
@@ -67,17 +69,19 @@ std::vector<InputSpec> ModelInputs(const ir::Model& model) {
 namespace internal {
 
 Result<ir::Tensor> SamplesToModelLayout(ir::Tensor t, const InputSpec& spec) {
-  QK_RETURN_IF_NOT(t.rank() >= 1, StatusCode::kInternal, "input '{}': samples without a sample dim", spec.name);
+  QK_RETURN_IF_NOT(t.rank() >= 1, StatusCode::kInternal, "input '{}': samples without a sample dim",
+                   spec.name);
   const int64_t count = t.dims()[0];
   if (!spec.batched()) {
     // One value for the whole run: every sample of the batch must hold the same one.
     const size_t row = t.nbytes() / static_cast<size_t>(std::max<int64_t>(count, 1));
     const auto* bytes = static_cast<const uint8_t*>(t.data());
     for (int64_t i = 1; i < count; ++i) {
-      QK_RETURN_IF_NOT(std::memcmp(bytes, bytes + row * static_cast<size_t>(i), row) == 0,
-                       StatusCode::kInvalidArgument,
-                       "input '{}' is fed once per run (unbatched) but samples of this batch differ in it",
-                       spec.name);
+      QK_RETURN_IF_NOT(
+          std::memcmp(bytes, bytes + row * static_cast<size_t>(i), row) == 0,
+          StatusCode::kInvalidArgument,
+          "input '{}' is fed once per run (unbatched) but samples of this batch differ in it",
+          spec.name);
     }
     ir::Tensor one(t.dtype(), std::vector<int64_t>(t.dims().begin() + 1, t.dims().end()));
     std::memcpy(one.mutable_data(), bytes, row);
@@ -86,7 +90,8 @@ Result<ir::Tensor> SamplesToModelLayout(ir::Tensor t, const InputSpec& spec) {
   const auto axis = static_cast<size_t>(spec.batch_axis);
   if (axis == 0) return t;
   QK_RETURN_IF_NOT(axis < t.dims().size(), StatusCode::kInvalidArgument,
-                   "input '{}': batch axis {} is past the sample's rank {}", spec.name, axis, t.rank() - 1);
+                   "input '{}': batch axis {} is past the sample's rank {}", spec.name, axis,
+                   t.rank() - 1);
   // [count, d0..d(k-1), dk..] -> [d0..d(k-1), count, dk..]
   std::vector<int64_t> dims(t.dims().begin() + 1, t.dims().end());
   dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(axis), count);
@@ -99,17 +104,20 @@ Result<ir::Tensor> SamplesToModelLayout(ir::Tensor t, const InputSpec& spec) {
   auto* dst = static_cast<uint8_t*>(out.mutable_data());
   for (size_t o = 0; o < outer; ++o) {
     for (size_t b = 0; b < static_cast<size_t>(count); ++b) {
-      std::memcpy(dst + (o * static_cast<size_t>(count) + b) * inner, src + b * row + o * inner, inner);
+      std::memcpy(dst + (o * static_cast<size_t>(count) + b) * inner, src + b * row + o * inner,
+                  inner);
     }
   }
   return out;
 }
 
-Result<ir::Tensor> ModelLayoutToSamples(ir::Tensor t, const InputSpec& spec, const std::string& origin) {
+Result<ir::Tensor> ModelLayoutToSamples(ir::Tensor t, const InputSpec& spec,
+                                        const std::string& origin) {
   if (!spec.batched()) return WithLeadingDim(std::move(t));
   const auto axis = static_cast<size_t>(spec.batch_axis);
   QK_RETURN_IF_NOT(axis < t.dims().size(), StatusCode::kInvalidArgument,
-                   "{}: input '{}' has rank {}, too low for its batch axis {}", origin, spec.name, t.rank(), axis);
+                   "{}: input '{}' has rank {}, too low for its batch axis {}", origin, spec.name,
+                   t.rank(), axis);
   if (axis == 0) return t;
   // [d0..d(k-1), B, dk..] -> [B, d0..d(k-1), dk..]
   const int64_t count = t.dims()[axis];
@@ -125,7 +133,8 @@ Result<ir::Tensor> ModelLayoutToSamples(ir::Tensor t, const InputSpec& spec, con
   auto* dst = static_cast<uint8_t*>(out.mutable_data());
   for (size_t o = 0; o < outer; ++o) {
     for (size_t b = 0; b < static_cast<size_t>(count); ++b) {
-      std::memcpy(dst + (b * outer + o) * inner, src + (o * static_cast<size_t>(count) + b) * inner, inner);
+      std::memcpy(dst + (b * outer + o) * inner, src + (o * static_cast<size_t>(count) + b) * inner,
+                  inner);
     }
   }
   return out;
@@ -180,7 +189,8 @@ class ModelLayoutSource final : public Source {
       ir::Tensor t(stacked.dtype(), dims);
       std::memcpy(t.mutable_data(), stacked.data(), stacked.nbytes());
       const std::string& name = rows.front().inputs[k].first;
-      const auto it = std::find_if(inputs_.begin(), inputs_.end(), [&](const InputSpec& s) { return s.name == name; });
+      const auto it = std::find_if(inputs_.begin(), inputs_.end(),
+                                   [&](const InputSpec& s) { return s.name == name; });
       if (it != inputs_.end()) {
         QK_ASSIGN_OR_RETURN(t, SamplesToModelLayout(std::move(t), *it));
       }
@@ -194,7 +204,8 @@ class ModelLayoutSource final : public Source {
     return out;
   }
   std::unique_ptr<Source> TakeInner(
-      int64_t n, const std::function<std::unique_ptr<Source>(std::unique_ptr<Source>, int64_t)>& take) {
+      int64_t n,
+      const std::function<std::unique_ptr<Source>(std::unique_ptr<Source>, int64_t)>& take) {
     return std::make_unique<ModelLayoutSource>(take(std::move(inner_), n), std::move(inputs_));
   }
 
@@ -217,14 +228,16 @@ std::string ShapeSignature(const Batch& b) {
 
 }  // namespace
 
-std::unique_ptr<Source> WithModelLayout(std::unique_ptr<Source> source, const std::vector<InputSpec>& inputs) {
+std::unique_ptr<Source> WithModelLayout(std::unique_ptr<Source> source,
+                                        const std::vector<InputSpec>& inputs) {
   return std::make_unique<ModelLayoutSource>(std::move(source), inputs);
 }
 
 std::unique_ptr<Source> TakeBelowLayout(
     std::unique_ptr<Source> source, int64_t n,
     const std::function<std::unique_ptr<Source>(std::unique_ptr<Source>, int64_t)>& take) {
-  if (auto* layout = dynamic_cast<ModelLayoutSource*>(source.get())) return layout->TakeInner(n, take);
+  if (auto* layout = dynamic_cast<ModelLayoutSource*>(source.get()))
+    return layout->TakeInner(n, take);
   return take(std::move(source), n);
 }
 
@@ -234,8 +247,8 @@ namespace {
 
 // Appends samples [first, first+len) of equal shapes as few batches as stack: the whole run, or
 // else its halves, recursively (an unbatched input whose value changes inside the run).
-Status AppendRun(const Source& source, int64_t first, int64_t len, int64_t offset, std::vector<Batch>* singles,
-                 std::vector<Batch>* out) {
+Status AppendRun(const Source& source, int64_t first, int64_t len, int64_t offset,
+                 std::vector<Batch>* singles, std::vector<Batch>* out) {
   if (len == 1) {
     out->push_back(std::move((*singles)[static_cast<size_t>(first - offset)]));
     return Status::Ok();
@@ -279,7 +292,8 @@ Result<std::vector<Batch>> ReadStackable(const Source& source, int64_t start, in
     if (done[i]) continue;
     std::vector<int64_t> group;
     for (size_t j = i; j < singles.size(); ++j) {
-      if (!done[j] && sigs[j] == sigs[i]) group.push_back(start + static_cast<int64_t>(j)), done[j] = true;
+      if (!done[j] && sigs[j] == sigs[i])
+        group.push_back(start + static_cast<int64_t>(j)), done[j] = true;
     }
     const bool adjacent = group.back() - group.front() + 1 == static_cast<int64_t>(group.size());
     if (group.size() > 1 && !adjacent && layout) {
@@ -290,7 +304,8 @@ Result<std::vector<Batch>> ReadStackable(const Source& source, int64_t start, in
       }
     }
     if (adjacent) {
-      QK_RETURN_IF_ERROR(AppendRun(source, group.front(), static_cast<int64_t>(group.size()), start, &singles, &out));
+      QK_RETURN_IF_ERROR(AppendRun(source, group.front(), static_cast<int64_t>(group.size()), start,
+                                   &singles, &out));
     } else {
       for (int64_t g : group) out.push_back(std::move(singles[static_cast<size_t>(g - start)]));
     }

@@ -70,8 +70,8 @@ std::string SizeText(const json& v, const std::string& where) {
 Result<std::vector<double>> Numbers(const json& v, const std::string& where) {
   std::vector<double> out;
   if (v.is_number()) return std::vector<double>{v.get<double>()};
-  QK_RETURN_IF_NOT(v.is_array() && !v.empty(), StatusCode::kInvalidArgument, "{}: expected a number or a list",
-                   where);
+  QK_RETURN_IF_NOT(v.is_array() && !v.empty(), StatusCode::kInvalidArgument,
+                   "{}: expected a number or a list", where);
   for (const json& x : v) {
     QK_RETURN_IF_NOT(x.is_number(), StatusCode::kInvalidArgument, "{}: expected numbers", where);
     out.push_back(x.get<double>());
@@ -89,16 +89,17 @@ Status OverrideBatchAxis(const json& entry, const std::string& where, InputSpec*
     return Status::Ok();
   }
   const int64_t rank = static_cast<int64_t>(spec->dims.size());
-  QK_RETURN_IF_NOT(v.is_number_integer() && v.get<int64_t>() >= 0 && (!spec->has_rank || v.get<int64_t>() < rank),
+  QK_RETURN_IF_NOT(v.is_number_integer() && v.get<int64_t>() >= 0 &&
+                       (!spec->has_rank || v.get<int64_t>() < rank),
                    StatusCode::kInvalidArgument,
-                   "{}.batch_axis: expected null or an axis in [0, {}) of input '{}', got {}", where,
-                   spec->has_rank ? rank : 0, spec->name, v.dump());
+                   "{}.batch_axis: expected null or an axis in [0, {}) of input '{}', got {}",
+                   where, spec->has_rank ? rank : 0, spec->name, v.dump());
   spec->batch_axis = v.get<int64_t>();
   return Status::Ok();
 }
 
-Result<std::unique_ptr<Source>> OpenEntry(const json& entry, const InputSpec& spec, const fs::path& base,
-                                          const std::string& where) {
+Result<std::unique_ptr<Source>> OpenEntry(const json& entry, const InputSpec& spec,
+                                          const fs::path& base, const std::string& where) {
   auto resolve = [&](const std::string& p) {
     // Dataset specs such as fashion-mnist:test are not paths.
     if (p.rfind("fashion-mnist", 0) == 0 || fs::path(p).is_absolute()) return p;
@@ -106,16 +107,19 @@ Result<std::unique_ptr<Source>> OpenEntry(const json& entry, const InputSpec& sp
   };
   if (entry.is_string()) return OpenSampleSource(resolve(entry.get<std::string>()), {spec});
   QK_RETURN_IF_NOT(entry.is_object(), StatusCode::kInvalidArgument,
-                   "{}: expected an object with \"images\" or \"data\", or a data spec string", where);
+                   "{}: expected an object with \"images\" or \"data\", or a data spec string",
+                   where);
   if (entry.contains("data")) {
-    QK_RETURN_IF_NOT(entry.size() == 1 + entry.count("batch_axis") && entry["data"].is_string(),
-                     StatusCode::kInvalidArgument,
-                     "{}: \"data\" takes a spec string and no preprocessing keys (those apply to \"images\")",
-                     where);
+    QK_RETURN_IF_NOT(
+        entry.size() == 1 + entry.count("batch_axis") && entry["data"].is_string(),
+        StatusCode::kInvalidArgument,
+        "{}: \"data\" takes a spec string and no preprocessing keys (those apply to \"images\")",
+        where);
     return OpenSampleSource(resolve(entry["data"].get<std::string>()), {spec});
   }
-  QK_RETURN_IF_NOT(entry.contains("images") && entry["images"].is_string(), StatusCode::kInvalidArgument,
-                   "{}: needs \"images\": DIR or \"data\": SPEC", where);
+  QK_RETURN_IF_NOT(entry.contains("images") && entry["images"].is_string(),
+                   StatusCode::kInvalidArgument, "{}: needs \"images\": DIR or \"data\": SPEC",
+                   where);
   ImageOptions o;
   for (const auto& [key, value] : entry.items()) {
     const std::string at = where + "." + key;
@@ -135,15 +139,17 @@ Result<std::unique_ptr<Source>> OpenEntry(const json& entry, const InputSpec& sp
     } else if (key == "std") {
       QK_ASSIGN_OR_RETURN(o.std, Numbers(value, at));
     } else {
-      return MakeStatus(StatusCode::kInvalidArgument,
-                        "{}: unknown key or wrong type (keys: images, resize, center_crop, color, layout, "
-                        "scale, mean, std)",
-                        at);
+      return MakeStatus(
+          StatusCode::kInvalidArgument,
+          "{}: unknown key or wrong type (keys: images, resize, center_crop, color, layout, "
+          "scale, mean, std)",
+          at);
     }
   }
   const std::string dir = resolve(entry["images"].get<std::string>());
   std::error_code ec;
-  QK_RETURN_IF_NOT(fs::is_directory(dir, ec), StatusCode::kNotFound, "{}: '{}' is not a directory", where, dir);
+  QK_RETURN_IF_NOT(fs::is_directory(dir, ec), StatusCode::kNotFound, "{}: '{}' is not a directory",
+                   where, dir);
   // The config file and the input come first in any error of the folder or its preprocessing.
   Result<std::unique_ptr<Source>> folder = OpenImageFolder(dir, spec, o);
   if (!folder.ok()) return folder.status().WithContext(where);
@@ -172,13 +178,15 @@ std::string IncludeChain(const std::string& last) {
 
 }  // namespace
 
-Result<std::unique_ptr<Source>> OpenDataConfig(const std::string& path, const std::vector<InputSpec>& inputs) {
+Result<std::unique_ptr<Source>> OpenDataConfig(const std::string& path,
+                                               const std::vector<InputSpec>& inputs) {
   // Identity by the resolved file (a link or another spelling of the same path is the same config).
   std::error_code ec;
   fs::path resolved = fs::weakly_canonical(path, ec);
   const std::string id = ec ? fs::path(path).lexically_normal().string() : resolved.string();
   QK_RETURN_IF_NOT(std::find(open_configs.begin(), open_configs.end(), id) == open_configs.end(),
-                   StatusCode::kInvalidArgument, "{}: data config includes itself: {}", path, IncludeChain(id));
+                   StatusCode::kInvalidArgument, "{}: data config includes itself: {}", path,
+                   IncludeChain(id));
   QK_RETURN_IF_NOT(open_configs.size() < kMaxDataConfigNesting, StatusCode::kInvalidArgument,
                    "{}: data configs nested more than {} deep (kMaxDataConfigNesting): {}", path,
                    kMaxDataConfigNesting, IncludeChain(id));
@@ -190,19 +198,21 @@ Result<std::unique_ptr<Source>> OpenDataConfig(const std::string& path, const st
   const fs::path base = fs::path(path).parent_path();
   json mapping;
   if (config.contains("inputs")) {
-    QK_RETURN_IF_NOT(config.size() == 1 && config["inputs"].is_object(), StatusCode::kInvalidArgument,
-                     "{}: \"inputs\" must be an object {{input name: entry}} and the only top-level key", path);
+    QK_RETURN_IF_NOT(
+        config.size() == 1 && config["inputs"].is_object(), StatusCode::kInvalidArgument,
+        "{}: \"inputs\" must be an object {{input name: entry}} and the only top-level key", path);
     mapping = config["inputs"];
   } else {
     QK_RETURN_IF_NOT(inputs.size() == 1, StatusCode::kInvalidArgument,
-                     "{}: the model has {} inputs; map each under \"inputs\": {{name: entry}}", path, inputs.size());
+                     "{}: the model has {} inputs; map each under \"inputs\": {{name: entry}}",
+                     path, inputs.size());
     mapping[inputs.front().name] = config;
   }
   for (const auto& [name, entry] : mapping.items()) {
     bool known = false;
     for (const InputSpec& s : inputs) known |= s.name == name;
-    QK_RETURN_IF_NOT(known, StatusCode::kInvalidArgument, "{}: maps input '{}' but the model has no such input",
-                     path, name);
+    QK_RETURN_IF_NOT(known, StatusCode::kInvalidArgument,
+                     "{}: maps input '{}' but the model has no such input", path, name);
   }
   std::vector<std::unique_ptr<Source>> parts;
   std::string description = path + ":";
@@ -210,19 +220,23 @@ Result<std::unique_ptr<Source>> OpenDataConfig(const std::string& path, const st
   for (InputSpec& spec : specs) {
     QK_RETURN_IF_NOT(mapping.contains(spec.name), StatusCode::kInvalidArgument,
                      "{}: no data for model input '{}' (add it under \"inputs\")", path, spec.name);
-    QK_RETURN_IF_ERROR(OverrideBatchAxis(mapping[spec.name], path + ": inputs." + spec.name, &spec));
-    QK_ASSIGN_OR_RETURN(auto part, OpenEntry(mapping[spec.name], spec, base, path + ": inputs." + spec.name));
+    QK_RETURN_IF_ERROR(
+        OverrideBatchAxis(mapping[spec.name], path + ": inputs." + spec.name, &spec));
+    QK_ASSIGN_OR_RETURN(auto part,
+                        OpenEntry(mapping[spec.name], spec, base, path + ": inputs." + spec.name));
     if (!parts.empty()) {
-      QK_RETURN_IF_NOT(part->num_samples() == parts.front()->num_samples(), StatusCode::kInvalidArgument,
-                       "{}: input '{}' has {} samples but input '{}' has {}", path, spec.name, part->num_samples(),
-                       inputs.front().name, parts.front()->num_samples());
+      QK_RETURN_IF_NOT(part->num_samples() == parts.front()->num_samples(),
+                       StatusCode::kInvalidArgument,
+                       "{}: input '{}' has {} samples but input '{}' has {}", path, spec.name,
+                       part->num_samples(), inputs.front().name, parts.front()->num_samples());
     }
     description += fmt::format(" {} <- {};", spec.name, part->Describe());
     parts.push_back(std::move(part));
   }
   description.pop_back();
   std::unique_ptr<Source> samples =
-      parts.size() == 1 ? std::move(parts.front()) : std::unique_ptr<Source>(new ZipSource(std::move(parts), description));
+      parts.size() == 1 ? std::move(parts.front())
+                        : std::unique_ptr<Source>(new ZipSource(std::move(parts), description));
   return WithModelLayout(std::move(samples), specs);
 }
 

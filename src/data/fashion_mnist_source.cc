@@ -29,8 +29,9 @@ class FashionMnistSource final : public Source {
   int64_t num_samples() const override { return static_cast<int64_t>(indices_.size()); }
   std::vector<std::string> input_names() const override { return {input_}; }
   Result<Batch> Read(int64_t start, int64_t count) const override {
-    QK_RETURN_IF_NOT(start >= 0 && count > 0 && start + count <= num_samples(), StatusCode::kInternal,
-                     "fashion-mnist: samples [{}, {}) out of range", start, start + count);
+    QK_RETURN_IF_NOT(start >= 0 && count > 0 && start + count <= num_samples(),
+                     StatusCode::kInternal, "fashion-mnist: samples [{}, {}) out of range", start,
+                     start + count);
     const std::vector<int64_t> idx(indices_.begin() + start, indices_.begin() + start + count);
     Batch b;
     b.size = count;

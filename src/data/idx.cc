@@ -52,15 +52,19 @@ std::string GzErrorText(gzFile file) {
   return fmt::format("corrupt gzip stream ({})", text ? text : "unknown zlib error");
 }
 
-std::string DimsText(const std::vector<int64_t>& dims) { return fmt::format("[{}]", fmt::join(dims, ", ")); }
+std::string DimsText(const std::vector<int64_t>& dims) {
+  return fmt::format("[{}]", fmt::join(dims, ", "));
+}
 
 }  // namespace
 
 Result<IdxArray> ReadIdx(const std::string& path, int64_t max_bytes) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) return FileError(StatusCode::kNotFound, path, "no such file");
-  if (!std::filesystem::is_regular_file(status)) return FileError(StatusCode::kIoError, path, "not a regular file");
+  if (ec || !std::filesystem::exists(status))
+    return FileError(StatusCode::kNotFound, path, "no such file");
+  if (!std::filesystem::is_regular_file(status))
+    return FileError(StatusCode::kIoError, path, "not a regular file");
   const auto file_size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
   if (ec) return FileError(StatusCode::kIoError, path, "cannot stat: {}", ec.message());
 
@@ -72,49 +76,58 @@ Result<IdxArray> ReadIdx(const std::string& path, int64_t max_bytes) {
   uint8_t magic[4];
   int64_t got = ReadSome(gz, magic, 4);
   if (got < 0) return FileError(StatusCode::kInvalidModel, path, "{}", GzErrorText(gz));
-  if (got < 4) return FileError(StatusCode::kInvalidModel, path, "{} bytes, too short for an IDX header", got);
+  if (got < 4)
+    return FileError(StatusCode::kInvalidModel, path, "{} bytes, too short for an IDX header", got);
   const uint32_t magic_value = (uint32_t{magic[0]} << 24) | (uint32_t{magic[1]} << 16) |
                                (uint32_t{magic[2]} << 8) | magic[3];
   if (magic[0] != 0 || magic[1] != 0) {
-    return FileError(StatusCode::kInvalidModel, path, "bad magic 0x{:08x}, expected 0x0000TTRR (IDX)", magic_value);
+    return FileError(StatusCode::kInvalidModel, path,
+                     "bad magic 0x{:08x}, expected 0x0000TTRR (IDX)", magic_value);
   }
   if (magic[2] != kIdxTypeUnsignedByte) {
-    return FileError(StatusCode::kUnsupported, path, "IDX element type 0x{:02x} is not supported (only 0x08, unsigned byte)",
+    return FileError(StatusCode::kUnsupported, path,
+                     "IDX element type 0x{:02x} is not supported (only 0x08, unsigned byte)",
                      magic[2]);
   }
   const int rank = magic[3];
   if (rank < 1 || rank > kIdxMaxRank) {
-    return FileError(StatusCode::kInvalidModel, path, "IDX rank {} (magic 0x{:08x}), expected 1 to {}", rank,
-                     magic_value, kIdxMaxRank);
+    return FileError(StatusCode::kInvalidModel, path,
+                     "IDX rank {} (magic 0x{:08x}), expected 1 to {}", rank, magic_value,
+                     kIdxMaxRank);
   }
 
   IdxArray array;
   uint8_t dim_bytes[4 * kIdxMaxRank];
   got = ReadSome(gz, dim_bytes, 4 * rank);
   if (got < 0) return FileError(StatusCode::kInvalidModel, path, "{}", GzErrorText(gz));
-  if (got < 4 * rank) return FileError(StatusCode::kInvalidModel, path, "header cut after {} of {} dimension bytes", got, 4 * rank);
+  if (got < 4 * rank)
+    return FileError(StatusCode::kInvalidModel, path, "header cut after {} of {} dimension bytes",
+                     got, 4 * rank);
   // Each dim is < 2^32, so the running product saturates instead of overflowing int64.
   int64_t payload = 1;
   for (int i = 0; i < rank; ++i) {
     const uint8_t* b = dim_bytes + 4 * i;
     const int64_t dim = (int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | b[3];
     array.dims.push_back(dim);
-    payload = (dim != 0 && payload > std::numeric_limits<int64_t>::max() / dim) ? std::numeric_limits<int64_t>::max()
-                                                                                : payload * dim;
+    payload = (dim != 0 && payload > std::numeric_limits<int64_t>::max() / dim)
+                  ? std::numeric_limits<int64_t>::max()
+                  : payload * dim;
   }
   const int64_t header = 4 + 4 * int64_t{rank};
   if (payload == std::numeric_limits<int64_t>::max()) {
-    return FileError(StatusCode::kInvalidModel, path, "dims {} overflow a 64-bit byte count", DimsText(array.dims));
+    return FileError(StatusCode::kInvalidModel, path, "dims {} overflow a 64-bit byte count",
+                     DimsText(array.dims));
   }
   const bool compressed = gzdirect(gz) == 0;
   // A plain file must hold exactly header + payload bytes: check before allocating anything.
   if (!compressed && file_size - header != payload) {
-    return FileError(StatusCode::kInvalidModel, path, "dims {} need {} bytes, the file has {}", DimsText(array.dims),
-                     header + payload, file_size);
+    return FileError(StatusCode::kInvalidModel, path, "dims {} need {} bytes, the file has {}",
+                     DimsText(array.dims), header + payload, file_size);
   }
   if (payload > max_bytes) {
-    return FileError(StatusCode::kResourceExhausted, path, "dims {} declare {} bytes, above the limit of {}",
-                     DimsText(array.dims), payload, max_bytes);
+    return FileError(StatusCode::kResourceExhausted, path,
+                     "dims {} declare {} bytes, above the limit of {}", DimsText(array.dims),
+                     payload, max_bytes);
   }
 
   while (static_cast<int64_t>(array.values.size()) < payload) {
@@ -125,8 +138,9 @@ Result<IdxArray> ReadIdx(const std::string& path, int64_t max_bytes) {
     if (got < 0) return FileError(StatusCode::kInvalidModel, path, "{}", GzErrorText(gz));
     if (got < want) {
       const std::string zerr = GzErrorText(gz);
-      return FileError(StatusCode::kInvalidModel, path, "{}: {} of the {} bytes declared by dims {}",
-                       zerr.empty() ? "payload ends early" : zerr, offset + got, payload, DimsText(array.dims));
+      return FileError(
+          StatusCode::kInvalidModel, path, "{}: {} of the {} bytes declared by dims {}",
+          zerr.empty() ? "payload ends early" : zerr, offset + got, payload, DimsText(array.dims));
     }
   }
   // Reading past the payload makes zlib check the gzip trailer (CRC-32, length) and shows
@@ -136,7 +150,8 @@ Result<IdxArray> ReadIdx(const std::string& path, int64_t max_bytes) {
   const std::string zerr = GzErrorText(gz);
   if (got < 0 || !zerr.empty()) return FileError(StatusCode::kInvalidModel, path, "{}", zerr);
   if (got > 0) {
-    return FileError(StatusCode::kInvalidModel, path, "trailing bytes after the {} bytes declared by dims {}", payload,
+    return FileError(StatusCode::kInvalidModel, path,
+                     "trailing bytes after the {} bytes declared by dims {}", payload,
                      DimsText(array.dims));
   }
   return array;
@@ -147,33 +162,36 @@ Status Preprocessing::Validate(int64_t channels) const {
                    "preprocessing: scale_divisor {} must be finite and > 0", scale_divisor);
   QK_RETURN_IF_NOT(mean.size() == std.size(), StatusCode::kInvalidArgument,
                    "preprocessing: {} mean values but {} std values", mean.size(), std.size());
-  QK_RETURN_IF_NOT(mean.empty() || static_cast<int64_t>(mean.size()) == channels, StatusCode::kInvalidArgument,
+  QK_RETURN_IF_NOT(mean.empty() || static_cast<int64_t>(mean.size()) == channels,
+                   StatusCode::kInvalidArgument,
                    "preprocessing: {} mean/std values for {} channels", mean.size(), channels);
   for (size_t c = 0; c < mean.size(); ++c) {
-    QK_RETURN_IF_NOT(std::isfinite(mean[c]) && std::isfinite(std[c]) && std[c] > 0, StatusCode::kInvalidArgument,
-                     "preprocessing: channel {} has mean {} std {} (need finite, std > 0)", c, mean[c], std[c]);
+    QK_RETURN_IF_NOT(
+        std::isfinite(mean[c]) && std::isfinite(std[c]) && std[c] > 0, StatusCode::kInvalidArgument,
+        "preprocessing: channel {} has mean {} std {} (need finite, std > 0)", c, mean[c], std[c]);
   }
   return Status::Ok();
 }
 
 Preprocessing FashionMnistPreprocessing() { return Preprocessing{255.0f, {0.2860f}, {0.3530f}}; }
 
-Result<IdxImageDataset> IdxImageDataset::Open(const std::string& images_path, const std::string& labels_path,
+Result<IdxImageDataset> IdxImageDataset::Open(const std::string& images_path,
+                                              const std::string& labels_path,
                                               Preprocessing preprocessing) {
   QK_RETURN_IF_ERROR(preprocessing.Validate(/*channels=*/1));
   QK_ASSIGN_OR_RETURN(IdxArray images, ReadIdx(images_path));
   QK_ASSIGN_OR_RETURN(IdxArray labels, ReadIdx(labels_path));
   if (images.dims.size() != 3) {
-    return FileError(StatusCode::kInvalidModel, images_path, "image file has dims {}, expected rank 3 (N x H x W)",
-                     DimsText(images.dims));
+    return FileError(StatusCode::kInvalidModel, images_path,
+                     "image file has dims {}, expected rank 3 (N x H x W)", DimsText(images.dims));
   }
   if (labels.dims.size() != 1) {
-    return FileError(StatusCode::kInvalidModel, labels_path, "label file has dims {}, expected rank 1 (N)",
-                     DimsText(labels.dims));
+    return FileError(StatusCode::kInvalidModel, labels_path,
+                     "label file has dims {}, expected rank 1 (N)", DimsText(labels.dims));
   }
   if (labels.dims[0] != images.dims[0]) {
-    return FileError(StatusCode::kInvalidModel, labels_path, "{} labels for {} images in {}", labels.dims[0],
-                     images.dims[0], images_path);
+    return FileError(StatusCode::kInvalidModel, labels_path, "{} labels for {} images in {}",
+                     labels.dims[0], images.dims[0], images_path);
   }
   IdxImageDataset ds;
   ds.images_path_ = images_path;

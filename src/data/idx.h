@@ -58,7 +58,8 @@ class IdxImageDataset {
  public:
   // Errors as ReadIdx, plus kInvalidModel when ranks or counts of the two files disagree and
   // kInvalidArgument for an invalid preprocessing.
-  static Result<IdxImageDataset> Open(const std::string& images_path, const std::string& labels_path,
+  static Result<IdxImageDataset> Open(const std::string& images_path,
+                                      const std::string& labels_path,
                                       Preprocessing preprocessing = {});
 
   int64_t size() const { return count_; }

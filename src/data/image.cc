@@ -1,10 +1,10 @@
 #include "data/image.h"
 
 // jpeglib.h needs size_t and FILE declared first.
-#include <cstdio>
-#include <jpeglib.h>
 #include <jerror.h>
+#include <jpeglib.h>
 #include <png.h>
+#include <cstdio>
 
 #include <algorithm>
 #include <cmath>
@@ -32,12 +32,14 @@ Result<Image> DecodePng(const std::string& bytes, const std::string& origin) {
   const bool alpha = image.format & PNG_FORMAT_FLAG_ALPHA;
   if (static_cast<uint64_t>(image.width) * image.height > kMaxPixels) {
     png_image_free(&image);
-    return MakeStatus(StatusCode::kResourceExhausted, "{}: PNG of {}x{} pixels is too large (at most {} pixels)",
-                      origin, image.width, image.height, kMaxPixels);
+    return MakeStatus(StatusCode::kResourceExhausted,
+                      "{}: PNG of {}x{} pixels is too large (at most {} pixels)", origin,
+                      image.width, image.height, kMaxPixels);
   }
   // Read with alpha when the file has it, then drop it: PIL's convert('RGB') discards alpha
   // rather than compositing onto a background.
-  image.format = color ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB) : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
+  image.format = color ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB)
+                       : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
   const int read_channels = static_cast<int>(PNG_IMAGE_SAMPLE_CHANNELS(image.format));
   std::vector<uint8_t> raw(PNG_IMAGE_SIZE(image));
   if (!png_image_finish_read(&image, nullptr, raw.data(), 0, nullptr)) {
@@ -56,8 +58,8 @@ Result<Image> DecodePng(const std::string& bytes, const std::string& origin) {
   const size_t n = static_cast<size_t>(out.height * out.width);
   out.pixels.resize(n * static_cast<size_t>(out.channels));
   for (size_t i = 0; i < n; ++i) {
-    std::memcpy(&out.pixels[i * static_cast<size_t>(out.channels)], &raw[i * static_cast<size_t>(read_channels)],
-                static_cast<size_t>(out.channels));
+    std::memcpy(&out.pixels[i * static_cast<size_t>(out.channels)],
+                &raw[i * static_cast<size_t>(read_channels)], static_cast<size_t>(out.channels));
   }
   return out;
 }
@@ -101,8 +103,9 @@ Result<Image> DecodeJpeg(const std::string& bytes, const std::string& origin) {
     // Too large is exit 5, as for a PNG (docs/cli.md "Exit codes").
     const uint64_t width = cinfo.image_width, height = cinfo.image_height;
     jpeg_destroy_decompress(&cinfo);
-    return MakeStatus(StatusCode::kResourceExhausted, "{}: JPEG of {}x{} pixels is too large (at most {} pixels)",
-                      origin, width, height, kMaxPixels);
+    return MakeStatus(StatusCode::kResourceExhausted,
+                      "{}: JPEG of {}x{} pixels is too large (at most {} pixels)", origin, width,
+                      height, kMaxPixels);
   }
   if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
     failure = "CMYK JPEGs are not supported (convert to RGB)";
@@ -168,8 +171,8 @@ Coeffs PrecomputeCoeffs(int64_t in_size, int64_t out_size) {
     for (int x = 0; x < xmax; ++x) {
       const double w = ww != 0.0 ? kk[static_cast<size_t>(x)] / ww : kk[static_cast<size_t>(x)];
       // normalize_coeffs_8bpc: round half away from zero into 22-bit fixed point.
-      c.k[static_cast<size_t>(xx * c.ksize + x)] =
-          static_cast<int32_t>(w < 0 ? -0.5 + w * (1 << kPrecisionBits) : 0.5 + w * (1 << kPrecisionBits));
+      c.k[static_cast<size_t>(xx * c.ksize + x)] = static_cast<int32_t>(
+          w < 0 ? -0.5 + w * (1 << kPrecisionBits) : 0.5 + w * (1 << kPrecisionBits));
     }
     c.bounds[static_cast<size_t>(xx * 2)] = xmin;
     c.bounds[static_cast<size_t>(xx * 2 + 1)] = xmax;
@@ -183,8 +186,8 @@ uint8_t Clip8(int64_t v) {
 }
 
 // One separable pass along an axis: `along_width` picks rows (horizontal) or columns.
-Image ResamplePass(const Image& in, const Coeffs& c, int64_t out_size, bool along_width, int64_t first_row,
-                   int64_t rows) {
+Image ResamplePass(const Image& in, const Coeffs& c, int64_t out_size, bool along_width,
+                   int64_t first_row, int64_t rows) {
   Image out;
   out.channels = in.channels;
   out.height = along_width ? rows : out_size;
@@ -194,14 +197,17 @@ Image ResamplePass(const Image& in, const Coeffs& c, int64_t out_size, bool alon
   for (int64_t y = 0; y < out.height; ++y) {
     for (int64_t x = 0; x < out.width; ++x) {
       const int64_t o = along_width ? x : y;
-      const int xmin = c.bounds[static_cast<size_t>(o * 2)], n = c.bounds[static_cast<size_t>(o * 2 + 1)];
+      const int xmin = c.bounds[static_cast<size_t>(o * 2)],
+                n = c.bounds[static_cast<size_t>(o * 2 + 1)];
       const int32_t* k = &c.k[static_cast<size_t>(o * c.ksize)];
       for (int64_t b = 0; b < ch; ++b) {
         int64_t ss = int64_t{1} << (kPrecisionBits - 1);
         for (int i = 0; i < n; ++i) {
           const int64_t sy = along_width ? y + first_row : xmin + i;
           const int64_t sx = along_width ? xmin + i : x;
-          ss += static_cast<int64_t>(in.pixels[static_cast<size_t>((sy * in.width + sx) * ch + b)]) * k[i];
+          ss +=
+              static_cast<int64_t>(in.pixels[static_cast<size_t>((sy * in.width + sx) * ch + b)]) *
+              k[i];
         }
         out.pixels[static_cast<size_t>((y * out.width + x) * ch + b)] = Clip8(ss);
       }
@@ -216,11 +222,13 @@ Result<Image> DecodeImageBytes(const std::string& bytes, const std::string& orig
   static const unsigned char kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   if (bytes.size() >= 8 && std::memcmp(bytes.data(), kPng, 8) == 0) return DecodePng(bytes, origin);
   if (bytes.size() >= 3 && static_cast<unsigned char>(bytes[0]) == 0xff &&
-      static_cast<unsigned char>(bytes[1]) == 0xd8 && static_cast<unsigned char>(bytes[2]) == 0xff) {
+      static_cast<unsigned char>(bytes[1]) == 0xd8 &&
+      static_cast<unsigned char>(bytes[2]) == 0xff) {
     return DecodeJpeg(bytes, origin);
   }
-  return MakeStatus(StatusCode::kInvalidModel, "{}: not a PNG or JPEG image ({} bytes, unknown signature)",
-                    origin, bytes.size());
+  return MakeStatus(StatusCode::kInvalidModel,
+                    "{}: not a PNG or JPEG image ({} bytes, unknown signature)", origin,
+                    bytes.size());
 }
 
 Result<Image> DecodeImage(const std::string& path) {
@@ -238,7 +246,8 @@ Image ResizeBilinear(const Image& in, int64_t out_height, int64_t out_width) {
   const int64_t last = vert.bounds[static_cast<size_t>(out_height * 2 - 2)] +
                        vert.bounds[static_cast<size_t>(out_height * 2 - 1)];
   if (!need_h) return ResamplePass(in, vert, out_height, false, 0, 0);
-  for (int64_t i = 0; i < out_height; ++i) vert.bounds[static_cast<size_t>(i * 2)] -= static_cast<int>(first);
+  for (int64_t i = 0; i < out_height; ++i)
+    vert.bounds[static_cast<size_t>(i * 2)] -= static_cast<int>(first);
   Image temp = ResamplePass(in, horiz, out_width, true, first, last - first);
   if (!need_v) return temp;
   return ResamplePass(temp, vert, out_height, false, 0, 0);
@@ -271,14 +280,16 @@ Image ToGray(const Image& rgb) {
   out.pixels.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const uint8_t* p = &rgb.pixels[i * 3];
-    out.pixels[i] = static_cast<uint8_t>((p[0] * 19595u + p[1] * 38470u + p[2] * 7471u + 0x8000u) >> 16);
+    out.pixels[i] =
+        static_cast<uint8_t>((p[0] * 19595u + p[1] * 38470u + p[2] * 7471u + 0x8000u) >> 16);
   }
   return out;
 }
 
 void ShorterSideSize(int64_t h, int64_t w, int64_t size, int64_t* out_h, int64_t* out_w) {
   const int64_t shorter = std::min(h, w), longer = std::max(h, w);
-  const auto new_long = static_cast<int64_t>(static_cast<double>(size * longer) / static_cast<double>(shorter));
+  const auto new_long =
+      static_cast<int64_t>(static_cast<double>(size * longer) / static_cast<double>(shorter));
   *out_h = w <= h ? new_long : size;
   *out_w = w <= h ? size : new_long;
 }

@@ -7,7 +7,8 @@
 //                      rounded and clamped to uint8. A port of Pillow's Resample.c, so results
 //                      are bit-identical to PIL on the same decoded pixels.
 //   CenterCrop      == transforms.CenterCrop: offsets round((in - out) / 2) half-to-even.
-//   ToGray          == PIL convert('L'): ITU-R 601-2 luma, (R*19595 + G*38470 + B*7471 + 0x8000) >> 16.
+//   ToGray          == PIL convert('L'): ITU-R 601-2 luma, (R*19595 + G*38470 + B*7471 + 0x8000)
+//   >> 16.
 //
 // Errors are one line that starts with the file name.
 #pragma once

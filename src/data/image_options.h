@@ -24,11 +24,11 @@ struct ImageOptions {
   // (Resize((h, w))). Neither: images must already have the size the model takes.
   int64_t resize_short = 0;
   std::vector<int64_t> resize_hw;
-  std::vector<int64_t> crop_hw;               // {h, w}: center crop after the resize
-  ColorOrder color = ColorOrder::kAuto;       // auto: gray for a 1-channel input, else rgb
-  Layout layout = Layout::kAuto;              // auto: NHWC when only the last dim can be channels
-  std::optional<double> scale;                // default 1/255 (ToTensor)
-  std::vector<double> mean, std;              // one value, or one per channel; default 0 and 1
+  std::vector<int64_t> crop_hw;          // {h, w}: center crop after the resize
+  ColorOrder color = ColorOrder::kAuto;  // auto: gray for a 1-channel input, else rgb
+  Layout layout = Layout::kAuto;         // auto: NHWC when only the last dim can be channels
+  std::optional<double> scale;           // default 1/255 (ToTensor)
+  std::vector<double> mean, std;         // one value, or one per channel; default 0 and 1
 
   // True when anything was declared (used to refuse options that a source would ignore).
   bool declared() const;

@@ -1,6 +1,7 @@
-// Image folders: DIR/*.{png,jpg,jpeg} (unlabelled, sorted by name) or DIR/<class>/**/*.{png,jpg,jpeg}
-// (torchvision ImageFolder: label = index of the class folder in sorted order). Images are decoded
-// lazily in Read(), so memory does not depend on the number of images.
+// Image folders: DIR/*.{png,jpg,jpeg} (unlabelled, sorted by name) or
+// DIR/<class>/**/*.{png,jpg,jpeg} (torchvision ImageFolder: label = index of the class folder in
+// sorted order). Images are decoded lazily in Read(), so memory does not depend on the number of
+// images.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -69,8 +70,8 @@ Result<std::vector<int64_t>> ParseSize(const std::string& text, const std::strin
     QK_RETURN_IF_NOT(used == item.size() && !item.empty() && v > 0, StatusCode::kInvalidArgument,
                      "{} '{}' is not a size (N or HxW, positive)", what, text);
     QK_RETURN_IF_NOT(v <= kMaxImageSide, StatusCode::kInvalidArgument,
-                     "{} '{}': {} pixels is larger than the limit of {} per side (kMaxImageSide)", what, text, v,
-                     kMaxImageSide);
+                     "{} '{}': {} pixels is larger than the limit of {} per side (kMaxImageSide)",
+                     what, text, v, kMaxImageSide);
     out.push_back(v);
   }
   QK_RETURN_IF_NOT(out.size() == 1 || out.size() == 2, StatusCode::kInvalidArgument,
@@ -94,19 +95,26 @@ Status SetCrop(const std::string& text, ImageOptions* o) {
 Status SetColor(const std::string& text, ImageOptions* o) {
   std::string t = text;
   std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (t == "rgb") o->color = ColorOrder::kRgb;
-  else if (t == "bgr") o->color = ColorOrder::kBgr;
-  else if (t == "gray" || t == "grey" || t == "l") o->color = ColorOrder::kGray;
-  else return MakeStatus(StatusCode::kInvalidArgument, "color '{}' is not rgb, bgr or gray", text);
+  if (t == "rgb")
+    o->color = ColorOrder::kRgb;
+  else if (t == "bgr")
+    o->color = ColorOrder::kBgr;
+  else if (t == "gray" || t == "grey" || t == "l")
+    o->color = ColorOrder::kGray;
+  else
+    return MakeStatus(StatusCode::kInvalidArgument, "color '{}' is not rgb, bgr or gray", text);
   return Status();
 }
 
 Status SetLayout(const std::string& text, ImageOptions* o) {
   std::string t = text;
   std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (t == "nchw") o->layout = Layout::kNchw;
-  else if (t == "nhwc") o->layout = Layout::kNhwc;
-  else return MakeStatus(StatusCode::kInvalidArgument, "layout '{}' is not nchw or nhwc", text);
+  if (t == "nchw")
+    o->layout = Layout::kNchw;
+  else if (t == "nhwc")
+    o->layout = Layout::kNhwc;
+  else
+    return MakeStatus(StatusCode::kInvalidArgument, "layout '{}' is not nchw or nhwc", text);
   return Status();
 }
 
@@ -150,7 +158,8 @@ Result<std::vector<double>> ParseFloatList(const std::string& text, const std::s
     } catch (...) {
       used = 0;
     }
-    QK_RETURN_IF_NOT(used == item.size() && !item.empty() && std::isfinite(v), StatusCode::kInvalidArgument,
+    QK_RETURN_IF_NOT(used == item.size() && !item.empty() && std::isfinite(v),
+                     StatusCode::kInvalidArgument,
                      "{} '{}' is not a comma-separated list of numbers", what, text);
     out.push_back(v);
   }
@@ -162,13 +171,14 @@ namespace {
 
 bool IsImageFile(const fs::path& p) {
   std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
 }
 
 // Everything resolved against the model input: what one sample looks like.
 struct Plan {
-  ImageOptions options;   // color and layout resolved
+  ImageOptions options;  // color and layout resolved
   int64_t channels = 3;
   int64_t height = -1, width = -1;  // model's (or -1: taken from the first image)
   // The model's height/width is dynamic and no resize/crop fixes it: each image keeps its own
@@ -180,10 +190,14 @@ struct Plan {
 
 class ImageFolderSource final : public Source {
  public:
-  ImageFolderSource(std::vector<std::string> files, std::vector<int64_t> labels, InputSpec spec, Plan plan,
-                    std::string description, std::string fingerprint)
-      : files_(std::move(files)), labels_(std::move(labels)), spec_(std::move(spec)), plan_(std::move(plan)),
-        description_(std::move(description)), fingerprint_(std::move(fingerprint)) {}
+  ImageFolderSource(std::vector<std::string> files, std::vector<int64_t> labels, InputSpec spec,
+                    Plan plan, std::string description, std::string fingerprint)
+      : files_(std::move(files)),
+        labels_(std::move(labels)),
+        spec_(std::move(spec)),
+        plan_(std::move(plan)),
+        description_(std::move(description)),
+        fingerprint_(std::move(fingerprint)) {}
 
   int64_t num_samples() const override { return static_cast<int64_t>(files_.size()); }
   std::vector<std::string> input_names() const override { return {spec_.name}; }
@@ -191,16 +205,18 @@ class ImageFolderSource final : public Source {
   std::string Fingerprint() const override { return fingerprint_; }
 
   Result<Batch> Read(int64_t start, int64_t count) const override {
-    QK_RETURN_IF_NOT(start >= 0 && count > 0 && start + count <= num_samples(), StatusCode::kInternal,
-                     "ImageFolderSource: samples [{}, {}) out of range", start, start + count);
+    QK_RETURN_IF_NOT(start >= 0 && count > 0 && start + count <= num_samples(),
+                     StatusCode::kInternal, "ImageFolderSource: samples [{}, {}) out of range",
+                     start, start + count);
     const bool nchw = plan_.options.layout == Layout::kNchw;
     std::vector<Image> images;
     for (int64_t i = 0; i < count; ++i) {
       QK_ASSIGN_OR_RETURN(Image img, Load(files_[static_cast<size_t>(start + i)]));
-      QK_RETURN_IF_NOT(images.empty() || (img.height == images[0].height && img.width == images[0].width),
-                       StatusCode::kInvalidArgument, "{}: image is {}x{}, the batch's first {}x{}",
-                       files_[static_cast<size_t>(start + i)], img.height, img.width, images[0].height,
-                       images[0].width);
+      QK_RETURN_IF_NOT(
+          images.empty() || (img.height == images[0].height && img.width == images[0].width),
+          StatusCode::kInvalidArgument, "{}: image is {}x{}, the batch's first {}x{}",
+          files_[static_cast<size_t>(start + i)], img.height, img.width, images[0].height,
+          images[0].width);
       images.push_back(std::move(img));
     }
     const int64_t h = images[0].height, w = images[0].width;
@@ -224,10 +240,11 @@ class ImageFolderSource final : public Source {
   Result<Image> Load(const std::string& file) const {
     QK_ASSIGN_OR_RETURN(Image img, DecodeImage(file));
     if (plan_.channels == 3 && img.channels == 1) {
-      return MakeStatus(StatusCode::kInvalidArgument,
-                        "{}: grayscale image but input '{}' takes 3 channels ({}); convert the images "
-                        "to RGB or feed a 1-channel model with color gray",
-                        file, spec_.name, plan_.options.color == ColorOrder::kBgr ? "bgr" : "rgb");
+      return MakeStatus(
+          StatusCode::kInvalidArgument,
+          "{}: grayscale image but input '{}' takes 3 channels ({}); convert the images "
+          "to RGB or feed a 1-channel model with color gray",
+          file, spec_.name, plan_.options.color == ColorOrder::kBgr ? "bgr" : "rgb");
     }
     if (plan_.channels == 1) img = ToGray(img);
     const ImageOptions& o = plan_.options;
@@ -238,24 +255,28 @@ class ImageFolderSource final : public Source {
       h = o.resize_hw[0];
       w = o.resize_hw[1];
     }
-    // A long thin image resized by its short side grows with its aspect ratio: bounded like a decode.
+    // A long thin image resized by its short side grows with its aspect ratio: bounded like a
+    // decode.
     QK_RETURN_IF_NOT(h * w <= kMaxResizedPixels, StatusCode::kResourceExhausted,
-                     "{}: {}x{} image resized to {}x{} pixels is too large (at most {} pixels)", file, img.height,
-                     img.width, h, w, kMaxResizedPixels);
+                     "{}: {}x{} image resized to {}x{} pixels is too large (at most {} pixels)",
+                     file, img.height, img.width, h, w, kMaxResizedPixels);
     if (o.resize_short > 0 || !o.resize_hw.empty()) img = ResizeBilinear(img, h, w);
     if (!o.crop_hw.empty()) {
-      QK_RETURN_IF_NOT(img.height >= o.crop_hw[0] && img.width >= o.crop_hw[1], StatusCode::kInvalidArgument,
-                       "{}: image is {}x{} after resize, smaller than the center crop {}x{} (declare a "
-                       "larger resize)",
-                       file, img.height, img.width, o.crop_hw[0], o.crop_hw[1]);
+      QK_RETURN_IF_NOT(
+          img.height >= o.crop_hw[0] && img.width >= o.crop_hw[1], StatusCode::kInvalidArgument,
+          "{}: image is {}x{} after resize, smaller than the center crop {}x{} (declare a "
+          "larger resize)",
+          file, img.height, img.width, o.crop_hw[0], o.crop_hw[1]);
       img = CenterCrop(img, o.crop_hw[0], o.crop_hw[1]);
     }
-    if ((!plan_.free_height && img.height != plan_.height) || (!plan_.free_width && img.width != plan_.width)) {
+    if ((!plan_.free_height && img.height != plan_.height) ||
+        (!plan_.free_width && img.width != plan_.width)) {
       const bool declared = o.resize_short > 0 || !o.resize_hw.empty() || !o.crop_hw.empty();
-      return MakeStatus(StatusCode::kInvalidArgument, "{}: image is {}x{}{} but input '{}' takes {}x{}{}", file,
-                        img.height, img.width, declared ? " after resize/crop" : "", spec_.name, plan_.height,
-                        plan_.width,
-                        declared ? "" : " (declare --resize and/or --center-crop, or resize the images)");
+      return MakeStatus(
+          StatusCode::kInvalidArgument, "{}: image is {}x{}{} but input '{}' takes {}x{}{}", file,
+          img.height, img.width, declared ? " after resize/crop" : "", spec_.name, plan_.height,
+          plan_.width,
+          declared ? "" : " (declare --resize and/or --center-crop, or resize the images)");
     }
     return img;
   }
@@ -269,8 +290,10 @@ class ImageFolderSource final : public Source {
       for (int64_t c = 0; c < c_n; ++c) {
         const int64_t src_c = bgr ? c_n - 1 - c : c;
         // ToTensor then Normalize: (x * scale - mean) / std, in float32 like torchvision.
-        const float x = static_cast<float>(img.pixels[static_cast<size_t>(p * c_n + src_c)]) * plan_.scale;
-        const float v = (x - plan_.mean[static_cast<size_t>(c)]) * plan_.inv_std[static_cast<size_t>(c)];
+        const float x =
+            static_cast<float>(img.pixels[static_cast<size_t>(p * c_n + src_c)]) * plan_.scale;
+        const float v =
+            (x - plan_.mean[static_cast<size_t>(c)]) * plan_.inv_std[static_cast<size_t>(c)];
         dst[nchw ? c * hw + p : p * c_n + c] = v;
       }
     }
@@ -284,14 +307,17 @@ class ImageFolderSource final : public Source {
   std::string fingerprint_;
 };
 
-Result<std::vector<float>> PerChannel(const std::vector<double>& v, int64_t channels, double fallback,
-                                      const char* what) {
-  if (v.empty()) return std::vector<float>(static_cast<size_t>(channels), static_cast<float>(fallback));
-  QK_RETURN_IF_NOT(v.size() == 1 || static_cast<int64_t>(v.size()) == channels, StatusCode::kInvalidArgument,
-                   "{} has {} values but the images have {} channel(s): give 1 or {}", what, v.size(), channels,
-                   channels);
+Result<std::vector<float>> PerChannel(const std::vector<double>& v, int64_t channels,
+                                      double fallback, const char* what) {
+  if (v.empty())
+    return std::vector<float>(static_cast<size_t>(channels), static_cast<float>(fallback));
+  QK_RETURN_IF_NOT(v.size() == 1 || static_cast<int64_t>(v.size()) == channels,
+                   StatusCode::kInvalidArgument,
+                   "{} has {} values but the images have {} channel(s): give 1 or {}", what,
+                   v.size(), channels, channels);
   std::vector<float> out;
-  for (int64_t c = 0; c < channels; ++c) out.push_back(static_cast<float>(v[v.size() == 1 ? 0 : static_cast<size_t>(c)]));
+  for (int64_t c = 0; c < channels; ++c)
+    out.push_back(static_cast<float>(v[v.size() == 1 ? 0 : static_cast<size_t>(c)]));
   return out;
 }
 
@@ -311,7 +337,8 @@ Result<bool> internal::IsImageFolder(const std::string& dir) {
   return false;
 }
 
-Result<std::unique_ptr<Source>> internal::OpenImageFolder(const std::string& dir, const InputSpec& spec,
+Result<std::unique_ptr<Source>> internal::OpenImageFolder(const std::string& dir,
+                                                          const InputSpec& spec,
                                                           const ImageOptions& options) {
   // Files: flat DIR/*.png, else ImageFolder classes.
   std::vector<std::string> files, classes;
@@ -329,11 +356,13 @@ Result<std::unique_ptr<Source>> internal::OpenImageFolder(const std::string& dir
   if (files.empty()) {
     std::sort(subdirs.begin(), subdirs.end());
     for (const fs::path& sub : subdirs) {
-      QK_ASSIGN_OR_RETURN(std::vector<std::string> in_class, ListFilesRecursive(sub.string(), image));
-      QK_RETURN_IF_NOT(!in_class.empty(), StatusCode::kInvalidArgument,
-                       "{}: class folder '{}' holds no .png/.jpg/.jpeg images (torchvision's ImageFolder "
-                       "refuses it too; remove it so the labels stay aligned)",
-                       dir, sub.filename().string());
+      QK_ASSIGN_OR_RETURN(std::vector<std::string> in_class,
+                          ListFilesRecursive(sub.string(), image));
+      QK_RETURN_IF_NOT(
+          !in_class.empty(), StatusCode::kInvalidArgument,
+          "{}: class folder '{}' holds no .png/.jpg/.jpeg images (torchvision's ImageFolder "
+          "refuses it too; remove it so the labels stay aligned)",
+          dir, sub.filename().string());
       std::sort(in_class.begin(), in_class.end());
       for (std::string& f : in_class) {
         files.push_back(std::move(f));
@@ -350,8 +379,8 @@ Result<std::unique_ptr<Source>> internal::OpenImageFolder(const std::string& dir
                    "{}: input '{}' takes {}, but image folders produce float32", dir, spec.name,
                    ir::DTypeName(spec.dtype));
   QK_RETURN_IF_NOT(spec.dims.empty() || spec.dims.size() == 4, StatusCode::kInvalidArgument,
-                   "{}: input '{}' has rank {}, but images feed rank-4 inputs (NCHW or NHWC)", dir, spec.name,
-                   spec.dims.size());
+                   "{}: input '{}' has rank {}, but images feed rank-4 inputs (NCHW or NHWC)", dir,
+                   spec.name, spec.dims.size());
   Plan plan;
   plan.options = options;
   auto dim = [&](size_t i) { return spec.dims.empty() ? int64_t{-1} : spec.dims[i]; };
@@ -361,12 +390,13 @@ Result<std::unique_ptr<Source>> internal::OpenImageFolder(const std::string& dir
   }
   const bool nchw = plan.options.layout == Layout::kNchw;
   const int64_t model_c = nchw ? dim(1) : dim(3);
-  if (plan.options.color == ColorOrder::kAuto) plan.options.color = model_c == 1 ? ColorOrder::kGray : ColorOrder::kRgb;
+  if (plan.options.color == ColorOrder::kAuto)
+    plan.options.color = model_c == 1 ? ColorOrder::kGray : ColorOrder::kRgb;
   plan.channels = plan.options.color == ColorOrder::kGray ? 1 : 3;
   QK_RETURN_IF_NOT(model_c < 0 || model_c == plan.channels, StatusCode::kInvalidArgument,
-                   "{}: input '{}' takes {} channel(s) ({}) but color {} gives {}", dir, spec.name, model_c,
-                   nchw ? "NCHW" : "NHWC", plan.options.color == ColorOrder::kGray ? "gray" : "rgb/bgr",
-                   plan.channels);
+                   "{}: input '{}' takes {} channel(s) ({}) but color {} gives {}", dir, spec.name,
+                   model_c, nchw ? "NCHW" : "NHWC",
+                   plan.options.color == ColorOrder::kGray ? "gray" : "rgb/bgr", plan.channels);
   plan.height = nchw ? dim(2) : dim(1);
   plan.width = nchw ? dim(3) : dim(2);
   plan.scale = static_cast<float>(plan.options.scale.value_or(1.0 / 255.0));
@@ -402,7 +432,8 @@ Result<std::unique_ptr<Source>> internal::OpenImageFolder(const std::string& dir
     if (plan.height < 0) plan.height = h;
     if (plan.width < 0) plan.width = w;
   }
-  QK_RETURN_IF_ERROR(ImageFolderSource({files.front()}, {}, spec, plan, "", "").Load(files.front()).status());
+  QK_RETURN_IF_ERROR(
+      ImageFolderSource({files.front()}, {}, spec, plan, "", "").Load(files.front()).status());
   // Fingerprint: relative paths, sizes, labels and the declared preprocessing (not the pixels:
   // hashing every image would cost a full decode pass before calibration starts).
   Sha256 hash;
@@ -413,11 +444,13 @@ Result<std::unique_ptr<Source>> internal::OpenImageFolder(const std::string& dir
     if (!labels.empty()) hash.Update(std::to_string(labels[i]));
   }
   std::string description =
-      classes.empty() ? fmt::format("{} ({} images; {})", dir, files.size(), plan.options.Describe())
-                      : fmt::format("{} ({} images in {} classes; {})", dir, files.size(), classes.size(),
-                                    plan.options.Describe());
-  return std::unique_ptr<Source>(new ImageFolderSource(std::move(files), std::move(labels), spec, std::move(plan),
-                                                       std::move(description), hash.HexDigest()));
+      classes.empty()
+          ? fmt::format("{} ({} images; {})", dir, files.size(), plan.options.Describe())
+          : fmt::format("{} ({} images in {} classes; {})", dir, files.size(), classes.size(),
+                        plan.options.Describe());
+  return std::unique_ptr<Source>(new ImageFolderSource(std::move(files), std::move(labels), spec,
+                                                       std::move(plan), std::move(description),
+                                                       hash.HexDigest()));
 }
 
 }  // namespace quantkit::data

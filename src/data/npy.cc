@@ -8,8 +8,8 @@
 #include <fstream>
 #include <limits>
 
-#include "common/file_util.h"
 #include "common/check.h"
+#include "common/file_util.h"
 #include "data/source_internal.h"
 
 namespace quantkit::data {
@@ -31,17 +31,30 @@ bool ParseDescr(const std::string& s, Descr* d) {
   const char order = s[0], kind = s[1];
   if (order != '<' && order != '>' && order != '|' && order != '=') return false;
   const std::string size_text = s.substr(2);
-  if (size_text.empty() || size_text.size() > 1 || !std::isdigit(static_cast<unsigned char>(size_text[0]))) return false;
+  if (size_text.empty() || size_text.size() > 1 ||
+      !std::isdigit(static_cast<unsigned char>(size_text[0])))
+    return false;
   const int size = size_text[0] - '0';
   d->item_size = static_cast<size_t>(size);
   d->big_endian = order == '>';
   using ir::DType;
   if (kind == 'f') {
-    d->dtype = size == 2 ? DType::kFloat16 : size == 4 ? DType::kFloat : size == 8 ? DType::kDouble : DType::kUndefined;
+    d->dtype = size == 2   ? DType::kFloat16
+               : size == 4 ? DType::kFloat
+               : size == 8 ? DType::kDouble
+                           : DType::kUndefined;
   } else if (kind == 'i') {
-    d->dtype = size == 1 ? DType::kInt8 : size == 2 ? DType::kInt16 : size == 4 ? DType::kInt32 : size == 8 ? DType::kInt64 : DType::kUndefined;
+    d->dtype = size == 1   ? DType::kInt8
+               : size == 2 ? DType::kInt16
+               : size == 4 ? DType::kInt32
+               : size == 8 ? DType::kInt64
+                           : DType::kUndefined;
   } else if (kind == 'u') {
-    d->dtype = size == 1 ? DType::kUint8 : size == 2 ? DType::kUint16 : size == 4 ? DType::kUint32 : size == 8 ? DType::kUint64 : DType::kUndefined;
+    d->dtype = size == 1   ? DType::kUint8
+               : size == 2 ? DType::kUint16
+               : size == 4 ? DType::kUint32
+               : size == 8 ? DType::kUint64
+                           : DType::kUndefined;
   } else if (kind == 'b') {
     d->dtype = size == 1 ? DType::kBool : DType::kUndefined;
   }
@@ -65,12 +78,16 @@ class HeaderParser {
       if (!Eat(':')) return Fail(error, "expected ':' after '" + key + "'");
       SkipSpace();
       if (key == "descr") {
-        if (!String(descr)) return Fail(error, "descr is not a string (structured dtypes are not supported)");
+        if (!String(descr))
+          return Fail(error, "descr is not a string (structured dtypes are not supported)");
         have_descr = true;
       } else if (key == "fortran_order") {
-        if (Word("True")) *fortran = true;
-        else if (Word("False")) *fortran = false;
-        else return Fail(error, "fortran_order is not True or False");
+        if (Word("True"))
+          *fortran = true;
+        else if (Word("False"))
+          *fortran = false;
+        else
+          return Fail(error, "fortran_order is not True or False");
         have_fortran = true;
       } else if (key == "shape") {
         if (!Tuple(shape)) return Fail(error, "shape is not a tuple of non-negative integers");
@@ -98,7 +115,9 @@ class HeaderParser {
     return false;
   }
   void SkipSpace() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' || s_[pos_] == '\r')) ++pos_;
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' || s_[pos_] == '\r'))
+      ++pos_;
   }
   bool Eat(char c) {
     SkipSpace();
@@ -196,19 +215,23 @@ Status ParseNpyLayout(const uint8_t* bytes, size_t size, const std::string& sour
     return fail("not a .npy file (bad magic)");
   }
   const int major = bytes[6];
-  if (major < 1 || major > 3) return fail("unsupported .npy format version " + std::to_string(major));
+  if (major < 1 || major > 3)
+    return fail("unsupported .npy format version " + std::to_string(major));
   const size_t len_bytes = major == 1 ? 2 : 4;
   const size_t preamble = kMagicSize + 2 + len_bytes;
   if (readable < preamble) return fail("truncated header");
   const uint32_t header_len = ReadLe(bytes + kMagicSize + 2, static_cast<int>(len_bytes));
-  if (header_len > kMaxNpyHeaderBytes) return fail("header length " + std::to_string(header_len) + " is too large");
+  if (header_len > kMaxNpyHeaderBytes)
+    return fail("header length " + std::to_string(header_len) + " is too large");
   if (preamble + header_len > size) {
-    return fail("header length " + std::to_string(header_len) + " exceeds the file size " + std::to_string(size));
+    return fail("header length " + std::to_string(header_len) + " exceeds the file size " +
+                std::to_string(size));
   }
   if (preamble + header_len > readable) return fail("truncated header");
   const std::string header(reinterpret_cast<const char*>(bytes + preamble), header_len);
   std::string descr_text, error;
-  if (!HeaderParser(header).Parse(&descr_text, &out->fortran, &out->shape, &error)) return fail("bad header: " + error);
+  if (!HeaderParser(header).Parse(&descr_text, &out->fortran, &out->shape, &error))
+    return fail("bad header: " + error);
   if (!ParseDescr(descr_text, &out->descr)) return fail("unsupported dtype '" + descr_text + "'");
   // Element count without overflow, bounded by what the file can hold.
   out->data_offset = preamble + header_len;
@@ -222,7 +245,8 @@ Status ParseNpyLayout(const uint8_t* bytes, size_t size, const std::string& sour
   }
   const uint64_t need = numel * out->descr.item_size;
   if (need != available) {
-    return fail("shape needs " + std::to_string(need) + " data bytes but the file has " + std::to_string(available));
+    return fail("shape needs " + std::to_string(need) + " data bytes but the file has " +
+                std::to_string(available));
   }
   out->numel = numel;
   return Status();
@@ -231,10 +255,12 @@ Status ParseNpyLayout(const uint8_t* bytes, size_t size, const std::string& sour
 }  // namespace
 
 Result<internal::NpyHeader> internal::ParseNpyHeader(const uint8_t* bytes, size_t available,
-                                                     uint64_t total_size, const std::string& source) {
+                                                     uint64_t total_size,
+                                                     const std::string& source) {
   static_assert(sizeof(size_t) >= sizeof(uint64_t), "64-bit sizes");
   NpyLayout layout;
-  QK_RETURN_IF_ERROR(ParseNpyLayout(bytes, static_cast<size_t>(total_size), source, &layout, available));
+  QK_RETURN_IF_ERROR(
+      ParseNpyLayout(bytes, static_cast<size_t>(total_size), source, &layout, available));
   NpyHeader h;
   h.dtype = layout.descr.dtype;
   h.item_size = layout.descr.item_size;
@@ -282,7 +308,8 @@ Result<ir::Tensor> ParseNpy(const uint8_t* bytes, size_t size, const std::string
     // Fortran (column-major) source: walk the row-major destination with an odometer.
     const size_t rank = shape.size();
     std::vector<uint64_t> fstride(rank, 1);
-    for (size_t k = 1; k < rank; ++k) fstride[k] = fstride[k - 1] * static_cast<uint64_t>(shape[k - 1]);
+    for (size_t k = 1; k < rank; ++k)
+      fstride[k] = fstride[k - 1] * static_cast<uint64_t>(shape[k - 1]);
     std::vector<int64_t> idx(rank, 0);
     uint64_t src = 0;
     for (uint64_t i = 0; i < numel; ++i) {
@@ -325,34 +352,62 @@ Result<ir::Tensor> MapNpy(const std::string& path, std::shared_ptr<const MappedF
                         layout.descr.dtype != ir::DType::kBool && layout.numel > 0;
   if (!viewable) return ParseNpy(file->data(), file->size(), path);
   if (mapping) *mapping = file;
-  return ir::Tensor(layout.descr.dtype, layout.shape, std::make_shared<MappedNpyBuffer>(file), layout.data_offset);
+  return ir::Tensor(layout.descr.dtype, layout.shape, std::make_shared<MappedNpyBuffer>(file),
+                    layout.data_offset);
 }
 
 Result<std::string> EncodeNpy(const ir::Tensor& t, const std::string& path) {
   const char* descr = nullptr;
   switch (t.dtype()) {
-    case ir::DType::kFloat16: descr = "<f2"; break;
-    case ir::DType::kFloat: descr = "<f4"; break;
-    case ir::DType::kDouble: descr = "<f8"; break;
-    case ir::DType::kInt8: descr = "|i1"; break;
-    case ir::DType::kInt16: descr = "<i2"; break;
-    case ir::DType::kInt32: descr = "<i4"; break;
-    case ir::DType::kInt64: descr = "<i8"; break;
-    case ir::DType::kUint8: descr = "|u1"; break;
-    case ir::DType::kUint16: descr = "<u2"; break;
-    case ir::DType::kUint32: descr = "<u4"; break;
-    case ir::DType::kUint64: descr = "<u8"; break;
-    case ir::DType::kBool: descr = "|b1"; break;
+    case ir::DType::kFloat16:
+      descr = "<f2";
+      break;
+    case ir::DType::kFloat:
+      descr = "<f4";
+      break;
+    case ir::DType::kDouble:
+      descr = "<f8";
+      break;
+    case ir::DType::kInt8:
+      descr = "|i1";
+      break;
+    case ir::DType::kInt16:
+      descr = "<i2";
+      break;
+    case ir::DType::kInt32:
+      descr = "<i4";
+      break;
+    case ir::DType::kInt64:
+      descr = "<i8";
+      break;
+    case ir::DType::kUint8:
+      descr = "|u1";
+      break;
+    case ir::DType::kUint16:
+      descr = "<u2";
+      break;
+    case ir::DType::kUint32:
+      descr = "<u4";
+      break;
+    case ir::DType::kUint64:
+      descr = "<u8";
+      break;
+    case ir::DType::kBool:
+      descr = "|b1";
+      break;
     default:
       return MakeStatus(StatusCode::kUnsupported, "{}: cannot write dtype {} to .npy", path,
                         ir::DTypeName(t.dtype()));
   }
   std::string shape = "(";
   for (size_t k = 0; k < t.dims().size(); ++k) {
-    shape += std::to_string(t.dims()[k]) + (t.dims().size() == 1 ? "," : k + 1 < t.dims().size() ? ", " : "");
+    shape += std::to_string(t.dims()[k]) + (t.dims().size() == 1      ? ","
+                                            : k + 1 < t.dims().size() ? ", "
+                                                                      : "");
   }
   shape += ")";
-  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string header =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   const size_t preamble = kMagicSize + 2 + 2;
   const size_t total = ((preamble + header.size() + 1 + kAlignment - 1) / kAlignment) * kAlignment;
   header.append(total - preamble - header.size() - 1, ' ');
@@ -382,17 +437,39 @@ Result<std::vector<float>> ToFloat32(const ir::Tensor& t) {
     for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<float>(p[i]);
   };
   switch (t.dtype()) {
-    case ir::DType::kFloat: convert(float{}); break;
-    case ir::DType::kDouble: convert(double{}); break;
-    case ir::DType::kInt8: convert(int8_t{}); break;
-    case ir::DType::kInt16: convert(int16_t{}); break;
-    case ir::DType::kInt32: convert(int32_t{}); break;
-    case ir::DType::kInt64: convert(int64_t{}); break;
-    case ir::DType::kUint8: convert(uint8_t{}); break;
-    case ir::DType::kUint16: convert(uint16_t{}); break;
-    case ir::DType::kUint32: convert(uint32_t{}); break;
-    case ir::DType::kUint64: convert(uint64_t{}); break;
-    case ir::DType::kBool: convert(uint8_t{}); break;
+    case ir::DType::kFloat:
+      convert(float{});
+      break;
+    case ir::DType::kDouble:
+      convert(double{});
+      break;
+    case ir::DType::kInt8:
+      convert(int8_t{});
+      break;
+    case ir::DType::kInt16:
+      convert(int16_t{});
+      break;
+    case ir::DType::kInt32:
+      convert(int32_t{});
+      break;
+    case ir::DType::kInt64:
+      convert(int64_t{});
+      break;
+    case ir::DType::kUint8:
+      convert(uint8_t{});
+      break;
+    case ir::DType::kUint16:
+      convert(uint16_t{});
+      break;
+    case ir::DType::kUint32:
+      convert(uint32_t{});
+      break;
+    case ir::DType::kUint64:
+      convert(uint64_t{});
+      break;
+    case ir::DType::kBool:
+      convert(uint8_t{});
+      break;
     case ir::DType::kFloat16: {
       const uint16_t* p = t.data_as<uint16_t>();
       for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = HalfToFloat(p[i]);

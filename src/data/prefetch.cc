@@ -6,7 +6,8 @@
 
 namespace quantkit::data {
 
-std::vector<std::pair<int64_t, int64_t>> BatchRanges(int64_t n, int64_t batch_size, int64_t chunk_size) {
+std::vector<std::pair<int64_t, int64_t>> BatchRanges(int64_t n, int64_t batch_size,
+                                                     int64_t chunk_size) {
   QK_CHECK(batch_size > 0, "batch size {} must be positive", batch_size);
   std::vector<std::pair<int64_t, int64_t>> ranges;
   for (int64_t start = 0; start < n;) {
@@ -18,7 +19,8 @@ std::vector<std::pair<int64_t, int64_t>> BatchRanges(int64_t n, int64_t batch_si
   return ranges;
 }
 
-BatchPrefetcher::BatchPrefetcher(const Source& source, std::vector<std::pair<int64_t, int64_t>> ranges)
+BatchPrefetcher::BatchPrefetcher(const Source& source,
+                                 std::vector<std::pair<int64_t, int64_t>> ranges)
     : source_(source), ranges_(std::move(ranges)) {
   StartRead();
 }
@@ -31,16 +33,16 @@ void BatchPrefetcher::StartRead() {
   if (next_ >= ranges_.size()) return;
   const auto [start, count] = ranges_[next_];
   const Source* source = &source_;
-  pending_ = std::async(std::launch::async,
-                        [source, start = start, count = count]() -> Result<std::vector<Batch>> {
-    try {
-      return ReadStackable(*source, start, count);
-    } catch (const std::bad_alloc&) {
-      return Status(StatusCode::kResourceExhausted, "out of memory reading a batch");
-    } catch (const std::exception& e) {
-      return Status(StatusCode::kInternal, e.what());
-    }
-  });
+  pending_ = std::async(
+      std::launch::async, [source, start = start, count = count]() -> Result<std::vector<Batch>> {
+        try {
+          return ReadStackable(*source, start, count);
+        } catch (const std::bad_alloc&) {
+          return Status(StatusCode::kResourceExhausted, "out of memory reading a batch");
+        } catch (const std::exception& e) {
+          return Status(StatusCode::kInternal, e.what());
+        }
+      });
 }
 
 Result<std::vector<Batch>> BatchPrefetcher::Next() {

@@ -44,7 +44,7 @@ class BatchPrefetcher {
 
   const Source& source_;
   std::vector<std::pair<int64_t, int64_t>> ranges_;
-  size_t next_ = 0;      // index of the range Next() returns
+  size_t next_ = 0;  // index of the range Next() returns
   std::future<Result<std::vector<Batch>>> pending_;
   bool failed_ = false;
 };

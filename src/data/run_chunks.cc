@@ -94,14 +94,16 @@ int64_t RunBatchFor(const std::vector<InputSpec>& inputs, int64_t requested) {
 }
 
 RunChunker::RunChunker(int64_t run_batch, std::vector<InputSpec> inputs, int64_t chunk_size)
-    : run_batch_(std::max<int64_t>(run_batch, 1)), chunk_size_(std::max<int64_t>(chunk_size, 0)),
+    : run_batch_(std::max<int64_t>(run_batch, 1)),
+      chunk_size_(std::max<int64_t>(chunk_size, 0)),
       inputs_(std::move(inputs)) {}
 
 std::vector<Batch> RunChunker::Add(const Batch& batch) {
   std::vector<Batch> runs;
   for (int64_t offset = 0; offset < batch.size;) {
     if (pending_rows_ == 0) {
-      target_ = chunk_size_ > 0 ? std::min(run_batch_, chunk_size_ - position_ % chunk_size_) : run_batch_;
+      target_ = chunk_size_ > 0 ? std::min(run_batch_, chunk_size_ - position_ % chunk_size_)
+                                : run_batch_;
     }
     const int64_t take = std::min(target_ - pending_rows_, batch.size - offset);
     if (pending_rows_ == 0 && take == target_) {

@@ -11,12 +11,14 @@ namespace {
 
 class SliceSource final : public Source {
  public:
-  SliceSource(std::unique_ptr<Source> inner, ShardRange range) : inner_(std::move(inner)), range_(range) {}
+  SliceSource(std::unique_ptr<Source> inner, ShardRange range)
+      : inner_(std::move(inner)), range_(range) {}
   int64_t num_samples() const override { return range_.size(); }
   std::vector<std::string> input_names() const override { return inner_->input_names(); }
   Result<Batch> Read(int64_t start, int64_t count) const override {
-    QK_RETURN_IF_NOT(start >= 0 && count >= 0 && start + count <= range_.size(), StatusCode::kInternal,
-                     "SliceSource: samples {}+{} outside the shard of {}", start, count, range_.size());
+    QK_RETURN_IF_NOT(start >= 0 && count >= 0 && start + count <= range_.size(),
+                     StatusCode::kInternal, "SliceSource: samples {}+{} outside the shard of {}",
+                     start, count, range_.size());
     return inner_->Read(range_.begin + start, count);
   }
   std::string Describe() const override {

@@ -30,12 +30,15 @@ Result<ir::Tensor> Conform(ir::Tensor t, const InputSpec& spec, bool batched,
   // the same preprocessed data then serves the FP32 model and its FP16 twin.
   if (t.dtype() == ir::DType::kFloat && ir::Is16BitFloat(spec.dtype)) {
     QK_ASSIGN_OR_RETURN(t, ir::ConvertFloatTensor(t, spec.dtype));
-    if (note) *note = fmt::format("input '{}': float32 data rounded to {}", spec.name, ir::DTypeName(spec.dtype));
+    if (note)
+      *note = fmt::format("input '{}': float32 data rounded to {}", spec.name,
+                          ir::DTypeName(spec.dtype));
   }
-  QK_RETURN_IF_NOT(t.dtype() == spec.dtype, StatusCode::kInvalidArgument,
-                   "{}: input '{}' expects {} but the data is {} (convert it, e.g. "
-                   "x.astype(np.float32); quantkit does not guess preprocessing such as 0-255 -> 0-1)",
-                   origin, spec.name, ir::DTypeName(spec.dtype), ir::DTypeName(t.dtype()));
+  QK_RETURN_IF_NOT(
+      t.dtype() == spec.dtype, StatusCode::kInvalidArgument,
+      "{}: input '{}' expects {} but the data is {} (convert it, e.g. "
+      "x.astype(np.float32); quantkit does not guess preprocessing such as 0-255 -> 0-1)",
+      origin, spec.name, ir::DTypeName(spec.dtype), ir::DTypeName(t.dtype()));
   // Per-sample dims: drop the leading sample dim of batched arrays.
   std::vector<int64_t> sample(t.dims().begin() + (batched ? 1 : 0), t.dims().end());
   if (spec.has_rank) {
@@ -45,7 +48,8 @@ Result<ir::Tensor> Conform(ir::Tensor t, const InputSpec& spec, bool batched,
     if (!ok) {
       auto fmt_dims = [](const std::vector<int64_t>& d) {
         std::string s = "[";
-        for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + (d[i] < 0 ? std::string("?") : std::to_string(d[i]));
+        for (size_t i = 0; i < d.size(); ++i)
+          s += (i ? "," : "") + (d[i] < 0 ? std::string("?") : std::to_string(d[i]));
         return s + "]";
       };
       return MakeStatus(StatusCode::kInvalidArgument,
@@ -75,9 +79,9 @@ Result<ir::Tensor> StackRows(const std::vector<const ir::Tensor*>& rows, const s
   uint8_t* dst = static_cast<uint8_t*>(out.mutable_data());
   for (const ir::Tensor* r : rows) {
     // Callers batch through ReadStackable, which falls back to runs of equal shapes.
-    QK_RETURN_IF_NOT(r->dims() == first.dims() && r->dtype() == first.dtype(),
-                     StatusCode::kInvalidArgument, "input '{}': samples differ in shape ({} vs {} elements)",
-                     name, r->numel(), first.numel());
+    QK_RETURN_IF_NOT(
+        r->dims() == first.dims() && r->dtype() == first.dtype(), StatusCode::kInvalidArgument,
+        "input '{}': samples differ in shape ({} vs {} elements)", name, r->numel(), first.numel());
     std::memcpy(dst, r->data(), r->nbytes());
     dst += r->nbytes();
   }
@@ -97,18 +101,23 @@ class ArraySource final : public Source {
   ArraySource(std::vector<std::pair<std::string, ir::Tensor>> arrays,
               std::vector<std::shared_ptr<const MappedFile>> mappings, std::string description,
               std::string fingerprint)
-      : arrays_(std::move(arrays)), mappings_(std::move(mappings)), description_(std::move(description)),
+      : arrays_(std::move(arrays)),
+        mappings_(std::move(mappings)),
+        description_(std::move(description)),
         fingerprint_(std::move(fingerprint)) {}
 
-  int64_t num_samples() const override { return arrays_.empty() ? 0 : arrays_.front().second.dims()[0]; }
+  int64_t num_samples() const override {
+    return arrays_.empty() ? 0 : arrays_.front().second.dims()[0];
+  }
   std::vector<std::string> input_names() const override {
     std::vector<std::string> names;
     for (const auto& [n, t] : arrays_) names.push_back(n);
     return names;
   }
   Result<Batch> Read(int64_t start, int64_t count) const override {
-    QK_RETURN_IF_NOT(start >= 0 && count > 0 && start + count <= num_samples(), StatusCode::kInternal,
-                     "ArraySource: samples [{}, {}) out of range", start, start + count);
+    QK_RETURN_IF_NOT(start >= 0 && count > 0 && start + count <= num_samples(),
+                     StatusCode::kInternal, "ArraySource: samples [{}, {}) out of range", start,
+                     start + count);
     Batch b;
     b.size = count;
     for (size_t i = 0; i < arrays_.size(); ++i) {
@@ -119,7 +128,8 @@ class ArraySource final : public Source {
       const size_t row = t.nbytes() / static_cast<size_t>(t.dims()[0]);
       const uint8_t* src = static_cast<const uint8_t*>(t.data()) + row * static_cast<size_t>(start);
       std::memcpy(slice.mutable_data(), src, row * static_cast<size_t>(count));
-      if (const auto& m = mappings_[i]) m->Release(static_cast<size_t>(src - m->data()), row * static_cast<size_t>(count));
+      if (const auto& m = mappings_[i])
+        m->Release(static_cast<size_t>(src - m->data()), row * static_cast<size_t>(count));
       b.inputs.emplace_back(name, std::move(slice));
     }
     return b;
@@ -137,8 +147,11 @@ class ArraySource final : public Source {
 // One file per sample (DIR/*.npy for a single-input model).
 class SampleFileSource final : public Source {
  public:
-  SampleFileSource(std::vector<std::string> files, InputSpec spec, std::string description, std::string fingerprint)
-      : files_(std::move(files)), spec_(std::move(spec)), description_(std::move(description)),
+  SampleFileSource(std::vector<std::string> files, InputSpec spec, std::string description,
+                   std::string fingerprint)
+      : files_(std::move(files)),
+        spec_(std::move(spec)),
+        description_(std::move(description)),
         fingerprint_(std::move(fingerprint)) {}
   int64_t num_samples() const override { return static_cast<int64_t>(files_.size()); }
   std::vector<std::string> input_names() const override { return {spec_.name}; }
@@ -180,7 +193,9 @@ class TakeSource final : public Source {
   std::string Describe() const override {
     return fmt::format("first {} of {}", n_, inner_->Describe());
   }
-  std::string Fingerprint() const override { return inner_->Fingerprint() + ":" + std::to_string(n_); }
+  std::string Fingerprint() const override {
+    return inner_->Fingerprint() + ":" + std::to_string(n_);
+  }
   int64_t max_batch() const override { return inner_->max_batch(); }
 
  private:
@@ -198,16 +213,17 @@ const InputSpec* FindSpec(const std::vector<InputSpec>& inputs, const std::strin
 }  // namespace
 
 // Validates per-input arrays (batched) and builds an ArraySource.
-Result<std::unique_ptr<Source>> internal::MakeArraySource(std::vector<std::pair<std::string, ir::Tensor>> arrays,
-                                                const std::vector<InputSpec>& inputs,
-                                                const std::string& origin, const Mappings& mappings) {
+Result<std::unique_ptr<Source>> internal::MakeArraySource(
+    std::vector<std::pair<std::string, ir::Tensor>> arrays, const std::vector<InputSpec>& inputs,
+    const std::string& origin, const Mappings& mappings) {
   std::vector<std::pair<std::string, ir::Tensor>> conformed;
   std::vector<std::shared_ptr<const MappedFile>> conformed_mappings;
   Sha256 hash;
   std::vector<std::string> notes;
   int64_t n = -1;
   for (const InputSpec& spec : inputs) {
-    auto it = std::find_if(arrays.begin(), arrays.end(), [&](const auto& a) { return a.first == spec.name; });
+    auto it = std::find_if(arrays.begin(), arrays.end(),
+                           [&](const auto& a) { return a.first == spec.name; });
     if (it == arrays.end() && arrays.size() == 1 && inputs.size() == 1) it = arrays.begin();
     QK_RETURN_IF_NOT(it != arrays.end(), StatusCode::kInvalidArgument,
                      "{}: no data for model input '{}' (give NAME=FILE.npy for each input)", origin,
@@ -218,8 +234,9 @@ Result<std::unique_ptr<Source>> internal::MakeArraySource(std::vector<std::pair<
     // An array one rank above the model's per-sample rank is a batch of samples (leading dim);
     // at the per-sample rank it is a single sample.
     const int64_t sample_rank = static_cast<int64_t>(spec.SampleDims().size());
-    QK_RETURN_IF_NOT(t.rank() >= 1 || (spec.has_rank && sample_rank == 0), StatusCode::kInvalidArgument,
-                     "{}: array for input '{}' is a scalar", origin, spec.name);
+    QK_RETURN_IF_NOT(t.rank() >= 1 || (spec.has_rank && sample_rank == 0),
+                     StatusCode::kInvalidArgument, "{}: array for input '{}' is a scalar", origin,
+                     spec.name);
     const bool batched = !spec.has_rank || t.rank() == sample_rank + 1;
     if (!batched) t = internal::WithLeadingDim(std::move(t));
     std::string note;
@@ -231,7 +248,8 @@ Result<std::unique_ptr<Source>> internal::MakeArraySource(std::vector<std::pair<
     n = t.dims()[0];
     // A conversion or reshape copied the data out of the mapping: nothing to give back then.
     const auto* bytes = static_cast<const uint8_t*>(t.data());
-    if (mapping && !(bytes >= mapping->data() && bytes + t.nbytes() <= mapping->data() + mapping->size())) {
+    if (mapping &&
+        !(bytes >= mapping->data() && bytes + t.nbytes() <= mapping->data() + mapping->size())) {
       mapping.reset();
     }
     hash.Update(spec.name);
@@ -248,18 +266,20 @@ Result<std::unique_ptr<Source>> internal::MakeArraySource(std::vector<std::pair<
   QK_RETURN_IF_NOT(n > 0, StatusCode::kInvalidArgument, "{}: the data holds no samples", origin);
   std::string description = fmt::format("{} ({} samples)", origin, n);
   for (const std::string& note : notes) description += "; " + note;
-  return std::unique_ptr<Source>(
-      new ArraySource(std::move(conformed), std::move(conformed_mappings), description, hash.HexDigest()));
+  return std::unique_ptr<Source>(new ArraySource(
+      std::move(conformed), std::move(conformed_mappings), description, hash.HexDigest()));
 }
 
 namespace {
 using internal::MakeArraySource;
 
 bool HasSuffix(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-Result<std::unique_ptr<Source>> OpenDirectory(const std::string& dir, const std::vector<InputSpec>& inputs) {
+Result<std::unique_ptr<Source>> OpenDirectory(const std::string& dir,
+                                              const std::vector<InputSpec>& inputs) {
   std::vector<std::string> npy;
   bool has_test_sets = false;
   std::error_code ec;
@@ -279,13 +299,15 @@ Result<std::unique_ptr<Source>> OpenDirectory(const std::string& dir, const std:
     std::vector<std::pair<std::string, ir::Tensor>> arrays;
     internal::Mappings mappings;
     for (const InputSpec& s : inputs) {
-      QK_ASSIGN_OR_RETURN(ir::Tensor t, MapNpy((fs::path(dir) / (s.name + ".npy")).string(), &mappings[s.name]));
+      QK_ASSIGN_OR_RETURN(ir::Tensor t,
+                          MapNpy((fs::path(dir) / (s.name + ".npy")).string(), &mappings[s.name]));
       arrays.emplace_back(s.name, std::move(t));
     }
     return MakeArraySource(std::move(arrays), inputs, dir, mappings);
   }
   QK_RETURN_IF_NOT(inputs.size() == 1, StatusCode::kInvalidArgument,
-                   "{}: a model with {} inputs needs DIR/<input>.npy for each input", dir, inputs.size());
+                   "{}: a model with {} inputs needs DIR/<input>.npy for each input", dir,
+                   inputs.size());
   Sha256 hash;
   for (const std::string& f : npy) {
     hash.Update(fs::path(f).filename().string());
@@ -293,21 +315,26 @@ Result<std::unique_ptr<Source>> OpenDirectory(const std::string& dir, const std:
   }
   // Check the first sample now so a mismatch fails before any compute.
   QK_ASSIGN_OR_RETURN(ir::Tensor first, ReadNpy(npy.front()));
-  QK_RETURN_IF_ERROR(Conform(std::move(first), inputs.front(), false, npy.front(), nullptr).status());
-  const std::string description = fmt::format("{} ({} samples, one .npy per sample)", dir, npy.size());
-  return std::unique_ptr<Source>(new SampleFileSource(std::move(npy), inputs.front(), description, hash.HexDigest()));
+  QK_RETURN_IF_ERROR(
+      Conform(std::move(first), inputs.front(), false, npy.front(), nullptr).status());
+  const std::string description =
+      fmt::format("{} ({} samples, one .npy per sample)", dir, npy.size());
+  return std::unique_ptr<Source>(
+      new SampleFileSource(std::move(npy), inputs.front(), description, hash.HexDigest()));
 }
 
 }  // namespace
 
-Result<std::unique_ptr<Source>> OpenSource(const std::string& spec, const std::vector<InputSpec>& inputs,
+Result<std::unique_ptr<Source>> OpenSource(const std::string& spec,
+                                           const std::vector<InputSpec>& inputs,
                                            const ImageOptions& image) {
   std::error_code ec;
   // A data config may override batch axes: it presents its inputs in the model layout itself.
   if (!image.declared() && HasSuffix(spec, ".json") && !fs::is_directory(spec, ec)) {
     return internal::OpenDataConfig(spec, inputs);
   }
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<Source> samples, internal::OpenSampleSource(spec, inputs, image));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<Source> samples,
+                      internal::OpenSampleSource(spec, inputs, image));
   return internal::WithModelLayout(std::move(samples), inputs);
 }
 
@@ -315,7 +342,8 @@ Result<std::unique_ptr<Source>> internal::OpenSampleSource(const std::string& sp
                                                            const std::vector<InputSpec>& inputs,
                                                            const ImageOptions& image) {
   QK_RETURN_IF_NOT(!spec.empty(), StatusCode::kInvalidArgument, "no data given (--data)");
-  QK_RETURN_IF_NOT(!inputs.empty(), StatusCode::kInvalidArgument, "the model has no inputs to feed");
+  QK_RETURN_IF_NOT(!inputs.empty(), StatusCode::kInvalidArgument,
+                   "the model has no inputs to feed");
   std::error_code ec;
   const bool dir = fs::is_directory(spec, ec);
   bool images = dir && image.declared();
@@ -323,12 +351,14 @@ Result<std::unique_ptr<Source>> internal::OpenSampleSource(const std::string& sp
     QK_ASSIGN_OR_RETURN(images, internal::IsImageFolder(spec));
   }
   QK_RETURN_IF_NOT(images || !image.declared(), StatusCode::kInvalidArgument,
-                   "{}: image preprocessing options ({}) apply to image folders only{}", spec, image.Describe(),
+                   "{}: image preprocessing options ({}) apply to image folders only{}", spec,
+                   image.Describe(),
                    HasSuffix(spec, ".json") ? "; declare them in the JSON config" : "");
   if (images) {
-    QK_RETURN_IF_NOT(inputs.size() == 1, StatusCode::kInvalidArgument,
-                     "{}: the model has {} inputs; map each to its data in a JSON config (--data FILE.json)",
-                     spec, inputs.size());
+    QK_RETURN_IF_NOT(
+        inputs.size() == 1, StatusCode::kInvalidArgument,
+        "{}: the model has {} inputs; map each to its data in a JSON config (--data FILE.json)",
+        spec, inputs.size());
     return internal::OpenImageFolder(spec, inputs.front(), image);
   }
   if (!dir && HasSuffix(spec, ".json")) return internal::OpenDataConfig(spec, inputs);
@@ -354,12 +384,15 @@ Result<std::unique_ptr<Source>> internal::OpenSampleSource(const std::string& sp
     return MakeArraySource(std::move(arrays), inputs, spec, mappings);
   }
   if (dir) return OpenDirectory(spec, inputs);
-  QK_RETURN_IF_NOT(fs::exists(spec, ec), StatusCode::kNotFound, "{}: no such file or directory", spec);
+  QK_RETURN_IF_NOT(fs::exists(spec, ec), StatusCode::kNotFound, "{}: no such file or directory",
+                   spec);
   if (HasSuffix(spec, ".npz")) {
     return internal::OpenNpz(spec, inputs);
   }
-  QK_RETURN_IF_NOT(HasSuffix(spec, ".npy"), StatusCode::kInvalidArgument,
-                   "{}: unknown data file kind (.npy, .npz, .json data config, a directory, or fashion-mnist:SPLIT)", spec);
+  QK_RETURN_IF_NOT(
+      HasSuffix(spec, ".npy"), StatusCode::kInvalidArgument,
+      "{}: unknown data file kind (.npy, .npz, .json data config, a directory, or fashion-mnist:SPLIT)",
+      spec);
   QK_RETURN_IF_NOT(inputs.size() == 1, StatusCode::kInvalidArgument,
                    "{}: the model has {} inputs; give NAME=FILE.npy for each", spec, inputs.size());
   internal::Mappings mappings;
@@ -377,10 +410,12 @@ Status DumpSamples(const Source& source, const std::string& dir) {
   QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out, ArtifactSet::Open(dir, {}));
   QK_ASSIGN_OR_RETURN(Batch batch, source.Read(0, n));
   std::set<std::string> files;
-  auto write = [&](const std::string& tensor, const std::string& file, const ir::Tensor& t) -> Status {
-    QK_RETURN_IF_NOT(files.insert(file).second, StatusCode::kInvalidArgument,
-                     "{}: input '{}' would be written to {} as well; rename one of the model inputs",
-                     dir, EscapeControl(tensor), file);
+  auto write = [&](const std::string& tensor, const std::string& file,
+                   const ir::Tensor& t) -> Status {
+    QK_RETURN_IF_NOT(
+        files.insert(file).second, StatusCode::kInvalidArgument,
+        "{}: input '{}' would be written to {} as well; rename one of the model inputs", dir,
+        EscapeControl(tensor), file);
     QK_ASSIGN_OR_RETURN(const std::string path, out->StageNew(file));
     return WriteNpy(path, t);
   };
@@ -398,9 +433,10 @@ Status DumpSamples(const Source& source, const std::string& dir) {
 
 std::unique_ptr<Source> Take(std::unique_ptr<Source> source, int64_t n) {
   if (n <= 0 || n >= source->num_samples()) return source;
-  return internal::TakeBelowLayout(std::move(source), n, [](std::unique_ptr<Source> inner, int64_t m) {
-    return std::unique_ptr<Source>(std::make_unique<TakeSource>(std::move(inner), m));
-  });
+  return internal::TakeBelowLayout(
+      std::move(source), n, [](std::unique_ptr<Source> inner, int64_t m) {
+        return std::unique_ptr<Source>(std::make_unique<TakeSource>(std::move(inner), m));
+      });
 }
 
 Result<Batch> ConformBatch(std::vector<std::pair<std::string, ir::Tensor>> arrays,
@@ -417,12 +453,14 @@ Result<Batch> ConformBatch(std::vector<std::pair<std::string, ir::Tensor>> array
   }
   Batch batch;
   for (const InputSpec& in : inputs) {
-    auto it = std::find_if(arrays.begin(), arrays.end(), [&](const auto& a) { return a.first == in.name; });
+    auto it = std::find_if(arrays.begin(), arrays.end(),
+                           [&](const auto& a) { return a.first == in.name; });
     QK_RETURN_IF_NOT(it != arrays.end(), StatusCode::kInvalidArgument,
                      "{}: no array for model input '{}' (the batch has {} of: {})", origin, in.name,
                      arrays.size(), names);
     if (!in.batched()) {  // the same value for every sample (a scalar option, a state)
-      QK_ASSIGN_OR_RETURN(ir::Tensor t, internal::Conform(std::move(it->second), in, false, origin, nullptr));
+      QK_ASSIGN_OR_RETURN(ir::Tensor t,
+                          internal::Conform(std::move(it->second), in, false, origin, nullptr));
       batch.inputs.emplace_back(in.name, std::move(t));
       continue;
     }
@@ -440,8 +478,8 @@ Result<Batch> ConformBatch(std::vector<std::pair<std::string, ir::Tensor>> array
                      "{}: input '{}' has {} samples but the others have {}", origin, in.name, n,
                      batch.size);
     batch.size = n;
-    QK_ASSIGN_OR_RETURN(ir::Tensor t,
-                        internal::Conform(std::move(it->second), in, /*batched=*/true, origin, nullptr));
+    QK_ASSIGN_OR_RETURN(ir::Tensor t, internal::Conform(std::move(it->second), in, /*batched=*/true,
+                                                        origin, nullptr));
     batch.inputs.emplace_back(in.name, std::move(t));
   }
   return batch;

@@ -33,9 +33,9 @@
 #include <utility>
 #include <vector>
 
+#include "data/image_options.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
-#include "data/image_options.h"
 #include "quantkit/status.h"
 
 namespace quantkit::data {
@@ -77,7 +77,7 @@ struct InputSpec {
   ir::DType dtype = ir::DType::kFloat;
   std::vector<int64_t> dims;  // empty when the rank is unknown, unless has_rank (a scalar)
   bool has_rank = false;
-  int64_t batch_axis = 0;     // axis of dims the samples stack on, or kUnbatched
+  int64_t batch_axis = 0;  // axis of dims the samples stack on, or kUnbatched
 
   bool batched() const { return batch_axis != kUnbatched; }
   // Per-sample dims (-1 dynamic); empty with !has_rank.

@@ -19,15 +19,18 @@ Result<ir::Tensor> Conform(ir::Tensor t, const InputSpec& spec, bool batched,
 // A single sample as a batch of one: [d0, ...] -> [1, d0, ...].
 ir::Tensor WithLeadingDim(ir::Tensor t);
 // OpenSource without the model-layout view: Read() stacks samples on a new leading axis.
-Result<std::unique_ptr<Source>> OpenSampleSource(const std::string& spec, const std::vector<InputSpec>& inputs,
+Result<std::unique_ptr<Source>> OpenSampleSource(const std::string& spec,
+                                                 const std::vector<InputSpec>& inputs,
                                                  const ImageOptions& image = {});
 // Sample-major [count, sample dims...] -> the model's layout for `spec` (samples on its batch
 // axis; an unbatched input's one value, which every sample must share).
 Result<ir::Tensor> SamplesToModelLayout(ir::Tensor t, const InputSpec& spec);
 // A tensor in the model's layout (an input_K.pb of a recorded call) -> sample-major.
-Result<ir::Tensor> ModelLayoutToSamples(ir::Tensor t, const InputSpec& spec, const std::string& origin);
+Result<ir::Tensor> ModelLayoutToSamples(ir::Tensor t, const InputSpec& spec,
+                                        const std::string& origin);
 // Wraps a sample-major source so that Read() returns model-layout batches (batching.cc).
-std::unique_ptr<Source> WithModelLayout(std::unique_ptr<Source> source, const std::vector<InputSpec>& inputs);
+std::unique_ptr<Source> WithModelLayout(std::unique_ptr<Source> source,
+                                        const std::vector<InputSpec>& inputs);
 // Applies `take` (a first-n limit) below a model-layout view, keeping the view outermost so that
 // ReadStackable can gather samples of equal shapes from anywhere in a window.
 std::unique_ptr<Source> TakeBelowLayout(
@@ -41,9 +44,9 @@ Result<ir::Tensor> StackRows(const std::vector<const ir::Tensor*>& rows, const s
 // `mappings` (by array name) are the memory-mapped files the arrays view (data/npy.h MapNpy);
 // their pages are released as the data is consumed.
 using Mappings = std::map<std::string, std::shared_ptr<const MappedFile>>;
-Result<std::unique_ptr<Source>> MakeArraySource(std::vector<std::pair<std::string, ir::Tensor>> arrays,
-                                                const std::vector<InputSpec>& inputs,
-                                                const std::string& origin, const Mappings& mappings = {});
+Result<std::unique_ptr<Source>> MakeArraySource(
+    std::vector<std::pair<std::string, ir::Tensor>> arrays, const std::vector<InputSpec>& inputs,
+    const std::string& origin, const Mappings& mappings = {});
 
 // The header of a .npy image whose first bytes are `bytes[0, available)` and whose whole size
 // is `total_size` (a member streamed out of an archive): dtype, shape and where the data starts,
@@ -62,7 +65,8 @@ Result<NpyHeader> ParseNpyHeader(const uint8_t* bytes, size_t available, uint64_
                                  const std::string& source);
 
 // FILE.npz, streamed member by member, row by row (npz_source.cc).
-Result<std::unique_ptr<Source>> OpenNpz(const std::string& path, const std::vector<InputSpec>& inputs);
+Result<std::unique_ptr<Source>> OpenNpz(const std::string& path,
+                                        const std::vector<InputSpec>& inputs);
 
 // DIR/test_data_set_*/input_K.pb (the ONNX backend-test layout): one sample set per folder.
 Result<std::unique_ptr<Source>> OpenTensorProtoDir(const std::string& dir,
@@ -81,6 +85,7 @@ Result<std::unique_ptr<Source>> OpenImageFolder(const std::string& dir, const In
 // may name another config; a config that includes itself (directly or through others) or nesting
 // deeper than kMaxDataConfigNesting is kInvalidArgument naming the chain.
 inline constexpr size_t kMaxDataConfigNesting = 16;
-Result<std::unique_ptr<Source>> OpenDataConfig(const std::string& path, const std::vector<InputSpec>& inputs);
+Result<std::unique_ptr<Source>> OpenDataConfig(const std::string& path,
+                                               const std::vector<InputSpec>& inputs);
 
 }  // namespace quantkit::data::internal

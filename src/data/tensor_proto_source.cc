@@ -22,11 +22,13 @@ Result<std::unique_ptr<Source>> OpenTensorProtoDir(const std::string& dir,
     if (!entry.is_directory || name.rfind(prefix, 0) != 0) continue;
     const std::string num = name.substr(prefix.size());
     // At most 18 digits: std::stoll cannot throw on them.
-    if (num.empty() || num.size() > 18 || num.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (num.empty() || num.size() > 18 || num.find_first_not_of("0123456789") != std::string::npos)
+      continue;
     sets.emplace_back(std::stoll(num), fs::path(entry.path));
   }
   std::sort(sets.begin(), sets.end());
-  QK_RETURN_IF_NOT(!sets.empty(), StatusCode::kInvalidArgument, "{}: no test_data_set_N folders", dir);
+  QK_RETURN_IF_NOT(!sets.empty(), StatusCode::kInvalidArgument, "{}: no test_data_set_N folders",
+                   dir);
   // Concatenate every set's input_K along the sample dimension.
   std::vector<std::vector<ir::Tensor>> per_input(inputs.size());
   for (const auto& [n, path] : sets) {
@@ -36,7 +38,8 @@ Result<std::unique_ptr<Source>> OpenTensorProtoDir(const std::string& dir,
       // A recorded call: the tensor as the model took it (its batch on the input's batch axis;
       // an unbatched input as is), or a single sample one rank lower.
       const InputSpec& spec = inputs[k];
-      const bool model_layout = !spec.has_rank || !spec.batched() || t.rank() == static_cast<int64_t>(spec.dims.size());
+      const bool model_layout =
+          !spec.has_rank || !spec.batched() || t.rank() == static_cast<int64_t>(spec.dims.size());
       if (model_layout) {
         QK_ASSIGN_OR_RETURN(t, ModelLayoutToSamples(std::move(t), spec, file));
       } else {
@@ -55,9 +58,11 @@ Result<std::unique_ptr<Source>> OpenTensorProtoDir(const std::string& dir,
     ir::Tensor all(per_input[k].front().dtype(), dims);
     auto* dst = static_cast<uint8_t*>(all.mutable_data());
     for (const ir::Tensor& t : per_input[k]) {
-      QK_RETURN_IF_NOT(t.dims().size() == dims.size() && std::equal(t.dims().begin() + 1, t.dims().end(), dims.begin() + 1),
+      QK_RETURN_IF_NOT(t.dims().size() == dims.size() &&
+                           std::equal(t.dims().begin() + 1, t.dims().end(), dims.begin() + 1),
                        StatusCode::kInvalidArgument,
-                       "{}: input_{} has different sample shapes across test_data_set folders", dir, k);
+                       "{}: input_{} has different sample shapes across test_data_set folders", dir,
+                       k);
       std::memcpy(dst, t.data(), t.nbytes());
       dst += t.nbytes();
     }

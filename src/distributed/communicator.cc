@@ -1,9 +1,9 @@
 #include "distributed/communicator.h"
 
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/version.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -28,9 +28,9 @@ Result<int> EnvInt(const GetEnvFn& getenv_fn, const char* name, int lo, int hi, 
   char* end = nullptr;
   errno = 0;
   const long x = std::strtol(v, &end, 10);
-  QK_RETURN_IF_NOT(errno == 0 && end != v && *end == '\0' && x >= lo && x <= hi,
-                   StatusCode::kInvalidArgument,
-                   "environment variable {}='{}' is not a whole number in [{}, {}]", name, v, lo, hi);
+  QK_RETURN_IF_NOT(
+      errno == 0 && end != v && *end == '\0' && x >= lo && x <= hi, StatusCode::kInvalidArgument,
+      "environment variable {}='{}' is not a whole number in [{}, {}]", name, v, lo, hi);
   return static_cast<int>(x);
 }
 
@@ -45,13 +45,17 @@ class SingleProcess final : public Communicator {
   int world_size() const override { return 1; }
   int local_rank() const override { return 0; }
   Status AllReduceSum(std::vector<int64_t>*, const std::string&) override { return Status::Ok(); }
-  Result<std::vector<std::string>> AllGather(const std::string& bytes, const std::string&) override {
+  Result<std::vector<std::string>> AllGather(const std::string& bytes,
+                                             const std::string&) override {
     return std::vector<std::string>{bytes};
   }
-  Result<std::vector<std::string>> GatherToRoot(const std::string& bytes, const std::string&) override {
+  Result<std::vector<std::string>> GatherToRoot(const std::string& bytes,
+                                                const std::string&) override {
     return std::vector<std::string>{bytes};
   }
-  Result<std::string> Broadcast(const std::string& bytes, const std::string&) override { return bytes; }
+  Result<std::string> Broadcast(const std::string& bytes, const std::string&) override {
+    return bytes;
+  }
   Status Barrier(const std::string&) override { return Status::Ok(); }
 };
 
@@ -63,8 +67,12 @@ at::Tensor BytesTensor(std::string* bytes) {
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(DistributedEnv env, c10::intrusive_ptr<c10d::Store> store,
-                   c10::intrusive_ptr<c10d::ProcessGroupGloo> group, std::chrono::milliseconds timeout)
-      : env_(std::move(env)), store_(std::move(store)), group_(std::move(group)), timeout_(timeout) {}
+                   c10::intrusive_ptr<c10d::ProcessGroupGloo> group,
+                   std::chrono::milliseconds timeout)
+      : env_(std::move(env)),
+        store_(std::move(store)),
+        group_(std::move(group)),
+        timeout_(timeout) {}
 
   ~GlooCommunicator() override {
     // Ranks leave together: rank 0 may host the store the others still read, so nobody tears
@@ -78,7 +86,8 @@ class GlooCommunicator final : public Communicator {
 
   Status AllReduceSum(std::vector<int64_t>* values, const std::string& what) override {
     return Collective(what, [&] {
-      at::Tensor t = at::from_blob(values->data(), {static_cast<int64_t>(values->size())}, at::kLong);
+      at::Tensor t =
+          at::from_blob(values->data(), {static_cast<int64_t>(values->size())}, at::kLong);
       std::vector<at::Tensor> ts{t};
       c10d::AllreduceOptions o;
       o.reduceOp = c10d::ReduceOp::SUM;
@@ -87,7 +96,8 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
-  Result<std::vector<std::string>> AllGather(const std::string& bytes, const std::string& what) override {
+  Result<std::vector<std::string>> AllGather(const std::string& bytes,
+                                             const std::string& what) override {
     QK_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Sizes(bytes.size(), what));
     const int64_t max_size = *std::max_element(sizes.begin(), sizes.end());
     std::vector<std::string> out(sizes.size());
@@ -106,7 +116,8 @@ class GlooCommunicator final : public Communicator {
     return out;
   }
 
-  Result<std::vector<std::string>> GatherToRoot(const std::string& bytes, const std::string& what) override {
+  Result<std::vector<std::string>> GatherToRoot(const std::string& bytes,
+                                                const std::string& what) override {
     QK_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Sizes(bytes.size(), what));
     const int64_t max_size = *std::max_element(sizes.begin(), sizes.end());
     std::vector<std::string> out(is_root() ? sizes.size() : 0);
@@ -152,16 +163,20 @@ class GlooCommunicator final : public Communicator {
   }
 
  private:
-  std::string ArrivalKey(int64_t step, int rank) const { return fmt::format("arrived/{}/{}", step, rank); }
+  std::string ArrivalKey(int64_t step, int rank) const {
+    return fmt::format("arrived/{}/{}", step, rank);
+  }
 
   // Runs one collective: records this rank's arrival, then turns any exception into a Status
   // naming the ranks that never reached this step.
   template <typename Fn>
   Status Collective(const std::string& what, Fn&& fn) {
-    // After a lost rank the group is unusable (Gloo pairs are broken): fail fast, not after a timeout.
+    // After a lost rank the group is unusable (Gloo pairs are broken): fail fast, not after a
+    // timeout.
     if (!healthy_) {
-      return MakeStatus(StatusCode::kIoError, "rank {} of {}: {}: an earlier step lost the other ranks",
-                        env_.rank, env_.world_size, what);
+      return MakeStatus(StatusCode::kIoError,
+                        "rank {} of {}: {}: an earlier step lost the other ranks", env_.rank,
+                        env_.world_size, what);
     }
     const int64_t step = ++step_;
     try {
@@ -186,17 +201,19 @@ class GlooCommunicator final : public Communicator {
       return MakeStatus(StatusCode::kIoError,
                         "rank {} of {}: lost contact with the other ranks during {} (the store at "
                         "{}:{} is gone: rank 0 or the launcher exited): {}",
-                        env_.rank, env_.world_size, what, env_.master_addr, env_.master_port, first_line);
+                        env_.rank, env_.world_size, what, env_.master_addr, env_.master_port,
+                        first_line);
     }
     if (!missing.empty()) {
-      return MakeStatus(StatusCode::kIoError,
-                        "rank {} of {}: rank {} never reached {} (killed, crashed, out of memory, or "
-                        "slower than --dist-timeout {} s): {}",
-                        env_.rank, env_.world_size, fmt::join(missing, ", "), what,
-                        timeout_.count() / 1000, first_line);
+      return MakeStatus(
+          StatusCode::kIoError,
+          "rank {} of {}: rank {} never reached {} (killed, crashed, out of memory, or "
+          "slower than --dist-timeout {} s): {}",
+          env_.rank, env_.world_size, fmt::join(missing, ", "), what, timeout_.count() / 1000,
+          first_line);
     }
-    return MakeStatus(StatusCode::kIoError, "rank {} of {}: {} failed: {}", env_.rank, env_.world_size,
-                      what, first_line);
+    return MakeStatus(StatusCode::kIoError, "rank {} of {}: {} failed: {}", env_.rank,
+                      env_.world_size, what, first_line);
   }
 
   Result<std::vector<int64_t>> Sizes(size_t mine, const std::string& what) {
@@ -228,16 +245,19 @@ std::string EncodeStatus(const Status& s) {
 }  // namespace
 
 Result<std::optional<DistributedEnv>> ReadDistributedEnv(const GetEnvFn& getenv_fn) {
-  const bool has_rank = getenv_fn("RANK") != nullptr, has_world = getenv_fn("WORLD_SIZE") != nullptr;
+  const bool has_rank = getenv_fn("RANK") != nullptr,
+             has_world = getenv_fn("WORLD_SIZE") != nullptr;
   if (!has_rank && !has_world) return std::optional<DistributedEnv>();
-  QK_RETURN_IF_NOT(has_rank && has_world, StatusCode::kInvalidArgument,
-                   "distributed launch: {} is set but {} is not (torchrun, srun torchrun and PyTorchJob "
-                   "set both)",
-                   has_rank ? "RANK" : "WORLD_SIZE", has_rank ? "WORLD_SIZE" : "RANK");
+  QK_RETURN_IF_NOT(
+      has_rank && has_world, StatusCode::kInvalidArgument,
+      "distributed launch: {} is set but {} is not (torchrun, srun torchrun and PyTorchJob "
+      "set both)",
+      has_rank ? "RANK" : "WORLD_SIZE", has_rank ? "WORLD_SIZE" : "RANK");
   DistributedEnv env;
   QK_ASSIGN_OR_RETURN(env.world_size, EnvInt(getenv_fn, "WORLD_SIZE", 1, 1 << 20, 1));
   QK_ASSIGN_OR_RETURN(env.rank, EnvInt(getenv_fn, "RANK", 0, env.world_size - 1, 0));
-  QK_ASSIGN_OR_RETURN(env.local_world_size, EnvInt(getenv_fn, "LOCAL_WORLD_SIZE", 1, env.world_size, 1));
+  QK_ASSIGN_OR_RETURN(env.local_world_size,
+                      EnvInt(getenv_fn, "LOCAL_WORLD_SIZE", 1, env.world_size, 1));
   QK_ASSIGN_OR_RETURN(env.local_rank, EnvInt(getenv_fn, "LOCAL_RANK", 0, env.world_size - 1, 0));
   if (env.world_size > 1) {
     env.master_addr = EnvString(getenv_fn, "MASTER_ADDR");
@@ -257,7 +277,8 @@ Result<std::optional<DistributedEnv>> ReadDistributedEnv() {
   return ReadDistributedEnv([](const char* name) -> const char* { return std::getenv(name); });
 }
 
-Result<runtime::Device> ParseDeviceForRank(const std::string& text, const std::optional<DistributedEnv>& env) {
+Result<runtime::Device> ParseDeviceForRank(const std::string& text,
+                                           const std::optional<DistributedEnv>& env) {
   QK_ASSIGN_OR_RETURN(runtime::Device device, runtime::ParseDevice(text));
   if (env.has_value() && text == "cuda") device.index = env->local_rank;
   return device;
@@ -269,17 +290,21 @@ Status Communicator::Agree(const Status& local, const std::string& step) {
     if (all[r].empty() || all[r][0] == static_cast<char>(StatusCode::kOk)) continue;
     const auto code = static_cast<StatusCode>(static_cast<unsigned char>(all[r][0]));
     if (static_cast<int>(r) == rank()) {  // this rank's own error, its code kept
-      return world_size() == 1 ? local
-                               : MakeStatus(code, "rank {} of {}: {}", r, world_size(), local.message());
+      return world_size() == 1
+                 ? local
+                 : MakeStatus(code, "rank {} of {}: {}", r, world_size(), local.message());
     }
     return MakeStatus(code, "rank {} of {} failed: {}", r, world_size(), all[r].substr(1));
   }
   return Status::Ok();
 }
 
-std::unique_ptr<Communicator> SingleProcessCommunicator() { return std::make_unique<SingleProcess>(); }
+std::unique_ptr<Communicator> SingleProcessCommunicator() {
+  return std::make_unique<SingleProcess>();
+}
 
-Result<std::unique_ptr<Communicator>> Connect(const DistributedEnv& env, const CommunicatorOptions& options) {
+Result<std::unique_ptr<Communicator>> Connect(const DistributedEnv& env,
+                                              const CommunicatorOptions& options) {
   if (env.world_size == 1) return SingleProcessCommunicator();
   // A peer that dies mid-job closes its sockets; Gloo's next write to one raises SIGPIPE, whose
   // default action kills this rank without a word. Ignored, the write fails with EPIPE and the
@@ -289,11 +314,12 @@ Result<std::unique_ptr<Communicator>> Connect(const DistributedEnv& env, const C
   // torchrun >= 2.x shares its agent's TCPStore with the workers; that store speaks a newer wire
   // protocol (it opens with a VALIDATE query) than libtorch 1.x's client, which would fail later
   // with "Broken pipe". With the opt-out, torchrun's rank 0 hosts the store, as torch 1.x did.
-  QK_RETURN_IF_NOT(!env.agent_store, StatusCode::kUnsupported,
-                   "rank {} of {}: torchrun shares its agent's TCPStore (TORCHELASTIC_USE_AGENT_STORE=True), "
-                   "which this quantkit (built on libtorch {}.{}) cannot speak to: launch with "
-                   "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun ... (docs/distributed.md)",
-                   env.rank, env.world_size, TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR);
+  QK_RETURN_IF_NOT(
+      !env.agent_store, StatusCode::kUnsupported,
+      "rank {} of {}: torchrun shares its agent's TCPStore (TORCHELASTIC_USE_AGENT_STORE=True), "
+      "which this quantkit (built on libtorch {}.{}) cannot speak to: launch with "
+      "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun ... (docs/distributed.md)",
+      env.rank, env.world_size, TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR);
 #endif
   // Keys of each Connect() in a process get their own namespace in the (possibly shared,
   // long-lived: torchrun's agent) store; every rank counts Connect() calls alike.
@@ -316,14 +342,16 @@ Result<std::unique_ptr<Communicator>> Connect(const DistributedEnv& env, const C
     return MakeStatus(StatusCode::kIoError,
                       "rank {} of {}: cannot {} the rendezvous store at {}:{} within {} s (check "
                       "MASTER_ADDR/MASTER_PORT and that rank 0 or torchrun runs): {}",
-                      env.rank, env.world_size, env.rank == 0 && !env.agent_store ? "open" : "reach",
-                      env.master_addr, env.master_port, seconds, what.substr(0, what.find('\n')));
+                      env.rank, env.world_size,
+                      env.rank == 0 && !env.agent_store ? "open" : "reach", env.master_addr,
+                      env.master_port, seconds, what.substr(0, what.find('\n')));
   }
   try {
     auto gloo = c10d::ProcessGroupGloo::Options::create(options.timeout);
     const char* iface = std::getenv("GLOO_SOCKET_IFNAME");
-    gloo->devices.push_back(iface && *iface ? c10d::ProcessGroupGloo::createDeviceForInterface(iface)
-                                            : c10d::ProcessGroupGloo::createDefaultDevice());
+    gloo->devices.push_back(iface && *iface
+                                ? c10d::ProcessGroupGloo::createDeviceForInterface(iface)
+                                : c10d::ProcessGroupGloo::createDefaultDevice());
     auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, gloo);
     return std::unique_ptr<Communicator>(
         std::make_unique<GlooCommunicator>(env, store, std::move(group), options.timeout));

@@ -56,7 +56,8 @@ bool WritesLaunchOutputs();
 // LOCAL_WORLD_SIZE-1), as torch's own scripts do with torch.cuda.set_device(local_rank); without
 // this every rank would share GPU 0. An explicit cuda:N is kept (the user's choice, even when
 // ranks then share a GPU), and so are the CPU and a process outside a launch (env empty).
-Result<runtime::Device> ParseDeviceForRank(const std::string& text, const std::optional<DistributedEnv>& env);
+Result<runtime::Device> ParseDeviceForRank(const std::string& text,
+                                           const std::optional<DistributedEnv>& env);
 
 inline constexpr std::chrono::seconds kDefaultDistributedTimeout{1800};  // torch's default too
 
@@ -77,9 +78,11 @@ class Communicator {
   // Element-wise sum over ranks of equally long vectors; every rank gets the sum (exact).
   virtual Status AllReduceSum(std::vector<int64_t>* values, const std::string& what) = 0;
   // Every rank's bytes, in rank order, on every rank (sizes may differ).
-  virtual Result<std::vector<std::string>> AllGather(const std::string& bytes, const std::string& what) = 0;
+  virtual Result<std::vector<std::string>> AllGather(const std::string& bytes,
+                                                     const std::string& what) = 0;
   // Every rank's bytes, in rank order, on rank 0; an empty vector on the other ranks.
-  virtual Result<std::vector<std::string>> GatherToRoot(const std::string& bytes, const std::string& what) = 0;
+  virtual Result<std::vector<std::string>> GatherToRoot(const std::string& bytes,
+                                                        const std::string& what) = 0;
   // Rank 0's bytes on every rank.
   virtual Result<std::string> Broadcast(const std::string& bytes, const std::string& what) = 0;
   virtual Status Barrier(const std::string& what) = 0;
@@ -96,6 +99,7 @@ std::unique_ptr<Communicator> SingleProcessCommunicator();
 
 // Rendezvous with the other ranks of `env` and a Gloo process group over them. Fails after
 // options.timeout naming the address, the world size and the ranks that never arrived.
-Result<std::unique_ptr<Communicator>> Connect(const DistributedEnv& env, const CommunicatorOptions& options);
+Result<std::unique_ptr<Communicator>> Connect(const DistributedEnv& env,
+                                              const CommunicatorOptions& options);
 
 }  // namespace quantkit::distributed

@@ -17,9 +17,10 @@ Result<runtime::Device> SelectDevice(const std::string& text) {
   QK_ASSIGN_OR_RETURN(runtime::Device device, ParseDeviceForRank(text, launch));
   if (Status st = runtime::SetDefaultDevice(device); !st.ok()) {
     if (!launch.has_value() || text != "cuda") return st;
-    return Status(st.code(), st.message() +
-                                 " (plain `cuda` under a distributed launch is cuda:LOCAL_RANK; LOCAL_RANK=" +
-                                 std::to_string(launch->local_rank) + ")");
+    return Status(st.code(),
+                  st.message() +
+                      " (plain `cuda` under a distributed launch is cuda:LOCAL_RANK; LOCAL_RANK=" +
+                      std::to_string(launch->local_rank) + ")");
   }
   return device;
 }
@@ -72,7 +73,8 @@ Result<formats::StatsFile> MergeStatsOnRoot(Communicator& comm, formats::StatsFi
   merged.histogram_log2_bins = local.histogram_log2_bins;
   for (size_t r = 0; r < all.size(); ++r) {
     const std::string name = fmt::format("statistics of rank {}", r);
-    QK_ASSIGN_OR_RETURN(formats::StatsFile part, formats::DecodeStatsWire(all[r], name, local.model_sha256));
+    QK_ASSIGN_OR_RETURN(formats::StatsFile part,
+                        formats::DecodeStatsWire(all[r], name, local.model_sha256));
     QK_RETURN_IF_ERROR(formats::MergeStats(&merged, part).WithContext(name));
   }
   return merged;

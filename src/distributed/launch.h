@@ -16,9 +16,9 @@
 
 #include "data/shard.h"
 #include "data/source.h"
+#include "distributed/communicator.h"
 #include "formats/qkstats.h"
 #include "quantkit/status.h"
-#include "distributed/communicator.h"
 #include "runtime/device.h"
 
 namespace quantkit::distributed {
@@ -34,11 +34,11 @@ struct DistributedOptions {
 struct RankReport {
   int rank = 0;
   int world_size = 1;
-  data::ShardRange shard;     // this rank's samples
-  int64_t passes = 1;         // runs over the shard (analyze, fallback: one per trial)
-  double work_seconds = 0;    // local model runs
-  double merge_seconds = 0;   // gathering and combining on rank 0 (0 elsewhere)
-  double write_seconds = 0;   // writing the artifacts (rank 0)
+  data::ShardRange shard;    // this rank's samples
+  int64_t passes = 1;        // runs over the shard (analyze, fallback: one per trial)
+  double work_seconds = 0;   // local model runs
+  double merge_seconds = 0;  // gathering and combining on rank 0 (0 elsewhere)
+  double write_seconds = 0;  // writing the artifacts (rank 0)
 };
 
 // --device for this process: ParseDeviceForRank under the launch environment (plain `cuda` is

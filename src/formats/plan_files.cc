@@ -7,7 +7,8 @@ namespace quantkit::formats {
 namespace {
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -30,9 +31,12 @@ Result<quant::QuantPlan> ReadPlanFile(const std::string& path, ArtifactKind kind
       QK_ASSIGN_OR_RETURN(TrtCache cache, ReadTrtCache(path));
       return PlanFromTrtCache(cache);
     }
-    case ArtifactKind::kPlanJson: return ReadPlanJson(path);
-    case ArtifactKind::kRangesText: return ReadRangesText(path);
-    case ArtifactKind::kOnnx: break;
+    case ArtifactKind::kPlanJson:
+      return ReadPlanJson(path);
+    case ArtifactKind::kRangesText:
+      return ReadRangesText(path);
+    case ArtifactKind::kOnnx:
+      break;
   }
   return MakeStatus(StatusCode::kInternal, "{}: a model is not a plan file", path);
 }
@@ -40,10 +44,14 @@ Result<quant::QuantPlan> ReadPlanFile(const std::string& path, ArtifactKind kind
 Status WritePlanFile(const std::string& path, ArtifactKind kind, const quant::QuantPlan& plan,
                      const TrtCacheWriteOptions& cache) {
   switch (kind) {
-    case ArtifactKind::kTrtCache: return WriteTrtCache(path, plan, cache);
-    case ArtifactKind::kPlanJson: return WritePlanJson(path, plan);
-    case ArtifactKind::kRangesText: return WriteRangesText(path, plan);
-    case ArtifactKind::kOnnx: break;
+    case ArtifactKind::kTrtCache:
+      return WriteTrtCache(path, plan, cache);
+    case ArtifactKind::kPlanJson:
+      return WritePlanJson(path, plan);
+    case ArtifactKind::kRangesText:
+      return WriteRangesText(path, plan);
+    case ArtifactKind::kOnnx:
+      break;
   }
   return MakeStatus(StatusCode::kInternal, "{}: a model is not a plan file", path);
 }

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/file_util.h"
 #include "common/check.h"
+#include "common/file_util.h"
 
 namespace quantkit::formats {
 namespace {
@@ -39,10 +39,10 @@ json SparseBins(const std::vector<int64_t>& bins) {
 json TensorToJson(const quant::TensorCollector& t) {
   const RangeStats& r = t.range();
   json j;
-  j["range"] = {{"count", r.count},           {"nan", r.nan_count},
-                {"posinf", r.posinf_count},   {"neginf", r.neginf_count},
-                {"zeros", r.zero_count},      {"min", FloatToJson(r.min)},
-                {"max", FloatToJson(r.max)},  {"amax", FloatToJson(r.amax)}};
+  j["range"] = {{"count", r.count},          {"nan", r.nan_count},
+                {"posinf", r.posinf_count},  {"neginf", r.neginf_count},
+                {"zeros", r.zero_count},     {"min", FloatToJson(r.min)},
+                {"max", FloatToJson(r.max)}, {"amax", FloatToJson(r.amax)}};
   const StreamingHistogram& h = t.histogram();
   j["histogram"] = {{"range_exp", h.empty_range() ? json(nullptr) : json(h.range_exp())},
                     {"positive", SparseBins(h.positive())},
@@ -110,7 +110,8 @@ class Reader {
         return Error(path + " entries must be [bin, count] integer pairs");
       }
       const int64_t k = pair[0].get<int64_t>(), c = pair[1].get<int64_t>();
-      if (k <= previous || k >= n) return Error(path + " bin indices must increase within [0, " + std::to_string(n) + ")");
+      if (k <= previous || k >= n)
+        return Error(path + " bin indices must increase within [0, " + std::to_string(n) + ")");
       if (c <= 0) return Error(path + " counts must be positive");
       bins[static_cast<size_t>(k)] = c;
       previous = k;
@@ -118,12 +119,13 @@ class Reader {
     return bins;
   }
 
-  Result<quant::TensorCollector> Tensor(const json& j, const std::string& name, int log2_bins) const {
+  Result<quant::TensorCollector> Tensor(const json& j, const std::string& name,
+                                        int log2_bins) const {
     const std::string p = "tensor '" + name + "'";
     QK_RETURN_IF_ERROR(OnlyKeys(j, p, {"range", "histogram"}, {"per_channel"}));
     const json& r = j["range"];
-    QK_RETURN_IF_ERROR(OnlyKeys(r, p + ".range",
-                                {"count", "nan", "posinf", "neginf", "zeros", "min", "max", "amax"}));
+    QK_RETURN_IF_ERROR(OnlyKeys(
+        r, p + ".range", {"count", "nan", "posinf", "neginf", "zeros", "min", "max", "amax"}));
     RangeStats rs;
     QK_ASSIGN_OR_RETURN(rs.count, Count(r["count"], p + ".range.count"));
     QK_ASSIGN_OR_RETURN(rs.nan_count, Count(r["nan"], p + ".range.nan"));
@@ -141,9 +143,11 @@ class Reader {
           p, rs.min, rs.max, rs.amax, rs.finite_count(), rs.zero_count));
     }
     const json& h = j["histogram"];
-    QK_RETURN_IF_ERROR(OnlyKeys(h, p + ".histogram", {"range_exp", "positive", "negative", "zeros", "nonfinite"}));
+    QK_RETURN_IF_ERROR(
+        OnlyKeys(h, p + ".histogram", {"range_exp", "positive", "negative", "zeros", "nonfinite"}));
     const bool has_range = !h["range_exp"].is_null();
-    if (has_range && !h["range_exp"].is_number_integer()) return Error(p + ".histogram.range_exp is not an integer");
+    if (has_range && !h["range_exp"].is_number_integer())
+      return Error(p + ".histogram.range_exp is not an integer");
     // Read wide, then range-checked: get<int> of 2^40 would wrap to 0 (another scale, silently).
     const int64_t range_exp = has_range ? h["range_exp"].get<int64_t>() : 0;
     if (has_range && (range_exp < quant::kMinRangeExp || range_exp > quant::kMaxRangeExp)) {
@@ -219,10 +223,12 @@ Result<StatsFile> ParseStats(const std::string& text, const std::string& source,
   }
   if (!j.contains("version") || !j["version"].is_number_integer() ||
       j["version"].get<int64_t>() != kQkStatsVersion) {
-    return rd.Error("unsupported .qkstats version " + (j.contains("version") ? j["version"].dump() : "(none)") +
+    return rd.Error("unsupported .qkstats version " +
+                    (j.contains("version") ? j["version"].dump() : "(none)") +
                     " (this quantkit reads version " + std::to_string(kQkStatsVersion) + ")");
   }
-  QK_RETURN_IF_ERROR(rd.OnlyKeys(j, "the file", {"format", "version", "model_sha256", "histogram", "tensors"}));
+  QK_RETURN_IF_ERROR(
+      rd.OnlyKeys(j, "the file", {"format", "version", "model_sha256", "histogram", "tensors"}));
   StatsFile out;
   if (!j["model_sha256"].is_string() || !IsLowerHex(j["model_sha256"], kSha256HexLength)) {
     return rd.Error("model_sha256 is not 64 lowercase hex digits");
@@ -234,8 +240,10 @@ Result<StatsFile> ParseStats(const std::string& text, const std::string& source,
   }
   const json& h = j["histogram"];
   QK_RETURN_IF_ERROR(rd.OnlyKeys(h, "histogram", {"log2_bins", "policy"}));
-  if (h["policy"] != kQkStatsHistogramPolicy) return rd.Error("unknown histogram policy " + h["policy"].dump());
-  if (!h["log2_bins"].is_number_integer() || h["log2_bins"].get<int64_t>() < quant::kMinStreamLog2Bins ||
+  if (h["policy"] != kQkStatsHistogramPolicy)
+    return rd.Error("unknown histogram policy " + h["policy"].dump());
+  if (!h["log2_bins"].is_number_integer() ||
+      h["log2_bins"].get<int64_t>() < quant::kMinStreamLog2Bins ||
       h["log2_bins"].get<int64_t>() > quant::kMaxStreamLog2Bins) {
     return rd.Error("histogram.log2_bins " + h["log2_bins"].dump() + " is out of range");
   }
@@ -252,7 +260,8 @@ Status WriteStatsFile(const std::string& path, const StatsFile& stats) {
   for (const auto& [name, t] : stats.tensors) {
     QK_RETURN_IF_NOT(t.has_histogram(), StatusCode::kInternal,
                      "{}: tensor '{}' has range-only statistics (max fast path); a .qkstats file "
-                     "needs the histograms", path, name);
+                     "needs the histograms",
+                     path, name);
   }
   const std::string text = SerializeStats(stats);
   return WriteFileAtomic(path, text);

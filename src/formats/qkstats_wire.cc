@@ -34,26 +34,29 @@ void PutBins(ByteWriter& out, const std::vector<int64_t>& bins) {
   }
 }
 
-Result<std::vector<int64_t>> GetBins(ByteReader& in, const std::string& what, int64_t bins_per_sign) {
+Result<std::vector<int64_t>> GetBins(ByteReader& in, const std::string& what,
+                                     int64_t bins_per_sign) {
   QK_ASSIGN_OR_RETURN(uint32_t n, in.Get<uint32_t>("bin count"));
-  QK_RETURN_IF_NOT(n <= bins_per_sign, StatusCode::kInvalidArgument, "{}: {} has {} bins of {}", in.source(),
-                   what, n, bins_per_sign);
+  QK_RETURN_IF_NOT(n <= bins_per_sign, StatusCode::kInvalidArgument, "{}: {} has {} bins of {}",
+                   in.source(), what, n, bins_per_sign);
   std::vector<int64_t> bins(static_cast<size_t>(bins_per_sign), 0);
   int64_t previous = -1;
   for (uint32_t i = 0; i < n; ++i) {
     QK_ASSIGN_OR_RETURN(uint32_t k, in.Get<uint32_t>("bin index"));
     QK_ASSIGN_OR_RETURN(int64_t c, in.Get<int64_t>("bin count"));
-    QK_RETURN_IF_NOT(static_cast<int64_t>(k) > previous && k < bins_per_sign && c > 0,
-                     StatusCode::kInvalidArgument,
-                     "{}: {} bins must increase within [0, {}) with positive counts (bin {}, count {})",
-                     in.source(), what, bins_per_sign, k, c);
+    QK_RETURN_IF_NOT(
+        static_cast<int64_t>(k) > previous && k < bins_per_sign && c > 0,
+        StatusCode::kInvalidArgument,
+        "{}: {} bins must increase within [0, {}) with positive counts (bin {}, count {})",
+        in.source(), what, bins_per_sign, k, c);
     bins[k] = c;
     previous = k;
   }
   return bins;
 }
 
-Result<quant::StreamingHistogram> GetHistogram(ByteReader& in, const std::string& p, int log2_bins) {
+Result<quant::StreamingHistogram> GetHistogram(ByteReader& in, const std::string& p,
+                                               int log2_bins) {
   QK_ASSIGN_OR_RETURN(uint8_t has_range, in.Get<uint8_t>("histogram.has_range"));
   QK_ASSIGN_OR_RETURN(int32_t range_exp, in.Get<int32_t>("histogram.range_exp"));
   QK_ASSIGN_OR_RETURN(int64_t zeros, in.Get<int64_t>("histogram.zeros"));
@@ -77,8 +80,8 @@ Result<quant::StreamingHistogram> GetHistogram(ByteReader& in, const std::string
   return hist;
 }
 
-Result<quant::TensorCollector> GetTensor(ByteReader& in, const std::string& source, const std::string& name,
-                                         int log2_bins) {
+Result<quant::TensorCollector> GetTensor(ByteReader& in, const std::string& source,
+                                         const std::string& name, int log2_bins) {
   const std::string p = fmt::format("{}: tensor '{}'", source, name);
   quant::RangeStats rs;
   QK_ASSIGN_OR_RETURN(rs.count, in.Get<int64_t>("range.count"));
@@ -89,8 +92,8 @@ Result<quant::TensorCollector> GetTensor(ByteReader& in, const std::string& sour
   QK_ASSIGN_OR_RETURN(rs.min, in.Get<float>("range.min"));
   QK_ASSIGN_OR_RETURN(rs.max, in.Get<float>("range.max"));
   QK_ASSIGN_OR_RETURN(rs.amax, in.Get<float>("range.amax"));
-  QK_RETURN_IF_NOT(rs.count >= 0 && rs.nan_count >= 0 && rs.posinf_count >= 0 && rs.neginf_count >= 0 &&
-                       rs.zero_count >= 0 && rs.finite_count() >= 0,
+  QK_RETURN_IF_NOT(rs.count >= 0 && rs.nan_count >= 0 && rs.posinf_count >= 0 &&
+                       rs.neginf_count >= 0 && rs.zero_count >= 0 && rs.finite_count() >= 0,
                    StatusCode::kInvalidArgument, "{}: inconsistent range counts", p);
   QK_RETURN_IF_NOT(rs.Consistent(), StatusCode::kInvalidArgument,
                    "{}: inconsistent range (min {:g}, max {:g}, amax {:g} over {} finite values)",
@@ -100,7 +103,8 @@ Result<quant::TensorCollector> GetTensor(ByteReader& in, const std::string& sour
   std::optional<quant::StreamingHistogram> hist;
   if (has_histogram) {
     QK_ASSIGN_OR_RETURN(hist, GetHistogram(in, p, log2_bins));
-    QK_RETURN_IF_NOT(hist->binned_count() + hist->nonfinite_count() == rs.count, StatusCode::kInvalidArgument,
+    QK_RETURN_IF_NOT(hist->binned_count() + hist->nonfinite_count() == rs.count,
+                     StatusCode::kInvalidArgument,
                      "{}: histogram holds {} values but range.count is {}", p,
                      hist->binned_count() + hist->nonfinite_count(), rs.count);
   }
@@ -119,10 +123,12 @@ Result<quant::TensorCollector> GetTensor(ByteReader& in, const std::string& sour
     pc = std::move(s);
   }
   if (!hist) {
-    QK_RETURN_IF_NOT(!pc, StatusCode::kInvalidArgument, "{}: range-only statistics with per-channel amax", p);
+    QK_RETURN_IF_NOT(!pc, StatusCode::kInvalidArgument,
+                     "{}: range-only statistics with per-channel amax", p);
     return quant::TensorCollector::RangeOnly(rs);
   }
-  Result<quant::TensorCollector> t = quant::TensorCollector::FromParts(rs, std::move(*hist), std::move(pc));
+  Result<quant::TensorCollector> t =
+      quant::TensorCollector::FromParts(rs, std::move(*hist), std::move(pc));
   if (!t.ok()) return t.status().WithContext(p);
   return t;
 }
@@ -139,7 +145,8 @@ std::string EncodeStatsWire(const StatsFile& stats) {
   for (const auto& [name, t] : stats.tensors) {
     out.PutString(name);
     const quant::RangeStats& r = t.range();
-    for (int64_t v : {r.count, r.nan_count, r.posinf_count, r.neginf_count, r.zero_count}) out.Put(v);
+    for (int64_t v : {r.count, r.nan_count, r.posinf_count, r.neginf_count, r.zero_count})
+      out.Put(v);
     for (float v : {r.min, r.max, r.amax}) out.Put(v);
     // The max-only fast path collects no histogram: its tensors travel as their range alone.
     out.Put(static_cast<uint8_t>(t.has_histogram() ? 1 : 0));
@@ -168,7 +175,8 @@ Result<StatsFile> DecodeStatsWire(const std::string& bytes, const std::string& s
   ByteReader in(bytes, source);
   for (char c : kMagic) {
     QK_ASSIGN_OR_RETURN(char got, in.Get<char>("the header"));
-    QK_RETURN_IF_NOT(got == c, StatusCode::kInvalidArgument, "{}: not quantkit statistics (bad header)", source);
+    QK_RETURN_IF_NOT(got == c, StatusCode::kInvalidArgument,
+                     "{}: not quantkit statistics (bad header)", source);
   }
   QK_ASSIGN_OR_RETURN(uint32_t order, in.Get<uint32_t>("the byte order"));
   QK_RETURN_IF_NOT(order == kByteOrder, StatusCode::kInvalidArgument,
@@ -176,12 +184,13 @@ Result<StatsFile> DecodeStatsWire(const std::string& bytes, const std::string& s
   StatsFile stats;
   QK_ASSIGN_OR_RETURN(int32_t log2_bins, in.Get<int32_t>("log2_bins"));
   QK_RETURN_IF_NOT(log2_bins >= quant::kMinStreamLog2Bins && log2_bins <= quant::kMaxStreamLog2Bins,
-                   StatusCode::kInvalidArgument, "{}: histogram log2_bins {} outside [{}, {}]", source, log2_bins,
-                   quant::kMinStreamLog2Bins, quant::kMaxStreamLog2Bins);
+                   StatusCode::kInvalidArgument, "{}: histogram log2_bins {} outside [{}, {}]",
+                   source, log2_bins, quant::kMinStreamLog2Bins, quant::kMaxStreamLog2Bins);
   stats.histogram_log2_bins = log2_bins;
   QK_ASSIGN_OR_RETURN(stats.model_sha256, in.GetString("model_sha256"));
   QK_RETURN_IF_NOT(expected_model_sha256.empty() || stats.model_sha256 == expected_model_sha256,
-                   StatusCode::kInvalidArgument, "{}: statistics of another model (sha256 {}, expected {})", source,
+                   StatusCode::kInvalidArgument,
+                   "{}: statistics of another model (sha256 {}, expected {})", source,
                    stats.model_sha256, expected_model_sha256);
   QK_ASSIGN_OR_RETURN(uint32_t tensors, in.Get<uint32_t>("the tensor count"));
   for (uint32_t i = 0; i < tensors; ++i) {
@@ -190,8 +199,8 @@ Result<StatsFile> DecodeStatsWire(const std::string& bytes, const std::string& s
     QK_RETURN_IF_NOT(stats.tensors.emplace(name, std::move(t)).second, StatusCode::kInvalidArgument,
                      "{}: tensor '{}' appears twice", source, name);
   }
-  QK_RETURN_IF_NOT(in.done(), StatusCode::kInvalidArgument, "{}: {} bytes after the statistics", source,
-                   bytes.size() - in.at());
+  QK_RETURN_IF_NOT(in.done(), StatusCode::kInvalidArgument, "{}: {} bytes after the statistics",
+                   source, bytes.size() - in.at());
   return stats;
 }
 

@@ -38,7 +38,8 @@ Status CheckKeys(const json& obj, const std::set<std::string>& allowed, const st
 // the expected type ("p.json: tensors.x.scale[2]: expected a number, got string"), never the
 // JSON library's exception text (which used to escape as exit 70).
 Status TypeError(const std::string& path, const char* expected, const json& got) {
-  return MakeStatus(StatusCode::kInvalidModel, "{}: expected {}, got {}", path, expected, got.type_name());
+  return MakeStatus(StatusCode::kInvalidModel, "{}: expected {}, got {}", path, expected,
+                    got.type_name());
 }
 
 Status Read(const json& v, const std::string& path, std::string* out) {
@@ -99,21 +100,20 @@ Status ReadKey(const json& obj, const char* key, const std::string& path, T* out
 }
 
 json TensorToJson(const quant::TensorQuant& t) {
-  return json{{"quantized", t.quantized},     {"reason", t.reason},
-              {"role", TensorRoleName(t.role)}, {"dtype", QuantDTypeName(t.dtype)},
-              {"scale", t.scale},             {"amax", t.amax},
-              {"zero_point", t.zero_point},   {"axis", t.axis},
-              {"source", t.source}};
+  return json{
+      {"quantized", t.quantized},         {"reason", t.reason}, {"role", TensorRoleName(t.role)},
+      {"dtype", QuantDTypeName(t.dtype)}, {"scale", t.scale},   {"amax", t.amax},
+      {"zero_point", t.zero_point},       {"axis", t.axis},     {"source", t.source}};
 }
 
 // `where` is "FILE: tensors.NAME" (file and key path, for messages).
 Result<quant::TensorQuant> TensorFromJson(const std::string& name, const json& j,
                                           const std::string& where) {
-  QK_RETURN_IF_NOT(j.is_object(), StatusCode::kInvalidModel, "{}: expected an object, got {}", where,
-                   j.type_name());
-  QK_RETURN_IF_ERROR(CheckKeys(j, {"quantized", "reason", "role", "dtype", "scale", "amax",
-                                   "zero_point", "axis", "source"},
-                               where));
+  QK_RETURN_IF_NOT(j.is_object(), StatusCode::kInvalidModel, "{}: expected an object, got {}",
+                   where, j.type_name());
+  QK_RETURN_IF_ERROR(CheckKeys(
+      j, {"quantized", "reason", "role", "dtype", "scale", "amax", "zero_point", "axis", "source"},
+      where));
   quant::TensorQuant t;
   t.tensor = name;
   std::string role = "activation", dtype = "int8";
@@ -133,16 +133,18 @@ Result<quant::TensorQuant> TensorFromJson(const std::string& name, const json& j
     // (quant/symmetric_conversion.h) and applies it where it reads Q/DQ and QOperator models,
     // reporting the cost; a plan file is the user's statement of the exact scales, so it is
     // not rewritten behind their back: an asymmetric entry is refused.
-    QK_RETURN_IF_NOT(t.dtype == quant::QuantDType::kInt8, StatusCode::kUnsupported,
-                     "{}.dtype: uint8 plans are not supported (TensorRT quantizes to symmetric int8); "
-                     "convert the Q/DQ model instead (quantkit convert MODEL.onnx OUT.onnx applies the "
-                     "symmetric rule and reports its cost)",
-                     where);
+    QK_RETURN_IF_NOT(
+        t.dtype == quant::QuantDType::kInt8, StatusCode::kUnsupported,
+        "{}.dtype: uint8 plans are not supported (TensorRT quantizes to symmetric int8); "
+        "convert the Q/DQ model instead (quantkit convert MODEL.onnx OUT.onnx applies the "
+        "symmetric rule and reports its cost)",
+        where);
     for (size_t i = 0; i < t.zero_point.size(); ++i) {
-      QK_RETURN_IF_NOT(t.zero_point[i] == 0, StatusCode::kUnsupported,
-                       "{}.zero_point[{}]: {} is not 0 (TensorRT quantizes symmetrically); convert the "
-                       "Q/DQ model instead (quantkit convert MODEL.onnx OUT.onnx)",
-                       where, i, t.zero_point[i]);
+      QK_RETURN_IF_NOT(
+          t.zero_point[i] == 0, StatusCode::kUnsupported,
+          "{}.zero_point[{}]: {} is not 0 (TensorRT quantizes symmetrically); convert the "
+          "Q/DQ model instead (quantkit convert MODEL.onnx OUT.onnx)",
+          where, i, t.zero_point[i]);
     }
   }
   return t;
@@ -178,13 +180,13 @@ Result<quant::QuantPlan> ParseRangesText(const std::string& text, const std::str
     char* end = nullptr;
     const float amax = std::strtof(value.c_str(), &end);
     QK_RETURN_IF_NOT(!value.empty() && end == value.c_str() + value.size(),
-                     StatusCode::kInvalidModel, "{}:{}: '{}' is not a number", source_name,
-                     line_no, value);
+                     StatusCode::kInvalidModel, "{}:{}: '{}' is not a number", source_name, line_no,
+                     value);
     // An amax is a magnitude: NaN, Inf or a negative value is a broken file, not a range (0 is
     // a dead tensor: kept in float below, with the reason).
     QK_RETURN_IF_NOT(std::isfinite(amax) && amax >= 0.0f, StatusCode::kInvalidModel,
-                     "{}:{}: tensor '{}' has range {}; a range (amax) is finite and not negative", source_name,
-                     line_no, EscapeControl(name), value);
+                     "{}:{}: tensor '{}' has range {}; a range (amax) is finite and not negative",
+                     source_name, line_no, EscapeControl(name), value);
     quant::TensorQuant& t = plan.SetActivationAmax(name, amax, "ranges");
     if (!t.quantized) t.reason = fmt::format("{}:{}: {}", source_name, line_no, t.reason);
   }
@@ -223,60 +225,75 @@ Result<quant::QuantPlan> ParsePlanJson(const std::string& text, const std::strin
   QK_RETURN_IF_NOT(!j.is_discarded() && j.is_object(), StatusCode::kInvalidModel,
                    "{}: not a JSON object", source_name);
   QK_RETURN_IF_ERROR(
-      CheckKeys(j, {"format", "version", "provenance", "float_nodes", "float_precision", "tensors"}, source_name));
+      CheckKeys(j, {"format", "version", "provenance", "float_nodes", "float_precision", "tensors"},
+                source_name));
   const std::string file = source_name + ": ";
   std::string format;
   int64_t version = -1;
   QK_RETURN_IF_ERROR(ReadKey(j, "format", "", &format).WithContext(source_name));
-  QK_RETURN_IF_NOT(format == kPlanJsonFormat, StatusCode::kInvalidModel, "{}format is '{}', expected '{}'", file,
-                   EscapeControl(format), kPlanJsonFormat);
+  QK_RETURN_IF_NOT(format == kPlanJsonFormat, StatusCode::kInvalidModel,
+                   "{}format is '{}', expected '{}'", file, EscapeControl(format), kPlanJsonFormat);
   QK_RETURN_IF_ERROR(ReadKey(j, "version", "", &version).WithContext(source_name));
   QK_RETURN_IF_NOT(version == kPlanJsonVersion, StatusCode::kInvalidModel,
-                   "{}plan version {} is not supported (this quantkit reads version {})", file, version,
-                   kPlanJsonVersion);
+                   "{}plan version {} is not supported (this quantkit reads version {})", file,
+                   version, kPlanJsonVersion);
   quant::QuantPlan plan;
   if (const auto p = j.find("provenance"); p != j.end()) {
-    QK_RETURN_IF_NOT(p->is_object(), StatusCode::kInvalidModel, "{}provenance: expected an object, got {}", file,
-                     p->type_name());
-    QK_RETURN_IF_ERROR(CheckKeys(*p, {"model_sha256", "data_description", "data_sha256",
-                                      "method", "quantkit_version", "num_samples", "stages",
-                                      "float_model_sha256"},
-                                 file + "provenance"));
-    quant::Provenance& pv = plan.provenance;
-    QK_RETURN_IF_ERROR(ReadKey(*p, "model_sha256", "provenance", &pv.model_sha256).WithContext(source_name));
-    QK_RETURN_IF_ERROR(ReadKey(*p, "data_description", "provenance", &pv.data_description).WithContext(source_name));
-    QK_RETURN_IF_ERROR(ReadKey(*p, "data_sha256", "provenance", &pv.data_sha256).WithContext(source_name));
-    QK_RETURN_IF_ERROR(ReadKey(*p, "method", "provenance", &pv.method).WithContext(source_name));
-    QK_RETURN_IF_ERROR(ReadKey(*p, "quantkit_version", "provenance", &pv.quantkit_version).WithContext(source_name));
-    QK_RETURN_IF_ERROR(ReadKey(*p, "num_samples", "provenance", &pv.num_samples).WithContext(source_name));
-    QK_RETURN_IF_ERROR(ReadKey(*p, "stages", "provenance", &pv.stages).WithContext(source_name));
+    QK_RETURN_IF_NOT(p->is_object(), StatusCode::kInvalidModel,
+                     "{}provenance: expected an object, got {}", file, p->type_name());
     QK_RETURN_IF_ERROR(
-        ReadKey(*p, "float_model_sha256", "provenance", &pv.float_model_sha256).WithContext(source_name));
+        CheckKeys(*p,
+                  {"model_sha256", "data_description", "data_sha256", "method", "quantkit_version",
+                   "num_samples", "stages", "float_model_sha256"},
+                  file + "provenance"));
+    quant::Provenance& pv = plan.provenance;
+    QK_RETURN_IF_ERROR(
+        ReadKey(*p, "model_sha256", "provenance", &pv.model_sha256).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*p, "data_description", "provenance", &pv.data_description)
+                           .WithContext(source_name));
+    QK_RETURN_IF_ERROR(
+        ReadKey(*p, "data_sha256", "provenance", &pv.data_sha256).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*p, "method", "provenance", &pv.method).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*p, "quantkit_version", "provenance", &pv.quantkit_version)
+                           .WithContext(source_name));
+    QK_RETURN_IF_ERROR(
+        ReadKey(*p, "num_samples", "provenance", &pv.num_samples).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*p, "stages", "provenance", &pv.stages).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*p, "float_model_sha256", "provenance", &pv.float_model_sha256)
+                           .WithContext(source_name));
   }
   QK_RETURN_IF_ERROR(ReadKey(j, "float_nodes", "", &plan.float_nodes).WithContext(source_name));
   // Absent in plans written before the float dtype was recorded: their models were all FP32.
   if (const auto f = j.find("float_precision"); f != j.end()) {
-    QK_RETURN_IF_NOT(f->is_object(), StatusCode::kInvalidModel, "{}float_precision: expected an object, got {}",
-                     file, f->type_name());
-    QK_RETURN_IF_ERROR(CheckKeys(*f, {"dtype", "cast_io", "fp32_nodes", "fp32_op_types", "fp32_tensors"}, file + "float_precision"));
+    QK_RETURN_IF_NOT(f->is_object(), StatusCode::kInvalidModel,
+                     "{}float_precision: expected an object, got {}", file, f->type_name());
+    QK_RETURN_IF_ERROR(
+        CheckKeys(*f, {"dtype", "cast_io", "fp32_nodes", "fp32_op_types", "fp32_tensors"},
+                  file + "float_precision"));
     quant::FloatPrecision& fp = plan.float_precision;
     std::string dtype = quant::FloatDTypeName(fp.dtype);
     QK_RETURN_IF_ERROR(ReadKey(*f, "dtype", "float_precision", &dtype).WithContext(source_name));
     Result<quant::FloatDType> parsed = quant::ParseFloatDType(dtype);
-    QK_RETURN_IF_NOT(parsed.ok(), StatusCode::kInvalidModel, "{}float_precision.dtype: '{}' is not fp32, fp16 or bf16",
-                     file, EscapeControl(dtype));
+    QK_RETURN_IF_NOT(parsed.ok(), StatusCode::kInvalidModel,
+                     "{}float_precision.dtype: '{}' is not fp32, fp16 or bf16", file,
+                     EscapeControl(dtype));
     fp.dtype = *parsed;
-    QK_RETURN_IF_ERROR(ReadKey(*f, "cast_io", "float_precision", &fp.cast_io).WithContext(source_name));
-    QK_RETURN_IF_ERROR(ReadKey(*f, "fp32_nodes", "float_precision", &fp.fp32_nodes).WithContext(source_name));
-    QK_RETURN_IF_ERROR(ReadKey(*f, "fp32_op_types", "float_precision", &fp.fp32_op_types).WithContext(source_name));
-    QK_RETURN_IF_ERROR(ReadKey(*f, "fp32_tensors", "float_precision", &fp.fp32_tensors).WithContext(source_name));
+    QK_RETURN_IF_ERROR(
+        ReadKey(*f, "cast_io", "float_precision", &fp.cast_io).WithContext(source_name));
+    QK_RETURN_IF_ERROR(
+        ReadKey(*f, "fp32_nodes", "float_precision", &fp.fp32_nodes).WithContext(source_name));
+    QK_RETURN_IF_ERROR(ReadKey(*f, "fp32_op_types", "float_precision", &fp.fp32_op_types)
+                           .WithContext(source_name));
+    QK_RETURN_IF_ERROR(
+        ReadKey(*f, "fp32_tensors", "float_precision", &fp.fp32_tensors).WithContext(source_name));
   }
   if (const auto tensors = j.find("tensors"); tensors != j.end()) {
-    QK_RETURN_IF_NOT(tensors->is_object(), StatusCode::kInvalidModel, "{}tensors: expected an object, got {}", file,
-                     tensors->type_name());
+    QK_RETURN_IF_NOT(tensors->is_object(), StatusCode::kInvalidModel,
+                     "{}tensors: expected an object, got {}", file, tensors->type_name());
     for (auto it = tensors->begin(); it != tensors->end(); ++it) {
-      QK_ASSIGN_OR_RETURN(plan.tensors[it.key()],
-                          TensorFromJson(it.key(), it.value(), file + "tensors." + EscapeControl(it.key())));
+      QK_ASSIGN_OR_RETURN(
+          plan.tensors[it.key()],
+          TensorFromJson(it.key(), it.value(), file + "tensors." + EscapeControl(it.key())));
     }
   }
   QK_RETURN_IF_ERROR(quant::ValidatePlan(plan).WithContext(source_name));

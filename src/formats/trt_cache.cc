@@ -86,8 +86,10 @@ TrtVersion TrtVersionFromHeaderNumber(int64_t n) {
 
 const char* TrtCalibratorName(TrtCalibrator c) {
   switch (c) {
-    case TrtCalibrator::kEntropy2: return "EntropyCalibration2";
-    case TrtCalibrator::kMinMax: return "MinMaxCalibration";
+    case TrtCalibrator::kEntropy2:
+      return "EntropyCalibration2";
+    case TrtCalibrator::kMinMax:
+      return "MinMaxCalibration";
   }
   return "?";
 }
@@ -132,13 +134,13 @@ Result<TrtCache> ParseTrtCache(const std::string& text, const std::string& sourc
                    "cache)",
                    source_name, EscapeControl(line.substr(0, 80)));
   const size_t dash = line.find('-', 4);
-  const std::string digits = line.substr(4, dash == std::string::npos ? std::string::npos : dash - 4);
+  const std::string digits =
+      line.substr(4, dash == std::string::npos ? std::string::npos : dash - 4);
   QK_RETURN_IF_NOT(dash != std::string::npos && !digits.empty() && digits.size() <= 7 &&
                        digits.find_first_not_of("0123456789") == std::string::npos &&
                        dash + 1 < line.size(),
-                   StatusCode::kInvalidModel,
-                   "{}:1: header '{}' is not TRT-<version>-<algorithm>", source_name,
-                   EscapeControl(line.substr(0, 80)));
+                   StatusCode::kInvalidModel, "{}:1: header '{}' is not TRT-<version>-<algorithm>",
+                   source_name, EscapeControl(line.substr(0, 80)));
   TrtCache cache;
   cache.version_number = std::stoll(digits);
   cache.algorithm = line.substr(dash + 1);
@@ -156,10 +158,11 @@ Result<TrtCache> ParseTrtCache(const std::string& text, const std::string& sourc
     if (!scale.ok()) return scale.status().WithContext(fmt::format("{}:{}", source_name, line_no));
     const std::string name = line.substr(0, sep);
     const auto [it, inserted] = first_line.emplace(name, line_no);
-    QK_RETURN_IF_NOT(inserted, StatusCode::kInvalidModel,
-                     "{}:{}: tensor '{}' already has a scale on line {} (which one TensorRT keeps is not "
-                     "defined): remove one",
-                     source_name, line_no, EscapeControl(name), it->second);
+    QK_RETURN_IF_NOT(
+        inserted, StatusCode::kInvalidModel,
+        "{}:{}: tensor '{}' already has a scale on line {} (which one TensorRT keeps is not "
+        "defined): remove one",
+        source_name, line_no, EscapeControl(name), it->second);
     cache.scales.emplace_back(name, *scale);
   }
   return cache;

@@ -44,8 +44,8 @@ const char* TrtCalibratorName(TrtCalibrator c);  // "EntropyCalibration2", "MinM
 Result<TrtCalibrator> ParseTrtCalibrator(const std::string& name);
 
 struct TrtCache {
-  int64_t version_number = 0;   // as in the header, e.g. 8601
-  std::string algorithm;        // as in the header, e.g. "EntropyCalibration2"
+  int64_t version_number = 0;  // as in the header, e.g. 8601
+  std::string algorithm;       // as in the header, e.g. "EntropyCalibration2"
   std::vector<std::pair<std::string, float>> scales;  // in file order
 };
 

@@ -50,7 +50,8 @@ Result<std::unique_ptr<Graph>> CloneGraph(const Graph& graph, Graph* parent) {
     value_of[v] = c;
   }
   auto map = [&](const Value* v) -> Value* { return v ? value_of.at(v) : nullptr; };
-  for (const Value* v : graph.initializers()) g->AddInitializer(v->name(), *v->initializer);  // bytes shared
+  for (const Value* v : graph.initializers())
+    g->AddInitializer(v->name(), *v->initializer);  // bytes shared
   for (const Value* v : graph.sparse_initializers()) {
     g->AddSparseInitializer(v->name(), std::make_shared<SparseTensor>(*v->sparse_initializer));
   }

@@ -31,9 +31,12 @@ float BFloat16ToFloat(uint16_t bits) {
 
 float RoundToFloatType(float value, DType dtype) {
   switch (dtype) {
-    case DType::kFloat16: return HalfToFloat(FloatToHalf(value));
-    case DType::kBFloat16: return BFloat16ToFloat(FloatToBFloat16(value));
-    default: return value;
+    case DType::kFloat16:
+      return HalfToFloat(FloatToHalf(value));
+    case DType::kBFloat16:
+      return BFloat16ToFloat(FloatToBFloat16(value));
+    default:
+      return value;
   }
 }
 
@@ -41,7 +44,9 @@ bool ReadFloatValues(const Tensor& t, std::vector<float>* out) {
   const int64_t n = t.numel();
   if (t.nbytes() < StorageBytes(t.dtype(), n)) return false;
   switch (t.dtype()) {
-    case DType::kFloat: out->assign(t.data_as<float>(), t.data_as<float>() + n); return true;
+    case DType::kFloat:
+      out->assign(t.data_as<float>(), t.data_as<float>() + n);
+      return true;
     case DType::kDouble:
       out->assign(t.data_as<double>(), t.data_as<double>() + n);
       return true;
@@ -50,11 +55,13 @@ bool ReadFloatValues(const Tensor& t, std::vector<float>* out) {
       const uint16_t* p = t.data_as<uint16_t>();
       out->resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) {
-        (*out)[static_cast<size_t>(i)] = t.dtype() == DType::kFloat16 ? HalfToFloat(p[i]) : BFloat16ToFloat(p[i]);
+        (*out)[static_cast<size_t>(i)] =
+            t.dtype() == DType::kFloat16 ? HalfToFloat(p[i]) : BFloat16ToFloat(p[i]);
       }
       return true;
     }
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -64,8 +71,8 @@ Result<Tensor> ConvertFloatTensor(const Tensor& t, DType to) {
                    DTypeName(to));
   std::vector<float> values;
   QK_RETURN_IF_NOT(ReadFloatValues(t, &values), StatusCode::kInvalidArgument,
-                   "tensor '{}': {} is not a float type to convert to {}", t.name, DTypeName(t.dtype()),
-                   DTypeName(to));
+                   "tensor '{}': {} is not a float type to convert to {}", t.name,
+                   DTypeName(t.dtype()), DTypeName(to));
   Tensor out(to, t.dims());
   if (to == DType::kFloat) {
     std::memcpy(out.mutable_data(), values.data(), values.size() * sizeof(float));

@@ -20,7 +20,7 @@
 namespace quantkit::ir {
 
 inline constexpr float kFloat16Max = 65504.0f;
-inline constexpr float kFloat16MinNormal = 6.103515625e-05f;           // 2^-14
+inline constexpr float kFloat16MinNormal = 6.103515625e-05f;            // 2^-14
 inline constexpr float kFloat16MinSubnormal = 5.9604644775390625e-08f;  // 2^-24
 inline constexpr float kBFloat16Max = 3.38953138925153547590470800371487866880e+38f;
 inline constexpr float kBFloat16MinNormal = 1.17549435082228750796873653722224568e-38f;  // 2^-126
@@ -31,7 +31,9 @@ uint16_t FloatToBFloat16(float value);
 float BFloat16ToFloat(uint16_t bits);
 
 // float16 or bfloat16: the types a strongly typed TensorRT network stores activations in.
-inline bool Is16BitFloat(DType dtype) { return dtype == DType::kFloat16 || dtype == DType::kBFloat16; }
+inline bool Is16BitFloat(DType dtype) {
+  return dtype == DType::kFloat16 || dtype == DType::kBFloat16;
+}
 
 // `value` rounded to the precision of `dtype` (float16, bfloat16) and back; other types unchanged.
 float RoundToFloatType(float value, DType dtype);

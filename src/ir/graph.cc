@@ -24,13 +24,16 @@ std::optional<std::vector<int64_t>> TypeInfo::ConcreteDims() const {
 
 std::string TypeInfo::ToString() const {
   switch (kind) {
-    case Kind::kNone: return "?";
-    case Kind::kOther: return "non-tensor";
+    case Kind::kNone:
+      return "?";
+    case Kind::kOther:
+      return "non-tensor";
     case Kind::kTensor:
-    case Kind::kSparseTensor: break;
+    case Kind::kSparseTensor:
+      break;
   }
-  std::string s = std::string(kind == Kind::kSparseTensor ? "sparse " : "") +
-                  std::string(DTypeName(dtype));
+  std::string s =
+      std::string(kind == Kind::kSparseTensor ? "sparse " : "") + std::string(DTypeName(dtype));
   if (!has_shape) return s + "[?]";
   s += "[";
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -222,8 +225,9 @@ std::vector<Value*> Graph::values() const {
 
 Status Graph::RemoveValue(Value* v) {
   QK_RETURN_IF_NOT(v && v->owner_ == this, StatusCode::kInternal, "RemoveValue: foreign value");
-  QK_RETURN_IF_NOT(!v->producer_ && v->uses_.empty() && !v->is_graph_input_ && !v->is_graph_output(),
-                   StatusCode::kInternal, "RemoveValue: value '{}' is still connected", v->name_);
+  QK_RETURN_IF_NOT(
+      !v->producer_ && v->uses_.empty() && !v->is_graph_input_ && !v->is_graph_output(),
+      StatusCode::kInternal, "RemoveValue: value '{}' is still connected", v->name_);
   initializer_order_.erase(std::remove(initializer_order_.begin(), initializer_order_.end(), v),
                            initializer_order_.end());
   values_by_name_.erase(v->name_);
@@ -351,7 +355,8 @@ Result<Node*> Graph::InsertNodeBefore(Node* pos, const std::string& op_type,
                                       const std::vector<Value*>& inputs,
                                       const std::vector<std::string>& output_names,
                                       const std::string& domain, const std::string& node_name) {
-  auto it = std::find_if(nodes_.begin(), nodes_.end(), [pos](const auto& p) { return p.get() == pos; });
+  auto it =
+      std::find_if(nodes_.begin(), nodes_.end(), [pos](const auto& p) { return p.get() == pos; });
   QK_CHECK(it != nodes_.end(), "InsertNodeBefore: position not in graph");
   const auto index = it - nodes_.begin();
   QK_ASSIGN_OR_RETURN(Node * node, MakeNode(op_type, inputs, output_names, domain, node_name));
@@ -378,7 +383,8 @@ void Graph::SetNodeInput(Node* node, size_t index, Value* v) {
 }
 
 void Graph::ReplaceAllUsesWith(Value* from, Value* to) {
-  QK_CHECK(from && to && from->owner_ == this && to->owner_ == this, "ReplaceAllUsesWith: bad values");
+  QK_CHECK(from && to && from->owner_ == this && to->owner_ == this,
+           "ReplaceAllUsesWith: bad values");
   if (from == to) return;
   std::vector<Use> uses = from->uses_;
   for (const Use& u : uses) SetNodeInput(u.node, static_cast<size_t>(u.input_index), to);

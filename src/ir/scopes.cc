@@ -4,7 +4,8 @@
 
 namespace quantkit::ir {
 
-std::string SubgraphScope(const std::string& parent, const Node& node, const std::string& attribute) {
+std::string SubgraphScope(const std::string& parent, const Node& node,
+                          const std::string& attribute) {
   // Exporters leave control-flow nodes unnamed at times; the first output name is unique (SSA).
   std::string key = node.name;
   if (key.empty()) key = "<" + (node.output(0) ? node.output(0)->name() : std::string()) + ">";
@@ -18,7 +19,8 @@ std::string QualifiedName(const std::string& scope, const std::string& name) {
 
 std::unordered_map<const Graph*, std::string> GraphScopes(const Graph& graph) {
   std::unordered_map<const Graph*, std::string> scopes;
-  ForEachScopedGraph(graph, [&](const Graph& g, const std::string& scope) { scopes.emplace(&g, scope); });
+  ForEachScopedGraph(graph,
+                     [&](const Graph& g, const std::string& scope) { scopes.emplace(&g, scope); });
   return scopes;
 }
 
@@ -45,7 +47,8 @@ const Value* FindQualifiedValue(const Graph& graph, const std::string& name) {
 
 Status CheckScopeNames(const Graph& graph) {
   bool has_bodies = false;
-  ForEachScopedGraph(graph, [&](const Graph&, const std::string& scope) { has_bodies |= !scope.empty(); });
+  ForEachScopedGraph(graph,
+                     [&](const Graph&, const std::string& scope) { has_bodies |= !scope.empty(); });
   if (!has_bodies) return Status::Ok();
   std::unordered_map<std::string, bool> qualified;
   ForEachScopedGraph(graph, [&](const Graph& g, const std::string& scope) {

@@ -2,7 +2,8 @@
 // observers), Q/DQ placement (which keys a body's sites by them) and the plan (whose entries
 // carry them).
 //
-//   scope(body)          = key(node) + "." + attribute                  for a body of the main graph
+//   scope(body)          = key(node) + "." + attribute                  for a body of the main
+//   graph
 //                        = scope(parent) + "::" + key(node) + "." + attribute   for a nested body
 //   key(node)            = the node's name, or "<" + its first output's name + ">" when unnamed
 //   QualifiedName(s, t)  = t                  when s is "" (the main graph)
@@ -26,7 +27,8 @@ namespace quantkit::ir {
 inline constexpr char kScopeSeparator[] = "::";
 
 // Scope of the body held by attribute `attribute` of `node`, inside the graph of scope `parent`.
-std::string SubgraphScope(const std::string& parent, const Node& node, const std::string& attribute);
+std::string SubgraphScope(const std::string& parent, const Node& node,
+                          const std::string& attribute);
 
 std::string QualifiedName(const std::string& scope, const std::string& name);
 
@@ -47,7 +49,8 @@ void ForEachScopedGraph(const Graph& root, Fn&& fn, const std::string& scope = "
   fn(root, scope);
   for (const Node* node : root.nodes()) {
     for (const Attribute& attr : node->attributes()) {
-      for (const auto& sub : attr.graphs) ForEachScopedGraph(*sub, fn, SubgraphScope(scope, *node, attr.name));
+      for (const auto& sub : attr.graphs)
+        ForEachScopedGraph(*sub, fn, SubgraphScope(scope, *node, attr.name));
     }
   }
 }

@@ -88,9 +88,7 @@ int64_t NormalizeAxis(int64_t axis, size_t rank) {
   return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
 }
 
-bool ValidAxis(int64_t axis, size_t rank) {
-  return axis >= 0 && axis < static_cast<int64_t>(rank);
-}
+bool ValidAxis(int64_t axis, size_t rank) { return axis >= 0 && axis < static_cast<int64_t>(rank); }
 
 // ---------------------------------------------------------------- dim arithmetic
 
@@ -178,7 +176,8 @@ TypeInfo Like(const Value* v, std::optional<DType> dtype = std::nullopt) {
 
 void SameAsInput0(const Node& n, int64_t, std::vector<TypeInfo>& out) { out[0] = Like(n.input(0)); }
 
-void Broadcast(const Node& n, std::optional<DType> dtype, size_t first, std::vector<TypeInfo>& out) {
+void Broadcast(const Node& n, std::optional<DType> dtype, size_t first,
+               std::vector<TypeInfo>& out) {
   DType dt = dtype ? *dtype : DTypeOf(n.input(first));
   Dims dims;
   bool first_shape = true;
@@ -266,7 +265,8 @@ void ConvTranspose(const Node& n, std::vector<TypeInfo>& out) {
   const std::vector<int64_t> strides = n.GetInts("strides", std::vector<int64_t>(spatial, 1));
   const std::vector<int64_t> dilations = n.GetInts("dilations", std::vector<int64_t>(spatial, 1));
   const std::vector<int64_t> pads = n.GetInts("pads", std::vector<int64_t>(2 * spatial, 0));
-  const std::vector<int64_t> out_pad = n.GetInts("output_padding", std::vector<int64_t>(spatial, 0));
+  const std::vector<int64_t> out_pad =
+      n.GetInts("output_padding", std::vector<int64_t>(spatial, 0));
   const std::string auto_pad = n.GetString("auto_pad", "NOTSET");
   if (strides.size() != spatial || dilations.size() != spatial || pads.size() != 2 * spatial ||
       out_pad.size() != spatial) {
@@ -282,8 +282,8 @@ void ConvTranspose(const Node& n, std::vector<TypeInfo>& out) {
       dims.push_back(Known(in.value * strides[i]));
     } else {
       const int64_t pad_sum = auto_pad == "VALID" ? 0 : pads[i] + pads[i + spatial];
-      dims.push_back(Known(strides[i] * (in.value - 1) + out_pad[i] +
-                           (k.value - 1) * dilations[i] + 1 - pad_sum));
+      dims.push_back(Known(strides[i] * (in.value - 1) + out_pad[i] + (k.value - 1) * dilations[i] +
+                           1 - pad_sum));
     }
   }
   out[0] = MakeType(dt, dims);
@@ -334,7 +334,8 @@ void MatMul(const Node& n, std::vector<TypeInfo>& out) {
 
 void Reshape(const Node& n, std::vector<TypeInfo>& out) {
   const DType dt = DTypeOf(n.input(0));
-  auto shape = n.input(1) ? ConstInts(n.input(1)) : std::optional<std::vector<int64_t>>(n.GetInts("shape"));
+  auto shape =
+      n.input(1) ? ConstInts(n.input(1)) : std::optional<std::vector<int64_t>>(n.GetInts("shape"));
   const Dims* x = ShapeOf(n.input(0));
   if (!shape) {
     out[0] = RankUnknown(dt);
@@ -500,8 +501,10 @@ void Slice(const Node& n, int64_t opset, std::vector<TypeInfo>& out) {
   } else {
     starts = ConstInts(n.input(1));
     ends = ConstInts(n.input(2));
-    axes = n.input(3) ? ConstInts(n.input(3)) : std::optional<std::vector<int64_t>>(std::vector<int64_t>{});
-    steps = n.input(4) ? ConstInts(n.input(4)) : std::optional<std::vector<int64_t>>(std::vector<int64_t>{});
+    axes = n.input(3) ? ConstInts(n.input(3))
+                      : std::optional<std::vector<int64_t>>(std::vector<int64_t>{});
+    steps = n.input(4) ? ConstInts(n.input(4))
+                       : std::optional<std::vector<int64_t>>(std::vector<int64_t>{});
   }
   if (!starts || !ends || !axes || starts->size() != ends->size()) return;
   if (axes->empty()) {
@@ -542,8 +545,10 @@ void Squeeze(const Node& n, int64_t opset, std::vector<TypeInfo>& out) {
   const DType dt = DTypeOf(n.input(0));
   out[0] = RankUnknown(dt);
   if (!x) return;
-  auto axes = opset >= 13 ? (n.input(1) ? ConstInts(n.input(1)) : std::optional<std::vector<int64_t>>(std::vector<int64_t>{}))
-                          : std::optional<std::vector<int64_t>>(n.GetInts("axes"));
+  auto axes = opset >= 13
+                  ? (n.input(1) ? ConstInts(n.input(1))
+                                : std::optional<std::vector<int64_t>>(std::vector<int64_t>{}))
+                  : std::optional<std::vector<int64_t>>(n.GetInts("axes"));
   if (!axes) return;
   std::set<int64_t> drop;
   for (int64_t a : *axes) drop.insert(NormalizeAxis(a, x->size()));
@@ -561,7 +566,8 @@ void Unsqueeze(const Node& n, int64_t opset, std::vector<TypeInfo>& out) {
   const Dims* x = ShapeOf(n.input(0));
   const DType dt = DTypeOf(n.input(0));
   out[0] = RankUnknown(dt);
-  auto axes = opset >= 13 ? ConstInts(n.input(1)) : std::optional<std::vector<int64_t>>(n.GetInts("axes"));
+  auto axes =
+      opset >= 13 ? ConstInts(n.input(1)) : std::optional<std::vector<int64_t>>(n.GetInts("axes"));
   if (!x || !axes) return;
   const size_t rank = x->size() + axes->size();
   std::set<int64_t> insert;
@@ -638,7 +644,8 @@ void Resize(const Node& n, int64_t opset, std::vector<TypeInfo>& out) {
   const DType dt = DTypeOf(n.input(0));
   out[0] = RankUnknown(dt);
   if (!x) return;
-  // Upsample-7 has scales as an attribute; Resize-10 (x, scales); Resize-11+ (x, roi, scales, sizes).
+  // Upsample-7 has scales as an attribute; Resize-10 (x, scales); Resize-11+ (x, roi, scales,
+  // sizes).
   const Value* scales_v = n.op_type() == "Upsample" || opset < 11 ? n.input(1) : n.input(2);
   const Value* sizes_v = n.op_type() == "Resize" && opset >= 11 ? n.input(3) : nullptr;
   std::optional<std::vector<float>> scales;
@@ -655,9 +662,9 @@ void Resize(const Node& n, int64_t opset, std::vector<TypeInfo>& out) {
       if ((*scales)[i] == 1.0f) {
         dims.push_back(d);
       } else {
-        dims.push_back(d.is_known() ? Known(static_cast<int64_t>(
-                                          static_cast<double>(d.value) * (*scales)[i]))
-                                    : Unknown());
+        dims.push_back(
+            d.is_known() ? Known(static_cast<int64_t>(static_cast<double>(d.value) * (*scales)[i]))
+                         : Unknown());
       }
     }
   } else {
@@ -671,7 +678,9 @@ void Shape(const Node& n, std::vector<TypeInfo>& out) {
   out[0] = RankUnknown(DType::kInt64);
   if (!x) return;
   const auto rank = static_cast<int64_t>(x->size());
-  auto clamp = [rank](int64_t v) { return std::max<int64_t>(0, std::min(v < 0 ? v + rank : v, rank)); };
+  auto clamp = [rank](int64_t v) {
+    return std::max<int64_t>(0, std::min(v < 0 ? v + rank : v, rank));
+  };
   const int64_t start = clamp(n.GetInt("start", 0));
   const int64_t end = clamp(n.GetInt("end", rank));
   out[0] = MakeType(DType::kInt64, {Known(std::max<int64_t>(0, end - start))});
@@ -702,7 +711,8 @@ void Recurrent(const Node& n, std::vector<TypeInfo>& out) {
 void If(const Node& n, std::vector<TypeInfo>& out) {
   const Attribute* then_branch = n.attr("then_branch");
   const Attribute* else_branch = n.attr("else_branch");
-  if (!then_branch || !else_branch || then_branch->graphs.empty() || else_branch->graphs.empty()) return;
+  if (!then_branch || !else_branch || then_branch->graphs.empty() || else_branch->graphs.empty())
+    return;
   const std::vector<Value*>& a = then_branch->graphs[0]->outputs();
   const std::vector<Value*>& b = else_branch->graphs[0]->outputs();
   for (size_t i = 0; i < out.size() && i < a.size() && i < b.size(); ++i) {
@@ -725,23 +735,58 @@ DType QuantizedType(const Node& n) {
 const std::unordered_map<std::string, Rule>& Rules() {
   static const auto* rules = [] {
     auto* r = new std::unordered_map<std::string, Rule>();
-    for (const char* op :
-         {"Relu", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Clip", "Elu", "Selu", "HardSigmoid",
-          "HardSwish", "Softplus", "Softsign", "Gelu", "Mish", "Erf", "Exp", "Log", "Sqrt", "Neg",
-          "Abs", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Identity",
-          "Softmax", "LogSoftmax", "Hardmax", "BatchNormalization", "InstanceNormalization",
-          "LayerNormalization", "GroupNormalization", "LRN", "Dropout", "Celu", "ThresholdedRelu",
-          "CumSum", "Not", "MeanVarianceNormalization"}) {
+    for (const char* op : {"Relu",
+                           "LeakyRelu",
+                           "PRelu",
+                           "Sigmoid",
+                           "Tanh",
+                           "Clip",
+                           "Elu",
+                           "Selu",
+                           "HardSigmoid",
+                           "HardSwish",
+                           "Softplus",
+                           "Softsign",
+                           "Gelu",
+                           "Mish",
+                           "Erf",
+                           "Exp",
+                           "Log",
+                           "Sqrt",
+                           "Neg",
+                           "Abs",
+                           "Reciprocal",
+                           "Floor",
+                           "Ceil",
+                           "Round",
+                           "Sign",
+                           "Sin",
+                           "Cos",
+                           "Identity",
+                           "Softmax",
+                           "LogSoftmax",
+                           "Hardmax",
+                           "BatchNormalization",
+                           "InstanceNormalization",
+                           "LayerNormalization",
+                           "GroupNormalization",
+                           "LRN",
+                           "Dropout",
+                           "Celu",
+                           "ThresholdedRelu",
+                           "CumSum",
+                           "Not",
+                           "MeanVarianceNormalization"}) {
       (*r)[op] = SameAsInput0;
     }
-    for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Mod",
-                           "BitShift"}) {
+    for (const char* op :
+         {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Mod", "BitShift"}) {
       (*r)[op] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) {
         Broadcast(n, std::nullopt, 0, out);
       };
     }
-    for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And",
-                           "Or", "Xor"}) {
+    for (const char* op :
+         {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"}) {
       (*r)[op] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) {
         Broadcast(n, DType::kBool, 0, out);
       };
@@ -754,7 +799,9 @@ const std::unordered_map<std::string, Rule>& Rules() {
     (*r)["Where"] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) {
       Broadcast(n, DTypeOf(n.input(1)), 0, out);
     };
-    (*r)["Conv"] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) { ConvLike(n, false, out); };
+    (*r)["Conv"] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) {
+      ConvLike(n, false, out);
+    };
     for (const char* op : {"MaxPool", "AveragePool", "LpPool"}) {
       (*r)[op] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) { ConvLike(n, true, out); };
     }
@@ -770,13 +817,17 @@ const std::unordered_map<std::string, Rule>& Rules() {
         out[0] = MakeType(DTypeOf(n.input(0)), dims);
       };
     }
-    (*r)["ConvTranspose"] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) { ConvTranspose(n, out); };
+    (*r)["ConvTranspose"] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) {
+      ConvTranspose(n, out);
+    };
     (*r)["Gemm"] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) { Gemm(n, out); };
     for (const char* op : {"MatMul", "MatMulInteger", "QLinearMatMul"}) {
       (*r)[op] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) { MatMul(n, out); };
     }
     (*r)["Reshape"] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) { Reshape(n, out); };
-    (*r)["Transpose"] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) { Transpose(n, out); };
+    (*r)["Transpose"] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) {
+      Transpose(n, out);
+    };
     (*r)["Flatten"] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) { Flatten(n, out); };
     (*r)["Concat"] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) { Concat(n, out); };
     (*r)["Split"] = Split;
@@ -784,9 +835,9 @@ const std::unordered_map<std::string, Rule>& Rules() {
     (*r)["Squeeze"] = Squeeze;
     (*r)["Unsqueeze"] = Unsqueeze;
     (*r)["Gather"] = [](const Node& n, int64_t, std::vector<TypeInfo>& out) { Gather(n, out); };
-    for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
-                           "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
-                           "ReduceSumSquare", "ArgMax", "ArgMin"}) {
+    for (const char* op :
+         {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+          "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin"}) {
       (*r)[op] = Reduce;
     }
     for (const char* op : {"RNN", "GRU", "LSTM"}) {

@@ -75,11 +75,15 @@ class Tensor {
 
   const void* data() const { return buffer_ ? buffer_->data() + offset_ : nullptr; }
   template <typename T>
-  const T* data_as() const { return static_cast<const T*>(data()); }
+  const T* data_as() const {
+    return static_cast<const T*>(data());
+  }
   // Copies the bytes into a private heap buffer first if the storage is shared or mapped.
   void* mutable_data();
   template <typename T>
-  T* mutable_data_as() { return static_cast<T*>(mutable_data()); }
+  T* mutable_data_as() {
+    return static_cast<T*>(mutable_data());
+  }
 
   std::vector<std::string>& strings() { return strings_; }
   const std::vector<std::string>& strings() const { return strings_; }

@@ -20,14 +20,24 @@ bool IsDefined(const Value* v) {
   return v->producer() || v->is_graph_input() || v->is_initializer() || v->is_outer_scope();
 }
 
-bool IsFloatScaleType(DType t) { return t == DType::kFloat || t == DType::kFloat16 || t == DType::kBFloat16; }
+bool IsFloatScaleType(DType t) {
+  return t == DType::kFloat || t == DType::kFloat16 || t == DType::kBFloat16;
+}
 
 // The quantized types of ONNX QuantizeLinear outputs (T2/T3, opsets 10-21).
 bool IsQuantizedType(DType t) {
   switch (t) {
-    case DType::kInt8: case DType::kUint8: case DType::kInt16: case DType::kUint16: case DType::kInt4:
-    case DType::kUint4: case DType::kFloat8E4M3FN: case DType::kFloat8E4M3FNUZ: case DType::kFloat8E5M2:
-    case DType::kFloat8E5M2FNUZ: case DType::kFloat4E2M1:
+    case DType::kInt8:
+    case DType::kUint8:
+    case DType::kInt16:
+    case DType::kUint16:
+    case DType::kInt4:
+    case DType::kUint4:
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat4E2M1:
       return true;
     default:
       return false;
@@ -35,7 +45,9 @@ bool IsQuantizedType(DType t) {
 }
 
 // Known dtype of a value, kUndefined when the model does not say.
-DType KnownType(const Value* v) { return v && v->type.is_tensor() ? v->type.dtype : DType::kUndefined; }
+DType KnownType(const Value* v) {
+  return v && v->type.is_tensor() ? v->type.dtype : DType::kUndefined;
+}
 
 // I6, the ONNX type constraints of QuantizeLinear(x: float|int32, scale: float, zero_point:
 // quantized) and DequantizeLinear(x: quantized|int32, scale: float, zero_point: x's type). A
@@ -44,35 +56,42 @@ DType KnownType(const Value* v) { return v && v->type.is_tensor() ? v->type.dtyp
 Status VerifyQdqTypes(const Node& node, bool is_q) {
   const Value* x = node.input(0);
   const Value* scale = node.input(1);
-  QK_RETURN_IF_NOT(x && scale, StatusCode::kInvalidModel, "I6: {}: needs the input x and a scale ({} of 2-3 inputs given)",
-                   node.Describe(), static_cast<int>(x != nullptr) + static_cast<int>(scale != nullptr));
+  QK_RETURN_IF_NOT(x && scale, StatusCode::kInvalidModel,
+                   "I6: {}: needs the input x and a scale ({} of 2-3 inputs given)",
+                   node.Describe(),
+                   static_cast<int>(x != nullptr) + static_cast<int>(scale != nullptr));
   const DType xt = KnownType(x), st = KnownType(scale), zt = KnownType(node.input(2));
   QK_RETURN_IF_NOT(st == DType::kUndefined || IsFloatScaleType(st), StatusCode::kInvalidModel,
-                   "I6: {}: scale '{}' is {}; ONNX requires float, float16 or bfloat16", node.Describe(),
-                   scale->name(), DTypeName(st));
+                   "I6: {}: scale '{}' is {}; ONNX requires float, float16 or bfloat16",
+                   node.Describe(), scale->name(), DTypeName(st));
   if (scale->initializer) {
-    QK_RETURN_IF_NOT(scale->initializer->numel() > 0, StatusCode::kInvalidModel, "I6: {}: scale '{}' is empty",
-                     node.Describe(), scale->name());
+    QK_RETURN_IF_NOT(scale->initializer->numel() > 0, StatusCode::kInvalidModel,
+                     "I6: {}: scale '{}' is empty", node.Describe(), scale->name());
   }
   if (is_q) {
-    QK_RETURN_IF_NOT(xt == DType::kUndefined || IsFloatScaleType(xt) || xt == DType::kInt32,
-                     StatusCode::kInvalidModel,
-                     "I6: {}: quantizes '{}' of type {}; ONNX QuantizeLinear takes float, float16, bfloat16 or "
-                     "int32 (is it already quantized?)",
-                     node.Describe(), x->name(), DTypeName(xt));
-    QK_RETURN_IF_NOT(zt == DType::kUndefined || IsQuantizedType(zt), StatusCode::kInvalidModel,
-                     "I6: {}: zero point '{}' is {}; a QuantizeLinear zero point is int8, uint8, int16, uint16, "
-                     "int4, uint4 or float8 and gives the output type",
-                     node.Describe(), node.input(2)->name(), DTypeName(zt));
+    QK_RETURN_IF_NOT(
+        xt == DType::kUndefined || IsFloatScaleType(xt) || xt == DType::kInt32,
+        StatusCode::kInvalidModel,
+        "I6: {}: quantizes '{}' of type {}; ONNX QuantizeLinear takes float, float16, bfloat16 or "
+        "int32 (is it already quantized?)",
+        node.Describe(), x->name(), DTypeName(xt));
+    QK_RETURN_IF_NOT(
+        zt == DType::kUndefined || IsQuantizedType(zt), StatusCode::kInvalidModel,
+        "I6: {}: zero point '{}' is {}; a QuantizeLinear zero point is int8, uint8, int16, uint16, "
+        "int4, uint4 or float8 and gives the output type",
+        node.Describe(), node.input(2)->name(), DTypeName(zt));
     return Status::Ok();
   }
-  QK_RETURN_IF_NOT(xt == DType::kUndefined || IsQuantizedType(xt) || xt == DType::kInt32, StatusCode::kInvalidModel,
-                   "I6: {}: dequantizes '{}' of type {}; ONNX DequantizeLinear takes a quantized (int8, uint8, "
-                   "int16, uint16, int32, int4, uint4, float8) tensor",
-                   node.Describe(), x->name(), DTypeName(xt));
-  QK_RETURN_IF_NOT(zt == DType::kUndefined || xt == DType::kUndefined || zt == xt, StatusCode::kInvalidModel,
-                   "I6: {}: zero point '{}' is {} but the input '{}' is {}; they must have the same type",
-                   node.Describe(), node.input(2)->name(), DTypeName(zt), x->name(), DTypeName(xt));
+  QK_RETURN_IF_NOT(
+      xt == DType::kUndefined || IsQuantizedType(xt) || xt == DType::kInt32,
+      StatusCode::kInvalidModel,
+      "I6: {}: dequantizes '{}' of type {}; ONNX DequantizeLinear takes a quantized (int8, uint8, "
+      "int16, uint16, int32, int4, uint4, float8) tensor",
+      node.Describe(), x->name(), DTypeName(xt));
+  QK_RETURN_IF_NOT(
+      zt == DType::kUndefined || xt == DType::kUndefined || zt == xt, StatusCode::kInvalidModel,
+      "I6: {}: zero point '{}' is {} but the input '{}' is {}; they must have the same type",
+      node.Describe(), node.input(2)->name(), DTypeName(zt), x->name(), DTypeName(xt));
   return Status::Ok();
 }
 
@@ -119,11 +138,10 @@ Status VerifyQdq(const Node& node) {
                      "I6: {}: axis {} out of range for input '{}' of rank {}", node.Describe(),
                      node.GetInt("axis", 1), x->name(), rank);
     const Dim& d = x->type.dims[static_cast<size_t>(axis)];
-    QK_RETURN_IF_NOT(!d.is_known() || d.value == scale->type.dims[0].value,
-                     StatusCode::kInvalidModel,
-                     "I6: {}: scale '{}' has {} elements but input '{}' has {} on axis {}",
-                     node.Describe(), scale->name(), scale->type.dims[0].value, x->name(), d.value,
-                     axis);
+    QK_RETURN_IF_NOT(
+        !d.is_known() || d.value == scale->type.dims[0].value, StatusCode::kInvalidModel,
+        "I6: {}: scale '{}' has {} elements but input '{}' has {} on axis {}", node.Describe(),
+        scale->name(), scale->type.dims[0].value, x->name(), d.value, axis);
   }
   return Status::Ok();
 }
@@ -164,8 +182,8 @@ Status VerifyGraph(const Graph& graph) {
                        "output of any node",
                        node->Describe(), in->name());
       const auto& uses = in->uses();
-      QK_RETURN_IF_NOT(std::find(uses.begin(), uses.end(), Use{const_cast<Node*>(node),
-                                                               static_cast<int>(i)}) != uses.end(),
+      QK_RETURN_IF_NOT(std::find(uses.begin(), uses.end(),
+                                 Use{const_cast<Node*>(node), static_cast<int>(i)}) != uses.end(),
                        StatusCode::kInternal, "I3: {} input {} missing from uses of '{}'",
                        node->Describe(), i, in->name());
     }

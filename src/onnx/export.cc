@@ -66,7 +66,8 @@ Status Exporter::ExportType(const ir::TypeInfo& type, ::onnx::TypeProto* proto,
 Status Exporter::ExportValueInfo(const ir::Value& value, ::onnx::ValueInfoProto* proto) {
   proto->set_name(value.name());
   if (value.type.kind != ir::TypeInfo::Kind::kNone) {
-    QK_RETURN_IF_ERROR(ExportType(value.type, proto->mutable_type(), "value '" + value.name() + "'"));
+    QK_RETURN_IF_ERROR(
+        ExportType(value.type, proto->mutable_type(), "value '" + value.name() + "'"));
   }
   if (!value.doc_string.empty()) proto->set_doc_string(value.doc_string);
   WriteUnknownStringPairs(value.metadata_props, kValueInfoMetadataProps,
@@ -100,10 +101,18 @@ Status Exporter::ExportAttribute(const ir::Attribute& attr, ::onnx::AttributePro
   if (!attr.doc_string.empty()) proto->set_doc_string(attr.doc_string);
   if (!attr.ref_attr_name.empty()) proto->set_ref_attr_name(attr.ref_attr_name);
   switch (attr.type) {
-    case AttrType::kFloat: proto->set_f(attr.f); break;
-    case AttrType::kInt: proto->set_i(attr.i); break;
-    case AttrType::kString: proto->set_s(attr.s); break;
-    case AttrType::kTensor: TensorToProto(attr.t, proto->mutable_t()); break;
+    case AttrType::kFloat:
+      proto->set_f(attr.f);
+      break;
+    case AttrType::kInt:
+      proto->set_i(attr.i);
+      break;
+    case AttrType::kString:
+      proto->set_s(attr.s);
+      break;
+    case AttrType::kTensor:
+      TensorToProto(attr.t, proto->mutable_t());
+      break;
     case AttrType::kGraph:
       QK_RETURN_IF_NOT(attr.graph() != nullptr, StatusCode::kInternal,
                        "attribute '{}' of type GRAPH holds no graph", attr.name);
@@ -123,7 +132,9 @@ Status Exporter::ExportAttribute(const ir::Attribute& attr, ::onnx::AttributePro
     case AttrType::kFloats:
       proto->mutable_floats()->Add(attr.floats.begin(), attr.floats.end());
       break;
-    case AttrType::kInts: proto->mutable_ints()->Add(attr.ints.begin(), attr.ints.end()); break;
+    case AttrType::kInts:
+      proto->mutable_ints()->Add(attr.ints.begin(), attr.ints.end());
+      break;
     case AttrType::kStrings:
       for (const std::string& s : attr.strings) proto->add_strings(s);
       break;
@@ -167,7 +178,8 @@ Status Exporter::ExportNode(const ir::Node& node, ::onnx::NodeProto* proto) {
 Status Exporter::ExportGraph(const ir::Graph& graph, ::onnx::GraphProto* proto) {
   if (!graph.name.empty()) proto->set_name(graph.name);
   if (!graph.doc_string.empty()) proto->set_doc_string(graph.doc_string);
-  for (const ir::Value* v : graph.inputs()) QK_RETURN_IF_ERROR(ExportValueInfo(*v, proto->add_input()));
+  for (const ir::Value* v : graph.inputs())
+    QK_RETURN_IF_ERROR(ExportValueInfo(*v, proto->add_input()));
   for (const ir::Value* v : graph.initializers()) {
     QK_RETURN_IF_ERROR(ExportInitializer(*v, proto->add_initializer()));
   }
@@ -176,7 +188,8 @@ Status Exporter::ExportGraph(const ir::Graph& graph, ::onnx::GraphProto* proto) 
     SparseTensorToProto(*v->sparse_initializer, sparse);
     sparse->mutable_values()->set_name(v->name());
   }
-  for (const ir::Node* node : graph.nodes()) QK_RETURN_IF_ERROR(ExportNode(*node, proto->add_node()));
+  for (const ir::Node* node : graph.nodes())
+    QK_RETURN_IF_ERROR(ExportNode(*node, proto->add_node()));
   for (const ir::Value* v : graph.values()) {
     if (v->has_value_info) QK_RETURN_IF_ERROR(ExportValueInfo(*v, proto->add_value_info()));
   }

@@ -7,8 +7,8 @@
 #include "common/check.h"
 #include "common/file_util.h"
 #include "ir/verifier.h"
-#include "onnx/tensor_proto.h"
 #include "onnx/proto_io.h"
+#include "onnx/tensor_proto.h"
 
 namespace quantkit::onnx_io {
 
@@ -35,8 +35,7 @@ class Importer {
   ExternalDataContext* ctx_;
 };
 
-Result<ir::TypeInfo> Importer::ImportType(const ::onnx::TypeProto& proto,
-                                          const std::string& what) {
+Result<ir::TypeInfo> Importer::ImportType(const ::onnx::TypeProto& proto, const std::string& what) {
   ir::TypeInfo type;
   type.denotation = proto.denotation();
   const ::onnx::TypeProto::Tensor* tensor = nullptr;
@@ -59,8 +58,7 @@ Result<ir::TypeInfo> Importer::ImportType(const ::onnx::TypeProto& proto,
       type.opaque = proto.SerializeAsString();
       return type;
   }
-  const int32_t elem_type =
-      tensor ? tensor->elem_type() : proto.sparse_tensor_type().elem_type();
+  const int32_t elem_type = tensor ? tensor->elem_type() : proto.sparse_tensor_type().elem_type();
   const bool has_shape = tensor ? tensor->has_shape() : proto.sparse_tensor_type().has_shape();
   const ::onnx::TensorShapeProto& shape =
       tensor ? tensor->shape() : proto.sparse_tensor_type().shape();
@@ -99,20 +97,34 @@ Status Importer::ImportAttribute(::onnx::AttributeProto* proto, ir::Graph* owner
   int type = proto->type();
   if (type == 0) {
     // IR < 4 files may omit the type; ONNX defines it by the field that is set.
-    if (proto->has_f()) type = ::onnx::AttributeProto::FLOAT;
-    else if (proto->has_i()) type = ::onnx::AttributeProto::INT;
-    else if (proto->has_s()) type = ::onnx::AttributeProto::STRING;
-    else if (proto->has_t()) type = ::onnx::AttributeProto::TENSOR;
-    else if (proto->has_g()) type = ::onnx::AttributeProto::GRAPH;
-    else if (proto->has_sparse_tensor()) type = ::onnx::AttributeProto::SPARSE_TENSOR;
-    else if (proto->has_tp()) type = ::onnx::AttributeProto::TYPE_PROTO;
-    else if (proto->floats_size()) type = ::onnx::AttributeProto::FLOATS;
-    else if (proto->ints_size()) type = ::onnx::AttributeProto::INTS;
-    else if (proto->strings_size()) type = ::onnx::AttributeProto::STRINGS;
-    else if (proto->tensors_size()) type = ::onnx::AttributeProto::TENSORS;
-    else if (proto->graphs_size()) type = ::onnx::AttributeProto::GRAPHS;
-    else if (proto->sparse_tensors_size()) type = ::onnx::AttributeProto::SPARSE_TENSORS;
-    else if (proto->type_protos_size()) type = ::onnx::AttributeProto::TYPE_PROTOS;
+    if (proto->has_f())
+      type = ::onnx::AttributeProto::FLOAT;
+    else if (proto->has_i())
+      type = ::onnx::AttributeProto::INT;
+    else if (proto->has_s())
+      type = ::onnx::AttributeProto::STRING;
+    else if (proto->has_t())
+      type = ::onnx::AttributeProto::TENSOR;
+    else if (proto->has_g())
+      type = ::onnx::AttributeProto::GRAPH;
+    else if (proto->has_sparse_tensor())
+      type = ::onnx::AttributeProto::SPARSE_TENSOR;
+    else if (proto->has_tp())
+      type = ::onnx::AttributeProto::TYPE_PROTO;
+    else if (proto->floats_size())
+      type = ::onnx::AttributeProto::FLOATS;
+    else if (proto->ints_size())
+      type = ::onnx::AttributeProto::INTS;
+    else if (proto->strings_size())
+      type = ::onnx::AttributeProto::STRINGS;
+    else if (proto->tensors_size())
+      type = ::onnx::AttributeProto::TENSORS;
+    else if (proto->graphs_size())
+      type = ::onnx::AttributeProto::GRAPHS;
+    else if (proto->sparse_tensors_size())
+      type = ::onnx::AttributeProto::SPARSE_TENSORS;
+    else if (proto->type_protos_size())
+      type = ::onnx::AttributeProto::TYPE_PROTOS;
   }
   const std::string what = where + ": attribute '" + proto->name() + "'";
   out->type = static_cast<AttrType>(type);
@@ -123,23 +135,37 @@ Status Importer::ImportAttribute(::onnx::AttributeProto* proto, ir::Graph* owner
     return Status::Ok();
   };
   switch (out->type) {
-    case AttrType::kFloat: out->f = proto->f(); break;
-    case AttrType::kInt: out->i = proto->i(); break;
-    case AttrType::kString: out->s = proto->s(); break;
+    case AttrType::kFloat:
+      out->f = proto->f();
+      break;
+    case AttrType::kInt:
+      out->i = proto->i();
+      break;
+    case AttrType::kString:
+      out->s = proto->s();
+      break;
     case AttrType::kTensor: {
       QK_ASSIGN_OR_RETURN(out->t, TensorFromProto(proto->mutable_t(), ctx_, what));
       break;
     }
-    case AttrType::kGraph: QK_RETURN_IF_ERROR(import_graph(proto->mutable_g())); break;
+    case AttrType::kGraph:
+      QK_RETURN_IF_ERROR(import_graph(proto->mutable_g()));
+      break;
     case AttrType::kSparseTensor: {
       QK_ASSIGN_OR_RETURN(ir::SparseTensor s,
                           SparseTensorFromProto(proto->mutable_sparse_tensor(), ctx_, what));
       out->sparse_tensors.push_back(std::move(s));
       break;
     }
-    case AttrType::kTypeProto: out->type_protos.push_back(proto->tp().SerializeAsString()); break;
-    case AttrType::kFloats: out->floats.assign(proto->floats().begin(), proto->floats().end()); break;
-    case AttrType::kInts: out->ints.assign(proto->ints().begin(), proto->ints().end()); break;
+    case AttrType::kTypeProto:
+      out->type_protos.push_back(proto->tp().SerializeAsString());
+      break;
+    case AttrType::kFloats:
+      out->floats.assign(proto->floats().begin(), proto->floats().end());
+      break;
+    case AttrType::kInts:
+      out->ints.assign(proto->ints().begin(), proto->ints().end());
+      break;
     case AttrType::kStrings:
       out->strings.assign(proto->strings().begin(), proto->strings().end());
       break;
@@ -159,7 +185,8 @@ Status Importer::ImportAttribute(::onnx::AttributeProto* proto, ir::Graph* owner
       }
       break;
     case AttrType::kTypeProtos:
-      for (const auto& tp : proto->type_protos()) out->type_protos.push_back(tp.SerializeAsString());
+      for (const auto& tp : proto->type_protos())
+        out->type_protos.push_back(tp.SerializeAsString());
       break;
     case AttrType::kUndefined:
     default:
@@ -232,8 +259,8 @@ Status Importer::ImportGraph(::onnx::GraphProto* proto, ir::Graph* graph) {
     const ir::Value* existing = graph->FindValue(name);
     QK_RETURN_IF_NOT(!existing || !existing->is_initializer(), StatusCode::kInvalidModel,
                      "{}: initializer '{}' is defined twice", where, name);
-    QK_ASSIGN_OR_RETURN(ir::SparseTensor s, SparseTensorFromProto(
-                                                &sparse, ctx_, "sparse initializer '" + name + "'"));
+    QK_ASSIGN_OR_RETURN(ir::SparseTensor s,
+                        SparseTensorFromProto(&sparse, ctx_, "sparse initializer '" + name + "'"));
     graph->AddSparseInitializer(name, std::make_shared<ir::SparseTensor>(std::move(s)));
   }
   for (const auto& info : proto->value_info()) {
@@ -245,8 +272,8 @@ Status Importer::ImportGraph(::onnx::GraphProto* proto, ir::Graph* graph) {
   }
   for (auto& node : *proto->mutable_node()) QK_RETURN_IF_ERROR(ImportNode(&node, graph));
   for (const auto& out : proto->output()) {
-    QK_RETURN_IF_NOT(!out.name().empty(), StatusCode::kInvalidModel,
-                     "{}: output without a name", where);
+    QK_RETURN_IF_NOT(!out.name().empty(), StatusCode::kInvalidModel, "{}: output without a name",
+                     where);
     ir::Value* v = graph->GetOrCreateValue(out.name());
     // An output's ValueInfo is its declaration; it may repeat a value_info entry.
     const bool had_value_info = v->has_value_info;
@@ -286,9 +313,10 @@ Status Importer::ImportModel(::onnx::ModelProto* proto, ir::Model* model) {
   model->ir_version = proto->ir_version();
   for (const auto& opset : proto->opset_import()) {
     const std::string domain = ir::CanonicalDomain(opset.domain());
-    QK_RETURN_IF_NOT(!domain.empty() || (opset.version() >= 1 && opset.version() <= kMaxDefaultOpset),
-                     StatusCode::kUnsupported, "opset {} of ai.onnx is not supported (supported: 1..{})",
-                     opset.version(), kMaxDefaultOpset);
+    QK_RETURN_IF_NOT(
+        !domain.empty() || (opset.version() >= 1 && opset.version() <= kMaxDefaultOpset),
+        StatusCode::kUnsupported, "opset {} of ai.onnx is not supported (supported: 1..{})",
+        opset.version(), kMaxDefaultOpset);
     model->opset_imports.push_back(ir::OpsetImport{domain, opset.version()});
   }
   model->producer_name = proto->producer_name();
@@ -296,9 +324,11 @@ Status Importer::ImportModel(::onnx::ModelProto* proto, ir::Model* model) {
   model->domain = proto->domain();
   model->model_version = proto->model_version();
   model->doc_string = proto->doc_string();
-  for (const auto& p : proto->metadata_props()) model->metadata_props.emplace_back(p.key(), p.value());
+  for (const auto& p : proto->metadata_props())
+    model->metadata_props.emplace_back(p.key(), p.value());
   for (const auto& f : proto->functions()) model->functions.push_back(f.SerializeAsString());
-  for (const auto& t : proto->training_info()) model->training_info.push_back(t.SerializeAsString());
+  for (const auto& t : proto->training_info())
+    model->training_info.push_back(t.SerializeAsString());
   QK_RETURN_IF_ERROR(ImportGraph(proto->mutable_graph(), model->graph.get()));
   MarkCaptures(*model->graph);
   return Status::Ok();
@@ -333,8 +363,8 @@ Result<ir::Model> Guarded(const std::string& name, Fn&& fn) {
 namespace {
 
 // Maps and parses `path`, upgrades its opset when `upgrade` is given (opset_upgrade.h), imports.
-Result<ir::Model> ImportFile(const std::string& path, const ImportOptions& options, int64_t min_opset,
-                             OpsetUpgrade* upgrade) {
+Result<ir::Model> ImportFile(const std::string& path, const ImportOptions& options,
+                             int64_t min_opset, OpsetUpgrade* upgrade) {
   // MappedFile's messages already start with the path.
   auto mapped = MappedFile::Open(path);
   if (!mapped.ok()) return mapped.status();

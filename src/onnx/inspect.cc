@@ -27,7 +27,8 @@ uint64_t ConstantBytes(const ir::Node& node) {
     bytes += a.t.nbytes() + a.floats.size() * sizeof(float) + a.ints.size() * sizeof(int64_t);
     if (a.type == ir::AttrType::kFloat) bytes += sizeof(float);
     if (a.type == ir::AttrType::kInt) bytes += sizeof(int64_t);
-    for (const ir::SparseTensor& s : a.sparse_tensors) bytes += s.values.nbytes() + s.indices.nbytes();
+    for (const ir::SparseTensor& s : a.sparse_tensors)
+      bytes += s.values.nbytes() + s.indices.nbytes();
   }
   return bytes;
 }

@@ -19,12 +19,12 @@ struct WeightStats {
 
 struct ValueSummary {
   std::string name;
-  std::string dtype;               // ONNX spelling, "?" when undeclared
-  std::vector<std::string> dims;   // "224", "N" (symbolic) or "?"; empty for scalars
+  std::string dtype;              // ONNX spelling, "?" when undeclared
+  std::vector<std::string> dims;  // "224", "N" (symbolic) or "?"; empty for scalars
   // Per dim: its value when known, -1 when symbolic or unknown (a dim_param may be all digits).
   std::vector<int64_t> dim_values;
-  bool has_shape = false;          // false: rank unknown
-  std::string type;                // "float[N,3,224,224]"
+  bool has_shape = false;  // false: rank unknown
+  std::string type;        // "float[N,3,224,224]"
 };
 
 struct ModelSummary {
@@ -36,15 +36,15 @@ struct ModelSummary {
   // Graph inputs that are not initializers (IR < 4 lists weights as inputs too).
   std::vector<ValueSummary> inputs;
   std::vector<ValueSummary> outputs;
-  int64_t num_nodes = 0;                   // all graphs, subgraphs included
+  int64_t num_nodes = 0;  // all graphs, subgraphs included
   int64_t num_subgraphs = 0;
   std::map<std::string, int64_t> op_histogram;  // "Conv", or "domain::Op" outside ai.onnx
-  WeightStats initializers;                // dense initializers, inline and external
+  WeightStats initializers;                     // dense initializers, inline and external
   WeightStats inline_initializers;
   WeightStats external_initializers;
   std::map<std::string, WeightStats> external_files;  // by location
-  WeightStats sparse_initializers;         // values + indices bytes
-  WeightStats constant_nodes;              // ai.onnx Constant nodes
+  WeightStats sparse_initializers;                    // values + indices bytes
+  WeightStats constant_nodes;                         // ai.onnx Constant nodes
   int64_t num_functions = 0;
 };
 

@@ -47,8 +47,8 @@ void SpellOutFlattenedNormalisations(::onnx::GraphProto* graph) {
   for (const ::onnx::NodeProto& node : graph->node()) {
     const std::string& op = node.op_type();
     const bool normalisation = op == "Softmax" || op == "LogSoftmax" || op == "Hardmax";
-    if (!normalisation || !IsDefaultDomain(node.domain()) || node.input_size() != 1 || node.output_size() != 1 ||
-        HasKnownRank(*graph, node.input(0))) {
+    if (!normalisation || !IsDefaultDomain(node.domain()) || node.input_size() != 1 ||
+        node.output_size() != 1 || HasKnownRank(*graph, node.input(0))) {
       *rewritten.Add() = node;
       continue;
     }
@@ -107,7 +107,8 @@ Status UpgradeProtoOpset(::onnx::ModelProto* proto, int64_t min_opset, OpsetUpgr
   // No default-domain import at all: nothing the converter could upgrade.
   if (from < 0 || from >= min_opset) return Status::Ok();
   for (const auto& init : proto->graph().initializer()) {
-    QK_RETURN_IF_NOT(init.data_location() != ::onnx::TensorProto::EXTERNAL, StatusCode::kUnsupported,
+    QK_RETURN_IF_NOT(init.data_location() != ::onnx::TensorProto::EXTERNAL,
+                     StatusCode::kUnsupported,
                      "opset {} needs an upgrade to {}, which is not done for models with external "
                      "data (initializer '{}'); upgrade it first (python -m onnx.version_converter)",
                      from, min_opset, init.name());
@@ -121,7 +122,8 @@ Status UpgradeProtoOpset(::onnx::ModelProto* proto, int64_t min_opset, OpsetUpgr
     try {
       ::onnx::ShapeInferenceOptions infer_options(/*check_type_val=*/false, /*strict_mode_val=*/0,
                                                   /*data_prop_val=*/true);
-      ::onnx::shape_inference::InferShapes(inferred, ::onnx::OpSchemaRegistry::Instance(), infer_options);
+      ::onnx::shape_inference::InferShapes(inferred, ::onnx::OpSchemaRegistry::Instance(),
+                                           infer_options);
     } catch (const std::exception&) {
       inferred = *proto;
     }
@@ -133,8 +135,8 @@ Status UpgradeProtoOpset(::onnx::ModelProto* proto, int64_t min_opset, OpsetUpgr
                      DefaultOpset(converted), min_opset);
     proto->Swap(&converted);
   } catch (const std::bad_alloc&) {
-    return MakeStatus(StatusCode::kResourceExhausted, "out of memory upgrading opset {} to {}", from,
-                      min_opset);
+    return MakeStatus(StatusCode::kResourceExhausted, "out of memory upgrading opset {} to {}",
+                      from, min_opset);
   } catch (const std::exception& e) {
     // The converter throws for ops without an adapter on the way (its message names the op).
     return MakeStatus(StatusCode::kUnsupported,

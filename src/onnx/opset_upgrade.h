@@ -30,7 +30,6 @@ struct OpsetUpgrade {
 
 // Imports `path`, first upgrading it to `min_opset` when its default-domain opset is lower.
 Result<ir::Model> ImportModelAtLeastOpset(const std::string& path, int64_t min_opset,
-                                          OpsetUpgrade* upgrade,
-                                          const ImportOptions& options = {});
+                                          OpsetUpgrade* upgrade, const ImportOptions& options = {});
 
 }  // namespace quantkit::onnx_io

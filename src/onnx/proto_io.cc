@@ -16,25 +16,43 @@ namespace {
 // The ONNX messages that can nest without bound, and the fields that lead from one to another:
 // subgraphs (Graph -> Node -> Attribute -> Graph), function bodies and types (sequence of
 // sequence of ...). Every other field is skipped.
-enum class Msg { kOther, kModel, kGraph, kNode, kAttribute, kFunction, kValueInfo, kType, kTypeElem, kTypeMap };
+enum class Msg {
+  kOther,
+  kModel,
+  kGraph,
+  kNode,
+  kAttribute,
+  kFunction,
+  kValueInfo,
+  kType,
+  kTypeElem,
+  kTypeMap
+};
 
 Msg ChildOf(Msg parent, uint32_t field) {
   switch (parent) {
-    case Msg::kModel: return field == 7 ? Msg::kGraph : field == 25 ? Msg::kFunction : Msg::kOther;
+    case Msg::kModel:
+      return field == 7 ? Msg::kGraph : field == 25 ? Msg::kFunction : Msg::kOther;
     case Msg::kGraph:
       if (field == 1) return Msg::kNode;
       return field == 11 || field == 12 || field == 13 ? Msg::kValueInfo : Msg::kOther;
-    case Msg::kNode: return field == 5 ? Msg::kAttribute : Msg::kOther;
+    case Msg::kNode:
+      return field == 5 ? Msg::kAttribute : Msg::kOther;
     case Msg::kAttribute:
       if (field == 6 || field == 11) return Msg::kGraph;
       return field == 14 || field == 15 ? Msg::kType : Msg::kOther;
-    case Msg::kFunction: return field == 7 ? Msg::kNode : Msg::kOther;
-    case Msg::kValueInfo: return field == 2 ? Msg::kType : Msg::kOther;
+    case Msg::kFunction:
+      return field == 7 ? Msg::kNode : Msg::kOther;
+    case Msg::kValueInfo:
+      return field == 2 ? Msg::kType : Msg::kOther;
     case Msg::kType:  // sequence_type, optional_type: elem_type; map_type: value_type
       return field == 4 || field == 9 ? Msg::kTypeElem : field == 5 ? Msg::kTypeMap : Msg::kOther;
-    case Msg::kTypeElem: return field == 1 ? Msg::kType : Msg::kOther;
-    case Msg::kTypeMap: return field == 2 ? Msg::kType : Msg::kOther;
-    case Msg::kOther: return Msg::kOther;
+    case Msg::kTypeElem:
+      return field == 1 ? Msg::kType : Msg::kOther;
+    case Msg::kTypeMap:
+      return field == 2 ? Msg::kType : Msg::kOther;
+    case Msg::kOther:
+      return Msg::kOther;
   }
   return Msg::kOther;
 }
@@ -80,8 +98,12 @@ Nesting MeasureNesting(const uint8_t* data, size_t size) {
       case 0:
         if (!ReadVarint(data, top.end, &pos, &len)) return n;
         break;
-      case 1: pos += 8; break;
-      case 5: pos += 4; break;
+      case 1:
+        pos += 8;
+        break;
+      case 5:
+        pos += 4;
+        break;
       case 2: {
         if (!ReadVarint(data, top.end, &pos, &len) || len > top.end - pos) return n;
         const Msg child = ChildOf(top.kind, static_cast<uint32_t>(key >> 3));
@@ -89,7 +111,8 @@ Nesting MeasureNesting(const uint8_t* data, size_t size) {
           pos += len;
           break;
         }
-        const int graphs = top.graphs + (child == Msg::kGraph && top.kind == Msg::kAttribute ? 1 : 0);
+        const int graphs =
+            top.graphs + (child == Msg::kGraph && top.kind == Msg::kAttribute ? 1 : 0);
         n.subgraphs = std::max(n.subgraphs, graphs);
         stack.push_back({child, pos + static_cast<size_t>(len), graphs});
         break;
@@ -122,11 +145,13 @@ Status ParseModelProto(const uint8_t* data, size_t size, ::onnx::ModelProto* pro
   const Nesting nesting = MeasureNesting(data, size);
   // The walk skips the last few levels under a graph (a tensor attribute, a shape's dimensions).
   constexpr int kUnwalkedLevels = 4;
-  QK_RETURN_IF_NOT(nesting.messages + kUnwalkedLevels <= kMaxProtoRecursion, StatusCode::kUnsupported,
-                   "the model nests {} protobuf messages deep ({} levels of subgraphs in subgraphs: If/Loop/Scan "
-                   "bodies); quantkit reads at most {} levels (kMaxProtoRecursion: about {} nested subgraphs)",
-                   nesting.messages, nesting.subgraphs, kMaxProtoRecursion, kMaxSubgraphNesting);
-  return MakeStatus(StatusCode::kInvalidModel, "not a valid ONNX protobuf (truncated, corrupt or not an ONNX file)");
+  QK_RETURN_IF_NOT(
+      nesting.messages + kUnwalkedLevels <= kMaxProtoRecursion, StatusCode::kUnsupported,
+      "the model nests {} protobuf messages deep ({} levels of subgraphs in subgraphs: If/Loop/Scan "
+      "bodies); quantkit reads at most {} levels (kMaxProtoRecursion: about {} nested subgraphs)",
+      nesting.messages, nesting.subgraphs, kMaxProtoRecursion, kMaxSubgraphNesting);
+  return MakeStatus(StatusCode::kInvalidModel,
+                    "not a valid ONNX protobuf (truncated, corrupt or not an ONNX file)");
 }
 
 }  // namespace quantkit::onnx_io

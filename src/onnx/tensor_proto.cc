@@ -10,18 +10,16 @@
 namespace quantkit::onnx_io {
 namespace {
 
-using ir::DType;
 using google::protobuf::RepeatedField;
 using google::protobuf::UnknownField;
 using google::protobuf::UnknownFieldSet;
+using ir::DType;
 
 // Takes ownership of a raw_data string released from a TensorProto: no copy of the weights.
 class StringBuffer final : public ir::Buffer {
  public:
   explicit StringBuffer(std::string* bytes) : bytes_(bytes) {}
-  const uint8_t* data() const override {
-    return reinterpret_cast<const uint8_t*>(bytes_->data());
-  }
+  const uint8_t* data() const override { return reinterpret_cast<const uint8_t*>(bytes_->data()); }
   size_t size() const override { return bytes_->size(); }
 
  private:
@@ -68,8 +66,8 @@ void Narrow(const RepeatedField<Src>& src, uint8_t* dst) {
 Result<int64_t> ParseNonNegative(const std::string& text, const std::string& what) {
   QK_RETURN_IF_NOT(!text.empty() && text.size() <= 18 &&
                        text.find_first_not_of("0123456789") == std::string::npos,
-                   StatusCode::kInvalidModel, "{}: '{}' is not a valid non-negative integer",
-                   what, text);
+                   StatusCode::kInvalidModel, "{}: '{}' is not a valid non-negative integer", what,
+                   text);
   return static_cast<int64_t>(std::stoll(text));
 }
 
@@ -126,17 +124,16 @@ Result<ir::Tensor> ExternalTensor(const ::onnx::TensorProto& proto, DType dtype,
     QK_RETURN_IF_NOT(IsInsideDirectory(path, ctx->base_dir), StatusCode::kInvalidModel,
                      "{}: external data file '{}' resolves outside the model directory", what,
                      info.location);
-    it = ctx->files.emplace(info.location, std::make_shared<MappedBuffer>(*std::move(mapped)))
-             .first;
+    it =
+        ctx->files.emplace(info.location, std::make_shared<MappedBuffer>(*std::move(mapped))).first;
   }
   const std::shared_ptr<const ir::Buffer>& file = it->second;
   // Bounds are checked before the tensor ever points into the mapping.
-  QK_RETURN_IF_NOT(static_cast<uint64_t>(info.offset) <= file->size() &&
-                       nbytes <= file->size() - static_cast<uint64_t>(info.offset),
-                   StatusCode::kInvalidModel,
-                   "{}: external data [{}, {}) lies outside file '{}' of {} bytes", what,
-                   info.offset, static_cast<uint64_t>(info.offset) + nbytes, info.location,
-                   file->size());
+  QK_RETURN_IF_NOT(
+      static_cast<uint64_t>(info.offset) <= file->size() &&
+          nbytes <= file->size() - static_cast<uint64_t>(info.offset),
+      StatusCode::kInvalidModel, "{}: external data [{}, {}) lies outside file '{}' of {} bytes",
+      what, info.offset, static_cast<uint64_t>(info.offset) + nbytes, info.location, file->size());
   ir::Tensor tensor(dtype, std::move(dims), file, static_cast<size_t>(info.offset));
   tensor.location = ir::TensorLocation::kExternal;
   tensor.external = std::move(info);
@@ -146,36 +143,56 @@ Result<ir::Tensor> ExternalTensor(const ::onnx::TensorProto& proto, DType dtype,
 // Checks the typed repeated field that ONNX prescribes for `dtype` holds exactly the declared
 // element count, BEFORE the tensor is allocated: a 130-byte model declaring a [30000, 30000]
 // initializer with no data must fail here, not after allocating 3.6 GB.
-Status CheckTypedCount(const ::onnx::TensorProto& proto, DType dtype, int64_t numel, const std::string& what) {
+Status CheckTypedCount(const ::onnx::TensorProto& proto, DType dtype, int64_t numel,
+                       const std::string& what) {
   const auto n = static_cast<uint64_t>(numel);
   const char* field = "int32_data";
   uint64_t have = static_cast<uint64_t>(proto.int32_data_size());
   uint64_t want = n;
   switch (dtype) {
-    case DType::kString: field = "string_data"; have = static_cast<uint64_t>(proto.string_data_size()); break;
-    case DType::kFloat: field = "float_data"; have = static_cast<uint64_t>(proto.float_data_size()); break;
+    case DType::kString:
+      field = "string_data";
+      have = static_cast<uint64_t>(proto.string_data_size());
+      break;
+    case DType::kFloat:
+      field = "float_data";
+      have = static_cast<uint64_t>(proto.float_data_size());
+      break;
     case DType::kComplex64:
       field = "float_data";
       have = static_cast<uint64_t>(proto.float_data_size());
       want = 2 * n;
       break;
-    case DType::kDouble: field = "double_data"; have = static_cast<uint64_t>(proto.double_data_size()); break;
+    case DType::kDouble:
+      field = "double_data";
+      have = static_cast<uint64_t>(proto.double_data_size());
+      break;
     case DType::kComplex128:
       field = "double_data";
       have = static_cast<uint64_t>(proto.double_data_size());
       want = 2 * n;
       break;
-    case DType::kInt64: field = "int64_data"; have = static_cast<uint64_t>(proto.int64_data_size()); break;
+    case DType::kInt64:
+      field = "int64_data";
+      have = static_cast<uint64_t>(proto.int64_data_size());
+      break;
     case DType::kUint64:
-    case DType::kUint32: field = "uint64_data"; have = static_cast<uint64_t>(proto.uint64_data_size()); break;
+    case DType::kUint32:
+      field = "uint64_data";
+      have = static_cast<uint64_t>(proto.uint64_data_size());
+      break;
     case DType::kInt4:
     case DType::kUint4:
-    case DType::kFloat4E2M1: want = (n + 1) / 2; break;
-    default: break;  // the remaining dtypes travel in int32_data, one element per entry
+    case DType::kFloat4E2M1:
+      want = (n + 1) / 2;
+      break;
+    default:
+      break;  // the remaining dtypes travel in int32_data, one element per entry
   }
-  QK_RETURN_IF_NOT(have == want, StatusCode::kInvalidModel,
-                   "{}: declares {} elements of {} but {} holds {} values (expected {}); no data to allocate",
-                   what, numel, ir::DTypeName(dtype), field, have, want);
+  QK_RETURN_IF_NOT(
+      have == want, StatusCode::kInvalidModel,
+      "{}: declares {} elements of {} but {} holds {} values (expected {}); no data to allocate",
+      what, numel, ir::DTypeName(dtype), field, have, want);
   return Status::Ok();
 }
 
@@ -185,8 +202,8 @@ Status TypedToRaw(const ::onnx::TensorProto& proto, DType dtype, int64_t numel, 
   const auto n = static_cast<size_t>(numel);
   auto expect = [&](const char* field, int have, size_t want) -> Status {
     QK_RETURN_IF_NOT(static_cast<size_t>(have) == want, StatusCode::kInvalidModel,
-                     "{}: {} has {} values, expected {} for dtype {} and {} elements", what,
-                     field, have, want, ir::DTypeName(dtype), numel);
+                     "{}: {} has {} values, expected {} for dtype {} and {} elements", what, field,
+                     have, want, ir::DTypeName(dtype), numel);
     return Status::Ok();
   };
   if (dtype == DType::kString) {
@@ -251,7 +268,8 @@ Status TypedToRaw(const ::onnx::TensorProto& proto, DType dtype, int64_t numel, 
       Narrow<uint8_t>(proto.int32_data(), dst);
       return Status::Ok();
     case DType::kString:
-    case DType::kUndefined: break;
+    case DType::kUndefined:
+      break;
   }
   return MakeStatus(StatusCode::kInvalidModel, "{}: unsupported dtype {}", what,
                     static_cast<int>(dtype));
@@ -319,7 +337,8 @@ Result<ir::SparseTensor> SparseTensorFromProto(::onnx::SparseTensorProto* proto,
     int64_t v = 0;
     // Byte-wise copy: external data may be unaligned.
     std::memcpy(&v, index + static_cast<size_t>(k) * sizeof(v), sizeof(v));
-    const int64_t bound = linear ? dense_numel : sparse.dims[static_cast<size_t>(k % idx.dims()[1])];
+    const int64_t bound =
+        linear ? dense_numel : sparse.dims[static_cast<size_t>(k % idx.dims()[1])];
     QK_RETURN_IF_NOT(v >= 0 && v < bound, StatusCode::kInvalidModel,
                      "{}: sparse index {} out of range [0, {})", what, v, bound);
   }

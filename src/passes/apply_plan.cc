@@ -13,7 +13,8 @@ Result<PlacementPolicy> ParsePlacementPolicy(const std::string& text) {
   if (text == "auto") return PlacementPolicy::kAuto;
   if (text == "tensorrt") return PlacementPolicy::kTensorRT;
   if (text == "plan") return PlacementPolicy::kPlan;
-  return MakeStatus(StatusCode::kInvalidArgument, "--placement '{}': use auto, tensorrt or plan", text);
+  return MakeStatus(StatusCode::kInvalidArgument, "--placement '{}': use auto, tensorrt or plan",
+                    text);
 }
 
 bool PlanFromQdqModel(const quant::QuantPlan& plan) {
@@ -75,11 +76,12 @@ Status ApplyInitializerOverrides(const quant::QuantPlan& plan, ir::Model* model)
   for (const auto& [name, o] : plan.initializers) {
     // Qualified names reach body initializers; the lookup is const, the model is ours to edit.
     auto* v = const_cast<ir::Value*>(ir::FindQualifiedValue(*model->graph, name));
-    QK_RETURN_IF_NOT(v && v->initializer && v->initializer->dtype() == ir::DType::kFloat && !v->uses().empty(),
-                     StatusCode::kInvalidArgument,
-                     "the plan's {} weights for '{}' name no float initializer the model reads (a plan for "
-                     "another model, or one rewritten since: apply the stage's weights before folding)",
-                     o.stage, name);
+    QK_RETURN_IF_NOT(
+        v && v->initializer && v->initializer->dtype() == ir::DType::kFloat && !v->uses().empty(),
+        StatusCode::kInvalidArgument,
+        "the plan's {} weights for '{}' name no float initializer the model reads (a plan for "
+        "another model, or one rewritten since: apply the stage's weights before folding)",
+        o.stage, name);
     QK_RETURN_IF_NOT(
         o.value.dtype() == ir::DType::kFloat &&
             (o.value.dims() == v->initializer->dims() || ScalarMadePerChannel(*v, o.value)),

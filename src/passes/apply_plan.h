@@ -11,8 +11,9 @@
 //                               kTensorRT
 //   weights = plan entries for weight sites, filled per channel (max|w|/127) when missing
 //   first, plan.initializers (PTQ stages' weights) replace the initializers they name
-//   pairs   = passes::InsertQdq(plan, sites), run on the model (weights stored as options.weight_storage)
-//   types   = passes::ConvertFloatPrecision(plan.float_precision): the float part in the plan's float
+//   pairs   = passes::InsertQdq(plan, sites), run on the model (weights stored as
+//   options.weight_storage) types   = passes::ConvertFloatPrecision(plan.float_precision): the
+//   float part in the plan's float
 //             dtype (FP16 by default for a written model), FP32 islands where the plan says
 //
 // Requires a float model loaded for quantization (constants as initializers). Mutates the model
@@ -65,7 +66,8 @@ Status ApplyInitializerOverrides(const quant::QuantPlan& plan, ir::Model* model)
 // outlive the pass) gains the weight entries it lacked.
 class ApplyPlan final : public Pass {
  public:
-  ApplyPlan(quant::QuantPlan* plan, const ApplyPlanOptions& options) : plan_(plan), options_(options) {}
+  ApplyPlan(quant::QuantPlan* plan, const ApplyPlanOptions& options)
+      : plan_(plan), options_(options) {}
   const char* Name() const override { return "apply_plan"; }
   Status Run(ir::Model& model, PassReport* report) const override;
 

@@ -14,7 +14,7 @@ namespace quantkit::passes {
 namespace {
 
 const std::set<std::string>& ShapeOps() {
-  static const std::set<std::string> ops{"Reshape", "Flatten", "Transpose", "Squeeze",
+  static const std::set<std::string> ops{"Reshape",   "Flatten",  "Transpose", "Squeeze",
                                          "Unsqueeze", "Identity", "MaxPool"};
   return ops;
 }
@@ -32,16 +32,18 @@ Result<bool> AddUnit(const QdqUnit& u, quant::QuantPlan* plan, ExtractReport* re
   const ir::Node& node = u.q ? *u.q : *u.dq;
   for (size_t i = 0; i < u.scale.size(); ++i) {
     const float s = u.scale[i];
-    QK_RETURN_IF_NOT(s > 0.0f && std::isfinite(s), StatusCode::kInvalidModel,
-                     "{}: scale '{}'{} of tensor '{}' is {}; a scale must be finite and positive (lint rule QK003)",
-                     node.Describe(), node.input(1)->name(), u.scale.size() > 1 ? fmt::format("[{}]", i) : "",
-                     name, s);
+    QK_RETURN_IF_NOT(
+        s > 0.0f && std::isfinite(s), StatusCode::kInvalidModel,
+        "{}: scale '{}'{} of tensor '{}' is {}; a scale must be finite and positive (lint rule QK003)",
+        node.Describe(), node.input(1)->name(), u.scale.size() > 1 ? fmt::format("[{}]", i) : "",
+        name, s);
   }
   if (u.quant_dtype == ir::DType::kInt32) {
     // onnxruntime stores quantized biases as int32 behind a DQ; TensorRT keeps biases in float
     // and derives their precision itself, so they have no place in the plan (StripQdq
     // dequantizes them).
-    report->notes.push_back(name + ": int32 (bias) quantization is not part of a TensorRT plan; kept float");
+    report->notes.push_back(
+        name + ": int32 (bias) quantization is not part of a TensorRT plan; kept float");
     return false;
   }
   const Result<quant::QuantRange> range = quant::RangeFor(u.quant_dtype);
@@ -65,7 +67,8 @@ Result<bool> AddUnit(const QdqUnit& u, quant::QuantPlan* plan, ExtractReport* re
                          ir::DTypeName(u.quant_dtype), u.zero_point.front());
     ++report->converted_asymmetric;
   }
-  const quant::TensorRole role = u.weight ? quant::TensorRole::kWeight : quant::TensorRole::kActivation;
+  const quant::TensorRole role =
+      u.weight ? quant::TensorRole::kWeight : quant::TensorRole::kActivation;
   quant::TensorQuant& t =
       plan->SetScale(name, scale, u.axis, role, "qdq:" + (u.q ? u.q->name : u.dq->name));
   t.reason = reason;
@@ -101,17 +104,21 @@ class Propagator {
   }
   const quant::TensorQuant* Entry(const ir::Value* v) const {
     const quant::TensorQuant* t = v ? plan_->Find(Resolve(v)->name()) : nullptr;
-    return t && t->quantized && !t->per_channel() && t->role == quant::TensorRole::kActivation ? t : nullptr;
+    return t && t->quantized && !t->per_channel() && t->role == quant::TensorRole::kActivation
+               ? t
+               : nullptr;
   }
   bool Copy(const ir::Value* to, const quant::TensorQuant& from, const std::string& op) {
     const ir::Value* target = Resolve(to);
     if (!target || target->is_constant() || plan_->Find(target->name())) return false;
-    if (target->type.kind == ir::TypeInfo::Kind::kTensor && target->type.dtype != ir::DType::kFloat &&
-        !ir::Is16BitFloat(target->type.dtype) && target->type.dtype != ir::DType::kUndefined) {
+    if (target->type.kind == ir::TypeInfo::Kind::kTensor &&
+        target->type.dtype != ir::DType::kFloat && !ir::Is16BitFloat(target->type.dtype) &&
+        target->type.dtype != ir::DType::kUndefined) {
       return false;  // shape tensors etc. are never quantized
     }
-    quant::TensorQuant& t = plan_->SetScale(target->name(), from.scale, -1, quant::TensorRole::kActivation,
-                                            "propagated:" + op + " from " + from.tensor);
+    quant::TensorQuant& t =
+        plan_->SetScale(target->name(), from.scale, -1, quant::TensorRole::kActivation,
+                        "propagated:" + op + " from " + from.tensor);
     t.amax = from.amax;
     ++report_->propagated;
     return true;
@@ -150,7 +157,8 @@ class Propagator {
   static bool FloatCast(const ir::Node& node) {
     if (node.op_type() != "Cast") return false;
     const auto to = static_cast<ir::DType>(node.GetInt("to", 0));
-    const ir::DType from = node.input(0)->type.is_tensor() ? node.input(0)->type.dtype : ir::DType::kUndefined;
+    const ir::DType from =
+        node.input(0)->type.is_tensor() ? node.input(0)->type.dtype : ir::DType::kUndefined;
     auto is_float = [](ir::DType t) { return t == ir::DType::kFloat || ir::Is16BitFloat(t); };
     return is_float(to) && (is_float(from) || from == ir::DType::kUndefined);
   }
@@ -159,7 +167,8 @@ class Propagator {
     auto bound = [&](size_t index, const char* attr, float fallback) {
       const ir::Value* v = node.input(index);
       std::vector<float> value;
-      if (v && v->initializer && v->initializer->numel() == 1 && ir::ReadFloatValues(*v->initializer, &value)) {
+      if (v && v->initializer && v->initializer->numel() == 1 &&
+          ir::ReadFloatValues(*v->initializer, &value)) {
         return value.front();
       }
       return node.GetFloat(attr, fallback);

@@ -14,7 +14,8 @@
 //   forward  y = op(x): Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Identity, MaxPool,
 //                       Relu, a Cast between float types (an FP16 model's input Cast),
 //                       Clip (output range is within the input's), Concat (equal scales)
-//   backward x = input of op(x) = y: the same shape ops, MaxPool, Relu and float Casts; Clip when its bounds
+//   backward x = input of op(x) = y: the same shape ops, MaxPool, Relu and float Casts; Clip when
+//   its bounds
 //                       lie within ±amax(y); Concat gives every unscaled input the output's scale.
 #pragma once
 

@@ -9,7 +9,9 @@ namespace quantkit::passes {
 
 namespace {
 
-bool IsOp(const ir::Node* n, const char* op) { return n != nullptr && n->domain().empty() && n->op_type() == op; }
+bool IsOp(const ir::Node* n, const char* op) {
+  return n != nullptr && n->domain().empty() && n->op_type() == op;
+}
 
 // True when `v` is an initializer holding only zeros of an 8-bit signed type (or is omitted).
 bool IsInt8ZeroPoint(const ir::Value* v) {
@@ -42,17 +44,22 @@ Status QdqToFakeQuant::Run(ir::Model& model, PassReport* report) const {
   for (ir::Node* dq : graph.nodes()) {
     if (!IsOp(dq, "DequantizeLinear")) continue;
     ir::Node* q = dq->input(0) ? dq->input(0)->producer() : nullptr;
-    QK_RETURN_IF_NOT(IsOp(q, "QuantizeLinear"), StatusCode::kUnsupported,
-                     "node '{}' (DequantizeLinear) does not read a QuantizeLinear: QAT needs Q -> DQ pairs",
-                     dq->name);
+    QK_RETURN_IF_NOT(
+        IsOp(q, "QuantizeLinear"), StatusCode::kUnsupported,
+        "node '{}' (DequantizeLinear) does not read a QuantizeLinear: QAT needs Q -> DQ pairs",
+        dq->name);
     const ir::Value* s = q->input(1);
     const ir::Value* ds = dq->input(1);
-    QK_RETURN_IF_NOT(s && ds && s->is_constant() && ds->is_constant() && s->initializer->dtype() == ir::DType::kFloat &&
+    QK_RETURN_IF_NOT(s && ds && s->is_constant() && ds->is_constant() &&
+                         s->initializer->dtype() == ir::DType::kFloat &&
                          s->initializer->ContentEquals(*ds->initializer),
-                     StatusCode::kUnsupported, "Q/DQ pair '{}' -> '{}': scales must be the same float constant",
+                     StatusCode::kUnsupported,
+                     "Q/DQ pair '{}' -> '{}': scales must be the same float constant", q->name,
+                     dq->name);
+    QK_RETURN_IF_NOT(IsInt8ZeroPoint(q->input(2)) && IsInt8ZeroPoint(dq->input(2)),
+                     StatusCode::kUnsupported,
+                     "Q/DQ pair '{}' -> '{}': QAT supports symmetric int8 (zero point 0) only",
                      q->name, dq->name);
-    QK_RETURN_IF_NOT(IsInt8ZeroPoint(q->input(2)) && IsInt8ZeroPoint(dq->input(2)), StatusCode::kUnsupported,
-                     "Q/DQ pair '{}' -> '{}': QAT supports symmetric int8 (zero point 0) only", q->name, dq->name);
     QK_RETURN_IF_NOT(q->GetInt("axis", 1) == dq->GetInt("axis", 1), StatusCode::kUnsupported,
                      "Q/DQ pair '{}' -> '{}': different axes", q->name, dq->name);
     pairs.push_back({q, dq});
@@ -71,16 +78,18 @@ Status QdqToFakeQuant::Run(ir::Model& model, PassReport* report) const {
     if (!(weight && options.recompute_weight_scales)) inputs.push_back(scale);
     if (!weight && options.learn_activation_scales) {
       // A private copy, so learning it never changes another pair that happened to share it.
-      ir::Tensor copy = ir::Tensor::FromVector(ir::DType::kFloat, scale->initializer->dims(), Floats(scale));
+      ir::Tensor copy =
+          ir::Tensor::FromVector(ir::DType::kFloat, scale->initializer->dims(), Floats(scale));
       const std::string name = graph.UniqueValueName(x->name() + "_qat_scale");
       copy.name = name;
       inputs.back() = graph.AddInitializer(name, std::move(copy));
     }
     ir::Value* out = p.dq->output(0);
     const std::string out_name = out->name();
-    QK_ASSIGN_OR_RETURN(ir::Node * fq, graph.InsertNodeBefore(p.dq, "FakeQuantize", inputs,
-                                                              {graph.UniqueValueName(out_name + "_fq")},
-                                                              kFakeQuantDomain, p.dq->name + "_fq"));
+    QK_ASSIGN_OR_RETURN(ir::Node * fq,
+                        graph.InsertNodeBefore(p.dq, "FakeQuantize", inputs,
+                                               {graph.UniqueValueName(out_name + "_fq")},
+                                               kFakeQuantDomain, p.dq->name + "_fq"));
     fq->SetAttr(ir::Attribute::Int("axis", axis));
     fq->SetAttr(ir::Attribute::Int("lsq", !weight && options.learn_activation_scales ? 1 : 0));
     graph.ReplaceAllUsesWith(out, fq->output(0));
@@ -99,7 +108,9 @@ Status QdqToFakeQuant::Run(ir::Model& model, PassReport* report) const {
 std::map<std::string, std::string> LearnedActivationScales(const ir::Graph& graph) {
   std::map<std::string, std::string> scale_of;
   for (const ir::Node* n : graph.nodes()) {
-    if (n->domain() != kFakeQuantDomain || n->op_type() != "FakeQuantize" || n->GetInt("lsq", 0) != 1) continue;
+    if (n->domain() != kFakeQuantDomain || n->op_type() != "FakeQuantize" ||
+        n->GetInt("lsq", 0) != 1)
+      continue;
     if (n->input(0) && n->input(1)) scale_of[n->input(0)->name()] = n->input(1)->name();
   }
   return scale_of;
@@ -122,20 +133,23 @@ Status FoldBatchNorm::Run(ir::Model& model, PassReport* report) const {
     const ir::Value* w = conv->input(1);
     const ir::Value* b = conv->input(2);
     if (w == nullptr || !w->is_constant() || w->initializer->dtype() != ir::DType::kFloat) continue;
-    if (b != nullptr && (!b->is_constant() || b->initializer->dtype() != ir::DType::kFloat)) continue;
+    if (b != nullptr && (!b->is_constant() || b->initializer->dtype() != ir::DType::kFloat))
+      continue;
     bool constant = true;
     for (size_t i = 1; i < 5; ++i) {
       const ir::Value* v = bn->input(i);
       constant = constant && v && v->is_constant() && v->initializer->dtype() == ir::DType::kFloat;
     }
     const int64_t channels = w->initializer->rank() > 0 ? w->initializer->dims()[0] : 0;
-    for (size_t i = 1; constant && i < 5; ++i) constant = bn->input(i)->initializer->numel() == channels;
+    for (size_t i = 1; constant && i < 5; ++i)
+      constant = bn->input(i)->initializer->numel() == channels;
     if (!constant || channels == 0 || (b && b->initializer->numel() != channels)) continue;
 
     const double eps = bn->GetFloat("epsilon", 1e-5f);
     const std::vector<float> gamma = Floats(bn->input(1)), beta = Floats(bn->input(2)),
                              mean = Floats(bn->input(3)), var = Floats(bn->input(4));
-    std::vector<float> bias = b ? Floats(b) : std::vector<float>(static_cast<size_t>(channels), 0.0f);
+    std::vector<float> bias =
+        b ? Floats(b) : std::vector<float>(static_cast<size_t>(channels), 0.0f);
     ir::Tensor w2 = ir::Tensor::FromVector(ir::DType::kFloat, w->initializer->dims(), Floats(w));
     float* wd = w2.mutable_data_as<float>();
     const int64_t per = w->initializer->numel() / channels;
@@ -146,7 +160,8 @@ Status FoldBatchNorm::Run(ir::Model& model, PassReport* report) const {
       b2[c] = static_cast<float>((static_cast<double>(bias[c]) - mean[c]) * k + beta[c]);
     }
     const std::string wname = graph.UniqueValueName(w->name() + "_bnfolded");
-    const std::string bname = graph.UniqueValueName((b ? b->name() : conv->name + "_bias") + "_bnfolded");
+    const std::string bname =
+        graph.UniqueValueName((b ? b->name() : conv->name + "_bias") + "_bnfolded");
     w2.name = wname;
     ir::Tensor bt = ir::Tensor::FromVector(ir::DType::kFloat, {channels}, b2);
     bt.name = bname;

@@ -1,13 +1,14 @@
 // Training graphs for QAT.
 //
 // QdqToFakeQuant rewrites
-//     DequantizeLinear(QuantizeLinear(x, s, 0), s, 0)  ->  com.quantkit.training::FakeQuantize(x[, s])
+//     DequantizeLinear(QuantizeLinear(x, s, 0), s, 0)  ->  com.quantkit.training::FakeQuantize(x[,
+//     s])
 // for every pair of a Q/DQ model built by InsertQdq (symmetric int8, zero point 0, constant scale),
 // so that the runtime's training mode (runtime/training_ops.h) can differentiate through it while
-// computing the same values. Weight pairs (x an initializer) drop the scale input when weight scales
-// are recomputed from the current weights; activation pairs keep theirs, marked lsq=1 when learned.
-// A pair that is not of that form (another zero point, a non-constant scale) fails the rewrite
-// before anything is mutated.
+// computing the same values. Weight pairs (x an initializer) drop the scale input when weight
+// scales are recomputed from the current weights; activation pairs keep theirs, marked lsq=1 when
+// learned. A pair that is not of that form (another zero point, a non-constant scale) fails the
+// rewrite before anything is mutated.
 //
 // FoldBatchNorm rewrites  BatchNormalization(Conv(x, W, b))  ->  Conv(x, W', b')  with frozen
 // statistics, when the Conv output has no other reader and every BN input is constant:
@@ -33,8 +34,8 @@ struct FakeQuantOptions {
   bool learn_activation_scales = false;  // LSQ
 };
 
-// Counts "weight_pairs" and "activation_pairs", lists "weights". The learned scales are read off the rewritten
-// graph with LearnedActivationScales.
+// Counts "weight_pairs" and "activation_pairs", lists "weights". The learned scales are read off
+// the rewritten graph with LearnedActivationScales.
 class QdqToFakeQuant final : public Pass {
  public:
   explicit QdqToFakeQuant(const FakeQuantOptions& options) : options_(options) {}

@@ -24,15 +24,30 @@ constexpr ir::DType kF32 = ir::DType::kFloat;
 
 // Ops ONNX (opset 19) defines without a float16 version, or whose output dtype an attribute sets.
 const std::set<std::string>& NoLowPrecisionOps() {
-  static const std::set<std::string> ops{
-      "Celu",          "IsInf",         "NonMaxSuppression", "Range",          "DynamicQuantizeLinear",
-      "TfIdfVectorizer", "RandomNormal", "RandomUniform",     "RandomNormalLike", "RandomUniformLike",
-      "EyeLike",       "Bernoulli",     "Multinomial",       "MelWeightMatrix", "QLinearConv",
-      "QLinearMatMul", "ConvInteger",   "MatMulInteger"};
+  static const std::set<std::string> ops{"Celu",
+                                         "IsInf",
+                                         "NonMaxSuppression",
+                                         "Range",
+                                         "DynamicQuantizeLinear",
+                                         "TfIdfVectorizer",
+                                         "RandomNormal",
+                                         "RandomUniform",
+                                         "RandomNormalLike",
+                                         "RandomUniformLike",
+                                         "EyeLike",
+                                         "Bernoulli",
+                                         "Multinomial",
+                                         "MelWeightMatrix",
+                                         "QLinearConv",
+                                         "QLinearMatMul",
+                                         "ConvInteger",
+                                         "MatMulInteger"};
   return ops;
 }
 
-bool IsOp(const ir::Node* n, const char* op) { return n && n->domain().empty() && n->op_type() == op; }
+bool IsOp(const ir::Node* n, const char* op) {
+  return n && n->domain().empty() && n->op_type() == op;
+}
 bool IsQ(const ir::Node* n) { return IsOp(n, "QuantizeLinear"); }
 bool IsDQ(const ir::Node* n) { return IsOp(n, "DequantizeLinear"); }
 
@@ -48,14 +63,17 @@ bool UnknownType(const ir::Value* v) {
 
 // Inputs fixed to float32 whatever the data's dtype (Resize-19's scales), outputs likewise
 // (LayerNormalization's Mean and InvStdDev follow stash_type, float32).
-bool FixedFloat32Input(const ir::Node& n, size_t i) { return n.domain().empty() && n.op_type() == "Resize" && i == 2; }
+bool FixedFloat32Input(const ir::Node& n, size_t i) {
+  return n.domain().empty() && n.op_type() == "Resize" && i == 2;
+}
 bool FixedFloat32Output(const ir::Node& n, size_t i) {
   return n.domain().empty() && n.op_type() == "LayerNormalization" && i >= 1;
 }
 // Inputs of any dtype: reading them needs no Cast.
 bool AnyTypeInput(const ir::Node& n, size_t i) {
   const std::string& op = n.op_type();
-  return n.domain().empty() && i == 0 && (op == "Shape" || op == "Size" || op == "Cast" || op == "CastLike");
+  return n.domain().empty() && i == 0 &&
+         (op == "Shape" || op == "Size" || op == "Cast" || op == "CastLike");
 }
 
 bool HasBody(const ir::Node& n) {
@@ -77,7 +95,9 @@ float AbsMax(const ir::Tensor& t) {
 std::string Sci(float v) { return fmt::format("{:.3g}", v); }
 
 // Float data of `t` rounded to `dtype` (FP16/BF16); `t` is float32 (checked by the callers).
-ir::Tensor ConvertTensor(const ir::Tensor& t, ir::DType dtype) { return ir::ConvertFloatTensor(t, dtype).value(); }
+ir::Tensor ConvertTensor(const ir::Tensor& t, ir::DType dtype) {
+  return ir::ConvertFloatTensor(t, dtype).value();
+}
 
 class Converter {
  public:
@@ -106,8 +126,8 @@ class Converter {
     report->lists[std::string(list::kFp32NodeReasons)] = fp32_reasons_;
     report->changed = true;
     report->summary = fmt::format("float part in {}: {} nodes in {}, {} kept in FP32, {} Cast(s)",
-                                  quant::FloatDTypeName(fp_.dtype), low, quant::FloatDTypeName(fp_.dtype), fp32,
-                                  casts_);
+                                  quant::FloatDTypeName(fp_.dtype), low,
+                                  quant::FloatDTypeName(fp_.dtype), fp32, casts_);
     return Status::Ok();
   }
 
@@ -131,7 +151,8 @@ class Converter {
   // The float tensor a DQ output stands for (the Q's input), for the statistics' names.
   static std::string SourceName(const ir::Value* v) {
     const ir::Node* p = v->producer();
-    if (IsDQ(p) && p->input(0) && IsQ(p->input(0)->producer()) && p->input(0)->producer()->input(0)) {
+    if (IsDQ(p) && p->input(0) && IsQ(p->input(0)->producer()) &&
+        p->input(0)->producer()->input(0)) {
       return p->input(0)->producer()->input(0)->name();
     }
     return v->name();
@@ -146,36 +167,43 @@ class Converter {
     const float r = ir::RoundToFloatType(amax, low_);
     std::string why;
     if (std::isinf(r)) {
-      why = fmt::format("initializer '{}' holds |values| up to {}, beyond {}'s range", w->name(), Sci(amax),
-                        quant::FloatDTypeName(fp_.dtype));
+      why = fmt::format("initializer '{}' holds |values| up to {}, beyond {}'s range", w->name(),
+                        Sci(amax), quant::FloatDTypeName(fp_.dtype));
     } else if (amax > 0.0f && r == 0.0f) {
-      why = fmt::format("initializer '{}' (|values| <= {}) would become 0 in {}", w->name(), Sci(amax),
-                        quant::FloatDTypeName(fp_.dtype));
+      why = fmt::format("initializer '{}' (|values| <= {}) would become 0 in {}", w->name(),
+                        Sci(amax), quant::FloatDTypeName(fp_.dtype));
     }
     return initializer_problem_[w] = why;
   }
 
   // Why node `n` must compute in FP32 ("" when it may compute in the low dtype).
   std::string Fp32Reason(const ir::Node& n) {
-    if (auto it = fp_.fp32_nodes.find(n.name); !n.name.empty() && it != fp_.fp32_nodes.end()) return it->second;
-    if (auto it = fp_.fp32_op_types.find(n.op_type()); n.domain().empty() && it != fp_.fp32_op_types.end()) {
+    if (auto it = fp_.fp32_nodes.find(n.name); !n.name.empty() && it != fp_.fp32_nodes.end())
+      return it->second;
+    if (auto it = fp_.fp32_op_types.find(n.op_type());
+        n.domain().empty() && it != fp_.fp32_op_types.end()) {
       return it->second;
     }
-    if (!n.domain().empty()) return fmt::format("custom domain '{}': its types are unknown", n.domain());
+    if (!n.domain().empty())
+      return fmt::format("custom domain '{}': its types are unknown", n.domain());
     if (HasBody(n)) return "holds a body (If/Loop/Scan bodies stay FP32)";
     if (NoLowPrecisionOps().count(n.op_type())) {
-      return fmt::format("ONNX defines no {} version of {}", quant::FloatDTypeName(fp_.dtype), n.op_type());
+      return fmt::format("ONNX defines no {} version of {}", quant::FloatDTypeName(fp_.dtype),
+                         n.op_type());
     }
     for (const ir::Value* v : n.outputs()) {
       if (UnknownType(v)) return fmt::format("output '{}' has an unknown type", v->name());
-      if (v && fp_.fp32_tensors.count(v->name())) return "writes '" + v->name() + "': " + fp_.fp32_tensors.at(v->name());
-      if (v && captured_.count(v->name())) return "'" + v->name() + "' is read inside a body, which stays FP32";
+      if (v && fp_.fp32_tensors.count(v->name()))
+        return "writes '" + v->name() + "': " + fp_.fp32_tensors.at(v->name());
+      if (v && captured_.count(v->name()))
+        return "'" + v->name() + "' is read inside a body, which stays FP32";
     }
     for (const ir::Value* v : n.inputs()) {
       if (!v) continue;
       if (UnknownType(v)) return fmt::format("input '{}' has an unknown type", v->name());
       const std::string source = SourceName(v);
-      if (fp_.fp32_tensors.count(source)) return "reads '" + source + "': " + fp_.fp32_tensors.at(source);
+      if (fp_.fp32_tensors.count(source))
+        return "reads '" + source + "': " + fp_.fp32_tensors.at(source);
       if (v->is_constant() && IsFloat32(v)) {
         const std::string why = InitializerProblem(v);
         if (!why.empty()) return why;
@@ -188,7 +216,8 @@ class Converter {
     if (prec_[n] == kF32 && reason_.count(n)) return;
     prec_[n] = kF32;
     reason_[n] = reason;
-    fp32_reasons_.push_back(fmt::format("{} ({}): {}", n->name.empty() ? "<unnamed>" : n->name, n->op_type(), reason));
+    fp32_reasons_.push_back(
+        fmt::format("{} ({}): {}", n->name.empty() ? "<unnamed>" : n->name, n->op_type(), reason));
   }
 
   void Classify() {
@@ -227,15 +256,16 @@ class Converter {
     // A scale the low dtype cannot hold within half an INT8 step keeps its DQ, and so the
     // DQ's consumers, in FP32.
     for (const ir::Node* d : g_.nodes()) {
-      if (!IsDQ(d) || !d->input(1) || !d->input(1)->initializer || !IsFloat32(d->input(1))) continue;
+      if (!IsDQ(d) || !d->input(1) || !d->input(1)->initializer || !IsFloat32(d->input(1)))
+        continue;
       const ir::Tensor& s = *d->input(1)->initializer;
       for (int64_t i = 0; i < s.numel(); ++i) {
         const float v = s.data_as<float>()[i];
         const float r = ir::RoundToFloatType(v, low_);
         if (!(std::fabs(r - v) <= v * kMaxScaleRounding)) {
-          const std::string why =
-              fmt::format("scale of '{}' ({}) is {} in {}: more than half an INT8 step off", SourceName(d->output(0)),
-                          Sci(v), Sci(r), quant::FloatDTypeName(fp_.dtype));
+          const std::string why = fmt::format(
+              "scale of '{}' ({}) is {} in {}: more than half an INT8 step off",
+              SourceName(d->output(0)), Sci(v), Sci(r), quant::FloatDTypeName(fp_.dtype));
           for (const ir::Use& u : d->output(0)->uses()) {
             if (prec_.count(u.node)) SetFp32(u.node, why);
           }
@@ -271,8 +301,10 @@ class Converter {
           continue;
         }
         const auto it = prec_.find(u.node);
-        if (it == prec_.end() || AnyTypeInput(*u.node, static_cast<size_t>(u.input_index))) continue;
-        groups[FixedFloat32Input(*u.node, static_cast<size_t>(u.input_index)) ? kF32 : it->second].push_back(u);
+        if (it == prec_.end() || AnyTypeInput(*u.node, static_cast<size_t>(u.input_index)))
+          continue;
+        groups[FixedFloat32Input(*u.node, static_cast<size_t>(u.input_index)) ? kF32 : it->second]
+            .push_back(u);
       }
       const bool must_f32 = fp32_dq_.count(d) || captured_.count(y->name()) || !IsFloat32(y) ||
                             (y->is_graph_output() && OutputDType() == kF32 && groups.empty());
@@ -288,7 +320,8 @@ class Converter {
       dq_dtype_[d] = low_;
       QK_ASSIGN_OR_RETURN(ir::Node * copy, CopyDequantize(d));
       dq_dtype_[copy] = kF32;
-      for (const ir::Use& u : groups[kF32]) g_.SetNodeInput(u.node, static_cast<size_t>(u.input_index), copy->output(0));
+      for (const ir::Use& u : groups[kF32])
+        g_.SetNodeInput(u.node, static_cast<size_t>(u.input_index), copy->output(0));
     }
     return Status::Ok();
   }
@@ -303,9 +336,10 @@ class Converter {
     ir::Value* in = d->input(0);
     ir::Node* q = in ? in->producer() : nullptr;
     if (IsQ(q) && in->uses().size() == 1) {
-      QK_ASSIGN_OR_RETURN(ir::Node * q2, g_.InsertNodeBefore(d, "QuantizeLinear", q->inputs(),
-                                                             {g_.UniqueValueName(in->name() + "_fp32")}, "",
-                                                             g_.UniqueNodeName(q->name + "_fp32")));
+      QK_ASSIGN_OR_RETURN(ir::Node * q2,
+                          g_.InsertNodeBefore(d, "QuantizeLinear", q->inputs(),
+                                              {g_.UniqueValueName(in->name() + "_fp32")}, "",
+                                              g_.UniqueNodeName(q->name + "_fp32")));
       CopyIntAttrs(*q, q2);
       q2->output(0)->type = in->type;
       in = q2->output(0);
@@ -313,9 +347,10 @@ class Converter {
     }
     std::vector<ir::Value*> inputs = d->inputs();
     inputs[0] = in;
-    QK_ASSIGN_OR_RETURN(ir::Node * d2, g_.InsertNodeBefore(d, "DequantizeLinear", inputs,
-                                                           {g_.UniqueValueName(d->output(0)->name() + "_fp32")}, "",
-                                                           g_.UniqueNodeName(d->name + "_fp32")));
+    QK_ASSIGN_OR_RETURN(
+        ir::Node * d2, g_.InsertNodeBefore(d, "DequantizeLinear", inputs,
+                                           {g_.UniqueValueName(d->output(0)->name() + "_fp32")}, "",
+                                           g_.UniqueNodeName(d->name + "_fp32")));
     CopyIntAttrs(*d, d2);
     d2->output(0)->type = d->output(0)->type;
     return d2;
@@ -331,7 +366,8 @@ class Converter {
         if (IsDQ(u.node)) seen.insert(dq_dtype_.at(u.node));
       }
       q_dtype_[q] = seen.size() == 1 ? *seen.begin() : kF32;
-      if (seen.size() != 1 && q->input(0) && !q->input(0)->initializer) pending_input_q_.push_back(q);
+      if (seen.size() != 1 && q->input(0) && !q->input(0)->initializer)
+        pending_input_q_.push_back(q);
     }
   }
 
@@ -360,9 +396,12 @@ class Converter {
   Result<ir::Value*> CastOf(ir::Value* v, ir::DType to, ir::Node* before) {
     const auto key = std::make_pair(v, to);
     if (auto it = casts_of_.find(key); it != casts_of_.end()) return it->second;
-    const std::string suffix = to == kF32 ? "_fp32" : std::string("_") + quant::FloatDTypeName(fp_.dtype);
-    QK_ASSIGN_OR_RETURN(ir::Node * cast, g_.InsertNodeBefore(before, "Cast", {v}, {g_.UniqueValueName(v->name() + suffix)},
-                                                             "", g_.UniqueNodeName(v->name() + "_Cast" + suffix)));
+    const std::string suffix =
+        to == kF32 ? "_fp32" : std::string("_") + quant::FloatDTypeName(fp_.dtype);
+    QK_ASSIGN_OR_RETURN(
+        ir::Node * cast,
+        g_.InsertNodeBefore(before, "Cast", {v}, {g_.UniqueValueName(v->name() + suffix)}, "",
+                            g_.UniqueNodeName(v->name() + "_Cast" + suffix)));
     cast->SetAttr(ir::Attribute::Int("to", static_cast<int64_t>(to)));
     cast->output(0)->type = v->type;
     cast->output(0)->type.dtype = to;
@@ -392,10 +431,12 @@ class Converter {
       const auto it = stored_.find(v);
       if (it == stored_.end() || it->second == OutputDType()) continue;
       const std::string name = v->name();
-      const std::string suffix = it->second == kF32 ? "_fp32" : std::string("_") + quant::FloatDTypeName(fp_.dtype);
+      const std::string suffix =
+          it->second == kF32 ? "_fp32" : std::string("_") + quant::FloatDTypeName(fp_.dtype);
       QK_RETURN_IF_ERROR(g_.RenameValue(v, g_.UniqueValueName(name + suffix)));
-      QK_ASSIGN_OR_RETURN(ir::Node * cast, g_.AddNode("Cast", {v}, {g_.UniqueValueName(name + "_cast")}, "",
-                                                      g_.UniqueNodeName(name + "_Cast")));
+      QK_ASSIGN_OR_RETURN(ir::Node * cast,
+                          g_.AddNode("Cast", {v}, {g_.UniqueValueName(name + "_cast")}, "",
+                                     g_.UniqueNodeName(name + "_Cast")));
       cast->SetAttr(ir::Attribute::Int("to", static_cast<int64_t>(OutputDType())));
       ir::Value* out = cast->output(0);
       out->type = v->type;
@@ -434,12 +475,14 @@ class Converter {
         w->type.dtype = low_;
         continue;
       }
-      ir::Value* copy = g_.AddInitializer(g_.UniqueValueName(w->name() + "_" + quant::FloatDTypeName(fp_.dtype)),
-                                          std::move(converted));
+      ir::Value* copy =
+          g_.AddInitializer(g_.UniqueValueName(w->name() + "_" + quant::FloatDTypeName(fp_.dtype)),
+                            std::move(converted));
       copy->initializer->name = copy->name();
       copy->type = w->type;
       copy->type.dtype = low_;
-      for (const ir::Use& u : low_uses) g_.SetNodeInput(u.node, static_cast<size_t>(u.input_index), copy);
+      for (const ir::Use& u : low_uses)
+        g_.SetNodeInput(u.node, static_cast<size_t>(u.input_index), copy);
     }
   }
 
@@ -480,9 +523,12 @@ class Converter {
 
 ir::DType ToIrDType(quant::FloatDType dtype) {
   switch (dtype) {
-    case quant::FloatDType::kFloat16: return ir::DType::kFloat16;
-    case quant::FloatDType::kBFloat16: return ir::DType::kBFloat16;
-    case quant::FloatDType::kFloat32: return ir::DType::kFloat;
+    case quant::FloatDType::kFloat16:
+      return ir::DType::kFloat16;
+    case quant::FloatDType::kBFloat16:
+      return ir::DType::kBFloat16;
+    case quant::FloatDType::kFloat32:
+      return ir::DType::kFloat;
   }
   return ir::DType::kFloat;
 }
@@ -494,13 +540,15 @@ std::string FloatRangeProblem(float amax, quant::FloatDType dtype) {
   const float min_normal = half ? ir::kFloat16MinNormal : ir::kBFloat16MinNormal;
   const char* name = quant::FloatDTypeName(dtype);
   if (amax > max / kFloat16RangeMargin) {
-    return fmt::format("calibrated |values| reach {}, above {}'s largest value {} / {} (the margin for data beyond "
-                       "the calibration's)",
-                       Sci(amax), name, Sci(max), kFloat16RangeMargin);
+    return fmt::format(
+        "calibrated |values| reach {}, above {}'s largest value {} / {} (the margin for data beyond "
+        "the calibration's)",
+        Sci(amax), name, Sci(max), kFloat16RangeMargin);
   }
   if (amax > 0.0f && amax < min_normal) {
-    return fmt::format("calibrated |values| stay below {} ({}), {}'s smallest normal: {} would flush or round them",
-                       Sci(min_normal), Sci(amax), name, name);
+    return fmt::format(
+        "calibrated |values| stay below {} ({}), {}'s smallest normal: {} would flush or round them",
+        Sci(min_normal), Sci(amax), name, name);
   }
   return "";
 }
@@ -516,24 +564,28 @@ int64_t MarkPlanRangeFp32Tensors(quant::QuantPlan* plan) {
   return added;
 }
 
-Status ResolveFloatOptions(const ir::Graph& graph, const FloatOptions& options, quant::FloatPrecision* precision) {
+Status ResolveFloatOptions(const ir::Graph& graph, const FloatOptions& options,
+                           quant::FloatPrecision* precision) {
   precision->dtype = options.dtype;
   precision->cast_io = options.cast_io;
   std::vector<std::string> names, op_types;
   for (const ir::Node* n : graph.nodes()) {
     if (!n->name.empty()) names.push_back(n->name);
-    if (std::find(op_types.begin(), op_types.end(), n->op_type()) == op_types.end()) op_types.push_back(n->op_type());
+    if (std::find(op_types.begin(), op_types.end(), n->op_type()) == op_types.end())
+      op_types.push_back(n->op_type());
   }
   for (const std::string& key : options.keep_fp32) {
     // Exporters' node names (/layer1/Conv) never look like op types: a key may be either.
     const bool is_name = std::find(names.begin(), names.end(), key) != names.end();
     const bool is_op = std::find(op_types.begin(), op_types.end(), key) != op_types.end();
     if (is_name) precision->fp32_nodes[key] = "kept in FP32 by request (--keep-fp32)";
-    if (is_op) precision->fp32_op_types[key] = "op type " + key + " kept in FP32 by request (--keep-fp32)";
+    if (is_op)
+      precision->fp32_op_types[key] = "op type " + key + " kept in FP32 by request (--keep-fp32)";
     if (is_name || is_op) continue;
     std::vector<std::string> candidates = names;
     candidates.insert(candidates.end(), op_types.begin(), op_types.end());
-    return MakeStatus(StatusCode::kNotFound, "--keep-fp32 '{}' matches no named node or op type of the model{}",
+    return MakeStatus(StatusCode::kNotFound,
+                      "--keep-fp32 '{}' matches no named node or op type of the model{}",
                       EscapeControl(key), DidYouMean(key, candidates, "node names and op types"));
   }
   return Status::Ok();
@@ -549,7 +601,8 @@ Status ConvertFloatPrecision::Run(ir::Model& model, PassReport* report) const {
   for (const ir::Node* n : model.graph->nodes()) names.insert(n->name);
   for (const auto& [node, reason] : precision_.fp32_nodes) {
     QK_RETURN_IF_NOT(names.count(node), StatusCode::kNotFound,
-                     "node '{}' kept in FP32 ({}) is not a node of the model's main graph", node, reason);
+                     "node '{}' kept in FP32 ({}) is not a node of the model's main graph", node,
+                     reason);
   }
   PassReport upgrade;
   QK_RETURN_IF_ERROR(UpgradeOpset(kFloat16QdqOpset).Run(model, &upgrade));

@@ -20,8 +20,8 @@
 //   opset             below 19 the model is upgraded first (passes/upgrade_opset.h).
 // Only the main graph is converted (bodies and the tensors they capture stay FP32). With dtype
 // kFloat32 the pass does nothing. Like ApplyPlan, whose last step it is, it rewrites a float32
-// model once and is not meant to run twice on its own output. Requires every quantized constant's scale as an initializer
-// (ApplyPlan's output, or any model loaded for quantization).
+// model once and is not meant to run twice on its own output. Requires every quantized constant's
+// scale as an initializer (ApplyPlan's output, or any model loaded for quantization).
 #pragma once
 
 #include <cstdint>
@@ -75,7 +75,8 @@ struct FloatOptions {
 // The plan's FloatPrecision for `graph` (the float model): dtype, cast_io, and keep_fp32 resolved
 // to node names (an op type pins each node of that type), each with its reason. A name matching no
 // node name or op type is kNotFound, with the closest names. fp32_tensors is left as it was.
-Status ResolveFloatOptions(const ir::Graph& graph, const FloatOptions& options, quant::FloatPrecision* precision);
+Status ResolveFloatOptions(const ir::Graph& graph, const FloatOptions& options,
+                           quant::FloatPrecision* precision);
 
 // Counts "casts_inserted" and "fp32_nodes"; lists "fp32_nodes" ("node (Op): reason").
 class ConvertFloatPrecision final : public Pass {

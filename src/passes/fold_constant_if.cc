@@ -347,9 +347,10 @@ Status FoldConstantIf::Run(ir::Model& model, PassReport* report) const {
   report->Add(counter::kFolded, folded);
   report->changed = folded > 0;
   if (folded > 0) {
-    report->summary = fmt::format("{} If node(s) with a condition fixed by the model (a constant or a "
-                                  "static dimension) replaced by the branch taken",
-                                  folded);
+    report->summary = fmt::format(
+        "{} If node(s) with a condition fixed by the model (a constant or a "
+        "static dimension) replaced by the branch taken",
+        folded);
   }
   return Status::Ok();
 }

@@ -15,13 +15,15 @@ Status FoldInGraph(ir::Graph& graph, int64_t* folded) {
   }
   for (ir::Node* node : graph.nodes()) {
     // Cheapest checks first; mutate only after all pass.
-    if (!node->domain().empty() || node->op_type() != "Identity" || node->num_inputs() != 1) continue;
+    if (!node->domain().empty() || node->op_type() != "Identity" || node->num_inputs() != 1)
+      continue;
     const ir::Value* in = node->input(0);
     ir::Value* out = node->output(0);
     if (!in || !out || !in->is_constant() || !in->initializer || out->is_graph_output()) continue;
     const std::string name = out->name();
     ir::Tensor tensor = *in->initializer;  // shares the buffer
-    ir::Value* tmp = graph.AddInitializer(graph.UniqueValueName(name + "_folded"), std::move(tensor));
+    ir::Value* tmp =
+        graph.AddInitializer(graph.UniqueValueName(name + "_folded"), std::move(tensor));
     graph.ReplaceAllUsesWith(out, tmp);
     QK_RETURN_IF_ERROR(graph.RemoveNode(node));
     QK_RETURN_IF_ERROR(graph.RenameValue(tmp, name));

@@ -1,5 +1,6 @@
 // Rewrites every per-tensor activation pair of a simulation
-//     DequantizeLinear(QuantizeLinear(x, s, z), s, z)  ->  com.quantkit::FakeQuantizeLinear(x, s, z)
+//     DequantizeLinear(QuantizeLinear(x, s, z), s, z)  ->  com.quantkit::FakeQuantizeLinear(x, s,
+//     z)
 // so that a simulated run fake-quantizes each activation in one pass over memory, in place when
 // x is not read again (runtime/ops/quant.cc), instead of writing an 8-bit tensor and reading it
 // back: the two passes cost more than a depthwise convolution on mobilenet_v2 / efficientnet_b0.

@@ -41,10 +41,10 @@ Result<ir::Value*> BuildPair(ir::Graph& graph, ir::Value* x, const quant::Tensor
                       graph.InsertNodeBefore(before, "QuantizeLinear", {x, s, z}, {q_name}, "",
                                              graph.UniqueNodeName(base + "_QuantizeLinear")));
   const std::string dq_name = graph.UniqueValueName(base + "_dequantized");
-  QK_ASSIGN_OR_RETURN(ir::Node * dqnode,
-                      graph.InsertNodeBefore(before, "DequantizeLinear", {qnode->output(0), s, z},
-                                             {dq_name}, "",
-                                             graph.UniqueNodeName(base + "_DequantizeLinear")));
+  QK_ASSIGN_OR_RETURN(
+      ir::Node * dqnode,
+      graph.InsertNodeBefore(before, "DequantizeLinear", {qnode->output(0), s, z}, {dq_name}, "",
+                             graph.UniqueNodeName(base + "_DequantizeLinear")));
   if (per_channel) {
     qnode->SetAttr(ir::Attribute::Int("axis", q.axis));
     dqnode->SetAttr(ir::Attribute::Int("axis", q.axis));
@@ -58,16 +58,19 @@ Result<ir::Value*> BuildPair(ir::Graph& graph, ir::Value* x, const quant::Tensor
 
 // The int8 values of weight `w` on the grid of `q` (per channel along q.axis): what a
 // QuantizeLinear of the float weight computes (quant::QuantizeValue, round half to even, saturate).
-Result<ir::Tensor> QuantizeWeight(const ir::Tensor& w, const quant::TensorQuant& q, const std::string& name) {
-  QK_RETURN_IF_NOT(w.dtype() == ir::DType::kFloat, StatusCode::kInternal, "weight '{}' is not float", name);
+Result<ir::Tensor> QuantizeWeight(const ir::Tensor& w, const quant::TensorQuant& q,
+                                  const std::string& name) {
+  QK_RETURN_IF_NOT(w.dtype() == ir::DType::kFloat, StatusCode::kInternal,
+                   "weight '{}' is not float", name);
   QK_ASSIGN_OR_RETURN(quant::QuantRange range, quant::RangeFor(ir::DType::kInt8));
   const int64_t channels = static_cast<int64_t>(q.scale.size());
   int64_t inner = 1, dim = 1;
   if (q.per_channel()) {
     const int64_t a = q.axis < 0 ? q.axis + w.rank() : q.axis;
     QK_RETURN_IF_NOT(a >= 0 && a < w.rank() && w.dims()[static_cast<size_t>(a)] == channels,
-                     StatusCode::kInvalidArgument, "weight '{}': {} scales do not match axis {} of its {} dims", name,
-                     channels, q.axis, w.rank());
+                     StatusCode::kInvalidArgument,
+                     "weight '{}': {} scales do not match axis {} of its {} dims", name, channels,
+                     q.axis, w.rank());
     dim = channels;
     for (int64_t i = a + 1; i < w.rank(); ++i) inner *= w.dims()[static_cast<size_t>(i)];
   }
@@ -82,7 +85,8 @@ Result<ir::Tensor> QuantizeWeight(const ir::Tensor& w, const quant::TensorQuant&
 }
 
 // W_int8 -> DequantizeLinear for weight `w` (a constant of `graph`), inserted before `before`.
-Result<ir::Value*> BuildWeightDq(ir::Graph& graph, ir::Value* w, const quant::TensorQuant& q, ir::Node* before) {
+Result<ir::Value*> BuildWeightDq(ir::Graph& graph, ir::Value* w, const quant::TensorQuant& q,
+                                 ir::Node* before) {
   QK_ASSIGN_OR_RETURN(ir::Tensor values, QuantizeWeight(*w->initializer, q, w->name()));
   std::vector<int64_t> dims;
   if (q.per_channel()) dims.push_back(static_cast<int64_t>(q.scale.size()));
@@ -90,9 +94,11 @@ Result<ir::Value*> BuildWeightDq(ir::Graph& graph, ir::Value* w, const quant::Te
   ir::Tensor zero_point(ir::DType::kInt8, dims);
   for (size_t i = 0; i < q.scale.size(); ++i) scale.mutable_data_as<float>()[i] = q.scale[i];
   const std::string base = w->name();
-  ir::Value* stored = graph.AddInitializer(graph.UniqueValueName(base + "_quantized"), std::move(values));
+  ir::Value* stored =
+      graph.AddInitializer(graph.UniqueValueName(base + "_quantized"), std::move(values));
   ir::Value* s = graph.AddInitializer(graph.UniqueValueName(base + "_scale"), std::move(scale));
-  ir::Value* z = graph.AddInitializer(graph.UniqueValueName(base + "_zero_point"), std::move(zero_point));
+  ir::Value* z =
+      graph.AddInitializer(graph.UniqueValueName(base + "_zero_point"), std::move(zero_point));
   QK_ASSIGN_OR_RETURN(ir::Node * dqnode,
                       graph.InsertNodeBefore(before, "DequantizeLinear", {stored, s, z},
                                              {graph.UniqueValueName(base + "_dequantized")}, "",
@@ -107,7 +113,8 @@ Result<ir::Value*> BuildWeightDq(ir::Graph& graph, ir::Value* w, const quant::Te
 // After its sites read `dq` instead: the float weight `w` goes when nothing else reads it, and
 // `dq` takes its name.
 Status ReplaceWeight(ir::Graph& graph, ir::Value* w, ir::Value* dq) {
-  if (!w->uses().empty() || w->is_graph_input() || w->is_graph_output() || !w->is_constant()) return Status::Ok();
+  if (!w->uses().empty() || w->is_graph_input() || w->is_graph_output() || !w->is_constant())
+    return Status::Ok();
   const std::string name = w->name();
   w->initializer.reset();
   QK_RETURN_IF_ERROR(graph.RemoveValue(w));
@@ -127,15 +134,18 @@ Status AddWeightScales(const ir::Graph& graph, const std::vector<QdqSite>& sites
   for (const QdqSite& site : sites) {
     if (site.role != quant::TensorRole::kWeight || plan->Find(site.tensor)) continue;
     // The consumer's input, followed out of a body to the weight it captures.
-    const ir::Value* w = ir::ResolveCapture(site.consumer->input(static_cast<size_t>(site.input_index)));
+    const ir::Value* w =
+        ir::ResolveCapture(site.consumer->input(static_cast<size_t>(site.input_index)));
     QK_RETURN_IF_NOT(w && w->initializer && w->initializer->dtype() == ir::DType::kFloat,
                      StatusCode::kInternal, "weight site '{}' is not a float initializer",
                      site.tensor);
     const ir::Tensor& t = *w->initializer;
-    QK_ASSIGN_OR_RETURN(std::vector<float> amax,
-                        quant::PerChannelAbsMax(t.data_as<float>(), t.dims(), site.axis, site.tensor));
-    quant::TensorQuant& entry = plan->SetScale(site.tensor, quant::WeightScalesFromAmax(amax),
-                                               site.axis, quant::TensorRole::kWeight, "weights:max");
+    QK_ASSIGN_OR_RETURN(
+        std::vector<float> amax,
+        quant::PerChannelAbsMax(t.data_as<float>(), t.dims(), site.axis, site.tensor));
+    quant::TensorQuant& entry =
+        plan->SetScale(site.tensor, quant::WeightScalesFromAmax(amax), site.axis,
+                       quant::TensorRole::kWeight, "weights:max");
     entry.amax = amax;  // the measured ranges, not scale*127 (they differ for all-zero channels)
   }
   return Status::Ok();
@@ -179,8 +189,9 @@ Status InsertQdq::Run(ir::Model& model, PassReport* report) const {
       continue;
     }
     const ir::Graph* owner = site.consumer->owner();
-    QK_RETURN_IF_NOT(depth.count(owner) && site.consumer->input(static_cast<size_t>(site.input_index)),
-                     StatusCode::kInternal, "site '{}' does not belong to the model", site.tensor);
+    QK_RETURN_IF_NOT(
+        depth.count(owner) && site.consumer->input(static_cast<size_t>(site.input_index)),
+        StatusCode::kInternal, "site '{}' does not belong to the model", site.tensor);
     PendingPair& p = pairs[{depth[owner], owner, site.tensor}];
     p.entry = entry;
     p.sites.push_back(&site);
@@ -194,8 +205,9 @@ Status InsertQdq::Run(ir::Model& model, PassReport* report) const {
     const QdqSite& any = *p.sites.front();
     ir::Value* x = any.consumer->input(static_cast<size_t>(any.input_index));
     // INT8 storage needs the weight's bytes in this graph: a body's capture keeps Q -> DQ.
-    const bool int8_weight = p.entry->role == quant::TensorRole::kWeight && weights_ == WeightStorage::kInt8 &&
-                             x->is_constant() && x->initializer && x->initializer->dtype() == ir::DType::kFloat;
+    const bool int8_weight = p.entry->role == quant::TensorRole::kWeight &&
+                             weights_ == WeightStorage::kInt8 && x->is_constant() &&
+                             x->initializer && x->initializer->dtype() == ir::DType::kFloat;
     ir::Value* dq = nullptr;
     if (int8_weight) {
       QK_ASSIGN_OR_RETURN(dq, BuildWeightDq(graph, x, *p.entry, p.first_consumer));
@@ -215,9 +227,10 @@ Status InsertQdq::Run(ir::Model& model, PassReport* report) const {
   QK_RETURN_IF_ERROR(ir::Verify(model));
   report->Add(counter::kActivationPairs, activation_pairs);
   report->Add(counter::kWeightPairs, weight_pairs);
-  report->summary = fmt::format("inserted {} activation and {} weight symmetric int8 Q/DQ pairs{}; {} sites left in float",
-                                activation_pairs, weight_pairs,
-                                weights_ == WeightStorage::kInt8 ? " (weights stored as int8)" : "", skipped.size());
+  report->summary = fmt::format(
+      "inserted {} activation and {} weight symmetric int8 Q/DQ pairs{}; {} sites left in float",
+      activation_pairs, weight_pairs,
+      weights_ == WeightStorage::kInt8 ? " (weights stored as int8)" : "", skipped.size());
   report->lists[std::string(list::kSkipped)] = std::move(skipped);
   report->changed = activation_pairs + weight_pairs > 0;
   return Status::Ok();

@@ -4,13 +4,14 @@
 // written explicitly (TensorRT's parser defaults a missing axis to 0, ONNX to 1), float weights
 // stored as INT8 initializers behind a DequantizeLinear (WeightStorage::kInt8, what the writers of
 // model files use: ModelOpt's dq_only, a quarter of the float bytes; TensorRT and onnxruntime read
-// it) or kept in float behind Q -> DQ (kFakeQuant: what simulation and QAT run). With kInt8 the DequantizeLinear's output takes the weight's own name when
-// nothing else reads the float weight, so extracting the plan back (passes/extract_qdq.h) and
-// stripping the Q/DQ (passes/strip_qdq.h) give the weight its name again; a weight captured by an
-// If/Loop/Scan body keeps Q -> DQ. A tensor read by several sites gets one shared Q/DQ pair; consumers that
-// are not sites keep reading the float tensor. Graph outputs are never rewired.
-// Sites inside If/Loop/Scan bodies get their pair inside that body (one per body and tensor; a
-// captured tensor is quantized where the body reads it), keyed by the site's qualified name.
+// it) or kept in float behind Q -> DQ (kFakeQuant: what simulation and QAT run). With kInt8 the
+// DequantizeLinear's output takes the weight's own name when nothing else reads the float weight,
+// so extracting the plan back (passes/extract_qdq.h) and stripping the Q/DQ (passes/strip_qdq.h)
+// give the weight its name again; a weight captured by an If/Loop/Scan body keeps Q -> DQ. A tensor
+// read by several sites gets one shared Q/DQ pair; consumers that are not sites keep reading the
+// float tensor. Graph outputs are never rewired. Sites inside If/Loop/Scan bodies get their pair
+// inside that body (one per body and tensor; a captured tensor is quantized where the body reads
+// it), keyed by the site's qualified name.
 //
 // Requires the default-domain opset >= 13 (per-axis Q/DQ); fails before mutating otherwise.
 #pragma once

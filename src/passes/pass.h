@@ -36,25 +36,28 @@ namespace quantkit::passes {
 // The counters and lists passes report, one vocabulary so that a reader cannot ask for a name no
 // pass writes (PassReport::Count and List check that the pass reported it).
 namespace counter {
-inline constexpr std::string_view kPromoted = "promoted";        // Constant nodes -> initializers
-inline constexpr std::string_view kFolded = "folded";            // nodes folded into constants / branches
+inline constexpr std::string_view kPromoted = "promoted";  // Constant nodes -> initializers
+inline constexpr std::string_view kFolded = "folded";      // nodes folded into constants / branches
 inline constexpr std::string_view kActivationPairs = "activation_pairs";
 inline constexpr std::string_view kWeightPairs = "weight_pairs";
 inline constexpr std::string_view kPairsRemoved = "pairs_removed";
 inline constexpr std::string_view kWeightsDequantized = "weights_dequantized";
 inline constexpr std::string_view kLeftInPlace = "left_in_place";
 inline constexpr std::string_view kInitializersRemoved = "initializers_removed";
-inline constexpr std::string_view kNodesConverted = "nodes_converted";      // integer ops -> float ops
-inline constexpr std::string_view kPassthroughNodes = "passthrough_nodes";  // shape ops moved to float
+inline constexpr std::string_view kNodesConverted = "nodes_converted";  // integer ops -> float ops
+inline constexpr std::string_view kPassthroughNodes =
+    "passthrough_nodes";  // shape ops moved to float
 inline constexpr std::string_view kRelusRestored = "relus_restored";
 inline constexpr std::string_view kCastsInserted = "casts_inserted";  // float dtype boundaries
 inline constexpr std::string_view kFp32Nodes = "fp32_nodes";          // nodes kept in FP32
 }  // namespace counter
 namespace list {
-inline constexpr std::string_view kSkipped = "skipped";                // "tensor: reason", sites left float
-inline constexpr std::string_view kDynamicTensors = "dynamic_tensors";  // quantized by DynamicQuantizeLinear
-inline constexpr std::string_view kWeights = "weights";                // weight initializers quantized
-inline constexpr std::string_view kFp32NodeReasons = "fp32_nodes";     // "node (Op): why it stays FP32"
+inline constexpr std::string_view kSkipped = "skipped";  // "tensor: reason", sites left float
+inline constexpr std::string_view kDynamicTensors =
+    "dynamic_tensors";                                   // quantized by DynamicQuantizeLinear
+inline constexpr std::string_view kWeights = "weights";  // weight initializers quantized
+inline constexpr std::string_view kFp32NodeReasons =
+    "fp32_nodes";  // "node (Op): why it stays FP32"
 }  // namespace list
 
 // What one pass did.

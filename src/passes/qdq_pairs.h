@@ -16,19 +16,19 @@
 namespace quantkit::passes {
 
 struct QdqUnit {
-  ir::Node* q = nullptr;    // null for a dq-only unit
+  ir::Node* q = nullptr;  // null for a dq-only unit
   ir::Node* dq = nullptr;
-  ir::Value* x = nullptr;   // float input of Q (pair) or the quantized constant (dq-only)
-  ir::Value* y = nullptr;   // float output of DQ
-  bool constant_params = false;   // scale (and zero point, if any) are initializers
-  std::vector<float> scale;       // from Q (pair) or DQ (dq-only), read as float32
+  ir::Value* x = nullptr;        // float input of Q (pair) or the quantized constant (dq-only)
+  ir::Value* y = nullptr;        // float output of DQ
+  bool constant_params = false;  // scale (and zero point, if any) are initializers
+  std::vector<float> scale;      // from Q (pair) or DQ (dq-only), read as float32
   ir::DType scale_dtype = ir::DType::kFloat;  // float32, float16 or bfloat16 as stored
   std::vector<int32_t> zero_point;
   ir::DType quant_dtype = ir::DType::kUint8;  // ONNX default when no zero point is given
-  int64_t axis = -1;              // normalised per-channel axis; -1 per tensor
+  int64_t axis = -1;                          // normalised per-channel axis; -1 per tensor
   bool axis_attr_present = false;
-  bool dq_params_match = true;    // DQ uses the same scale/zero point as Q
-  bool weight = false;            // x is a float constant (pair) or the unit is dq-only
+  bool dq_params_match = true;  // DQ uses the same scale/zero point as Q
+  bool weight = false;          // x is a float constant (pair) or the unit is dq-only
 
   bool per_channel() const { return scale.size() > 1; }
   bool symmetric() const;

@@ -55,7 +55,8 @@ bool IsResidualBackbone(const ir::Node* conv_a, const ir::Node* conv_b,
                         const std::unordered_map<const ir::Node*, int>& depth,
                         const std::unordered_map<const ir::Node*, size_t>& position) {
   const auto da = depth.find(conv_a), db = depth.find(conv_b);
-  if (da != depth.end() && db != depth.end() && da->second != db->second) return da->second > db->second;
+  if (da != depth.end() && db != depth.end() && da->second != db->second)
+    return da->second > db->second;
   const auto pa = position.find(conv_a), pb = position.find(conv_b);
   return pa != position.end() && pb != position.end() && pa->second > pb->second;
 }
@@ -63,7 +64,8 @@ bool IsResidualBackbone(const ir::Node* conv_a, const ir::Node* conv_b,
 Status CheckExclusions(const ir::Graph& graph, const PlacementOptions& options) {
   if (options.exclude_nodes.empty() && options.exclude_op_types.empty()) return Status::Ok();
   std::set<std::string> node_names, op_types;
-  std::vector<std::string> nodes_in_order, op_types_in_order;  // what the "no close match" hint lists
+  std::vector<std::string> nodes_in_order,
+      op_types_in_order;  // what the "no close match" hint lists
   // Nodes of control-flow bodies count: their weighted ops are quantized too.
   ir::ForEachScopedGraph(graph, [&](const ir::Graph& g, const std::string&) {
     for (const ir::Node* n : g.nodes()) {
@@ -72,12 +74,15 @@ Status CheckExclusions(const ir::Graph& graph, const PlacementOptions& options) 
     }
   });
   // A name given in both sets (the CLI's --exclude) needs to match one of the two.
-  auto matches = [&](const std::string& name) { return node_names.count(name) || op_types.count(name); };
+  auto matches = [&](const std::string& name) {
+    return node_names.count(name) || op_types.count(name);
+  };
   for (const std::set<std::string>* names : {&options.exclude_nodes, &options.exclude_op_types}) {
     for (const std::string& name : *names) {
       const bool both = options.exclude_nodes.count(name) && options.exclude_op_types.count(name);
       const bool ok = both ? matches(name)
-                           : (names == &options.exclude_nodes ? node_names.count(name) : op_types.count(name)) != 0;
+                           : (names == &options.exclude_nodes ? node_names.count(name)
+                                                              : op_types.count(name)) != 0;
       if (ok) continue;
       std::vector<std::string> candidates = nodes_in_order;
       candidates.insert(candidates.end(), op_types_in_order.begin(), op_types_in_order.end());
@@ -87,10 +92,11 @@ Status CheckExclusions(const ir::Graph& graph, const PlacementOptions& options) 
         const std::string ops = ListSome(op_types_in_order, /*max_count=*/12);
         hint = nodes_in_order.empty()
                    ? fmt::format("; the model's nodes have no names (exclude by op type: {})", ops)
-                   : fmt::format("; the model has {} named nodes ({}) of the op types {}", nodes_in_order.size(),
-                                 ListSome(nodes_in_order), ops);
+                   : fmt::format("; the model has {} named nodes ({}) of the op types {}",
+                                 nodes_in_order.size(), ListSome(nodes_in_order), ops);
       }
-      return MakeStatus(StatusCode::kNotFound, "excluded name '{}' (--exclude, or a plan's float_nodes) matches no node "
+      return MakeStatus(StatusCode::kNotFound,
+                        "excluded name '{}' (--exclude, or a plan's float_nodes) matches no node "
                         "name or op type of the model{}",
                         EscapeControl(name), hint);
     }
@@ -102,7 +108,8 @@ namespace {
 
 // The sites of one graph (the main graph or a body), appended in topological order. A value a
 // body captures is the value its defining graph holds, named in that graph's scope (`scopes`).
-Status SitesOfGraph(const ir::Graph& graph, const std::unordered_map<const ir::Graph*, std::string>& scopes,
+Status SitesOfGraph(const ir::Graph& graph,
+                    const std::unordered_map<const ir::Graph*, std::string>& scopes,
                     const PlacementOptions& options, std::vector<QdqSite>* sites) {
   QK_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, graph.TopologicalOrder());
   std::unordered_map<const ir::Node*, size_t> position;

@@ -20,7 +20,7 @@ namespace {
 
 constexpr char kMsDomain[] = "com.microsoft";
 constexpr char kQuantizedSuffix[] = "_quantized";  // onnxruntime's name for x's integer twin
-constexpr int64_t kOnnxFloat = 1;                   // TensorProto.FLOAT, Cast's `to`
+constexpr int64_t kOnnxFloat = 1;                  // TensorProto.FLOAT, Cast's `to`
 
 bool IsDefaultOp(const ir::Node* n, const char* op) {
   return n && n->domain().empty() && n->op_type() == op;
@@ -42,9 +42,9 @@ bool IsIntegerOp(const ir::Node& n) {
 // Ops whose output uses the input's quantization grid unchanged (they move or select elements),
 // so a Q/DQ pair with the same scale and zero point goes around them.
 const std::set<std::string>& GridPreservingOps() {
-  static const std::set<std::string> kOps{"MaxPool", "Reshape", "Flatten", "Transpose",
-                                          "Squeeze", "Unsqueeze", "Identity", "Slice", "Gather",
-                                          "Expand", "DepthToSpace", "SpaceToDepth"};
+  static const std::set<std::string> kOps{"MaxPool", "Reshape",   "Flatten",      "Transpose",
+                                          "Squeeze", "Unsqueeze", "Identity",     "Slice",
+                                          "Gather",  "Expand",    "DepthToSpace", "SpaceToDepth"};
   return kOps;
 }
 
@@ -67,9 +67,15 @@ Result<std::vector<int32_t>> ConstInts(const ir::Node& n, size_t index, const ch
   std::vector<int32_t> out(static_cast<size_t>(t.numel()));
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (t.dtype()) {
-      case ir::DType::kInt8: out[i] = t.data_as<int8_t>()[i]; break;
-      case ir::DType::kUint8: out[i] = t.data_as<uint8_t>()[i]; break;
-      case ir::DType::kInt32: out[i] = t.data_as<int32_t>()[i]; break;
+      case ir::DType::kInt8:
+        out[i] = t.data_as<int8_t>()[i];
+        break;
+      case ir::DType::kUint8:
+        out[i] = t.data_as<uint8_t>()[i];
+        break;
+      case ir::DType::kInt32:
+        out[i] = t.data_as<int32_t>()[i];
+        break;
       default:
         return MakeStatus(StatusCode::kUnsupported, "{}: {} '{}' is {}; expected int8/uint8/int32",
                           n.Describe(), what, v->name(), ir::DTypeName(t.dtype()));
@@ -80,7 +86,8 @@ Result<std::vector<int32_t>> ConstInts(const ir::Node& n, size_t index, const ch
 
 bool SameConstant(const ir::Value* a, const ir::Value* b) {
   if (a == b) return true;
-  return a && b && a->initializer && b->initializer && a->initializer->ContentEquals(*b->initializer);
+  return a && b && a->initializer && b->initializer &&
+         a->initializer->ContentEquals(*b->initializer);
 }
 
 // Integer ops carry no graph attributes, and a subgraph that imported clones: cannot fail.
@@ -169,7 +176,9 @@ class Rewriter {
   using Converter = Status (*)(Rewriter&, ir::Node*);
   struct OpKey {
     std::string domain, op_type;
-    bool operator<(const OpKey& o) const { return std::tie(domain, op_type) < std::tie(o.domain, o.op_type); }
+    bool operator<(const OpKey& o) const {
+      return std::tie(domain, op_type) < std::tie(o.domain, o.op_type);
+    }
   };
 
   // {domain, op_type} -> its conversion; one entry per op this pass rewrites.
@@ -177,19 +186,29 @@ class Rewriter {
     static const std::map<OpKey, Converter> table = [] {
       std::map<OpKey, Converter> t{
           {{"", "QLinearConv"}, [](Rewriter& r, ir::Node* n) { return r.ConvertQLinearConv(n); }},
-          {{"", "QLinearMatMul"}, [](Rewriter& r, ir::Node* n) { return r.ConvertQLinearMatMul(n); }},
-          {{"", "ConvInteger"}, [](Rewriter& r, ir::Node* n) { return r.ConvertIntegerPattern(n); }},
-          {{"", "MatMulInteger"}, [](Rewriter& r, ir::Node* n) { return r.ConvertIntegerPattern(n); }},
+          {{"", "QLinearMatMul"},
+           [](Rewriter& r, ir::Node* n) { return r.ConvertQLinearMatMul(n); }},
+          {{"", "ConvInteger"},
+           [](Rewriter& r, ir::Node* n) { return r.ConvertIntegerPattern(n); }},
+          {{"", "MatMulInteger"},
+           [](Rewriter& r, ir::Node* n) { return r.ConvertIntegerPattern(n); }},
           {{kMsDomain, "QGemm"}, [](Rewriter& r, ir::Node* n) { return r.ConvertQGemm(n); }},
-          {{kMsDomain, "QLinearAdd"}, [](Rewriter& r, ir::Node* n) { return r.ConvertBinary(n, "Add"); }},
-          {{kMsDomain, "QLinearMul"}, [](Rewriter& r, ir::Node* n) { return r.ConvertBinary(n, "Mul"); }},
-          {{kMsDomain, "QLinearSigmoid"}, [](Rewriter& r, ir::Node* n) { return r.ConvertUnary(n, "Sigmoid", {}); }},
+          {{kMsDomain, "QLinearAdd"},
+           [](Rewriter& r, ir::Node* n) { return r.ConvertBinary(n, "Add"); }},
+          {{kMsDomain, "QLinearMul"},
+           [](Rewriter& r, ir::Node* n) { return r.ConvertBinary(n, "Mul"); }},
+          {{kMsDomain, "QLinearSigmoid"},
+           [](Rewriter& r, ir::Node* n) { return r.ConvertUnary(n, "Sigmoid", {}); }},
           {{kMsDomain, "QLinearLeakyRelu"},
            [](Rewriter& r, ir::Node* n) { return r.ConvertUnary(n, "LeakyRelu", {}); }},
-          {{kMsDomain, "QLinearGlobalAveragePool"}, [](Rewriter& r, ir::Node* n) { return r.ConvertPool(n); }},
-          {{kMsDomain, "QLinearAveragePool"}, [](Rewriter& r, ir::Node* n) { return r.ConvertPool(n); }},
-          {{kMsDomain, "QLinearConcat"}, [](Rewriter& r, ir::Node* n) { return r.ConvertConcat(n); }},
-          {{kMsDomain, "QLinearSoftmax"}, [](Rewriter& r, ir::Node* n) { return r.ConvertSoftmax(n); }},
+          {{kMsDomain, "QLinearGlobalAveragePool"},
+           [](Rewriter& r, ir::Node* n) { return r.ConvertPool(n); }},
+          {{kMsDomain, "QLinearAveragePool"},
+           [](Rewriter& r, ir::Node* n) { return r.ConvertPool(n); }},
+          {{kMsDomain, "QLinearConcat"},
+           [](Rewriter& r, ir::Node* n) { return r.ConvertConcat(n); }},
+          {{kMsDomain, "QLinearSoftmax"},
+           [](Rewriter& r, ir::Node* n) { return r.ConvertSoftmax(n); }},
       };
       for (const std::string& op : GridPreservingOps()) {
         t.emplace(OpKey{"", op}, [](Rewriter& r, ir::Node* n) { return r.ConvertPassthrough(n); });
@@ -201,7 +220,8 @@ class Rewriter {
 
   Status Convert(ir::Node* n) {
     const auto& table = Converters();
-    if (auto it = table.find({n->domain(), n->op_type()}); it != table.end()) return it->second(*this, n);
+    if (auto it = table.find({n->domain(), n->op_type()}); it != table.end())
+      return it->second(*this, n);
     return MakeStatus(StatusCode::kUnsupported,
                       "{}: not convertible to a float op (supported: QLinearConv, QLinearMatMul, "
                       "QGemm, ConvInteger, MatMulInteger, DynamicQuantizeLinear, QLinearAdd/Mul/"
@@ -230,7 +250,8 @@ class Rewriter {
   std::string NodeName(const ir::Node& n, const std::string& fallback) const {
     std::string base = n.name.empty() ? fallback : n.name;
     const std::string suffix = "_quant";
-    if (base.size() > suffix.size() && base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    if (base.size() > suffix.size() &&
+        base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0) {
       base.resize(base.size() - suffix.size());
     }
     return g_.UniqueNodeName(base);
@@ -279,7 +300,8 @@ class Rewriter {
       ir::Tensor out(ir::DType::kFloat, t.dims());
       float* dst = out.mutable_data_as<float>();
       for (int64_t i = 0; i < t.numel(); ++i) {
-        const int32_t v = t.dtype() == ir::DType::kInt8 ? t.data_as<int8_t>()[i] : t.data_as<uint8_t>()[i];
+        const int32_t v =
+            t.dtype() == ir::DType::kInt8 ? t.data_as<int8_t>()[i] : t.data_as<uint8_t>()[i];
         dst[i] = quant::Dequantize(v, s, z);
       }
       return g_.AddInitializer(FloatName(xq->name()), std::move(out));
@@ -299,10 +321,10 @@ class Rewriter {
                      StatusCode::kUnsupported,
                      "{}: reads '{}' with a scale other than the one it was quantized with",
                      user.Describe(), xq->name());
-    QK_ASSIGN_OR_RETURN(ir::Node * dq, g_.InsertNodeBefore(at, "DequantizeLinear",
-                                                           {xq, p.scale, p.zero_point},
-                                                           {g_.UniqueValueName(FloatName(xq->name()) + "_dq")},
-                                                           "", g_.UniqueNodeName(xq->name() + "_DequantizeLinear")));
+    QK_ASSIGN_OR_RETURN(ir::Node * dq,
+                        g_.InsertNodeBefore(at, "DequantizeLinear", {xq, p.scale, p.zero_point},
+                                            {g_.UniqueValueName(FloatName(xq->name()) + "_dq")}, "",
+                                            g_.UniqueNodeName(xq->name() + "_DequantizeLinear")));
     SetFloatType(dq->output(0), xq->type);
     return dq->output(0);
   }
@@ -310,7 +332,8 @@ class Rewriter {
   // Integer weight behind a DequantizeLinear along `axis` (per channel; a single scale or zero
   // point is repeated per channel: the same grid, in the layout TensorRT wants).
   Result<ir::Value*> DequantizedWeight(ir::Value* wq, std::vector<float> scale,
-                                       std::vector<int32_t> zero_point, int64_t axis, ir::Node* at) {
+                                       std::vector<int32_t> zero_point, int64_t axis,
+                                       ir::Node* at) {
     QK_RETURN_IF_NOT(wq->is_constant() && (wq->initializer->dtype() == ir::DType::kInt8 ||
                                            wq->initializer->dtype() == ir::DType::kUint8),
                      StatusCode::kUnsupported, "{}: weight '{}' must be an int8/uint8 constant",
@@ -340,9 +363,11 @@ class Rewriter {
         zt.mutable_data_as<uint8_t>()[c] = static_cast<uint8_t>(zero_point[static_cast<size_t>(c)]);
       }
     }
-    ir::Value* z = g_.AddInitializer(g_.UniqueValueName(base + "_zero_point_per_channel"), std::move(zt));
-    QK_ASSIGN_OR_RETURN(ir::Node * dq, g_.InsertNodeBefore(at, "DequantizeLinear", {wq, s, z}, {base},
-                                                           "", g_.UniqueNodeName(base + "_DequantizeLinear")));
+    ir::Value* z =
+        g_.AddInitializer(g_.UniqueValueName(base + "_zero_point_per_channel"), std::move(zt));
+    QK_ASSIGN_OR_RETURN(ir::Node * dq,
+                        g_.InsertNodeBefore(at, "DequantizeLinear", {wq, s, z}, {base}, "",
+                                            g_.UniqueNodeName(base + "_DequantizeLinear")));
     dq->SetAttr(ir::Attribute::Int("axis", axis));
     SetFloatType(dq->output(0), wq->type);
     return dq->output(0);
@@ -375,9 +400,10 @@ class Rewriter {
                  const std::vector<ir::Node*>& remove) {
     const std::string out_name = old_out->name();
     const ir::TypeInfo out_type = old_out->type;
-    const std::string float_name = out ? FloatName(out_name) : g_.UniqueValueName(out_name + "_float");
-    QK_ASSIGN_OR_RETURN(ir::Node * f, g_.InsertNodeBefore(old, op, inputs, {float_name}, "",
-                                                          NodeName(*old, op)));
+    const std::string float_name =
+        out ? FloatName(out_name) : g_.UniqueValueName(out_name + "_float");
+    QK_ASSIGN_OR_RETURN(ir::Node * f,
+                        g_.InsertNodeBefore(old, op, inputs, {float_name}, "", NodeName(*old, op)));
     for (ir::Attribute& a : attrs) f->SetAttr(std::move(a));
     SetFloatType(f->output(0), out_type);
     ir::Value* result = f->output(0);
@@ -386,17 +412,19 @@ class Rewriter {
       // op: the output grid starts at 0, so saturation does the Relu. A float op does not
       // saturate, so the Relu comes back explicitly; the float tensor keeps the name.
       QK_RETURN_IF_ERROR(g_.RenameValue(result, g_.UniqueValueName(float_name + "_before_relu")));
-      QK_ASSIGN_OR_RETURN(ir::Node * relu, g_.InsertNodeBefore(old, "Relu", {result}, {float_name}, "",
-                                                               g_.UniqueNodeName(f->name + "_Relu")));
+      QK_ASSIGN_OR_RETURN(ir::Node * relu,
+                          g_.InsertNodeBefore(old, "Relu", {result}, {float_name}, "",
+                                              g_.UniqueNodeName(f->name + "_Relu")));
       SetFloatType(relu->output(0), out_type);
       result = relu->output(0);
       ++report_.relus_restored;
     }
     if (out) {
-      QK_ASSIGN_OR_RETURN(ir::Node * q, g_.InsertNodeBefore(old, "QuantizeLinear",
-                                                            {result, out->scale, out->zero_point},
-                                                            {g_.UniqueValueName(out_name + "_requantized")},
-                                                            "", g_.UniqueNodeName(f->name + "_QuantizeLinear")));
+      QK_ASSIGN_OR_RETURN(
+          ir::Node * q,
+          g_.InsertNodeBefore(old, "QuantizeLinear", {result, out->scale, out->zero_point},
+                              {g_.UniqueValueName(out_name + "_requantized")}, "",
+                              g_.UniqueNodeName(f->name + "_QuantizeLinear")));
       q->output(0)->type = out_type;
       result = q->output(0);
       qparams_[result] = *out;
@@ -434,7 +462,8 @@ class Rewriter {
     if (v && v->is_constant() && v->initializer->rank() >= 2) {
       QK_ASSIGN_OR_RETURN(std::vector<float> s, ConstFloats(*n, index + 1, "scale"));
       QK_ASSIGN_OR_RETURN(std::vector<int32_t> z, ConstInts(*n, index + 2, "zero point"));
-      return DequantizedWeight(v, s, z, weight_axis < 0 ? v->initializer->rank() - 1 : weight_axis, n);
+      return DequantizedWeight(v, s, z, weight_axis < 0 ? v->initializer->rank() - 1 : weight_axis,
+                               n);
     }
     return Dequantized(v, {n->input(index + 1), n->input(index + 2)}, n);
   }
@@ -516,11 +545,14 @@ class Rewriter {
   // QLinearConcat(Ys, Yz, X0, X0s, X0z, X1, ...).
   Status ConvertConcat(ir::Node* n) {
     QK_RETURN_IF_NOT(n->num_inputs() >= 5 && (n->num_inputs() - 2) % 3 == 0,
-                     StatusCode::kInvalidModel, "{}: expects Y_scale, Y_zero_point and "
-                     "(X, scale, zero point) triples", n->Describe());
+                     StatusCode::kInvalidModel,
+                     "{}: expects Y_scale, Y_zero_point and "
+                     "(X, scale, zero point) triples",
+                     n->Describe());
     std::vector<ir::Value*> inputs;
     for (size_t i = 2; i + 2 < n->num_inputs(); i += 3) {
-      QK_ASSIGN_OR_RETURN(ir::Value * x, Dequantized(n->input(i), {n->input(i + 1), n->input(i + 2)}, n));
+      QK_ASSIGN_OR_RETURN(ir::Value * x,
+                          Dequantized(n->input(i), {n->input(i + 1), n->input(i + 2)}, n));
       inputs.push_back(x);
     }
     ++report_.nodes_converted;
@@ -535,7 +567,8 @@ class Rewriter {
                      "{}: reads an integer tensor other than its data input", n->Describe());
     for (size_t i = 1; i < n->num_outputs(); ++i) {
       QK_RETURN_IF_NOT(!n->output(i) || n->output(i)->uses().empty(), StatusCode::kUnsupported,
-                       "{}: output {} is used; only the data output is converted", n->Describe(), i);
+                       "{}: output {} is used; only the data output is converted", n->Describe(),
+                       i);
     }
     const QParams p = qparams_[xq];
     QK_ASSIGN_OR_RETURN(ir::Value * x, Dequantized(xq, p, n));
@@ -557,11 +590,14 @@ class Rewriter {
                         n->Describe(), why, n->op_type());
     };
     ir::Value* yi = n->output(0);
-    if (!yi || yi->uses().size() != 1 || yi->is_graph_output()) return fail("output has not exactly one use");
+    if (!yi || yi->uses().size() != 1 || yi->is_graph_output())
+      return fail("output has not exactly one use");
     ir::Node* cast = yi->uses()[0].node;
-    if (!IsDefaultOp(cast, "Cast") || cast->GetInt("to", 0) != kOnnxFloat) return fail("output is not cast to float");
+    if (!IsDefaultOp(cast, "Cast") || cast->GetInt("to", 0) != kOnnxFloat)
+      return fail("output is not cast to float");
     ir::Value* yf = cast->output(0);
-    if (yf->uses().size() != 1 || yf->is_graph_output()) return fail("cast output has not exactly one use");
+    if (yf->uses().size() != 1 || yf->is_graph_output())
+      return fail("cast output has not exactly one use");
     ir::Node* mul = yf->uses()[0].node;
     if (!IsDefaultOp(mul, "Mul")) return fail("cast output is not multiplied by a scale");
     ir::Value* s = mul->input(0) == yf ? mul->input(1) : mul->input(0);
@@ -573,8 +609,10 @@ class Rewriter {
     auto scale_operand = [&](const ir::Value* x_scale) -> const ir::Value* {
       const ir::Node* sm = s ? s->producer() : nullptr;
       if (!IsDefaultOp(sm, "Mul")) return nullptr;
-      if (sm->input(0) == x_scale && sm->input(1) && sm->input(1)->is_constant()) return sm->input(1);
-      if (sm->input(1) == x_scale && sm->input(0) && sm->input(0)->is_constant()) return sm->input(0);
+      if (sm->input(0) == x_scale && sm->input(1) && sm->input(1)->is_constant())
+        return sm->input(1);
+      if (sm->input(1) == x_scale && sm->input(0) && sm->input(0)->is_constant())
+        return sm->input(0);
       return nullptr;
     };
     auto floats_of = [](const ir::Value* v) {
@@ -646,23 +684,45 @@ class Rewriter {
 // Element i of a numeric constant as double (int64 shapes, int/float values).
 bool ReadAsDouble(const ir::Tensor& t, int64_t i, double* out) {
   switch (t.dtype()) {
-    case ir::DType::kFloat: *out = t.data_as<float>()[i]; return true;
-    case ir::DType::kInt64: *out = static_cast<double>(t.data_as<int64_t>()[i]); return true;
-    case ir::DType::kInt32: *out = t.data_as<int32_t>()[i]; return true;
-    case ir::DType::kInt8: *out = t.data_as<int8_t>()[i]; return true;
-    case ir::DType::kUint8: *out = t.data_as<uint8_t>()[i]; return true;
-    default: return false;
+    case ir::DType::kFloat:
+      *out = t.data_as<float>()[i];
+      return true;
+    case ir::DType::kInt64:
+      *out = static_cast<double>(t.data_as<int64_t>()[i]);
+      return true;
+    case ir::DType::kInt32:
+      *out = t.data_as<int32_t>()[i];
+      return true;
+    case ir::DType::kInt8:
+      *out = t.data_as<int8_t>()[i];
+      return true;
+    case ir::DType::kUint8:
+      *out = t.data_as<uint8_t>()[i];
+      return true;
+    default:
+      return false;
   }
 }
 
 bool WriteFromDouble(ir::Tensor* t, int64_t i, double v) {
   switch (t->dtype()) {
-    case ir::DType::kFloat: t->mutable_data_as<float>()[i] = static_cast<float>(v); return true;
-    case ir::DType::kInt64: t->mutable_data_as<int64_t>()[i] = static_cast<int64_t>(v); return true;
-    case ir::DType::kInt32: t->mutable_data_as<int32_t>()[i] = static_cast<int32_t>(v); return true;
-    case ir::DType::kInt8: t->mutable_data_as<int8_t>()[i] = static_cast<int8_t>(v); return true;
-    case ir::DType::kUint8: t->mutable_data_as<uint8_t>()[i] = static_cast<uint8_t>(v); return true;
-    default: return false;
+    case ir::DType::kFloat:
+      t->mutable_data_as<float>()[i] = static_cast<float>(v);
+      return true;
+    case ir::DType::kInt64:
+      t->mutable_data_as<int64_t>()[i] = static_cast<int64_t>(v);
+      return true;
+    case ir::DType::kInt32:
+      t->mutable_data_as<int32_t>()[i] = static_cast<int32_t>(v);
+      return true;
+    case ir::DType::kInt8:
+      t->mutable_data_as<int8_t>()[i] = static_cast<int8_t>(v);
+      return true;
+    case ir::DType::kUint8:
+      t->mutable_data_as<uint8_t>()[i] = static_cast<uint8_t>(v);
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -715,7 +775,8 @@ Status NormalizeTorchQdq::Run(ir::Model& model, PassReport* report) const {
   bool rewired = false;  // a [1] scale / zero point replaced by its rank-0 copy
   QK_RETURN_IF_ERROR(g.SortTopologically());
   for (ir::Node* n : g.nodes()) {
-    if (!n->domain().empty() || n->output(0) == nullptr || n->output(0)->is_graph_output()) continue;
+    if (!n->domain().empty() || n->output(0) == nullptr || n->output(0)->is_graph_output())
+      continue;
     if (n->op_type() == "ConstantOfShape" || n->op_type() == "Cast") {
       if (std::optional<ir::Tensor> t = FoldConstant(*n)) {
         ir::Value* out = n->output(0);
@@ -731,21 +792,26 @@ Status NormalizeTorchQdq::Run(ir::Model& model, PassReport* report) const {
     }
     // Q/DQ without `axis` whose scale / zero point has shape [1]: per tensor for onnxruntime,
     // but a 1-D scale reads as per-axis (default axis 1) elsewhere; use rank-0 copies.
-    if ((n->op_type() == "DequantizeLinear" || n->op_type() == "QuantizeLinear") && !n->has_attr("axis")) {
+    if ((n->op_type() == "DequantizeLinear" || n->op_type() == "QuantizeLinear") &&
+        !n->has_attr("axis")) {
       for (size_t i = 1; i < 3 && i < n->num_inputs(); ++i) {
         ir::Value* v = n->input(i);
-        if (!v || !v->is_constant() || v->initializer->rank() != 1 || v->initializer->numel() != 1) continue;
+        if (!v || !v->is_constant() || v->initializer->rank() != 1 || v->initializer->numel() != 1)
+          continue;
         ir::Tensor scalar(v->initializer->dtype(), {});
         std::memcpy(scalar.mutable_data(), v->initializer->data(), scalar.nbytes());
-        g.SetNodeInput(n, i, g.AddInitializer(g.UniqueValueName(v->name() + "_scalar"), std::move(scalar)));
+        g.SetNodeInput(
+            n, i, g.AddInitializer(g.UniqueValueName(v->name() + "_scalar"), std::move(scalar)));
         rewired = true;
       }
     }
     // Q -> Cast(to = Q's dtype): the Cast changes nothing.
-    if (n->op_type() == "Cast" && IsDefaultOp(n->input(0) ? n->input(0)->producer() : nullptr, "QuantizeLinear")) {
+    if (n->op_type() == "Cast" &&
+        IsDefaultOp(n->input(0) ? n->input(0)->producer() : nullptr, "QuantizeLinear")) {
       const ir::Node* q = n->input(0)->producer();
       const ir::Value* zp = q->input(2);
-      const ir::DType q_dtype = zp && zp->initializer ? zp->initializer->dtype() : ir::DType::kUint8;
+      const ir::DType q_dtype =
+          zp && zp->initializer ? zp->initializer->dtype() : ir::DType::kUint8;
       if (zp && !zp->initializer) continue;
       if (static_cast<ir::DType>(n->GetInt("to", 0)) != q_dtype) continue;
       QK_RETURN_IF_ERROR(g.RemoveNodeAndReconnect(n, 0, 0));
@@ -756,7 +822,8 @@ Status NormalizeTorchQdq::Run(ir::Model& model, PassReport* report) const {
   report->Add(counter::kFolded, removed);
   report->changed = removed > 0 || rewired || unused > 0;
   if (removed > 0) {
-    report->summary = fmt::format("folded {} no-op Casts / constant zero points of a PyTorch export", removed);
+    report->summary =
+        fmt::format("folded {} no-op Casts / constant zero points of a PyTorch export", removed);
   }
   return Status::Ok();
 }

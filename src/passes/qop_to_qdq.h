@@ -15,14 +15,15 @@
 //
 // An output grid whose lowest code is 0 (zero point == qmin) saturates negatives: onnxruntime
 // fuses Relu that way, so the float op gets an explicit Relu after it (exact for the integer
-// model; onnxruntime also folds Clip(0, 6)'s upper bound into the grid, which the Q/DQ model keeps).
-// Integer biases (int32, scale = x_scale * w_scale [* alpha for QGemm]) become float initializers;
-// integer weights stay behind a DequantizeLinear (per channel along the output-channel axis; a
-// per-tensor weight scale is repeated per channel, which is the same grid) so their scales reach
-// the plan. Float tensors take the integer tensor's name without onnxruntime's "_quantized"
-// suffix where that name is free, so the float model's names match the original float model.
-// Every integer activation ends up read through exactly one DQ, so every Q -> DQ is a
-// fake-quantization pair for StripQdq. Inputs that are integer graph inputs are unsupported.
+// model; onnxruntime also folds Clip(0, 6)'s upper bound into the grid, which the Q/DQ model
+// keeps). Integer biases (int32, scale = x_scale * w_scale [* alpha for QGemm]) become float
+// initializers; integer weights stay behind a DequantizeLinear (per channel along the
+// output-channel axis; a per-tensor weight scale is repeated per channel, which is the same grid)
+// so their scales reach the plan. Float tensors take the integer tensor's name without
+// onnxruntime's "_quantized" suffix where that name is free, so the float model's names match the
+// original float model. Every integer activation ends up read through exactly one DQ, so every Q ->
+// DQ is a fake-quantization pair for StripQdq. Inputs that are integer graph inputs are
+// unsupported.
 #pragma once
 
 #include <string>

@@ -37,11 +37,18 @@ Result<ir::Tensor> DequantizeConstant(const QdqUnit& u) {
     const int64_t c = channels == 1 ? 0 : (i / inner) % channels;
     int32_t v = 0;
     switch (q.dtype()) {
-      case ir::DType::kInt8: v = q.data_as<int8_t>()[i]; break;
-      case ir::DType::kUint8: v = q.data_as<uint8_t>()[i]; break;
-      default: v = q.data_as<int32_t>()[i]; break;
+      case ir::DType::kInt8:
+        v = q.data_as<int8_t>()[i];
+        break;
+      case ir::DType::kUint8:
+        v = q.data_as<uint8_t>()[i];
+        break;
+      default:
+        v = q.data_as<int32_t>()[i];
+        break;
     }
-    dst[i] = quant::Dequantize(v, u.scale[static_cast<size_t>(c)], u.zero_point[static_cast<size_t>(c)]);
+    dst[i] =
+        quant::Dequantize(v, u.scale[static_cast<size_t>(c)], u.zero_point[static_cast<size_t>(c)]);
   }
   if (u.scale_dtype != ir::DType::kFloat) return ir::ConvertFloatTensor(out, u.scale_dtype);
   return out;
@@ -94,7 +101,8 @@ Status StripQdq::Run(ir::Model& model, PassReport* report) const {
       }
       QK_ASSIGN_OR_RETURN(ir::Tensor w, DequantizeConstant(u));
       const std::string name = u.y->name();
-      ir::Value* tmp = graph.AddInitializer(graph.UniqueValueName(name + "_dequantized"), std::move(w));
+      ir::Value* tmp =
+          graph.AddInitializer(graph.UniqueValueName(name + "_dequantized"), std::move(w));
       graph.ReplaceAllUsesWith(u.y, tmp);
       QK_RETURN_IF_ERROR(graph.RemoveNode(u.dq));
       QK_RETURN_IF_ERROR(graph.RenameValue(tmp, name));
@@ -109,8 +117,9 @@ Status StripQdq::Run(ir::Model& model, PassReport* report) const {
   report->Add(counter::kLeftInPlace, left_in_place);
   report->Add(counter::kInitializersRemoved, initializers_removed);
   report->changed = pairs_removed + weights_dequantized + initializers_removed > 0;
-  report->summary = fmt::format("stripped {} Q/DQ pairs, dequantized {} stored weights, {} left in place",
-                                pairs_removed, weights_dequantized, left_in_place);
+  report->summary =
+      fmt::format("stripped {} Q/DQ pairs, dequantized {} stored weights, {} left in place",
+                  pairs_removed, weights_dequantized, left_in_place);
   return Status::Ok();
 }
 

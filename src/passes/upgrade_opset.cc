@@ -26,17 +26,22 @@ Status UpgradeOpset::Run(ir::Model& model, PassReport* report) const {
   report->Add(counter::kNodesConverted, 0);
   if (opset >= target_) return Status::Ok();
   QK_RETURN_IF_NOT(opset >= 13 && target_ <= 21, StatusCode::kUnsupported,
-                   "default-domain opset {} cannot be upgraded to {} here (13..18 -> 19..21 only)", opset, target_);
+                   "default-domain opset {} cannot be upgraded to {} here (13..18 -> 19..21 only)",
+                   opset, target_);
   int64_t converted = 0;
   Status status;
   ir::ForEachGraph(*model.graph, [&](ir::Graph& g) {
     for (ir::Node* n : g.nodes()) {
       if (!status.ok() || !n->domain().empty()) continue;
-      if (opset < 18 && target_ >= 18 && ReductionsAxesInputAt18().count(n->op_type()) && n->has_attr("axes")) {
+      if (opset < 18 && target_ >= 18 && ReductionsAxesInputAt18().count(n->op_type()) &&
+          n->has_attr("axes")) {
         const std::vector<int64_t> axes = n->GetInts("axes");
-        ir::Tensor t = ir::Tensor::FromVector<int64_t>(ir::DType::kInt64, {static_cast<int64_t>(axes.size())}, axes);
-        ir::Value* v = g.AddInitializer(g.UniqueValueName(n->name.empty() ? "axes" : n->name + "_axes"), std::move(t));
-        v->type = ir::TypeInfo::Tensor(ir::DType::kInt64, {ir::Dim::Known(static_cast<int64_t>(axes.size()))});
+        ir::Tensor t = ir::Tensor::FromVector<int64_t>(ir::DType::kInt64,
+                                                       {static_cast<int64_t>(axes.size())}, axes);
+        ir::Value* v = g.AddInitializer(
+            g.UniqueValueName(n->name.empty() ? "axes" : n->name + "_axes"), std::move(t));
+        v->type = ir::TypeInfo::Tensor(ir::DType::kInt64,
+                                       {ir::Dim::Known(static_cast<int64_t>(axes.size()))});
         auto& attrs = n->attributes();
         for (auto it = attrs.begin(); it != attrs.end(); ++it) {
           if (it->name == "axes") {

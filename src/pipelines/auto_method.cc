@@ -7,11 +7,13 @@
 
 namespace quantkit::pipelines {
 
-Result<PerTensorChoice> ChoosePerTensor(const CalibrationSites& sites, const std::vector<quant::MethodRequest>& methods,
-                                        const std::vector<quant::QuantPlan>& plans, const MethodChoice& start,
-                                        PlanScore start_score, const PlanScorer& score, int max_trials) {
-  QK_RETURN_IF_NOT(plans.size() == methods.size(), StatusCode::kInternal, "{} plans for {} methods", plans.size(),
-                   methods.size());
+Result<PerTensorChoice> ChoosePerTensor(const CalibrationSites& sites,
+                                        const std::vector<quant::MethodRequest>& methods,
+                                        const std::vector<quant::QuantPlan>& plans,
+                                        const MethodChoice& start, PlanScore start_score,
+                                        const PlanScorer& score, int max_trials) {
+  QK_RETURN_IF_NOT(plans.size() == methods.size(), StatusCode::kInternal, "{} plans for {} methods",
+                   plans.size(), methods.size());
   PerTensorChoice choice;
   choice.methods = start;
   choice.score = start_score;
@@ -32,7 +34,8 @@ Result<PerTensorChoice> ChoosePerTensor(const CalibrationSites& sites, const std
     }
     if (all && lo > 0 && hi / lo > kAutoMinAmaxSpread) ranked.emplace_back(hi / lo, tensor);
   }
-  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
   choice.candidates = static_cast<int>(ranked.size());
   for (const auto& [spread, tensor] : ranked) {
     const quant::MethodRequest current = MethodFor(tensor, sites, choice.methods);
@@ -44,7 +47,8 @@ Result<PerTensorChoice> ChoosePerTensor(const CalibrationSites& sites, const std
       QK_ASSIGN_OR_RETURN(PlanScore s, score(trial));
       ++choice.trials;
       if (s < choice.score) {
-        choice.changes.push_back({tensor, quant::MethodLabel(MethodFor(tensor, sites, choice.methods)),
+        choice.changes.push_back({tensor,
+                                  quant::MethodLabel(MethodFor(tensor, sites, choice.methods)),
                                   quant::MethodLabel(m), choice.score, s});
         choice.methods = std::move(trial);
         choice.score = s;

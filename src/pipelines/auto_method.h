@@ -33,7 +33,9 @@ inline constexpr int kAutoMaxTensorTrials = 24;
 
 struct PlanScore {
   double loss = 0, rel_mse = 0;
-  bool operator<(const PlanScore& o) const { return loss < o.loss || (loss == o.loss && rel_mse < o.rel_mse); }
+  bool operator<(const PlanScore& o) const {
+    return loss < o.loss || (loss == o.loss && rel_mse < o.rel_mse);
+  }
 };
 
 struct TensorMethodChange {
@@ -53,9 +55,11 @@ using PlanScorer = std::function<Result<PlanScore>(const MethodChoice&)>;
 
 // Greedy per-tensor refinement from `start` (already scored `start_score`). `plans` holds one plan
 // per method of `methods` (the same statistics), to rank the candidates by their amax spread.
-Result<PerTensorChoice> ChoosePerTensor(const CalibrationSites& sites, const std::vector<quant::MethodRequest>& methods,
-                                        const std::vector<quant::QuantPlan>& plans, const MethodChoice& start,
-                                        PlanScore start_score, const PlanScorer& score,
+Result<PerTensorChoice> ChoosePerTensor(const CalibrationSites& sites,
+                                        const std::vector<quant::MethodRequest>& methods,
+                                        const std::vector<quant::QuantPlan>& plans,
+                                        const MethodChoice& start, PlanScore start_score,
+                                        const PlanScorer& score,
                                         int max_trials = kAutoMaxTensorTrials);
 
 }  // namespace quantkit::pipelines

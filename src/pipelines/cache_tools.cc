@@ -16,10 +16,9 @@ namespace quantkit::pipelines {
 namespace {
 
 std::string HeaderMeaning(const formats::TrtCache& cache) {
-  return fmt::format("TRT-{}-{}: written for TensorRT {} with {}", cache.version_number,
-                     cache.algorithm,
-                     formats::TrtVersionFromHeaderNumber(cache.version_number).ToString(),
-                     cache.algorithm);
+  return fmt::format(
+      "TRT-{}-{}: written for TensorRT {} with {}", cache.version_number, cache.algorithm,
+      formats::TrtVersionFromHeaderNumber(cache.version_number).ToString(), cache.algorithm);
 }
 
 }  // namespace
@@ -43,8 +42,9 @@ std::string InspectCacheText(const formats::TrtCache& cache) {
                        problem ? fmt::format("  <- {} scale: not usable", problem) : "");
   }
   if (const int bad = CountBadScales(cache)) {
-    out += fmt::format("{} of {} scales are not positive normal floats (TensorRT cannot use them)\n", bad,
-                       cache.scales.size());
+    out +=
+        fmt::format("{} of {} scales are not positive normal floats (TensorRT cannot use them)\n",
+                    bad, cache.scales.size());
   }
   return out;
 }
@@ -55,17 +55,19 @@ std::string InspectCacheJson(const formats::TrtCache& cache) {
     const char* problem = formats::ScaleProblem(s);
     // JSON has no NaN/Inf: such scales are written as null, with the problem beside them.
     const bool finite = std::isfinite(s);
-    entries.push_back({{"tensor", name},
-                       {"hex", formats::EncodeScaleHex(s)},
-                       {"scale", finite ? nlohmann::json(s) : nlohmann::json()},
-                       {"amax", finite ? nlohmann::json(static_cast<double>(s) * 127.0) : nlohmann::json()},
-                       {"problem", problem ? nlohmann::json(problem) : nlohmann::json()}});
+    entries.push_back(
+        {{"tensor", name},
+         {"hex", formats::EncodeScaleHex(s)},
+         {"scale", finite ? nlohmann::json(s) : nlohmann::json()},
+         {"amax", finite ? nlohmann::json(static_cast<double>(s) * 127.0) : nlohmann::json()},
+         {"problem", problem ? nlohmann::json(problem) : nlohmann::json()}});
   }
-  nlohmann::json j{{"header",
-                    {{"version_number", cache.version_number},
-                     {"tensorrt", formats::TrtVersionFromHeaderNumber(cache.version_number).ToString()},
-                     {"algorithm", cache.algorithm}}},
-                   {"entries", entries}};
+  nlohmann::json j{
+      {"header",
+       {{"version_number", cache.version_number},
+        {"tensorrt", formats::TrtVersionFromHeaderNumber(cache.version_number).ToString()},
+        {"algorithm", cache.algorithm}}},
+      {"entries", entries}};
   return j.dump(1) + "\n";
 }
 
@@ -90,7 +92,8 @@ CacheDiff DiffCaches(const formats::TrtCache& a, const formats::TrtCache& b, dou
   return d;
 }
 
-std::string FormatCacheDiff(const CacheDiff& d, const formats::TrtCache& a, const formats::TrtCache& b) {
+std::string FormatCacheDiff(const CacheDiff& d, const formats::TrtCache& a,
+                            const formats::TrtCache& b) {
   std::string out;
   if (d.header_differs) {
     out += fmt::format("header: TRT-{}-{} -> TRT-{}-{}\n", a.version_number, a.algorithm,
@@ -99,8 +102,9 @@ std::string FormatCacheDiff(const CacheDiff& d, const formats::TrtCache& a, cons
   for (const auto& n : d.removed) out += "- " + EscapeControl(n) + "\n";
   for (const auto& n : d.added) out += "+ " + EscapeControl(n) + "\n";
   for (const auto& c : d.changed) {
-    out += fmt::format("~ {}: amax {:.6g} -> {:.6g} ({:+.2f}%)\n", EscapeControl(c.tensor), c.scale_a * 127.0,
-                       c.scale_b * 127.0, 100.0 * (c.scale_b - c.scale_a) / c.scale_a);
+    out += fmt::format("~ {}: amax {:.6g} -> {:.6g} ({:+.2f}%)\n", EscapeControl(c.tensor),
+                       c.scale_a * 127.0, c.scale_b * 127.0,
+                       100.0 * (c.scale_b - c.scale_a) / c.scale_a);
   }
   out += fmt::format("{} removed, {} added, {} changed{}\n", d.removed.size(), d.added.size(),
                      d.changed.size(), d.header_differs ? ", header differs" : "");
@@ -151,11 +155,14 @@ std::string FormatCacheCheck(const CacheCheck& c) {
     out += "error: " + EscapeControl(b) + " (TensorRT needs a positive normal float)\n";
   }
   for (const auto& m : c.missing) {
-    out += "missing: " + EscapeControl(m) + " (TensorRT falls back to higher precision for its layers)\n";
+    out += "missing: " + EscapeControl(m) +
+           " (TensorRT falls back to higher precision for its layers)\n";
   }
-  for (const auto& s : c.stale) out += "stale: " + EscapeControl(s) + " (no such tensor in the model)\n";
-  out += fmt::format("{} entries match the model, {} missing, {} stale, {} header issues, {} bad scales\n",
-                     c.matched, c.missing.size(), c.stale.size(), c.header_issues.size(), c.bad_scales.size());
+  for (const auto& s : c.stale)
+    out += "stale: " + EscapeControl(s) + " (no such tensor in the model)\n";
+  out += fmt::format(
+      "{} entries match the model, {} missing, {} stale, {} header issues, {} bad scales\n",
+      c.matched, c.missing.size(), c.stale.size(), c.header_issues.size(), c.bad_scales.size());
   return out;
 }
 

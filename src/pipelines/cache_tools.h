@@ -32,18 +32,23 @@ struct CacheDiff {
   };
   std::vector<Change> changed;  // |b-a|/|a| > rtol
   bool header_differs = false;
-  bool empty() const { return added.empty() && removed.empty() && changed.empty() && !header_differs; }
+  bool empty() const {
+    return added.empty() && removed.empty() && changed.empty() && !header_differs;
+  }
 };
 CacheDiff DiffCaches(const formats::TrtCache& a, const formats::TrtCache& b, double rtol);
-std::string FormatCacheDiff(const CacheDiff& d, const formats::TrtCache& a, const formats::TrtCache& b);
+std::string FormatCacheDiff(const CacheDiff& d, const formats::TrtCache& a,
+                            const formats::TrtCache& b);
 
 struct CacheCheck {
-  std::vector<std::string> missing;     // quantizable activations without a scale
-  std::vector<std::string> stale;       // entries matching no model tensor
+  std::vector<std::string> missing;  // quantizable activations without a scale
+  std::vector<std::string> stale;    // entries matching no model tensor
   std::vector<std::string> header_issues;
   std::vector<std::string> bad_scales;  // "tensor: scale is denormal" (formats::ScaleProblem)
   int matched = 0;
-  bool ok() const { return missing.empty() && stale.empty() && header_issues.empty() && bad_scales.empty(); }
+  bool ok() const {
+    return missing.empty() && stale.empty() && header_issues.empty() && bad_scales.empty();
+  }
 };
 // `target` (optional) is the TensorRT version the cache will be used with.
 Result<CacheCheck> CheckCache(const formats::TrtCache& cache, const ir::Graph& model,

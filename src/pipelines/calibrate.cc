@@ -47,11 +47,12 @@ passes::PlacementOptions PlacementFor(const CalibrateOptions& options) {
 // Runs this rank's shard of the data through the model once (the stages' CollectStatistics),
 // filling one collector per activation. Provenance (description, fingerprint, sample count)
 // names the whole data.
-Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, const CalibrationSites& sites,
-                    const distributed::Communicator& comm, CollectorKind kind, Statistics* statistics,
-                    CalibrateResult* result) {
+Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded,
+                    const CalibrationSites& sites, const distributed::Communicator& comm,
+                    CollectorKind kind, Statistics* statistics, CalibrateResult* result) {
   const std::vector<data::InputSpec> inputs = data::ModelInputs(*loaded.model);
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, data::OpenSource(options.data, inputs, options.image));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
+                      data::OpenSource(options.data, inputs, options.image));
   result->data_samples = source->num_samples();
   source = data::Take(std::move(source), options.samples);
   statistics->data_description = source->Describe();
@@ -65,38 +66,42 @@ Status CollectShard(const CalibrateOptions& options, const LoadedModel& loaded, 
   analysis::PassOptions pass;
   pass.batch_size = options.batch_size;
   pass.run_batch = run_batch;
-  source = distributed::ShardForRank(std::move(source), comm, analysis::ReadSize(*source, pass), &result->rank);
+  source = distributed::ShardForRank(std::move(source), comm, analysis::ReadSize(*source, pass),
+                                     &result->rank);
   statistics->stats.model_sha256 = loaded.sha256;
   if (source->num_samples() == 0) {
     // A rank with no samples (fewer batches than ranks) contributes empty collectors.
     for (const std::string& name : sites.activations) {
-      statistics->stats.tensors.emplace(
-          name, kind == CollectorKind::kRangeOnly ? quant::TensorCollector::RangeOnly() : quant::TensorCollector());
+      statistics->stats.tensors.emplace(name, kind == CollectorKind::kRangeOnly
+                                                  ? quant::TensorCollector::RangeOnly()
+                                                  : quant::TensorCollector());
     }
     for (const std::string& name : sites.float_tensors) {
-      statistics->stats.tensors.emplace(
-          name, kind == CollectorKind::kRangeOnly ? quant::TensorCollector::RangeOnly() : quant::TensorCollector());
+      statistics->stats.tensors.emplace(name, kind == CollectorKind::kRangeOnly
+                                                  ? quant::TensorCollector::RangeOnly()
+                                                  : quant::TensorCollector());
     }
     return Status::Ok();
   }
   const auto start = std::chrono::steady_clock::now();
   pass.progress = options.progress && comm.is_root();
   QK_ASSIGN_OR_RETURN(Statistics shard,
-                      CollectStatistics(loaded,
-                                        analysis::ReadRuns(*source, pass, inputs),
+                      CollectStatistics(loaded, analysis::ReadRuns(*source, pass, inputs),
                                         source->num_samples(), sites, pass, kind));
   statistics->stats = std::move(shard.stats);
-  result->rank.work_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result->rank.work_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
 }
 
 std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
                       const passes::PassReport* inserted) {
-  // The check's warning is in r.warnings (for the API) and printed by FormatCheck beside its figure.
+  // The check's warning is in r.warnings (for the API) and printed by FormatCheck beside its
+  // figure.
   const std::string& check_warning = r.check.warning;
-  std::string s = fmt::format("quantkit {} calibrate\nmodel: {}\ndata: {}\nmethod: {}\n",
-                              QUANTKIT_VERSION, options.model, r.plan.provenance.data_description,
-                              r.plan.provenance.method);
+  std::string s =
+      fmt::format("quantkit {} calibrate\nmodel: {}\ndata: {}\nmethod: {}\n", QUANTKIT_VERSION,
+                  options.model, r.plan.provenance.data_description, r.plan.provenance.method);
   int act = 0, weights = 0, kept = 0;
   for (const auto& [name, t] : r.plan.tensors) {
     if (!t.quantized) {
@@ -107,9 +112,9 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
       ++act;
     }
   }
-  s += fmt::format("quantized: {} activations (per tensor), {} weights ({}); {} tensor(s) kept in float\n",
-                   act, weights,
-                   options.placement.per_channel_weights ? "per channel" : "per tensor", kept);
+  s += fmt::format(
+      "quantized: {} activations (per tensor), {} weights ({}); {} tensor(s) kept in float\n", act,
+      weights, options.placement.per_channel_weights ? "per channel" : "per tensor", kept);
   // Layers (nodes) the plan keeps in float: --exclude, a plan's fallback.
   if (!r.plan.float_nodes.empty()) {
     s += fmt::format("{} layer(s) kept in float ({}):", r.plan.float_nodes.size(),
@@ -119,16 +124,20 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
   }
   if (inserted) {
     s += fmt::format("Q/DQ pairs: {} on activations, {} on weights\n",
-                     inserted->Count(passes::counter::kActivationPairs), inserted->Count(passes::counter::kWeightPairs));
+                     inserted->Count(passes::counter::kActivationPairs),
+                     inserted->Count(passes::counter::kWeightPairs));
   }
   const quant::FloatPrecision& fp = r.plan.float_precision;
   s += fmt::format("float dtype: {}{}\n", quant::FloatDTypeName(fp.dtype),
-                   fp.dtype == quant::FloatDType::kFloat32 ? "" : fp.cast_io ? " (inputs and outputs too)"
-                                                                             : " (inputs and outputs keep their types)");
+                   fp.dtype == quant::FloatDType::kFloat32 ? ""
+                   : fp.cast_io                            ? " (inputs and outputs too)"
+                                : " (inputs and outputs keep their types)");
   if (inserted && fp.dtype != quant::FloatDType::kFloat32) {
-    s += fmt::format("  {} node(s) kept in FP32, {} Cast(s)\n", inserted->Count(passes::counter::kFp32Nodes),
+    s += fmt::format("  {} node(s) kept in FP32, {} Cast(s)\n",
+                     inserted->Count(passes::counter::kFp32Nodes),
                      inserted->Count(passes::counter::kCastsInserted));
-    for (const std::string& n : inserted->List(passes::list::kFp32NodeReasons)) s += "  fp32: " + n + "\n";
+    for (const std::string& n : inserted->List(passes::list::kFp32NodeReasons))
+      s += "  fp32: " + n + "\n";
     for (const std::string& n : inserted->notes) s += "note: " + n + "\n";
   }
   for (const auto& [name, t] : r.plan.tensors) {
@@ -142,9 +151,10 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
   }
   for (const std::string& line : FormatPtqReport(r.ptq)) s += line + "\n";
   if (!r.plan.initializers.empty()) {
-    s += fmt::format("float model: model.float.onnx holds the {} weight tensor(s) the PTQ stages changed; calib.cache "
-                     "and ranges.txt apply to it (and `qat` starts from it)\n",
-                     r.plan.initializers.size());
+    s += fmt::format(
+        "float model: model.float.onnx holds the {} weight tensor(s) the PTQ stages changed; calib.cache "
+        "and ranges.txt apply to it (and `qat` starts from it)\n",
+        r.plan.initializers.size());
   }
   for (const std::string& n : r.notes) s += "note: " + n + "\n";
   for (const std::string& w : r.warnings) {
@@ -153,8 +163,8 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
   if (options.repair) s += FormatRepair(*options.repair);
   s += FormatCheck(r.check);
   if (r.samples > 0) {
-    s += fmt::format("{} samples in {:.2f} s ({:.1f} samples/s), peak RSS {}\n", r.samples, r.seconds,
-                     static_cast<double>(r.samples) / std::max(r.seconds, 1e-9),
+    s += fmt::format("{} samples in {:.2f} s ({:.1f} samples/s), peak RSS {}\n", r.samples,
+                     r.seconds, static_cast<double>(r.samples) / std::max(r.seconds, 1e-9),
                      FormatBytes(r.peak_rss_bytes));
   }
   return s;
@@ -163,7 +173,8 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
 // The accuracy check of the plan written (pipelines/calibrate_check.h), into result->check and,
 // beyond its thresholds, result->warnings. A check that cannot run is a warning: the calibration
 // it would judge is kept.
-void CheckPlan(const CalibrateOptions& options, const quant::QuantPlan& plan, CalibrateResult* result) {
+void CheckPlan(const CalibrateOptions& options, const quant::QuantPlan& plan,
+               CalibrateResult* result) {
   CheckResult& check = result->check;
   check.calibration_seconds = result->seconds;
   if (options.check.samples == 0) return;
@@ -171,8 +182,9 @@ void CheckPlan(const CalibrateOptions& options, const quant::QuantPlan& plan, Ca
     check.skipped = "no data to check on (statistics only): give --holdout SPEC";
     return;
   }
-  const std::string plan_path =
-      options.output_dir.empty() ? std::string() : (fs::path(options.output_dir) / "plan.json").string();
+  const std::string plan_path = options.output_dir.empty()
+                                    ? std::string()
+                                    : (fs::path(options.output_dir) / "plan.json").string();
   const Status judged = [&]() -> Status {
     if (options.check_evaluator) {
       check.origin = options.check_origin;
@@ -184,15 +196,18 @@ void CheckPlan(const CalibrateOptions& options, const quant::QuantPlan& plan, Ca
     eval.batch_size = options.batch_size;
     eval.simulation.placement = PlacementFor(options);
     eval.simulation.mode = passes::PlacementPolicy::kTensorRT;
-    QK_RETURN_IF_ERROR(ChooseCheckData(options.check, {options.model, options.data, result->samples, result->data_samples},
-                                       &eval, &check));
+    QK_RETURN_IF_ERROR(ChooseCheckData(
+        options.check, {options.model, options.data, result->samples, result->data_samples}, &eval,
+        &check));
     if (eval.data == options.data) eval.image = options.image;
-    QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::PlanEvaluator> evaluator, analysis::PlanEvaluator::Create(eval));
+    QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::PlanEvaluator> evaluator,
+                        analysis::PlanEvaluator::Create(eval));
     return JudgePlan(*evaluator, plan, plan_path, /*own_evaluator=*/true, &check);
   }();
   if (!judged.ok()) {
     check.ran = false;
-    result->warnings.push_back("check: no accuracy check of the written model: " + judged.message());
+    result->warnings.push_back("check: no accuracy check of the written model: " +
+                               judged.message());
   } else if (!check.warning.empty()) {
     result->warnings.push_back(check.warning);
   }
@@ -207,8 +222,11 @@ Status WriteStats(const std::string& path, const formats::StatsFile& stats, Arti
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path target = fs::absolute(path, ec).lexically_normal();
-  QK_RETURN_IF_NOT(!ec && target.has_filename(), StatusCode::kInvalidArgument, "--stats {}: not a file path", path);
-  if (artifacts && fs::absolute(artifacts->Target(target.filename().string()), ec).lexically_normal() == target) {
+  QK_RETURN_IF_NOT(!ec && target.has_filename(), StatusCode::kInvalidArgument,
+                   "--stats {}: not a file path", path);
+  if (artifacts &&
+      fs::absolute(artifacts->Target(target.filename().string()), ec).lexically_normal() ==
+          target) {
     QK_ASSIGN_OR_RETURN(std::string staged, artifacts->StageNew(target.filename().string()));
     return formats::WriteStatsFile(staged, stats);
   }
@@ -243,15 +261,19 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   if (ready_plan) {
     plan = ready_plan->plan;
     result.ptq = ready_plan->ptq;
-    result.warnings.insert(result.warnings.end(), ready_plan->warnings.begin(), ready_plan->warnings.end());
+    result.warnings.insert(result.warnings.end(), ready_plan->warnings.begin(),
+                           ready_plan->warnings.end());
   } else {
-    QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
-                                                   {options.method, options.method_overrides}));
+    QK_ASSIGN_OR_RETURN(BuiltPlan built,
+                        BuildPlan(prepared.statistics, prepared.model, prepared.sites,
+                                  {options.method, options.method_overrides}));
     plan = std::move(built.plan);
     result.warnings.insert(result.warnings.end(), built.warnings.begin(), built.warnings.end());
     // The stages edit the plan (and its weights) before anything is written.
-    const PtqData ptq_data{options.data, options.image, options.samples, {options.method, options.method_overrides}};
-    QK_ASSIGN_OR_RETURN(result.ptq, RunPtqStages(prepared.model, prepared.sites, ptq_data, options.ptq, &plan));
+    const PtqData ptq_data{
+        options.data, options.image, options.samples, {options.method, options.method_overrides}};
+    QK_ASSIGN_OR_RETURN(result.ptq,
+                        RunPtqStages(prepared.model, prepared.sites, ptq_data, options.ptq, &plan));
   }
   BodyReport bodies = ReportBodies(prepared.model, prepared.sites, plan);
   result.notes.insert(result.notes.end(), bodies.notes.begin(), bodies.notes.end());
@@ -293,8 +315,10 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
     QK_ASSIGN_OR_RETURN(std::string staged, set->StageNew("layer_precisions.txt"));
     QK_RETURN_IF_ERROR(WriteFileAtomic(staged, LayerPrecisionsFile(ready_plan->layer_precisions)));
   }
-  QK_RETURN_IF_ERROR(WriteStats(options.stats_out, prepared.statistics.stats, set, &result.written));
-  if (options.artifacts) return Status::Ok();  // the caller's set: it commits (and lists what it wrote)
+  QK_RETURN_IF_ERROR(
+      WriteStats(options.stats_out, prepared.statistics.stats, set, &result.written));
+  if (options.artifacts)
+    return Status::Ok();  // the caller's set: it commits (and lists what it wrote)
   QK_ASSIGN_OR_RETURN(std::vector<std::string> written, artifacts->Commit());
   result.written.insert(result.written.end(), written.begin(), written.end());
   return Status::Ok();
@@ -302,20 +326,23 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
 
 // Loads the model, finds the sites and gets this rank's statistics: its shard of --data, or
 // the statistics given (--from-stats, options.statistics).
-Status Prepare(const CalibrateOptions& options, const distributed::Communicator& comm, CollectorKind kind,
-               PreparedCalibration* prepared) {
+Status Prepare(const CalibrateOptions& options, const distributed::Communicator& comm,
+               CollectorKind kind, PreparedCalibration* prepared) {
   CalibrateResult& result = prepared->report;
   QK_ASSIGN_OR_RETURN(prepared->model, LoadFloatModel(options.model));
   const LoadedModel& loaded = prepared->model;
   if (loaded.upgrade.upgraded()) {
-    result.notes.push_back(fmt::format("model upgraded from opset {} to {} (onnx version converter, "
-                                       "in memory; the file is unchanged)",
-                                       loaded.upgrade.from, loaded.upgrade.to));
+    result.notes.push_back(
+        fmt::format("model upgraded from opset {} to {} (onnx version converter, "
+                    "in memory; the file is unchanged)",
+                    loaded.upgrade.from, loaded.upgrade.to));
   }
-  if (const passes::PassReport* ifs = passes::FindReport(loaded.load_passes, "fold_constant_if"); ifs && ifs->changed) {
+  if (const passes::PassReport* ifs = passes::FindReport(loaded.load_passes, "fold_constant_if");
+      ifs && ifs->changed) {
     result.notes.push_back(ifs->summary + ", which is quantized");
   }
-  QK_ASSIGN_OR_RETURN(prepared->sites, FindCalibrationSites(loaded, PlacementFor(options), options.floats));
+  QK_ASSIGN_OR_RETURN(prepared->sites,
+                      FindCalibrationSites(loaded, PlacementFor(options), options.floats));
   // Before the data is read: an override naming nothing fails at once.
   QK_RETURN_IF_ERROR(CheckOverrides(prepared->sites, {options.method, options.method_overrides}));
   // A --holdout feeds only the check: one this model cannot take (another shape or dtype, no
@@ -334,20 +361,24 @@ Status Prepare(const CalibrateOptions& options, const distributed::Communicator&
   } else if (options.statistics) {
     QK_RETURN_IF_NOT(options.statistics->stats.model_sha256.empty() ||
                          options.statistics->stats.model_sha256 == loaded.sha256,
-                     StatusCode::kInvalidArgument, "the statistics were collected on another model than {}",
-                     options.model);
+                     StatusCode::kInvalidArgument,
+                     "the statistics were collected on another model than {}", options.model);
     prepared->statistics = *options.statistics;
     result.samples = prepared->statistics.samples;
   } else {
-    QK_RETURN_IF_ERROR(CollectShard(options, loaded, prepared->sites, comm, kind, &prepared->statistics, &result));
+    QK_RETURN_IF_ERROR(
+        CollectShard(options, loaded, prepared->sites, comm, kind, &prepared->statistics, &result));
   }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - prepared->start).count();
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - prepared->start).count();
   return Status::Ok();
 }
 
 Status CheckSource(const CalibrateOptions& options) {
-  QK_RETURN_IF_NOT(options.int8 || options.floats.dtype != quant::FloatDType::kFloat32, StatusCode::kInvalidArgument,
-                   "--int8 off writes the model in --float-dtype fp16 or bf16; with fp32 there is nothing to write");
+  QK_RETURN_IF_NOT(
+      options.int8 || options.floats.dtype != quant::FloatDType::kFloat32,
+      StatusCode::kInvalidArgument,
+      "--int8 off writes the model in --float-dtype fp16 or bf16; with fp32 there is nothing to write");
   QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument,
                    "--batch-size must be positive, got {}", options.batch_size);
   QK_RETURN_IF_NOT(options.run_batch.value_or(1) > 0, StatusCode::kInvalidArgument,
@@ -369,10 +400,11 @@ Status CheckSource(const CalibrateOptions& options) {
         options.int8, StatusCode::kInvalidArgument,
         "--ptq {} tunes the INT8 layers, and --int8 off writes none: drop one of the two",
         PtqStagesText(options.ptq.stages));
-    QK_RETURN_IF_NOT(!options.data.empty(), StatusCode::kInvalidArgument,
-                     "--ptq {} fits weights on the calibration samples themselves: give --data (statistics alone "
-                     "do not hold them)",
-                     PtqStagesText(options.ptq.stages));
+    QK_RETURN_IF_NOT(
+        !options.data.empty(), StatusCode::kInvalidArgument,
+        "--ptq {} fits weights on the calibration samples themselves: give --data (statistics alone "
+        "do not hold them)",
+        PtqStagesText(options.ptq.stages));
   }
   // A non-file where --stats goes is bad input, refused before the pass rather than an I/O
   // error after it (as -o's targets are, common/artifact_set.h).
@@ -384,26 +416,31 @@ Status CheckSource(const CalibrateOptions& options) {
 Status CheckCalibrateSource(const CalibrateOptions& options) { return CheckSource(options); }
 
 std::string WrittenModelName(const CalibrateOptions& options) {
-  return options.int8 ? "model.qdq.onnx" : fmt::format("model.{}.onnx", quant::FloatDTypeName(options.floats.dtype));
+  return options.int8 ? "model.qdq.onnx"
+                      : fmt::format("model.{}.onnx", quant::FloatDTypeName(options.floats.dtype));
 }
 
 std::vector<std::string> CalibrationArtifactNames(const CalibrateOptions& options) {
   if (!options.int8) return {WrittenModelName(options), "plan.json", "summary.txt"};
-  return {"model.qdq.onnx", "model.float.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt"};
+  return {"model.qdq.onnx", "model.float.onnx", "calib.cache",
+          "ranges.txt",     "plan.json",        "summary.txt"};
 }
 
 Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options) {
   QK_RETURN_IF_ERROR(CheckSource(options));
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm, distributed::OpenCommunicator(options.distributed));
-  QK_RETURN_IF_NOT(comm->world_size() == 1, StatusCode::kInvalidArgument,
-                   "--compare-methods runs in one process (a distributed run shards --data across the ranks)");
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm,
+                      distributed::OpenCommunicator(options.distributed));
+  QK_RETURN_IF_NOT(
+      comm->world_size() == 1, StatusCode::kInvalidArgument,
+      "--compare-methods runs in one process (a distributed run shards --data across the ranks)");
   PreparedCalibration prepared;
   prepared.start = std::chrono::steady_clock::now();
   QK_RETURN_IF_ERROR(Prepare(options, *comm, CollectorKind::kHistogram, &prepared));
   return prepared;
 }
 
-Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared,
+Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options,
+                                          const PreparedCalibration& prepared,
                                           const ReadyPlan* plan) {
   CalibrateResult result = prepared.report;
   QK_RETURN_IF_ERROR(WriteOutputs(options, prepared, nullptr, &result, plan));
@@ -412,11 +449,13 @@ Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   QK_RETURN_IF_ERROR(CheckSource(options));
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm, distributed::OpenCommunicator(options.distributed));
-  QK_RETURN_IF_NOT(comm->world_size() == 1 || (options.from_stats.empty() && !options.statistics),
-                   StatusCode::kInvalidArgument,
-                   "a distributed run shards --data across the ranks: --from-stats and --compare-methods "
-                   "run in one process");
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm,
+                      distributed::OpenCommunicator(options.distributed));
+  QK_RETURN_IF_NOT(
+      comm->world_size() == 1 || (options.from_stats.empty() && !options.statistics),
+      StatusCode::kInvalidArgument,
+      "a distributed run shards --data across the ranks: --from-stats and --compare-methods "
+      "run in one process");
   PreparedCalibration prepared;
   prepared.start = std::chrono::steady_clock::now();
   CalibrateResult& result = prepared.report;
@@ -441,18 +480,23 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
   }
   // Every rank loads the model and collects its shard; a failure on any rank stops them all.
   const Status collected =
-      opened.ok() ? Prepare(options, *comm, max_only ? CollectorKind::kRangeOnly : CollectorKind::kHistogram, &prepared)
-                  : opened;
+      opened.ok()
+          ? Prepare(options, *comm,
+                    max_only ? CollectorKind::kRangeOnly : CollectorKind::kHistogram, &prepared)
+          : opened;
   QK_RETURN_IF_ERROR(comm->Agree(collected, "collecting statistics"));
   const auto merge_start = std::chrono::steady_clock::now();
-  Result<formats::StatsFile> merged = distributed::MergeStatsOnRoot(*comm, std::move(prepared.statistics.stats));
-  result.rank.merge_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - merge_start).count();
+  Result<formats::StatsFile> merged =
+      distributed::MergeStatsOnRoot(*comm, std::move(prepared.statistics.stats));
+  result.rank.merge_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - merge_start).count();
   result.seconds += result.rank.merge_seconds;
   if (!comm->is_root()) {
     // Wait for rank 0's outcome: its failure to merge or write fails this rank too.
     QK_RETURN_IF_ERROR(merged.status());
     QK_RETURN_IF_ERROR(comm->Agree(Status::Ok(), "writing artifacts on rank 0"));
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - prepared.start).count();
+    result.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - prepared.start).count();
     result.peak_rss_bytes = PeakRssBytes();
     return result;
   }
@@ -462,7 +506,8 @@ Result<CalibrateResult> Calibrate(const CalibrateOptions& options) {
     prepared.statistics.stats = std::move(*merged);
     written = WriteOutputs(options, prepared, std::move(artifacts), &result);
   }
-  result.rank.write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
+  result.rank.write_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
   QK_RETURN_IF_ERROR(comm->Agree(written, "writing artifacts on rank 0"));
   return result;
 }

@@ -62,16 +62,17 @@ struct PreparedCalibration;
 
 struct CalibrateOptions {
   std::string model;
-  std::string data;            // data::OpenSource spec; empty with from_stats
-  data::ImageOptions image;    // preprocessing declared for an image-folder --data
-  int64_t samples = 0;         // 0: all the data holds
+  std::string data;          // data::OpenSource spec; empty with from_stats
+  data::ImageOptions image;  // preprocessing declared for an image-folder --data
+  int64_t samples = 0;       // 0: all the data holds
   int64_t batch_size = 32;
   // Samples per model run (data/run_chunks.h): runs cut at multiples of it in sample order, so
   // the statistics do not depend on batch_size or the launch size; 1 also makes them independent
-  // of the order. Unset: the device's default (analysis::CalibrationRunBatch). Models whose runs cannot be stacked
-  // (state inputs, varying sample shapes) run one sample at a time (data::RunBatchFor).
+  // of the order. Unset: the device's default (analysis::CalibrationRunBatch). Models whose runs
+  // cannot be stacked (state inputs, varying sample shapes) run one sample at a time
+  // (data::RunBatchFor).
   std::optional<int64_t> run_batch;
-  quant::MethodRequest method; // default: max
+  quant::MethodRequest method;  // default: max
   // Per-tensor overrides by tensor name or by the op type of the tensor's consumer.
   std::map<std::string, quant::MethodRequest> method_overrides;
   passes::PlacementOptions placement;
@@ -83,11 +84,11 @@ struct CalibrateOptions {
   // (what ModelOpt's AutoCast does, in bounded memory): writes model.<dtype>.onnx, plan.json and
   // summary.txt.
   bool int8 = true;
-  std::string output_dir;      // empty: compute the plan only
-  std::string stats_out;       // write .qkstats
+  std::string output_dir;  // empty: compute the plan only
+  std::string stats_out;   // write .qkstats
   std::vector<std::string> from_stats;
   formats::TrtCacheWriteOptions cache;
-  bool progress = true;        // bar on a terminal (quiet when piped regardless)
+  bool progress = true;  // bar on a terminal (quiet when piped regardless)
   // Statistics already collected (Python's quantkit.Statistics): no model run. Not owned.
   const Statistics* statistics = nullptr;
   // When set (on rank 0), the artifacts are staged into this set, opened on output_dir with
@@ -123,15 +124,15 @@ struct CalibrateResult {
   std::vector<std::string> written;
   std::vector<std::string> warnings;
   std::vector<std::string> notes;  // what was done to make the model calibratable (opset upgrade)
-  std::string summary;         // the summary.txt text
+  std::string summary;             // the summary.txt text
   int64_t samples = 0;
-  int64_t data_samples = 0;    // what --data holds (samples: the first of them); 0 without data
-  CheckResult check;           // the accuracy check of the plan written
+  int64_t data_samples = 0;  // what --data holds (samples: the first of them); 0 without data
+  CheckResult check;         // the accuracy check of the plan written
   double seconds = 0.0;
   int64_t peak_rss_bytes = 0;
-  distributed::RankReport rank;             // this process's part (rank 0 of 1 without a launch)
-  PtqReport ptq;               // what the PTQ stages did (empty without --ptq)
-  RepairReport repair;         // the repair ladder (ran false under --repair off)
+  distributed::RankReport rank;  // this process's part (rank 0 of 1 without a launch)
+  PtqReport ptq;                 // what the PTQ stages did (empty without --ptq)
+  RepairReport repair;           // the repair ladder (ran false under --repair off)
 };
 
 Result<CalibrateResult> Calibrate(const CalibrateOptions& options);
@@ -162,7 +163,8 @@ Result<PreparedCalibration> PrepareCalibration(const CalibrateOptions& options);
 // The plan of options.method (and overrides) from `prepared`, then options.ptq's stages; with
 // options.output_dir, the artifact set (all its files or none); with options.stats_out, the
 // .qkstats. `plan`: one built (and staged) already (ReadyPlan).
-Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options, const PreparedCalibration& prepared,
+Result<CalibrateResult> FinishCalibration(const CalibrateOptions& options,
+                                          const PreparedCalibration& prepared,
                                           const ReadyPlan* plan = nullptr);
 
 }  // namespace quantkit::pipelines

@@ -11,16 +11,17 @@
 #include "common/artifact_set.h"
 #include "common/check.h"
 #include "common/file_util.h"
-#include "pipelines/holdout.h"
 #include "distributed/communicator.h"
+#include "pipelines/holdout.h"
 
 namespace quantkit::pipelines {
 
 Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions& options) {
   QK_RETURN_IF_NOT(!options.calibrate.output_dir.empty(), StatusCode::kInvalidArgument,
                    "--budget writes the repaired artifacts: give -o DIR");
-  QK_RETURN_IF_NOT(std::isfinite(options.budget) && options.budget >= 0, StatusCode::kInvalidArgument,
-                   "--budget must be a finite number >= 0, got {}", options.budget);
+  QK_RETURN_IF_NOT(std::isfinite(options.budget) && options.budget >= 0,
+                   StatusCode::kInvalidArgument, "--budget must be a finite number >= 0, got {}",
+                   options.budget);
   CalibrateBudgetResult r;
   CalibrateOptions calibrate = options.calibrate;
   analysis::PlanEvalOptions eval;
@@ -71,7 +72,8 @@ Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions
       RunFallback(*evaluator, r.calibration.plan, metric.get(), fallback);
   if (!searched.ok()) {
     return searched.status().WithContext(
-        fmt::format("nothing was written to {}; the fallback search on {} failed", calibrate.output_dir, r.holdout));
+        fmt::format("nothing was written to {}; the fallback search on {} failed",
+                    calibrate.output_dir, r.holdout));
   }
   r.fallback = std::move(*searched);
   if (check.samples != 0) {
@@ -80,24 +82,29 @@ Result<CalibrateBudgetResult> CalibrateWithinBudget(const CalibrateBudgetOptions
     c.origin = options.holdout.empty() ? "held-out" : "held-out (--holdout)";
     c.calibration_seconds = r.calibration.seconds;
     const Status judged =
-        JudgePlan(*evaluator, r.fallback.plan, (std::filesystem::path(calibrate.output_dir) / "plan.json").string(),
+        JudgePlan(*evaluator, r.fallback.plan,
+                  (std::filesystem::path(calibrate.output_dir) / "plan.json").string(),
                   /*own_evaluator=*/false, &c);
     if (!judged.ok()) {
       c.ran = false;
-      r.calibration.warnings.push_back("check: no accuracy check of the written model: " + judged.message());
+      r.calibration.warnings.push_back("check: no accuracy check of the written model: " +
+                                       judged.message());
     } else if (!c.warning.empty()) {
       r.calibration.warnings.push_back(c.warning);
     }
   }
   if (out) {
     // summary.txt: the calibration's, the search's and the check of the plan written.
-    QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("summary.txt"), FormatCalibrateBudget(r, /*with_written=*/false)));
+    QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("summary.txt"),
+                                       FormatCalibrateBudget(r, /*with_written=*/false)));
     QK_ASSIGN_OR_RETURN(std::vector<std::string> written, out->Commit());
-    // The calibration's files that the repair did not replace; the repair's are in fallback.written.
+    // The calibration's files that the repair did not replace; the repair's are in
+    // fallback.written.
     r.calibration.written.clear();
     for (const std::string& f : written) {
       const auto& repaired = r.fallback.written;
-      if (std::find(repaired.begin(), repaired.end(), f) == repaired.end()) r.calibration.written.push_back(f);
+      if (std::find(repaired.begin(), repaired.end(), f) == repaired.end())
+        r.calibration.written.push_back(f);
     }
   }
   return r;
@@ -107,7 +114,8 @@ std::string FormatCalibrateBudget(const CalibrateBudgetResult& r, bool with_writ
   std::string s = r.calibration.summary;
   s += fmt::format("budget: fallback search on held-out {}\n", r.holdout);
   s += FormatFallback(r.fallback, with_written);
-  // The plan written, in one line: what the calibration summary above (before the search) cannot say.
+  // The plan written, in one line: what the calibration summary above (before the search) cannot
+  // say.
   const quant::QuantPlan& plan = r.fallback.plan;
   s += fmt::format("final plan: {} layer(s) kept in float", plan.float_nodes.size());
   if (!plan.float_nodes.empty()) {

@@ -30,7 +30,7 @@ struct CalibrateBudgetOptions {
   double budget = 0.5;         // fallback units: points for top1/agreement, a ratio for rel_mse
   std::string holdout;         // empty: the tail of the calibration data
   int64_t holdout_samples = 0;
-  std::string metric;          // empty: analysis::DefaultMetricName
+  std::string metric;  // empty: analysis::DefaultMetricName
   int max_float_layers = 0;
   std::string float_precision = "fp16";
 };

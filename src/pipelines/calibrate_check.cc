@@ -18,8 +18,8 @@ int64_t CheckSampleCount(int64_t requested, int64_t calibrated) {
   return std::clamp(calibrated / kCheckShareDivisor, kCheckMinSamples, kCheckMaxSamples);
 }
 
-Status ChooseCheckData(const CheckOptions& options, const CheckedCalibration& source, analysis::PlanEvalOptions* eval,
-                       CheckResult* result) {
+Status ChooseCheckData(const CheckOptions& options, const CheckedCalibration& source,
+                       analysis::PlanEvalOptions* eval, CheckResult* result) {
   const int64_t n = CheckSampleCount(options.samples, source.calibrated);
   QK_RETURN_IF_NOT(n > 0, StatusCode::kInternal, "a check of {} samples", n);
   eval->model = source.model;
@@ -49,13 +49,14 @@ Status ChooseCheckData(const CheckOptions& options, const CheckedCalibration& so
   return Status::Ok();
 }
 
-Status JudgePlan(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan, const std::string& plan_path,
-                 bool own_evaluator, CheckResult* result) {
+Status JudgePlan(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan,
+                 const std::string& plan_path, bool own_evaluator, CheckResult* result) {
   CheckResult& r = *result;
   const auto start = std::chrono::steady_clock::now();
   // The metric rule of analyze and --budget: top-1 and agreement on a class vector with labels,
   // agreement without; rel_mse alone otherwise (always read from the output's error statistics).
-  QK_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<analysis::Metric>> owned, AnalyzeMetrics({}, evaluator));
+  QK_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<analysis::Metric>> owned,
+                      AnalyzeMetrics({}, evaluator));
   const std::vector<analysis::Metric*> metrics = analysis::MetricPointers(owned);
   QK_ASSIGN_OR_RETURN(analysis::TrialResult trial, evaluator.EvaluatePlan(plan, metrics));
   r.ran = true;
@@ -64,7 +65,8 @@ Status JudgePlan(const analysis::PlanEvaluator& evaluator, const quant::QuantPla
   r.class_output = evaluator.class_output();
   r.rel_mse = trial.output.relative_mse();
   r.sqnr_db = trial.output.sqnr_db();
-  if (auto it = trial.metrics.find("agreement"); it != trial.metrics.end()) r.agreement = it->second;
+  if (auto it = trial.metrics.find("agreement"); it != trial.metrics.end())
+    r.agreement = it->second;
   if (auto it = trial.metrics.find("top1"); it != trial.metrics.end()) {
     r.top1 = it->second;
     analysis::Top1Metric top1;
@@ -102,9 +104,10 @@ Status JudgePlan(const analysis::PlanEvaluator& evaluator, const quant::QuantPla
   const bool bad_output = !r.class_output && !(r.rel_mse <= kCheckMaxRelMse);
   if (bad_agreement || bad_output) {
     const std::string figure =
-        bad_agreement ? fmt::format("top-1 agreement with FP32 is {:.1f}% (threshold {:.0f}%)", 100 * r.agreement,
-                                    100 * kCheckMinAgreement)
-                      : fmt::format("output rel MSE vs FP32 is {:.3g} (threshold {:.0e})", r.rel_mse, kCheckMaxRelMse);
+        bad_agreement ? fmt::format("top-1 agreement with FP32 is {:.1f}% (threshold {:.0f}%)",
+                                    100 * r.agreement, 100 * kCheckMinAgreement)
+                      : fmt::format("output rel MSE vs FP32 is {:.3g} (threshold {:.0e})",
+                                    r.rel_mse, kCheckMaxRelMse);
     // The stages are named only when none ran: on the shipped PP-OCRv4 recognizer they took max's
     // 0.862 accuracy to 0.994 (FP32 0.996) without float layers (docs/ptq.md).
     const std::string stages =
@@ -125,14 +128,15 @@ Status JudgePlan(const analysis::PlanEvaluator& evaluator, const quant::QuantPla
 
 std::string FormatCheck(const CheckResult& r) {
   if (!r.ran) return r.skipped.empty() ? "" : "check: skipped: " + r.skipped + "\n";
-  std::string s = fmt::format("check: {} {} samples ({}{}), ", r.samples, r.origin, r.data,
-                              r.in_sample ? "; the calibration used all of the data: give --holdout SPEC or "
-                                            "fewer --samples for a held-out figure"
-                                          : "");
+  std::string s =
+      fmt::format("check: {} {} samples ({}{}), ", r.samples, r.origin, r.data,
+                  r.in_sample ? "; the calibration used all of the data: give --holdout SPEC or "
+                                "fewer --samples for a held-out figure"
+                              : "");
   if (r.class_output) s += fmt::format("top-1 agreement {:.1f}%, ", 100 * r.agreement);
   if (!std::isnan(r.top1)) s += fmt::format("top-1 {:.4f} (FP32 {:.4f}), ", r.top1, r.fp32_top1);
-  s += fmt::format("output rel MSE {:.2g} vs FP32 ({:.2f} s; calibration {:.2f} s)\n", r.rel_mse, r.seconds,
-                   r.calibration_seconds);
+  s += fmt::format("output rel MSE {:.2g} vs FP32 ({:.2f} s; calibration {:.2f} s)\n", r.rel_mse,
+                   r.seconds, r.calibration_seconds);
   if (!r.warning.empty()) s += "warning: " + r.warning + "\n";
   return s;
 }

@@ -50,24 +50,25 @@ struct CheckOptions {
 
 struct CheckResult {
   bool ran = false;
-  std::string skipped;      // why there is no check when one was asked (statistics only, ...)
-  std::string data;         // the evaluator's description of the samples
-  std::string origin;       // "held-out (--holdout)", "held-out", "in-sample"
-  bool in_sample = false;   // the calibration saw these samples
+  std::string skipped;     // why there is no check when one was asked (statistics only, ...)
+  std::string data;        // the evaluator's description of the samples
+  std::string origin;      // "held-out (--holdout)", "held-out", "in-sample"
+  bool in_sample = false;  // the calibration saw these samples
   int64_t samples = 0;
-  int64_t first_sample = 0; // of the data spec (origins 2 and 3)
+  int64_t first_sample = 0;  // of the data spec (origins 2 and 3)
   bool class_output = false;
-  double agreement = NAN;   // argmax agreement with FP32 (class outputs)
+  double agreement = NAN;              // argmax agreement with FP32 (class outputs)
   double top1 = NAN, fp32_top1 = NAN;  // with labels
   double rel_mse = 0, sqnr_db = 0;     // first output vs FP32
   bool fp32_non_finite =
-      false;  // FP32's own output holds NaN/Inf: bad data, nothing to judge against
-  double seconds = 0;              // the check's FP32 and simulated runs
+      false;           // FP32's own output holds NaN/Inf: bad data, nothing to judge against
+  double seconds = 0;  // the check's FP32 and simulated runs
   double calibration_seconds = 0;  // the calibration it judges (collection and plan), for scale
-  std::string warning;      // non-empty beyond the thresholds
+  std::string warning;             // non-empty beyond the thresholds
 };
 
-// The check's sample count for `calibrated` samples: `requested` when >= 0, else the automatic size.
+// The check's sample count for `calibrated` samples: `requested` when >= 0, else the automatic
+// size.
 int64_t CheckSampleCount(int64_t requested, int64_t calibrated);
 
 // What the check of a calibration reads: `model` and `data` as calibrated (`image` its
@@ -77,16 +78,16 @@ struct CheckedCalibration {
   std::string model, data;
   int64_t calibrated = 0, data_total = 0;
 };
-Status ChooseCheckData(const CheckOptions& options, const CheckedCalibration& source, analysis::PlanEvalOptions* eval,
-                       CheckResult* result);
+Status ChooseCheckData(const CheckOptions& options, const CheckedCalibration& source,
+                       analysis::PlanEvalOptions* eval, CheckResult* result);
 
 // Judges `plan` on `evaluator`'s samples (its simulation options: those of the written model) and
 // fills the figures and the warning; `plan_path` (the plan.json written, or empty) goes into the
 // warning's `quantkit analyze` hint. The evaluator's FP32 run is counted in the check's time only
 // when it was made for the check (`own_evaluator`): an evaluator shared with --method auto or
 // --budget had made it already.
-Status JudgePlan(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan, const std::string& plan_path,
-                 bool own_evaluator, CheckResult* result);
+Status JudgePlan(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan,
+                 const std::string& plan_path, bool own_evaluator, CheckResult* result);
 
 // The summary line ("check: ...") and, beyond the thresholds, the "warning: check: ..." line.
 std::string FormatCheck(const CheckResult& r);

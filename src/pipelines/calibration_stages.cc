@@ -27,16 +27,18 @@ Result<LoadedModel> LoadFloatModel(const std::string& path) {
   LoadedModel loaded;
   loaded.path = path;
   QK_ASSIGN_OR_RETURN(loaded.sha256, Sha256OfFile(path));
-  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(path, &loaded.upgrade, &loaded.load_passes));
+  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(path, &loaded.upgrade,
+                                                                          &loaded.load_passes));
   int64_t qdq_nodes = 0;
   for (const ir::Node* n : model.graph->nodes()) {
     qdq_nodes += n->op_type() == "QuantizeLinear" || n->op_type() == "DequantizeLinear";
   }
-  QK_RETURN_IF_NOT(qdq_nodes == 0, StatusCode::kUnsupported,
-                   "{}: the model already has {} QuantizeLinear/DequantizeLinear nodes (a QAT or "
-                   "quantized export); use `quantkit convert` to extract its plan and artifacts, or "
-                   "calibrate the float model",
-                   path, qdq_nodes);
+  QK_RETURN_IF_NOT(
+      qdq_nodes == 0, StatusCode::kUnsupported,
+      "{}: the model already has {} QuantizeLinear/DequantizeLinear nodes (a QAT or "
+      "quantized export); use `quantkit convert` to extract its plan and artifacts, or "
+      "calibrate the float model",
+      path, qdq_nodes);
   loaded.model = std::make_shared<const ir::Model>(std::move(model));
   return loaded;
 }
@@ -48,14 +50,16 @@ Result<CalibrationSites> FindCalibrationSites(const LoadedModel& model,
   s.placement = placement;
   QK_ASSIGN_OR_RETURN(s.sites, passes::FindQdqSites(*model.model->graph, placement));
   s.activations = passes::ActivationTensors(s.sites);
-  for (const passes::QdqSite& site : s.sites) s.consumer_op.emplace(site.tensor, site.consumer->op_type());
+  for (const passes::QdqSite& site : s.sites)
+    s.consumer_op.emplace(site.tensor, site.consumer->op_type());
   const ir::Graph& graph = *model.model->graph;
   QK_RETURN_IF_ERROR(passes::ResolveFloatOptions(graph, floats, &s.float_precision));
   if (floats.dtype != quant::FloatDType::kFloat32) {
     // Every float activation of the main graph (bodies stay FP32) not already watched.
     QK_ASSIGN_OR_RETURN(std::vector<std::string> floats_seen, FloatActivations(*model.model));
     for (const std::string& name : floats_seen) {
-      if (!std::binary_search(s.activations.begin(), s.activations.end(), name)) s.float_tensors.push_back(name);
+      if (!std::binary_search(s.activations.begin(), s.activations.end(), name))
+        s.float_tensors.push_back(name);
     }
   }
   return s;
@@ -85,23 +89,26 @@ int64_t MarkFp32Tensors(const Statistics& statistics, quant::FloatPrecision* pre
 }
 
 Result<Statistics> CollectFloatRanges(const LoadedModel& model, const std::string& data,
-                                      const data::ImageOptions& image, int64_t samples, int64_t batch_size,
-                                      bool progress) {
+                                      const data::ImageOptions& image, int64_t samples,
+                                      int64_t batch_size, bool progress) {
   QK_RETURN_IF_NOT(batch_size > 0 && samples >= 0, StatusCode::kInvalidArgument,
-                   "--batch-size must be positive and --samples >= 0, got {} and {}", batch_size, samples);
+                   "--batch-size must be positive and --samples >= 0, got {} and {}", batch_size,
+                   samples);
   const std::vector<data::InputSpec> inputs = data::ModelInputs(*model.model);
   QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, data::OpenSource(data, inputs, image));
   source = data::Take(std::move(source), samples);
-  QK_RETURN_IF_NOT(source->num_samples() > 0, StatusCode::kInvalidArgument, "{}: no samples", source->Describe());
+  QK_RETURN_IF_NOT(source->num_samples() > 0, StatusCode::kInvalidArgument, "{}: no samples",
+                   source->Describe());
   CalibrationSites sites;
   QK_ASSIGN_OR_RETURN(sites.float_tensors, FloatActivations(*model.model));
   analysis::PassOptions pass;
   pass.batch_size = batch_size;
   pass.run_batch = analysis::CalibrationRunBatch(inputs, std::nullopt);
   pass.progress = progress;
-  QK_ASSIGN_OR_RETURN(Statistics stats, CollectStatistics(model, analysis::ReadRuns(*source, pass, inputs),
-                                                          source->num_samples(), sites, pass,
-                                                          CollectorKind::kRangeOnly));
+  QK_ASSIGN_OR_RETURN(
+      Statistics stats,
+      CollectStatistics(model, analysis::ReadRuns(*source, pass, inputs), source->num_samples(),
+                        sites, pass, CollectorKind::kRangeOnly));
   stats.data_description = source->Describe();
   stats.samples = source->num_samples();
   return stats;
@@ -113,14 +120,16 @@ Result<Statistics> CollectStatistics(const LoadedModel& model, const analysis::B
   Statistics result;
   result.stats.model_sha256 = model.sha256;
   for (const std::string& name : sites.activations) {
-    result.stats.tensors.emplace(name, kind == CollectorKind::kRangeOnly ? quant::TensorCollector::RangeOnly()
-                                                                         : quant::TensorCollector());
+    result.stats.tensors.emplace(name, kind == CollectorKind::kRangeOnly
+                                           ? quant::TensorCollector::RangeOnly()
+                                           : quant::TensorCollector());
   }
   // The float dtype's check needs ranges only; they get histograms when the activations do (a
   // .qkstats file holds histograms only).
   for (const std::string& name : sites.float_tensors) {
-    result.stats.tensors.emplace(name, kind == CollectorKind::kRangeOnly ? quant::TensorCollector::RangeOnly()
-                                                                         : quant::TensorCollector());
+    result.stats.tensors.emplace(name, kind == CollectorKind::kRangeOnly
+                                           ? quant::TensorCollector::RangeOnly()
+                                           : quant::TensorCollector());
   }
   QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interpreter,
                       runtime::Interpreter::Create(model.model));
@@ -130,7 +139,8 @@ Result<Statistics> CollectStatistics(const LoadedModel& model, const analysis::B
   return result;
 }
 
-Result<Statistics> StatisticsFromFiles(const LoadedModel& model, const std::vector<std::string>& paths) {
+Result<Statistics> StatisticsFromFiles(const LoadedModel& model,
+                                       const std::vector<std::string>& paths) {
   Statistics result;
   QK_ASSIGN_OR_RETURN(result.stats, formats::MergeStatsFiles(paths, model.sha256));
   result.data_description = fmt::format("statistics from {} file(s)", paths.size());
@@ -143,7 +153,8 @@ const quant::MethodRequest& MethodFor(const std::string& tensor, const Calibrati
                                       const MethodChoice& methods) {
   if (auto it = methods.overrides.find(tensor); it != methods.overrides.end()) return it->second;
   if (auto op = sites.consumer_op.find(tensor); op != sites.consumer_op.end()) {
-    if (auto it = methods.overrides.find(op->second); it != methods.overrides.end()) return it->second;
+    if (auto it = methods.overrides.find(op->second); it != methods.overrides.end())
+      return it->second;
   }
   return methods.method;
 }
@@ -155,9 +166,11 @@ Status CheckOverrides(const CalibrationSites& sites, const MethodChoice& methods
     if (known) continue;
     std::vector<std::string> candidates = sites.activations;
     for (const auto& [tensor, op] : sites.consumer_op) candidates.push_back(op);
-    return MakeStatus(StatusCode::kNotFound,
-                      "method override '{}' names no quantized activation tensor and no consumer op type{}",
-                      EscapeControl(key), DidYouMean(key, candidates, "quantized activations and consumer op types"));
+    return MakeStatus(
+        StatusCode::kNotFound,
+        "method override '{}' names no quantized activation tensor and no consumer op type{}",
+        EscapeControl(key),
+        DidYouMean(key, candidates, "quantized activations and consumer op types"));
   }
   return Status::Ok();
 }
@@ -190,17 +203,18 @@ Result<ActivationEntry> BuildActivationEntry(const std::string& tensor,
   const quant::RangeStats& range = collector.range();
   const int64_t nonfinite = range.nan_count + range.posinf_count + range.neginf_count;
   if (nonfinite > 0) {
-    const std::string w = fmt::format("tensor '{}': {} NaN and {} Inf of {} values were left out "
-                                      "of its statistics",
-                                      tensor, range.nan_count, range.posinf_count + range.neginf_count,
-                                      range.count);
+    const std::string w = fmt::format(
+        "tensor '{}': {} NaN and {} Inf of {} values were left out "
+        "of its statistics",
+        tensor, range.nan_count, range.posinf_count + range.neginf_count, range.count);
     out.warnings.push_back(w);
     t.reason = t.reason.empty() ? w : t.reason + "; " + w;
   }
   if (!t.quantized) {
-    out.warnings.push_back(fmt::format("tensor '{}' never varies (amax {}): kept in float, no "
-                                       "zero scale written",
-                                       tensor, range.amax));
+    out.warnings.push_back(
+        fmt::format("tensor '{}' never varies (amax {}): kept in float, no "
+                    "zero scale written",
+                    tensor, range.amax));
   }
   return out;
 }
@@ -210,8 +224,14 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& mod
   QK_RETURN_IF_ERROR(CheckOverrides(sites, methods));
   BuiltPlan built;
   quant::QuantPlan& plan = built.plan;
-  plan.provenance = {model.sha256, statistics.data_description, statistics.data_fingerprint,
-                     quant::MethodLabel(methods.method), QUANTKIT_VERSION, statistics.samples, {}, {}};
+  plan.provenance = {model.sha256,
+                     statistics.data_description,
+                     statistics.data_fingerprint,
+                     quant::MethodLabel(methods.method),
+                     QUANTKIT_VERSION,
+                     statistics.samples,
+                     {},
+                     {}};
   struct Clipping {
     double share;
     std::string tensor, method;
@@ -220,21 +240,25 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& mod
   for (const std::string& name : sites.activations) {
     auto it = statistics.stats.tensors.find(name);
     if (it == statistics.stats.tensors.end()) {
-      built.warnings.push_back(fmt::format("tensor '{}' has no statistics (not produced by the "
-                                           "run, or missing from the .qkstats files)", name));
+      built.warnings.push_back(
+          fmt::format("tensor '{}' has no statistics (not produced by the "
+                      "run, or missing from the .qkstats files)",
+                      name));
       continue;
     }
     const quant::MethodRequest& method = MethodFor(name, sites, methods);
     QK_ASSIGN_OR_RETURN(ActivationEntry a, BuildActivationEntry(name, it->second, method));
     plan.tensors[name] = std::move(a.entry);
     built.warnings.insert(built.warnings.end(), a.warnings.begin(), a.warnings.end());
-    if (a.clipped_share > kClipWarnShare) clipping.push_back({a.clipped_share, name, quant::MethodLabel(method)});
+    if (a.clipped_share > kClipWarnShare)
+      clipping.push_back({a.clipped_share, name, quant::MethodLabel(method)});
   }
   if (!clipping.empty()) {
     // Entropy's collapse on real models (a dense spike below the max dominating the histogram)
     // shows as clipping: the user hears it here, not only from `diagnose`.
-    const Clipping& worst = *std::max_element(
-        clipping.begin(), clipping.end(), [](const Clipping& a, const Clipping& b) { return a.share < b.share; });
+    const Clipping& worst =
+        *std::max_element(clipping.begin(), clipping.end(),
+                          [](const Clipping& a, const Clipping& b) { return a.share < b.share; });
     built.warnings.push_back(fmt::format(
         "{} tensor(s) clip more than {:.0f}% of their values where max clips none (worst '{}' with {}: "
         "{:.1f}%); compare on held-out data (--compare-methods) before deploying",
@@ -260,8 +284,9 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& mod
   if (plan.float_precision.dtype != quant::FloatDType::kFloat32) {
     MarkFp32Tensors(statistics, &plan.float_precision);
     if (!sites.float_tensors.empty() &&
-        std::none_of(sites.float_tensors.begin(), sites.float_tensors.end(),
-                     [&](const std::string& t) { return statistics.stats.tensors.count(t) != 0; })) {
+        std::none_of(
+            sites.float_tensors.begin(), sites.float_tensors.end(),
+            [&](const std::string& t) { return statistics.stats.tensors.count(t) != 0; })) {
       built.warnings.push_back(fmt::format(
           "the statistics hold no range for the {} non-quantized float tensors (statistics written without "
           "--float-dtype {}): whether {} holds them was not checked",
@@ -269,10 +294,11 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& mod
           quant::FloatDTypeName(plan.float_precision.dtype)));
     }
     if (!plan.float_precision.fp32_tensors.empty()) {
-      built.warnings.push_back(fmt::format("{} tensor(s) stay FP32: {} cannot hold their calibrated range (see "
-                                           "plan.json float_precision.fp32_tensors)",
-                                           plan.float_precision.fp32_tensors.size(),
-                                           quant::FloatDTypeName(plan.float_precision.dtype)));
+      built.warnings.push_back(
+          fmt::format("{} tensor(s) stay FP32: {} cannot hold their calibrated range (see "
+                      "plan.json float_precision.fp32_tensors)",
+                      plan.float_precision.fp32_tensors.size(),
+                      quant::FloatDTypeName(plan.float_precision.dtype)));
     }
   }
   QK_RETURN_IF_ERROR(quant::ValidatePlan(plan));
@@ -290,7 +316,8 @@ std::string CountOps(const std::map<std::string, int>& counts) {
 
 }  // namespace
 
-BodyReport ReportBodies(const LoadedModel& model, const CalibrationSites& sites, const quant::QuantPlan& plan) {
+BodyReport ReportBodies(const LoadedModel& model, const CalibrationSites& sites,
+                        const quant::QuantPlan& plan) {
   const ir::Graph* main = model.model->graph.get();
   // A body's weighted op is quantized when every activation it reads is.
   std::map<const ir::Node*, bool> body_ops;
@@ -304,37 +331,44 @@ BodyReport ReportBodies(const LoadedModel& model, const CalibrationSites& sites,
   for (const auto& [node, ok] : body_ops) ++(ok ? quantized : unseen)[node->op_type()];
   ir::ForEachScopedGraph(*main, [&](const ir::Graph& g, const std::string&) {
     for (const ir::Node* n : g.nodes()) {
-      if (n->domain().empty() && (n->op_type() == "LSTM" || n->op_type() == "GRU" || n->op_type() == "RNN")) {
+      if (n->domain().empty() &&
+          (n->op_type() == "LSTM" || n->op_type() == "GRU" || n->op_type() == "RNN")) {
         ++recurrent[n->op_type()];
       }
     }
   });
   BodyReport report;
   if (!quantized.empty()) {
-    report.notes.push_back(fmt::format("{} inside If/Loop/Scan bodies quantized (statistics from every sample "
-                                       "that ran the body, every Loop/Scan iteration included)",
-                                       CountOps(quantized)));
+    report.notes.push_back(
+        fmt::format("{} inside If/Loop/Scan bodies quantized (statistics from every sample "
+                    "that ran the body, every Loop/Scan iteration included)",
+                    CountOps(quantized)));
   }
   if (!unseen.empty()) {
-    report.warnings.push_back(fmt::format("{} inside If/Loop/Scan bodies stay in float: their inputs were never "
-                                          "computed on the calibration data (an If branch no sample took, or a "
-                                          "body that never ran); add samples that take it",
-                                          CountOps(unseen)));
+    report.warnings.push_back(
+        fmt::format("{} inside If/Loop/Scan bodies stay in float: their inputs were never "
+                    "computed on the calibration data (an If branch no sample took, or a "
+                    "body that never ran); add samples that take it",
+                    CountOps(unseen)));
   }
   if (!recurrent.empty()) {
-    report.warnings.push_back(fmt::format("{} stay in float: TensorRT's Q/DQ recipe quantizes the inputs of "
-                                          "Conv, ConvTranspose, Gemm and MatMul only",
-                                          CountOps(recurrent)));
+    report.warnings.push_back(
+        fmt::format("{} stay in float: TensorRT's Q/DQ recipe quantizes the inputs of "
+                    "Conv, ConvTranspose, Gemm and MatMul only",
+                    CountOps(recurrent)));
   }
   return report;
 }
 
 Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::QuantPlan& plan,
-                                      const passes::PlacementOptions& placement, const std::string& dir,
-                                      const formats::TrtCacheWriteOptions& cache, passes::WeightStorage weights) {
+                                      const passes::PlacementOptions& placement,
+                                      const std::string& dir,
+                                      const formats::TrtCacheWriteOptions& cache,
+                                      passes::WeightStorage weights) {
   // All five files or none, never mixed with a concurrent run's (common/artifact_set.h).
   QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
-                      ArtifactSet::Open(dir, {"model.qdq.onnx", "model.float.onnx", "calib.cache", "ranges.txt", "plan.json"}));
+                      ArtifactSet::Open(dir, {"model.qdq.onnx", "model.float.onnx", "calib.cache",
+                                              "ranges.txt", "plan.json"}));
   quant::QuantPlan written = plan;
   QuantizedFiles files;
   files.cache = cache;

@@ -49,8 +49,8 @@ Result<LoadedModel> LoadFloatModel(const std::string& path);
 
 struct CalibrationSites {
   passes::PlacementOptions placement;
-  std::vector<passes::QdqSite> sites;        // point into the LoadedModel's graph
-  std::vector<std::string> activations;      // need statistics; sorted
+  std::vector<passes::QdqSite> sites;              // point into the LoadedModel's graph
+  std::vector<std::string> activations;            // need statistics; sorted
   std::map<std::string, std::string> consumer_op;  // activation -> op type of its first site
   // The float part of the written model (dtype, cast_io, --keep-fp32 resolved); BuildPlan adds the
   // tensors the dtype cannot hold.
@@ -81,7 +81,8 @@ Result<Statistics> CollectStatistics(const LoadedModel& model, const analysis::B
                                      const analysis::PassOptions& options,
                                      CollectorKind kind = CollectorKind::kHistogram);
 // Merged .qkstats shards of this model (exactly one pass over all their data).
-Result<Statistics> StatisticsFromFiles(const LoadedModel& model, const std::vector<std::string>& paths);
+Result<Statistics> StatisticsFromFiles(const LoadedModel& model,
+                                       const std::vector<std::string>& paths);
 
 // Names of the float activations of the model's main graph (graph inputs and node outputs typed
 // float32, the types the model does not declare inferred on a copy), sorted: what the float-dtype
@@ -96,8 +97,8 @@ int64_t MarkFp32Tensors(const Statistics& statistics, quant::FloatPrecision* pre
 // every float activation of its main graph: the float-dtype check of a plan that has no
 // statistics (convert --data). Bounded memory: a few numbers per tensor.
 Result<Statistics> CollectFloatRanges(const LoadedModel& model, const std::string& data,
-                                      const data::ImageOptions& image, int64_t samples, int64_t batch_size,
-                                      bool progress);
+                                      const data::ImageOptions& image, int64_t samples,
+                                      int64_t batch_size, bool progress);
 
 struct MethodChoice {
   quant::MethodRequest method;
@@ -121,7 +122,7 @@ inline constexpr double kClipWarnShare = 0.01;
 struct ActivationEntry {
   quant::TensorQuant entry;
   std::vector<std::string> warnings;  // non-finite values left out; a range that stays in float
-  double clipped_share = 0.0;         // share of values above the amax (0 for max, which clips none)
+  double clipped_share = 0.0;  // share of values above the amax (0 for max, which clips none)
 };
 
 // Why a body tensor that no calibration sample computed stays in float.
@@ -145,8 +146,8 @@ struct BuiltPlan {
 // some clip more than kClipWarnShare), weights per channel (or per tensor) from the model's
 // initializers, excluded nodes recorded as plan.float_nodes so that every later use of the plan
 // leaves them in float, and sites.float_precision with the tensors whose calibrated range the
-// float dtype cannot hold (passes::FloatRangeProblem) in fp32_tensors. The one plan building of calibrate, --compare-methods, Python and the
-// public quantkit/calibration.h.
+// float dtype cannot hold (passes::FloatRangeProblem) in fp32_tensors. The one plan building of
+// calibrate, --compare-methods, Python and the public quantkit/calibration.h.
 Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& model,
                             const CalibrationSites& sites, const MethodChoice& methods);
 
@@ -156,7 +157,8 @@ Result<BuiltPlan> BuildPlan(const Statistics& statistics, const LoadedModel& mod
 struct BodyReport {
   std::vector<std::string> notes, warnings;
 };
-BodyReport ReportBodies(const LoadedModel& model, const CalibrationSites& sites, const quant::QuantPlan& plan);
+BodyReport ReportBodies(const LoadedModel& model, const CalibrationSites& sites,
+                        const quant::QuantPlan& plan);
 
 struct ArtifactReport {
   std::vector<std::string> written;
@@ -166,7 +168,8 @@ struct ArtifactReport {
 // Writes model.qdq.onnx (passes::ApplyPlan, TensorRT placement, the plan's float dtype, weights
 // stored as `weights`), calib.cache, ranges.txt and plan.json into `dir` (created when missing).
 Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::QuantPlan& plan,
-                                      const passes::PlacementOptions& placement, const std::string& dir,
+                                      const passes::PlacementOptions& placement,
+                                      const std::string& dir,
                                       const formats::TrtCacheWriteOptions& cache,
                                       passes::WeightStorage weights = passes::WeightStorage::kInt8);
 

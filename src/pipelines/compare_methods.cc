@@ -1,12 +1,11 @@
 #include "pipelines/compare_methods.h"
 
-
 #include <fmt/format.h>
 
 #include <chrono>
-#include <optional>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "analysis/plan_eval.h"
 #include "common/artifact_set.h"
@@ -41,7 +40,9 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
   }
   QK_ASSIGN_OR_RETURN(auto evaluator, analysis::PlanEvaluator::Create(eval_options));
   r.holdout = evaluator->data_description();
-  r.metric = options.metric.empty() ? analysis::DefaultMetricName(evaluator->has_labels(), evaluator->class_output()) : options.metric;
+  r.metric = options.metric.empty()
+                 ? analysis::DefaultMetricName(evaluator->has_labels(), evaluator->class_output())
+                 : options.metric;
   QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric, analysis::MakeMetric(r.metric));
   QK_ASSIGN_OR_RETURN(analysis::TrialResult fp32, evaluator->EvaluateFp32({metric.get()}));
   r.fp32_value = fp32.metrics.at(r.metric);
@@ -73,8 +74,8 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
     r.tensor_rel_mse = search.score.rel_mse;
   }
   if (options.per_tensor && !c.ptq.stages.empty()) {
-    QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model, prepared.sites,
-                                                   {c.method, c.method_overrides}));
+    QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(prepared.statistics, prepared.model,
+                                                   prepared.sites, {c.method, c.method_overrides}));
     // Each stage alone, then all of them in order: kept only when the held-out score improves.
     std::vector<std::vector<PtqStageSpec>> candidates;
     for (const PtqStageSpec& s : c.ptq.stages) candidates.push_back({s});
@@ -87,13 +88,16 @@ Result<CompareMethodsResult> CompareMethods(const CompareMethodsOptions& options
       quant::QuantPlan plan = built.plan;
       PtqOptions ptq = c.ptq;
       ptq.stages = stages;
-      QK_ASSIGN_OR_RETURN(PtqReport report, RunPtqStages(prepared.model, prepared.sites,
-                                                         {c.data, c.image, c.samples, {c.method, c.method_overrides}},
-                                                         ptq, &plan));
+      QK_ASSIGN_OR_RETURN(
+          PtqReport report,
+          RunPtqStages(prepared.model, prepared.sites,
+                       {c.data, c.image, c.samples, {c.method, c.method_overrides}}, ptq, &plan));
       QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator->EvaluatePlan(plan, {metric.get()}));
-      const PlanScore score{metric->Loss(t.metrics.at(r.metric), r.fp32_value), t.output.relative_mse()};
-      r.ptq_trials.push_back({PtqStagesText(stages), score.loss, score.rel_mse,
-                              std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_start).count()});
+      const PlanScore score{metric->Loss(t.metrics.at(r.metric), r.fp32_value),
+                            t.output.relative_mse()};
+      r.ptq_trials.push_back(
+          {PtqStagesText(stages), score.loss, score.rel_mse,
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_start).count()});
       if (score < best_score) {
         best_score = score;
         best_plan = ReadyPlan{std::move(plan), std::move(report), built.warnings, std::nullopt, ""};
@@ -165,62 +169,85 @@ Result<MethodSearch> SearchMethods(const PreparedCalibration& prepared,
 }
 
 std::string FormatCompareMethods(const CompareMethodsResult& r) {
-  std::string s = fmt::format("held out: {} ; metric {} (FP32 {:.4f})\n", r.holdout, r.metric, r.fp32_value);
-  s += fmt::format("{:<18} {:>10} {:>10} {:>10} {:>10} {:>12}\n", "method", r.metric, "loss", "agreement",
-                   "SQNR dB", "rel MSE");
+  std::string s =
+      fmt::format("held out: {} ; metric {} (FP32 {:.4f})\n", r.holdout, r.metric, r.fp32_value);
+  s += fmt::format("{:<18} {:>10} {:>10} {:>10} {:>10} {:>12}\n", "method", r.metric, "loss",
+                   "agreement", "SQNR dB", "rel MSE");
   for (const MethodScore& m : r.scores) {
-    s += fmt::format("{:<18} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.2f} {:>12.4e}{}\n", m.method, m.value, m.loss,
-                     m.agreement, m.sqnr_db, m.rel_mse, m.method == r.best ? "  <- best" : "");
+    s += fmt::format("{:<18} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.2f} {:>12.4e}{}\n", m.method,
+                     m.value, m.loss, m.agreement, m.sqnr_db, m.rel_mse,
+                     m.method == r.best ? "  <- best" : "");
   }
   if (r.tensor_trials > 0 || r.tensor_candidates > 0) {
-    s += fmt::format("per tensor: {} of {} candidate tensors changed in {} trials (loss {:.4g}, rel MSE {:.4e})\n",
-                     r.tensor_changes.size(), r.tensor_candidates, r.tensor_trials, r.tensor_loss, r.tensor_rel_mse);
+    s += fmt::format(
+        "per tensor: {} of {} candidate tensors changed in {} trials (loss {:.4g}, rel MSE {:.4e})\n",
+        r.tensor_changes.size(), r.tensor_candidates, r.tensor_trials, r.tensor_loss,
+        r.tensor_rel_mse);
     for (const TensorMethodChange& c : r.tensor_changes) {
-      s += fmt::format("  {}: {} -> {} (loss {:.4g} -> {:.4g}, rel MSE {:.4e} -> {:.4e})\n", c.tensor, c.from, c.to, c.before.loss, c.after.loss,
-                       c.before.rel_mse, c.after.rel_mse);
+      s += fmt::format("  {}: {} -> {} (loss {:.4g} -> {:.4g}, rel MSE {:.4e} -> {:.4e})\n",
+                       c.tensor, c.from, c.to, c.before.loss, c.after.loss, c.before.rel_mse,
+                       c.after.rel_mse);
     }
   }
   if (!r.ptq_trials.empty()) {
     s += "PTQ stages on the chosen plan (held-out loss, rel MSE, seconds):\n";
     for (const PtqTrial& t : r.ptq_trials) {
-      s += fmt::format("  {:<24} {:>10.4g} {:>12.4e} {:>8.1f}{}\n", t.stages.empty() ? "(none)" : t.stages, t.loss,
-                       t.rel_mse, t.seconds, t.stages == r.ptq_best ? "  <- kept" : "");
+      s += fmt::format("  {:<24} {:>10.4g} {:>12.4e} {:>8.1f}{}\n",
+                       t.stages.empty() ? "(none)" : t.stages, t.loss, t.rel_mse, t.seconds,
+                       t.stages == r.ptq_best ? "  <- kept" : "");
     }
   }
-  s += fmt::format("best: {} ({:.2f} s for {} methods{}, one statistics pass)\n", r.best, r.seconds, r.scores.size(),
-                   r.tensor_trials > 0 ? fmt::format(" and {} per-tensor trials", r.tensor_trials) : "");
+  s += fmt::format(
+      "best: {} ({:.2f} s for {} methods{}, one statistics pass)\n", r.best, r.seconds,
+      r.scores.size(),
+      r.tensor_trials > 0 ? fmt::format(" and {} per-tensor trials", r.tensor_trials) : "");
   return s;
 }
 
 std::string CompareMethodsJson(const CompareMethodsResult& r) {
   nlohmann::json scores = nlohmann::json::array();
   for (const MethodScore& m : r.scores) {
-    scores.push_back({{"method", m.method}, {"value", m.value}, {"loss", m.loss}, {"agreement", m.agreement},
-                      {"sqnr_db", std::isfinite(m.sqnr_db) ? nlohmann::json(m.sqnr_db) : nlohmann::json(nullptr)},
+    scores.push_back({{"method", m.method},
+                      {"value", m.value},
+                      {"loss", m.loss},
+                      {"agreement", m.agreement},
+                      {"sqnr_db", std::isfinite(m.sqnr_db) ? nlohmann::json(m.sqnr_db)
+                                                           : nlohmann::json(nullptr)},
                       {"rel_mse", m.rel_mse}});
   }
-  nlohmann::json j{{"holdout", r.holdout}, {"metric", r.metric},     {"fp32", r.fp32_value},
-                   {"methods", scores},    {"best", r.best},         {"seconds", r.seconds},
+  nlohmann::json j{{"holdout", r.holdout},
+                   {"metric", r.metric},
+                   {"fp32", r.fp32_value},
+                   {"methods", scores},
+                   {"best", r.best},
+                   {"seconds", r.seconds},
                    {"written", r.best_result.written}};
   nlohmann::json changes = nlohmann::json::array();
   for (const TensorMethodChange& c : r.tensor_changes) {
-    changes.push_back({{"tensor", c.tensor}, {"from", c.from}, {"to", c.to}, {"loss_before", c.before.loss},
+    changes.push_back({{"tensor", c.tensor},
+                       {"from", c.from},
+                       {"to", c.to},
+                       {"loss_before", c.before.loss},
                        {"loss_after", c.after.loss}});
   }
   const CheckResult& check = r.best_result.check;
   if (check.ran) {
-    auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    j["check"] = {{"data", check.data},           {"origin", check.origin},
-                  {"samples", check.samples},     {"agreement", number(check.agreement)},
-                  {"top1", number(check.top1)},   {"fp32_top1", number(check.fp32_top1)},
-                  {"rel_mse", check.rel_mse},     {"seconds", check.seconds},
+    auto number = [](double v) {
+      return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+    };
+    j["check"] = {{"data", check.data},         {"origin", check.origin},
+                  {"samples", check.samples},   {"agreement", number(check.agreement)},
+                  {"top1", number(check.top1)}, {"fp32_top1", number(check.fp32_top1)},
+                  {"rel_mse", check.rel_mse},   {"seconds", check.seconds},
                   {"warning", check.warning}};
   }
-  j["per_tensor"] = {{"changes", changes}, {"trials", r.tensor_trials}, {"candidates", r.tensor_candidates}};
+  j["per_tensor"] = {
+      {"changes", changes}, {"trials", r.tensor_trials}, {"candidates", r.tensor_candidates}};
   if (!r.ptq_trials.empty()) {
     nlohmann::json trials = nlohmann::json::array();
     for (const PtqTrial& t : r.ptq_trials) {
-      trials.push_back({{"stages", t.stages}, {"loss", t.loss}, {"rel_mse", t.rel_mse}, {"seconds", t.seconds}});
+      trials.push_back(
+          {{"stages", t.stages}, {"loss", t.loss}, {"rel_mse", t.rel_mse}, {"seconds", t.seconds}});
     }
     j["ptq"] = {{"trials", trials}, {"kept", r.ptq_best}};
   }

@@ -19,17 +19,18 @@
 namespace quantkit::pipelines {
 
 struct CompareMethodsOptions {
-  CalibrateOptions calibrate;              // data, placement, output_dir...; method is ignored
+  CalibrateOptions calibrate;                 // data, placement, output_dir...; method is ignored
   std::vector<quant::MethodRequest> methods;  // empty: max, entropy, percentile:99.99, mse
   // Empty: the last quarter of the calibration data, which calibration then leaves out
   // (pipelines/holdout.h). The CLI defaults it to fashion-mnist:val for fashion-mnist data.
   std::string holdout;
   int64_t holdout_samples = 0;
-  std::string metric;                      // empty: top1 with labels, else agreement
+  std::string metric;  // empty: top1 with labels, else agreement
   // --method auto: after the per-model choice, the greedy per-tensor pass of
   // pipelines/auto_method.h (at most kAutoMaxTensorTrials more held-out evaluations).
   // With calibrate.ptq.stages, auto then tries each stage alone and all of them in order on the
-  // chosen plan (each costs its stage run plus one held-out simulation) and keeps the best, or none.
+  // chosen plan (each costs its stage run plus one held-out simulation) and keeps the best, or
+  // none.
   bool per_tensor = false;
 };
 
@@ -52,11 +53,12 @@ struct CompareMethodsResult {
   // per_tensor: the tensors whose method the greedy pass changed, and what it cost.
   std::vector<TensorMethodChange> tensor_changes;
   int tensor_trials = 0, tensor_candidates = 0;
-  double tensor_loss = 0, tensor_rel_mse = 0;  // the score after the per-tensor pass (before stages)
+  double tensor_loss = 0,
+         tensor_rel_mse = 0;               // the score after the per-tensor pass (before stages)
   double best_loss = 0, best_rel_mse = 0;  // of the plan written (per-tensor changes included)
-  std::vector<PtqTrial> ptq_trials;        // --method auto with --ptq: each candidate, in the order tried
-  std::string ptq_best;                    // the stages kept ("" : none helped)
-  CalibrateResult best_result;      // the artifacts of the best method
+  std::vector<PtqTrial> ptq_trials;  // --method auto with --ptq: each candidate, in the order tried
+  std::string ptq_best;              // the stages kept ("" : none helped)
+  CalibrateResult best_result;       // the artifacts of the best method
   double seconds = 0;
 };
 

@@ -42,15 +42,18 @@ size_t SitesConsidered(const passes::PassReport& inserted) {
 // ApplyPlan's summary line, then one line per site left in float.
 void AddInsertionMessages(const passes::PassReport& inserted, ConvertResult* result) {
   result->messages.push_back(inserted.summary);
-  for (const std::string& s : inserted.List(passes::list::kSkipped)) result->messages.push_back("  float: " + s);
-  for (const std::string& s : inserted.List(passes::list::kFp32NodeReasons)) result->messages.push_back("  fp32: " + s);
+  for (const std::string& s : inserted.List(passes::list::kSkipped))
+    result->messages.push_back("  float: " + s);
+  for (const std::string& s : inserted.List(passes::list::kFp32NodeReasons))
+    result->messages.push_back("  fp32: " + s);
   for (const std::string& s : inserted.notes) result->messages.push_back("note: " + s);
 }
 
 passes::ApplyPlanOptions ApplyOptions(const ConvertOptions& options) {
   passes::ApplyPlanOptions apply;
   apply.placement = options.placement;
-  apply.mode = options.placement_from_plan ? passes::PlacementPolicy::kPlan : passes::PlacementPolicy::kTensorRT;
+  apply.mode = options.placement_from_plan ? passes::PlacementPolicy::kPlan
+                                           : passes::PlacementPolicy::kTensorRT;
   apply.weight_storage = options.weight_storage;
   return apply;
 }
@@ -60,11 +63,13 @@ passes::ApplyPlanOptions ApplyOptions(const ConvertOptions& options) {
 // the float model at `float_model`) or, without data, from the ranges the plan itself holds (a
 // TensorRT cache has one for every tensor).
 Status SetFloatPrecision(const ConvertOptions& options, const ir::Graph& graph, bool plan_has_own,
-                         const std::string& float_model, quant::QuantPlan* plan, ConvertResult* result) {
+                         const std::string& float_model, quant::QuantPlan* plan,
+                         ConvertResult* result) {
   quant::FloatPrecision& fp = plan->float_precision;
   if (options.floats || !plan_has_own) {
     const quant::FloatDType before = fp.dtype;
-    QK_RETURN_IF_ERROR(passes::ResolveFloatOptions(graph, options.floats.value_or(passes::FloatOptions{}), &fp));
+    QK_RETURN_IF_ERROR(
+        passes::ResolveFloatOptions(graph, options.floats.value_or(passes::FloatOptions{}), &fp));
     if (fp.dtype != before) fp.fp32_tensors.clear();  // decided for another dtype
   }
   const char* dtype = quant::FloatDTypeName(fp.dtype);
@@ -72,8 +77,9 @@ Status SetFloatPrecision(const ConvertOptions& options, const ir::Graph& graph, 
   const int64_t from_plan = passes::MarkPlanRangeFp32Tensors(plan);
   if (!options.data.empty()) {
     QK_ASSIGN_OR_RETURN(LoadedModel loaded, LoadFloatModel(float_model));
-    QK_ASSIGN_OR_RETURN(Statistics ranges, CollectFloatRanges(loaded, options.data, options.image, options.samples,
-                                                              options.batch_size, /*progress=*/false));
+    QK_ASSIGN_OR_RETURN(Statistics ranges,
+                        CollectFloatRanges(loaded, options.data, options.image, options.samples,
+                                           options.batch_size, /*progress=*/false));
     const size_t before = fp.fp32_tensors.size();
     const int64_t measured = MarkFp32Tensors(ranges, &fp);
     result->messages.push_back(
@@ -86,7 +92,8 @@ Status SetFloatPrecision(const ConvertOptions& options, const ir::Graph& graph, 
         "(give --data to check that {} holds them)",
         dtype, from_plan, dtype));
   }
-  for (const auto& [name, why] : fp.fp32_tensors) result->messages.push_back("  fp32: " + name + ": " + why);
+  for (const auto& [name, why] : fp.fp32_tensors)
+    result->messages.push_back("  fp32: " + name + ": " + why);
   return Status::Ok();
 }
 
@@ -132,13 +139,14 @@ Status CheckAccuracy(const ConvertOptions& options, const std::string& staged,
     QK_ASSIGN_OR_RETURN(EvalResult reference, Evaluate(fp32));
     a.fp32_top1 = reference.top1;
   }
-  std::string line = fmt::format("accuracy of {} against {} on {} ({} samples): argmax agreement {:.2f}%, cosine "
-                                 "{:.6f}, SQNR {:.1f} dB",
-                                 options.output, options.model, options.data, a.samples, 100 * a.argmax_agreement,
-                                 a.cosine, a.sqnr_db);
+  std::string line = fmt::format(
+      "accuracy of {} against {} on {} ({} samples): argmax agreement {:.2f}%, cosine "
+      "{:.6f}, SQNR {:.1f} dB",
+      options.output, options.model, options.data, a.samples, 100 * a.argmax_agreement, a.cosine,
+      a.sqnr_db);
   if (a.top1 && a.fp32_top1) {
-    line += fmt::format("; top-1 {:.2f}% (FP32 {:.2f}%, {:+.2f} points)", 100 * *a.top1, 100 * *a.fp32_top1,
-                        100 * (*a.top1 - *a.fp32_top1));
+    line += fmt::format("; top-1 {:.2f}% (FP32 {:.2f}%, {:+.2f} points)", 100 * *a.top1,
+                        100 * *a.fp32_top1, 100 * (*a.top1 - *a.fp32_top1));
   }
   result->messages.push_back(line);
   result->accuracy = a;
@@ -220,8 +228,9 @@ std::string DescribeCost(const ConversionCost& c) {
       c.zero_point, w.lo, w.hi, w.scale_from, w.scale_to, w.scale_ratio, w.bits_lost,
       100.0 * w.wasted_share, 100.0 * w.clipped_share);
   if (w.sign_bit_wasted) {
-    out += "; sign bit wasted: the range is non-negative (e.g. after Relu), symmetric int8 "
-           "spends 1 bit on negatives that never occur";
+    out +=
+        "; sign bit wasted: the range is non-negative (e.g. after Relu), symmetric int8 "
+        "spends 1 bit on negatives that never occur";
   }
   return out;
 }
@@ -257,10 +266,13 @@ std::string ConvertResultJson(const ConvertResult& r) {
 
 Result<ConvertResult> Convert(const ConvertOptions& options) {
   QK_ASSIGN_OR_RETURN(formats::ArtifactKind in_kind, formats::ArtifactKindFromPath(options.input));
-  QK_ASSIGN_OR_RETURN(formats::ArtifactKind out_kind, formats::ArtifactKindFromPath(options.output));
+  QK_ASSIGN_OR_RETURN(formats::ArtifactKind out_kind,
+                      formats::ArtifactKindFromPath(options.output));
   QK_RETURN_IF_NOT(fs::absolute(options.input) != fs::absolute(options.output),
-                   StatusCode::kInvalidArgument, "{}: input and output are the same file; inputs "
-                   "are never modified", options.input);
+                   StatusCode::kInvalidArgument,
+                   "{}: input and output are the same file; inputs "
+                   "are never modified",
+                   options.input);
   ConvertResult result;
   // --data only feeds the check of a written Q/DQ model (plan + --model): anywhere else it would
   // be read by nothing, which the user should hear rather than believe it was checked.
@@ -273,9 +285,10 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
       options.input, options.output);
 
   if (in_kind == formats::ArtifactKind::kOnnx) {
-    QK_RETURN_IF_NOT(options.data.empty(), StatusCode::kInvalidArgument,
-                     "--data checks a Q/DQ model written from a plan and its float model (IN = .cache/.json/.txt, "
-                     "--model FLOAT.onnx)");
+    QK_RETURN_IF_NOT(
+        options.data.empty(), StatusCode::kInvalidArgument,
+        "--data checks a Q/DQ model written from a plan and its float model (IN = .cache/.json/.txt, "
+        "--model FLOAT.onnx)");
     QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(options.input));
     // Normalize a PyTorch export's Q/DQ; a QOperator model is rewritten to Q/DQ, after which
     // everything below applies unchanged.
@@ -304,15 +317,18 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
       quant::TensorQuant t;
       t.tensor = name;
       t.quantized = false;
-      t.reason = "quantized dynamically (DynamicQuantizeLinear): no static scale; calibrate the "
-                 "float model (quantkit calibrate) to quantize it for TensorRT";
+      t.reason =
+          "quantized dynamically (DynamicQuantizeLinear): no static scale; calibrate the "
+          "float model (quantkit calibrate) to quantize it for TensorRT";
       t.source = "dynamic";
       plan.tensors[name] = t;
     }
     // Q/DQ that are there but give nothing (a non-constant scale, an int32 bias DQ) say so.
-    QK_RETURN_IF_NOT(report.activations + report.weights > 0 || report.notes.empty(), StatusCode::kInvalidArgument,
-                     "{}: none of its Q/DQ gives a scale to extract: {}{}", options.input, report.notes.front(),
-                     report.notes.size() > 1 ? fmt::format(" (and {} more)", report.notes.size() - 1) : "");
+    QK_RETURN_IF_NOT(
+        report.activations + report.weights > 0 || report.notes.empty(),
+        StatusCode::kInvalidArgument, "{}: none of its Q/DQ gives a scale to extract: {}{}",
+        options.input, report.notes.front(),
+        report.notes.size() > 1 ? fmt::format(" (and {} more)", report.notes.size() - 1) : "");
     QK_RETURN_IF_NOT(report.activations + report.weights > 0, StatusCode::kInvalidArgument,
                      "{}: no QuantizeLinear/DequantizeLinear to extract (to quantize a float model "
                      "use 'quantkit calibrate', or give a cache and --model)",
@@ -325,34 +341,40 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
     if (!result.dynamic_tensors.empty()) {
       result.messages.push_back(fmt::format(
           "{} activations are quantized dynamically (no static scale; marked not quantized in the "
-          "plan — calibrate the float model for them)", result.dynamic_tensors.size()));
+          "plan — calibrate the float model for them)",
+          result.dynamic_tensors.size()));
     }
     if (!result.costs.empty()) {
-      const auto sign = std::count_if(result.costs.begin(), result.costs.end(),
-                                      [](const ConversionCost& c) { return c.worst.sign_bit_wasted; });
+      const auto sign =
+          std::count_if(result.costs.begin(), result.costs.end(),
+                        [](const ConversionCost& c) { return c.worst.sign_bit_wasted; });
       result.messages.push_back(fmt::format(
           "{} tensors converted from asymmetric to symmetric int8 ({} lose the sign bit):",
           result.costs.size(), sign));
-      for (const ConversionCost& c : result.costs) result.messages.push_back("  " + DescribeCost(c));
+      for (const ConversionCost& c : result.costs)
+        result.messages.push_back("  " + DescribeCost(c));
     }
     if (out_kind == formats::ArtifactKind::kOnnx) {
       QK_ASSIGN_OR_RETURN(passes::PassReport strip, passes::RunPass(model, passes::StripQdq()));
       result.messages.push_back(strip.summary);
       if (options.qdq_output) {
-        QK_RETURN_IF_ERROR(SetFloatPrecision(options, *model.graph, /*plan_has_own=*/false, "", &plan, &result));
+        QK_RETURN_IF_ERROR(
+            SetFloatPrecision(options, *model.graph, /*plan_has_own=*/false, "", &plan, &result));
         // Re-insert symmetric int8 Q/DQ: TensorRT's recipe by default (lint-clean placements,
         // the plan's scales), or exactly where the source quantized (--placement plan).
-        QK_ASSIGN_OR_RETURN(passes::PassReport ins,
-                            passes::RunPass(model, passes::ApplyPlan(&plan, ApplyOptions(options))));
+        QK_ASSIGN_OR_RETURN(
+            passes::PassReport ins,
+            passes::RunPass(model, passes::ApplyPlan(&plan, ApplyOptions(options))));
         QK_RETURN_IF_NOT(SitesConsidered(ins) > 0, StatusCode::kInvalidArgument,
                          "{}: no quantized tensor to place Q/DQ on", options.input);
         AddInsertionMessages(ins, &result);
       }
       // The model and its three plan files are one unit (common/artifact_set.h).
       const std::string stem = BaseName(Stem(options.output));
-      QK_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactSet> out,
-                          ArtifactSet::Open(DirName(options.output), {BaseName(options.output), stem + ".cache",
-                                                                      stem + ".plan.json", stem + ".ranges.txt"}));
+      QK_ASSIGN_OR_RETURN(
+          std::unique_ptr<ArtifactSet> out,
+          ArtifactSet::Open(DirName(options.output), {BaseName(options.output), stem + ".cache",
+                                                      stem + ".plan.json", stem + ".ranges.txt"}));
       QuantizedFiles files;
       files.model_name = BaseName(options.output);
       files.cache_name = stem + ".cache";
@@ -374,17 +396,19 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
   // Entries kept in float say why (a zero range, a scale TensorRT rejects); a plan with no usable
   // entry at all would write an empty cache: refused.
   for (const auto& [name, t] : plan.tensors) {
-    if (!t.quantized && !t.reason.empty()) result.messages.push_back("warning: " + name + ": " + t.reason);
+    if (!t.quantized && !t.reason.empty())
+      result.messages.push_back("warning: " + name + ": " + t.reason);
   }
   QK_RETURN_IF_NOT(plan.tensors.empty() || plan.NumQuantized() > 0 || !plan.float_nodes.empty(),
                    StatusCode::kInvalidArgument,
-                   "{}: none of its {} tensors has a usable scale ({}: {}); nothing to convert", options.input,
-                   plan.tensors.size(), plan.tensors.begin()->first, plan.tensors.begin()->second.reason);
+                   "{}: none of its {} tensors has a usable scale ({}: {}); nothing to convert",
+                   options.input, plan.tensors.size(), plan.tensors.begin()->first,
+                   plan.tensors.begin()->second.reason);
   if (out_kind != formats::ArtifactKind::kOnnx) {
     QK_RETURN_IF_ERROR(formats::WritePlanFile(options.output, out_kind, plan, options.cache));
     result.written.push_back(options.output);
-    result.messages.push_back(fmt::format("{} tensors ({} quantized)", plan.tensors.size(),
-                                          plan.NumQuantized()));
+    result.messages.push_back(
+        fmt::format("{} tensors ({} quantized)", plan.tensors.size(), plan.NumQuantized()));
     return result;
   }
   QK_RETURN_IF_NOT(!options.model.empty(), StatusCode::kInvalidArgument,
@@ -403,7 +427,8 @@ Result<ConvertResult> Convert(const ConvertOptions& options) {
   }
   // Before insertion: afterwards the weighted ops read *_dequantized values the plan does not name.
   result.layer_precisions = LayerPrecisions(*model.graph, plan, options.float_precision);
-  QK_RETURN_IF_ERROR(SetFloatPrecision(options, *model.graph, in_kind == formats::ArtifactKind::kPlanJson, options.model,
+  QK_RETURN_IF_ERROR(SetFloatPrecision(options, *model.graph,
+                                       in_kind == formats::ArtifactKind::kPlanJson, options.model,
                                        &plan, &result));
   // A fallback plan's float-kept nodes get no Q/DQ, whatever the placement (as eval --plan and
   // `quantkit fallback` simulated them).

@@ -13,7 +13,8 @@
 //   QOperator ONNX (QLinearConv, QGemm, ConvInteger, ... as onnxruntime writes them) -> any of the
 //                                         above: rewritten to Q/DQ first (passes/qop_to_qdq.h),
 //                                         then handled as a Q/DQ model
-//   ONNX -> ONNX with qdq_output          a TensorRT Q/DQ model (symmetric int8, the extracted scales,
+//   ONNX -> ONNX with qdq_output          a TensorRT Q/DQ model (symmetric int8, the extracted
+//   scales,
 //                                         placed by `placement` or, with placement_from_plan,
 //                                         where the source quantized) instead of the float model
 // Asymmetric sources (uint8, non-zero zero points) become symmetric int8 by the rule of
@@ -73,11 +74,11 @@ struct ConversionCost {
 };
 
 struct ConvertResult {
-  std::vector<std::string> written;   // files written, in order
-  std::vector<std::string> messages;  // summary lines (counts, warnings)
-  std::string layer_precisions;       // trtexec --layerPrecisions value ("" when none)
-  bool integer_ops = false;           // the input was a QOperator model
-  std::vector<ConversionCost> costs;  // tensors whose grid changed, sorted by name
+  std::vector<std::string> written;          // files written, in order
+  std::vector<std::string> messages;         // summary lines (counts, warnings)
+  std::string layer_precisions;              // trtexec --layerPrecisions value ("" when none)
+  bool integer_ops = false;                  // the input was a QOperator model
+  std::vector<ConversionCost> costs;         // tensors whose grid changed, sorted by name
   std::vector<std::string> dynamic_tensors;  // quantized at run time: no static scale
   // With data: the written model against the float model on it.
   struct Accuracy {

@@ -84,7 +84,8 @@ enum Count : size_t { kSamples, kLabelled, kCorrect1, kCorrect5, kAgree, kNumCou
 }  // namespace
 
 Result<EvalResult> Evaluate(const EvalOptions& options) {
-  QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be positive");
+  QK_RETURN_IF_NOT(options.batch_size > 0, StatusCode::kInvalidArgument,
+                   "--batch-size must be positive");
   // Where the outputs go is checked before the pass, not after it.
   QK_RETURN_IF_ERROR(CheckOutputFile(options.save_predictions, "--save-predictions"));
   QK_RETURN_IF_ERROR(CheckOutputFile(options.save_outputs, "--save-outputs"));
@@ -119,9 +120,12 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
           }
         }
       }
-      QK_ASSIGN_OR_RETURN(ir::Model simulated, analysis::BuildSimulationModel(options.model, plan, options.simulation));
+      QK_ASSIGN_OR_RETURN(ir::Model simulated,
+                          analysis::BuildSimulationModel(options.model, plan, options.simulation));
       QK_ASSIGN_OR_RETURN(interpreter, runtime::Interpreter::Create(std::move(simulated)));
-      QK_ASSIGN_OR_RETURN(reference, Load(options.reference_model.empty() ? options.model : options.reference_model));
+      QK_ASSIGN_OR_RETURN(
+          reference,
+          Load(options.reference_model.empty() ? options.model : options.reference_model));
     } else {
       QK_ASSIGN_OR_RETURN(interpreter, Load(options.model));
       if (!options.reference_model.empty()) {
@@ -141,8 +145,9 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     QK_RETURN_IF_NOT(all_have_state || comm->world_size() == 1, StatusCode::kUnsupported,
                      "a metric without Metric::State() cannot be combined across processes");
     sums.stride += 4;  // dot, |out|^2, |ref|^2, |err|^2
-    QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
-                        data::OpenSource(options.data, data::ModelInputs(interpreter->model()), options.image));
+    QK_ASSIGN_OR_RETURN(
+        std::unique_ptr<data::Source> source,
+        data::OpenSource(options.data, data::ModelInputs(interpreter->model()), options.image));
     source = data::Window(std::move(source), options.first_sample, options.samples);
     result.samples = source->num_samples();
     // Fixed-batch models cap the batch; shards hold whole batches, so every rank runs the batches
@@ -169,7 +174,8 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
         if (timed_runs++ == 0) first_run_seconds.first = model_seconds;
         QK_ASSIGN_OR_RETURN(Rows rows, AsRows(outs, count));
         result.output_width = rows.width;
-        if (keep_outputs) result.outputs.insert(result.outputs.end(), rows.data, rows.data + count * rows.width);
+        if (keep_outputs)
+          result.outputs.insert(result.outputs.end(), rows.data, rows.data + count * rows.width);
         counts[kSamples] += count;
         for (int64_t b = 0; b < count; ++b) {
           const float* row = rows.data + b * rows.width;
@@ -198,15 +204,18 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
           result.reference_seconds += reference_seconds;
           if (timed_runs == 1) first_run_seconds.second = reference_seconds;
           QK_ASSIGN_OR_RETURN(Rows ref, AsRows(ref_outs, count));
-          QK_RETURN_IF_NOT(ref.width == rows.width, StatusCode::kInvalidArgument,
-                           "the reference model's first output has {} values per sample, the model's {}",
-                           ref.width, rows.width);
+          QK_RETURN_IF_NOT(
+              ref.width == rows.width, StatusCode::kInvalidArgument,
+              "the reference model's first output has {} values per sample, the model's {}",
+              ref.width, rows.width);
           double dot = 0, norm_out = 0, norm_ref = 0, err2 = 0;
           for (int64_t b = 0; b < count; ++b) {
             const float* r = ref.data + b * ref.width;
             const float* o = rows.data + b * rows.width;
-            counts[kAgree] +=
-                (std::max_element(r, r + ref.width) - r) == (std::max_element(o, o + rows.width) - o) ? 1 : 0;
+            counts[kAgree] += (std::max_element(r, r + ref.width) - r) ==
+                                      (std::max_element(o, o + rows.width) - o)
+                                  ? 1
+                                  : 0;
             for (int64_t c = 0; c < rows.width; ++c) {
               const double e = static_cast<double>(o[c]) - r[c];
               dot += static_cast<double>(o[c]) * r[c];
@@ -246,7 +255,8 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
       result.model_seconds -= first_run_seconds.first;
       result.reference_seconds -= first_run_seconds.second;
     }
-    result.rank.work_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.rank.work_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return Status::Ok();
   }();
   QK_RETURN_IF_ERROR(comm->Agree(evaluated, "evaluating"));
@@ -259,10 +269,12 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     std::vector<double> local_sums = std::move(sums.values);
     local_sums.push_back(max_err);
     QK_ASSIGN_OR_RETURN(auto all_sums, comm->GatherToRoot(ToBytes(local_sums), "gathering sums"));
-    QK_ASSIGN_OR_RETURN(auto all_preds, comm->GatherToRoot(ToBytes(result.predictions), "gathering predictions"));
+    QK_ASSIGN_OR_RETURN(auto all_preds,
+                        comm->GatherToRoot(ToBytes(result.predictions), "gathering predictions"));
     std::vector<std::string> all_outputs;
     if (keep_outputs) {
-      QK_ASSIGN_OR_RETURN(all_outputs, comm->GatherToRoot(ToBytes(result.outputs), "gathering outputs"));
+      QK_ASSIGN_OR_RETURN(all_outputs,
+                          comm->GatherToRoot(ToBytes(result.outputs), "gathering outputs"));
     }
     // A rank without samples never saw an output: take the width any rank saw.
     std::vector<int64_t> widths(static_cast<size_t>(comm->world_size()), 0);
@@ -282,7 +294,8 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
       if (keep_outputs) AppendFromBytes(all_outputs[r], &result.outputs);
     }
   }
-  result.rank.merge_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - merge_start).count();
+  result.rank.merge_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - merge_start).count();
   if (!comm->is_root()) {
     result.predictions.clear();
     result.outputs.clear();
@@ -315,7 +328,9 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
       }
     }
     Agreement a;
-    a.argmax_agreement = counts[kSamples] ? static_cast<double>(counts[kAgree]) / static_cast<double>(counts[kSamples]) : 0;
+    a.argmax_agreement = counts[kSamples] ? static_cast<double>(counts[kAgree]) /
+                                                static_cast<double>(counts[kSamples])
+                                          : 0;
     a.cosine = error.cosine();
     a.sqnr_db = error.sqnr_db();
     a.max_abs_error = max_err;
@@ -325,41 +340,47 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
   const auto write_start = std::chrono::steady_clock::now();
   const Status saved = [&]() -> Status {
     if (!options.save_predictions.empty()) {
-      auto t = ir::Tensor::FromVector<int64_t>(ir::DType::kInt64, {static_cast<int64_t>(result.predictions.size())},
-                                               result.predictions);
+      auto t = ir::Tensor::FromVector<int64_t>(
+          ir::DType::kInt64, {static_cast<int64_t>(result.predictions.size())}, result.predictions);
       QK_RETURN_IF_ERROR(data::WriteNpy(options.save_predictions, t));
       result.written.push_back(options.save_predictions);
     }
     if (!options.save_outputs.empty()) {
-      auto t = ir::Tensor::FromVector<float>(ir::DType::kFloat, {result.samples, result.output_width}, result.outputs);
+      auto t = ir::Tensor::FromVector<float>(ir::DType::kFloat,
+                                             {result.samples, result.output_width}, result.outputs);
       QK_RETURN_IF_ERROR(data::WriteNpy(options.save_outputs, t));
       result.written.push_back(options.save_outputs);
     }
     return Status::Ok();
   }();
-  result.rank.write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
+  result.rank.write_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
   QK_RETURN_IF_ERROR(comm->Agree(saved, "saving results on rank 0"));
   return result;
 }
 
 std::string FormatEval(const EvalOptions& options, const EvalResult& r) {
-  std::string s = !options.simulates() ? ""
-                  : fmt::format("plan: {} (simulated INT8)\n", options.loaded_plan ? "in memory" : options.plan);
+  std::string s = !options.simulates()
+                      ? ""
+                      : fmt::format("plan: {} (simulated INT8)\n",
+                                    options.loaded_plan ? "in memory" : options.plan);
   for (const std::string& w : r.warnings) s += "warning: " + w + "\n";
-  s += fmt::format("model: {}\ndata: {} ({} samples, {:.2f} s, {:.1f} samples/s)\n",
-                              options.model, options.data, r.samples, r.seconds,
-                              static_cast<double>(r.samples) / std::max(r.seconds, 1e-9));
+  s += fmt::format("model: {}\ndata: {} ({} samples, {:.2f} s, {:.1f} samples/s)\n", options.model,
+                   options.data, r.samples, r.seconds,
+                   static_cast<double>(r.samples) / std::max(r.seconds, 1e-9));
   if (r.top1) s += fmt::format("top-1: {:.4f}\ntop-5: {:.4f}\n", *r.top1, *r.top5);
   if (r.agreement) {
-    s += fmt::format("vs {}: argmax agreement {:.4f}, cosine {:.6f}, SQNR {:.2f} dB, max |error| {:.4g}\n",
-                     options.reference_model.empty() ? options.model + " (FP32)" : options.reference_model,
-                     r.agreement->argmax_agreement, r.agreement->cosine,
-                     r.agreement->sqnr_db, r.agreement->max_abs_error);
+    s += fmt::format(
+        "vs {}: argmax agreement {:.4f}, cosine {:.6f}, SQNR {:.2f} dB, max |error| {:.4g}\n",
+        options.reference_model.empty() ? options.model + " (FP32)" : options.reference_model,
+        r.agreement->argmax_agreement, r.agreement->cosine, r.agreement->sqnr_db,
+        r.agreement->max_abs_error);
   }
   for (const auto& [name, v] : r.metrics) s += fmt::format("{}: {:.6g}\n", name, v);
   if (r.agreement && r.reference_seconds > 0) {
-    s += fmt::format("passes: {} {:.2f} s, reference {:.2f} s ({:.2f}x)\n", options.simulates() ? "simulated" : "model",
-                     r.model_seconds, r.reference_seconds, r.model_seconds / r.reference_seconds);
+    s += fmt::format("passes: {} {:.2f} s, reference {:.2f} s ({:.2f}x)\n",
+                     options.simulates() ? "simulated" : "model", r.model_seconds,
+                     r.reference_seconds, r.model_seconds / r.reference_seconds);
   }
   return s;
 }

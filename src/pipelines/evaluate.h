@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "distributed/launch.h"
 #include "analysis/metrics.h"
 #include "analysis/simulate.h"
 #include "data/image_options.h"
+#include "distributed/launch.h"
 #include "quantkit/status.h"
 
 namespace quantkit::pipelines {
@@ -27,17 +27,19 @@ namespace quantkit::pipelines {
 struct EvalOptions {
   std::string model;
   std::string data;
-  data::ImageOptions image;    // preprocessing declared for an image-folder --data
+  data::ImageOptions image;     // preprocessing declared for an image-folder --data
   std::string reference_model;  // optional: compare outputs against this model
   std::string plan;             // optional: simulate this plan on `model` (the FP32 model)
   std::optional<quant::QuantPlan> loaded_plan;  // a plan in memory, simulated instead of `plan`
   analysis::SimulationOptions simulation;
-  std::vector<analysis::Metric*> metrics;  // not owned; need a reference (the FP32 model with a plan)
-  int64_t first_sample = 0;     // skip the data's first N samples (qat's held-out tail of its training data)
+  std::vector<analysis::Metric*>
+      metrics;  // not owned; need a reference (the FP32 model with a plan)
+  int64_t first_sample =
+      0;  // skip the data's first N samples (qat's held-out tail of its training data)
   int64_t samples = 0;
   int64_t batch_size = 64;
   bool progress = true;
-  bool keep_outputs = false;     // fill EvalResult::outputs (the first output, flattened per sample)
+  bool keep_outputs = false;  // fill EvalResult::outputs (the first output, flattened per sample)
   // Written by rank 0 (or the only process) when set: argmax per sample (int64 [N]) and the first
   // output (float32 [N, width]) as .npy.
   std::string save_predictions, save_outputs;
@@ -63,8 +65,8 @@ struct EvalResult {
   std::optional<double> top1, top5;  // when the data has labels
   std::optional<Agreement> agreement;
   std::map<std::string, double> metrics;  // by analysis::Metric::name()
-  std::vector<int64_t> predictions;  // argmax per sample
-  std::vector<float> outputs;        // [samples, output_width] when keep_outputs
+  std::vector<int64_t> predictions;       // argmax per sample
+  std::vector<float> outputs;             // [samples, output_width] when keep_outputs
   int64_t output_width = 0;
   double seconds = 0;
   // Seconds inside the model's runs and the reference's (this rank). With --plan: the simulated
@@ -72,9 +74,9 @@ struct EvalResult {
   // loaded machine (docs/performance.md). With a reference and more than one run, both leave out
   // the first run, which pays one-time kernel generation for whichever model ran first.
   double model_seconds = 0, reference_seconds = 0;
-  std::vector<std::string> written;  // files saved (rank 0)
+  std::vector<std::string> written;   // files saved (rank 0)
   std::vector<std::string> warnings;  // plan entries that could not be used, simulated in float
-  distributed::RankReport rank;                   // this process's part; only rank 0 holds the totals
+  distributed::RankReport rank;       // this process's part; only rank 0 holds the totals
 };
 
 Result<EvalResult> Evaluate(const EvalOptions& options);

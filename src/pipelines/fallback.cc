@@ -21,11 +21,11 @@
 namespace quantkit::pipelines {
 namespace {
 
-
 // Rank 0 (or the only process): plan.json, model.qdq.onnx, layer_precisions.txt, fallback.json.
 Status WriteOutputs(const ir::Model& model, const FallbackOptions& options, FallbackResult* result);
 
-quant::QuantPlan WithFloatNodes(const quant::QuantPlan& plan, const FloatSet& nodes, const std::string& reason) {
+quant::QuantPlan WithFloatNodes(const quant::QuantPlan& plan, const FloatSet& nodes,
+                                const std::string& reason) {
   quant::QuantPlan p = plan;
   for (const std::string& n : nodes) p.float_nodes.emplace(n, reason);
   return p;
@@ -33,8 +33,10 @@ quant::QuantPlan WithFloatNodes(const quant::QuantPlan& plan, const FloatSet& no
 
 }  // namespace
 
-Result<std::vector<std::string>> FallbackCandidates(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan) {
-  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(evaluator.options().model));
+Result<std::vector<std::string>> FallbackCandidates(const analysis::PlanEvaluator& evaluator,
+                                                    const quant::QuantPlan& plan) {
+  QK_ASSIGN_OR_RETURN(ir::Model model,
+                      analysis::LoadModelForQuantization(evaluator.options().model));
   QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
                       passes::PlanSites(*model.graph, plan, evaluator.options().simulation));
   quant::QuantPlan full = plan;
@@ -42,20 +44,25 @@ Result<std::vector<std::string>> FallbackCandidates(const analysis::PlanEvaluato
   std::vector<std::string> nodes;
   for (const passes::QdqSite& s : sites) {
     const quant::TensorQuant* t = full.Find(s.tensor);
-    if (!t || !t->quantized || s.consumer->name.empty() || plan.float_nodes.count(s.consumer->name)) continue;
-    if (std::find(nodes.begin(), nodes.end(), s.consumer->name) == nodes.end()) nodes.push_back(s.consumer->name);
+    if (!t || !t->quantized || s.consumer->name.empty() || plan.float_nodes.count(s.consumer->name))
+      continue;
+    if (std::find(nodes.begin(), nodes.end(), s.consumer->name) == nodes.end())
+      nodes.push_back(s.consumer->name);
   }
   return nodes;
 }
 
-Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& input_plan,
-                                   analysis::Metric* metric, const FallbackOptions& options) {
+Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator,
+                                   const quant::QuantPlan& input_plan, analysis::Metric* metric,
+                                   const FallbackOptions& options) {
   quant::QuantPlan plan = input_plan;
   if (options.floats) {
     // The trials simulate, and the written model keeps, this float part.
-    QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(evaluator.options().model));
+    QK_ASSIGN_OR_RETURN(ir::Model float_model,
+                        analysis::LoadModelForQuantization(evaluator.options().model));
     const quant::FloatDType before = plan.float_precision.dtype;
-    QK_RETURN_IF_ERROR(passes::ResolveFloatOptions(*float_model.graph, *options.floats, &plan.float_precision));
+    QK_RETURN_IF_ERROR(
+        passes::ResolveFloatOptions(*float_model.graph, *options.floats, &plan.float_precision));
     if (plan.float_precision.dtype != before) {
       // Decided for another dtype: the plan's ranges decide.
       plan.float_precision.fp32_tensors.clear();
@@ -72,8 +79,10 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
   std::unique_ptr<analysis::PrefixCache> cache;
   if (options.trial_cache_bytes > 0) {
     const auto cache_start = std::chrono::steady_clock::now();
-    QK_ASSIGN_OR_RETURN(cache, analysis::PrefixCache::Create(evaluator, plan, options.trial_cache_bytes));
-    r.simulated_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - cache_start).count();
+    QK_ASSIGN_OR_RETURN(cache,
+                        analysis::PrefixCache::Create(evaluator, plan, options.trial_cache_bytes));
+    r.simulated_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - cache_start).count();
     r.cache_checkpoints = cache->checkpoints();
     r.cache_bytes = cache->bytes();
   }
@@ -81,8 +90,9 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
   Progress progress("fallback", 0, "trials");
   if (!options.progress || evaluator.rank() != 0) progress.set_enabled(false);
   LossFn loss = [&](const FloatSet& set) -> Result<double> {
-    QK_ASSIGN_OR_RETURN(analysis::TrialResult t, evaluator.EvaluatePlan(WithFloatNodes(plan, set, "fallback trial"), {metric},
-                                                                              nullptr, cache.get()));
+    QK_ASSIGN_OR_RETURN(analysis::TrialResult t,
+                        evaluator.EvaluatePlan(WithFloatNodes(plan, set, "fallback trial"),
+                                               {metric}, nullptr, cache.get()));
     const double v = t.metrics.at(r.metric);
     values[set] = v;
     progress.Advance(1);
@@ -103,11 +113,13 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
     for (const RankedLayer& l : r.search.ranking) {
       if (l.layer == n) gain = l.gain;
     }
-    r.plan.float_nodes[n] = fmt::format("fallback: {} loss {:.4g} -> {:.4g} with this node alone in float "
-                                        "(budget {})",
-                                        r.metric, r.search.baseline_loss, r.search.baseline_loss - gain, options.budget);
+    r.plan.float_nodes[n] = fmt::format(
+        "fallback: {} loss {:.4g} -> {:.4g} with this node alone in float "
+        "(budget {})",
+        r.metric, r.search.baseline_loss, r.search.baseline_loss - gain, options.budget);
   }
-  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(evaluator.options().model));
+  QK_ASSIGN_OR_RETURN(ir::Model model,
+                      analysis::LoadModelForQuantization(evaluator.options().model));
   // Before insertion (LayerPrecisions reads the float graph's activations), then the very Q/DQ
   // model the trials simulated; ApplyPlan fills the plan's weight entries.
   r.layer_precisions = LayerPrecisions(*model.graph, r.plan, options.float_precision);
@@ -128,7 +140,8 @@ Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, con
 
 namespace {
 
-Status WriteOutputs(const ir::Model& model, const FallbackOptions& options, FallbackResult* result) {
+Status WriteOutputs(const ir::Model& model, const FallbackOptions& options,
+                    FallbackResult* result) {
   FallbackResult& r = *result;
   // All four files or none, and never mixed with a concurrent run's (common/artifact_set.h); or
   // staged into the caller's set, which commits them with its own.
@@ -160,8 +173,9 @@ std::string LayerPrecisionsFile(const std::string& layer_precisions) {
 
 std::string FormatFallback(const FallbackResult& r, bool with_written) {
   const FallbackSearchResult& s = r.search;
-  std::string out = fmt::format("metric {}: FP32 {:.4f}, INT8 {:.4f} (loss {:.4g}), with fallback {:.4f} (loss {:.4g})\n",
-                                r.metric, r.fp32_value, r.int8_value, s.baseline_loss, r.final_value, s.loss);
+  std::string out = fmt::format(
+      "metric {}: FP32 {:.4f}, INT8 {:.4f} (loss {:.4g}), with fallback {:.4f} (loss {:.4g})\n",
+      r.metric, r.fp32_value, r.int8_value, s.baseline_loss, r.final_value, s.loss);
   out += "ranking (loss with the node alone in float):\n";
   for (size_t i = 0; i < s.ranking.size() && i < 10; ++i) {
     out += fmt::format("  {:>2}. {:<32} loss {:.4g} (gain {:+.4g})\n", i + 1, s.ranking[i].layer,
@@ -173,16 +187,19 @@ std::string FormatFallback(const FallbackResult& r, bool with_written) {
     out += fmt::format("  {:<8} {:<32} -> {} float, loss {:.4g}{} ({:.2f} s)\n", st.phase, st.layer,
                        st.float_layers.size(), st.loss, st.accepted ? " accepted" : "", st.seconds);
   }
-  out += fmt::format("{}: {} layer(s) in float:", s.within_budget ? "within budget" : "NOT within budget",
-                     s.float_layers.size());
+  out += fmt::format(
+      "{}: {} layer(s) in float:", s.within_budget ? "within budget" : "NOT within budget",
+      s.float_layers.size());
   for (const std::string& l : s.float_layers) out += " " + l;
-  out += fmt::format("\nTensorRT <= 10 (implicit INT8): --layerPrecisions={}\n", r.layer_precisions);
-  out += fmt::format("search: {} trials in {:.2f} s ({:.3f} s per trial; one FP32 pass {:.3f} s)\n", s.evaluations,
-                     s.seconds, r.trial_seconds, r.full_eval_seconds);
+  out +=
+      fmt::format("\nTensorRT <= 10 (implicit INT8): --layerPrecisions={}\n", r.layer_precisions);
+  out += fmt::format("search: {} trials in {:.2f} s ({:.3f} s per trial; one FP32 pass {:.3f} s)\n",
+                     s.evaluations, s.seconds, r.trial_seconds, r.full_eval_seconds);
   if (r.cache_checkpoints > 0) {
-    out += fmt::format("trials start from {} checkpoint(s) of cached activations ({:.1f} MiB; one whole simulated "
-                       "pass {:.3f} s)\n",
-                       r.cache_checkpoints, static_cast<double>(r.cache_bytes) / (1 << 20), r.simulated_seconds);
+    out += fmt::format(
+        "trials start from {} checkpoint(s) of cached activations ({:.1f} MiB; one whole simulated "
+        "pass {:.3f} s)\n",
+        r.cache_checkpoints, static_cast<double>(r.cache_bytes) / (1 << 20), r.simulated_seconds);
   }
   if (with_written) {
     for (const std::string& w : r.written) out += "wrote " + w + "\n";
@@ -193,28 +210,34 @@ std::string FormatFallback(const FallbackResult& r, bool with_written) {
 std::string FallbackJson(const FallbackResult& r) {
   const FallbackSearchResult& s = r.search;
   nlohmann::json ranking = nlohmann::json::array(), steps = nlohmann::json::array();
-  for (const RankedLayer& l : s.ranking) ranking.push_back({{"node", l.layer}, {"loss_alone", l.loss_alone}, {"gain", l.gain}});
+  for (const RankedLayer& l : s.ranking)
+    ranking.push_back({{"node", l.layer}, {"loss_alone", l.loss_alone}, {"gain", l.gain}});
   for (const SearchStep& st : s.steps) {
-    steps.push_back({{"phase", st.phase}, {"node", st.layer}, {"float_nodes", st.float_layers}, {"loss", st.loss},
-                     {"accepted", st.accepted}, {"seconds", st.seconds}});
+    steps.push_back({{"phase", st.phase},
+                     {"node", st.layer},
+                     {"float_nodes", st.float_layers},
+                     {"loss", st.loss},
+                     {"accepted", st.accepted},
+                     {"seconds", st.seconds}});
   }
-  nlohmann::json j{{"metric", r.metric},
-                   {"fp32", r.fp32_value},
-                   {"int8", r.int8_value},
-                   {"final", r.final_value},
-                   {"baseline_loss", s.baseline_loss},
-                   {"loss", s.loss},
-                   {"within_budget", s.within_budget},
-                   {"float_nodes", s.float_layers},
-                   {"layer_precisions", r.layer_precisions},
-                   {"ranking", ranking},
-                   {"steps", steps},
-                   {"trials", s.evaluations},
-                   {"search_seconds", s.seconds},
-                   {"trial_seconds", r.trial_seconds},
-                   {"fp32_pass_seconds", r.full_eval_seconds},
-                   {"simulated_pass_seconds", r.simulated_seconds},
-                   {"trial_cache", {{"checkpoints", r.cache_checkpoints}, {"bytes", r.cache_bytes}}}};
+  nlohmann::json j{
+      {"metric", r.metric},
+      {"fp32", r.fp32_value},
+      {"int8", r.int8_value},
+      {"final", r.final_value},
+      {"baseline_loss", s.baseline_loss},
+      {"loss", s.loss},
+      {"within_budget", s.within_budget},
+      {"float_nodes", s.float_layers},
+      {"layer_precisions", r.layer_precisions},
+      {"ranking", ranking},
+      {"steps", steps},
+      {"trials", s.evaluations},
+      {"search_seconds", s.seconds},
+      {"trial_seconds", r.trial_seconds},
+      {"fp32_pass_seconds", r.full_eval_seconds},
+      {"simulated_pass_seconds", r.simulated_seconds},
+      {"trial_cache", {{"checkpoints", r.cache_checkpoints}, {"bytes", r.cache_bytes}}}};
   return j.dump(1);
 }
 

@@ -24,12 +24,12 @@
 #include <string>
 #include <vector>
 
-#include "pipelines/fallback_search.h"
 #include "analysis/metrics.h"
 #include "analysis/plan_eval.h"
 #include "analysis/prefix_cache.h"
 #include "passes/float_precision.h"
 #include "passes/insert_qdq.h"
+#include "pipelines/fallback_search.h"
 #include "quant/plan.h"
 #include "quantkit/status.h"
 
@@ -40,8 +40,8 @@ class ArtifactSet;
 namespace quantkit::pipelines {
 
 // The files the fallback writes into output_dir.
-inline const std::vector<std::string> kFallbackArtifacts{"model.qdq.onnx", "plan.json", "layer_precisions.txt",
-                                                         "fallback.json"};
+inline const std::vector<std::string> kFallbackArtifacts{"model.qdq.onnx", "plan.json",
+                                                         "layer_precisions.txt", "fallback.json"};
 
 struct FallbackOptions {
   double budget = 0.5;
@@ -78,9 +78,11 @@ struct FallbackResult {
 };
 
 // Candidate layers of a plan: named nodes reading a quantized tensor, topological order.
-Result<std::vector<std::string>> FallbackCandidates(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan);
+Result<std::vector<std::string>> FallbackCandidates(const analysis::PlanEvaluator& evaluator,
+                                                    const quant::QuantPlan& plan);
 
-Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator, const quant::QuantPlan& plan, analysis::Metric* metric,
+Result<FallbackResult> RunFallback(const analysis::PlanEvaluator& evaluator,
+                                   const quant::QuantPlan& plan, analysis::Metric* metric,
                                    const FallbackOptions& options);
 
 // layer_precisions.txt's text for a --layerPrecisions value.

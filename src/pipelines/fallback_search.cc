@@ -8,10 +8,11 @@
 
 namespace quantkit::pipelines {
 
-Result<FallbackSearchResult> SearchFallback(const std::vector<std::string>& candidates, const LossFn& loss,
+Result<FallbackSearchResult> SearchFallback(const std::vector<std::string>& candidates,
+                                            const LossFn& loss,
                                             const FallbackSearchOptions& options) {
-  QK_RETURN_IF_NOT(options.budget >= 0, StatusCode::kInvalidArgument, "--budget must be >= 0, got {}",
-                   options.budget);
+  QK_RETURN_IF_NOT(options.budget >= 0, StatusCode::kInvalidArgument,
+                   "--budget must be >= 0, got {}", options.budget);
   const auto start = std::chrono::steady_clock::now();
   FallbackSearchResult r;
   std::map<FloatSet, double> memo;
@@ -22,7 +23,8 @@ Result<FallbackSearchResult> SearchFallback(const std::vector<std::string>& cand
       r.stopped = true;
     return r.stopped;
   };
-  auto eval = [&](const std::string& phase, const std::string& layer, const FloatSet& set) -> Result<double> {
+  auto eval = [&](const std::string& phase, const std::string& layer,
+                  const FloatSet& set) -> Result<double> {
     const auto t0 = std::chrono::steady_clock::now();
     double value;
     if (auto it = memo.find(set); it != memo.end()) {
@@ -32,8 +34,9 @@ Result<FallbackSearchResult> SearchFallback(const std::vector<std::string>& cand
       memo.emplace(set, value);
       ++r.evaluations;
     }
-    SearchStep step{phase, layer, set, value, false,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+    SearchStep step{
+        phase, layer, set,
+        value, false, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
     r.steps.push_back(step);
     return value;
   };
@@ -61,7 +64,8 @@ Result<FallbackSearchResult> SearchFallback(const std::vector<std::string>& cand
   double current = r.baseline_loss;
   for (const RankedLayer& c : r.ranking) {
     if (within(current)) break;
-    if (options.max_float_layers > 0 && static_cast<int>(set.size()) >= options.max_float_layers) break;
+    if (options.max_float_layers > 0 && static_cast<int>(set.size()) >= options.max_float_layers)
+      break;
     FloatSet trial = set;
     trial.insert(c.layer);
     if (stop(trial)) break;

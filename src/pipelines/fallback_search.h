@@ -53,12 +53,13 @@ struct FallbackSearchResult {
   double loss = 0;
   bool within_budget = false;
   std::vector<SearchStep> steps;
-  int evaluations = 0;  // distinct loss evaluations
+  int evaluations = 0;   // distinct loss evaluations
   bool stopped = false;  // out_of_time ended the search before it was done
   double seconds = 0;
 };
 
-Result<FallbackSearchResult> SearchFallback(const std::vector<std::string>& candidates, const LossFn& loss,
+Result<FallbackSearchResult> SearchFallback(const std::vector<std::string>& candidates,
+                                            const LossFn& loss,
                                             const FallbackSearchOptions& options);
 
 }  // namespace quantkit::pipelines

@@ -21,7 +21,8 @@
 namespace quantkit::pipelines {
 
 struct PlanEvaluation {
-  std::unique_ptr<distributed::Communicator> comm;  // declared first: outlives the evaluator using it
+  std::unique_ptr<distributed::Communicator>
+      comm;  // declared first: outlives the evaluator using it
   quant::QuantPlan plan;
   std::unique_ptr<analysis::PlanEvaluator> evaluator;
   std::vector<std::string> warnings;  // rank 0's only: one copy per job
@@ -31,9 +32,10 @@ struct PlanEvaluation {
 };
 
 // `placement`: "auto" | "tensorrt" | "plan".
-Result<PlanEvaluation> OpenPlanEvaluation(const analysis::PlanEvalOptions& options, const std::string& plan_path,
-                                          const std::string& placement,
-                                          const std::optional<distributed::DistributedOptions>& distributed = std::nullopt);
+Result<PlanEvaluation> OpenPlanEvaluation(
+    const analysis::PlanEvalOptions& options, const std::string& plan_path,
+    const std::string& placement,
+    const std::optional<distributed::DistributedOptions>& distributed = std::nullopt);
 // The same for a plan already in memory (the public API's and Python's plans).
 Result<PlanEvaluation> OpenPlanEvaluation(
     const analysis::PlanEvalOptions& options, quant::QuantPlan plan, const std::string& placement,
@@ -42,8 +44,8 @@ Result<PlanEvaluation> OpenPlanEvaluation(
 // The metrics analyze ranks by: `given`, else analysis::DefaultMetricName for the evaluator's data
 // and output, with argmax agreement beside top-1 on a class vector. The one rule of the CLI, the
 // Python module and the public API.
-Result<std::vector<std::unique_ptr<analysis::Metric>>> AnalyzeMetrics(std::vector<std::string> given,
-                                                                      const analysis::PlanEvaluator& evaluator);
+Result<std::vector<std::unique_ptr<analysis::Metric>>> AnalyzeMetrics(
+    std::vector<std::string> given, const analysis::PlanEvaluator& evaluator);
 
 // The one metric a fallback search optimizes: `given`, or the default when it is empty.
 Result<std::unique_ptr<analysis::Metric>> FallbackMetric(const std::string& given,

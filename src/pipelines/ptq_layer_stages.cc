@@ -1,6 +1,6 @@
-// The per-layer stages: SeqMSE (weight ranges), AdaRound (weight rounding) and bias correction. Each walks the
-// layers with the quantized prefix (ptq::ForEachLayer) and writes its result into the plan before
-// the next layer's inputs are computed, so later layers adapt to earlier ones.
+// The per-layer stages: SeqMSE (weight ranges), AdaRound (weight rounding) and bias correction.
+// Each walks the layers with the quantized prefix (ptq::ForEachLayer) and writes its result into
+// the plan before the next layer's inputs are computed, so later layers adapt to earlier ones.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -26,7 +26,9 @@ runtime::LayerBlock BlockOf(const LayerStep& step) {
   return block;
 }
 
-std::string Name(const analysis::PtqLayer& layer) { return layer.node.empty() ? layer.output : layer.node; }
+std::string Name(const analysis::PtqLayer& layer) {
+  return layer.node.empty() ? layer.output : layer.node;
+}
 
 // The layer's bias as bias correction can change it: a float initializer read by this node only,
 // one value per output channel; otherwise why not.
@@ -42,7 +44,8 @@ Result<std::string> CorrectableBias(const ir::Model& model, const analysis::PtqL
   if (!b->initializer || b->initializer->dtype() != ir::DType::kFloat || b->uses().size() != 1) {
     return Status(StatusCode::kUnsupported, "its bias is not a float initializer of its own");
   }
-  if (b->initializer->dims().size() != 1) return Status(StatusCode::kUnsupported, "its bias is not one-dimensional");
+  if (b->initializer->dims().size() != 1)
+    return Status(StatusCode::kUnsupported, "its bias is not one-dimensional");
   if (layer.op_type == "Gemm" && node->GetFloat("beta", 1.0f) != 1.0f) {
     return Status(StatusCode::kUnsupported, "Gemm with beta != 1");
   }
@@ -51,7 +54,8 @@ Result<std::string> CorrectableBias(const ir::Model& model, const analysis::PtqL
 
 }  // namespace
 
-Status RunSeqMse(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report, int64_t* peak_bytes) {
+Status RunSeqMse(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report,
+                 int64_t* peak_bytes) {
   runtime::SeqMseParams params;
   params.candidates = static_cast<int64_t>(spec.Get("candidates"));
   auto fn = [&](LayerStep& step, const std::function<void(int64_t)>&) -> Status {
@@ -62,27 +66,32 @@ Status RunSeqMse(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report,
       for (float s : step.weight.scale) amax0.push_back(quant::AmaxFromScale(s));
     }
     if (step.layer.op_type == "ConvTranspose" && step.weight.scale.size() > 1) {
-      // Its per-channel axis is the weight's second; grouped ones have more output channels than scales.
+      // Its per-channel axis is the weight's second; grouped ones have more output channels than
+      // scales.
       const ir::Value* w = step.block->graph->FindValue(step.layer.weight);
       const ir::Node* n = w ? w->uses().at(0).node : nullptr;
       if (n && n->GetInt("group", 1) != 1) {
-        report->lines.push_back(fmt::format("{}: skipped, grouped ConvTranspose", Name(step.layer)));
+        report->lines.push_back(
+            fmt::format("{}: skipped, grouped ConvTranspose", Name(step.layer)));
         ++report->unchanged;
         return Status::Ok();
       }
     }
-    QK_ASSIGN_OR_RETURN(runtime::SeqMseOutcome o, runtime::SeqMseLayer(block, amax0, step.inputs.quantized, params));
+    QK_ASSIGN_OR_RETURN(runtime::SeqMseOutcome o,
+                        runtime::SeqMseLayer(block, amax0, step.inputs.quantized, params));
     report->loss_before += o.loss_before;
     report->loss_after += o.loss_after;
-    report->lines.push_back(fmt::format("{}: {} of {} channels clipped, output error {:.4g} -> {:.4g}", Name(step.layer),
-                                        o.clipped_channels, o.amax.size(), o.loss_before, o.loss_after));
+    report->lines.push_back(fmt::format(
+        "{}: {} of {} channels clipped, output error {:.4g} -> {:.4g}", Name(step.layer),
+        o.clipped_channels, o.amax.size(), o.loss_before, o.loss_after));
     if (o.clipped_channels == 0) {
       ++report->unchanged;
       return Status::Ok();
     }
     const int64_t axis = step.weight.per_channel() ? step.weight.axis : -1;
-    quant::TensorQuant& entry = ctx.plan->SetScale(step.layer.weight, quant::WeightScalesFromAmax(o.amax), axis,
-                                                   quant::TensorRole::kWeight, "seqmse");
+    quant::TensorQuant& entry =
+        ctx.plan->SetScale(step.layer.weight, quant::WeightScalesFromAmax(o.amax), axis,
+                           quant::TensorRole::kWeight, "seqmse");
     entry.amax = o.amax;
     // The clipped weights themselves too: the float model written for the TensorRT cache then
     // gives TensorRT's own max-based weight scales exactly this grid.
@@ -92,7 +101,8 @@ Status RunSeqMse(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report,
   return ForEachLayer(ctx, "seqmse", 1, "layers", fn, report, peak_bytes);
 }
 
-Status RunAdaRound(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report, int64_t* peak_bytes) {
+Status RunAdaRound(const PtqStageSpec& spec, Context& ctx, PtqStageReport* report,
+                   int64_t* peak_bytes) {
   runtime::AdaRoundParams params;
   params.iterations = static_cast<int64_t>(spec.Get("iterations"));
   params.reg = spec.Get("reg");
@@ -111,9 +121,10 @@ Status RunAdaRound(const PtqStageSpec& spec, Context& ctx, PtqStageReport* repor
                         runtime::AdaRoundLayer(block, step.inputs.quantized, targets, p, advance));
     report->loss_before += o.loss_nearest;
     report->loss_after += o.loss_adaround;
-    report->lines.push_back(fmt::format("{}: {} weights rounded the other way, output error {:.4g} -> {:.4g}{}",
-                                        Name(step.layer), o.changed, o.loss_nearest, o.loss_adaround,
-                                        o.kept_nearest ? " (nearest kept: not better)" : ""));
+    report->lines.push_back(
+        fmt::format("{}: {} weights rounded the other way, output error {:.4g} -> {:.4g}{}",
+                    Name(step.layer), o.changed, o.loss_nearest, o.loss_adaround,
+                    o.kept_nearest ? " (nearest kept: not better)" : ""));
     if (o.kept_nearest) {
       ++report->unchanged;
       return Status::Ok();
@@ -124,11 +135,13 @@ Status RunAdaRound(const PtqStageSpec& spec, Context& ctx, PtqStageReport* repor
   return ForEachLayer(ctx, "adaround", params.iterations, "steps", fn, report, peak_bytes);
 }
 
-Status RunBiasCorrection(const PtqStageSpec&, Context& ctx, PtqStageReport* report, int64_t* peak_bytes) {
+Status RunBiasCorrection(const PtqStageSpec&, Context& ctx, PtqStageReport* report,
+                         int64_t* peak_bytes) {
   auto fn = [&](LayerStep& step, const std::function<void(int64_t)>&) -> Status {
     const Result<std::string> bias = CorrectableBias(*ctx.model.model, step.layer);
     if (!bias.ok()) {
-      report->lines.push_back(fmt::format("{}: skipped, {}", Name(step.layer), bias.status().message()));
+      report->lines.push_back(
+          fmt::format("{}: skipped, {}", Name(step.layer), bias.status().message()));
       ++report->unchanged;
       return Status::Ok();
     }
@@ -137,15 +150,17 @@ Status RunBiasCorrection(const PtqStageSpec&, Context& ctx, PtqStageReport* repo
     runtime::LayerBlock block = BlockOf(step);
     if (step.layer.block_output != step.layer.output) {
       QK_ASSIGN_OR_RETURN(ir::Model layer_model,
-                          analysis::ExtractSubModel(*ctx.model.model, {step.layer.data_input}, {step.layer.output}));
+                          analysis::ExtractSubModel(*ctx.model.model, {step.layer.data_input},
+                                                    {step.layer.output}));
       block.model = std::make_shared<const ir::Model>(std::move(layer_model));
       block.output_channel_dim = step.layer.op_type == "Gemm" ? -1 : 1;
     }
     auto replaced = ctx.plan->initializers.find(step.layer.weight);
-    const ir::Tensor* weight = replaced == ctx.plan->initializers.end() ? nullptr : &replaced->second.value;
+    const ir::Tensor* weight =
+        replaced == ctx.plan->initializers.end() ? nullptr : &replaced->second.value;
     QK_ASSIGN_OR_RETURN(runtime::BiasCorrectionOutcome o,
-                        runtime::BiasCorrectionLayer(block, bias.value(), step.inputs.fp32, step.inputs.quantized,
-                                                     weight));
+                        runtime::BiasCorrectionLayer(block, bias.value(), step.inputs.fp32,
+                                                     step.inputs.quantized, weight));
     report->loss_before += o.error_before;
     report->loss_after += o.error_after;
     float largest = 0;

@@ -52,7 +52,8 @@ std::string SkippedText(const std::vector<SmoothSkip>& skipped) {
     std::string r = s.reason;
     const std::string fold = "1/s cannot be folded into node '";
     if (r.rfind(fold, 0) == 0) {
-      const size_t open = r.find("' (", fold.size()), close = r.find(')', open == std::string::npos ? 0 : open);
+      const size_t open = r.find("' (", fold.size()),
+                   close = r.find(')', open == std::string::npos ? 0 : open);
       if (open != std::string::npos && close != std::string::npos) {
         r = "input from " + r.substr(open + 3, close - open - 3) + ", which cannot take 1/s";
       }
@@ -75,13 +76,15 @@ std::string SkippedText(const std::vector<SmoothSkip>& skipped) {
   for (const auto& [reason, n] : counts) order.push_back({-n, reason});
   std::sort(order.begin(), order.end());
   std::string text;
-  for (const auto& [n, reason] : order) text += fmt::format("{}{} x {}", text.empty() ? "" : "; ", -n, reason);
+  for (const auto& [n, reason] : order)
+    text += fmt::format("{}{} x {}", text.empty() ? "" : "; ", -n, reason);
   return fmt::format("{} layers skipped ({})", skipped.size(), text);
 }
 
 // The same sites on a clone of their model: node pointers mapped by position (CloneModel keeps
 // every graph's node order).
-Result<CalibrationSites> RemapSites(const CalibrationSites& sites, const ir::Model& from, const ir::Model& to) {
+Result<CalibrationSites> RemapSites(const CalibrationSites& sites, const ir::Model& from,
+                                    const ir::Model& to) {
   std::vector<const ir::Node*> a, b;
   ir::ForEachScopedGraph(*from.graph, [&](const ir::Graph& g, const std::string&) {
     for (const ir::Node* n : g.nodes()) a.push_back(n);
@@ -89,14 +92,15 @@ Result<CalibrationSites> RemapSites(const CalibrationSites& sites, const ir::Mod
   ir::ForEachScopedGraph(*to.graph, [&](const ir::Graph& g, const std::string&) {
     for (const ir::Node* n : g.nodes()) b.push_back(n);
   });
-  QK_RETURN_IF_NOT(a.size() == b.size(), StatusCode::kInternal, "smoothquant: the clone has {} nodes, not {}",
-                   b.size(), a.size());
+  QK_RETURN_IF_NOT(a.size() == b.size(), StatusCode::kInternal,
+                   "smoothquant: the clone has {} nodes, not {}", b.size(), a.size());
   std::map<const ir::Node*, ir::Node*> map;
   for (size_t i = 0; i < a.size(); ++i) map[a[i]] = const_cast<ir::Node*>(b[i]);
   CalibrationSites out = sites;
   for (passes::QdqSite& s : out.sites) {
     auto it = map.find(s.consumer);
-    QK_RETURN_IF_NOT(it != map.end(), StatusCode::kInternal, "smoothquant: site '{}' has no node", s.tensor);
+    QK_RETURN_IF_NOT(it != map.end(), StatusCode::kInternal, "smoothquant: site '{}' has no node",
+                     s.tensor);
     s.consumer = it->second;
   }
   return out;
@@ -104,7 +108,7 @@ Result<CalibrationSites> RemapSites(const CalibrationSites& sites, const ir::Mod
 
 // `model` with `edits` written into its initializers, and its sites.
 Result<SmoothResult> SmoothedModel(const LoadedModel& model, const CalibrationSites& sites,
-                               const std::map<std::string, ir::Tensor>& edits) {
+                                   const std::map<std::string, ir::Tensor>& edits) {
   QK_ASSIGN_OR_RETURN(ir::Model clone, ir::CloneModel(*model.model));
   quant::QuantPlan overrides;
   for (const auto& [name, t] : edits) overrides.initializers[name] = {t, "smoothquant"};
@@ -116,31 +120,39 @@ Result<SmoothResult> SmoothedModel(const LoadedModel& model, const CalibrationSi
 }
 
 // The plan of `model` calibrated on the first `samples` calibration samples with data.methods.
-Result<quant::QuantPlan> Recalibrate(const SmoothResult& m, const PtqData& data, int64_t samples, int64_t batch) {
+Result<quant::QuantPlan> Recalibrate(const SmoothResult& m, const PtqData& data, int64_t samples,
+                                     int64_t batch) {
   const std::vector<data::InputSpec> inputs = data::ModelInputs(*m.model.model);
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source, data::OpenSource(data.spec, inputs, data.image));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
+                      data::OpenSource(data.spec, inputs, data.image));
   source = data::Take(std::move(source), samples);
   bool max_only = data.methods.method.method == quant::CalibMethod::kMax;
-  for (const auto& [key, method] : data.methods.overrides) max_only = max_only && method.method == quant::CalibMethod::kMax;
+  for (const auto& [key, method] : data.methods.overrides)
+    max_only = max_only && method.method == quant::CalibMethod::kMax;
   analysis::PassOptions pass;
   pass.batch_size = batch;
   pass.run_batch = analysis::CalibrationRunBatch(inputs, std::nullopt);
   pass.progress = false;
-  QK_ASSIGN_OR_RETURN(Statistics stats,
-                      CollectStatistics(m.model, analysis::ReadRuns(*source, pass, inputs), source->num_samples(),
-                                        m.sites, pass, max_only ? CollectorKind::kRangeOnly : CollectorKind::kHistogram));
+  QK_ASSIGN_OR_RETURN(
+      Statistics stats,
+      CollectStatistics(m.model, analysis::ReadRuns(*source, pass, inputs), source->num_samples(),
+                        m.sites, pass,
+                        max_only ? CollectorKind::kRangeOnly : CollectorKind::kHistogram));
   QK_ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(stats, m.model, m.sites, data.methods));
   return std::move(built.plan);
 }
 
 // max|X_j| of every group's activation over the batches holding the first `samples` samples.
-Result<std::vector<std::vector<float>>> ActivationMax(const ir::Model& model, const std::vector<SmoothGroup>& groups,
-                                                     const std::vector<data::Batch>& batches, int64_t samples) {
+Result<std::vector<std::vector<float>>> ActivationMax(const ir::Model& model,
+                                                      const std::vector<SmoothGroup>& groups,
+                                                      const std::vector<data::Batch>& batches,
+                                                      int64_t samples) {
   std::vector<std::string> given, wanted;
   for (const auto& [name, t] : batches.at(0).inputs) given.push_back(name);
   for (const SmoothGroup& g : groups) wanted.push_back(g.activation);
   QK_ASSIGN_OR_RETURN(ir::Model sub, analysis::ExtractSubModel(model, given, wanted));
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interp, runtime::Interpreter::Create(std::move(sub)));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interp,
+                      runtime::Interpreter::Create(std::move(sub)));
   std::vector<std::vector<float>> maxima(groups.size());
   int64_t seen = 0;
   for (const data::Batch& b : batches) {
@@ -164,16 +176,18 @@ Result<std::vector<std::vector<float>>> ActivationMax(const ir::Model& model, co
                        "smoothquant: no float value of '{}'", groups[i].activation);
       const std::vector<float> m = ChannelAbsMax(o->tensor, groups[i].channel_axis);
       if (maxima[i].empty()) maxima[i].assign(m.size(), 0.0f);
-      for (size_t j = 0; j < m.size() && j < maxima[i].size(); ++j) maxima[i][j] = std::max(maxima[i][j], m[j]);
+      for (size_t j = 0; j < m.size() && j < maxima[i].size(); ++j)
+        maxima[i][j] = std::max(maxima[i][j], m[j]);
     }
   }
   return maxima;
 }
 
 // Every group smoothed with `alpha`, in order (a layer's weight may also be the next group's fold).
-Result<std::map<std::string, ir::Tensor>> SmoothAll(const ir::Model& model, const std::vector<SmoothGroup>& groups,
-                                                    const std::vector<std::vector<float>>& act_max, double alpha,
-                                                    std::vector<std::string>* lines) {
+Result<std::map<std::string, ir::Tensor>> SmoothAll(const ir::Model& model,
+                                                    const std::vector<SmoothGroup>& groups,
+                                                    const std::vector<std::vector<float>>& act_max,
+                                                    double alpha, std::vector<std::string>* lines) {
   std::map<std::string, ir::Tensor> edits;
   for (size_t i = 0; i < groups.size(); ++i) {
     QK_ASSIGN_OR_RETURN(std::vector<float> w_max, GroupWeightMax(model, groups[i], edits));
@@ -182,8 +196,9 @@ Result<std::map<std::string, ir::Tensor>> SmoothAll(const ir::Model& model, cons
     if (lines) {
       const auto [lo, hi] = std::minmax_element(s.begin(), s.end());
       const auto [alo, ahi] = std::minmax_element(act_max[i].begin(), act_max[i].end());
-      lines->push_back(fmt::format("{}: {} channels, max|X| {:.3g}..{:.3g}, s {:.3g}..{:.3g}, 1/s folded into {}",
-                                   groups[i].activation, s.size(), *alo, *ahi, *lo, *hi, groups[i].producer));
+      lines->push_back(fmt::format(
+          "{}: {} channels, max|X| {:.3g}..{:.3g}, s {:.3g}..{:.3g}, 1/s folded into {}",
+          groups[i].activation, s.size(), *alo, *ahi, *lo, *hi, groups[i].producer));
     }
   }
   return edits;
@@ -191,33 +206,41 @@ Result<std::map<std::string, ir::Tensor>> SmoothAll(const ir::Model& model, cons
 
 }  // namespace
 
-Status RunSmoothQuant(const PtqStageSpec& spec, Context& ctx, const PtqData& data, PtqStageReport* report,
-                      std::optional<SmoothResult>* result) {
+Status RunSmoothQuant(const PtqStageSpec& spec, Context& ctx, const PtqData& data,
+                      PtqStageReport* report, std::optional<SmoothResult>* result) {
   const double given_alpha = spec.Get("alpha");
   std::vector<SmoothSkip> skipped;
-  QK_ASSIGN_OR_RETURN(std::vector<SmoothGroup> groups, FindSmoothGroups(*ctx.model.model, *ctx.plan, &skipped));
-  for (const SmoothSkip& s : skipped) report->lines.push_back(fmt::format("{}: skipped, {}", s.node, s.reason));
+  QK_ASSIGN_OR_RETURN(std::vector<SmoothGroup> groups,
+                      FindSmoothGroups(*ctx.model.model, *ctx.plan, &skipped));
+  for (const SmoothSkip& s : skipped)
+    report->lines.push_back(fmt::format("{}: skipped, {}", s.node, s.reason));
   report->layers = static_cast<int>(groups.size());
   if (groups.empty()) {
     report->stage = "smoothquant(none: no layer to smooth)";
-    report->summary = fmt::format("ptq smoothquant: no activation to smooth; {}", SkippedText(skipped));
+    report->summary =
+        fmt::format("ptq smoothquant: no activation to smooth; {}", SkippedText(skipped));
     return Status::Ok();
   }
   QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
                       data::OpenSource(data.spec, data::ModelInputs(*ctx.model.model), data.image));
-  const int64_t total = data.limit > 0 ? std::min(data.limit, source->num_samples()) : source->num_samples();
+  const int64_t total =
+      data.limit > 0 ? std::min(data.limit, source->num_samples()) : source->num_samples();
   const int64_t batch = ctx.options.batch;
-  // One unit per calibration of a smoothed model: each trial alpha and no smoothing, then the final.
+  // One unit per calibration of a smoothed model: each trial alpha and no smoothing, then the
+  // final.
   const bool choose = given_alpha < 0;
-  Progress progress("smoothquant", (choose ? static_cast<int64_t>(std::size(kAlphaGrid)) + 1 : 0) + 1, "calibrations");
+  Progress progress("smoothquant",
+                    (choose ? static_cast<int64_t>(std::size(kAlphaGrid)) + 1 : 0) + 1,
+                    "calibrations");
   if (!ctx.options.progress) progress.set_enabled(false);
   double alpha = given_alpha;
   if (choose) {
     // The held-out tail: the last quarter of the calibration data, as --method auto holds out.
-    QK_RETURN_IF_NOT(total >= 2, StatusCode::kInvalidArgument,
-                     "--ptq smoothquant: choosing alpha holds out part of the calibration data, which has {} "
-                     "sample(s); give more or smoothquant:alpha=A",
-                     total);
+    QK_RETURN_IF_NOT(
+        total >= 2, StatusCode::kInvalidArgument,
+        "--ptq smoothquant: choosing alpha holds out part of the calibration data, which has {} "
+        "sample(s); give more or smoothquant:alpha=A",
+        total);
     const int64_t held = std::max<int64_t>(1, total / kHoldoutShareDivisor);
     const int64_t head = total - held;
     QK_ASSIGN_OR_RETURN(std::vector<std::vector<float>> act_max,
@@ -230,7 +253,8 @@ Status RunSmoothQuant(const PtqStageSpec& spec, Context& ctx, const PtqData& dat
     eval.batch_size = batch;
     eval.simulation.placement = ctx.sites.placement;
     eval.simulation.mode = passes::PlacementPolicy::kTensorRT;
-    QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::PlanEvaluator> evaluator, analysis::PlanEvaluator::Create(eval));
+    QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::PlanEvaluator> evaluator,
+                        analysis::PlanEvaluator::Create(eval));
     double best_error = std::numeric_limits<double>::infinity();
     alpha = -1;  // no smoothing
     for (int k = -1; k < static_cast<int>(std::size(kAlphaGrid)); ++k) {
@@ -245,10 +269,10 @@ Status RunSmoothQuant(const PtqStageSpec& spec, Context& ctx, const PtqData& dat
       for (auto& [name, t] : edits) plan.initializers[name] = {t, "smoothquant"};
       QK_ASSIGN_OR_RETURN(analysis::TrialResult trial, evaluator->EvaluatePlan(plan, {}));
       const double error = trial.output.relative_mse();
-      report->notes.push_back(fmt::format("alpha {}: held-out output rel MSE {:.4e} (samples {}-{}; ranges from the "
-                                          "{} before)",
-                                          a < 0 ? std::string("none") : fmt::format("{:g}", a), error, head,
-                                          total - 1, head));
+      report->notes.push_back(fmt::format(
+          "alpha {}: held-out output rel MSE {:.4e} (samples {}-{}; ranges from the "
+          "{} before)",
+          a < 0 ? std::string("none") : fmt::format("{:g}", a), error, head, total - 1, head));
       progress.Advance(1);
       if (k < 0) report->loss_before = error;
       if (error < best_error) {
@@ -261,18 +285,22 @@ Status RunSmoothQuant(const PtqStageSpec& spec, Context& ctx, const PtqData& dat
       progress.Finish();
       report->stage = "smoothquant(alpha=none)";
       report->unchanged = report->layers;
-      report->summary = fmt::format("ptq smoothquant: alpha none (no smoothing: no alpha of {} beat the unsmoothed "
-                                    "plan on the held-out samples, rel MSE {:.4e}); {} groups found, {}",
-                                    GridText(), best_error, groups.size(), SkippedText(skipped));
+      report->summary = fmt::format(
+          "ptq smoothquant: alpha none (no smoothing: no alpha of {} beat the unsmoothed "
+          "plan on the held-out samples, rel MSE {:.4e}); {} groups found, {}",
+          GridText(), best_error, groups.size(), SkippedText(skipped));
       return Status::Ok();
     }
   }
   progress.set_note(fmt::format("alpha {:g}, all {} samples", alpha, total));
-  // The final smoothing: channel maxima on all the stage's samples, ranges on all the calibration data.
-  QK_ASSIGN_OR_RETURN(std::vector<std::vector<float>> act_max,
-                      ActivationMax(*ctx.model.model, groups, ctx.batches, std::numeric_limits<int64_t>::max()));
+  // The final smoothing: channel maxima on all the stage's samples, ranges on all the calibration
+  // data.
+  QK_ASSIGN_OR_RETURN(
+      std::vector<std::vector<float>> act_max,
+      ActivationMax(*ctx.model.model, groups, ctx.batches, std::numeric_limits<int64_t>::max()));
   using Edits = std::map<std::string, ir::Tensor>;
-  QK_ASSIGN_OR_RETURN(Edits edits, SmoothAll(*ctx.model.model, groups, act_max, alpha, &report->lines));
+  QK_ASSIGN_OR_RETURN(Edits edits,
+                      SmoothAll(*ctx.model.model, groups, act_max, alpha, &report->lines));
   QK_ASSIGN_OR_RETURN(SmoothResult m, SmoothedModel(ctx.model, ctx.sites, edits));
   QK_ASSIGN_OR_RETURN(quant::QuantPlan plan, Recalibrate(m, data, total, batch));
   plan.provenance = ctx.plan->provenance;
@@ -286,9 +314,10 @@ Status RunSmoothQuant(const PtqStageSpec& spec, Context& ctx, const PtqData& dat
   report->summary = fmt::format(
       "ptq smoothquant: alpha {:g} ({}); {} activations smoothed ({} layers), {}; held-out output rel MSE {}; "
       "ranges and weight scales calibrated again on the smoothed model ({} samples)",
-      alpha, choose ? fmt::format("chosen of {} and none", GridText()) : std::string("given"), groups.size(), layers,
-      SkippedText(skipped),
-      choose ? fmt::format("{:.4e} -> {:.4e}", report->loss_before, report->loss_after) : std::string("not measured"),
+      alpha, choose ? fmt::format("chosen of {} and none", GridText()) : std::string("given"),
+      groups.size(), layers, SkippedText(skipped),
+      choose ? fmt::format("{:.4e} -> {:.4e}", report->loss_before, report->loss_after)
+             : std::string("not measured"),
       total);
   result->emplace(std::move(m));
   return Status::Ok();

@@ -2,11 +2,11 @@
 //
 // A stage runs after BuildPlan, in the order given, and edits the plan: scales (plan.tensors) and,
 // where it changes weights, plan.initializers (quant/plan.h), which passes::ApplyPlan writes into
-// the model before it places Q/DQ. So every writer and every measurement uses what the stages chose:
-// model.qdq.onnx, the simulation (eval, --method auto, --budget), the float model calibrate writes
-// for the TensorRT cache (model.float.onnx: the original with the stages' weights; calib.cache and
-// ranges.txt apply to it; it is also QAT's start point: `qat model.float.onnx --plan plan.json`).
-// Each stage appends itself and its parameters to plan.provenance.stages.
+// the model before it places Q/DQ. So every writer and every measurement uses what the stages
+// chose: model.qdq.onnx, the simulation (eval, --method auto, --budget), the float model calibrate
+// writes for the TensorRT cache (model.float.onnx: the original with the stages' weights;
+// calib.cache and ranges.txt apply to it; it is also QAT's start point: `qat model.float.onnx
+// --plan plan.json`). Each stage appends itself and its parameters to plan.provenance.stages.
 //
 //   --ptq NAME[:KEY=VALUE[:KEY=VALUE...]][,NAME...]      e.g. --ptq seqmse:candidates=20,adaround
 //
@@ -16,15 +16,19 @@
 //              ModelOpt's SmoothQuant), alpha given or chosen on held-out data; the plan is then
 //              calibrated again on the smoothed model. Must come first (pipelines/smoothquant.h).
 //   seqmse     per-layer weight-range search: for each output channel the clip (a fraction k/K of
-//              max|w|) whose quantized weights minimise the layer's output error (aimet's apply_seq_mse)
-//   adaround   learned up/down rounding of each weight, reconstructing each layer block's FP32 output
+//              max|w|) whose quantized weights minimise the layer's output error (aimet's
+//              apply_seq_mse)
+//   adaround   learned up/down rounding of each weight, reconstructing each layer block's FP32
+//   output
 //              (Nagel et al. 2020; aimet's apply_adaround). Must come after seqmse when both run.
 //   bias-correction  per output channel, the mean shift of the quantized layer's output against
-//              the FP32 layer's on the same samples added to its bias (Nagel et al. 2019, empirical;
-//              aimet's bias correction). Layers with a float bias of one value per output channel
-//              (Conv, ConvTranspose, Gemm with beta = 1). Last: after seqmse and adaround.
-// seqmse, adaround and bias-correction walk the weighted layers in topological order with the quantized prefix
-// (analysis/layer_cache.h): each layer sees the inputs the layers before it, as already changed, give.
+//              the FP32 layer's on the same samples added to its bias (Nagel et al. 2019,
+//              empirical; aimet's bias correction). Layers with a float bias of one value per
+//              output channel (Conv, ConvTranspose, Gemm with beta = 1). Last: after seqmse and
+//              adaround.
+// seqmse, adaround and bias-correction walk the weighted layers in topological order with the
+// quantized prefix (analysis/layer_cache.h): each layer sees the inputs the layers before it, as
+// already changed, give.
 //
 // Data: the first `samples` samples of the calibration data (fewer when their cached activations
 // would exceed `memory_bytes`: the summary says so), read in run batches of `batch` samples.
@@ -94,8 +98,9 @@ inline constexpr int64_t kDefaultPtqMemoryBytes = quantkit::kDefaultPtqMemoryMib
 
 struct PtqOptions {
   std::vector<PtqStageSpec> stages;  // empty: none
-  int64_t samples = kDefaultPtqSamples;  // the first N calibration samples (fewer if memory_bytes says so)
-  int64_t batch = kDefaultPtqBatch;      // samples per cached run batch (and per AdaRound iteration)
+  int64_t samples =
+      kDefaultPtqSamples;  // the first N calibration samples (fewer if memory_bytes says so)
+  int64_t batch = kDefaultPtqBatch;  // samples per cached run batch (and per AdaRound iteration)
   int64_t memory_bytes = kDefaultPtqMemoryBytes;  // bound on the cached activations
   uint64_t seed = 0;
   bool progress = true;
@@ -105,14 +110,17 @@ struct PtqOptions {
 Status CheckPtqOptions(const PtqOptions& options);
 
 struct PtqStageReport {
-  std::string stage;   // the Label()
-  int layers = 0;      // layers the stage changed or examined
-  int unchanged = 0;   // layers it left as they were (nothing better found)
-  double loss_before = 0, loss_after = 0;  // summed layer output errors, as each stage measures them
+  std::string stage;  // the Label()
+  int layers = 0;     // layers the stage changed or examined
+  int unchanged = 0;  // layers it left as they were (nothing better found)
+  double loss_before = 0,
+         loss_after = 0;  // summed layer output errors, as each stage measures them
   double seconds = 0;
   std::vector<std::string> lines;  // per layer, for --verbose readers and tests
-  std::vector<std::string> notes;  // for the summary, under the stage's line (smoothquant's alpha trials)
-  std::string summary;             // the stage's own summary line, where the generic one does not fit (smoothquant)
+  std::vector<std::string>
+      notes;  // for the summary, under the stage's line (smoothquant's alpha trials)
+  std::string
+      summary;  // the stage's own summary line, where the generic one does not fit (smoothquant)
 };
 
 struct PtqReport {
@@ -134,8 +142,9 @@ struct PtqData {
 };
 
 // Runs options.stages in order on `plan` (built for `model` and `sites`).
-Result<PtqReport> RunPtqStages(const LoadedModel& model, const CalibrationSites& sites, const PtqData& data,
-                               const PtqOptions& options, quant::QuantPlan* plan);
+Result<PtqReport> RunPtqStages(const LoadedModel& model, const CalibrationSites& sites,
+                               const PtqData& data, const PtqOptions& options,
+                               quant::QuantPlan* plan);
 
 // The report's summary lines ("ptq: ..."), for calibrate's summary.
 std::vector<std::string> FormatPtqReport(const PtqReport& report);

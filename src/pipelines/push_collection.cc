@@ -24,12 +24,13 @@ struct PushCollection::Impl {
   bool show_progress = false;
   Sha256 data_hash;  // over every byte observed, in order
   int64_t batches = 0;
-  int64_t run_samples = 0;  // samples run so far (error messages)
+  int64_t run_samples = 0;   // samples run so far (error messages)
   bool from_source = false;  // ObserveSource set the description and fingerprint
   bool finished = false;
 
   Status CheckOpen() const {
-    QK_RETURN_IF_NOT(!finished, StatusCode::kInvalidArgument, "the statistics pass is already finished");
+    QK_RETURN_IF_NOT(!finished, StatusCode::kInvalidArgument,
+                     "the statistics pass is already finished");
     return Status::Ok();
   }
   // A data spec is read whole: refused when the pass has `other` data.
@@ -49,7 +50,8 @@ struct PushCollection::Impl {
       for (auto& [name, tensor] : run.inputs) feeds.push_back({name, std::move(tensor)});
       auto outputs = interpreter->Run(feeds, options);
       if (!outputs.ok()) {
-        return outputs.status().WithContext(fmt::format("samples {}-{}", run_samples, run_samples + size - 1));
+        return outputs.status().WithContext(
+            fmt::format("samples {}-{}", run_samples, run_samples + size - 1));
       }
       run_samples += size;
     }
@@ -74,23 +76,25 @@ struct PushCollection::Impl {
 PushCollection::PushCollection(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PushCollection::~PushCollection() = default;
 
-Result<std::unique_ptr<PushCollection>> PushCollection::Create(const LoadedModel& model,
-                                                               const passes::PlacementOptions& placement,
-                                                               const PushCollectionOptions& options) {
-  QK_RETURN_IF_NOT(options.run_batch >= 0, StatusCode::kInvalidArgument, "run_batch must be >= 0, got {}",
-                   options.run_batch);
+Result<std::unique_ptr<PushCollection>> PushCollection::Create(
+    const LoadedModel& model, const passes::PlacementOptions& placement,
+    const PushCollectionOptions& options) {
+  QK_RETURN_IF_NOT(options.run_batch >= 0, StatusCode::kInvalidArgument,
+                   "run_batch must be >= 0, got {}", options.run_batch);
   QK_ASSIGN_OR_RETURN(CalibrationSites sites, FindCalibrationSites(model, placement));
   auto impl = std::make_unique<Impl>();
   impl->model = model;
   impl->inputs = data::ModelInputs(*model.model);
   impl->result.stats.model_sha256 = model.sha256;
-  for (const std::string& name : sites.activations) impl->result.stats.tensors.emplace(name, quant::TensorCollector());
+  for (const std::string& name : sites.activations)
+    impl->result.stats.tensors.emplace(name, quant::TensorCollector());
   QK_ASSIGN_OR_RETURN(impl->interpreter, runtime::Interpreter::Create(model.model));
   impl->observer = std::make_unique<analysis::CollectingObserver>(&impl->result.stats.tensors);
   // Runs as the CLI's calibration cuts them (data/run_chunks.h), whatever the caller's batches.
   impl->chunker = std::make_unique<data::RunChunker>(
-      analysis::CalibrationRunBatch(impl->inputs, options.run_batch > 0 ? std::optional<int64_t>(options.run_batch)
-                                                                        : std::nullopt),
+      analysis::CalibrationRunBatch(impl->inputs, options.run_batch > 0
+                                                      ? std::optional<int64_t>(options.run_batch)
+                                                      : std::nullopt),
       impl->inputs);
   impl->show_progress = options.progress;
   impl->progress = std::make_unique<Progress>("calibrate", options.expected_samples, "samples");
@@ -130,8 +134,10 @@ Status PushCollection::Observe(data::Batch b, const std::string& origin) {
 Status PushCollection::ObserveSource(const data::Source& source, int64_t batch_size) {
   Impl& s = *impl_;
   QK_RETURN_IF_ERROR(CanObserveSource());
-  QK_RETURN_IF_NOT(batch_size > 0, StatusCode::kInvalidArgument, "batch size must be positive, got {}", batch_size);
-  QK_RETURN_IF_NOT(source.num_samples() > 0, StatusCode::kInvalidArgument, "{}: no samples", source.Describe());
+  QK_RETURN_IF_NOT(batch_size > 0, StatusCode::kInvalidArgument,
+                   "batch size must be positive, got {}", batch_size);
+  QK_RETURN_IF_NOT(source.num_samples() > 0, StatusCode::kInvalidArgument, "{}: no samples",
+                   source.Describe());
   analysis::PassOptions pass;
   pass.batch_size = batch_size;
   pass.run_batch = s.chunker->run_batch();
@@ -139,8 +145,9 @@ Status PushCollection::ObserveSource(const data::Source& source, int64_t batch_s
   s.progress->set_enabled(false);
   // The CLI's reads and runs (pipelines/calibrate.cc CollectShard).
   const analysis::BatchReader runs = analysis::ReadRuns(source, pass, s.inputs);
-  QK_ASSIGN_OR_RETURN(s.result.samples,
-                      analysis::RunBatches(*s.interpreter, runs, source.num_samples(), pass, {s.observer.get()}));
+  QK_ASSIGN_OR_RETURN(
+      s.result.samples,
+      analysis::RunBatches(*s.interpreter, runs, source.num_samples(), pass, {s.observer.get()}));
   s.from_source = true;
   s.result.data_description = source.Describe();
   s.result.data_fingerprint = source.Fingerprint();
@@ -151,13 +158,15 @@ Result<Statistics> PushCollection::Finish(const std::string& description) {
   const bool from_source = impl_->from_source;
   QK_ASSIGN_OR_RETURN(Statistics s, impl_->Finish());
   if (!from_source) {
-    s.data_description = fmt::format("{} ({} samples in {} batches)", description, s.samples, impl_->batches);
+    s.data_description =
+        fmt::format("{} ({} samples in {} batches)", description, s.samples, impl_->batches);
     s.data_fingerprint = "sha256:" + impl_->data_hash.HexDigest();
   }
   return s;
 }
 
-Result<Statistics> PushCollection::Finish(const std::string& description, const std::string& fingerprint) {
+Result<Statistics> PushCollection::Finish(const std::string& description,
+                                          const std::string& fingerprint) {
   QK_ASSIGN_OR_RETURN(Statistics s, impl_->Finish());
   s.data_description = description;
   s.data_fingerprint = fingerprint;

@@ -22,7 +22,9 @@ namespace {
 
 std::string FileNameFor(const std::string& tensor) {
   std::string s;
-  for (char c : tensor) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
+  for (char c : tensor)
+    s +=
+        (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
   return s.empty() ? "_" : s;
 }
 
@@ -112,10 +114,12 @@ Result<std::vector<TensorSummary>> RunModelFiles(const RunModelOptions& options)
   }
   for (const std::string& name : options.dump) {
     if (std::find(produced.begin(), produced.end(), name) != produced.end()) continue;
-    return MakeStatus(StatusCode::kNotFound, "{}: --dump '{}' names no tensor of the model{}", options.model_path,
-                      EscapeControl(name), DidYouMean(name, produced, "tensors of the model"));
+    return MakeStatus(StatusCode::kNotFound, "{}: --dump '{}' names no tensor of the model{}",
+                      options.model_path, EscapeControl(name),
+                      DidYouMean(name, produced, "tensors of the model"));
   }
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interp, runtime::Interpreter::Create(std::move(model)));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Interpreter> interp,
+                      runtime::Interpreter::Create(std::move(model)));
   std::vector<runtime::NamedTensor> inputs;
   for (const auto& [name, path] : options.inputs) {
     QK_ASSIGN_OR_RETURN(ir::Tensor t, data::ReadNpy(path));

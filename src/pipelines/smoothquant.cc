@@ -21,7 +21,8 @@ bool AxesAgree(int64_t a, int64_t b) { return a == b || a == kAxisEither || b ==
 // A float initializer read by this node only (so changing it changes nothing else).
 const ir::Value* OwnInitializer(const ir::Node* node, size_t index) {
   const ir::Value* v = node->input(index);
-  if (v == nullptr || !v->initializer || v->is_graph_input() || v->initializer->dtype() != ir::DType::kFloat) {
+  if (v == nullptr || !v->initializer || v->is_graph_input() ||
+      v->initializer->dtype() != ir::DType::kFloat) {
     return nullptr;
   }
   return v->uses().size() == 1 ? v : nullptr;
@@ -38,9 +39,12 @@ struct Consumer {
 Result<Consumer> ConsumerOf(const ir::Node* n, int input_index, const quant::QuantPlan& plan) {
   const std::string& op = n->op_type();
   if (!n->domain().empty() || (op != "MatMul" && op != "Gemm" && op != "Conv")) {
-    return Status(StatusCode::kUnsupported, fmt::format("it also feeds {}, which cannot take the scale", n->Describe()));
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("it also feeds {}, which cannot take the scale", n->Describe()));
   }
-  if (input_index != 0) return Status(StatusCode::kUnsupported, fmt::format("it is not {}'s data input", n->Describe()));
+  if (input_index != 0)
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("it is not {}'s data input", n->Describe()));
   const ir::Value* w = OwnInitializer(n, 1);
   if (w == nullptr) {
     return Status(StatusCode::kUnsupported,
@@ -48,18 +52,21 @@ Result<Consumer> ConsumerOf(const ir::Node* n, int input_index, const quant::Qua
   }
   const quant::TensorQuant* entry = plan.Find(w->name());
   if (entry == nullptr || !entry->quantized) {
-    return Status(StatusCode::kUnsupported, fmt::format("{}'s weight is not quantized", n->Describe()));
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("{}'s weight is not quantized", n->Describe()));
   }
   const std::vector<int64_t>& d = w->initializer->dims();
   Consumer c;
   c.weight.initializer = w->name();
   if (op == "MatMul") {
-    if (d.size() != 2) return Status(StatusCode::kUnsupported, fmt::format("{}'s weight is not 2-D", n->Describe()));
+    if (d.size() != 2)
+      return Status(StatusCode::kUnsupported, fmt::format("{}'s weight is not 2-D", n->Describe()));
     c.weight.axis = 0;
     c.channels = d[0];
   } else if (op == "Gemm") {
     if (d.size() != 2 || n->GetInt("transA", 0) != 0) {
-      return Status(StatusCode::kUnsupported, fmt::format("{} with transA or a weight that is not 2-D", n->Describe()));
+      return Status(StatusCode::kUnsupported,
+                    fmt::format("{} with transA or a weight that is not 2-D", n->Describe()));
     }
     c.weight.axis = n->GetInt("transB", 0) != 0 ? 1 : 0;
     c.channels = d[static_cast<size_t>(c.weight.axis)];
@@ -96,7 +103,9 @@ bool PositivelyHomogeneous(const ir::Node* n) {
 
 bool OnlyFirstOutputUsed(const ir::Node* n) {
   for (size_t i = 1; i < n->num_outputs(); ++i) {
-    if (n->output(i) != nullptr && (!n->output(i)->uses().empty() || n->output(i)->is_graph_output())) return false;
+    if (n->output(i) != nullptr &&
+        (!n->output(i)->uses().empty() || n->output(i)->is_graph_output()))
+      return false;
   }
   return true;
 }
@@ -153,7 +162,8 @@ Result<std::vector<AxisEdit>> FoldsOf(const ir::Node* p, int64_t channels, const
                                       int64_t* axis) {
   const std::string& op = p->op_type();
   auto cannot = [&](const std::string& why) {
-    return Status(StatusCode::kUnsupported, fmt::format("1/s cannot be folded into {}: {}", p->Describe(), why));
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("1/s cannot be folded into {}: {}", p->Describe(), why));
   };
   if (!p->domain().empty()) return cannot("not an ONNX op");
   if (!OnlyFirstOutputUsed(p)) return cannot("its other outputs are used");
@@ -171,7 +181,8 @@ Result<std::vector<AxisEdit>> FoldsOf(const ir::Node* p, int64_t channels, const
     // LayerNormalization's scale of shape [C] normalizes over the last axis alone.
     *axis = ln ? kAxisLast : kAxisOne;
     if (!vector_at(1, false, &folds) || !vector_at(2, ln, &folds)) {
-      return cannot(fmt::format("its scale and bias are not float initializers of its own with {} values", channels));
+      return cannot(fmt::format(
+          "its scale and bias are not float initializers of its own with {} values", channels));
     }
     if (!ln && p->GetInt("training_mode", 0) != 0) return cannot("training mode");
     return folds;
@@ -192,9 +203,11 @@ Result<std::vector<AxisEdit>> FoldsOf(const ir::Node* p, int64_t channels, const
       out_axis = 1;
       *axis = kAxisLast;
     }
-    if (d.empty() || d[static_cast<size_t>(out_axis)] != channels) return cannot("its output channels differ");
+    if (d.empty() || d[static_cast<size_t>(out_axis)] != channels)
+      return cannot("its output channels differ");
     folds.push_back({w->name(), out_axis, {}});
-    if (op != "MatMul" && !vector_at(2, true, &folds)) return cannot("its bias is not one value per output channel");
+    if (op != "MatMul" && !vector_at(2, true, &folds))
+      return cannot("its bias is not one value per output channel");
     return folds;
   }
   if (op == "Mul" || op == "Add") {
@@ -233,7 +246,8 @@ Result<SmoothGroup> GroupOf(const ir::Value* x, const quant::QuantPlan& plan) {
   SmoothGroup g;
   g.activation = x->name();
   const quant::TensorQuant* entry = plan.Find(x->name());
-  if (entry == nullptr || !entry->quantized) return Status(StatusCode::kUnsupported, "its input is not quantized");
+  if (entry == nullptr || !entry->quantized)
+    return Status(StatusCode::kUnsupported, "its input is not quantized");
   if (x->is_graph_output() || x->is_graph_input()) {
     return Status(StatusCode::kUnsupported, "its input is a graph input or output");
   }
@@ -241,8 +255,10 @@ Result<SmoothGroup> GroupOf(const ir::Value* x, const quant::QuantPlan& plan) {
   for (const ir::Use& u : x->uses()) {
     if (u.node->op_type() == "Shape" && u.node->domain().empty()) continue;  // values do not matter
     QK_ASSIGN_OR_RETURN(Consumer c, ConsumerOf(u.node, u.input_index, plan));
-    if (g.channels != 0 && c.channels != g.channels) return Status(StatusCode::kUnsupported, "input channels differ");
-    if (!AxesAgree(axis, c.x_axis)) return Status(StatusCode::kUnsupported, "its layers read channels on different axes");
+    if (g.channels != 0 && c.channels != g.channels)
+      return Status(StatusCode::kUnsupported, "input channels differ");
+    if (!AxesAgree(axis, c.x_axis))
+      return Status(StatusCode::kUnsupported, "its layers read channels on different axes");
     if (axis == kAxisEither) axis = c.x_axis;
     g.channels = c.channels;
     g.layers.push_back(u.node->name.empty() ? u.node->output(0)->name() : u.node->name);
@@ -257,8 +273,9 @@ Result<SmoothGroup> GroupOf(const ir::Value* x, const quant::QuantPlan& plan) {
   if (!AxesAgree(axis, producer_axis)) {
     const auto dims = x->type.ConcreteDims();
     if (!dims || dims->size() != 2) {
-      return Status(StatusCode::kUnsupported,
-                    fmt::format("{} has its channels on another axis than the layers read", p->Describe()));
+      return Status(
+          StatusCode::kUnsupported,
+          fmt::format("{} has its channels on another axis than the layers read", p->Describe()));
     }
   }
   g.channel_axis = axis == kAxisEither ? producer_axis : axis;
@@ -281,18 +298,23 @@ struct AxisWalk {
 
 }  // namespace
 
-Result<std::vector<SmoothGroup>> FindSmoothGroups(const ir::Model& model, const quant::QuantPlan& plan,
+Result<std::vector<SmoothGroup>> FindSmoothGroups(const ir::Model& model,
+                                                  const quant::QuantPlan& plan,
                                                   std::vector<SmoothSkip>* skipped) {
   QK_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, model.graph->TopologicalOrder());
   std::vector<SmoothGroup> groups;
   std::set<const ir::Value*> seen;
   for (const ir::Node* n : order) {
     const std::string& op = n->op_type();
-    if (!n->domain().empty() || (op != "MatMul" && op != "Gemm" && op != "Conv") || n->input(0) == nullptr) continue;
+    if (!n->domain().empty() || (op != "MatMul" && op != "Gemm" && op != "Conv") ||
+        n->input(0) == nullptr)
+      continue;
     const ir::Value* w = n->input(1);
-    if (w == nullptr || !w->initializer) continue;  // two activations (attention's MatMuls): no weight
+    if (w == nullptr || !w->initializer)
+      continue;  // two activations (attention's MatMuls): no weight
     const quant::TensorQuant* entry = plan.Find(w->name());
-    if (entry == nullptr || !entry->quantized) continue;  // not a quantized layer: nothing to smooth
+    if (entry == nullptr || !entry->quantized)
+      continue;  // not a quantized layer: nothing to smooth
     if (!seen.insert(n->input(0)).second) continue;
     Result<SmoothGroup> g = GroupOf(n->input(0), plan);
     if (g.ok()) {
@@ -304,14 +326,15 @@ Result<std::vector<SmoothGroup>> FindSmoothGroups(const ir::Model& model, const 
   return groups;
 }
 
-std::vector<float> SmoothingScales(const std::vector<float>& act_max, const std::vector<float>& weight_max,
-                                   double alpha) {
+std::vector<float> SmoothingScales(const std::vector<float>& act_max,
+                                   const std::vector<float>& weight_max, double alpha) {
   std::vector<float> s(act_max.size(), 1.0f);
   for (size_t j = 0; j < s.size() && j < weight_max.size(); ++j) {
     if (!(act_max[j] > 0) || !(weight_max[j] > 0)) continue;
     const double v = std::pow(static_cast<double>(act_max[j]), alpha) /
                      std::pow(static_cast<double>(weight_max[j]), 1.0 - alpha);
-    s[j] = static_cast<float>(std::clamp(v, static_cast<double>(kMinSmoothScale), static_cast<double>(kMaxSmoothScale)));
+    s[j] = static_cast<float>(
+        std::clamp(v, static_cast<double>(kMinSmoothScale), static_cast<double>(kMaxSmoothScale)));
   }
   return s;
 }
@@ -329,11 +352,13 @@ std::vector<float> ChannelAbsMax(const ir::Tensor& t, int64_t axis) {
 
 namespace {
 
-Result<ir::Tensor*> Editable(const ir::Model& model, const std::string& name, std::map<std::string, ir::Tensor>* edits) {
+Result<ir::Tensor*> Editable(const ir::Model& model, const std::string& name,
+                             std::map<std::string, ir::Tensor>* edits) {
   auto it = edits->find(name);
   if (it == edits->end()) {
     const ir::Value* v = model.graph->FindValue(name);
-    QK_RETURN_IF_NOT(v && v->initializer, StatusCode::kInternal, "smoothquant: '{}' is not an initializer", name);
+    QK_RETURN_IF_NOT(v && v->initializer, StatusCode::kInternal,
+                     "smoothquant: '{}' is not an initializer", name);
     it = edits->emplace(name, *v->initializer).first;
   }
   return &it->second;
@@ -349,7 +374,8 @@ Result<std::vector<float>> GroupWeightMax(const ir::Model& model, const SmoothGr
     const ir::Value* v = model.graph->FindValue(w.initializer);
     QK_RETURN_IF_NOT(it != edits.end() || (v && v->initializer), StatusCode::kInternal,
                      "smoothquant: '{}' is not an initializer", w.initializer);
-    const std::vector<float> c = ChannelAbsMax(it != edits.end() ? it->second : *v->initializer, w.axis);
+    const std::vector<float> c =
+        ChannelAbsMax(it != edits.end() ? it->second : *v->initializer, w.axis);
     for (size_t j = 0; j < m.size() && j < c.size(); ++j) m[j] = std::max(m[j], c[j]);
   }
   return m;
@@ -358,7 +384,8 @@ Result<std::vector<float>> GroupWeightMax(const ir::Model& model, const SmoothGr
 Status ApplySmoothing(const ir::Model& model, const SmoothGroup& group, const std::vector<float>& s,
                       std::map<std::string, ir::Tensor>* edits) {
   QK_RETURN_IF_NOT(static_cast<int64_t>(s.size()) == group.channels, StatusCode::kInternal,
-                   "smoothquant: {} scales for {} channels of '{}'", s.size(), group.channels, group.activation);
+                   "smoothquant: {} scales for {} channels of '{}'", s.size(), group.channels,
+                   group.activation);
   auto scale = [&](const AxisEdit& e, bool divide) -> Status {
     QK_ASSIGN_OR_RETURN(ir::Tensor * t, Editable(model, e.initializer, edits));
     if (!e.expand.empty() && t->dims() != e.expand) {
@@ -373,8 +400,9 @@ Status ApplySmoothing(const ir::Model& model, const SmoothGroup& group, const st
       t->name = name;
     }
     const AxisWalk walk(t->dims(), e.axis);
-    QK_RETURN_IF_NOT(walk.size == group.channels, StatusCode::kInternal, "smoothquant: '{}' has {} channels, not {}",
-                     e.initializer, walk.size, group.channels);
+    QK_RETURN_IF_NOT(walk.size == group.channels, StatusCode::kInternal,
+                     "smoothquant: '{}' has {} channels, not {}", e.initializer, walk.size,
+                     group.channels);
     float* p = t->mutable_data_as<float>();
     for (int64_t i = 0; i < t->numel(); ++i) {
       const float f = s[static_cast<size_t>(walk.Channel(i))];

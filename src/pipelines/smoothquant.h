@@ -43,13 +43,13 @@ struct AxisEdit {
 };
 
 struct SmoothGroup {
-  std::string activation;             // X, as the plan names it
-  int64_t channel_axis = -1;          // X's channel axis: 1 (Conv layout) or -1 (last)
+  std::string activation;     // X, as the plan names it
+  int64_t channel_axis = -1;  // X's channel axis: 1 (Conv layout) or -1 (last)
   int64_t channels = 0;
-  std::vector<std::string> layers;    // the consumer nodes (names, for reports)
-  std::vector<AxisEdit> weights;      // multiplied by s: each layer's weight, input-channel axis
-  std::string producer;               // the node 1/s is folded into ("op 'name'")
-  std::vector<AxisEdit> folds;        // divided by s: the producer's per-channel initializers
+  std::vector<std::string> layers;  // the consumer nodes (names, for reports)
+  std::vector<AxisEdit> weights;    // multiplied by s: each layer's weight, input-channel axis
+  std::string producer;             // the node 1/s is folded into ("op 'name'")
+  std::vector<AxisEdit> folds;      // divided by s: the producer's per-channel initializers
 };
 
 struct SmoothSkip {
@@ -60,7 +60,8 @@ struct SmoothSkip {
 // (MatMul, Gemm, Conv with group 1 or depthwise, reading X as the data input, with a float
 // initializer weight of their own that `plan` quantizes) whose X the plan quantizes. The rest are
 // listed in `skipped`.
-Result<std::vector<SmoothGroup>> FindSmoothGroups(const ir::Model& model, const quant::QuantPlan& plan,
+Result<std::vector<SmoothGroup>> FindSmoothGroups(const ir::Model& model,
+                                                  const quant::QuantPlan& plan,
                                                   std::vector<SmoothSkip>* skipped);
 
 // Bounds on s: the scale never divides a channel by more than this (SmoothQuant clamps at 1e-5).
@@ -68,8 +69,8 @@ inline constexpr float kMinSmoothScale = 1e-5f;
 inline constexpr float kMaxSmoothScale = 1e5f;
 
 // s_j as above, per channel; 1 where act_max or weight_max is 0.
-std::vector<float> SmoothingScales(const std::vector<float>& act_max, const std::vector<float>& weight_max,
-                                   double alpha);
+std::vector<float> SmoothingScales(const std::vector<float>& act_max,
+                                   const std::vector<float>& weight_max, double alpha);
 
 // max |t| per slice along `axis` (negative: from the end). t is float32.
 std::vector<float> ChannelAbsMax(const ir::Tensor& t, int64_t axis);

@@ -17,10 +17,14 @@ constexpr CalibMethod kAll[] = {CalibMethod::kMax, CalibMethod::kEntropy, CalibM
 
 const char* CalibMethodName(CalibMethod m) {
   switch (m) {
-    case CalibMethod::kMax: return "max";
-    case CalibMethod::kEntropy: return "entropy";
-    case CalibMethod::kPercentile: return "percentile";
-    case CalibMethod::kMse: return "mse";
+    case CalibMethod::kMax:
+      return "max";
+    case CalibMethod::kEntropy:
+      return "entropy";
+    case CalibMethod::kPercentile:
+      return "percentile";
+    case CalibMethod::kMse:
+      return "mse";
   }
   return "unknown";
 }
@@ -44,8 +48,8 @@ Result<MethodRequest> ParseMethod(const std::string& text) {
     char* end = nullptr;
     const double percentile = std::strtod(p.c_str(), &end);
     QK_RETURN_IF_NOT(end == p.c_str() + p.size() && percentile > 0 && percentile <= 100,
-                     StatusCode::kInvalidArgument, "bad percentile '{}' in '{}': want a number in (0, 100]",
-                     p, text);
+                     StatusCode::kInvalidArgument,
+                     "bad percentile '{}' in '{}': want a number in (0, 100]", p, text);
     return MethodRequest{CalibMethod::kPercentile, percentile};
   }
   return MakeStatus(StatusCode::kInvalidArgument,

@@ -6,7 +6,8 @@
 
 namespace quantkit::quant {
 
-Result<CalibResult> AmaxFromHistogram(const Histogram& hist, float exact_amax, const MethodRequest& method) {
+Result<CalibResult> AmaxFromHistogram(const Histogram& hist, float exact_amax,
+                                      const MethodRequest& method) {
   CalibResult result;
   switch (method.method) {
     case CalibMethod::kMax:
@@ -14,18 +15,21 @@ Result<CalibResult> AmaxFromHistogram(const Histogram& hist, float exact_amax, c
       result.lo = -exact_amax;
       result.hi = exact_amax;
       return result;
-    case CalibMethod::kEntropy: return EntropyAmax(hist, EntropyOptions{});
+    case CalibMethod::kEntropy:
+      return EntropyAmax(hist, EntropyOptions{});
     case CalibMethod::kPercentile: {
       PercentileOptions options;
       options.percentile = method.percentile;
       return PercentileAmax(hist, options);
     }
-    case CalibMethod::kMse: return MseAmax(hist, MseOptions{});
+    case CalibMethod::kMse:
+      return MseAmax(hist, MseOptions{});
   }
   return Status(StatusCode::kInternal, "unknown calibration method");
 }
 
-Result<CalibResult> AmaxFromCollector(const TensorCollector& collector, const MethodRequest& method) {
+Result<CalibResult> AmaxFromCollector(const TensorCollector& collector,
+                                      const MethodRequest& method) {
   const RangeStats& range = collector.range();
   CalibResult result;
   if (method.method == CalibMethod::kMax || !(range.amax > 0.0f) || !std::isfinite(range.amax)) {

@@ -20,8 +20,10 @@ namespace quantkit::quant {
 // The one method switch: the amax `method` gives on `hist` (an |x| histogram); `exact_amax` (the
 // exact max |x|) is the answer for max. Shared by calibration (streaming histograms, below) and
 // `tensor-calib` (the reference histogram of one tensor).
-Result<CalibResult> AmaxFromHistogram(const Histogram& hist, float exact_amax, const MethodRequest& method);
+Result<CalibResult> AmaxFromHistogram(const Histogram& hist, float exact_amax,
+                                      const MethodRequest& method);
 
-Result<CalibResult> AmaxFromCollector(const TensorCollector& collector, const MethodRequest& method);
+Result<CalibResult> AmaxFromCollector(const TensorCollector& collector,
+                                      const MethodRequest& method);
 
 }  // namespace quantkit::quant

@@ -25,24 +25,36 @@ uint32_t Bits(float f) {
 
 const char* ScaleDiagnosticName(ScaleDiagnostic d) {
   switch (d) {
-    case ScaleDiagnostic::kOk: return "ok";
-    case ScaleDiagnostic::kZeroRange: return "zero range: scale set to 1";
-    case ScaleDiagnostic::kNaNRange: return "NaN range: scale set to 1, zero point 0";
-    case ScaleDiagnostic::kInfiniteRange: return "infinite range clamped to the largest float";
-    case ScaleDiagnostic::kTinyScale: return "scale below FLT_MIN: scale set to 1, zero point 0";
-    case ScaleDiagnostic::kNegativeAmax: return "negative amax: its magnitude was used";
+    case ScaleDiagnostic::kOk:
+      return "ok";
+    case ScaleDiagnostic::kZeroRange:
+      return "zero range: scale set to 1";
+    case ScaleDiagnostic::kNaNRange:
+      return "NaN range: scale set to 1, zero point 0";
+    case ScaleDiagnostic::kInfiniteRange:
+      return "infinite range clamped to the largest float";
+    case ScaleDiagnostic::kTinyScale:
+      return "scale below FLT_MIN: scale set to 1, zero point 0";
+    case ScaleDiagnostic::kNegativeAmax:
+      return "negative amax: its magnitude was used";
   }
   return "unknown";
 }
 
 Result<QuantRange> RangeFor(ir::DType dtype) {
   switch (dtype) {
-    case ir::DType::kInt8: return QuantRange{-128, 127};
-    case ir::DType::kUint8: return QuantRange{0, 255};
-    case ir::DType::kInt16: return QuantRange{-32768, 32767};
-    case ir::DType::kUint16: return QuantRange{0, 65535};
-    case ir::DType::kInt4: return QuantRange{-8, 7};
-    case ir::DType::kUint4: return QuantRange{0, 15};
+    case ir::DType::kInt8:
+      return QuantRange{-128, 127};
+    case ir::DType::kUint8:
+      return QuantRange{0, 255};
+    case ir::DType::kInt16:
+      return QuantRange{-32768, 32767};
+    case ir::DType::kUint16:
+      return QuantRange{0, 65535};
+    case ir::DType::kInt4:
+      return QuantRange{-8, 7};
+    case ir::DType::kUint4:
+      return QuantRange{0, 15};
     default:
       return MakeStatus(StatusCode::kInvalidArgument, "no integer quantization range for dtype {}",
                         ir::DTypeName(dtype));
@@ -89,8 +101,8 @@ Result<QuantParams> ComputeScaleZeroPoint(float rmin, float rmax, ir::DType dtyp
     p.diagnostic = ScaleDiagnostic::kNaNRange;
     return p;
   }
-  QK_RETURN_IF_NOT(rmin <= rmax, StatusCode::kInvalidArgument, "range [{}, {}] has min > max",
-                   rmin, rmax);
+  QK_RETURN_IF_NOT(rmin <= rmax, StatusCode::kInvalidArgument, "range [{}, {}] has min > max", rmin,
+                   rmax);
   if (std::isinf(rmin) || std::isinf(rmax)) {
     rmin = std::max(rmin, -kFltMax);
     rmax = std::min(rmax, kFltMax);
@@ -117,8 +129,9 @@ Result<QuantParams> ComputeScaleZeroPoint(float rmin, float rmax, ir::DType dtyp
     p.zero_point = 0;
     return p;
   }
-  double zp = symmetric ? std::nearbyint((static_cast<double>(qr.max) + qr.min) / 2.0)
-                        : std::nearbyint(static_cast<double>(qr.min) - static_cast<double>(rmin) / scale);
+  double zp = symmetric
+                  ? std::nearbyint((static_cast<double>(qr.max) + qr.min) / 2.0)
+                  : std::nearbyint(static_cast<double>(qr.min) - static_cast<double>(rmin) / scale);
   zp = std::clamp(zp, static_cast<double>(full.min), static_cast<double>(full.max));
   p.scale = std::isinf(scale_f) ? kFltMax : scale_f;
   p.zero_point = static_cast<int32_t>(zp);
@@ -130,8 +143,8 @@ int32_t QuantizeValue(float x, float scale, int32_t zero_point, QuantRange range
   const float scaled = x / scale;
   // nearbyint uses the default round-to-nearest-even mode; clamp before converting (no UB).
   const double q = static_cast<double>(std::nearbyint(scaled)) + zero_point;
-  return static_cast<int32_t>(std::clamp(q, static_cast<double>(range.min),
-                                         static_cast<double>(range.max)));
+  return static_cast<int32_t>(
+      std::clamp(q, static_cast<double>(range.min), static_cast<double>(range.max)));
 }
 
 float Dequantize(int32_t q, float scale, int32_t zero_point) {
@@ -152,9 +165,12 @@ Result<float> DecodeTrtScaleHex(const std::string& hex) {
   uint32_t u = 0;
   for (char ch : hex) {
     int d = -1;
-    if (ch >= '0' && ch <= '9') d = ch - '0';
-    else if (ch >= 'a' && ch <= 'f') d = ch - 'a' + 10;
-    else if (ch >= 'A' && ch <= 'F') d = ch - 'A' + 10;
+    if (ch >= '0' && ch <= '9')
+      d = ch - '0';
+    else if (ch >= 'a' && ch <= 'f')
+      d = ch - 'a' + 10;
+    else if (ch >= 'A' && ch <= 'F')
+      d = ch - 'A' + 10;
     QK_RETURN_IF_NOT(d >= 0, StatusCode::kInvalidArgument,
                      "calibration cache value '{}' is not hexadecimal", hex);
     u = (u << 4) | static_cast<uint32_t>(d);

@@ -10,11 +10,11 @@
 // Degenerate inputs never produce a zero, subnormal, infinite or NaN scale; each gets a defined
 // result and a ScaleDiagnostic (see docs/calibration-methods.md "Scale and zero point"):
 //   amax == 0 (or a range of width 0)  -> scale 1.0, zp as usual          kZeroRange
-//   amax NaN (or rmin/rmax NaN)        -> scale 1.0, zero point 0                              kNaNRange
-//   amax +-Inf                         -> amax clamped to FLT_MAX                               kInfiniteRange
-//   scale would be < FLT_MIN (tiny or subnormal amax) -> scale 1.0, zero point 0 (as onnxruntime;
-//                                       every such value quantizes to 0 anyway)                   kTinyScale
-//   amax < 0                           -> |amax| is used                                        kNegativeAmax
+//   amax NaN (or rmin/rmax NaN)        -> scale 1.0, zero point 0 kNaNRange amax +-Inf -> amax
+//   clamped to FLT_MAX                               kInfiniteRange scale would be < FLT_MIN (tiny
+//   or subnormal amax) -> scale 1.0, zero point 0 (as onnxruntime;
+//                                       every such value quantizes to 0 anyway) kTinyScale
+//   amax < 0                           -> |amax| is used kNegativeAmax
 #pragma once
 
 #include <cstdint>

@@ -8,16 +8,20 @@ namespace quantkit::quant {
 
 const char* QuantDTypeName(QuantDType dtype) {
   switch (dtype) {
-    case QuantDType::kInt8: return "int8";
-    case QuantDType::kUint8: return "uint8";
+    case QuantDType::kInt8:
+      return "int8";
+    case QuantDType::kUint8:
+      return "uint8";
   }
   return "?";
 }
 
 const char* TensorRoleName(TensorRole role) {
   switch (role) {
-    case TensorRole::kActivation: return "activation";
-    case TensorRole::kWeight: return "weight";
+    case TensorRole::kActivation:
+      return "activation";
+    case TensorRole::kWeight:
+      return "weight";
   }
   return "?";
 }
@@ -30,9 +34,12 @@ Result<QuantDType> ParseQuantDType(const std::string& s) {
 
 const char* FloatDTypeName(FloatDType dtype) {
   switch (dtype) {
-    case FloatDType::kFloat32: return "fp32";
-    case FloatDType::kFloat16: return "fp16";
-    case FloatDType::kBFloat16: return "bf16";
+    case FloatDType::kFloat32:
+      return "fp32";
+    case FloatDType::kFloat16:
+      return "fp16";
+    case FloatDType::kBFloat16:
+      return "bf16";
   }
   return "?";
 }
@@ -118,13 +125,12 @@ Status ValidatePlan(const QuantPlan& plan) {
     for (size_t i = 0; i < t.scale.size(); ++i) {
       // Denormal scales are refused too: 1/scale overflows to Inf in the quantizer, and
       // TensorRT flushes them to zero.
-      QK_RETURN_IF_NOT(std::isnormal(t.scale[i]) && t.scale[i] > 0.0f,
-                       StatusCode::kInvalidArgument,
+      QK_RETURN_IF_NOT(std::isnormal(t.scale[i]) && t.scale[i] > 0.0f, StatusCode::kInvalidArgument,
                        "tensor '{}': scale[{}] = {} is not a positive normal float", name, i,
                        t.scale[i]);
       const int32_t zp = t.zero_point[i];
-      const bool in_range = t.dtype == QuantDType::kInt8 ? (zp >= -128 && zp <= 127)
-                                                         : (zp >= 0 && zp <= 255);
+      const bool in_range =
+          t.dtype == QuantDType::kInt8 ? (zp >= -128 && zp <= 127) : (zp >= 0 && zp <= 255);
       QK_RETURN_IF_NOT(in_range, StatusCode::kInvalidArgument,
                        "tensor '{}': zero_point[{}] = {} is out of range for {}", name, i, zp,
                        QuantDTypeName(t.dtype));

@@ -7,7 +7,8 @@
 // cache -> plan -> cache and Q/DQ -> plan -> Q/DQ are bit-exact. amax is kept beside it as the
 // calibrated clipping threshold (for range files and reports):
 //
-//     symmetric int8:  scale = float32(amax) / 127.0f,  zero_point = 0,  q = clamp(rne(x/scale), -128, 127)
+//     symmetric int8:  scale = float32(amax) / 127.0f,  zero_point = 0,  q = clamp(rne(x/scale),
+//     -128, 127)
 //
 // A plan never holds a zero, negative, infinite or NaN scale for a quantized tensor
 // (ValidatePlan checks it; degenerate calibrations are marked not-quantized with a reason).
@@ -48,11 +49,11 @@ struct TensorQuant {
   std::string reason;  // why it is not quantized, or a diagnostic worth reporting
   TensorRole role = TensorRole::kActivation;
   QuantDType dtype = QuantDType::kInt8;
-  std::vector<float> scale;           // 1 element: per tensor; N: per channel along axis
-  std::vector<float> amax;            // same length as scale (derived as scale*127 if unknown)
-  std::vector<int32_t> zero_point;    // same length as scale; all 0 for symmetric int8
-  int64_t axis = -1;                  // per-channel axis; -1 for per tensor
-  std::string source;                 // "max", "entropy", "percentile:99.99", "qdq:<node>", "cache"
+  std::vector<float> scale;         // 1 element: per tensor; N: per channel along axis
+  std::vector<float> amax;          // same length as scale (derived as scale*127 if unknown)
+  std::vector<int32_t> zero_point;  // same length as scale; all 0 for symmetric int8
+  int64_t axis = -1;                // per-channel axis; -1 for per tensor
+  std::string source;               // "max", "entropy", "percentile:99.99", "qdq:<node>", "cache"
 
   bool per_channel() const { return scale.size() > 1 || axis >= 0; }
 };

@@ -189,7 +189,8 @@ void OrtSignedStreamHistogram::Observe(FloatSpan batch) {
     const int64_t new_bins = old_bins + 2 * half;
     const double new_t = static_cast<double>(half) * stride + old_t;
     Histogram grown = NumpyHistogram(batch, new_bins, -new_t, new_t, false);
-    for (int64_t k = 0; k < old_bins; ++k) grown.counts[static_cast<size_t>(half + k)] += hist_.counts[static_cast<size_t>(k)];
+    for (int64_t k = 0; k < old_bins; ++k)
+      grown.counts[static_cast<size_t>(half + k)] += hist_.counts[static_cast<size_t>(k)];
     grown.observed_min = hist_.observed_min;
     grown.observed_max = hist_.observed_max;
     hist_ = std::move(grown);
@@ -209,7 +210,8 @@ namespace {
 std::vector<double> NumpyArange(double start, double stop, double step, bool float32_args) {
   double span = 0, second = 0;
   if (float32_args) {
-    const float s = static_cast<float>(start), e = static_cast<float>(stop), d = static_cast<float>(step);
+    const float s = static_cast<float>(start), e = static_cast<float>(stop),
+                d = static_cast<float>(step);
     span = static_cast<double>((e - s) / d);
     second = static_cast<double>(s + d);
   } else {

@@ -28,7 +28,8 @@ Histogram NumpyHistogram(FloatSpan values, int64_t num_bins, double lo, double h
 
 // onnxruntime HistogramCollector.collect_value + merge_histogram (spec §4 D), one Observe per
 // collect_data() call: the signed histogram over (-T, T) regrows by whole bins on each side, with
-// onnxruntime's float32/float64 arithmetic, so the result equals onnxruntime's for the same batches.
+// onnxruntime's float32/float64 arithmetic, so the result equals onnxruntime's for the same
+// batches.
 class OrtSignedStreamHistogram {
  public:
   explicit OrtSignedStreamHistogram(int64_t num_bins) : num_bins_(num_bins) {}
@@ -41,7 +42,7 @@ class OrtSignedStreamHistogram {
   int64_t num_bins_;
   Histogram hist_;
   bool empty_ = true;
-  double t_ = 0.0;     // T, a float32 value until the first regrowth, float64 afterwards
+  double t_ = 0.0;  // T, a float32 value until the first regrowth, float64 afterwards
   bool t_is_f32_ = true;
 };
 
@@ -66,7 +67,8 @@ enum class AbsStreamFlavor { kPytorchQuantization, kOnnxRuntime };
 
 class AbsStreamHistogram {
  public:
-  AbsStreamHistogram(int64_t num_bins, AbsStreamFlavor flavor) : num_bins_(num_bins), flavor_(flavor) {}
+  AbsStreamHistogram(int64_t num_bins, AbsStreamFlavor flavor)
+      : num_bins_(num_bins), flavor_(flavor) {}
   void Observe(FloatSpan batch);
   const Histogram& histogram() const { return hist_; }
 

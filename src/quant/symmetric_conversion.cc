@@ -20,9 +20,8 @@ Result<SymmetricConversion> ToSymmetricInt8(float scale, int32_t zero_point, ir:
   QK_RETURN_IF_NOT(std::isfinite(scale) && scale > 0.0f, StatusCode::kInvalidArgument,
                    "scale {} is not finite and positive", scale);
   QK_ASSIGN_OR_RETURN(QuantRange range, RangeFor(dtype));
-  QK_RETURN_IF_NOT(zero_point >= range.min && zero_point <= range.max,
-                   StatusCode::kInvalidArgument, "zero point {} outside the {} range", zero_point,
-                   ir::DTypeName(dtype));
+  QK_RETURN_IF_NOT(zero_point >= range.min && zero_point <= range.max, StatusCode::kInvalidArgument,
+                   "zero point {} outside the {} range", zero_point, ir::DTypeName(dtype));
   SymmetricConversion c;
   c.scale_from = scale;
   c.lo = static_cast<double>(scale) * (range.min - zero_point);

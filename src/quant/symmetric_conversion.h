@@ -1,9 +1,9 @@
 // The one rule quantkit uses to turn an asymmetric (uint8, or non-zero zero point) quantization
 // into the symmetric int8 TensorRT requires, and what that costs.
 //
-//   source grid:   real = s * (q - z),  q in [qmin, qmax]      -> range [lo, hi] = [s*(qmin-z), s*(qmax-z)]
-//   int8 zp 0:     kept as is (TensorRT int8 with scale s covers [-128 s, 127 s]: the same grid)
-//   otherwise:     amax = max(|lo|, |hi|),  s' = float32(amax) / 127,  zero point 0
+//   source grid:   real = s * (q - z),  q in [qmin, qmax]      -> range [lo, hi] = [s*(qmin-z),
+//   s*(qmax-z)] int8 zp 0:     kept as is (TensorRT int8 with scale s covers [-128 s, 127 s]: the
+//   same grid) otherwise:     amax = max(|lo|, |hi|),  s' = float32(amax) / 127,  zero point 0
 //
 // The new grid covers the whole old range (nothing is clipped), but its step s' is coarser:
 //   scale_ratio   = s' / s                (> 1 means coarser steps)

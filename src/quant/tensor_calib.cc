@@ -12,8 +12,9 @@
 namespace quantkit::quant {
 
 Result<TensorCalibReport> CalibrateTensor(FloatSpan values, const TensorCalibOptions& options) {
-  QK_RETURN_IF_NOT(options.num_bins >= kMinNumBins && options.num_bins <= kMaxNumBins, StatusCode::kInvalidArgument,
-                   "{} histogram bins: expected {} to {}", options.num_bins, kMinNumBins, kMaxNumBins);
+  QK_RETURN_IF_NOT(options.num_bins >= kMinNumBins && options.num_bins <= kMaxNumBins,
+                   StatusCode::kInvalidArgument, "{} histogram bins: expected {} to {}",
+                   options.num_bins, kMinNumBins, kMaxNumBins);
   TensorCalibReport report;
   RangeCollector range;
   range.Observe(values);

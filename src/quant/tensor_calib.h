@@ -28,8 +28,8 @@ struct TensorCalibOptions {
 struct MethodAmax {
   MethodRequest request;
   float amax = 0.0f;
-  int64_t index = -1;          // histogram edge/centre index; -1 for max
-  std::string trt_scale_hex;   // EncodeTrtScaleHex(amax)
+  int64_t index = -1;         // histogram edge/centre index; -1 for max
+  std::string trt_scale_hex;  // EncodeTrtScaleHex(amax)
 };
 
 struct TensorCalibReport {

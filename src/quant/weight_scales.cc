@@ -23,7 +23,8 @@ Result<std::vector<float>> PerChannelAbsMax(const float* data, const std::vector
   QK_RETURN_IF_ERROR(collector.Observe(view).WithContext(fmt::format("weight '{}'", tensor)));
   const PerChannelStats stats = collector.Finalize();
   QK_RETURN_IF_NOT(stats.nonfinite_count == 0, StatusCode::kInvalidModel,
-                   "weight '{}' holds {} non-finite values (NaN/Inf)", tensor, stats.nonfinite_count);
+                   "weight '{}' holds {} non-finite values (NaN/Inf)", tensor,
+                   stats.nonfinite_count);
   return stats.amax;
 }
 
@@ -33,7 +34,8 @@ std::vector<float> WeightScalesFromAmax(const std::vector<float>& amax) {
   for (float a : amax) {
     const float s = ScaleFromAmax(a);
     // A channel of denormal weights (PP-OCRv4 recognition has one with max |w| = 3e-40) gets a
-    // denormal scale, which TensorRT flushes to zero and ValidatePlan refuses: it is a zero channel.
+    // denormal scale, which TensorRT flushes to zero and ValidatePlan refuses: it is a zero
+    // channel.
     scales.push_back(s >= kMinNormalScale ? s : kZeroChannelScale);
   }
   return scales;

@@ -9,38 +9,76 @@ namespace quantkit::runtime {
 bool ToScalarType(ir::DType dtype, at::ScalarType* out) {
   using ir::DType;
   switch (dtype) {
-    case DType::kFloat: *out = at::kFloat; return true;
-    case DType::kUint8: *out = at::kByte; return true;
-    case DType::kInt8: *out = at::kChar; return true;
-    case DType::kInt16: *out = at::kShort; return true;
-    case DType::kInt32: *out = at::kInt; return true;
-    case DType::kInt64: *out = at::kLong; return true;
-    case DType::kBool: *out = at::kBool; return true;
-    case DType::kFloat16: *out = at::kHalf; return true;
-    case DType::kDouble: *out = at::kDouble; return true;
-    case DType::kBFloat16: *out = at::kBFloat16; return true;
-    case DType::kComplex64: *out = at::kComplexFloat; return true;
-    case DType::kComplex128: *out = at::kComplexDouble; return true;
-    default: return false;
+    case DType::kFloat:
+      *out = at::kFloat;
+      return true;
+    case DType::kUint8:
+      *out = at::kByte;
+      return true;
+    case DType::kInt8:
+      *out = at::kChar;
+      return true;
+    case DType::kInt16:
+      *out = at::kShort;
+      return true;
+    case DType::kInt32:
+      *out = at::kInt;
+      return true;
+    case DType::kInt64:
+      *out = at::kLong;
+      return true;
+    case DType::kBool:
+      *out = at::kBool;
+      return true;
+    case DType::kFloat16:
+      *out = at::kHalf;
+      return true;
+    case DType::kDouble:
+      *out = at::kDouble;
+      return true;
+    case DType::kBFloat16:
+      *out = at::kBFloat16;
+      return true;
+    case DType::kComplex64:
+      *out = at::kComplexFloat;
+      return true;
+    case DType::kComplex128:
+      *out = at::kComplexDouble;
+      return true;
+    default:
+      return false;
   }
 }
 
 ir::DType FromScalarType(at::ScalarType type) {
   using ir::DType;
   switch (type) {
-    case at::kFloat: return DType::kFloat;
-    case at::kByte: return DType::kUint8;
-    case at::kChar: return DType::kInt8;
-    case at::kShort: return DType::kInt16;
-    case at::kInt: return DType::kInt32;
-    case at::kLong: return DType::kInt64;
-    case at::kBool: return DType::kBool;
-    case at::kHalf: return DType::kFloat16;
-    case at::kDouble: return DType::kDouble;
-    case at::kBFloat16: return DType::kBFloat16;
-    case at::kComplexFloat: return DType::kComplex64;
-    case at::kComplexDouble: return DType::kComplex128;
-    default: return DType::kUndefined;
+    case at::kFloat:
+      return DType::kFloat;
+    case at::kByte:
+      return DType::kUint8;
+    case at::kChar:
+      return DType::kInt8;
+    case at::kShort:
+      return DType::kInt16;
+    case at::kInt:
+      return DType::kInt32;
+    case at::kLong:
+      return DType::kInt64;
+    case at::kBool:
+      return DType::kBool;
+    case at::kHalf:
+      return DType::kFloat16;
+    case at::kDouble:
+      return DType::kDouble;
+    case at::kBFloat16:
+      return DType::kBFloat16;
+    case at::kComplexFloat:
+      return DType::kComplex64;
+    case at::kComplexDouble:
+      return DType::kComplex128;
+    default:
+      return DType::kUndefined;
   }
 }
 

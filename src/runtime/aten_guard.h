@@ -11,8 +11,8 @@
 
 namespace quantkit::runtime {
 
-// Runs `body` (returning Status) and turns what ATen or libtorch throws into a Status naming `what`:
-// out of memory as kResourceExhausted, anything else as kInternal.
+// Runs `body` (returning Status) and turns what ATen or libtorch throws into a Status naming
+// `what`: out of memory as kResourceExhausted, anything else as kInternal.
 template <typename F>
 Status Guarded(const std::string& what, F&& body) {
   try {

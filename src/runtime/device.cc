@@ -35,9 +35,12 @@ std::atomic<int> g_default_index{0};
 
 std::string Device::ToString() const {
   switch (kind) {
-    case Kind::kCuda: return "cuda:" + std::to_string(index);
-    case Kind::kPrivateUse1: return "privateuseone:" + std::to_string(index);
-    default: return "cpu";
+    case Kind::kCuda:
+      return "cuda:" + std::to_string(index);
+    case Kind::kPrivateUse1:
+      return "privateuseone:" + std::to_string(index);
+    default:
+      return "cpu";
   }
 }
 
@@ -72,8 +75,10 @@ int CudaDeviceCount() {
 Status CheckDeviceAvailable(const Device& device) {
   if (device.is_cpu()) return Status::Ok();
   if (device.kind == Device::Kind::kPrivateUse1) {
-    if (c10::impl::hasDeviceGuardImpl(c10::DeviceType::PrivateUse1) && device.index == 0) return Status::Ok();
-    return MakeStatus(StatusCode::kUnsupported, "device {}: no PrivateUse1 backend is registered in this process",
+    if (c10::impl::hasDeviceGuardImpl(c10::DeviceType::PrivateUse1) && device.index == 0)
+      return Status::Ok();
+    return MakeStatus(StatusCode::kUnsupported,
+                      "device {}: no PrivateUse1 backend is registered in this process",
                       device.ToString());
   }
   if (!LibtorchHasCuda()) {
@@ -90,8 +95,9 @@ Status CheckDeviceAvailable(const Device& device) {
                       device.ToString());
   }
   if (device.index >= count) {
-    return MakeStatus(StatusCode::kUnsupported, "--device {}: only {} CUDA device{} visible (cuda:0{})",
-                      device.ToString(), count, count == 1 ? " is" : "s are",
+    return MakeStatus(StatusCode::kUnsupported,
+                      "--device {}: only {} CUDA device{} visible (cuda:0{})", device.ToString(),
+                      count, count == 1 ? " is" : "s are",
                       count == 1 ? "" : "..cuda:" + std::to_string(count - 1));
   }
   return Status::Ok();
@@ -106,11 +112,16 @@ const char* OpName(at::Float32Op op) {
 }
 const char* PrecisionName(at::Float32Precision p) {
   switch (p) {
-    case at::Float32Precision::IEEE: return "ieee";
-    case at::Float32Precision::TF32: return "tf32";
-    case at::Float32Precision::BF16: return "bf16";
-    case at::Float32Precision::NONE: return "none";
-    default: return "other";
+    case at::Float32Precision::IEEE:
+      return "ieee";
+    case at::Float32Precision::TF32:
+      return "tf32";
+    case at::Float32Precision::BF16:
+      return "bf16";
+    case at::Float32Precision::NONE:
+      return "none";
+    default:
+      return "other";
   }
 }
 #endif
@@ -145,12 +156,14 @@ bool Float32IsIeee(std::string* report) {
   const bool cublas_tf32 = ctx.allowTF32CuBLAS();
   settings.emplace_back(fmt::format("allow_tf32_cublas={}", cublas_tf32), !cublas_tf32);
   const bool highest = ctx.float32MatmulPrecision() == at::Float32MatmulPrecision::HIGHEST;
-  settings.emplace_back(fmt::format("float32_matmul_precision={}", highest ? "highest" : "high/medium"), highest);
+  settings.emplace_back(
+      fmt::format("float32_matmul_precision={}", highest ? "highest" : "high/medium"), highest);
 #if QK_TORCH_FP32_PRECISION_API
   for (at::Float32Backend backend : {at::Float32Backend::CUDA, at::Float32Backend::MKLDNN}) {
     for (at::Float32Op op : kOps) {
       const at::Float32Precision p = ctx.float32Precision(backend, op);
-      settings.emplace_back(fmt::format("{}.{}.fp32_precision={}", backend == at::Float32Backend::CUDA ? "cuda" : "mkldnn",
+      settings.emplace_back(fmt::format("{}.{}.fp32_precision={}",
+                                        backend == at::Float32Backend::CUDA ? "cuda" : "mkldnn",
                                         OpName(op), PrecisionName(p)),
                             p == at::Float32Precision::IEEE);
     }
@@ -191,7 +204,8 @@ void CountMixedDeviceRetry(const std::string& op_type) {
 std::string MixedDeviceRetries() {
   std::lock_guard<std::mutex> lock(g_retries_mutex);
   std::string out;
-  for (const auto& [op, n] : g_retries) out += fmt::format("{}{}={}", out.empty() ? "" : " ", op, n);
+  for (const auto& [op, n] : g_retries)
+    out += fmt::format("{}{}={}", out.empty() ? "" : " ", op, n);
   return out;
 }
 

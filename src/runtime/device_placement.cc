@@ -5,9 +5,12 @@ namespace quantkit::runtime {
 at::Device ToAtenDevice(const Device& device) {
   const auto index = static_cast<c10::DeviceIndex>(device.index);
   switch (device.kind) {
-    case Device::Kind::kCuda: return at::Device(at::kCUDA, index);
-    case Device::Kind::kPrivateUse1: return at::Device(at::kPrivateUse1, index);
-    default: return at::Device(at::kCPU);
+    case Device::Kind::kCuda:
+      return at::Device(at::kCUDA, index);
+    case Device::Kind::kPrivateUse1:
+      return at::Device(at::kPrivateUse1, index);
+    default:
+      return at::Device(at::kCPU);
   }
 }
 
@@ -20,7 +23,8 @@ at::Tensor ToDevice(const at::Tensor& t, const at::Device& device) {
 }
 
 bool KeepOnHost(const at::Tensor& t) {
-  return (at::isIntegralType(t.scalar_type(), /*includeBool=*/true)) && t.numel() <= kHostShapeTensorMaxElements;
+  return (at::isIntegralType(t.scalar_type(), /*includeBool=*/true)) &&
+         t.numel() <= kHostShapeTensorMaxElements;
 }
 
 }  // namespace quantkit::runtime

@@ -15,11 +15,36 @@ bool IsSimulationOp(const ir::Node& n, const char* op) {
 
 // Ops whose results copy or select input values (exact in any float type): no rounding needed.
 const std::set<std::string>& ExactOps() {
-  static const std::set<std::string> ops{
-      "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split",
-      "Slice", "Gather", "GatherElements", "GatherND", "Expand", "Tile", "DepthToSpace",
-      "SpaceToDepth", "MaxPool", "GlobalMaxPool", "Relu", "Max", "Min", "Neg", "Abs", "ReduceMax",
-      "ReduceMin", "Where", "Compress", "Dropout", "ReverseSequence", "Trilu"};
+  static const std::set<std::string> ops{"Identity",
+                                         "Reshape",
+                                         "Flatten",
+                                         "Squeeze",
+                                         "Unsqueeze",
+                                         "Transpose",
+                                         "Concat",
+                                         "Split",
+                                         "Slice",
+                                         "Gather",
+                                         "GatherElements",
+                                         "GatherND",
+                                         "Expand",
+                                         "Tile",
+                                         "DepthToSpace",
+                                         "SpaceToDepth",
+                                         "MaxPool",
+                                         "GlobalMaxPool",
+                                         "Relu",
+                                         "Max",
+                                         "Min",
+                                         "Neg",
+                                         "Abs",
+                                         "ReduceMax",
+                                         "ReduceMin",
+                                         "Where",
+                                         "Compress",
+                                         "Dropout",
+                                         "ReverseSequence",
+                                         "Trilu"};
   return ops;
 }
 
@@ -53,7 +78,8 @@ StepPrecision PlanStepPrecision(const ir::Node& node) {
     p.type_input = 1;
   }
   // The two TensorRT fusions of trt_fusions.h.
-  const bool dequantize = (IsOnnx(node) && op == "DequantizeLinear") || IsSimulationOp(node, "FakeQuantizeLinear");
+  const bool dequantize =
+      (IsOnnx(node) && op == "DequantizeLinear") || IsSimulationOp(node, "FakeQuantizeLinear");
   if (!p.keep_fp32.empty() && ((dequantize && FusedIntoInt8Layers(node.output(0))) ||
                                (IsInt8Layer(node) && RequantizedInEpilogue(node.output(0))))) {
     p.keep_fp32[0] = true;
@@ -63,7 +89,8 @@ StepPrecision PlanStepPrecision(const ir::Node& node) {
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < node.num_inputs(); ++i) {
       const ir::Value* v = node.input(i);
-      if (v != nullptr && (v->is_constant() == (pass == 1))) p.type_order.push_back(static_cast<int>(i));
+      if (v != nullptr && (v->is_constant() == (pass == 1)))
+        p.type_order.push_back(static_cast<int>(i));
     }
   }
   return p;
@@ -93,7 +120,8 @@ at::ScalarType PrepareInputs(const StepPrecision& p, std::vector<at::Tensor>& in
   return type16;
 }
 
-at::ScalarType FinishOutput(const StepPrecision& p, size_t j, at::ScalarType type16, at::Tensor& out) {
+at::ScalarType FinishOutput(const StepPrecision& p, size_t j, at::ScalarType type16,
+                            at::Tensor& out) {
   if (type16 == at::ScalarType::Undefined || !out.defined() || out.scalar_type() != at::kFloat ||
       static_cast<int>(j) >= p.typed_outputs) {
     return at::ScalarType::Undefined;
@@ -105,7 +133,8 @@ at::ScalarType FinishOutput(const StepPrecision& p, size_t j, at::ScalarType typ
 }
 
 at::Tensor Materialize(const at::Tensor& t, at::ScalarType logical) {
-  if (logical == at::ScalarType::Undefined || !t.defined() || t.scalar_type() != at::kFloat) return t;
+  if (logical == at::ScalarType::Undefined || !t.defined() || t.scalar_type() != at::kFloat)
+    return t;
   return t.to(logical);
 }
 

@@ -50,7 +50,7 @@ struct StepPrecision {
   enum class TypeFrom : uint8_t {
     kFirstFloatInput,  // T of the signature: the first input of a floating type
     kInput,            // the input `type_input` (CastLike: 1, DequantizeLinear: the scale)
-    kKernel,           // an attribute (Cast `to`, `dtype`, `output_dtype`): the kernel's own result type
+    kKernel,  // an attribute (Cast `to`, `dtype`, `output_dtype`): the kernel's own result type
   };
   Role role = Role::kCompute;
   TypeFrom type_from = TypeFrom::kFirstFloatInput;
@@ -83,7 +83,8 @@ at::ScalarType PrepareInputs(const StepPrecision& p, std::vector<at::Tensor>& in
 
 // Rounds float32 result `j` to `type16` when the step's rules say so (in place when the tensor is
 // the only reference to its buffer) and returns the logical type to record for its slot.
-at::ScalarType FinishOutput(const StepPrecision& p, size_t j, at::ScalarType type16, at::Tensor& out);
+at::ScalarType FinishOutput(const StepPrecision& p, size_t j, at::ScalarType type16,
+                            at::Tensor& out);
 
 // `t` (float32 storage of logical type `logical`) in its 16-bit storage type, for graph and body
 // outputs; `t` itself when `logical` is Undefined.

@@ -59,7 +59,8 @@ bool ChannelsLastByDefault() {
 }
 
 bool LooksLikeOom(const std::string& msg) {
-  return msg.find("alloc") != std::string::npos || msg.find("not enough memory") != std::string::npos ||
+  return msg.find("alloc") != std::string::npos ||
+         msg.find("not enough memory") != std::string::npos ||
          msg.find("out of memory") != std::string::npos;
 }
 
@@ -90,17 +91,18 @@ class SubgraphPlan {
   const ir::Graph* graph = nullptr;
   std::vector<Step> steps;
   std::vector<std::string> slot_names;
-  std::vector<std::string> slot_qualified;  // what observers see (ir/scopes.h); = slot_names at the top
+  std::vector<std::string>
+      slot_qualified;  // what observers see (ir/scopes.h); = slot_names at the top
   std::vector<const ir::Node*> slot_producer;
   std::unordered_map<std::string, int> slot_by_name;
   std::vector<int> input_slots;
   std::vector<int> output_slots;
-  std::vector<std::pair<int, at::Tensor>> constants;    // initializers, wrapped without copy
+  std::vector<std::pair<int, at::Tensor>> constants;  // initializers, wrapped without copy
   // Per slot: the 16-bit type of a float16 / bfloat16 initializer, held widened to float32 in
   // `constants` (float_precision.h); Undefined for every other slot.
   std::vector<at::ScalarType> constant_logical;
   std::vector<std::pair<int, std::string>> local_captures;  // slots filled from outer frames
-  std::vector<std::string> captures;  // every name resolved outside this graph (transitive)
+  std::vector<std::string> captures;   // every name resolved outside this graph (transitive)
   std::vector<bool> is_free_at_start;  // unused constants/inputs, dropped before the first step
 };
 
@@ -126,7 +128,8 @@ class PlanBuilder {
   PlanBuilder(const ir::Model& model, at::Device device, bool training, bool channels_last)
       : model_(model), device_(device), training_(training), channels_last_(channels_last) {}
 
-  Result<std::shared_ptr<SubgraphPlan>> Build(const ir::Graph& graph, const std::string& scope = "") {
+  Result<std::shared_ptr<SubgraphPlan>> Build(const ir::Graph& graph,
+                                              const std::string& scope = "") {
     auto plan = std::make_shared<SubgraphPlan>();
     plan->graph = &graph;
     std::unordered_map<const ir::Value*, int> slot_of;
@@ -144,7 +147,8 @@ class PlanBuilder {
     for (const ir::Value* v : graph.inputs()) plan->input_slots.push_back(slot(v));
     std::vector<std::pair<int, at::ScalarType>> widened;
     for (const ir::Value* v : graph.initializers()) {
-      QK_ASSIGN_OR_RETURN(at::Tensor t, WrapTensor(*v->initializer, "initializer '" + v->name() + "'"));
+      QK_ASSIGN_OR_RETURN(at::Tensor t,
+                          WrapTensor(*v->initializer, "initializer '" + v->name() + "'"));
       // 16-bit float weights are widened once, here: every kernel computes in float32.
       if (Is16BitFloat(t.scalar_type())) {
         widened.emplace_back(slot(v), t.scalar_type());
@@ -177,22 +181,25 @@ class PlanBuilder {
         factory = FindKernel(ir::CanonicalDomain(node->domain()), node->op_type(), step.opset);
       }
       if (factory == nullptr) {
-        return MakeStatus(StatusCode::kUnsupported, "unsupported op '{}' (domain '{}', opset {}) at node '{}'",
+        return MakeStatus(StatusCode::kUnsupported,
+                          "unsupported op '{}' (domain '{}', opset {}) at node '{}'",
                           node->op_type(), node->domain().empty() ? "ai.onnx" : node->domain(),
                           step.opset, DisplayName(*node));
       }
       std::vector<std::shared_ptr<const SubgraphPlan>> subplans;
       KernelInit init{*node, step.opset, nullptr};
       init.channels_last = channels_last_;
-      init.compile_subgraph = [this, &subplans, &scope, node](const ir::Graph& g)
-          -> Result<std::shared_ptr<const SubgraphPlan>> {
+      init.compile_subgraph =
+          [this, &subplans, &scope,
+           node](const ir::Graph& g) -> Result<std::shared_ptr<const SubgraphPlan>> {
         std::string attribute;
         for (const ir::Attribute& a : node->attributes()) {
           for (const auto& sub : a.graphs) {
             if (sub.get() == &g) attribute = a.name;
           }
         }
-        QK_ASSIGN_OR_RETURN(std::shared_ptr<SubgraphPlan> sub, Build(g, ir::SubgraphScope(scope, *node, attribute)));
+        QK_ASSIGN_OR_RETURN(std::shared_ptr<SubgraphPlan> sub,
+                            Build(g, ir::SubgraphScope(scope, *node, attribute)));
         subplans.push_back(sub);
         return std::shared_ptr<const SubgraphPlan>(sub);
       };
@@ -225,11 +232,13 @@ class PlanBuilder {
     std::vector<bool> keep(n, false);
     for (int s : plan->output_slots) keep[s] = true;
     for (size_t i = 0; i < plan->steps.size(); ++i) {
-      for (int s : plan->steps[i].inputs) if (s >= 0) last_use[s] = static_cast<int>(i);
+      for (int s : plan->steps[i].inputs)
+        if (s >= 0) last_use[s] = static_cast<int>(i);
       for (int s : implicit_inputs[i]) last_use[s] = static_cast<int>(i);
     }
     for (size_t i = 0; i < plan->steps.size(); ++i) {
-      for (int s : plan->steps[i].outputs) if (s >= 0 && last_use[s] < 0) last_use[s] = static_cast<int>(i);
+      for (int s : plan->steps[i].outputs)
+        if (s >= 0 && last_use[s] < 0) last_use[s] = static_cast<int>(i);
     }
     plan->is_free_at_start.assign(n, false);
     for (size_t s = 0; s < n; ++s) {
@@ -246,8 +255,9 @@ class PlanBuilder {
       for (size_t j = 0; j < step.inputs.size(); ++j) {
         const int s = step.inputs[j];
         if (s < 0 || keep[s] || last_use[s] != static_cast<int>(i)) continue;
-        step.hand_over[j] = std::count(step.inputs.begin(), step.inputs.end(), s) == 1 &&
-                            std::count(implicit_inputs[i].begin(), implicit_inputs[i].end(), s) == 0;
+        step.hand_over[j] =
+            std::count(step.inputs.begin(), step.inputs.end(), s) == 1 &&
+            std::count(implicit_inputs[i].begin(), implicit_inputs[i].end(), s) == 0;
       }
     }
     return plan;
@@ -361,11 +371,13 @@ Status Notify(RunState& state, const SubgraphPlan& plan, int slot, at::Tensor& v
               at::ScalarType logical = at::ScalarType::Undefined) {
   const std::string& name = plan.slot_qualified[slot];
   const ir::Node* producer = plan.slot_producer[slot];
-  RECORD_USER_SCOPE("qk::observe");  // a no-op unless `quantkit --profile` records (runtime/profiler.h)
+  RECORD_USER_SCOPE(
+      "qk::observe");  // a no-op unless `quantkit --profile` records (runtime/profiler.h)
   if (state.options->hook) QK_RETURN_IF_ERROR(state.options->hook(name, producer, value));
   for (Observer* obs : state.watchers[slot]) {
     const TensorStatsRequest* request = obs->StatsRequestFor(name);
-    if (request != nullptr && !value.is_complex() && (!value.device().is_cpu() || DeviceStatsOnHost())) {
+    if (request != nullptr && !value.is_complex() &&
+        (!value.device().is_cpu() || DeviceStatsOnHost())) {
       if (state.pending != nullptr) {
         QK_ASSIGN_OR_RETURN(PendingTensorStats pending, LaunchTensorStats(value, *request));
         QK_RETURN_IF_ERROR(state.pending->Add(obs, name, producer, std::move(pending)));
@@ -454,9 +466,10 @@ void Execute(Frame& frame, RunState* state) {
       if (s < 0) continue;
       logical[j] = frame.logical[s];
       if (!frame.slots[s].defined()) {
-        throw NodeFailure{Status(StatusCode::kInvalidArgument,
-                                 fmt::format("{}: input '{}' has no value (not fed or not produced)",
-                                             step.where, plan.slot_names[s]))};
+        throw NodeFailure{
+            Status(StatusCode::kInvalidArgument,
+                   fmt::format("{}: input '{}' has no value (not fed or not produced)", step.where,
+                               plan.slot_names[s]))};
       }
       inputs[j] = step.hand_over[j] ? std::move(frame.slots[s]) : frame.slots[s];
     }
@@ -470,7 +483,8 @@ void Execute(Frame& frame, RunState* state) {
         outputs = ComputeStep(step, inputs, frame);
       }
       for (size_t j = 0; j < step.outputs.size() && j < outputs.size(); ++j) {
-        if (step.outputs[j] >= 0) frame.logical[step.outputs[j]] = FinishOutput(step.precision, j, type16, outputs[j]);
+        if (step.outputs[j] >= 0)
+          frame.logical[step.outputs[j]] = FinishOutput(step.precision, j, type16, outputs[j]);
       }
     } catch (const NodeFailure&) {
       throw;
@@ -480,8 +494,9 @@ void Execute(Frame& frame, RunState* state) {
       throw NodeFailure{Status(StatusCode::kResourceExhausted, step.where + ": " + e.what())};
     } catch (const c10::Error& e) {
       const std::string msg = e.what_without_backtrace();
-      throw NodeFailure{Status(LooksLikeOom(msg) ? StatusCode::kResourceExhausted : StatusCode::kInvalidArgument,
-                               step.where + ": " + msg)};
+      throw NodeFailure{
+          Status(LooksLikeOom(msg) ? StatusCode::kResourceExhausted : StatusCode::kInvalidArgument,
+                 step.where + ": " + msg)};
     } catch (const std::bad_alloc&) {
       throw NodeFailure{Status(StatusCode::kResourceExhausted, step.where + ": out of memory")};
     } catch (const InternalError&) {
@@ -491,17 +506,18 @@ void Execute(Frame& frame, RunState* state) {
       // boundary (its what() is ATen's message): any other exception from a kernel is ATen
       // rejecting the model's or the data's shapes and values, i.e. bad input naming the node.
       const std::string msg = e.what();
-      throw NodeFailure{Status(LooksLikeOom(msg) ? StatusCode::kResourceExhausted : StatusCode::kInvalidArgument,
-                               step.where + ": " + msg)};
+      throw NodeFailure{
+          Status(LooksLikeOom(msg) ? StatusCode::kResourceExhausted : StatusCode::kInvalidArgument,
+                 step.where + ": " + msg)};
     }
     inputs.clear();
     for (size_t j = 0; j < step.outputs.size(); ++j) {
       const int s = step.outputs[j];
       if (s < 0) continue;
       if (j >= outputs.size() || !outputs[j].defined()) {
-        throw NodeFailure{Status(StatusCode::kInternal,
-                                 fmt::format("{}: output {} ('{}') was not produced", step.where, j,
-                                             plan.slot_names[s]))};
+        throw NodeFailure{
+            Status(StatusCode::kInternal, fmt::format("{}: output {} ('{}') was not produced",
+                                                      step.where, j, plan.slot_names[s]))};
       }
       frame.slots[s] = std::move(outputs[j]);
       if (state != nullptr && (state->options->hook || !state->watchers[s].empty())) {
@@ -517,7 +533,8 @@ void Execute(Frame& frame, RunState* state) {
       for (const at::Tensor& t : frame.slots) {
         if (!t.defined()) continue;
         ++count;
-        if (seen.insert(t.storage().data()).second) bytes += static_cast<int64_t>(t.storage().nbytes());
+        if (seen.insert(t.storage().data()).second)
+          bytes += static_cast<int64_t>(t.storage().nbytes());
       }
       RunStats& st = *state->options->stats;
       st.peak_live_bytes = std::max(st.peak_live_bytes, bytes);
@@ -561,7 +578,8 @@ std::vector<at::Tensor> KernelContext::RunSubgraph(const SubgraphPlan& plan,
   Execute(child, child.state);
   std::vector<at::Tensor> out;
   for (int s : plan.output_slots) {
-    QK_KERNEL_CHECK(child.slots[s].defined(), "subgraph output '{}' has no value", plan.slot_names[s]);
+    QK_KERNEL_CHECK(child.slots[s].defined(), "subgraph output '{}' has no value",
+                    plan.slot_names[s]);
     out.push_back(Materialize(child.slots[s], child.logical[s]));
   }
   return out;
@@ -580,10 +598,10 @@ struct Interpreter::Impl {
   std::shared_ptr<SubgraphPlan> plan;
   Device device;
   at::Device aten_device = at::kCPU;
-  bool channels_last = false;             // kernels built for channels-last runs (memory_order.h)
-  std::vector<std::string> input_names;   // required feeds
+  bool channels_last = false;            // kernels built for channels-last runs (memory_order.h)
+  std::vector<std::string> input_names;  // required feeds
   std::vector<std::string> output_names;
-  int64_t constant_bytes = 0;             // the model's side of the tensor budget (tensor_budget.h)
+  int64_t constant_bytes = 0;  // the model's side of the tensor budget (tensor_budget.h)
 
   void Warn(const std::string& msg) const {
     if (options.warn) {
@@ -593,7 +611,8 @@ struct Interpreter::Impl {
     }
   }
   Status CheckInput(const ir::Value& v, const at::Tensor& t) const;
-  Status SetParameters(const std::vector<std::pair<std::string, at::Tensor>>& params, Frame& frame) const;
+  Status SetParameters(const std::vector<std::pair<std::string, at::Tensor>>& params,
+                       Frame& frame) const;
   Result<std::vector<at::Tensor>> Run(const std::vector<std::pair<std::string, at::Tensor>>& inputs,
                                       const AtenRunOptions& options) const;
 };
@@ -620,33 +639,36 @@ Status Interpreter::Impl::CheckInput(const ir::Value& v, const at::Tensor& t) co
   if (!type.is_tensor()) return Status::Ok();
   const ir::DType got = FromScalarType(t.scalar_type());
   if (type.dtype != ir::DType::kUndefined && got != type.dtype) {
-    return MakeStatus(StatusCode::kInvalidArgument, "input '{}' has dtype {}, expected {}", v.name(),
-                      ir::DTypeName(got), type.ToString());
+    return MakeStatus(StatusCode::kInvalidArgument, "input '{}' has dtype {}, expected {}",
+                      v.name(), ir::DTypeName(got), type.ToString());
   }
   if (!type.has_shape) return Status::Ok();
   bool ok = static_cast<size_t>(t.dim()) == type.dims.size();
   for (size_t i = 0; ok && i < type.dims.size(); ++i) {
-    if (type.dims[i].is_known() && type.dims[i].value != t.size(static_cast<int64_t>(i))) ok = false;
+    if (type.dims[i].is_known() && type.dims[i].value != t.size(static_cast<int64_t>(i)))
+      ok = false;
   }
   if (!ok) {
-    return MakeStatus(StatusCode::kInvalidArgument, "input '{}' has shape [{}], expected {}", v.name(),
-                      fmt::join(t.sizes(), ","), type.ToString());
+    return MakeStatus(StatusCode::kInvalidArgument, "input '{}' has shape [{}], expected {}",
+                      v.name(), fmt::join(t.sizes(), ","), type.ToString());
   }
   return Status::Ok();
 }
 
-Status Interpreter::Impl::SetParameters(const std::vector<std::pair<std::string, at::Tensor>>& params,
-                                        Frame& frame) const {
+Status Interpreter::Impl::SetParameters(
+    const std::vector<std::pair<std::string, at::Tensor>>& params, Frame& frame) const {
   const SubgraphPlan& p = *plan;
   for (const auto& [name, t] : params) {
     auto it = p.slot_by_name.find(name);
     const ir::Value* v = p.graph->FindValue(name);
     if (it == p.slot_by_name.end() || v == nullptr || !v->initializer.has_value()) {
-      return MakeStatus(StatusCode::kInvalidArgument, "parameter '{}' names no initializer of the graph", name);
+      return MakeStatus(StatusCode::kInvalidArgument,
+                        "parameter '{}' names no initializer of the graph", name);
     }
     const ir::Tensor& init = *v->initializer;
     if (FromScalarType(t.scalar_type()) != init.dtype() || t.sizes().vec() != init.dims()) {
-      return MakeStatus(StatusCode::kInvalidArgument, "parameter '{}' is {}[{}], the initializer {}[{}]", name,
+      return MakeStatus(StatusCode::kInvalidArgument,
+                        "parameter '{}' is {}[{}], the initializer {}[{}]", name,
                         ir::DTypeName(FromScalarType(t.scalar_type())), fmt::join(t.sizes(), ","),
                         ir::DTypeName(init.dtype()), fmt::join(init.dims(), ","));
     }
@@ -656,7 +678,8 @@ Status Interpreter::Impl::SetParameters(const std::vector<std::pair<std::string,
 }
 
 Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
-    const std::vector<std::pair<std::string, at::Tensor>>& inputs, const AtenRunOptions& opts) const {
+    const std::vector<std::pair<std::string, at::Tensor>>& inputs,
+    const AtenRunOptions& opts) const {
   const SubgraphPlan& p = *plan;
   Frame frame;
   frame.plan = &p;
@@ -687,7 +710,8 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
       const int64_t nan = at::isnan(t).sum().item<int64_t>();
       const int64_t inf = at::isinf(t).sum().item<int64_t>();
       if (nan + inf > 0) {
-        Warn(fmt::format("input '{}' contains {} NaN and {} Inf values (continuing)", name, nan, inf));
+        Warn(fmt::format("input '{}' contains {} NaN and {} Inf values (continuing)", name, nan,
+                         inf));
       }
     }
     const int s = p.slot_by_name.at(name);
@@ -734,22 +758,27 @@ Result<std::vector<at::Tensor>> Interpreter::Impl::Run(
   } catch (const NodeFailure& f) {
     return f.status;
   } catch (const TensorBudgetExceeded& e) {
-    return Status(StatusCode::kResourceExhausted, (frame.where ? *frame.where + ": " : std::string()) + e.what());
+    return Status(StatusCode::kResourceExhausted,
+                  (frame.where ? *frame.where + ": " : std::string()) + e.what());
   } catch (const c10::Error& e) {
     // ATen rejects shapes and values that came from the model or the data (an impossible
     // Reshape): bad input, named by the node, not an internal error.
     const std::string msg = e.what_without_backtrace();
     const std::string where = frame.where ? *frame.where + ": " : std::string();
-    return Status(LooksLikeOom(msg) ? StatusCode::kResourceExhausted : StatusCode::kInvalidArgument, where + msg);
+    return Status(LooksLikeOom(msg) ? StatusCode::kResourceExhausted : StatusCode::kInvalidArgument,
+                  where + msg);
   } catch (const std::bad_alloc&) {
-    return Status(StatusCode::kResourceExhausted, (frame.where ? *frame.where + ": " : std::string()) + "out of memory");
+    return Status(StatusCode::kResourceExhausted,
+                  (frame.where ? *frame.where + ": " : std::string()) + "out of memory");
   } catch (const std::exception& e) {
-    return Status(StatusCode::kInternal, (frame.where ? *frame.where + ": " : std::string()) + e.what());
+    return Status(StatusCode::kInternal,
+                  (frame.where ? *frame.where + ": " : std::string()) + e.what());
   }
   std::vector<at::Tensor> out;
   for (int s : p.output_slots) {
     if (!frame.slots[s].defined()) {
-      return MakeStatus(StatusCode::kInvalidArgument, "graph output '{}' was not computed", p.slot_names[s]);
+      return MakeStatus(StatusCode::kInvalidArgument, "graph output '{}' was not computed",
+                        p.slot_names[s]);
     }
     out.push_back(Materialize(frame.slots[s], frame.logical[s]));
   }
@@ -775,7 +804,8 @@ Result<std::unique_ptr<Interpreter>> Interpreter::Create(std::shared_ptr<const i
                           impl->options.channels_last.value_or(ChannelsLastByDefault());
     PlanBuilder builder(*model, impl->aten_device, impl->options.training, impl->channels_last);
     QK_ASSIGN_OR_RETURN(impl->plan, builder.Build(*model->graph));
-    for (const auto& constant : impl->plan->constants) impl->constant_bytes += static_cast<int64_t>(constant.second.nbytes());
+    for (const auto& constant : impl->plan->constants)
+      impl->constant_bytes += static_cast<int64_t>(constant.second.nbytes());
   } catch (const c10::Error& e) {
     return Status(StatusCode::kInvalidModel, e.what_without_backtrace());
   } catch (const std::exception& e) {
@@ -788,7 +818,8 @@ Result<std::unique_ptr<Interpreter>> Interpreter::Create(std::shared_ptr<const i
   return std::unique_ptr<Interpreter>(new Interpreter(std::move(impl)));
 }
 
-Result<std::unique_ptr<Interpreter>> Interpreter::Create(ir::Model&& model, InterpreterOptions options) {
+Result<std::unique_ptr<Interpreter>> Interpreter::Create(ir::Model&& model,
+                                                         InterpreterOptions options) {
   return Create(std::make_shared<const ir::Model>(std::move(model)), std::move(options));
 }
 
@@ -812,15 +843,16 @@ Result<std::vector<NamedTensor>> Interpreter::Run(const std::vector<NamedTensor>
   QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> outs, impl_->Run(feeds, aten_options));
   std::vector<NamedTensor> result;
   for (size_t i = 0; i < outs.size(); ++i) {
-    QK_ASSIGN_OR_RETURN(ir::Tensor t, ToIrTensor(outs[i], "output '" + impl_->output_names[i] + "'"));
+    QK_ASSIGN_OR_RETURN(ir::Tensor t,
+                        ToIrTensor(outs[i], "output '" + impl_->output_names[i] + "'"));
     result.push_back({impl_->output_names[i], std::move(t)});
   }
   return result;
 }
 
-Result<std::vector<at::Tensor>> RunAten(const Interpreter& interpreter,
-                                        const std::vector<std::pair<std::string, at::Tensor>>& inputs,
-                                        const AtenRunOptions& options) {
+Result<std::vector<at::Tensor>> RunAten(
+    const Interpreter& interpreter, const std::vector<std::pair<std::string, at::Tensor>>& inputs,
+    const AtenRunOptions& options) {
   QK_RETURN_IF_ERROR(CheckCancelled());
   return interpreter.impl().Run(inputs, options);
 }

@@ -18,8 +18,7 @@ struct AtenRunOptions {
   std::vector<Observer*> observers;
   // Called for each produced top-level tensor (graph inputs included, producer == nullptr);
   // may replace `value`. Runs before the observers.
-  std::function<Status(const std::string& name, const ir::Node* producer, at::Tensor& value)>
-      hook;
+  std::function<Status(const std::string& name, const ir::Node* producer, at::Tensor& value)> hook;
   RunStats* stats = nullptr;
   // Values that replace the graph's initializers of the same name for this run (trainable
   // parameters in QAT: autograd then reaches them). Each must name a top-level initializer and
@@ -28,8 +27,8 @@ struct AtenRunOptions {
 };
 
 // Runs with at::Tensor inputs (any device/strides; dtypes must match the graph's inputs).
-Result<std::vector<at::Tensor>> RunAten(const Interpreter& interpreter,
-                                        const std::vector<std::pair<std::string, at::Tensor>>& inputs,
-                                        const AtenRunOptions& options = {});
+Result<std::vector<at::Tensor>> RunAten(
+    const Interpreter& interpreter, const std::vector<std::pair<std::string, at::Tensor>>& inputs,
+    const AtenRunOptions& options = {});
 
 }  // namespace quantkit::runtime

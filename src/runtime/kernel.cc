@@ -8,7 +8,8 @@ std::string DisplayName(const ir::Node& node) {
 }
 
 std::string DescribeNode(const ir::Node& node, int64_t opset) {
-  const std::string op = node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
+  const std::string op =
+      node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
   return fmt::format("node '{}' ({}, opset {})", DisplayName(node), op, opset);
 }
 
@@ -55,35 +56,70 @@ at::Tensor CenterZeroPoint(const at::Tensor& q, const at::Tensor& zp, int64_t ax
 
 bool QuantRange(at::ScalarType t, double* lo, double* hi) {
   switch (t) {
-    case at::kByte: *lo = 0; *hi = 255; return true;
-    case at::kChar: *lo = -128; *hi = 127; return true;
-    case at::kShort: *lo = -32768; *hi = 32767; return true;
-    case at::kInt: *lo = -2147483648.0; *hi = 2147483647.0; return true;
-    default: return false;
+    case at::kByte:
+      *lo = 0;
+      *hi = 255;
+      return true;
+    case at::kChar:
+      *lo = -128;
+      *hi = 127;
+      return true;
+    case at::kShort:
+      *lo = -32768;
+      *hi = 32767;
+      return true;
+    case at::kInt:
+      *lo = -2147483648.0;
+      *hi = 2147483647.0;
+      return true;
+    default:
+      return false;
   }
 }
 
-at::Tensor Requantize(const at::Tensor& real, const at::Tensor& y_scale, const at::Tensor& y_zero_point) {
+at::Tensor Requantize(const at::Tensor& real, const at::Tensor& y_scale,
+                      const at::Tensor& y_zero_point) {
   double lo, hi;
-  QK_KERNEL_CHECK(QuantRange(y_zero_point.scalar_type(), &lo, &hi), "unsupported quantized dtype {}",
-                  c10::toString(y_zero_point.scalar_type()));
+  QK_KERNEL_CHECK(QuantRange(y_zero_point.scalar_type(), &lo, &hi),
+                  "unsupported quantized dtype {}", c10::toString(y_zero_point.scalar_type()));
   at::Tensor y = at::round(real / y_scale.to(at::kDouble)) + y_zero_point.to(at::kDouble);
   return at::clamp(y, lo, hi).to(y_zero_point.scalar_type());
 }
 
 bool OnnxToScalarType(int64_t onnx_dtype, at::ScalarType* out) {
   switch (onnx_dtype) {
-    case 1: *out = at::kFloat; return true;
-    case 2: *out = at::kByte; return true;
-    case 3: *out = at::kChar; return true;
-    case 5: *out = at::kShort; return true;
-    case 6: *out = at::kInt; return true;
-    case 7: *out = at::kLong; return true;
-    case 9: *out = at::kBool; return true;
-    case 10: *out = at::kHalf; return true;
-    case 11: *out = at::kDouble; return true;
-    case 16: *out = at::kBFloat16; return true;
-    default: return false;
+    case 1:
+      *out = at::kFloat;
+      return true;
+    case 2:
+      *out = at::kByte;
+      return true;
+    case 3:
+      *out = at::kChar;
+      return true;
+    case 5:
+      *out = at::kShort;
+      return true;
+    case 6:
+      *out = at::kInt;
+      return true;
+    case 7:
+      *out = at::kLong;
+      return true;
+    case 9:
+      *out = at::kBool;
+      return true;
+    case 10:
+      *out = at::kHalf;
+      return true;
+    case 11:
+      *out = at::kDouble;
+      return true;
+    case 16:
+      *out = at::kBFloat16;
+      return true;
+    default:
+      return false;
   }
 }
 

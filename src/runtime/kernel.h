@@ -30,8 +30,8 @@ class KernelError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-#define QK_KERNEL_CHECK(cond, ...)                                           \
-  do {                                                                       \
+#define QK_KERNEL_CHECK(cond, ...)                                                 \
+  do {                                                                             \
     if (!(cond)) throw ::quantkit::runtime::KernelError(fmt::format(__VA_ARGS__)); \
   } while (0)
 
@@ -131,7 +131,8 @@ at::Tensor CenterZeroPoint(const at::Tensor& q, const at::Tensor& zp, int64_t ax
 // [qmin, qmax] of an integer quantized type; false for other types.
 bool QuantRange(at::ScalarType t, double* lo, double* hi);
 // saturate(round_half_to_even(real / y_scale) + y_zero_point), in y_zero_point's dtype.
-at::Tensor Requantize(const at::Tensor& real, const at::Tensor& y_scale, const at::Tensor& y_zero_point);
+at::Tensor Requantize(const at::Tensor& real, const at::Tensor& y_scale,
+                      const at::Tensor& y_zero_point);
 
 // The ONNX dtype attribute value (TensorProto.DataType) as an ATen scalar type; false if none.
 bool OnnxToScalarType(int64_t onnx_dtype, at::ScalarType* out);

@@ -23,7 +23,6 @@ constexpr double kGamma = -0.1;
 constexpr double kQmin = -128.0;
 constexpr double kQmax = 127.0;
 
-
 // The layer block on the device with its weight as a replaceable parameter.
 struct BlockRunner {
   std::unique_ptr<Interpreter> interp;
@@ -41,15 +40,16 @@ struct BlockRunner {
     r.input = block.input;
     r.weight_name = block.weight;
     const ir::Value* w = block.model->graph->FindValue(block.weight);
-    QK_RETURN_IF_NOT(w && w->initializer && w->initializer->dtype() == ir::DType::kFloat, StatusCode::kInternal,
-                     "layer block: '{}' is not a float initializer", block.weight);
+    QK_RETURN_IF_NOT(w && w->initializer && w->initializer->dtype() == ir::DType::kFloat,
+                     StatusCode::kInternal, "layer block: '{}' is not a float initializer",
+                     block.weight);
     const std::vector<int64_t>& dims = w->initializer->dims();
     const int64_t channels = block.axis >= 0 && block.axis < static_cast<int64_t>(dims.size())
                                  ? dims[static_cast<size_t>(block.axis)]
                                  : 1;
     QK_RETURN_IF_NOT(static_cast<int64_t>(block.scale.size()) == (block.axis >= 0 ? channels : 1),
-                     StatusCode::kInternal, "layer block '{}': {} scales for axis {} of dims {}", block.weight,
-                     block.scale.size(), block.axis, dims.size());
+                     StatusCode::kInternal, "layer block '{}': {} scales for axis {} of dims {}",
+                     block.weight, block.scale.size(), block.axis, dims.size());
     QK_RETURN_IF_ERROR(Guarded("layer block '" + block.weight + "'", [&]() -> Status {
       QK_ASSIGN_OR_RETURN(at::Tensor host, CopyToAten(*w->initializer, block.weight));
       r.weight = host.to(r.device);
@@ -69,8 +69,10 @@ struct BlockRunner {
     options.check_finite_inputs = false;
     options.device = device;
     QK_ASSIGN_OR_RETURN(r.interp, Interpreter::Create(block.model, options));
-    QK_RETURN_IF_NOT(r.interp->input_names().size() == 1 && r.interp->input_names()[0] == block.input,
-                     StatusCode::kInternal, "layer block '{}' must have the one input '{}'", block.weight, block.input);
+    QK_RETURN_IF_NOT(
+        r.interp->input_names().size() == 1 && r.interp->input_names()[0] == block.input,
+        StatusCode::kInternal, "layer block '{}' must have the one input '{}'", block.weight,
+        block.input);
     r.channel_dim = block.output_channel_dim;
     return r;
   }
@@ -89,7 +91,8 @@ struct BlockRunner {
   at::Tensor Loss(const at::Tensor& out, const at::Tensor& target) const {
     const int64_t dim = channel_dim < 0 ? out.dim() + channel_dim : channel_dim;
     const int64_t channels = out.dim() > dim ? out.size(dim) : 1;
-    const double positions = static_cast<double>(std::max<int64_t>(out.numel() / std::max<int64_t>(channels, 1), 1));
+    const double positions =
+        static_cast<double>(std::max<int64_t>(out.numel() / std::max<int64_t>(channels, 1), 1));
     return (out - target).pow(2).sum() / positions;
   }
 
@@ -105,8 +108,8 @@ struct BlockRunner {
   }
 };
 
-Result<std::vector<at::Tensor>> OnDevice(const std::vector<ir::Tensor>& tensors, const at::Device& device,
-                                         const std::string& what) {
+Result<std::vector<at::Tensor>> OnDevice(const std::vector<ir::Tensor>& tensors,
+                                         const at::Device& device, const std::string& what) {
   std::vector<at::Tensor> out;
   for (const ir::Tensor& t : tensors) {
     QK_ASSIGN_OR_RETURN(at::Tensor a, CopyToAten(t, what));
@@ -122,14 +125,18 @@ at::Tensor RectifiedSigmoid(const at::Tensor& v) {
 
 }  // namespace
 
-Result<AdaRoundOutcome> AdaRoundLayer(const LayerBlock& block, const std::vector<ir::Tensor>& inputs,
-                                      const std::vector<ir::Tensor>& targets, const AdaRoundParams& params,
+Result<AdaRoundOutcome> AdaRoundLayer(const LayerBlock& block,
+                                      const std::vector<ir::Tensor>& inputs,
+                                      const std::vector<ir::Tensor>& targets,
+                                      const AdaRoundParams& params,
                                       const std::function<void(int64_t)>& on_iteration) {
   QK_RETURN_IF_NOT(!inputs.empty() && inputs.size() == targets.size(), StatusCode::kInternal,
-                   "adaround '{}': {} input and {} target batches", block.weight, inputs.size(), targets.size());
+                   "adaround '{}': {} input and {} target batches", block.weight, inputs.size(),
+                   targets.size());
   QK_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::Create(block, /*training=*/true));
   QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> xs, OnDevice(inputs, runner.device, "cached input"));
-  QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> ys, OnDevice(targets, runner.device, "cached target"));
+  QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> ys,
+                      OnDevice(targets, runner.device, "cached target"));
   AdaRoundOutcome outcome;
   const std::string what = "adaround of '" + block.weight + "'";
   QK_RETURN_IF_ERROR(Guarded(what, [&]() -> Status {
@@ -138,10 +145,12 @@ Result<AdaRoundOutcome> AdaRoundLayer(const LayerBlock& block, const std::vector
     const at::Tensor floor = at::floor(ws);
     const at::Tensor rest = ws - floor;
     // V with h(V) = rest: sigmoid(V) = (rest - gamma) / (zeta - gamma).
-    at::Tensor v = (-at::log((kZeta - kGamma) / (rest - kGamma) - 1.0)).detach().set_requires_grad(true);
+    at::Tensor v =
+        (-at::log((kZeta - kGamma) / (rest - kGamma) - 1.0)).detach().set_requires_grad(true);
     torch::optim::Adam adam({v}, torch::optim::AdamOptions(params.lr));
     std::mt19937_64 rng(params.seed);
-    const int64_t warm = static_cast<int64_t>(std::floor(params.warm_start * static_cast<double>(params.iterations)));
+    const int64_t warm = static_cast<int64_t>(
+        std::floor(params.warm_start * static_cast<double>(params.iterations)));
     for (int64_t it = 0; it < params.iterations; ++it) {
       const size_t b = static_cast<size_t>(rng() % xs.size());
       adam.zero_grad();
@@ -149,8 +158,10 @@ Result<AdaRoundOutcome> AdaRoundLayer(const LayerBlock& block, const std::vector
       QK_ASSIGN_OR_RETURN(at::Tensor out, runner.Run(xs[b], soft));
       at::Tensor loss = runner.Loss(out, ys[b]);
       if (it >= warm) {
-        const double rel = static_cast<double>(it - warm) / static_cast<double>(std::max<int64_t>(params.iterations - warm, 1));
-        const double beta = params.beta_end + 0.5 * (params.beta_start - params.beta_end) * (1.0 + std::cos(rel * kPi));
+        const double rel = static_cast<double>(it - warm) /
+                           static_cast<double>(std::max<int64_t>(params.iterations - warm, 1));
+        const double beta = params.beta_end + 0.5 * (params.beta_start - params.beta_end) *
+                                                  (1.0 + std::cos(rel * kPi));
         loss = loss + params.reg * (1.0 - (2.0 * RectifiedSigmoid(v) - 1.0).abs().pow(beta)).sum();
       }
       loss.backward();
@@ -183,24 +194,28 @@ Result<AdaRoundOutcome> AdaRoundLayer(const LayerBlock& block, const std::vector
 }
 
 Result<SeqMseOutcome> SeqMseLayer(const LayerBlock& block, const std::vector<float>& amax0,
-                                  const std::vector<ir::Tensor>& inputs, const SeqMseParams& params) {
+                                  const std::vector<ir::Tensor>& inputs,
+                                  const SeqMseParams& params) {
   QK_RETURN_IF_NOT(!inputs.empty() && amax0.size() == block.scale.size() && params.candidates > 0,
-                   StatusCode::kInternal, "seqmse '{}': {} batches, {} amax for {} scales", block.weight,
-                   inputs.size(), amax0.size(), block.scale.size());
+                   StatusCode::kInternal, "seqmse '{}': {} batches, {} amax for {} scales",
+                   block.weight, inputs.size(), amax0.size(), block.scale.size());
   QK_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::Create(block, /*training=*/false));
   QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> xs, OnDevice(inputs, runner.device, "cached input"));
   SeqMseOutcome outcome;
   const std::string what = "seqmse of '" + block.weight + "'";
   QK_RETURN_IF_ERROR(Guarded(what, [&]() -> Status {
     at::InferenceMode inference;
-    const at::Tensor amax = at::tensor(amax0, at::kFloat).to(runner.device).reshape(runner.scale.sizes());
+    const at::Tensor amax =
+        at::tensor(amax0, at::kFloat).to(runner.device).reshape(runner.scale.sizes());
     // Fake quantization on the grid of `a` (per channel): s = a / 127, as quant::ScaleFromAmax;
     // a channel whose amax gives no normal scale stays on its starting grid.
     auto grid = [&](const at::Tensor& a) {
       const at::Tensor s = a / 127.0f;
       return at::where(s >= std::numeric_limits<float>::min(), s, runner.scale);
     };
-    auto quantized = [&](const at::Tensor& s) { return at::clamp(at::round(runner.weight / s), kQmin, kQmax) * s; };
+    auto quantized = [&](const at::Tensor& s) {
+      return at::clamp(at::round(runner.weight / s), kQmin, kQmax) * s;
+    };
     std::vector<at::Tensor> refs;
     for (const at::Tensor& x : xs) {
       QK_ASSIGN_OR_RETURN(at::Tensor y, runner.Run(x, runner.weight));
@@ -218,14 +233,17 @@ Result<SeqMseOutcome> SeqMseLayer(const LayerBlock& block, const std::vector<flo
     };
     const int64_t channels = static_cast<int64_t>(amax0.size());
     QK_ASSIGN_OR_RETURN(at::Tensor start_err, channel_errors(quantized(runner.scale)));
-    QK_RETURN_IF_NOT(start_err.numel() == channels, StatusCode::kInvalidArgument,
-                     "seqmse: layer '{}' has {} output channels in its block output, its weight {} scales",
-                     block.weight, start_err.numel(), channels);
-    at::Tensor best_err = at::full({channels}, std::numeric_limits<double>::infinity(), at::kDouble).to(runner.device);
+    QK_RETURN_IF_NOT(
+        start_err.numel() == channels, StatusCode::kInvalidArgument,
+        "seqmse: layer '{}' has {} output channels in its block output, its weight {} scales",
+        block.weight, start_err.numel(), channels);
+    at::Tensor best_err = at::full({channels}, std::numeric_limits<double>::infinity(), at::kDouble)
+                              .to(runner.device);
     at::Tensor best_amax = amax.reshape({channels}).clone();
     // Largest first, replaced only on a strictly smaller error: ties keep the larger amax.
     for (int64_t k = params.candidates; k >= 1; --k) {
-      const at::Tensor a = amax * static_cast<float>(static_cast<double>(k) / static_cast<double>(params.candidates));
+      const at::Tensor a = amax * static_cast<float>(static_cast<double>(k) /
+                                                     static_cast<double>(params.candidates));
       QK_ASSIGN_OR_RETURN(at::Tensor err, channel_errors(quantized(grid(a))));
       const at::Tensor better = err < best_err;
       best_err = at::where(better, err, best_err);
@@ -237,7 +255,9 @@ Result<SeqMseOutcome> SeqMseLayer(const LayerBlock& block, const std::vector<flo
     outcome.loss_after = best_err.sum().item<double>();
     const at::Tensor host = best_amax.cpu().contiguous();
     outcome.amax.assign(host.data_ptr<float>(), host.data_ptr<float>() + channels);
-    for (int64_t c = 0; c < channels; ++c) outcome.clipped_channels += outcome.amax[static_cast<size_t>(c)] < amax0[static_cast<size_t>(c)];
+    for (int64_t c = 0; c < channels; ++c)
+      outcome.clipped_channels +=
+          outcome.amax[static_cast<size_t>(c)] < amax0[static_cast<size_t>(c)];
     QK_ASSIGN_OR_RETURN(outcome.weight, ToIrTensor(w.contiguous().cpu(), what));
     return Status::Ok();
   }));
@@ -248,15 +268,17 @@ Result<BiasCorrectionOutcome> BiasCorrectionLayer(const LayerBlock& block, const
                                                   const std::vector<ir::Tensor>& fp32_inputs,
                                                   const std::vector<ir::Tensor>& quantized_inputs,
                                                   const ir::Tensor* weight) {
-  QK_RETURN_IF_NOT(!fp32_inputs.empty() && fp32_inputs.size() == quantized_inputs.size(), StatusCode::kInternal,
-                   "bias correction '{}': {} FP32 and {} quantized batches", block.weight, fp32_inputs.size(),
-                   quantized_inputs.size());
+  QK_RETURN_IF_NOT(!fp32_inputs.empty() && fp32_inputs.size() == quantized_inputs.size(),
+                   StatusCode::kInternal, "bias correction '{}': {} FP32 and {} quantized batches",
+                   block.weight, fp32_inputs.size(), quantized_inputs.size());
   const ir::Value* b = block.model->graph->FindValue(bias);
-  QK_RETURN_IF_NOT(b && b->initializer && b->initializer->dtype() == ir::DType::kFloat, StatusCode::kInternal,
-                   "bias correction: '{}' is not a float initializer", bias);
+  QK_RETURN_IF_NOT(b && b->initializer && b->initializer->dtype() == ir::DType::kFloat,
+                   StatusCode::kInternal, "bias correction: '{}' is not a float initializer", bias);
   QK_ASSIGN_OR_RETURN(BlockRunner runner, BlockRunner::Create(block, /*training=*/false));
-  QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> xf, OnDevice(fp32_inputs, runner.device, "cached input"));
-  QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> xq, OnDevice(quantized_inputs, runner.device, "cached input"));
+  QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> xf,
+                      OnDevice(fp32_inputs, runner.device, "cached input"));
+  QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> xq,
+                      OnDevice(quantized_inputs, runner.device, "cached input"));
   BiasCorrectionOutcome outcome;
   const std::string what = "bias correction of '" + bias + "'";
   QK_RETURN_IF_ERROR(Guarded(what, [&]() -> Status {
@@ -265,7 +287,8 @@ Result<BiasCorrectionOutcome> BiasCorrectionLayer(const LayerBlock& block, const
     if (weight != nullptr) {
       QK_ASSIGN_OR_RETURN(at::Tensor given, CopyToAten(*weight, block.weight));
       QK_RETURN_IF_NOT(given.sizes() == runner.weight.sizes(), StatusCode::kInternal,
-                       "bias correction: the weight given for '{}' has another shape", block.weight);
+                       "bias correction: the weight given for '{}' has another shape",
+                       block.weight);
       w = given.to(at::kFloat).to(runner.device);
     }
     const at::Tensor wq = at::clamp(at::round(w / runner.scale), kQmin, kQmax) * runner.scale;
@@ -281,9 +304,10 @@ Result<BiasCorrectionOutcome> BiasCorrectionLayer(const LayerBlock& block, const
       QK_RETURN_IF_NOT(yf.sizes() == yq.sizes() && yf.dim() >= 1, StatusCode::kInternal,
                        "bias correction '{}': outputs of different shapes", block.weight);
       dim = runner.channel_dim < 0 ? yf.dim() + runner.channel_dim : runner.channel_dim;
-      QK_RETURN_IF_NOT(dim >= 0 && dim < yf.dim() && yf.size(dim) == b->initializer->numel(), StatusCode::kInternal,
-                       "bias correction '{}': {} output channels, a bias of {} values", block.weight,
-                       dim >= 0 && dim < yf.dim() ? yf.size(dim) : -1, b->initializer->numel());
+      QK_RETURN_IF_NOT(
+          dim >= 0 && dim < yf.dim() && yf.size(dim) == b->initializer->numel(),
+          StatusCode::kInternal, "bias correction '{}': {} output channels, a bias of {} values",
+          block.weight, dim >= 0 && dim < yf.dim() ? yf.size(dim) : -1, b->initializer->numel());
       at::Tensor d = (yf - yq).to(at::kDouble);
       const at::Tensor finite = at::isfinite(d);
       const int64_t finite_count = finite.sum().item<int64_t>();
@@ -310,9 +334,11 @@ Result<BiasCorrectionOutcome> BiasCorrectionLayer(const LayerBlock& block, const
     outcome.error_before = elements > 0 ? before / elements : 0.0;
     outcome.error_after = elements > 0 ? after / elements : 0.0;
     const at::Tensor shift_host = shift.to(at::kFloat).cpu().contiguous();
-    outcome.shift.assign(shift_host.data_ptr<float>(), shift_host.data_ptr<float>() + shift_host.numel());
+    outcome.shift.assign(shift_host.data_ptr<float>(),
+                         shift_host.data_ptr<float>() + shift_host.numel());
     QK_ASSIGN_OR_RETURN(at::Tensor old_bias, CopyToAten(*b->initializer, bias));
-    const at::Tensor corrected = (old_bias.to(at::kFloat).reshape({-1}) + shift_host).reshape(old_bias.sizes());
+    const at::Tensor corrected =
+        (old_bias.to(at::kFloat).reshape({-1}) + shift_host).reshape(old_bias.sizes());
     QK_ASSIGN_OR_RETURN(outcome.bias, ToIrTensor(corrected.contiguous(), what));
     return Status::Ok();
   }));

@@ -48,7 +48,9 @@ struct TensorView {
     return n;
   }
   template <typename T>
-  const T* data_as() const { return static_cast<const T*>(data); }
+  const T* data_as() const {
+    return static_cast<const T*>(data);
+  }
 };
 
 class Observer {

@@ -41,13 +41,16 @@ double DurationUs(const E& e, long) {
 
 // A libtorch built without libkineto (Debian's 1.13) records the events but cannot save a trace:
 // the same Chrome trace format, written from the event list (categories as Kineto names them).
-Status WriteTrace(const torch::autograd::profiler::ProfilerResult& result, const std::string& path) {
+Status WriteTrace(const torch::autograd::profiler::ProfilerResult& result,
+                  const std::string& path) {
   nlohmann::json events = nlohmann::json::array();
   for (const torch::autograd::profiler::KinetoEvent& e : result.events()) {
     const bool device = e.deviceType() != c10::DeviceType::CPU;
     const bool user = e.scope() == static_cast<uint8_t>(at::RecordScope::USER_SCOPE);
     events.push_back({{"name", e.name()},
-                      {"cat", device ? "kernel" : user ? "user_annotation" : "cpu_op"},
+                      {"cat", device ? "kernel"
+                              : user ? "user_annotation"
+                                     : "cpu_op"},
                       {"ph", "X"},
                       {"ts", StartUs(e, 0)},
                       {"dur", DurationUs(e, 0)},
@@ -67,7 +70,8 @@ Result<std::unique_ptr<Profile>> Profile::Start(const std::string& path, bool cu
   QK_RETURN_IF_NOT(!path.empty(), StatusCode::kInvalidArgument, "--profile: empty path");
   {
     std::ofstream probe(path, std::ios::trunc);
-    QK_RETURN_IF_NOT(probe.good(), StatusCode::kInvalidArgument, "{}: cannot write the profile there", path);
+    QK_RETURN_IF_NOT(probe.good(), StatusCode::kInvalidArgument,
+                     "{}: cannot write the profile there", path);
   }
   QK_RETURN_IF_NOT(!prof::profilerEnabled(), StatusCode::kUnsupported,
                    "{}: another profile is already recording in this process", path);
@@ -78,7 +82,8 @@ Result<std::unique_ptr<Profile>> Profile::Start(const std::string& path, bool cu
     torch::autograd::profiler::enableProfiler(Config(), activities);
   } catch (const std::exception& e) {
     std::remove(path.c_str());
-    return Status(StatusCode::kUnsupported, fmt::format("{}: this libtorch cannot profile: {}", path, e.what()));
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("{}: this libtorch cannot profile: {}", path, e.what()));
   }
   return std::unique_ptr<Profile>(new Profile(path));
 }
@@ -87,15 +92,18 @@ Status Profile::Finish() {
   QK_RETURN_IF_NOT(recording_, StatusCode::kInternal, "{}: the profile was already written", path_);
   recording_ = false;
   try {
-    std::unique_ptr<torch::autograd::profiler::ProfilerResult> result = torch::autograd::profiler::disableProfiler();
-    QK_RETURN_IF_NOT(result != nullptr, StatusCode::kInternal, "{}: the profiler returned no result", path_);
+    std::unique_ptr<torch::autograd::profiler::ProfilerResult> result =
+        torch::autograd::profiler::disableProfiler();
+    QK_RETURN_IF_NOT(result != nullptr, StatusCode::kInternal,
+                     "{}: the profiler returned no result", path_);
     try {
       result->save(path_);  // Kineto's own trace: GPU kernels with their launches linked
     } catch (const c10::Error&) {
       return WriteTrace(*result, path_);
     }
   } catch (const std::exception& e) {
-    return Status(StatusCode::kIoError, fmt::format("{}: writing the profile failed: {}", path_, e.what()));
+    return Status(StatusCode::kIoError,
+                  fmt::format("{}: writing the profile failed: {}", path_, e.what()));
   }
   return Status::Ok();
 }
@@ -104,7 +112,8 @@ Profile::~Profile() {
   if (!recording_) return;
   try {
     torch::autograd::profiler::disableProfiler();
-  } catch (const std::exception&) {  // a destructor reports nothing; the trace is simply not written
+  } catch (
+      const std::exception&) {  // a destructor reports nothing; the trace is simply not written
   }
 }
 

@@ -2,9 +2,9 @@
 // profiled before it is tuned). Records every ATen op on the host and, when the run uses a CUDA
 // device, the CUDA kernels, copies and synchronisations (Kineto/CUPTI), plus quantkit's scopes:
 // one per model node (named as the interpreter's messages name it) and "qk::observe" around what
-// observers take from one tensor (calibration statistics, copies to the host). Written as a Chrome trace (chrome://tracing,
-// Perfetto; bench/gpu/trace_summary.py sums it by name). `quantkit --profile FILE` (also
-// QUANTKIT_PROFILE) wraps a whole command in one (docs/gpu.md).
+// observers take from one tensor (calibration statistics, copies to the host). Written as a Chrome
+// trace (chrome://tracing, Perfetto; bench/gpu/trace_summary.py sums it by name). `quantkit
+// --profile FILE` (also QUANTKIT_PROFILE) wraps a whole command in one (docs/gpu.md).
 #pragma once
 
 #include <memory>

@@ -48,7 +48,8 @@ class BudgetAllocator final : public c10::Allocator {
       throw TensorBudgetExceeded(fmt::format(
           "a tensor of {} exceeds the per-tensor budget of {} (max of {} and {} x the model's constants and "
           "inputs; raise it with --max-tensor-mb or QUANTKIT_MAX_TENSOR_MB)",
-          Bytes(static_cast<int64_t>(n)), Bytes(budget), Bytes(kTensorBudgetFloorBytes), kTensorBudgetFactor));
+          Bytes(static_cast<int64_t>(n)), Bytes(budget), Bytes(kTensorBudgetFloorBytes),
+          kTensorBudgetFactor));
     }
     return base_->allocate(n);
   }
@@ -68,8 +69,10 @@ Result<int64_t> LimitFromEnvironment() {
   if (text == nullptr || *text == '\0') return int64_t{0};
   char* end = nullptr;
   const long long mb = std::strtoll(text, &end, 10);
-  QK_RETURN_IF_NOT(*end == '\0' && mb >= 1 && mb <= kMaxTensorBudgetMb, StatusCode::kInvalidArgument,
-                   "QUANTKIT_MAX_TENSOR_MB='{}' is not a whole number of MiB in [1, {}]", text, kMaxTensorBudgetMb);
+  QK_RETURN_IF_NOT(*end == '\0' && mb >= 1 && mb <= kMaxTensorBudgetMb,
+                   StatusCode::kInvalidArgument,
+                   "QUANTKIT_MAX_TENSOR_MB='{}' is not a whole number of MiB in [1, {}]", text,
+                   kMaxTensorBudgetMb);
   return static_cast<int64_t>(mb) << 20;
 }
 

@@ -144,10 +144,11 @@ Result<PendingTensorStats> LaunchTensorStats(const at::Tensor& input,
   std::optional<int64_t> axis;
   if (request.channel_axis) {
     const int64_t rank = input.dim();
-    const int64_t a = *request.channel_axis < 0 ? *request.channel_axis + rank : *request.channel_axis;
+    const int64_t a =
+        *request.channel_axis < 0 ? *request.channel_axis + rank : *request.channel_axis;
     QK_RETURN_IF_NOT(a >= 0 && a < rank, StatusCode::kInvalidArgument,
-                     "per-channel axis {} is out of range for a rank-{} tensor", *request.channel_axis,
-                     rank);
+                     "per-channel axis {} is out of range for a rank-{} tensor",
+                     *request.channel_axis, rank);
     axis = a;
     s.has_per_channel = true;
     s.axis = a;
@@ -236,10 +237,9 @@ Result<TensorStats> ComputeTensorStats(const TensorView& view, const TensorStats
   QK_RETURN_IF_NOT(ToScalarType(view.dtype, &type), StatusCode::kUnsupported,
                    "dtype {} has no calibration statistics", ir::DTypeName(view.dtype));
   try {
-    at::Tensor host = view.numel() == 0
-                          ? at::empty(view.shape, at::TensorOptions().dtype(type))
-                          : at::from_blob(const_cast<void*>(view.data), view.shape,
-                                          at::TensorOptions().dtype(type));
+    at::Tensor host = view.numel() == 0 ? at::empty(view.shape, at::TensorOptions().dtype(type))
+                                        : at::from_blob(const_cast<void*>(view.data), view.shape,
+                                                        at::TensorOptions().dtype(type));
     return ComputeTensorStats(host.to(ToAtenDevice(device)), request);
   } catch (const c10::Error& e) {
     return Status(StatusCode::kInternal, e.what_without_backtrace());

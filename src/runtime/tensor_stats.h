@@ -29,10 +29,10 @@
 namespace quantkit::runtime {
 
 struct TensorStatsRequest {
-  int log2_bins = 14;                    // fine bins per sign = 2^log2_bins (quant/collectors/histogram.h)
-  int min_range_exp = -126;              // quant::kMinRangeExp
-  std::optional<int64_t> channel_axis;   // per-channel abs-max along this axis (may be negative)
-  bool histogram = true;                 // false: range statistics only (the max-only fast path)
+  int log2_bins = 14;        // fine bins per sign = 2^log2_bins (quant/collectors/histogram.h)
+  int min_range_exp = -126;  // quant::kMinRangeExp
+  std::optional<int64_t> channel_axis;  // per-channel abs-max along this axis (may be negative)
+  bool histogram = true;                // false: range statistics only (the max-only fast path)
 };
 
 struct TensorStats {

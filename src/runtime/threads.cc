@@ -44,7 +44,8 @@ Result<int> SetComputeThreads(int threads) {
   // (MKL in PyPI torch, OpenBLAS's OpenMP build, which follows omp_set_num_threads) lack it or
   // need nothing.
   using SetBlasThreads = void (*)(int);
-  if (auto set_blas = reinterpret_cast<SetBlasThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+  if (auto set_blas =
+          reinterpret_cast<SetBlasThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
     set_blas(used);
   }
   return used;

@@ -23,8 +23,8 @@ constexpr double kQmax = 127.0;
 // `scale` arrives already shaped to broadcast against x ([1, C, 1, 1] or a scalar), so the
 // autograd of the reshape (done by the caller) maps its gradient back to the parameter.
 struct FakeQuantFn : public torch::autograd::Function<FakeQuantFn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& scale, bool lsq,
-                            double grad_factor) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& scale,
+                            bool lsq, double grad_factor) {
     at::Tensor xs = x / scale;
     at::Tensor r = at::round(xs);  // half to even (nearbyint), as QuantizeLinear
     at::Tensor inside = at::logical_and(r >= kQmin, r <= kQmax);
@@ -77,8 +77,8 @@ Result<KernelPtr> MakeFakeQuantize(const KernelInit& init) {
     const int64_t a = axis < 0 ? -1 : NormAxis(axis, x.dim());
     at::Tensor scale = c.has(1) ? c.in(1) : WeightScalesFrom(x, a);
     QK_KERNEL_CHECK(scale.numel() == 1 || (a >= 0 && scale.numel() == x.size(a)),
-                    "scale has {} elements for axis {} of a tensor of shape [{}]", scale.numel(), axis,
-                    fmt::join(x.sizes(), ","));
+                    "scale has {} elements for axis {} of a tensor of shape [{}]", scale.numel(),
+                    axis, fmt::join(x.sizes(), ","));
     return std::vector<at::Tensor>{FakeQuantizeSymmetricInt8(x, scale, a, lsq)};
   });
 }
@@ -102,10 +102,12 @@ at::Tensor WeightScalesFrom(const at::Tensor& x, int64_t axis) {
   return at::where(scale >= std::numeric_limits<float>::min(), scale, at::ones_like(scale));
 }
 
-at::Tensor FakeQuantizeSymmetricInt8(const at::Tensor& x, const at::Tensor& scale, int64_t axis, bool lsq) {
+at::Tensor FakeQuantizeSymmetricInt8(const at::Tensor& x, const at::Tensor& scale, int64_t axis,
+                                     bool lsq) {
   const at::Tensor s = AlongAxis(scale, axis, x.dim());
   const int64_t per_sample = x.dim() > 0 && x.size(0) > 0 ? x.numel() / x.size(0) : x.numel();
-  const double grad_factor = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(per_sample, 1)) * kQmax);
+  const double grad_factor =
+      1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(per_sample, 1)) * kQmax);
   return FakeQuantFn::apply(x, s, lsq, grad_factor);
 }
 

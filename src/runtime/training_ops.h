@@ -1,6 +1,7 @@
 // Kernels that exist only in training mode (InterpreterOptions::training), in the private domain
-// `com.quantkit.training`. A training graph is a Q/DQ model whose DequantizeLinear(QuantizeLinear(x))
-// pairs were rewritten into one FakeQuantize node (passes/fake_quant.h), so that gradients flow.
+// `com.quantkit.training`. A training graph is a Q/DQ model whose
+// DequantizeLinear(QuantizeLinear(x)) pairs were rewritten into one FakeQuantize node
+// (passes/fake_quant.h), so that gradients flow.
 //
 //   FakeQuantize(x, scale?) -> y        attributes: axis (-1: per tensor), lsq (0/1)
 //     xs = x / scale                    (division, as ONNX QuantizeLinear; not x * (1/scale))
@@ -27,7 +28,8 @@ KernelFactory FindTrainingKernel(const std::string& domain, const std::string& o
 
 // The fake quantization above as a differentiable ATen function (exposed for tests and for the
 // trainer's own use). `scale` undefined: per-channel scales from `x` along `axis` (detached).
-at::Tensor FakeQuantizeSymmetricInt8(const at::Tensor& x, const at::Tensor& scale, int64_t axis, bool lsq);
+at::Tensor FakeQuantizeSymmetricInt8(const at::Tensor& x, const at::Tensor& scale, int64_t axis,
+                                     bool lsq);
 
 // float32(max|x|)/127 per channel along `axis` (-1: one scale), 1.0 for all-zero channels.
 at::Tensor WeightScalesFrom(const at::Tensor& x, int64_t axis);

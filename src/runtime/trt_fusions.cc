@@ -31,13 +31,12 @@ bool IsInt8Layer(const ir::Node& node) {
 bool FusedIntoInt8Layers(const ir::Value* v) { return OnlyReadBy(v, IsInt8Layer, {0, 1}); }
 
 bool RequantizedInEpilogue(const ir::Value* v) {
-  return OnlyReadBy(
-      v,
-      [](const ir::Node& n) {
-        return (IsOnnx(n) && n.op_type() == "QuantizeLinear") ||
-               (n.domain() == "com.quantkit" && n.op_type() == "FakeQuantizeLinear");
-      },
-      {0});
+  return OnlyReadBy(v,
+                    [](const ir::Node& n) {
+                      return (IsOnnx(n) && n.op_type() == "QuantizeLinear") ||
+                             (n.domain() == "com.quantkit" && n.op_type() == "FakeQuantizeLinear");
+                    },
+                    {0});
 }
 
 }  // namespace quantkit::runtime

@@ -176,8 +176,9 @@ Status RestoreOptimizerState(const CheckpointFile& file, const std::string& path
                        member("step", names[i]), file.step);
       QK_ASSIGN_OR_RETURN(at::Tensor exp_avg,
                           CheckpointTensorLike(file, path, member("exp_avg", names[i]), params[i]));
-      QK_ASSIGN_OR_RETURN(at::Tensor exp_avg_sq,
-                          CheckpointTensorLike(file, path, member("exp_avg_sq", names[i]), params[i]));
+      QK_ASSIGN_OR_RETURN(
+          at::Tensor exp_avg_sq,
+          CheckpointTensorLike(file, path, member("exp_avg_sq", names[i]), params[i]));
       QK_RETURN_IF_NOT((exp_avg_sq >= 0).all().item<bool>(), StatusCode::kInvalidArgument,
                        "{}: '{}' holds negative values (a running mean of squares)", path,
                        member("exp_avg_sq", names[i]));
@@ -193,7 +194,7 @@ Status RestoreOptimizerState(const CheckpointFile& file, const std::string& path
 }
 
 Result<at::Tensor> CheckpointTensorLike(const CheckpointFile& file, const std::string& path,
-                               const std::string& name, const at::Tensor& param) {
+                                        const std::string& name, const at::Tensor& param) {
   const ir::Tensor& t = file.arrays.at(name);
   QK_RETURN_IF_NOT(t.dtype() == ir::DType::kFloat && t.dims() == param.sizes().vec(),
                    StatusCode::kInvalidArgument,

@@ -1,8 +1,8 @@
 // The QAT checkpoint file (internal to src/train/; libtorch types). It is an .npz archive that
 // np.load reads (data/npz.h), and libtorch never parses it: a checkpoint given to `qat --resume` is
-// untrusted input, and libtorch's TorchScript archive reader, used until issue 27, crashed on edited
-// files (checkpoint_fuzzer: a SEGV in its TorchScript parser, a 1.8 GB reserve in its unpickler).
-// Members (docs/qat.md):
+// untrusted input, and libtorch's TorchScript archive reader, used until issue 27, crashed on
+// edited files (checkpoint_fuzzer: a SEGV in its TorchScript parser, a 1.8 GB reserve in its
+// unpickler). Members (docs/qat.md):
 //   format_version                        int64 scalar, kCheckpointFormatVersion
 //   step                                  int64 scalar >= 0: optimizer steps done
 //   param/<name>                          the trained parameters (float32)
@@ -50,19 +50,21 @@ Status WriteCheckpointFile(const std::string& path, std::vector<data::NpzArray> 
 
 // The member `name` of `file` as a tensor beside `like`: float, `like`'s shape, finite values.
 // kInvalidArgument naming `path` and the member otherwise (another model or plan).
-Result<at::Tensor> CheckpointTensorLike(const CheckpointFile& file, const std::string& path, const std::string& name,
-                                        const at::Tensor& like);
+Result<at::Tensor> CheckpointTensorLike(const CheckpointFile& file, const std::string& path,
+                                        const std::string& name, const at::Tensor& like);
 
 // The optimizer's per-parameter state as checkpoint members (host copies; `names[i]` names
 // `params[i]`), with the optimizer/<kind> marker.
-Result<std::vector<data::NpzArray>> OptimizerStateArrays(const torch::optim::Optimizer& optimizer, OptimizerKind kind,
+Result<std::vector<data::NpzArray>> OptimizerStateArrays(const torch::optim::Optimizer& optimizer,
+                                                         OptimizerKind kind,
                                                          const std::vector<std::string>& names,
                                                          const std::vector<at::Tensor>& params);
 
 // The reverse: every state member is checked (the kind is this run's, one shape per parameter,
 // finite values, steps >= 0) before `optimizer` changes; the state is placed beside the parameters.
-Status RestoreOptimizerState(const CheckpointFile& file, const std::string& path, OptimizerKind kind,
-                             const std::vector<std::string>& names, const std::vector<at::Tensor>& params,
+Status RestoreOptimizerState(const CheckpointFile& file, const std::string& path,
+                             OptimizerKind kind, const std::vector<std::string>& names,
+                             const std::vector<at::Tensor>& params,
                              torch::optim::Optimizer* optimizer);
 
 }  // namespace quantkit::train

@@ -23,8 +23,8 @@ namespace quantkit::train {
 using runtime::AtenRunOptions;
 using runtime::CopyToAten;
 using runtime::DefaultDevice;
-using runtime::Guarded;
 using runtime::Device;
+using runtime::Guarded;
 using runtime::Interpreter;
 using runtime::InterpreterOptions;
 using runtime::NamedTensor;
@@ -40,7 +40,6 @@ constexpr double kPi = 3.14159265358979323846;
 
 using NamedAten = std::vector<std::pair<std::string, at::Tensor>>;
 
-
 Result<NamedAten> Feeds(const TrainingBatch& batch) {
   NamedAten feeds;
   for (const NamedTensor& in : batch.inputs) {
@@ -51,7 +50,8 @@ Result<NamedAten> Feeds(const TrainingBatch& batch) {
 }
 
 // Captures named intermediate tensors of one run (feature distillation).
-AtenRunOptions Capturing(const std::vector<std::string>& names, std::map<std::string, at::Tensor>* out) {
+AtenRunOptions Capturing(const std::vector<std::string>& names,
+                         std::map<std::string, at::Tensor>* out) {
   AtenRunOptions o;
   if (names.empty()) return o;
   auto wanted = std::make_shared<std::unordered_set<std::string>>(names.begin(), names.end());
@@ -98,18 +98,21 @@ struct QatTrainer::Impl {
   Status ReduceGradients(const GradientReducer& reduce, StepResult* r) {
     std::vector<float> flat;
     for (const at::Tensor& p : params) {
-      // Host copies: the reducer works on host memory (Gloo over TCP), the gradients may live on a GPU.
+      // Host copies: the reducer works on host memory (Gloo over TCP), the gradients may live on a
+      // GPU.
       const at::Tensor g = p.grad().defined() ? p.grad().to(at::kCPU, at::kFloat).contiguous()
                                               : at::zeros(p.sizes(), at::TensorOptions(at::kFloat));
       flat.insert(flat.end(), g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
     }
     const size_t size = flat.size();
     QK_RETURN_IF_ERROR(reduce(&flat, r));
-    QK_RETURN_IF_NOT(flat.size() == size, StatusCode::kInternal, "gradient reduction changed the size");
+    QK_RETURN_IF_NOT(flat.size() == size, StatusCode::kInternal,
+                     "gradient reduction changed the size");
     size_t at = 0;
     at::NoGradGuard no_grad;
     for (at::Tensor& p : params) {
-      if (p.grad().defined()) p.mutable_grad().copy_(at::from_blob(flat.data() + at, p.sizes(), at::kFloat));
+      if (p.grad().defined())
+        p.mutable_grad().copy_(at::from_blob(flat.data() + at, p.sizes(), at::kFloat));
       at += static_cast<size_t>(p.numel());
     }
     return Status::Ok();
@@ -137,8 +140,11 @@ QatTrainer::~QatTrainer() = default;
 Status CheckTrainerOptions(const TrainerOptions& o) {
   // Each must be a finite number in its range: a NaN weight decay reached libtorch ("Invalid
   // weight_decay value: nan", exit 70), a temperature of 0 made every loss NaN.
-  auto finite = [](double v, double lo, bool lo_open) { return std::isfinite(v) && (lo_open ? v > lo : v >= lo); };
-  QK_RETURN_IF_NOT(finite(o.lr, 0, true), StatusCode::kInvalidArgument, "learning rate must be > 0, got {}", o.lr);
+  auto finite = [](double v, double lo, bool lo_open) {
+    return std::isfinite(v) && (lo_open ? v > lo : v >= lo);
+  };
+  QK_RETURN_IF_NOT(finite(o.lr, 0, true), StatusCode::kInvalidArgument,
+                   "learning rate must be > 0, got {}", o.lr);
   QK_RETURN_IF_NOT(finite(o.weight_decay, 0, false), StatusCode::kInvalidArgument,
                    "weight decay must be a finite number >= 0, got {}", o.weight_decay);
   QK_RETURN_IF_NOT(finite(o.momentum, 0, false), StatusCode::kInvalidArgument,
@@ -146,22 +152,24 @@ Status CheckTrainerOptions(const TrainerOptions& o) {
   QK_RETURN_IF_NOT(finite(o.temperature, 0, true), StatusCode::kInvalidArgument,
                    "KL temperature must be a finite number > 0, got {}", o.temperature);
   for (const auto& [name, w] : {std::pair<const char*, double>{"feature", o.feature_weight},
-                                {"label", o.label_weight}, {"distillation", o.distill_weight}}) {
-    QK_RETURN_IF_NOT(finite(w, 0, false), StatusCode::kInvalidArgument, "{} loss weight must be a finite number >= 0, got {}",
-                     name, w);
+                                {"label", o.label_weight},
+                                {"distillation", o.distill_weight}}) {
+    QK_RETURN_IF_NOT(finite(w, 0, false), StatusCode::kInvalidArgument,
+                     "{} loss weight must be a finite number >= 0, got {}", name, w);
   }
-  QK_RETURN_IF_NOT(o.warmup_steps >= 0, StatusCode::kInvalidArgument, "warm-up steps must be >= 0, got {}",
-                   o.warmup_steps);
+  QK_RETURN_IF_NOT(o.warmup_steps >= 0, StatusCode::kInvalidArgument,
+                   "warm-up steps must be >= 0, got {}", o.warmup_steps);
   return Status::Ok();
 }
 
 Result<std::unique_ptr<QatTrainer>> QatTrainer::Create(ir::Model student, ir::Model teacher,
                                                        const std::vector<std::string>& parameters,
                                                        const TrainerOptions& options) {
-  QK_RETURN_IF_NOT(options.total_steps > 0, StatusCode::kInvalidArgument, "total steps must be > 0, got {}",
-                   options.total_steps);
+  QK_RETURN_IF_NOT(options.total_steps > 0, StatusCode::kInvalidArgument,
+                   "total steps must be > 0, got {}", options.total_steps);
   QK_RETURN_IF_ERROR(CheckTrainerOptions(options));
-  QK_RETURN_IF_NOT(parameters.size() > 0, StatusCode::kInvalidArgument, "nothing to train: no parameters");
+  QK_RETURN_IF_NOT(parameters.size() > 0, StatusCode::kInvalidArgument,
+                   "nothing to train: no parameters");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   const Device device = DefaultDevice();
@@ -171,8 +179,10 @@ Result<std::unique_ptr<QatTrainer>> QatTrainer::Create(ir::Model student, ir::Mo
   // the compute device so that they are leaves there (the optimizer updates them in place).
   for (const std::string& name : parameters) {
     const ir::Value* v = student.graph->FindValue(name);
-    QK_RETURN_IF_NOT(v != nullptr && v->initializer.has_value() && v->initializer->dtype() == ir::DType::kFloat,
-                     StatusCode::kInvalidArgument, "parameter '{}' is not a float initializer of the model", name);
+    QK_RETURN_IF_NOT(
+        v != nullptr && v->initializer.has_value() && v->initializer->dtype() == ir::DType::kFloat,
+        StatusCode::kInvalidArgument, "parameter '{}' is not a float initializer of the model",
+        name);
     QK_ASSIGN_OR_RETURN(at::Tensor t, CopyToAten(*v->initializer, "parameter '" + name + "'"));
     impl->names.push_back(name);
     impl->params.push_back(t.to(impl->device).set_requires_grad(true));
@@ -190,8 +200,10 @@ Result<std::unique_ptr<QatTrainer>> QatTrainer::Create(ir::Model student, ir::Mo
       StatusCode::kNotFound, "cross-entropy tensor '{}' is not in the student",
       options.label_logits);
   for (const std::string& f : options.feature_tensors) {
-    QK_RETURN_IF_NOT(student.graph->FindValue(f) != nullptr && teacher.graph->FindValue(f) != nullptr,
-                     StatusCode::kNotFound, "feature tensor '{}' is not in both the student and the FP32 model", f);
+    QK_RETURN_IF_NOT(
+        student.graph->FindValue(f) != nullptr && teacher.graph->FindValue(f) != nullptr,
+        StatusCode::kNotFound, "feature tensor '{}' is not in both the student and the FP32 model",
+        f);
   }
   InterpreterOptions training;
   training.training = true;
@@ -202,13 +214,15 @@ Result<std::unique_ptr<QatTrainer>> QatTrainer::Create(ir::Model student, ir::Mo
   plain.check_finite_inputs = false;
   plain.device = device;
   QK_ASSIGN_OR_RETURN(impl->teacher, Interpreter::Create(std::move(teacher), plain));
-  QK_RETURN_IF_NOT(impl->student->input_names() == impl->teacher->input_names(), StatusCode::kInvalidArgument,
+  QK_RETURN_IF_NOT(impl->student->input_names() == impl->teacher->input_names(),
+                   StatusCode::kInvalidArgument,
                    "the student and the FP32 model have different inputs");
   QK_RETURN_IF_ERROR(Guarded("creating the optimizer", [&]() -> Status {
     if (options.optimizer == OptimizerKind::kSgd) {
       impl->optimizer = std::make_unique<torch::optim::SGD>(
-          impl->params,
-          torch::optim::SGDOptions(options.lr).momentum(options.momentum).weight_decay(options.weight_decay));
+          impl->params, torch::optim::SGDOptions(options.lr)
+                            .momentum(options.momentum)
+                            .weight_decay(options.weight_decay));
     } else {
       impl->optimizer = std::make_unique<torch::optim::AdamW>(
           impl->params, torch::optim::AdamWOptions(options.lr).weight_decay(options.weight_decay));
@@ -220,9 +234,11 @@ Result<std::unique_ptr<QatTrainer>> QatTrainer::Create(ir::Model student, ir::Mo
 
 double QatTrainer::LearningRate(int64_t step) const {
   const TrainerOptions& o = impl_->options;
-  if (step < o.warmup_steps) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
+  if (step < o.warmup_steps)
+    return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
   const int64_t span = std::max<int64_t>(o.total_steps - o.warmup_steps, 1);
-  const double t = std::min(1.0, static_cast<double>(step - o.warmup_steps) / static_cast<double>(span));
+  const double t =
+      std::min(1.0, static_cast<double>(step - o.warmup_steps) / static_cast<double>(span));
   return 0.5 * o.lr * (1.0 + std::cos(kPi * t));
 }
 
@@ -272,9 +288,10 @@ Result<StepResult> QatTrainer::Step(const TrainingBatch& batch, const GradientRe
       const int64_t classes = logits.size(1);
       const int64_t low = labels.numel() > 0 ? labels.min().item<int64_t>() : 0;
       const int64_t high = labels.numel() > 0 ? labels.max().item<int64_t>() : 0;
-      QK_RETURN_IF_NOT(low >= 0 && high < classes, StatusCode::kInvalidArgument,
-                       "label {} is out of range for the model's {} outputs (labels must be in [0, {}))",
-                       low < 0 ? low : high, classes, classes);
+      QK_RETURN_IF_NOT(
+          low >= 0 && high < classes, StatusCode::kInvalidArgument,
+          "label {} is out of range for the model's {} outputs (labels must be in [0, {}))",
+          low < 0 ? low : high, classes, classes);
       at::Tensor ce = at::cross_entropy_loss(logits, labels.to(out.device(), at::kLong));
       r.label = ce.item<double>();
       loss = loss + o.label_weight * ce;
@@ -282,8 +299,8 @@ Result<StepResult> QatTrainer::Step(const TrainingBatch& batch, const GradientRe
     if (o.feature_weight > 0 && !o.feature_tensors.empty()) {
       at::Tensor f = at::zeros({}, out.options().dtype(at::kFloat));
       for (const std::string& name : o.feature_tensors) {
-        QK_RETURN_IF_NOT(student_features.count(name) && teacher_features.count(name), StatusCode::kInternal,
-                         "feature tensor '{}' was not produced", name);
+        QK_RETURN_IF_NOT(student_features.count(name) && teacher_features.count(name),
+                         StatusCode::kInternal, "feature tensor '{}' was not produced", name);
         f = f + at::mse_loss(student_features[name], teacher_features[name].detach());
       }
       f = f / static_cast<double>(o.feature_tensors.size());
@@ -293,7 +310,8 @@ Result<StepResult> QatTrainer::Step(const TrainingBatch& batch, const GradientRe
     student_features.clear();  // drop references into the autograd graph before backward frees it
     r.loss = loss.item<double>();
     QK_RETURN_IF_NOT(std::isfinite(r.loss), StatusCode::kInvalidArgument,
-                     "QAT step {}: the loss is {} (learning rate {} too high?)", m.step, r.loss, r.lr);
+                     "QAT step {}: the loss is {} (learning rate {} too high?)", m.step, r.loss,
+                     r.lr);
     m.optimizer->zero_grad();
     loss.backward();  // retain_graph=false: frees the saved activations
     if (reduce) QK_RETURN_IF_ERROR(m.ReduceGradients(reduce, &r));
@@ -323,9 +341,11 @@ Result<ir::Tensor> QatTrainer::FirstOutput(const TrainingBatch& batch, bool stud
     AtenRunOptions run;
     const NamedAten params = impl_->ParameterFeeds();
     if (student) run.parameters = &params;
-    QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> o, RunAten(student ? *impl_->student : *impl_->teacher, feeds, run));
+    QK_ASSIGN_OR_RETURN(std::vector<at::Tensor> o,
+                        RunAten(student ? *impl_->student : *impl_->teacher, feeds, run));
     QK_RETURN_IF_NOT(!o.empty(), StatusCode::kInvalidArgument, "{}: the model has no output", what);
-    QK_ASSIGN_OR_RETURN(out, ToIrTensor(o.front().detach().to(at::kCPU, at::kFloat).contiguous(), what));
+    QK_ASSIGN_OR_RETURN(out,
+                        ToIrTensor(o.front().detach().to(at::kCPU, at::kFloat).contiguous(), what));
     return Status::Ok();
   }));
   return out;
@@ -334,7 +354,8 @@ Result<ir::Tensor> QatTrainer::FirstOutput(const TrainingBatch& batch, bool stud
 Result<std::vector<NamedTensor>> QatTrainer::Parameters() const {
   std::vector<NamedTensor> out;
   for (size_t i = 0; i < impl_->names.size(); ++i) {
-    QK_ASSIGN_OR_RETURN(ir::Tensor t, ToIrTensor(impl_->params[i].detach(), "parameter '" + impl_->names[i] + "'"));
+    QK_ASSIGN_OR_RETURN(
+        ir::Tensor t, ToIrTensor(impl_->params[i].detach(), "parameter '" + impl_->names[i] + "'"));
     out.push_back({impl_->names[i], std::move(t)});
   }
   return out;
@@ -345,12 +366,13 @@ Status QatTrainer::SetParameters(const std::vector<NamedTensor>& values) {
   for (size_t i = 0; i < impl_->names.size(); ++i) index[impl_->names[i]] = i;
   for (const NamedTensor& v : values) {
     auto it = index.find(v.name);
-    QK_RETURN_IF_NOT(it != index.end(), StatusCode::kInvalidArgument, "'{}' is not a trained parameter", v.name);
+    QK_RETURN_IF_NOT(it != index.end(), StatusCode::kInvalidArgument,
+                     "'{}' is not a trained parameter", v.name);
     at::Tensor& p = impl_->params[it->second];
     QK_ASSIGN_OR_RETURN(at::Tensor src, WrapTensor(v.tensor, "parameter '" + v.name + "'"));
-    QK_RETURN_IF_NOT(src.sizes() == p.sizes() && src.scalar_type() == p.scalar_type(), StatusCode::kInvalidArgument,
-                     "parameter '{}' has shape [{}], expected [{}]", v.name, fmt::join(src.sizes(), ","),
-                     fmt::join(p.sizes(), ","));
+    QK_RETURN_IF_NOT(src.sizes() == p.sizes() && src.scalar_type() == p.scalar_type(),
+                     StatusCode::kInvalidArgument, "parameter '{}' has shape [{}], expected [{}]",
+                     v.name, fmt::join(src.sizes(), ","), fmt::join(p.sizes(), ","));
     at::NoGradGuard no_grad;
     p.copy_(src);
   }
@@ -401,9 +423,11 @@ Result<CheckpointExtras> QatTrainer::LoadCheckpoint(const std::string& path) {
       known.insert(name);
       QK_RETURN_IF_NOT(file.arrays.count("param/" + name), StatusCode::kInvalidArgument,
                        "{}: checkpoint lacks parameter '{}' (another model or plan?)", path, name);
-      QK_ASSIGN_OR_RETURN(values[i], CheckpointTensorLike(file, path, "param/" + name, impl_->params[i]));
+      QK_ASSIGN_OR_RETURN(values[i],
+                          CheckpointTensorLike(file, path, "param/" + name, impl_->params[i]));
       if (file.arrays.count("best/" + name)) {
-        QK_RETURN_IF_ERROR(CheckpointTensorLike(file, path, "best/" + name, impl_->params[i]).status());
+        QK_RETURN_IF_ERROR(
+            CheckpointTensorLike(file, path, "best/" + name, impl_->params[i]).status());
         extras.best.push_back({name, file.arrays.at("best/" + name)});
       }
     }

@@ -47,13 +47,13 @@ struct DistillTarget {
 struct TrainerOptions {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   double lr = 1e-4;
-  double momentum = 0.9;      // SGD
+  double momentum = 0.9;  // SGD
   double weight_decay = 0.0;
-  int64_t total_steps = 1;    // the cosine reaches 0 here
+  int64_t total_steps = 1;  // the cosine reaches 0 here
   int64_t warmup_steps = 0;
   DistillLoss distill = DistillLoss::kMse;
   double distill_weight = 1.0;
-  double temperature = 1.0;   // KL only
+  double temperature = 1.0;  // KL only
   DistillTarget distill_on;
   double label_weight = 0.0;  // cross-entropy against the batch's labels (required when > 0)
   // The student tensor the cross-entropy reads: a Softmax output's logits [batch, classes] (the
@@ -77,8 +77,8 @@ struct StepResult {
 
 // What a checkpoint carries beyond the trainer's own state (the pipeline's bookkeeping).
 struct CheckpointExtras {
-  std::map<std::string, double> values;  // e.g. best metric, epoch
-  std::vector<runtime::NamedTensor> best;         // the best parameters so far (may be empty)
+  std::map<std::string, double> values;    // e.g. best metric, epoch
+  std::vector<runtime::NamedTensor> best;  // the best parameters so far (may be empty)
 };
 
 // Every number of `o` finite and in its range (learning rate and temperature > 0; weight decay,

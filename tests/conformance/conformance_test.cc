@@ -30,7 +30,8 @@ std::string Env(const char* name) {
   return v ? v : "";
 }
 
-void RunAndReport(const std::string& root, const std::string& skip_file, double atol, const char* what) {
+void RunAndReport(const std::string& root, const std::string& skip_file, double atol,
+                  const char* what) {
   if (!fs::is_directory(root)) GTEST_SKIP() << root << " not installed";
   std::vector<SkipRule> skips;
   std::string error;
@@ -44,9 +45,11 @@ void RunAndReport(const std::string& root, const std::string& skip_file, double 
   opt.devices = *devices;
   SuiteResult r = RunSuite(root, skips, opt);
   for (const std::string& f : r.failures) std::printf("FAILED %s\n", f.c_str());
-  std::printf("%s: %d passed, %d failed, %d skipped\n", root.c_str(), r.passed, r.failed, r.skipped);
+  std::printf("%s: %d passed, %d failed, %d skipped\n", root.c_str(), r.passed, r.failed,
+              r.skipped);
   for (const DeviceParity& p : r.parity) {
-    for (const std::string& f : p.failures) std::printf("PARITY FAILED %s %s\n", p.device.c_str(), f.c_str());
+    for (const std::string& f : p.failures)
+      std::printf("PARITY FAILED %s %s\n", p.device.c_str(), f.c_str());
     std::printf("%s\n", p.Summary(what).c_str());
     EXPECT_EQ(p.failing, 0) << p.device;
   }
@@ -63,13 +66,13 @@ TEST(Conformance, DebianNodeSuite) {
 }
 
 TEST(Conformance, DebianPytorchConverted) {
-  RunAndReport(std::string(kDebianData) + "/pytorch-converted", SkipFile("skips.jsonc"), kPytorchSuiteAtol,
-               "pytorch-converted cases");
+  RunAndReport(std::string(kDebianData) + "/pytorch-converted", SkipFile("skips.jsonc"),
+               kPytorchSuiteAtol, "pytorch-converted cases");
 }
 
 TEST(Conformance, DebianPytorchOperator) {
-  RunAndReport(std::string(kDebianData) + "/pytorch-operator", SkipFile("skips.jsonc"), kPytorchSuiteAtol,
-               "pytorch-operator cases");
+  RunAndReport(std::string(kDebianData) + "/pytorch-operator", SkipFile("skips.jsonc"),
+               kPytorchSuiteAtol, "pytorch-operator cases");
 }
 
 // The newer suite shipped with the venv's PyPI onnx (more ops and opsets); QK_ONNX_NODE_DATA names
@@ -78,7 +81,8 @@ TEST(Conformance, PypiNodeSuite) {
   const fs::path lib = fs::path(QK_SOURCE_DIR) / ".venv" / "lib";
   std::string root;
   if (const char* env = std::getenv("QK_ONNX_NODE_DATA"); env != nullptr && *env != '\0') {
-    if (!fs::is_directory(env)) GTEST_FAIL() << "QK_ONNX_NODE_DATA=" << env << " is not a directory";
+    if (!fs::is_directory(env))
+      GTEST_FAIL() << "QK_ONNX_NODE_DATA=" << env << " is not a directory";
     root = env;
   } else if (fs::is_directory(lib)) {
     for (const auto& e : fs::directory_iterator(lib)) {

@@ -51,7 +51,8 @@ std::string CompareModel(const std::string& model_path, const std::vector<data::
     for (size_t k = 0; k < outs[0][b].size(); ++k) {
       std::string why;
       const Parity p = CompareWithCpu(outs[0][b][k].tensor, outs[1][b][k].tensor, &why);
-      if (p == Parity::kFailing) return fmt::format("batch {} output '{}': {}", b, outs[0][b][k].name, why);
+      if (p == Parity::kFailing)
+        return fmt::format("batch {} output '{}': {}", b, outs[0][b][k].name, why);
       *worst = std::max(*worst, p);
     }
   }
@@ -59,14 +60,16 @@ std::string CompareModel(const std::string& model_path, const std::vector<data::
 }
 
 // The first `samples` samples of `spec`, in as few batches as stack.
-Result<std::vector<data::Batch>> FirstSamples(const std::string& model_path, const std::string& spec, int64_t samples) {
+Result<std::vector<data::Batch>> FirstSamples(const std::string& model_path,
+                                              const std::string& spec, int64_t samples) {
   QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(model_path));
   QK_ASSIGN_OR_RETURN(auto source, data::OpenSource(spec, data::ModelInputs(model)));
   const int64_t n = std::min<int64_t>(samples, source->num_samples());
   const int64_t cap = source->max_batch() > 0 ? source->max_batch() : n;
   std::vector<data::Batch> out;
   for (int64_t start = 0; start < n; start += cap) {
-    QK_ASSIGN_OR_RETURN(auto batches, data::ReadStackable(*source, start, std::min(cap, n - start)));
+    QK_ASSIGN_OR_RETURN(auto batches,
+                        data::ReadStackable(*source, start, std::min(cap, n - start)));
     for (auto& b : batches) out.push_back(std::move(b));
   }
   return out;
@@ -107,7 +110,8 @@ TEST(Parity, ZooModels) {
       cases.push_back({e.path().stem().string(), e.path().string(), "fashion-mnist:test"});
     }
   }
-  std::sort(cases.begin(), cases.end(), [](const ModelCase& a, const ModelCase& b) { return a.name < b.name; });
+  std::sort(cases.begin(), cases.end(),
+            [](const ModelCase& a, const ModelCase& b) { return a.name < b.name; });
   ASSERT_FALSE(cases.empty());
   RunModels(cases, 16, "zoo models");
 }
@@ -115,11 +119,13 @@ TEST(Parity, ZooModels) {
 TEST(Parity, RealModels) {
   const char* cache = std::getenv("QUANTKIT_CACHE");
   const char* home = std::getenv("HOME");
-  const fs::path root = cache && *cache ? fs::path(cache) / "realmodels"
-                                        : fs::path(home ? home : "/") / ".cache/quantkit/realmodels";
+  const fs::path root = cache && *cache
+                            ? fs::path(cache) / "realmodels"
+                            : fs::path(home ? home : "/") / ".cache/quantkit/realmodels";
   // The set of docs/realmodels-table.md (qkdev/realmodels.py MODELS).
-  const char* kNames[] = {"seg_opset9", "seg_opset11", "fixed_b1", "textline", "gru_state", "if_model",
-                          "if_static", "audio_frontend", "ppocr_det", "ppocr_rec", "ppocr_cls", "silero_vad"};
+  const char* kNames[] = {"seg_opset9", "seg_opset11", "fixed_b1",  "textline",
+                          "gru_state",  "if_model",    "if_static", "audio_frontend",
+                          "ppocr_det",  "ppocr_rec",   "ppocr_cls", "silero_vad"};
   std::vector<ModelCase> cases;
   std::vector<std::string> missing;
   for (const char* name : kNames) {

@@ -5,8 +5,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -49,10 +49,12 @@ namespace {
 // Compares one output; returns "" when equal within tolerance.
 std::string Compare(const ir::Tensor& expected, const ir::Tensor& got, double rtol, double atol) {
   if (expected.dtype() != got.dtype()) {
-    return fmt::format("dtype {} expected {}", ir::DTypeName(got.dtype()), ir::DTypeName(expected.dtype()));
+    return fmt::format("dtype {} expected {}", ir::DTypeName(got.dtype()),
+                       ir::DTypeName(expected.dtype()));
   }
   if (expected.dims() != got.dims()) {
-    return fmt::format("shape [{}] expected [{}]", fmt::join(got.dims(), ","), fmt::join(expected.dims(), ","));
+    return fmt::format("shape [{}] expected [{}]", fmt::join(got.dims(), ","),
+                       fmt::join(expected.dims(), ","));
   }
   auto e = runtime::WrapTensor(expected, "expected");
   auto g = runtime::WrapTensor(got, "got");
@@ -66,17 +68,33 @@ std::string Compare(const ir::Tensor& expected, const ir::Tensor& got, double rt
   if (close.all().item<bool>()) return "";
   const int64_t bad = (~close).sum().item<int64_t>();
   const int64_t first = at::nonzero(~close.reshape({-1}))[0][0].item<int64_t>();
-  return fmt::format("{} of {} values differ; first at flat index {}: got {} expected {}", bad, a.numel(), first,
-                     b.reshape({-1})[first].item<double>(), a.reshape({-1})[first].item<double>());
+  return fmt::format("{} of {} values differ; first at flat index {}: got {} expected {}", bad,
+                     a.numel(), first, b.reshape({-1})[first].item<double>(),
+                     a.reshape({-1})[first].item<double>());
 }
 
 // Per-op tolerance exceptions, named in tolerances.h.
 double AtolFor(const std::string& name, double atol) {
-  static const char* kCancellation[] = {"test_erf", "test_tanh", "test_gelu", "test_layer_normalization",
-                                        "test_group_normalization", "test_logsoftmax", "test_reduce_log_sum",
-                                        "test_mish", "test_softplus", "test_atanh", "test_asinh", "test_acosh",
-                                        "test_lppool", "test_lrn", "test_resize", "test_dft", "test_gru",
-                                        "test_lstm", "test_rnn", "test_simple_rnn"};
+  static const char* kCancellation[] = {"test_erf",
+                                        "test_tanh",
+                                        "test_gelu",
+                                        "test_layer_normalization",
+                                        "test_group_normalization",
+                                        "test_logsoftmax",
+                                        "test_reduce_log_sum",
+                                        "test_mish",
+                                        "test_softplus",
+                                        "test_atanh",
+                                        "test_asinh",
+                                        "test_acosh",
+                                        "test_lppool",
+                                        "test_lrn",
+                                        "test_resize",
+                                        "test_dft",
+                                        "test_gru",
+                                        "test_lstm",
+                                        "test_rnn",
+                                        "test_simple_rnn"};
   for (const char* p : kCancellation) {
     if (name.rfind(p, 0) == 0) return std::max(atol, kCancellationAtol);
   }
@@ -99,10 +117,12 @@ struct DataSet {
 
 // Every test_data_set_N of a case; inputs bind by position to the graph inputs (initializer-backed
 // ones included, as in onnx).
-std::string ReadDataSets(const fs::path& dir, const runtime::Interpreter& it, std::vector<DataSet>* out) {
+std::string ReadDataSets(const fs::path& dir, const runtime::Interpreter& it,
+                         std::vector<DataSet>* out) {
   std::vector<fs::path> sets;
   for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
+      sets.push_back(e.path());
   }
   std::sort(sets.begin(), sets.end());
   const auto& graph_inputs = it.model().graph->inputs();
@@ -130,7 +150,8 @@ std::string ReadDataSets(const fs::path& dir, const runtime::Interpreter& it, st
 }
 
 // The case on one device: every data set's outputs, or why it failed.
-std::string RunOn(const fs::path& dir, const std::optional<runtime::Device>& device, std::vector<DataSet>* sets,
+std::string RunOn(const fs::path& dir, const std::optional<runtime::Device>& device,
+                  std::vector<DataSet>* sets,
                   std::vector<std::vector<runtime::NamedTensor>>* outs) {
   auto model = onnx_io::ImportModel((dir / "model.onnx").string());
   if (!model.ok()) return "import: " + model.status().ToString();
@@ -148,7 +169,8 @@ std::string RunOn(const fs::path& dir, const std::optional<runtime::Device>& dev
   return "";
 }
 
-std::string RunCase(const fs::path& dir, const SuiteOptions& opt, std::vector<DeviceParity>* parity) {
+std::string RunCase(const fs::path& dir, const SuiteOptions& opt,
+                    std::vector<DeviceParity>* parity) {
   std::vector<DataSet> sets;
   std::vector<std::vector<runtime::NamedTensor>> cpu;
   std::string why = RunOn(dir, runtime::Device{}, &sets, &cpu);
@@ -176,13 +198,15 @@ std::string RunCase(const fs::path& dir, const SuiteOptions& opt, std::vector<De
     runtime::ResetMixedDeviceRetries();
     std::string fail = RunOn(dir, opt.devices[d], &sets, &dev);
     const std::string retries = runtime::MixedDeviceRetries();
-    if (fail.empty() && !retries.empty()) fail = "kernels met host and device tensors (retried): " + retries;
+    if (fail.empty() && !retries.empty())
+      fail = "kernels met host and device tensors (retried): " + retries;
     Parity worst = Parity::kEqual;
     for (size_t i = 0; i < sets.size() && fail.empty(); ++i) {
       for (size_t k = 0; k < cpu[i].size() && fail.empty(); ++k) {
         std::string diff;
         const Parity r = CompareWithCpu(cpu[i][k].tensor, dev[i][k].tensor, &diff);
-        if (r == Parity::kFailing) fail = fmt::format("{} output {} ('{}'): {}", sets[i].name, k, cpu[i][k].name, diff);
+        if (r == Parity::kFailing)
+          fail = fmt::format("{} output {} ('{}'): {}", sets[i].name, k, cpu[i][k].name, diff);
         worst = std::max(worst, r);
       }
     }
@@ -200,7 +224,8 @@ std::string RunCase(const fs::path& dir, const SuiteOptions& opt, std::vector<De
 
 }  // namespace
 
-SuiteResult RunSuite(const std::string& root, const std::vector<SkipRule>& skips, const SuiteOptions& options) {
+SuiteResult RunSuite(const std::string& root, const std::vector<SkipRule>& skips,
+                     const SuiteOptions& options) {
   SuiteResult r;
   for (const runtime::Device& d : options.devices) {
     r.parity.emplace_back();
@@ -214,8 +239,9 @@ SuiteResult RunSuite(const std::string& root, const std::vector<SkipRule>& skips
   for (const fs::path& dir : cases) {
     const std::string name = dir.filename().string();
     if (!options.filter.empty() && name.find(options.filter) == std::string::npos) continue;
-    const bool skip = std::any_of(skips.begin(), skips.end(),
-                                  [&](const SkipRule& s) { return std::regex_search(name, s.regex); });
+    const bool skip = std::any_of(skips.begin(), skips.end(), [&](const SkipRule& s) {
+      return std::regex_search(name, s.regex);
+    });
     if (skip) {
       ++r.skipped;
       continue;
@@ -238,7 +264,8 @@ SuiteResult RunSuite(const std::string& root, const std::vector<SkipRule>& skips
 
 Parity CompareWithCpu(const ir::Tensor& cpu, const ir::Tensor& device, std::string* why) {
   if (cpu.dtype() != device.dtype()) {
-    *why = fmt::format("dtype {} on the CPU, {} on the device", ir::DTypeName(cpu.dtype()), ir::DTypeName(device.dtype()));
+    *why = fmt::format("dtype {} on the CPU, {} on the device", ir::DTypeName(cpu.dtype()),
+                       ir::DTypeName(device.dtype()));
     return Parity::kFailing;
   }
   if (cpu.dims() != device.dims()) {
@@ -258,27 +285,31 @@ Parity CompareWithCpu(const ir::Tensor& cpu, const ir::Tensor& device, std::stri
   }
   if (!at::isFloatingType(c->scalar_type()) && !at::isComplexType(c->scalar_type())) {
     const int64_t bad = c->ne(*g).sum().item<int64_t>();
-    *why = fmt::format("{} of {} {} values differ (integer and bool outputs must be equal)", bad, c->numel(),
-                       ir::DTypeName(cpu.dtype()));
+    *why = fmt::format("{} of {} {} values differ (integer and bool outputs must be equal)", bad,
+                       c->numel(), ir::DTypeName(cpu.dtype()));
     return Parity::kFailing;
   }
   const at::Tensor a = c->to(at::kDouble), b = g->to(at::kDouble);
   const at::Tensor finite = at::isfinite(a);
-  const double scale = a.numel() && finite.any().item<bool>() ? a.masked_select(finite).abs().max().item<double>() : 0;
+  const double scale = a.numel() && finite.any().item<bool>()
+                           ? a.masked_select(finite).abs().max().item<double>()
+                           : 0;
   const double atol = kDeviceParityScaleAtol * scale;
-  const at::Tensor close = (at::abs(a - b) <= atol + kDeviceParityRtol * at::abs(a)) | (at::isnan(a) & at::isnan(b)) |
-                           (at::isinf(a) & (a == b));
+  const at::Tensor close = (at::abs(a - b) <= atol + kDeviceParityRtol * at::abs(a)) |
+                           (at::isnan(a) & at::isnan(b)) | (at::isinf(a) & (a == b));
   if (close.all().item<bool>()) return Parity::kWithin;
   const int64_t bad = (~close).sum().item<int64_t>();
   const int64_t first = at::nonzero(~close.reshape({-1}))[0][0].item<int64_t>();
-  *why = fmt::format("{} of {} values beyond tolerance; first at flat index {}: {} on the device, {} on the CPU", bad,
-                     a.numel(), first, b.reshape({-1})[first].item<double>(), a.reshape({-1})[first].item<double>());
+  *why = fmt::format(
+      "{} of {} values beyond tolerance; first at flat index {}: {} on the device, {} on the CPU",
+      bad, a.numel(), first, b.reshape({-1})[first].item<double>(),
+      a.reshape({-1})[first].item<double>());
   return Parity::kFailing;
 }
 
 std::string DeviceParity::Summary(const std::string& what) const {
-  return fmt::format("{} {} on {}: {} equal, {} within tolerance, {} failing", equal + within + failing, what, device,
-                     equal, within, failing);
+  return fmt::format("{} {} on {}: {} equal, {} within tolerance, {} failing",
+                     equal + within + failing, what, device, equal, within, failing);
 }
 
 }  // namespace quantkit::testing

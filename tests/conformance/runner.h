@@ -26,7 +26,7 @@ bool LoadSkips(const std::string& path, std::vector<SkipRule>* rules, std::strin
 struct SuiteOptions {
   double rtol = 1e-3;
   double atol = 1e-7;
-  std::string filter;  // only cases whose name contains this (QK_CONFORMANCE_FILTER)
+  std::string filter;    // only cases whose name contains this (QK_CONFORMANCE_FILTER)
   bool verbose = false;  // print every failure's reason (QK_CONFORMANCE_VERBOSE=1)
   std::vector<runtime::Device> devices;  // compared with the CPU, case by case (not the CPU)
 };

@@ -32,9 +32,9 @@
 namespace quantkit {
 namespace {
 
-#define SKIP_WITHOUT_CUDA()                                                               \
-  do {                                                                                    \
-    if (runtime::CudaDeviceCount() == 0) GTEST_SKIP() << "skipped: no CUDA device";     \
+#define SKIP_WITHOUT_CUDA()                                                         \
+  do {                                                                              \
+    if (runtime::CudaDeviceCount() == 0) GTEST_SKIP() << "skipped: no CUDA device"; \
   } while (0)
 
 runtime::Device Cuda() {
@@ -63,7 +63,12 @@ TEST(Cuda, StatisticsOnTheGpuEqualTheHostCollectors) {
   const float scales[] = {1.0f, 1e-3f, 250.0f, 1e-30f};
   for (int b = 0; b < 4; ++b) {
     std::vector<float> v = RandomValues(seed + b, 8 * 16 * 32 * 32, scales[b]);
-    v[0] = NAN; v[1] = INFINITY; v[2] = -0.0f; v[3] = 0.0f; v[4] = 1e-42f; v[5] = 2.0f;
+    v[0] = NAN;
+    v[1] = INFINITY;
+    v[2] = -0.0f;
+    v[3] = 0.0f;
+    v[4] = 1e-42f;
+    v[5] = 2.0f;
     const std::vector<int64_t> shape = {8, 16, 32, 32};
     ASSERT_TRUE(host.Observe({quant::FloatSpan(v), shape}).ok());
     auto stats = runtime::ComputeTensorStats({ir::DType::kFloat, shape, v.data()}, request, Cuda());
@@ -86,19 +91,20 @@ ir::Model QdqModel(bool per_channel) {
   m.SetOpset("", 17);
   ir::Graph& g = *m.graph;
   ir::Value* x = g.CreateValue("x");
-  x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Known(4), ir::Dim::Known(3),
-                                                     ir::Dim::Known(64)});
+  x->type = ir::TypeInfo::Tensor(ir::DType::kFloat,
+                                 {ir::Dim::Known(4), ir::Dim::Known(3), ir::Dim::Known(64)});
   g.AddInput(x);
-  ir::Value* s = per_channel
-                     ? g.AddInitializer("s", ir::Tensor::FromVector(ir::DType::kFloat, {3},
-                                                                    std::vector<float>{0.1f, 0.0371f, 3.0f}))
-                     : g.AddInitializer("s", ir::Tensor::FromVector(ir::DType::kFloat, {},
-                                                                    std::vector<float>{0.05f}));
-  ir::Value* zp = per_channel
-                      ? g.AddInitializer("zp", ir::Tensor::FromVector(ir::DType::kInt8, {3},
-                                                                      std::vector<int8_t>{0, -3, 5}))
-                      : g.AddInitializer("zp", ir::Tensor::FromVector(ir::DType::kInt8, {},
-                                                                      std::vector<int8_t>{0}));
+  ir::Value* s =
+      per_channel
+          ? g.AddInitializer("s", ir::Tensor::FromVector(ir::DType::kFloat, {3},
+                                                         std::vector<float>{0.1f, 0.0371f, 3.0f}))
+          : g.AddInitializer(
+                "s", ir::Tensor::FromVector(ir::DType::kFloat, {}, std::vector<float>{0.05f}));
+  ir::Value* zp =
+      per_channel ? g.AddInitializer("zp", ir::Tensor::FromVector(ir::DType::kInt8, {3},
+                                                                  std::vector<int8_t>{0, -3, 5}))
+                  : g.AddInitializer(
+                        "zp", ir::Tensor::FromVector(ir::DType::kInt8, {}, std::vector<int8_t>{0}));
   ir::Node* q = *g.AddNode("QuantizeLinear", {x, s, zp}, {"y"}, "", "q");
   ir::Node* dq = *g.AddNode("DequantizeLinear", {q->output(0), s, zp}, {"z"}, "", "dq");
   if (per_channel) {
@@ -115,8 +121,10 @@ TEST(Cuda, QuantizeLinearIsBitExactOnTheGpu) {
   for (bool per_channel : {false, true}) {
     // Random values, exact ties (k + 0.5) * scale, and values far beyond the int8 range.
     std::vector<float> v = RandomValues(11, 4 * 3 * 64, 4.0f);
-    for (int i = 0; i < 64; ++i) v[static_cast<size_t>(i)] = (static_cast<float>(i) - 32.0f + 0.5f) * 0.05f;
-    v[100] = 1e6f; v[101] = -1e6f;
+    for (int i = 0; i < 64; ++i)
+      v[static_cast<size_t>(i)] = (static_cast<float>(i) - 32.0f + 0.5f) * 0.05f;
+    v[100] = 1e6f;
+    v[101] = -1e6f;
     ir::Tensor x = ir::Tensor::FromVector(ir::DType::kFloat, {4, 3, 64}, v);
     std::map<std::string, std::vector<runtime::NamedTensor>> outs;
     for (const runtime::Device& d : {runtime::Device{}, Cuda()}) {
@@ -186,14 +194,18 @@ TEST(Cuda, CliCalibrateAndEvalOnTheGpuAgreeWithTheCpu) {
   std::map<std::string, std::map<std::string, double>> ranges;
   for (const std::string& device : {std::string("cpu"), std::string("cuda")}) {
     const auto r = testing::RunQuantkit(QK_QUANTKIT_BIN,
-                                        "calibrate " + model + " --data fashion-mnist:calib --samples 512 "
-                                        "--method max -q -o " + dir + "/" + device + " --device " + device,
+                                        "calibrate " + model +
+                                            " --data fashion-mnist:calib --samples 512 "
+                                            "--method max -q -o " +
+                                            dir + "/" + device + " --device " + device,
                                         dir);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     ranges[device] = ReadRanges(dir + "/" + device + "/ranges.txt");
     const auto e = testing::RunQuantkit(QK_QUANTKIT_BIN,
-                                        "eval " + dir + "/" + device + "/model.qdq.onnx --data fashion-mnist:test "
-                                        "--samples 1000 -q --device " + device,
+                                        "eval " + dir + "/" + device +
+                                            "/model.qdq.onnx --data fashion-mnist:test "
+                                            "--samples 1000 -q --device " +
+                                            device,
                                         dir);
     EXPECT_EQ(e.exit_code, 0) << e.err;
   }
@@ -215,12 +227,14 @@ TEST(Cuda, QatTrainsOnTheGpuAndResumesOnTheCpu) {
   ASSERT_NE(mkdtemp(&dir[0]), nullptr);
   const std::string common = "qat " + std::string(QK_SOURCE_DIR) +
                              "/models/zoo/plain_cnn.onnx --data fashion-mnist:train --samples 512 "
-                             "--batch-size 32 --steps 8 --seed 1 -q -o " + dir + "/b";
-  const auto first = testing::RunQuantkit(QK_QUANTKIT_BIN, common + " --stop-after 4 --device cuda", dir);
+                             "--batch-size 32 --steps 8 --seed 1 -q -o " +
+                             dir + "/b";
+  const auto first =
+      testing::RunQuantkit(QK_QUANTKIT_BIN, common + " --stop-after 4 --device cuda", dir);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   ASSERT_EQ(access((dir + "/b/checkpoint.npz").c_str(), F_OK), 0);
-  const auto rest =
-      testing::RunQuantkit(QK_QUANTKIT_BIN, common + " --resume " + dir + "/b/checkpoint.npz --device cpu", dir);
+  const auto rest = testing::RunQuantkit(
+      QK_QUANTKIT_BIN, common + " --resume " + dir + "/b/checkpoint.npz --device cpu", dir);
   EXPECT_EQ(rest.exit_code, 0) << rest.err;
   EXPECT_EQ(access((dir + "/b/model.qdq.onnx").c_str(), F_OK), 0);
   std::error_code ignored;
@@ -233,7 +247,8 @@ TEST(Cuda, MissingDeviceOrdinalExits3) {
   ASSERT_NE(mkdtemp(&dir[0]), nullptr);
   const auto r = testing::RunQuantkit(
       QK_QUANTKIT_BIN,
-      "eval " + std::string(QK_SOURCE_DIR) + "/models/zoo/plain_cnn.onnx --data fashion-mnist:test --device cuda:99",
+      "eval " + std::string(QK_SOURCE_DIR) +
+          "/models/zoo/plain_cnn.onnx --data fashion-mnist:test --device cuda:99",
       dir);
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("cuda:99"), std::string::npos) << r.err;

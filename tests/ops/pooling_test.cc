@@ -64,8 +64,9 @@ TEST(MaxPool, OneDnnPathMatchesAtenPathIncludingNaN) {
     std::vector<int64_t> kernel, strides, pads;
     int64_t ceil;
   };
-  for (const Case& c : {Case{{3, 3}, {2, 2}, {1, 1, 1, 1}, 0}, Case{{2, 2}, {2, 2}, {0, 0, 0, 0}, 0},
-                        Case{{3, 3}, {2, 2}, {0, 0, 0, 0}, 1}, Case{{3, 3}, {1, 1}, {0, 1, 2, 1}, 0}}) {
+  for (const Case& c :
+       {Case{{3, 3}, {2, 2}, {1, 1, 1, 1}, 0}, Case{{2, 2}, {2, 2}, {0, 0, 0, 0}, 0},
+        Case{{3, 3}, {2, 2}, {0, 0, 0, 0}, 1}, Case{{3, 3}, {1, 1}, {0, 1, 2, 1}, 0}}) {
     for (bool with_nan : {false, true}) {
       std::vector<float> x(2 * 5 * 13 * 11);
       for (float& v : x) v = normal(rng);

@@ -10,9 +10,13 @@
 namespace quantkit::testing {
 
 struct SingleNode {
-  SingleNode(std::string op, int64_t version, std::vector<ir::Tensor> in, std::vector<ir::Attribute> a = {},
-             size_t outputs = 1)
-      : op_type(std::move(op)), opset(version), inputs(std::move(in)), attrs(std::move(a)), num_outputs(outputs) {}
+  SingleNode(std::string op, int64_t version, std::vector<ir::Tensor> in,
+             std::vector<ir::Attribute> a = {}, size_t outputs = 1)
+      : op_type(std::move(op)),
+        opset(version),
+        inputs(std::move(in)),
+        attrs(std::move(a)),
+        num_outputs(outputs) {}
   std::string op_type;
   int64_t opset = 21;
   std::vector<ir::Tensor> inputs;  // fed as graph inputs "in0", "in1", ... (empty dtype = omitted)

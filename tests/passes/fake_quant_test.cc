@@ -50,9 +50,10 @@ ir::Model ConvBn(bool second_reader) {
   ir::Value* w = g.AddInitializer("w", Random({4, 3, 3, 3}, 1));
   ir::Value* b = g.AddInitializer("b", Random({4}, 2));
   ir::Node* conv = *g.AddNode("Conv", {x, w, b}, {"c"}, "", "conv");
-  std::vector<ir::Value*> bn_in{conv->output(0), g.AddInitializer("gamma", Random({4}, 3, 0.5f, 2.f)),
-                                g.AddInitializer("beta", Random({4}, 4)), g.AddInitializer("mean", Random({4}, 5)),
-                                g.AddInitializer("var", Random({4}, 6, 0.1f, 2.f))};
+  std::vector<ir::Value*> bn_in{
+      conv->output(0), g.AddInitializer("gamma", Random({4}, 3, 0.5f, 2.f)),
+      g.AddInitializer("beta", Random({4}, 4)), g.AddInitializer("mean", Random({4}, 5)),
+      g.AddInitializer("var", Random({4}, 6, 0.1f, 2.f))};
   ir::Node* bn = *g.AddNode("BatchNormalization", bn_in, {"y"}, "", "bn");
   g.AddOutput(bn->output(0));
   if (second_reader) g.AddOutput(conv->output(0));
@@ -71,7 +72,8 @@ TEST(FoldBatchNorm, FoldsIntoTheConvKeepingTheOutputName) {
   EXPECT_EQ(m.graph->FindValue("gamma"), nullptr) << "BN constants only the fold read are removed";
   const std::vector<float> after = RunModel(std::move(m), x);
   ASSERT_EQ(before.size(), after.size());
-  for (size_t i = 0; i < before.size(); ++i) EXPECT_NEAR(before[i], after[i], testing::kBnFoldAtol) << i;
+  for (size_t i = 0; i < before.size(); ++i)
+    EXPECT_NEAR(before[i], after[i], testing::kBnFoldAtol) << i;
 }
 
 TEST(FoldBatchNorm, LeavesAConvOutputOthersReadAlone) {
@@ -89,13 +91,17 @@ ir::Model QdqConv(int8_t zero_point) {
   m.SetOpset("", 17);
   ir::Graph& g = *m.graph;
   ir::Value* x = Input(g, "x", {1, 2, 5, 5});
-  ir::Value* sx = g.AddInitializer("sx", ir::Tensor::FromVector<float>(ir::DType::kFloat, {}, {0.01f}));
-  ir::Value* zx = g.AddInitializer("zx", ir::Tensor::FromVector<int8_t>(ir::DType::kInt8, {}, {zero_point}));
+  ir::Value* sx =
+      g.AddInitializer("sx", ir::Tensor::FromVector<float>(ir::DType::kFloat, {}, {0.01f}));
+  ir::Value* zx =
+      g.AddInitializer("zx", ir::Tensor::FromVector<int8_t>(ir::DType::kInt8, {}, {zero_point}));
   ir::Node* qx = *g.AddNode("QuantizeLinear", {x, sx, zx}, {"x_q"}, "", "qx");
   ir::Node* dqx = *g.AddNode("DequantizeLinear", {qx->output(0), sx, zx}, {"x_dq"}, "", "dqx");
   ir::Value* w = g.AddInitializer("w", Random({3, 2, 3, 3}, 7));
-  ir::Value* sw = g.AddInitializer("sw", ir::Tensor::FromVector<float>(ir::DType::kFloat, {3}, {0.007f, 0.006f, 0.0075f}));
-  ir::Value* zw = g.AddInitializer("zw", ir::Tensor::FromVector<int8_t>(ir::DType::kInt8, {3}, {0, 0, 0}));
+  ir::Value* sw = g.AddInitializer(
+      "sw", ir::Tensor::FromVector<float>(ir::DType::kFloat, {3}, {0.007f, 0.006f, 0.0075f}));
+  ir::Value* zw =
+      g.AddInitializer("zw", ir::Tensor::FromVector<int8_t>(ir::DType::kInt8, {3}, {0, 0, 0}));
   ir::Node* qw = *g.AddNode("QuantizeLinear", {w, sw, zw}, {"w_q"}, "", "qw");
   qw->SetAttr(ir::Attribute::Int("axis", 0));
   ir::Node* dqw = *g.AddNode("DequantizeLinear", {qw->output(0), sw, zw}, {"w_dq"}, "", "dqw");
@@ -120,7 +126,8 @@ TEST(QdqToFakeQuant, ComputesWhatTheQdqGraphComputes) {
     EXPECT_NE(n->op_type(), "QuantizeLinear");
     EXPECT_NE(n->op_type(), "DequantizeLinear");
   }
-  EXPECT_NE(m.graph->FindValue("x_dq"), nullptr) << "the FakeQuantize output keeps the DQ output's name";
+  EXPECT_NE(m.graph->FindValue("x_dq"), nullptr)
+      << "the FakeQuantize output keeps the DQ output's name";
   const std::vector<float> fq = RunModel(std::move(m), x, /*training=*/true);
   ASSERT_EQ(qdq.size(), fq.size());
   for (size_t i = 0; i < qdq.size(); ++i) EXPECT_EQ(qdq[i], fq[i]) << i;

@@ -19,14 +19,15 @@ namespace quantkit::passes {
 namespace {
 
 using ir::Attribute;
-using ir::DType;
 using ir::Dim;
+using ir::DType;
 using ir::Tensor;
 using ir::TypeInfo;
 
 ir::Value* Init(ir::Graph& g, const std::string& name, std::vector<int64_t> dims, float base) {
   Tensor t(DType::kFloat, dims);
-  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_data_as<float>()[i] = base * static_cast<float>((i % 7) - 3);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.mutable_data_as<float>()[i] = base * static_cast<float>((i % 7) - 3);
   return g.AddInitializer(name, std::move(t));
 }
 
@@ -43,7 +44,8 @@ struct Net {
     ir::Value* x = g.CreateValue("x");
     x->type = F32({n, Dim::Known(3), Dim::Known(8), Dim::Known(8)});
     g.AddInput(x);
-    auto add = [&](const std::string& op, std::vector<ir::Value*> in, const std::string& out, TypeInfo t) {
+    auto add = [&](const std::string& op, std::vector<ir::Value*> in, const std::string& out,
+                   TypeInfo t) {
       ir::Node* node = g.AddNode(op, in, {out}, "", op + "_" + out).value();
       node->output(0)->type = std::move(t);
       return node;
@@ -56,10 +58,11 @@ struct Net {
         ->SetAttr(Attribute::Ints("pads", {1, 1, 1, 1}));
     add("Add", {g.FindValue("b"), g.FindValue("a")}, "c", act);
     add("Mul", {g.FindValue("c"), Init(g, "k", {1}, 1.0f)}, "m", act);
-    add("GlobalAveragePool", {g.FindValue("m")}, "d", F32({n, Dim::Known(4), Dim::Known(1), Dim::Known(1)}));
+    add("GlobalAveragePool", {g.FindValue("m")}, "d",
+        F32({n, Dim::Known(4), Dim::Known(1), Dim::Known(1)}));
     add("Flatten", {g.FindValue("d")}, "e", F32({n, Dim::Known(4)}));
-    add("Gemm", {g.FindValue("e"), Init(g, "fc.w", {10, 4}, 0.3f), Init(g, "fc.b", {10}, 0.01f)}, "logits",
-        F32({n, Dim::Known(10)}))
+    add("Gemm", {g.FindValue("e"), Init(g, "fc.w", {10, 4}, 0.3f), Init(g, "fc.b", {10}, 0.01f)},
+        "logits", F32({n, Dim::Known(10)}))
         ->SetAttr(Attribute::Int("transB", 1));
     add("Softmax", {g.FindValue("logits")}, "y", F32({n, Dim::Known(10)}));
     g.AddOutput(g.FindValue("y"));
@@ -93,7 +96,9 @@ DType DTypeOf(const ir::Graph& g, const std::string& name) {
   return v->initializer ? v->initializer->dtype() : v->type.dtype;
 }
 
-const ir::Node* Producer(const ir::Graph& g, const std::string& name) { return g.FindValue(name)->producer(); }
+const ir::Node* Producer(const ir::Graph& g, const std::string& name) {
+  return g.FindValue(name)->producer();
+}
 
 int Count(const ir::Graph& g, const std::string& op) {
   int n = 0;
@@ -107,7 +112,8 @@ void ExpectQdqTypedAndUnblocked(const ir::Graph& g) {
   for (const ir::Node* n : g.nodes()) {
     if (n->op_type() == "Cast") {
       const ir::Node* p = n->input(0)->producer();
-      EXPECT_FALSE(p && p->op_type() == "DequantizeLinear") << "Cast '" << n->name << "' after a DequantizeLinear";
+      EXPECT_FALSE(p && p->op_type() == "DequantizeLinear")
+          << "Cast '" << n->name << "' after a DequantizeLinear";
     }
     if (n->op_type() == "DequantizeLinear") {
       EXPECT_EQ(n->input(1)->initializer->dtype(), n->output(0)->type.dtype) << n->name;
@@ -148,7 +154,8 @@ TEST(ConvertFloatPrecision, EveryFloatTensorInFp16ButTheModelsInputsAndOutputs) 
     const DType d = v->initializer ? v->initializer->dtype() : v->type.dtype;
     EXPECT_NE(d, DType::kFloat) << "'" << v->name() << "' is still float32";
   }
-  for (const char* name : {"c1", "a", "b", "c", "m", "d", "e", "logits", "b1", "fc.b", "k", "w1", "w2", "fc.w"}) {
+  for (const char* name :
+       {"c1", "a", "b", "c", "m", "d", "e", "logits", "b1", "fc.b", "k", "w1", "w2", "fc.w"}) {
     EXPECT_EQ(DTypeOf(g, name), DType::kFloat16) << name;
   }
   EXPECT_EQ(Producer(g, "w1")->input(0)->initializer->dtype(), DType::kInt8);
@@ -158,7 +165,8 @@ TEST(ConvertFloatPrecision, EveryFloatTensorInFp16ButTheModelsInputsAndOutputs) 
   const quant::TensorQuant* w1 = net.plan.Find("w1");
   ASSERT_NE(w1, nullptr);
   for (size_t c = 0; c < w1->scale.size(); ++c) {
-    EXPECT_EQ(dq->input(1)->initializer->data_as<uint16_t>()[c], ir::FloatToHalf(w1->scale[c])) << c;
+    EXPECT_EQ(dq->input(1)->initializer->data_as<uint16_t>()[c], ir::FloatToHalf(w1->scale[c]))
+        << c;
   }
   EXPECT_TRUE(ir::Verify(net.model).ok());
 }
@@ -186,7 +194,8 @@ TEST(ConvertFloatPrecision, TensorBeyondFp16RangeKeepsItsRegionInFp32) {
   const ir::Graph& g = *net.model.graph;
   EXPECT_EQ(DTypeOf(g, "m"), DType::kFloat) << "the overflowing tensor went FP16";
   const ir::Node* mul = Producer(g, "m");
-  for (const ir::Value* in : mul->inputs()) EXPECT_EQ(in->initializer ? in->initializer->dtype() : in->type.dtype, DType::kFloat);
+  for (const ir::Value* in : mul->inputs())
+    EXPECT_EQ(in->initializer ? in->initializer->dtype() : in->type.dtype, DType::kFloat);
   // The consumer of m (the quantized GAP input: Q in FP32, its DQ read by the GAP in FP32).
   const ir::Node* q = g.FindValue("m")->uses()[0].node;
   ASSERT_EQ(q->op_type(), "QuantizeLinear");
@@ -206,7 +215,8 @@ TEST(ConvertFloatPrecision, RangeProblems) {
   using quant::FloatDType;
   EXPECT_EQ(FloatRangeProblem(100.0f, FloatDType::kFloat16), "");
   EXPECT_EQ(FloatRangeProblem(ir::kFloat16Max / kFloat16RangeMargin, FloatDType::kFloat16), "");
-  EXPECT_NE(FloatRangeProblem(ir::kFloat16Max / kFloat16RangeMargin * 1.01f, FloatDType::kFloat16), "");
+  EXPECT_NE(FloatRangeProblem(ir::kFloat16Max / kFloat16RangeMargin * 1.01f, FloatDType::kFloat16),
+            "");
   EXPECT_NE(FloatRangeProblem(1e-6f, FloatDType::kFloat16), "");  // every value subnormal
   EXPECT_EQ(FloatRangeProblem(0.0f, FloatDType::kFloat16), "");   // all zero: nothing to lose
   EXPECT_EQ(FloatRangeProblem(1.0e5f, FloatDType::kBFloat16), "");
@@ -276,7 +286,8 @@ TEST(ConvertFloatPrecision, PinnedNodesAndOpTypesStayFp32AndUnknownNamesFail) {
   o.keep_fp32 = {"Sofmax"};
   const Status missing = ResolveFloatOptions(*Net().model.graph, o, &q);
   EXPECT_EQ(missing.code(), StatusCode::kNotFound);
-  EXPECT_NE(missing.message().find("Softmax"), std::string::npos) << missing.message();  // the close name
+  EXPECT_NE(missing.message().find("Softmax"), std::string::npos)
+      << missing.message();  // the close name
 }
 
 // The tensor `a` feeds conv2 and the residual Add through one shared Q/DQ pair; with the Add

@@ -11,14 +11,15 @@ namespace quantkit::passes {
 namespace {
 
 using ir::Attribute;
-using ir::DType;
 using ir::Dim;
+using ir::DType;
 using ir::Tensor;
 using ir::TypeInfo;
 
 ir::Value* Weight(ir::Graph& g, const std::string& name, std::vector<int64_t> dims, float base) {
   Tensor t(DType::kFloat, dims);
-  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_data_as<float>()[i] = base * static_cast<float>((i % 7) - 3);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.mutable_data_as<float>()[i] = base * static_cast<float>((i % 7) - 3);
   return g.AddInitializer(name, std::move(t));
 }
 
@@ -34,16 +35,23 @@ struct ResidualNet {
     model.SetOpset("", 13);
     ir::Graph& g = *model.graph;
     ir::Value* x = g.CreateValue("x");
-    x->type = TypeInfo::Tensor(DType::kFloat, {Dim::Symbolic("N"), Dim::Known(3), Dim::Known(8), Dim::Known(8)});
+    x->type = TypeInfo::Tensor(DType::kFloat,
+                               {Dim::Symbolic("N"), Dim::Known(3), Dim::Known(8), Dim::Known(8)});
     g.AddInput(x);
-    ir::Node* conv1 = g.AddNode("Conv", {x, Weight(g, "w1", {4, 3, 3, 3}, 0.1f)}, {"c1"}, "", "conv1").value();
+    ir::Node* conv1 =
+        g.AddNode("Conv", {x, Weight(g, "w1", {4, 3, 3, 3}, 0.1f)}, {"c1"}, "", "conv1").value();
     ir::Node* relu = g.AddNode("Relu", {conv1->output(0)}, {"a"}, "", "relu").value();
-    conv2 = g.AddNode("Conv", {relu->output(0), Weight(g, "w2", {4, 4, 3, 3}, 0.2f)}, {"b"}, "", "conv2").value();
+    conv2 = g.AddNode("Conv", {relu->output(0), Weight(g, "w2", {4, 4, 3, 3}, 0.2f)}, {"b"}, "",
+                      "conv2")
+                .value();
     add = g.AddNode("Add", {conv2->output(0), relu->output(0)}, {"c"}, "", "add").value();
     ir::Node* gap = g.AddNode("GlobalAveragePool", {add->output(0)}, {"d"}, "", "gap").value();
     ir::Node* flat = g.AddNode("Flatten", {gap->output(0)}, {"e"}, "", "flatten").value();
-    gemm = g.AddNode("Gemm", {flat->output(0), Weight(g, "fc.w", {10, 4}, 0.3f), Weight(g, "fc.b", {10}, 0.0f)},
-                     {"logits"}, "", "fc").value();
+    gemm = g.AddNode(
+                "Gemm",
+                {flat->output(0), Weight(g, "fc.w", {10, 4}, 0.3f), Weight(g, "fc.b", {10}, 0.0f)},
+                {"logits"}, "", "fc")
+               .value();
     gemm->SetAttr(Attribute::Int("transB", 1));
     ir::Node* sm = g.AddNode("Softmax", {gemm->output(0)}, {"y"}, "", "softmax").value();
     g.AddOutput(sm->output(0));
@@ -98,8 +106,10 @@ TEST(QdqPlacement, ExclusionsAndLaterConvIsBackbone) {
   }
   // Both Add inputs from Convs (a downsample shortcut): the earlier conv is the skip branch.
   ir::Graph& g = *net.model.graph;
-  ir::Node* shortcut = g.InsertNodeBefore(net.conv2, "Conv", {g.FindValue("x"), Weight(g, "ws", {4, 3, 1, 1}, 0.1f)},
-                                          {"s"}, "", "shortcut").value();
+  ir::Node* shortcut =
+      g.InsertNodeBefore(net.conv2, "Conv", {g.FindValue("x"), Weight(g, "ws", {4, 3, 1, 1}, 0.1f)},
+                         {"s"}, "", "shortcut")
+          .value();
   g.SetNodeInput(net.add, 1, shortcut->output(0));
   auto sites2 = FindQdqSites(g, {});
   ASSERT_TRUE(sites2.ok());
@@ -119,8 +129,10 @@ TEST(QdqPlacement, ExclusionsAndLaterConvIsBackbone) {
 TEST(QdqPlacement, ProjectionShortcutExportedLastIsStillTheSkipBranch) {
   ResidualNet net;
   ir::Graph& g = *net.model.graph;
-  ir::Node* shortcut = g.InsertNodeBefore(net.add, "Conv", {g.FindValue("x"), Weight(g, "ws", {4, 3, 1, 1}, 0.1f)},
-                                          {"s"}, "", "downsample").value();
+  ir::Node* shortcut =
+      g.InsertNodeBefore(net.add, "Conv", {g.FindValue("x"), Weight(g, "ws", {4, 3, 1, 1}, 0.1f)},
+                         {"s"}, "", "downsample")
+          .value();
   g.SetNodeInput(net.add, 1, shortcut->output(0));
   auto sites = FindQdqSites(g, {});
   ASSERT_TRUE(sites.ok());
@@ -128,7 +140,8 @@ TEST(QdqPlacement, ProjectionShortcutExportedLastIsStillTheSkipBranch) {
   for (const QdqSite& s : *sites) {
     if (s.consumer != net.add) continue;
     ++add_sites;
-    EXPECT_EQ(s.tensor, "s") << "the shortcut Conv's output is quantized, the backbone (conv2) stays float";
+    EXPECT_EQ(s.tensor, "s")
+        << "the shortcut Conv's output is quantized, the backbone (conv2) stays float";
   }
   EXPECT_EQ(add_sites, 1);
 }
@@ -142,7 +155,8 @@ TEST(QdqPlacement, ExclusionsMatchingNothingAreErrors) {
   auto sites = FindQdqSites(*net.model.graph, options);
   ASSERT_FALSE(sites.ok());
   EXPECT_EQ(sites.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(sites.status().message().find("did you mean 'Softmax'"), std::string::npos) << sites.status().message();
+  EXPECT_NE(sites.status().message().find("did you mean 'Softmax'"), std::string::npos)
+      << sites.status().message();
   options.exclude_nodes = {"conv9"};
   options.exclude_op_types.clear();
   EXPECT_FALSE(FindQdqSites(*net.model.graph, options).ok());
@@ -215,7 +229,9 @@ TEST(InsertQdq, StoresWeightsAsInt8UnderTheirOwnNames) {
   const int64_t per_channel = w1.numel() / 4;
   for (int64_t i = 0; i < w1.numel(); ++i) {
     const float scale = s.data_as<float>()[i / per_channel];
-    EXPECT_EQ(q.data_as<int8_t>()[i], static_cast<int8_t>(std::nearbyint(w1.data_as<float>()[i] / scale))) << i;
+    EXPECT_EQ(q.data_as<int8_t>()[i],
+              static_cast<int8_t>(std::nearbyint(w1.data_as<float>()[i] / scale)))
+        << i;
   }
   EXPECT_TRUE(ir::Verify(net.model).ok());
 }
@@ -244,7 +260,8 @@ TEST(InsertQdq, DegenerateRangesStayFloatWithReason) {
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->Count(passes::counter::kActivationPairs), 3);
   ASSERT_EQ(report->List(passes::list::kSkipped).size(), 1u);
-  EXPECT_NE(report->List(passes::list::kSkipped)[0].find("c: calibrated amax 0"), std::string::npos);
+  EXPECT_NE(report->List(passes::list::kSkipped)[0].find("c: calibrated amax 0"),
+            std::string::npos);
   for (const ir::Node* n : net.model.graph->nodes()) {
     if (n->op_type() == "GlobalAveragePool") {
       EXPECT_EQ(n->input(0)->name(), "c");

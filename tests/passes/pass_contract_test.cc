@@ -29,7 +29,9 @@
 namespace quantkit::passes {
 namespace {
 
-std::string Zoo(const std::string& name) { return std::string(QK_SOURCE_DIR) + "/models/zoo/" + name + ".onnx"; }
+std::string Zoo(const std::string& name) {
+  return std::string(QK_SOURCE_DIR) + "/models/zoo/" + name + ".onnx";
+}
 
 std::string Bytes(const ir::Model& model) {
   auto bytes = onnx_io::ExportModelToBytes(model);
@@ -67,7 +69,8 @@ void ExpectContract(ir::Model& model, const Pass& pass, const std::string& where
   EXPECT_EQ(first->pass, pass.Name());
   EXPECT_TRUE(ir::Verify(model).ok());
   const std::string after_first = Bytes(model);
-  EXPECT_EQ(first->changed, after_first != start) << "changed must say whether the model was rewritten";
+  EXPECT_EQ(first->changed, after_first != start)
+      << "changed must say whether the model was rewritten";
   auto second = RunPass(model, pass);
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_FALSE(second->changed) << "a second run rewrote the model again";
@@ -90,7 +93,8 @@ TEST_P(PassContract, EveryPassReportsChangesAndIsIdempotent) {
   const NormalizeTorchQdq normalize;
   const QOperatorToQdq qoperator;
   const FoldBatchNorm fold_bn;
-  for (const Pass* pass : std::vector<const Pass*>{&promote, &fold_identity, &fold_if, &normalize, &qoperator, &fold_bn}) {
+  for (const Pass* pass : std::vector<const Pass*>{&promote, &fold_identity, &fold_if, &normalize,
+                                                   &qoperator, &fold_bn}) {
     ExpectContract(model, *pass, GetParam());
   }
 
@@ -113,7 +117,8 @@ TEST_P(PassContract, EveryPassReportsChangesAndIsIdempotent) {
   const StripQdq strip;
   const QdqToFakeQuant fake_quant(FakeQuantOptions{});
   std::vector<const Pass*> qdq_passes{&fold_weights, &strip, &normalize};
-  if (!qdq_source) qdq_passes.push_back(&fake_quant);  // QAT supports InsertQdq's symmetric int8 pairs
+  if (!qdq_source)
+    qdq_passes.push_back(&fake_quant);  // QAT supports InsertQdq's symmetric int8 pairs
   for (const Pass* pass : qdq_passes) {
     ir::Model m = qdq_model();
     ExpectContract(m, *pass, GetParam() + " (Q/DQ)");
@@ -127,8 +132,8 @@ TEST_P(PassContract, EveryPassReportsChangesAndIsIdempotent) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, PassContract,
-                         testing::Values("plain_cnn", "resnet_small", "mobilenetv2_small", "efficientnet_small",
-                                         "vit_tiny", "resnet_small_qat"));
+                         testing::Values("plain_cnn", "resnet_small", "mobilenetv2_small",
+                                         "efficientnet_small", "vit_tiny", "resnet_small_qat"));
 
 // A pass that counts its runs, and one that always refuses.
 class Counting final : public Pass {

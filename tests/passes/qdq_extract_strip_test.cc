@@ -15,7 +15,8 @@ using ir::Tensor;
 ir::Value* Scalar(ir::Graph& g, const std::string& name, float v) {
   return g.AddInitializer(name, Tensor::FromVector<float>(DType::kFloat, {}, {v}));
 }
-ir::Value* Zp(ir::Graph& g, const std::string& name, DType dtype, std::vector<int64_t> dims, int v) {
+ir::Value* Zp(ir::Graph& g, const std::string& name, DType dtype, std::vector<int64_t> dims,
+              int v) {
   Tensor t(dtype, dims);
   for (int64_t i = 0; i < t.numel(); ++i) {
     if (dtype == DType::kInt8) {
@@ -31,7 +32,8 @@ ir::Value* Zp(ir::Graph& g, const std::string& name, DType dtype, std::vector<in
 ir::Value* FakeQuant(ir::Graph& g, ir::Value* x, ir::Value* s, ir::Value* z, const std::string& tag,
                      int64_t axis = -1) {
   ir::Node* q = g.AddNode("QuantizeLinear", {x, s, z}, {tag + "_q"}, "", tag + "_Q").value();
-  ir::Node* dq = g.AddNode("DequantizeLinear", {q->output(0), s, z}, {tag + "_dq"}, "", tag + "_DQ").value();
+  ir::Node* dq =
+      g.AddNode("DequantizeLinear", {q->output(0), s, z}, {tag + "_dq"}, "", tag + "_DQ").value();
   if (axis >= 0) {
     q->SetAttr(Attribute::Int("axis", axis));
     dq->SetAttr(Attribute::Int("axis", axis));
@@ -40,8 +42,9 @@ ir::Value* FakeQuant(ir::Graph& g, ir::Value* x, ir::Value* s, ir::Value* z, con
 }
 
 // A QAT-style export:
-//   x -QDQ(0.02)-> Conv(W -QDQ per-channel->) = c -> Relu = r -QDQ(0.05)-> MaxPool = m -> Flatten = f
-//   f -QDQ(0.1, uint8 zp 128)-> Gemm(DQ(Wq int8 per-channel), transB) = logits -QDQ(0.2)-> (graph output "out")
+//   x -QDQ(0.02)-> Conv(W -QDQ per-channel->) = c -> Relu = r -QDQ(0.05)-> MaxPool = m -> Flatten =
+//   f f -QDQ(0.1, uint8 zp 128)-> Gemm(DQ(Wq int8 per-channel), transB) = logits -QDQ(0.2)-> (graph
+//   output "out")
 struct QatNet {
   ir::Model model;
   QatNet() {
@@ -49,28 +52,44 @@ struct QatNet {
     ir::Graph& g = *model.graph;
     ir::Value* x = g.CreateValue("x");
     g.AddInput(x);
-    ir::Value* xq = FakeQuant(g, x, Scalar(g, "x_s", 0.02f), Zp(g, "x_z", DType::kInt8, {}, 0), "x");
+    ir::Value* xq =
+        FakeQuant(g, x, Scalar(g, "x_s", 0.02f), Zp(g, "x_z", DType::kInt8, {}, 0), "x");
     Tensor w(DType::kFloat, {2, 1, 1, 1});
     w.mutable_data_as<float>()[0] = 0.5f;
     w.mutable_data_as<float>()[1] = -1.0f;
     ir::Value* W = g.AddInitializer("W", std::move(w));
-    ir::Value* ws = g.AddInitializer("W_s", Tensor::FromVector<float>(DType::kFloat, {2}, {0.5f / 127, 1.0f / 127}));
+    ir::Value* ws = g.AddInitializer(
+        "W_s", Tensor::FromVector<float>(DType::kFloat, {2}, {0.5f / 127, 1.0f / 127}));
     ir::Value* wq = FakeQuant(g, W, ws, Zp(g, "W_z", DType::kInt8, {2}, 0), "W", 0);
     ir::Node* conv = g.AddNode("Conv", {xq, wq}, {"c"}, "", "conv").value();
     ir::Node* relu = g.AddNode("Relu", {conv->output(0)}, {"r"}, "", "relu").value();
-    ir::Value* rq = FakeQuant(g, relu->output(0), Scalar(g, "r_s", 0.05f), Zp(g, "r_z", DType::kInt8, {}, 0), "r");
+    ir::Value* rq = FakeQuant(g, relu->output(0), Scalar(g, "r_s", 0.05f),
+                              Zp(g, "r_z", DType::kInt8, {}, 0), "r");
     ir::Node* pool = g.AddNode("MaxPool", {rq}, {"m"}, "", "pool").value();
     ir::Node* flat = g.AddNode("Flatten", {pool->output(0)}, {"f"}, "", "flatten").value();
-    ir::Value* fq = FakeQuant(g, flat->output(0), Scalar(g, "f_s", 0.1f), Zp(g, "f_z", DType::kUint8, {}, 128), "f");
-    ir::Value* Wq = g.AddInitializer("Wfc_q", Tensor::FromVector<int8_t>(DType::kInt8, {3, 2}, {1, -2, 3, -4, 127, -127}));
-    ir::Value* fcs = g.AddInitializer("Wfc_s", Tensor::FromVector<float>(DType::kFloat, {3}, {0.1f, 0.2f, 0.3f}));
-    ir::Node* wdq = g.AddNode("DequantizeLinear", {Wq, fcs, Zp(g, "Wfc_z", DType::kInt8, {3}, 0)}, {"Wfc"}, "", "Wfc_DQ").value();
+    ir::Value* fq = FakeQuant(g, flat->output(0), Scalar(g, "f_s", 0.1f),
+                              Zp(g, "f_z", DType::kUint8, {}, 128), "f");
+    ir::Value* Wq = g.AddInitializer(
+        "Wfc_q", Tensor::FromVector<int8_t>(DType::kInt8, {3, 2}, {1, -2, 3, -4, 127, -127}));
+    ir::Value* fcs = g.AddInitializer(
+        "Wfc_s", Tensor::FromVector<float>(DType::kFloat, {3}, {0.1f, 0.2f, 0.3f}));
+    ir::Node* wdq = g.AddNode("DequantizeLinear", {Wq, fcs, Zp(g, "Wfc_z", DType::kInt8, {3}, 0)},
+                              {"Wfc"}, "", "Wfc_DQ")
+                        .value();
     wdq->SetAttr(Attribute::Int("axis", 0));
     ir::Node* gemm = g.AddNode("Gemm", {fq, wdq->output(0)}, {"logits"}, "", "fc").value();
     gemm->SetAttr(Attribute::Int("transB", 1));
-    ir::Node* q = g.AddNode("QuantizeLinear", {gemm->output(0), Scalar(g, "o_s", 0.2f), Zp(g, "o_z", DType::kInt8, {}, 0)}, {"o_q"}, "", "o_Q").value();
-    ir::Node* dq = g.AddNode("DequantizeLinear", {q->output(0), g.FindValue("o_s"), g.FindValue("o_z")}, {"out"}, "", "o_DQ").value();
-    dq->output(0)->type = ir::TypeInfo::Tensor(DType::kFloat, {ir::Dim::Symbolic("N"), ir::Dim::Known(3)});
+    ir::Node* q =
+        g.AddNode("QuantizeLinear",
+                  {gemm->output(0), Scalar(g, "o_s", 0.2f), Zp(g, "o_z", DType::kInt8, {}, 0)},
+                  {"o_q"}, "", "o_Q")
+            .value();
+    ir::Node* dq =
+        g.AddNode("DequantizeLinear", {q->output(0), g.FindValue("o_s"), g.FindValue("o_z")},
+                  {"out"}, "", "o_DQ")
+            .value();
+    dq->output(0)->type =
+        ir::TypeInfo::Tensor(DType::kFloat, {ir::Dim::Symbolic("N"), ir::Dim::Known(3)});
     g.AddOutput(dq->output(0));
     EXPECT_TRUE(ir::Verify(model).ok()) << ir::Verify(model).ToString();
   }
@@ -160,7 +179,7 @@ TEST(StripQdq, LeavesTheEquivalentFloatModel) {
   EXPECT_EQ(g.outputs()[0]->name(), "out");  // output name kept through an Identity
   EXPECT_EQ(g.outputs()[0]->producer()->op_type(), "Identity");
   EXPECT_EQ(g.outputs()[0]->type.ToString(), "float[N,3]");  // declared type kept
-  EXPECT_EQ(g.FindValue("x_s"), nullptr);  // scale initializers removed
+  EXPECT_EQ(g.FindValue("x_s"), nullptr);                    // scale initializers removed
   EXPECT_EQ(g.FindValue("Wfc_q"), nullptr);
   EXPECT_TRUE(ir::Verify(net.model).ok());
 }

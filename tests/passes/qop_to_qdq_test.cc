@@ -36,7 +36,7 @@ constexpr double kHalfOutputStep = 0.5 + 1e-4;
 constexpr double kFloatSumRel = 1e-5;
 
 constexpr float kXs = 0.05f;
-constexpr int kXz = 128;    // uint8, zero point != 0
+constexpr int kXz = 128;  // uint8, zero point != 0
 constexpr float kYs = 0.1f;
 constexpr int kYz = 100;
 
@@ -44,7 +44,8 @@ ir::Value* Scalar(ir::Graph& g, const std::string& name, float v) {
   return g.AddInitializer(name, Tensor::FromVector<float>(DType::kFloat, {}, {v}));
 }
 ir::Value* U8(ir::Graph& g, const std::string& name, int v) {
-  return g.AddInitializer(name, Tensor::FromVector<uint8_t>(DType::kUint8, {}, {static_cast<uint8_t>(v)}));
+  return g.AddInitializer(
+      name, Tensor::FromVector<uint8_t>(DType::kUint8, {}, {static_cast<uint8_t>(v)}));
 }
 
 // Input on the uint8 grid of (kXs, kXz), so quantizing it is exact.
@@ -52,7 +53,8 @@ Tensor GridInput(std::vector<int64_t> dims, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> k(kXz - 20, kXz + 20);
   Tensor x(DType::kFloat, dims);
-  for (int64_t i = 0; i < x.numel(); ++i) x.mutable_data_as<float>()[i] = kXs * static_cast<float>(k(rng) - kXz);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.mutable_data_as<float>()[i] = kXs * static_cast<float>(k(rng) - kXz);
   return x;
 }
 
@@ -60,13 +62,15 @@ Tensor RandomInt8(std::vector<int64_t> dims, uint32_t seed, int lim) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> d(-lim, lim);
   Tensor t(DType::kInt8, dims);
-  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_data_as<int8_t>()[i] = static_cast<int8_t>(d(rng));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.mutable_data_as<int8_t>()[i] = static_cast<int8_t>(d(rng));
   return t;
 }
 
 std::vector<float> RunFloat(const ir::Model& model, const Tensor& x) {
   // Borrowed: the caller keeps the model alive for the run.
-  auto interp = runtime::Interpreter::Create(std::shared_ptr<const ir::Model>(&model, [](const ir::Model*) {}));
+  auto interp = runtime::Interpreter::Create(
+      std::shared_ptr<const ir::Model>(&model, [](const ir::Model*) {}));
   EXPECT_TRUE(interp.ok()) << interp.status().ToString();
   if (!interp.ok()) return {};
   auto out = (*interp)->Run({{"x", x}});
@@ -84,25 +88,33 @@ ir::Model QLinearConvModel(int64_t opset, int y_zero_point = kYz) {
   m.SetOpset("", opset);
   ir::Graph& g = *m.graph;
   ir::Value* x = g.CreateValue("x");
-  x->type = ir::TypeInfo::Tensor(DType::kFloat, {ir::Dim::Known(1), ir::Dim::Known(2), ir::Dim::Known(6), ir::Dim::Known(6)});
+  x->type = ir::TypeInfo::Tensor(
+      DType::kFloat, {ir::Dim::Known(1), ir::Dim::Known(2), ir::Dim::Known(6), ir::Dim::Known(6)});
   g.AddInput(x);
   ir::Value* xs = Scalar(g, "x_scale", kXs);
   ir::Value* xz = U8(g, "x_zero_point", kXz);
   ir::Node* q = g.AddNode("QuantizeLinear", {x, xs, xz}, {"x_quantized"}, "", "x_Q").value();
   ir::Value* w = g.AddInitializer("W_quantized", RandomInt8({3, 2, 3, 3}, 7, 40));
-  ir::Value* ws = g.AddInitializer("W_scale", Tensor::FromVector<float>(DType::kFloat, {3}, {0.01f, 0.02f, 0.005f}));
-  ir::Value* wz = g.AddInitializer("W_zero_point", Tensor::FromVector<int8_t>(DType::kInt8, {3}, {0, 0, 0}));
-  ir::Value* b = g.AddInitializer("B_quantized", Tensor::FromVector<int32_t>(DType::kInt32, {3}, {400, -1000, 2500}));
-  ir::Node* conv = g.AddNode("QLinearConv", {q->output(0), xs, xz, w, ws, wz, Scalar(g, "y_scale", kYs),
-                                             U8(g, "y_zero_point", y_zero_point), b},
-                             {"y_quantized"}, "", "conv_quant").value();
+  ir::Value* ws = g.AddInitializer(
+      "W_scale", Tensor::FromVector<float>(DType::kFloat, {3}, {0.01f, 0.02f, 0.005f}));
+  ir::Value* wz =
+      g.AddInitializer("W_zero_point", Tensor::FromVector<int8_t>(DType::kInt8, {3}, {0, 0, 0}));
+  ir::Value* b = g.AddInitializer(
+      "B_quantized", Tensor::FromVector<int32_t>(DType::kInt32, {3}, {400, -1000, 2500}));
+  ir::Node* conv = g.AddNode("QLinearConv",
+                             {q->output(0), xs, xz, w, ws, wz, Scalar(g, "y_scale", kYs),
+                              U8(g, "y_zero_point", y_zero_point), b},
+                             {"y_quantized"}, "", "conv_quant")
+                       .value();
   conv->SetAttr(Attribute::Ints("pads", {1, 1, 1, 1}));
   conv->SetAttr(Attribute::Ints("kernel_shape", {3, 3}));
   ir::Node* pool = g.AddNode("MaxPool", {conv->output(0)}, {"p_quantized"}, "", "pool").value();
   pool->SetAttr(Attribute::Ints("kernel_shape", {2, 2}));
   pool->SetAttr(Attribute::Ints("strides", {2, 2}));
-  ir::Node* dq = g.AddNode("DequantizeLinear", {pool->output(0), g.FindValue("y_scale"), g.FindValue("y_zero_point")},
-                           {"out"}, "", "out_DQ").value();
+  ir::Node* dq = g.AddNode("DequantizeLinear",
+                           {pool->output(0), g.FindValue("y_scale"), g.FindValue("y_zero_point")},
+                           {"out"}, "", "out_DQ")
+                     .value();
   g.AddOutput(dq->output(0));
   EXPECT_TRUE(ir::Verify(m).ok()) << ir::Verify(m).ToString();
   return m;
@@ -180,12 +192,14 @@ ir::Model IntegerConvModel(bool dynamic, int x_zero_point_in_conv = kXz) {
   m.SetOpset("", 13);
   ir::Graph& g = *m.graph;
   ir::Value* x = g.CreateValue("x");
-  x->type = ir::TypeInfo::Tensor(DType::kFloat, {ir::Dim::Known(1), ir::Dim::Known(2), ir::Dim::Known(5), ir::Dim::Known(5)});
+  x->type = ir::TypeInfo::Tensor(
+      DType::kFloat, {ir::Dim::Known(1), ir::Dim::Known(2), ir::Dim::Known(5), ir::Dim::Known(5)});
   g.AddInput(x);
   Tensor wt(DType::kUint8, {4, 2, 3, 3});
   std::mt19937 rng(3);
   std::uniform_int_distribution<int> d(0, 255);
-  for (int64_t i = 0; i < wt.numel(); ++i) wt.mutable_data_as<uint8_t>()[i] = static_cast<uint8_t>(d(rng));
+  for (int64_t i = 0; i < wt.numel(); ++i)
+    wt.mutable_data_as<uint8_t>()[i] = static_cast<uint8_t>(d(rng));
   ir::Value* w = g.AddInitializer("W_quantized", std::move(wt));
   ir::Value* wz = U8(g, "W_zero_point", 120);
   const float w_scale = 0.004f;
@@ -193,12 +207,20 @@ ir::Model IntegerConvModel(bool dynamic, int x_zero_point_in_conv = kXz) {
   ir::Value* xz = nullptr;
   ir::Value* scale = nullptr;
   if (dynamic) {
-    ir::Node* dql = g.AddNode("DynamicQuantizeLinear", {x}, {"x_quantized", "x_scale", "x_zero_point"}, "", "x_DQL").value();
+    ir::Node* dql = g.AddNode("DynamicQuantizeLinear", {x},
+                              {"x_quantized", "x_scale", "x_zero_point"}, "", "x_DQL")
+                        .value();
     xq = dql->output(0);
     xz = dql->output(2);
-    scale = g.AddNode("Mul", {dql->output(1), Scalar(g, "W_scale", w_scale)}, {"scales"}, "", "scales_mul").value()->output(0);
+    scale = g.AddNode("Mul", {dql->output(1), Scalar(g, "W_scale", w_scale)}, {"scales"}, "",
+                      "scales_mul")
+                .value()
+                ->output(0);
   } else {
-    ir::Node* q = g.AddNode("QuantizeLinear", {x, Scalar(g, "x_scale", kXs), U8(g, "x_zero_point", kXz)}, {"x_quantized"}, "", "x_Q").value();
+    ir::Node* q =
+        g.AddNode("QuantizeLinear", {x, Scalar(g, "x_scale", kXs), U8(g, "x_zero_point", kXz)},
+                  {"x_quantized"}, "", "x_Q")
+            .value();
     xq = q->output(0);
     xz = U8(g, "conv_x_zero_point", x_zero_point_in_conv);
     scale = Scalar(g, "scales", kXs * w_scale);
@@ -242,7 +264,8 @@ TEST(QOperatorToQdq, ConvIntegerZeroPointMismatchIsRejected) {
   ir::Model model = IntegerConvModel(/*dynamic=*/false, kXz + 2);
   auto report = RunPass(model, QOperatorToQdq());
   ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.status().ToString().find("conv"), std::string::npos) << report.status().ToString();
+  EXPECT_NE(report.status().ToString().find("conv"), std::string::npos)
+      << report.status().ToString();
 }
 
 TEST(QOperatorToQdq, DynamicQuantizationBecomesFloatAndIsReported) {
@@ -278,7 +301,8 @@ TEST(QOperatorToQdq, DynamicQuantizationBecomesFloatAndIsReported) {
     max_w_l1 = std::max(max_w_l1, l1);
   }
   const double bound = max_w_l1 * (hi - lo) / 255.0 / 2.0 * (1.0 + kFloatSumRel);
-  for (size_t i = 0; i < ref.size(); ++i) EXPECT_LE(std::fabs(flt[i] - ref[i]), bound) << "element " << i;
+  for (size_t i = 0; i < ref.size(); ++i)
+    EXPECT_LE(std::fabs(flt[i] - ref[i]), bound) << "element " << i;
 }
 
 TEST(QOperatorToQdq, FusedReluComesBackAsAnExplicitRelu) {
@@ -303,7 +327,8 @@ TEST(QOperatorToQdq, FusedReluComesBackAsAnExplicitRelu) {
     EXPECT_LE(std::fabs(flt[i] - ref[i]), kHalfOutputStep * kYs) << "element " << i;
     zeros += ref[i] == 0.0f;
   }
-  EXPECT_GT(zeros, 0) << "the input must produce negative conv outputs for this test to mean anything";
+  EXPECT_GT(zeros, 0)
+      << "the input must produce negative conv outputs for this test to mean anything";
 }
 
 TEST(NormalizeTorchQdq, FoldsNoOpCastAndConstantZeroPoint) {
@@ -318,19 +343,24 @@ TEST(NormalizeTorchQdq, FoldsNoOpCastAndConstantZeroPoint) {
   ir::Node* q = g.AddNode("QuantizeLinear", {x, s, U8(g, "z", 10)}, {"q"}, "", "q").value();
   ir::Node* cast = g.AddNode("Cast", {q->output(0)}, {"q_cast"}, "", "cast").value();
   cast->SetAttr(Attribute::Int("to", 2));
-  ir::Node* dq = g.AddNode("DequantizeLinear", {cast->output(0), s, g.FindValue("z")}, {"xd"}, "", "dq").value();
-  ir::Value* shape = g.AddInitializer("shape", Tensor::FromVector<int64_t>(DType::kInt64, {1}, {1}));
+  ir::Node* dq =
+      g.AddNode("DequantizeLinear", {cast->output(0), s, g.FindValue("z")}, {"xd"}, "", "dq")
+          .value();
+  ir::Value* shape =
+      g.AddInitializer("shape", Tensor::FromVector<int64_t>(DType::kInt64, {1}, {1}));
   ir::Node* cos = g.AddNode("ConstantOfShape", {shape}, {"zeros"}, "", "cos").value();
   ir::Node* zcast = g.AddNode("Cast", {cos->output(0)}, {"bz"}, "", "zcast").value();
   zcast->SetAttr(Attribute::Int("to", 6));
   ir::Value* b = g.AddInitializer("b", Tensor::FromVector<int32_t>(DType::kInt32, {3}, {5, -5, 7}));
-  ir::Node* bdq = g.AddNode("DequantizeLinear", {b, s, zcast->output(0)}, {"bd"}, "", "bdq").value();
+  ir::Node* bdq =
+      g.AddNode("DequantizeLinear", {b, s, zcast->output(0)}, {"bd"}, "", "bdq").value();
   ir::Node* add = g.AddNode("Add", {dq->output(0), bdq->output(0)}, {"y"}, "", "add").value();
   g.AddOutput(add->output(0));
   ASSERT_TRUE(ir::Verify(m).ok());
   auto n = RunPass(m, NormalizeTorchQdq());
   ASSERT_TRUE(n.ok()) << n.status().ToString();
-  EXPECT_EQ(n->Count(counter::kFolded), 3);  // the no-op Cast, ConstantOfShape and the Cast of its constant
+  EXPECT_EQ(n->Count(counter::kFolded),
+            3);  // the no-op Cast, ConstantOfShape and the Cast of its constant
   EXPECT_EQ(CountOps(g, "Cast"), 0);
   EXPECT_EQ(CountOps(g, "ConstantOfShape"), 0);
   // The bias DQ now reads a constant int32 zero point (rank 0: [1]-shaped per-tensor parameters
@@ -352,7 +382,8 @@ TEST(QOperatorToQdq, IntegerGraphInputIsUnsupported) {
   ir::Model m = QLinearConvModel(13);
   ir::Graph& g = *m.graph;
   ir::Value* xi = g.CreateValue("x_int");
-  xi->type = ir::TypeInfo::Tensor(DType::kUint8, {ir::Dim::Known(1), ir::Dim::Known(2), ir::Dim::Known(6), ir::Dim::Known(6)});
+  xi->type = ir::TypeInfo::Tensor(
+      DType::kUint8, {ir::Dim::Known(1), ir::Dim::Known(2), ir::Dim::Known(6), ir::Dim::Known(6)});
   g.AddInput(xi);
   ir::Node* conv = nullptr;
   for (ir::Node* n : g.nodes()) {
@@ -361,18 +392,22 @@ TEST(QOperatorToQdq, IntegerGraphInputIsUnsupported) {
   g.SetNodeInput(conv, 0, xi);
   auto report = RunPass(m, QOperatorToQdq());
   ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.status().ToString().find("x_int"), std::string::npos) << report.status().ToString();
+  EXPECT_NE(report.status().ToString().find("x_int"), std::string::npos)
+      << report.status().ToString();
 }
 
 TEST(QOperatorToQdq, UnknownContribOpIsNamed) {
   ir::Model m = QLinearConvModel(13);
   m.SetOpset("com.microsoft", 1);
   ir::Graph& g = *m.graph;
-  ir::Node* w = g.AddNode("QLinearWhere", {g.FindValue("out")}, {"w_out"}, "com.microsoft", "where_quant").value();
+  ir::Node* w =
+      g.AddNode("QLinearWhere", {g.FindValue("out")}, {"w_out"}, "com.microsoft", "where_quant")
+          .value();
   g.AddOutput(w->output(0));
   auto report = RunPass(m, QOperatorToQdq());
   ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.status().ToString().find("where_quant"), std::string::npos) << report.status().ToString();
+  EXPECT_NE(report.status().ToString().find("where_quant"), std::string::npos)
+      << report.status().ToString();
 }
 
 }  // namespace

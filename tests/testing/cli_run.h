@@ -21,7 +21,8 @@ inline CommandResult RunQuantkit(const std::string& binary, const std::string& a
                                  const std::string& dir, const std::string& env_prefix = "") {
   const std::string out = dir + "/stdout.txt";
   const std::string err = dir + "/stderr.txt";
-  const std::string cmd = env_prefix + " " + binary + " " + args + " >'" + out + "' 2>'" + err + "'";
+  const std::string cmd =
+      env_prefix + " " + binary + " " + args + " >'" + out + "' 2>'" + err + "'";
   CommandResult r;
   const int status = std::system(cmd.c_str());
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -31,14 +31,17 @@ bool IsEmulated(const at::Tensor& t) { return t.defined() && t.device().type() =
 at::Tensor ToEmulated(const at::Tensor& host, const at::Tensor* view_of = nullptr) {
   const c10::Storage& hs = host.storage();
   auto context = std::make_unique<HostStorage>(HostStorage{hs});
-  c10::DataPtr ptr(hs.data_ptr().get(), context.release(), &DeleteHostStorage, c10::Device(kEmulated, 0));
-  c10::Storage storage(c10::Storage::use_byte_size_t(), hs.nbytes(), std::move(ptr), /*allocator=*/nullptr,
+  c10::DataPtr ptr(hs.data_ptr().get(), context.release(), &DeleteHostStorage,
+                   c10::Device(kEmulated, 0));
+  c10::Storage storage(c10::Storage::use_byte_size_t(), hs.nbytes(), std::move(ptr),
+                       /*allocator=*/nullptr,
                        /*resizable=*/false);
   auto impl = view_of != nullptr
-                  ? c10::make_intrusive<c10::TensorImpl>(c10::TensorImpl::VIEW, std::move(storage), view_of->key_set(),
-                                                         host.dtype())
-                  : c10::make_intrusive<c10::TensorImpl>(std::move(storage),
-                                                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), host.dtype());
+                  ? c10::make_intrusive<c10::TensorImpl>(c10::TensorImpl::VIEW, std::move(storage),
+                                                         view_of->key_set(), host.dtype())
+                  : c10::make_intrusive<c10::TensorImpl>(
+                        std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                        host.dtype());
   impl->set_sizes_and_strides(host.sizes(), host.strides());
   impl->set_storage_offset(host.storage_offset());
   return at::Tensor(std::move(impl));
@@ -51,8 +54,8 @@ at::Tensor ToHost(const at::Tensor& t) {
   TORCH_CHECK(ptr.get_deleter() == &DeleteHostStorage,
               "emulated device: a privateuseone tensor that the emulation did not create");
   const c10::Storage& hs = static_cast<HostStorage*>(ptr.get_context())->storage;
-  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(hs), c10::DispatchKeySet(c10::DispatchKey::CPU),
-                                                   t.dtype());
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      c10::Storage(hs), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
   impl->set_sizes_and_strides(t.sizes(), t.strides());
   impl->set_storage_offset(t.storage_offset());
   return at::Tensor(std::move(impl));
@@ -60,17 +63,18 @@ at::Tensor ToHost(const at::Tensor& t) {
 
 // Operators that move data between devices: they take a host tensor and a device tensor by design.
 bool IsCopy(const std::string& name) {
-  return name == "aten::copy_" || name == "aten::_copy_from" || name == "aten::_copy_from_and_resize" ||
-         name == "aten::_to_copy";
+  return name == "aten::copy_" || name == "aten::_copy_from" ||
+         name == "aten::_copy_from_and_resize" || name == "aten::_to_copy";
 }
 
 struct Unwrapped {
   std::vector<at::Tensor> emulated;  // emulated arguments, in order
   std::vector<at::Tensor> host;      // their host aliases, same order
-  std::vector<at::Tensor> inputs;    // host arguments as given (returned unchanged when an op returns one)
-  std::string mixed;                 // the first host argument of more than 0 dimensions, if any
-  bool device_argument = false;      // the op names a device (factory functions, _to_copy)
-  bool to_emulated = false;          // ... and it is this one
+  std::vector<at::Tensor>
+      inputs;         // host arguments as given (returned unchanged when an op returns one)
+  std::string mixed;  // the first host argument of more than 0 dimensions, if any
+  bool device_argument = false;  // the op names a device (factory functions, _to_copy)
+  bool to_emulated = false;      // ... and it is this one
 };
 
 at::Tensor Unwrap(const at::Tensor& t, const std::string& arg, Unwrapped& u) {
@@ -100,7 +104,8 @@ c10::IValue UnwrapValue(const c10::IValue& v, const std::string& arg, Unwrapped&
     if (!tensors) return v;
     c10::List<c10::optional<at::Tensor>> out;
     for (const c10::IValue& e : list) {
-      out.push_back(e.isTensor() ? c10::optional<at::Tensor>(Unwrap(e.toTensor(), arg, u)) : c10::nullopt);
+      out.push_back(e.isTensor() ? c10::optional<at::Tensor>(Unwrap(e.toTensor(), arg, u))
+                                 : c10::nullopt);
     }
     return out;
   }
@@ -116,10 +121,12 @@ c10::IValue UnwrapValue(const c10::IValue& v, const std::string& arg, Unwrapped&
 
 // A result of the host call, back on the caller's side of the device boundary (`view`: the
 // schema declares it an alias of an argument).
-at::Tensor Rewrap(const at::Tensor& r, const Unwrapped& u, bool emulated_result, bool view = false) {
+at::Tensor Rewrap(const at::Tensor& r, const Unwrapped& u, bool emulated_result,
+                  bool view = false) {
   if (!r.defined()) return r;
   for (size_t i = 0; i < u.host.size(); ++i) {
-    if (r.unsafeGetTensorImpl() == u.host[i].unsafeGetTensorImpl()) return u.emulated[i];  // in place / out=
+    if (r.unsafeGetTensorImpl() == u.host[i].unsafeGetTensorImpl())
+      return u.emulated[i];  // in place / out=
   }
   for (const at::Tensor& t : u.inputs) {
     if (r.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return t;
@@ -158,7 +165,8 @@ void EmulatedFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   if (!u.mixed.empty() && !IsCopy(name)) {
     ++g_mixed_calls;
-    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
+    TORCH_CHECK(false,
+                "Expected all tensors to be on the same device, but found at least two devices, ",
                 "privateuseone:0 and cpu! (when checking argument '", u.mixed, "' of ", name,
                 "; emulated device, tests/testing/emulated_device.h)");
   }
@@ -177,7 +185,8 @@ void EmulatedFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (name == "aten::convolution_overrideable") {
     // at::convolution sends devices other than the CPU and CUDA here: the host's convolution,
     // which takes the same arguments.
-    static const c10::OperatorHandle conv = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+    static const c10::OperatorHandle conv =
+        c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
     conv.callBoxed(stack);
   } else {
     op.callBoxed(stack);
@@ -194,7 +203,8 @@ void EmulatedFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       v = Rewrap(v.toTensor(), u, emulated_result, view);
     } else if (v.isTensorList()) {
       c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorList()) out.push_back(Rewrap(t, u, emulated_result, view));
+      for (const at::Tensor& t : v.toTensorList())
+        out.push_back(Rewrap(t, u, emulated_result, view));
       v = out;
     }
   }
@@ -202,14 +212,18 @@ void EmulatedFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 void Register() {
   if (!c10::impl::hasDeviceGuardImpl(kEmulated)) {
-    static c10::impl::DeviceGuardImplRegistrar guard(kEmulated, new c10::impl::NoOpDeviceGuardImpl<kEmulated>());
+    static c10::impl::DeviceGuardImplRegistrar guard(
+        kEmulated, new c10::impl::NoOpDeviceGuardImpl<kEmulated>());
   }
-  static torch::Library fallback(torch::Library::IMPL, "_", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  static torch::Library fallback(torch::Library::IMPL, "_", c10::DispatchKey::PrivateUse1, __FILE__,
+                                 __LINE__);
   fallback.fallback(torch::CppFunction::makeFromBoxedFunction<&EmulatedFallback>());
   // Operators with a default (CompositeExplicitAutograd) kernel take it before a backend
   // fallback: convolution_overrideable's default only throws "not implemented".
-  static torch::Library aten(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-  aten.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&EmulatedFallback>());
+  static torch::Library aten(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
+                             __LINE__);
+  aten.impl("convolution_overrideable",
+            torch::CppFunction::makeFromBoxedFunction<&EmulatedFallback>());
 }
 
 }  // namespace

@@ -11,8 +11,9 @@ namespace quantkit::testing {
 
 // Adds a float initializer `name` of shape [count] whose bytes live in the external file
 // `location` (relative to the model's directory); returns it for further edits.
-inline ::onnx::TensorProto* AddExternalFloatInitializer(::onnx::GraphProto* graph, const std::string& name,
-                                                        int64_t count, const std::string& location) {
+inline ::onnx::TensorProto* AddExternalFloatInitializer(::onnx::GraphProto* graph,
+                                                        const std::string& name, int64_t count,
+                                                        const std::string& location) {
   ::onnx::TensorProto* w = graph->add_initializer();
   w->set_name(name);
   w->set_data_type(::onnx::TensorProto::FLOAT);

@@ -26,18 +26,26 @@ std::string Pack(const Field& field) {
 // Bits of storage per element for the int32_data-carried types (0: not carried there).
 int Int32DataBits(int dtype) {
   switch (dtype) {
-    case TensorProto::INT32: return 32;
+    case TensorProto::INT32:
+      return 32;
     case TensorProto::INT16:
     case TensorProto::UINT16:
     case TensorProto::FLOAT16:
-    case TensorProto::BFLOAT16: return 16;
+    case TensorProto::BFLOAT16:
+      return 16;
     case TensorProto::INT8:
     case TensorProto::UINT8:
     case TensorProto::BOOL:
-    case 17: case 18: case 19: case 20:  // float8 variants
-    case 21: case 22: case 23:           // uint4, int4, float4: one packed byte per entry
+    case 17:
+    case 18:
+    case 19:
+    case 20:  // float8 variants
+    case 21:
+    case 22:
+    case 23:  // uint4, int4, float4: one packed byte per entry
       return 8;
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -120,7 +128,8 @@ int InferAttributeType(const ::onnx::AttributeProto& a) {
 std::string NormalizeNode(::onnx::NodeProto* n, const std::string& base_dir) {
   if (n->domain() == "ai.onnx") n->clear_domain();
   for (auto& a : *n->mutable_attribute()) {
-    if (a.type() == 0) a.set_type(static_cast<::onnx::AttributeProto::AttributeType>(InferAttributeType(a)));
+    if (a.type() == 0)
+      a.set_type(static_cast<::onnx::AttributeProto::AttributeType>(InferAttributeType(a)));
     std::string err;
     if (a.has_t()) err += NormalizeTensor(a.mutable_t(), base_dir);
     for (auto& t : *a.mutable_tensors()) err += NormalizeTensor(&t, base_dir);

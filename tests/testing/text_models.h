@@ -17,7 +17,8 @@ namespace quantkit::testing {
 class TempDir {
  public:
   TempDir() {
-    std::string templ = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/qk_test_XXXXXX";
+    std::string templ =
+        std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/qk_test_XXXXXX";
     path_ = mkdtemp(&templ[0]) ? templ : std::string();
   }
   ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }

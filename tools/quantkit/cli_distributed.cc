@@ -39,8 +39,8 @@ Status CheckDistributedLaunch(const CLI::App& app) {
   const std::vector<CLI::App*> chosen = app.get_subcommands();
   if (chosen.empty()) return Status::Ok();
   const std::string name = chosen.front()->get_name();
-  if (name == "calibrate" || name == "eval" || name == "analyze" || name == "fallback" || name == "qat" ||
-      name == "diagnose") {
+  if (name == "calibrate" || name == "eval" || name == "analyze" || name == "fallback" ||
+      name == "qat" || name == "diagnose") {
     return Status::Ok();
   }
   return RefuseUnderLaunch(

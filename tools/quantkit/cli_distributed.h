@@ -1,5 +1,6 @@
 // --distributed and --dist-timeout, shared by the subcommands that run as N processes of one job
-// (calibrate, eval, analyze, diagnose, fallback, qat; docs/distributed.md), and the per-rank summary line.
+// (calibrate, eval, analyze, diagnose, fallback, qat; docs/distributed.md), and the per-rank
+// summary line.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -82,7 +82,8 @@ ssize_t WriteEscaped(void* /*cookie*/, const char* data, size_t size) {
   return WriteRaw(out) < 0 ? -1 : static_cast<ssize_t>(size);
 }
 
-// At exit: flush what stdio holds, then what a cut sequence held back (escaped: nothing completes it).
+// At exit: flush what stdio holds, then what a cut sequence held back (escaped: nothing completes
+// it).
 void FlushPendingUtf8() {
   std::fflush(stdout);
   if (!PendingUtf8().empty()) WriteRaw(EscapeControl(PendingUtf8()));
@@ -186,28 +187,38 @@ void AddFloatOptions(CLI::App* cmd, FloatPart* a) {
              "dtype of the non-quantized tensors: fp16 | bf16 | fp32 (default {}; a plan.json's own)",
              kDefaultFloatDTypeName))
       ->group(group);
-  cmd->add_flag("--cast-io", a->cast_io, "graph inputs and outputs take --float-dtype too (default: kept as the model has them)")
+  cmd->add_flag(
+         "--cast-io", a->cast_io,
+         "graph inputs and outputs take --float-dtype too (default: kept as the model has them)")
       ->group(group);
-  cmd->add_option("--keep-fp32", a->keep_fp32, "node names or op types computed in FP32")->group(group);
-  cmd->add_option("--weight-storage", a->weight_storage, "quantized weights stored as int8 (+DequantizeLinear) or float (Q->DQ)")
-      ->capture_default_str()->group(group);
+  cmd->add_option("--keep-fp32", a->keep_fp32, "node names or op types computed in FP32")
+      ->group(group);
+  cmd->add_option("--weight-storage", a->weight_storage,
+                  "quantized weights stored as int8 (+DequantizeLinear) or float (Q->DQ)")
+      ->capture_default_str()
+      ->group(group);
 }
 
 void AddImageOptions(CLI::App* cmd, ImagePreprocessing* a) {
   const char* group = "Image folders (docs/data-sources.md)";
-  cmd->add_option("--resize", a->resize, "resize: N = shorter side to N (torchvision Resize(N)), HxW = exact")
+  cmd->add_option("--resize", a->resize,
+                  "resize: N = shorter side to N (torchvision Resize(N)), HxW = exact")
       ->group(group);
   cmd->add_option("--center-crop", a->center_crop, "center crop after the resize: N or HxW")
       ->group(group);
-  cmd->add_option("--color", a->color, "rgb | bgr | gray (default: gray for 1-channel inputs, else rgb)")
+  cmd->add_option("--color", a->color,
+                  "rgb | bgr | gray (default: gray for 1-channel inputs, else rgb)")
       ->group(group);
-  cmd->add_option("--layout", a->layout, "nchw | nhwc (default: from the model input)")->group(group);
+  cmd->add_option("--layout", a->layout, "nchw | nhwc (default: from the model input)")
+      ->group(group);
   cmd->add_option("--scale", a->scale, "multiply pixels 0..255 by this first (default 1/255)")
       ->transform(AboveAndAtMost(0, kMaxPixelScale))
       ->group(group);
-  cmd->add_option("--mean", a->mean, "per-channel mean subtracted after scaling, e.g. 0.485,0.456,0.406")
+  cmd->add_option("--mean", a->mean,
+                  "per-channel mean subtracted after scaling, e.g. 0.485,0.456,0.406")
       ->group(group);
-  cmd->add_option("--std", a->std, "per-channel std divided by after the mean, e.g. 0.229,0.224,0.225")
+  cmd->add_option("--std", a->std,
+                  "per-channel std divided by after the mean, e.g. 0.229,0.224,0.225")
       ->group(group);
 }
 

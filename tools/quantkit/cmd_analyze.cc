@@ -18,9 +18,10 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
   auto opts = std::make_shared<Options>();
   opts->analyze.top = 20;
   CLI::App* cmd = app.add_subcommand(
-      "analyze", "Per-tensor INT8 error of a plan: each quantized tensor alone and accumulated along the "
-                 "graph, as SQNR/cosine/relative MSE at the tensor and at the output, saturation and "
-                 "range use; ranked worst first, with the ONNX nodes that read each tensor");
+      "analyze",
+      "Per-tensor INT8 error of a plan: each quantized tensor alone and accumulated along the "
+      "graph, as SQNR/cosine/relative MSE at the tensor and at the output, saturation and "
+      "range use; ranked worst first, with the ONNX nodes that read each tensor");
   AddPlanEvalOptions(cmd, &opts->analyze.evaluation,
                      "data, as for calibrate (e.g. fashion-mnist:val)");
   cmd->add_option(
@@ -35,7 +36,8 @@ void SetupAnalyze(CLI::App& app, RunFn* run) {
          "in turn (which ones FP16 costs accuracy, and the --keep-fp32 fix); both")
       ->check(CLI::IsMember({"int8", "float", "both"}))
       ->capture_default_str();
-  cmd->add_flag("--no-accumulated", opts->no_accumulated, "skip the accumulated (prefix) runs: half the time");
+  cmd->add_flag("--no-accumulated", opts->no_accumulated,
+                "skip the accumulated (prefix) runs: half the time");
   cmd->add_flag("--json", opts->json, "print JSON");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   cmd->callback([run, opts] {

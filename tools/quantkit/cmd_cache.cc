@@ -1,5 +1,5 @@
-// quantkit cache inspect FILE [--json] | diff A B [--rtol R] | check FILE --model M [--trt-version V]
-// Exit code of diff and check: 0 when nothing to report, 1 when they found differences/problems;
+// quantkit cache inspect FILE [--json] | diff A B [--rtol R] | check FILE --model M [--trt-version
+// V] Exit code of diff and check: 0 when nothing to report, 1 when they found differences/problems;
 // inspect exits 1 when a scale is unusable (NaN, Inf, negative, zero, denormal).
 #include <cstdio>
 #include <optional>
@@ -17,10 +17,12 @@ void SetupCache(CLI::App& app, RunFn* run) {
     double rtol = 1e-6;
   };
   auto opts = std::make_shared<Options>();
-  CLI::App* cache = app.add_subcommand("cache", "Inspect, compare and check TensorRT calibration caches");
+  CLI::App* cache =
+      app.add_subcommand("cache", "Inspect, compare and check TensorRT calibration caches");
   cache->require_subcommand(1);
 
-  CLI::App* inspect = cache->add_subcommand("inspect", "Decode a cache: header meaning, scale and amax per tensor");
+  CLI::App* inspect =
+      cache->add_subcommand("inspect", "Decode a cache: header meaning, scale and amax per tensor");
   inspect->add_option("file", opts->file, "calibration cache")->required();
   inspect->add_flag("--json", opts->json, "print JSON");
   inspect->callback([run, opts] {
@@ -32,7 +34,8 @@ void SetupCache(CLI::App& app, RunFn* run) {
     };
   });
 
-  CLI::App* diff = cache->add_subcommand("diff", "Tensors added, removed or changed between two caches");
+  CLI::App* diff =
+      cache->add_subcommand("diff", "Tensors added, removed or changed between two caches");
   diff->add_option("a", opts->file, "first cache")->required();
   diff->add_option("b", opts->other, "second cache")->required();
   diff->add_option("--rtol", opts->rtol, "relative scale change reported as a difference")
@@ -47,11 +50,14 @@ void SetupCache(CLI::App& app, RunFn* run) {
     };
   });
 
-  CLI::App* check = cache->add_subcommand("check", "Check a cache against a model and a TensorRT version");
+  CLI::App* check =
+      cache->add_subcommand("check", "Check a cache against a model and a TensorRT version");
   check->add_option("file", opts->file, "calibration cache")->required();
   check->add_option("--model", opts->model, "ONNX model the cache is for")->required();
-  check->add_option("--trt-version", opts->trt_version, "TensorRT version that will read the cache");
-  check->add_option("--calibrator", opts->calibrator, "calibrator the build uses (EntropyCalibration2 | MinMaxCalibration)");
+  check->add_option("--trt-version", opts->trt_version,
+                    "TensorRT version that will read the cache");
+  check->add_option("--calibrator", opts->calibrator,
+                    "calibrator the build uses (EntropyCalibration2 | MinMaxCalibration)");
   check->callback([run, opts] {
     *run = [opts]() -> int {
       auto r = CheckCache({opts->file, opts->model, opts->trt_version, opts->calibrator});

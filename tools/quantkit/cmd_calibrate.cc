@@ -31,10 +31,11 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       "Calibrate an FP32 ONNX model on real data and write TensorRT's INT8 artifacts:\n"
       "model.qdq.onnx, calib.cache, ranges.txt, plan.json, summary.txt");
   cmd->add_option("model", opts->calibrate.model, "FP32 ONNX model")->required();
-  cmd->add_option("--data", opts->calibrate.data,
-                  "calibration data: NAME=FILE.npy,..., FILE.npy, FILE.npz, a directory (DIR/<input>.npy, "
-                  "DIR/*.npy, DIR/test_data_set_*/input_K.pb), an image folder (DIR/*.jpg or DIR/<class>/*.jpg, "
-                  "see --resize ...), a JSON data config (FILE.json) or fashion-mnist[:calib|val|test|train]");
+  cmd->add_option(
+      "--data", opts->calibrate.data,
+      "calibration data: NAME=FILE.npy,..., FILE.npy, FILE.npz, a directory (DIR/<input>.npy, "
+      "DIR/*.npy, DIR/test_data_set_*/input_K.pb), an image folder (DIR/*.jpg or DIR/<class>/*.jpg, "
+      "see --resize ...), a JSON data config (FILE.json) or fashion-mnist[:calib|val|test|train]");
   cmd->add_option("-o,--output-dir", opts->calibrate.output_dir, "directory for the artifacts");
   cmd->add_option(
          "--method", opts->calibrate.methods.method,
@@ -45,7 +46,8 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_option("--override", opts->overrides,
                   "per-tensor method, TENSOR=METHOD or OPTYPE=METHOD (op type of the consumer)");
   cmd->add_option("--exclude", opts->exclude, "node names or op types kept in float");
-  cmd->add_option("--weights", opts->weights, "weight scales: per-channel (TensorRT's recommendation) | per-tensor")
+  cmd->add_option("--weights", opts->weights,
+                  "weight scales: per-channel (TensorRT's recommendation) | per-tensor")
       ->check(CLI::IsMember({"per-channel", "per-tensor"}))
       ->capture_default_str();
   cmd->add_option("--samples", opts->calibrate.data_options.samples,
@@ -57,10 +59,11 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
          "samples read at a time (a multiple of the run batch); results do not depend on it")
       ->transform(InRange(1, kMaxBatch))
       ->capture_default_str();
-  cmd->add_option("--run-batch", opts->calibrate.run_batch,
-                  "samples per model run, cut at multiples of N in sample order, so results do not depend on "
-                  "--batch-size or the launch size; 1 also makes them independent of the order "
-                  "(default: 8 on the CPU, 128 on a GPU)")
+  cmd->add_option(
+         "--run-batch", opts->calibrate.run_batch,
+         "samples per model run, cut at multiples of N in sample order, so results do not depend on "
+         "--batch-size or the launch size; 1 also makes them independent of the order "
+         "(default: 8 on the CPU, 128 on a GPU)")
       ->transform(InRange(1, kMaxBatch));
   cmd->add_option("--stats", opts->calibrate.stats_out, "also write the statistics (.qkstats)");
   cmd->add_option("--from-stats", opts->calibrate.from_stats,
@@ -73,11 +76,12 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_flag(
       "--compare-methods", opts->calibrate.compare_methods,
       "calibrate once, evaluate max/entropy/percentile:99.99/mse on --holdout, keep the best");
-  opts->budget_option = cmd->add_option(
-      "--budget", opts->budget,
-      "then keep the fewest layers in float that bring INT8 within B of FP32 on held-out data (the fallback "
-      "search): top1/agreement in points, rel_mse as a ratio; writes the repaired artifacts")
-      ->transform(InRange(0, kMaxBudget));
+  opts->budget_option =
+      cmd->add_option(
+             "--budget", opts->budget,
+             "then keep the fewest layers in float that bring INT8 within B of FP32 on held-out data (the fallback "
+             "search): top1/agreement in points, rel_mse as a ratio; writes the repaired artifacts")
+          ->transform(InRange(0, kMaxBudget));
   cmd->add_option(
       "--holdout", opts->calibrate.holdout,
       "held-out data for --compare-methods (default fashion-mnist:val) and --budget (default: the "
@@ -134,11 +138,13 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
                        : "";
           },
           "STAGES"));
-  cmd->add_option("--ptq-samples", opts->calibrate.ptq.samples,
-                  "calibration samples the PTQ stages fit on (the first N; fewer when --ptq-memory says so)")
+  cmd->add_option(
+         "--ptq-samples", opts->calibrate.ptq.samples,
+         "calibration samples the PTQ stages fit on (the first N; fewer when --ptq-memory says so)")
       ->transform(InRange(1, kMaxCount))
       ->capture_default_str();
-  cmd->add_option("--ptq-batch", opts->calibrate.ptq.batch, "samples per cached run batch and per AdaRound step")
+  cmd->add_option("--ptq-batch", opts->calibrate.ptq.batch,
+                  "samples per cached run batch and per AdaRound step")
       ->transform(InRange(1, kMaxBatch))
       ->capture_default_str();
   cmd->add_option(
@@ -152,7 +158,8 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &opts->calibrate.data_options.image);
   AddFloatOptions(cmd, &opts->calibrate.floats);
-  cmd->add_option("--int8", opts->int8, "on | off: off writes model.<float-dtype>.onnx without Q/DQ (FP16 from data)")
+  cmd->add_option("--int8", opts->int8,
+                  "on | off: off writes model.<float-dtype>.onnx without Q/DQ (FP16 from data)")
       ->capture_default_str();
   AddDistributedOptions(cmd, &opts->calibrate.distributed);
   cmd->callback([run, opts] {
@@ -161,14 +168,16 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       // Without -o (or --stats, or --compare-methods' table) the whole pass would run and write
       // nothing: refuse up front.
       if (c.output_dir.empty() && c.stats_out.empty() && !c.compare_methods) {
-        return Report(Status(StatusCode::kInvalidArgument,
-                             "calibrate writes its artifacts into -o DIR (or statistics with --stats FILE); "
-                             "give one of them"));
+        return Report(
+            Status(StatusCode::kInvalidArgument,
+                   "calibrate writes its artifacts into -o DIR (or statistics with --stats FILE); "
+                   "give one of them"));
       }
       for (const std::string& o : opts->overrides) {
         const size_t eq = o.rfind('=');
         if (eq == std::string::npos || eq == 0) {
-          return Report(Status(StatusCode::kInvalidArgument, "--override '" + o + "' is not NAME=METHOD"));
+          return Report(
+              Status(StatusCode::kInvalidArgument, "--override '" + o + "' is not NAME=METHOD"));
         }
         c.methods.overrides[o.substr(0, eq)] = o.substr(eq + 1);
       }
@@ -176,12 +185,14 @@ void SetupCalibrate(CLI::App& app, RunFn* run) {
       c.placement.per_channel_weights = opts->weights == "per-channel";
       c.floats.int8 = opts->int8 == "on";
       if (opts->int8 != "on" && opts->int8 != "off") {
-        return Report(Status(StatusCode::kInvalidArgument, "--int8 '" + opts->int8 + "': use on or off"));
+        return Report(
+            Status(StatusCode::kInvalidArgument, "--int8 '" + opts->int8 + "': use on or off"));
       }
       c.progress = !opts->quiet;
       if (opts->no_check && opts->check_samples.value_or(0) != 0) {
-        return Report(Status(StatusCode::kInvalidArgument, "--no-check and --check-samples " +
-                                                               std::to_string(*opts->check_samples) + " contradict"));
+        return Report(Status(StatusCode::kInvalidArgument,
+                             "--no-check and --check-samples " +
+                                 std::to_string(*opts->check_samples) + " contradict"));
       }
       c.check_samples = opts->no_check ? 0 : opts->check_samples.value_or(kAutoCheckSamples);
       // Statistics alone (--stats without -o) write no model to check; the plan is not kept.

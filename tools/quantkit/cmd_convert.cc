@@ -43,9 +43,10 @@ void SetupConvert(CLI::App& app, RunFn* run) {
                 "scales, placed by --placement) instead of the float model");
   AddFloatOptions(cmd, &opts->convert.floats);
   AddImageOptions(cmd, &opts->convert.image);
-  cmd->add_option("--data", opts->convert.data,
-                  "plan -> Q/DQ ONNX: data to check the float dtype's ranges on and to report the written model's "
-                  "accuracy against --model");
+  cmd->add_option(
+      "--data", opts->convert.data,
+      "plan -> Q/DQ ONNX: data to check the float dtype's ranges on and to report the written model's "
+      "accuracy against --model");
   cmd->add_option("--samples", opts->convert.samples, "--data: the first N samples (0: all)")
       ->transform(InRange(0, kMaxCount))
       ->capture_default_str();
@@ -72,8 +73,9 @@ void SetupConvert(CLI::App& app, RunFn* run) {
       if (opts->layer_precisions && result->layer_precisions.empty()) {
         std::printf("no layer kept in float: no --layerPrecisions needed\n");
       } else if (opts->layer_precisions) {
-        std::printf("TensorRT <= 10 (implicit INT8 with the cache): --precisionConstraints=obey --layerPrecisions=%s\n",
-                    result->layer_precisions.c_str());
+        std::printf(
+            "TensorRT <= 10 (implicit INT8 with the cache): --precisionConstraints=obey --layerPrecisions=%s\n",
+            result->layer_precisions.c_str());
       }
       return 0;
     };

@@ -15,7 +15,8 @@ void SetupData(CLI::App& app, RunFn* run) {
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
-      "data", "Write the samples a --data spec gives a model (after the declared preprocessing) as .npy");
+      "data",
+      "Write the samples a --data spec gives a model (after the declared preprocessing) as .npy");
   cmd->add_option("model", opts->write.model, "ONNX model whose inputs the data feeds")->required();
   cmd->add_option("--data", opts->write.data, "data, as for calibrate")->required();
   cmd->add_option("-o,--output-dir", opts->write.output_dir,

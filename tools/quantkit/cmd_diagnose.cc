@@ -23,7 +23,8 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
       "use per tensor. Text report (or --json); -o DIR adds report.json, report.txt and SVG pictures");
   cmd->add_option("model", d.model, "FP32 ONNX model")->required();
   cmd->add_option("--data", d.data, "calibration data (same specs as calibrate)")->required();
-  cmd->add_option("--reference-data", d.reference_data, "validation / production data to compare with");
+  cmd->add_option("--reference-data", d.reference_data,
+                  "validation / production data to compare with");
   cmd->add_option(
       "--expect", d.expect,
       "declared model-input expectation: range=LO:HI and/or mean=M[/M..],std=S[/S..] (per channel)");
@@ -33,7 +34,8 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
   cmd->add_option("--samples", d.samples, "use the first N calibration samples (0: all)")
       ->transform(InRange(0, kMaxCount))
       ->capture_default_str();
-  cmd->add_option("--reference-samples", d.reference_samples, "use the first N reference samples (0: all)")
+  cmd->add_option("--reference-samples", d.reference_samples,
+                  "use the first N reference samples (0: all)")
       ->transform(InRange(0, kMaxCount))
       ->capture_default_str();
   cmd->add_option("--batch-size", d.batch_size, "samples per model run")
@@ -49,19 +51,25 @@ void SetupDiagnose(CLI::App& app, RunFn* run) {
   cmd->add_option("--subsets", d.subsets, "random half-subsets for the stability CV (0: none)")
       ->transform(InRange(0, kMaxDiagnoseResamples))
       ->capture_default_str();
-  cmd->add_option("--seed", d.seed, "seed of the resampling")->transform(InRange(0, kMaxSeed))->capture_default_str();
-  cmd->add_option("--tolerance", d.ci_tolerance, "wanted 95% interval half-width of each scale (relative)")
+  cmd->add_option("--seed", d.seed, "seed of the resampling")
+      ->transform(InRange(0, kMaxSeed))
+      ->capture_default_str();
+  cmd->add_option("--tolerance", d.ci_tolerance,
+                  "wanted 95% interval half-width of each scale (relative)")
       ->transform(AboveAndAtMost(0, 1))
       ->capture_default_str();
-  cmd->add_option("--cv-tolerance", d.cv_tolerance, "coefficient of variation above which a scale is unstable")
+  cmd->add_option("--cv-tolerance", d.cv_tolerance,
+                  "coefficient of variation above which a scale is unstable")
       ->transform(AboveAndAtMost(0, 1))
       ->capture_default_str();
   cmd->add_option("--batch-check-samples", d.batch_check_samples,
                   "samples run at batch 1 and batch B to measure batch dependence (0: skip)")
       ->transform(InRange(0, kMaxBatch))
       ->capture_default_str();
-  cmd->add_option("--exclude", opts->exclude, "node names or op types kept in float (as calibrate)");
-  cmd->add_option("-o,--output-dir", d.output_dir, "write report.json, report.txt and SVG pictures here");
+  cmd->add_option("--exclude", opts->exclude,
+                  "node names or op types kept in float (as calibrate)");
+  cmd->add_option("-o,--output-dir", d.output_dir,
+                  "write report.json, report.txt and SVG pictures here");
   cmd->add_flag("--json", opts->json, "print the JSON report instead of the text");
   cmd->add_flag("--strict", opts->strict, "exit 1 when the data is not clean (errors or warnings)");
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");

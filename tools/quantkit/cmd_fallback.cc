@@ -17,9 +17,10 @@ void SetupFallback(CLI::App& app, RunFn* run) {
   auto opts = std::make_shared<Options>();
   opts->fallback.evaluation.samples = 1000;
   CLI::App* cmd = app.add_subcommand(
-      "fallback", "Find a small set of layers to keep in float so that INT8 comes within --budget of FP32: "
-                  "rank layers by the accuracy each recovers alone, greedy on the ranking, then drop "
-                  "unneeded picks; writes the plan, the Q/DQ model and trtexec --layerPrecisions");
+      "fallback",
+      "Find a small set of layers to keep in float so that INT8 comes within --budget of FP32: "
+      "rank layers by the accuracy each recovers alone, greedy on the ranking, then drop "
+      "unneeded picks; writes the plan, the Q/DQ model and trtexec --layerPrecisions");
   AddPlanEvalOptions(cmd, &opts->fallback.evaluation,
                      "evaluation data (held out from calibration, e.g. fashion-mnist:val)");
   cmd->add_option("--budget", opts->fallback.budget,
@@ -29,7 +30,9 @@ void SetupFallback(CLI::App& app, RunFn* run) {
   cmd->add_option(
       "--metric", opts->metric,
       "top1, agreement, rel_mse, frame_agreement, decode_agreement (default: top1 with labels / agreement on a [batch, classes] output, else rel_mse)");
-  cmd->add_option("--max-float", opts->fallback.max_float_layers, "at most N float layers (0: no limit)")->transform(InRange(0, kMaxIntCount));
+  cmd->add_option("--max-float", opts->fallback.max_float_layers,
+                  "at most N float layers (0: no limit)")
+      ->transform(InRange(0, kMaxIntCount));
   cmd->add_option("--float-precision", opts->fallback.float_precision,
                   "precision in --layerPrecisions")
       ->check(CLI::IsMember({"fp16", "fp32"}))

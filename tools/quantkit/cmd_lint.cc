@@ -13,9 +13,10 @@ void SetupLint(CLI::App& app, RunFn* run) {
     bool json = false;
   };
   auto opts = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand(
-      "lint", "Check a Q/DQ ONNX model for what TensorRT will reject or run slowly.\n"
-              "Exit code: 0 clean, 1 warnings, 2 errors.");
+  CLI::App* cmd =
+      app.add_subcommand("lint",
+                         "Check a Q/DQ ONNX model for what TensorRT will reject or run slowly.\n"
+                         "Exit code: 0 clean, 1 warnings, 2 errors.");
   cmd->add_option("model", opts->model, "Q/DQ ONNX model")->required();
   cmd->add_flag("--json", opts->json, "print the findings as JSON");
   cmd->callback([run, opts] {

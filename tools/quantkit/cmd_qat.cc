@@ -1,5 +1,7 @@
-// quantkit qat MODEL --data TRAIN -o OUT/ [--plan PLAN | --method M --calib-data D] [--steps N | --epochs E]
-//               [--lr LR] [--optimizer adamw|sgd] [--loss mse|kl|ce|ce+kl] [--val DATA | --holdout N] [--metric M] [--resume CKPT] ...
+// quantkit qat MODEL --data TRAIN -o OUT/ [--plan PLAN | --method M --calib-data D] [--steps N |
+// --epochs E]
+//               [--lr LR] [--optimizer adamw|sgd] [--loss mse|kl|ce|ce+kl] [--val DATA | --holdout
+//               N] [--metric M] [--resume CKPT] ...
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -21,19 +23,23 @@ void SetupQat(CLI::App& app, RunFn* run) {
   auto opts = std::make_shared<Options>();
   QatOptions& q = opts->qat;
   CLI::App* cmd = app.add_subcommand(
-      "qat", "Quantization-aware fine-tuning of the ONNX model itself: fake-quantized weights and activations "
-             "(TensorRT placement), FP32 teacher (label-free) or labels; writes the fine-tuned Q/DQ model");
+      "qat",
+      "Quantization-aware fine-tuning of the ONNX model itself: fake-quantized weights and activations "
+      "(TensorRT placement), FP32 teacher (label-free) or labels; writes the fine-tuned Q/DQ model");
   cmd->add_option("model", q.model, "FP32 ONNX model")->required();
-  cmd->add_option("--data", q.data, "training data, as for calibrate (e.g. fashion-mnist:train)")->required();
+  cmd->add_option("--data", q.data, "training data, as for calibrate (e.g. fashion-mnist:train)")
+      ->required();
   cmd->add_option("-o,--output", q.output_dir, "output directory")->required();
-  cmd->add_option("--plan", q.plan, "start from this plan (plan .json, cache, ranges .txt or Q/DQ .onnx)");
+  cmd->add_option("--plan", q.plan,
+                  "start from this plan (plan .json, cache, ranges .txt or Q/DQ .onnx)");
   cmd->add_option(
       "--teacher", q.teacher,
       "the FP32 model to distil from and validate against (default: MODEL); give the original when "
       "MODEL is calibrate's model.float.onnx from --ptq stages that change weights");
   cmd->add_option("--method", q.method, "without --plan: calibrate first with this method")
       ->capture_default_str();
-  cmd->add_option("--calib-data", q.calib_data, "without --plan: calibration data (default: --data)");
+  cmd->add_option("--calib-data", q.calib_data,
+                  "without --plan: calibration data (default: --data)");
   cmd->add_option("--calib-samples", q.calib_samples, "calibration samples")
       ->transform(InRange(1, kMaxCount))
       ->capture_default_str();
@@ -45,10 +51,12 @@ void SetupQat(CLI::App& app, RunFn* run) {
   cmd->add_flag("--learn-scales,!--frozen-activation-scales", q.learn_activation_scales,
                 "learn the activation scales (LSQ gradient; the default), or keep the plan's")
       ->capture_default_str();
-  cmd->add_option("--steps", q.steps, "optimizer steps (overrides --epochs)")->transform(InRange(0, kMaxQatSteps));
+  cmd->add_option("--steps", q.steps, "optimizer steps (overrides --epochs)")
+      ->transform(InRange(0, kMaxQatSteps));
   cmd->add_option("--epochs", q.epochs, "epochs over --data (default 1 when --steps is not given)")
       ->transform(InRange(0, kMaxQatEpochs));
-  cmd->add_option("--samples", q.samples, "use the first N training samples (0: all)")->transform(InRange(0, kMaxCount));
+  cmd->add_option("--samples", q.samples, "use the first N training samples (0: all)")
+      ->transform(InRange(0, kMaxCount));
   cmd->add_option("--batch-size", q.batch_size, "samples per step")
       ->transform(InRange(1, kMaxBatch))
       ->capture_default_str();
@@ -85,20 +93,26 @@ void SetupQat(CLI::App& app, RunFn* run) {
   cmd->add_option("--temperature", q.temperature, "KL temperature")
       ->transform(InRange(kMinTemperature, kMaxTemperature))
       ->capture_default_str();
-  cmd->add_option("--labels", q.labels, "labels .npy (int [N]) for training data that carries none");
+  cmd->add_option("--labels", q.labels,
+                  "labels .npy (int [N]) for training data that carries none");
   cmd->add_option("--feature", q.features,
                   "add an intermediate-feature MSE on this tensor (repeatable)");
   cmd->add_option("--feature-weight", q.feature_weight, "weight of the feature MSE")
       ->transform(InRange(0, kMaxLossWeight))
       ->capture_default_str();
-  cmd->add_option("--seed", q.seed, "shuffling seed")->transform(InRange(0, kMaxSeed))->capture_default_str();
-  cmd->add_option("--val", q.val,
-                  "validation data (default: a held-out tail of --data, see --holdout); keeps the best step, "
-                  "the PTQ start included");
-  cmd->add_option("--val-samples", q.val_samples, "use the first N validation samples (0: all)")->transform(InRange(0, kMaxCount));
-  cmd->add_option("--holdout", q.holdout,
-                  "without --val: validate on the last N samples of --data, not trained on (default: 10%, at most "
-                  "1000, when a batch is left; 0: no validation)")
+  cmd->add_option("--seed", q.seed, "shuffling seed")
+      ->transform(InRange(0, kMaxSeed))
+      ->capture_default_str();
+  cmd->add_option(
+      "--val", q.val,
+      "validation data (default: a held-out tail of --data, see --holdout); keeps the best step, "
+      "the PTQ start included");
+  cmd->add_option("--val-samples", q.val_samples, "use the first N validation samples (0: all)")
+      ->transform(InRange(0, kMaxCount));
+  cmd->add_option(
+         "--holdout", q.holdout,
+         "without --val: validate on the last N samples of --data, not trained on (default: 10%, at most "
+         "1000, when a batch is left; 0: no validation)")
       ->transform(InRange(0, kMaxCount));
   cmd->add_option(
       "--metric", q.metric,
@@ -106,9 +120,11 @@ void SetupQat(CLI::App& app, RunFn* run) {
       "[batch, classes] output, else rel_mse; ties on top1/agreement broken by rel_mse vs FP32)");
   cmd->add_option("--eval-every", q.eval_every, "validate every N steps (default: once per epoch)")
       ->transform(InRange(0, kMaxQatSteps));
-  cmd->add_option("--resume", q.resume, "continue from a checkpoint (OUT/checkpoint.npz of an earlier run)");
-  cmd->add_option("--stop-after", q.stop_after,
-                  "stop after N steps of this run and write only the checkpoint (continue with --resume)")
+  cmd->add_option("--resume", q.resume,
+                  "continue from a checkpoint (OUT/checkpoint.npz of an earlier run)");
+  cmd->add_option(
+         "--stop-after", q.stop_after,
+         "stop after N steps of this run and write only the checkpoint (continue with --resume)")
       ->transform(InRange(0, kMaxQatSteps));
   cmd->add_flag("-q,--quiet", opts->quiet, "no progress bar");
   AddImageOptions(cmd, &q.image);

@@ -13,18 +13,22 @@ void SetupRun(CLI::App& app, RunFn* run) {
   auto options = std::make_shared<RunOptions>();
   auto inputs = std::make_shared<std::vector<std::string>>();
   auto dump = std::make_shared<std::vector<std::string>>();
-  CLI::App* cmd = app.add_subcommand("run", "Run a model on .npy inputs and write its outputs as .npy");
+  CLI::App* cmd =
+      app.add_subcommand("run", "Run a model on .npy inputs and write its outputs as .npy");
   cmd->add_option("model", options->model, "ONNX model")->required()->check(CLI::ExistingFile);
   cmd->add_option("--input,-i", *inputs, "NAME=FILE.npy, once per graph input");
-  cmd->add_option("--output-dir,-o", options->output_dir, "directory for the .npy outputs")->default_val(".");
-  cmd->add_option("--dump", *dump, "also write these intermediate tensors (comma separated), or 'all'")
+  cmd->add_option("--output-dir,-o", options->output_dir, "directory for the .npy outputs")
+      ->default_val(".");
+  cmd->add_option("--dump", *dump,
+                  "also write these intermediate tensors (comma separated), or 'all'")
       ->delimiter(',');
   cmd->callback([run, options, inputs, dump] {
     *run = [options, inputs, dump]() -> int {
       for (const std::string& spec : *inputs) {
         const size_t eq = spec.find('=');
         if (eq == std::string::npos || eq == 0) {
-          return Report(Status(StatusCode::kInvalidArgument, "--input '" + spec + "': expected NAME=FILE.npy"));
+          return Report(Status(StatusCode::kInvalidArgument,
+                               "--input '" + spec + "': expected NAME=FILE.npy"));
         }
         if (!options->inputs.emplace(spec.substr(0, eq), spec.substr(eq + 1)).second) {
           return Report(

@@ -12,9 +12,10 @@ void AddDeviceOptions(CLI::App& app, std::string* device) {
     return false;
   };
   for (CLI::App* sub : app.get_subcommands(runs_models)) {
-    sub->add_option("--device", *device,
-                    "where the model runs: cpu, cuda or cuda:N (weights and activations stay on the "
-                    "GPU; needs a CUDA build, docs/gpu.md)")
+    sub->add_option(
+           "--device", *device,
+           "where the model runs: cpu, cuda or cuda:N (weights and activations stay on the "
+           "GPU; needs a CUDA build, docs/gpu.md)")
         ->envname("QUANTKIT_DEVICE")
         ->capture_default_str();
   }

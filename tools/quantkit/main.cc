@@ -25,9 +25,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   quantkit::cli::AddTensorBudgetOption(app);
   std::string profile_path;
-  app.add_option("--profile", profile_path,
-                 "write a Chrome trace of the command (every ATen op; on a GPU also the CUDA kernels and "
-                 "copies; one scope per model node) to FILE: where the time goes (docs/gpu.md)")
+  app.add_option(
+         "--profile", profile_path,
+         "write a Chrome trace of the command (every ATen op; on a GPU also the CUDA kernels and "
+         "copies; one scope per model node) to FILE: where the time goes (docs/gpu.md)")
       ->envname("QUANTKIT_PROFILE");
   app.fallthrough();
   quantkit::cli::RunFn run;
@@ -46,8 +47,8 @@ int main(int argc, char** argv) {
   const quantkit::Result<int> used = quantkit::SetComputeThreads(threads);
   if (!used.ok()) return quantkit::cli::Report(used.status());
   if (threads > used.value()) {
-    std::fprintf(stderr, "quantkit: warning: --threads %d exceeds the %d usable CPUs; using %d\n", threads,
-                 used.value(), used.value());
+    std::fprintf(stderr, "quantkit: warning: --threads %d exceeds the %d usable CPUs; using %d\n",
+                 threads, used.value(), used.value());
   }
   for (quantkit::Status st : {quantkit::cli::CheckDistributedLaunch(app),
                               quantkit::cli::ApplyDeviceOption(app, device)}) {
@@ -65,17 +66,21 @@ int main(int argc, char** argv) {
   try {
     code = run();
   } catch (const std::bad_alloc&) {
-    code = quantkit::cli::Report(quantkit::Status(quantkit::StatusCode::kResourceExhausted, "out of memory"));
+    code = quantkit::cli::Report(
+        quantkit::Status(quantkit::StatusCode::kResourceExhausted, "out of memory"));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "quantkit: internal error: %s\n", quantkit::EscapeControl(e.what()).c_str());
+    std::fprintf(stderr, "quantkit: internal error: %s\n",
+                 quantkit::EscapeControl(e.what()).c_str());
   }
   if (profile.valid()) {
-    // Written whatever the command's outcome (a failing run is worth a look too); its exit code stays.
+    // Written whatever the command's outcome (a failing run is worth a look too); its exit code
+    // stays.
     const quantkit::Status written = profile.Finish();
     if (!written.ok()) {
       std::fprintf(stderr, "quantkit: warning: %s\n", written.message().c_str());
     } else {
-      std::fprintf(stderr, "quantkit: profile written to %s\n", quantkit::EscapeControl(profile_path).c_str());
+      std::fprintf(stderr, "quantkit: profile written to %s\n",
+                   quantkit::EscapeControl(profile_path).c_str());
     }
   }
   return code;

@@ -29,8 +29,10 @@ CLI::Validator MakeRange(double lo, double hi, bool lo_exclusive) {
     char* end = nullptr;
     errno = 0;
     const long double v = text.empty() ? 0 : std::strtold(begin, &end);
-    if (text.empty() || end != begin + text.size()) return fmt::format("'{}' is not a number in {}", text, range);
-    if (!std::isfinite(v)) return fmt::format("{} is not a finite number (expected one in {})", text, range);
+    if (text.empty() || end != begin + text.size())
+      return fmt::format("'{}' is not a number in {}", text, range);
+    if (!std::isfinite(v))
+      return fmt::format("{} is not a finite number (expected one in {})", text, range);
     // Every option is stored as a double (or an integer): a value a double cannot hold as a normal
     // number would silently become 0 or a denormal (--scale 1e-400 gave blank images) or make the
     // later conversion throw (--lr 1e-320 aborted), so it is refused here.
@@ -42,10 +44,12 @@ CLI::Validator MakeRange(double lo, double hi, bool lo_exclusive) {
           range, std::numeric_limits<double>::min());
     }
     const bool below = lo_exclusive ? v <= lo : v < lo;
-    if (below || v > hi) return fmt::format("{} is out of range: expected a number in {}", text, range);
+    if (below || v > hi)
+      return fmt::format("{} is out of range: expected a number in {}", text, range);
     // 1e3 -> 1000: CLI11 converts integers from plain notation only. Fractions stay as written
     // (an integer option then refuses them itself).
-    if (v == std::floor(v) && !PlainInteger(text)) text = fmt::format("{:.0f}", static_cast<long double>(v));
+    if (v == std::floor(v) && !PlainInteger(text))
+      text = fmt::format("{:.0f}", static_cast<long double>(v));
     return {};
   };
   return CLI::Validator(check, range, kRangeValidatorName);
@@ -60,7 +64,9 @@ bool IsNumeric(const CLI::Option& option) {
 }  // namespace
 
 CLI::Validator InRange(double lo, double hi) { return MakeRange(lo, hi, /*lo_exclusive=*/false); }
-CLI::Validator AboveAndAtMost(double lo, double hi) { return MakeRange(lo, hi, /*lo_exclusive=*/true); }
+CLI::Validator AboveAndAtMost(double lo, double hi) {
+  return MakeRange(lo, hi, /*lo_exclusive=*/true);
+}
 
 Status CheckNumericOptions(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
@@ -68,7 +74,8 @@ Status CheckNumericOptions(CLI::App& app) {
     try {
       option->get_validator(kRangeValidatorName);
     } catch (const CLI::OptionNotFound&) {
-      const std::string command = app.get_name().empty() ? "quantkit" : "quantkit " + app.get_name();
+      const std::string command =
+          app.get_name().empty() ? "quantkit" : "quantkit " + app.get_name();
       return Status(
           StatusCode::kInternal,
           fmt::format(

@@ -1,16 +1,17 @@
-// The one rule every numeric option of the CLI follows (issue #27): a finite number inside a declared
-// range, checked while the command line is parsed, before any file is opened.
+// The one rule every numeric option of the CLI follows (issue #27): a finite number inside a
+// declared range, checked while the command line is parsed, before any file is opened.
 //
-//   cmd->add_option("--bins", opts->bins, "histogram bins")->transform(InRange(kMinBins, kMaxBins));
+//   cmd->add_option("--bins", opts->bins, "histogram bins")->transform(InRange(kMinBins,
+//   kMaxBins));
 //
 // CheckNumericOptions walks every subcommand and refuses to start (exit 70: a quantkit bug) when an
 // option whose value is a number (CLI11 type INT, UINT or FLOAT) declares no range, so a new option
 // cannot forget one. The range shows in --help ("INT in [1, 65536]") and is what the option-walking
 // test (tests/unit/cli/numeric_options_test.cc) reads as the documented acceptance.
 //
-// Upper bounds: where memory or time grows with the value (batch sizes, bins, resamples, steps), the
-// bound is the largest value that still makes sense on one machine; elsewhere (first-N counts, seeds)
-// it is the type's range and larger values mean "all".
+// Upper bounds: where memory or time grows with the value (batch sizes, bins, resamples, steps),
+// the bound is the largest value that still makes sense on one machine; elsewhere (first-N counts,
+// seeds) it is the type's range and larger values mean "all".
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -33,11 +34,11 @@ CLI::Validator InRange(double lo, double hi);
 CLI::Validator AboveAndAtMost(double lo, double hi);
 
 // Named bounds shared by several subcommands.
-inline constexpr double kMaxCount = 9.2e18;          // first-N counts: any larger N means all
-inline constexpr double kMaxIntCount = 2147483647;   // the same for an `int` option
-inline constexpr double kMaxBatch = 65536;           // samples per read or run: memory grows with it
-inline constexpr double kMaxSeed = 1.8e19;           // a uint64_t seed
-inline constexpr double kMaxThreads = 1 << 20;       // capped at the usable CPUs anyway
+inline constexpr double kMaxCount = 9.2e18;         // first-N counts: any larger N means all
+inline constexpr double kMaxIntCount = 2147483647;  // the same for an `int` option
+inline constexpr double kMaxBatch = 65536;          // samples per read or run: memory grows with it
+inline constexpr double kMaxSeed = 1.8e19;          // a uint64_t seed
+inline constexpr double kMaxThreads = 1 << 20;      // capped at the usable CPUs anyway
 using quantkit::kMaxBudget;  // the library's (quantkit/calibration.h): top1/agreement points,
                              // rel_mse a ratio
 inline constexpr double kMaxRelativeTolerance = 1e6;

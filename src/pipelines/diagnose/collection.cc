@@ -46,7 +46,8 @@ Status AppendInputs(ByteReader& in, std::map<std::string, InputStatsAccumulator>
 }
 
 // The collectors of one set merged into another with the same tensors (exact merges).
-Status MergeCollectors(analysis::CollectorMap* into, const analysis::CollectorMap& part, const std::string& source) {
+Status MergeCollectors(analysis::CollectorMap* into, const analysis::CollectorMap& part,
+                       const std::string& source) {
   QK_RETURN_IF_NOT(into->size() == part.size(), StatusCode::kInvalidArgument,
                    "{}: statistics of {} tensors, expected {}", source, part.size(), into->size());
   for (const auto& [name, collector] : part) {

@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "analysis/collect_pass.h"
+#include "distributed/communicator.h"
 #include "pipelines/diagnose/inputs.h"
 #include "quant/collectors/per_channel.h"
 #include "quantkit/status.h"
-#include "distributed/communicator.h"
 
 namespace quantkit::pipelines {
 

@@ -11,8 +11,6 @@
 #include <thread>
 
 #include "analysis/collect_pass.h"
-#include "pipelines/diagnose/collection.h"
-#include "pipelines/diagnose/internal.h"
 #include "analysis/model_loading.h"
 #include "common/artifact_set.h"
 #include "common/check.h"
@@ -20,6 +18,8 @@
 #include "data/npy.h"
 #include "data/shard.h"
 #include "data/source.h"
+#include "pipelines/diagnose/collection.h"
+#include "pipelines/diagnose/internal.h"
 #include "quant/collectors/per_channel.h"
 #include "quant/method_amax.h"
 #include "runtime/interpreter.h"
@@ -45,10 +45,12 @@ using namespace diagnose_internal;  // NOLINT: this file's own helpers
 class ChannelObserver final : public runtime::Observer {
  public:
   using Channels = std::map<std::string, quant::PerChannelAbsMaxCollector>;
-  ChannelObserver(const CollectorMap* watched, Channels* channels) : watched_(watched), channels_(channels) {}
+  ChannelObserver(const CollectorMap* watched, Channels* channels)
+      : watched_(watched), channels_(channels) {}
   bool Wants(const std::string& name) const override { return watched_->count(name) != 0; }
   bool WantsFloat() const override { return true; }
-  Status OnTensor(const std::string& name, const ir::Node*, const runtime::TensorView& view) override {
+  Status OnTensor(const std::string& name, const ir::Node*,
+                  const runtime::TensorView& view) override {
     if (view.shape.size() != 4) return Status::Ok();  // NCHW feature maps only (not [B, T, D])
     auto it = channels_->try_emplace(name, quant::PerChannelAbsMaxCollector(1)).first;
     quant::TensorView v{quant::FloatSpan(view.data_as<float>(), static_cast<size_t>(view.numel())),
@@ -67,8 +69,10 @@ std::vector<std::string> BatchMixingNodes(const ir::Graph& graph) {
   for (const ir::Node* n : graph.nodes()) {
     const std::string& op = n->op_type();
     if (op == "BatchNormalization" && n->GetInt("training_mode", 0) != 0) {
-      reasons.push_back(fmt::format("{}: BatchNormalization with training_mode=1 normalizes with "
-                                    "the batch's own mean/variance", n->Describe()));
+      reasons.push_back(
+          fmt::format("{}: BatchNormalization with training_mode=1 normalizes with "
+                      "the batch's own mean/variance",
+                      n->Describe()));
     } else if (op.rfind("Reduce", 0) == 0 && n->num_inputs() < 2) {
       const std::vector<int64_t> axes = n->GetInts("axes");
       const bool all = axes.empty() && n->GetInt("noop_with_empty_axes", 0) == 0;
@@ -77,7 +81,8 @@ std::vector<std::string> BatchMixingNodes(const ir::Graph& graph) {
       }
     } else if ((op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization") &&
                n->has_attr("axis") && n->GetInt("axis", -1) == 0) {
-      reasons.push_back(fmt::format("{}: {} normalizes over axis 0 (the batch)", n->Describe(), op));
+      reasons.push_back(
+          fmt::format("{}: {} normalizes over axis 0 (the batch)", n->Describe(), op));
     }
   }
   return reasons;
@@ -86,12 +91,15 @@ std::vector<std::string> BatchMixingNodes(const ir::Graph& graph) {
 // The commonest layout mistake fails before any statistics: a single .npy of NHWC images for an
 // NCHW model (or the reverse). Says so instead of only "shape mismatch".
 std::string LayoutHint(const std::string& spec, const std::vector<data::InputSpec>& inputs) {
-  if (inputs.size() != 1 || spec.size() < 4 || spec.compare(spec.size() - 4, 4, ".npy") != 0) return "";
+  if (inputs.size() != 1 || spec.size() < 4 || spec.compare(spec.size() - 4, 4, ".npy") != 0)
+    return "";
   auto t = data::ReadNpy(spec);
   const std::vector<int64_t>& want = inputs[0].dims;
   if (!t.ok() || t->rank() != 4 || want.size() != 4) return "";
   const std::vector<int64_t>& d = t->dims();
-  auto same = [](int64_t model_dim, int64_t data_dim) { return model_dim < 0 || model_dim == data_dim; };
+  auto same = [](int64_t model_dim, int64_t data_dim) {
+    return model_dim < 0 || model_dim == data_dim;
+  };
   if (same(want[1], d[3]) && same(want[2], d[1]) && same(want[3], d[2]) && d[3] <= 4) {
     return "the data looks NHWC (channels last) for an NCHW model: transpose it with (0, 3, 1, 2)";
   }
@@ -108,7 +116,8 @@ Result<std::unique_ptr<data::Source>> Open(const std::string& spec, const ir::Mo
   if (!s.ok()) {
     const std::string hint = LayoutHint(spec, inputs);
     if (hint.empty()) return s.status();
-    return Status(s.status().code(), fmt::format("{} ({}; layout_swapped)", s.status().message(), hint));
+    return Status(s.status().code(),
+                  fmt::format("{} ({}; layout_swapped)", s.status().message(), hint));
   }
   return data::Take(std::move(*s), samples);
 }
@@ -174,7 +183,9 @@ Status MeasureBatchDependence(const DiagnoseOptions& o, const runtime::Interpret
   for (size_t i = 0; i < outs[0].values.size() && i < outs[1].values.size(); ++i) {
     const std::vector<float>& x = outs[0].values[i];
     const std::vector<float>& y = outs[1].values[i];
-    if (outs[0].not_batch_first[i] || outs[1].not_batch_first[i] || x.size() != y.size() || x.empty()) continue;
+    if (outs[0].not_batch_first[i] || outs[1].not_batch_first[i] || x.size() != y.size() ||
+        x.empty())
+      continue;
     double diff = 0, scale = 1e-30;
     for (size_t k = 0; k < x.size(); ++k) {
       diff = std::max(diff, std::fabs(static_cast<double>(x[k]) - y[k]));
@@ -211,7 +222,8 @@ Status AddInputs(const std::set<std::string>& batch_first, const data::Batch& ba
 Status PrepareSetup(const DiagnoseOptions& o, Setup* setup, DiagnoseResult* r) {
   QK_ASSIGN_OR_RETURN(ir::Model loaded, LoadModelForQuantization(o.model));
   setup->model = std::make_shared<const ir::Model>(std::move(loaded));
-  QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites, passes::FindQdqSites(*setup->model->graph, o.placement));
+  QK_ASSIGN_OR_RETURN(std::vector<passes::QdqSite> sites,
+                      passes::FindQdqSites(*setup->model->graph, o.placement));
   setup->activations = passes::ActivationTensors(sites);
   r->batch.graph_reasons = BatchMixingNodes(*setup->model->graph);
   QK_ASSIGN_OR_RETURN(setup->interp, runtime::Interpreter::Create(setup->model));
@@ -265,18 +277,20 @@ Status CollectShard(const DiagnoseOptions& o, const distributed::Communicator& c
   };
   const auto start = std::chrono::steady_clock::now();
   if (source->num_samples() > 0) {
-    QK_RETURN_IF_ERROR(RunBatches(*setup->interp,
-                                  ReadRuns(*source, pass, inputs),
+    QK_RETURN_IF_ERROR(RunBatches(*setup->interp, ReadRuns(*source, pass, inputs),
                                   source->num_samples(), pass, {&observer, &channels}, hooks)
                            .status());
   }
   if (!o.reference_data.empty()) {
-    QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> ref, Open(o.reference_data, model, o.reference_samples));
+    QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> ref,
+                        Open(o.reference_data, model, o.reference_samples));
     r->reference = ref->Describe();
     r->reference_samples = ref->num_samples();
-    for (const std::string& a : setup->activations) part->reference.emplace(a, quant::TensorCollector());
+    for (const std::string& a : setup->activations)
+      part->reference.emplace(a, quant::TensorCollector());
     // Whole reads, so whole runs, as one process runs them.
-    const data::ShardRange shard = data::ShardOf(ref->num_samples(), comm.rank(), comm.world_size(), ReadSize(*ref, pass));
+    const data::ShardRange shard =
+        data::ShardOf(ref->num_samples(), comm.rank(), comm.world_size(), ReadSize(*ref, pass));
     if (comm.world_size() > 1) ref = data::Slice(std::move(ref), shard);
     CollectingObserver ref_observer(&part->reference);
     PassOptions rp = pass;
@@ -287,19 +301,21 @@ Status CollectShard(const DiagnoseOptions& o, const distributed::Communicator& c
       return AddInputs(setup->batch_first, batch, &part->reference_inputs);
     };
     if (ref->num_samples() > 0) {
-      QK_RETURN_IF_ERROR(RunBatches(*setup->interp, ReadRuns(*ref, rp, inputs),
-                                    ref->num_samples(), rp, {&ref_observer}, rh)
+      QK_RETURN_IF_ERROR(RunBatches(*setup->interp, ReadRuns(*ref, rp, inputs), ref->num_samples(),
+                                    rp, {&ref_observer}, rh)
                              .status());
     }
   }
-  r->rank.work_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r->rank.work_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
 }
 
 // 2-5 on rank 0 (or the only process), from every rank's statistics: per-tensor analysis, the
 // batch check, the reference comparison, the findings and the report files.
-Status Analyse(const DiagnoseOptions& o, const Setup& setup, DiagnoseCollection all, ArtifactSet* out,
-               std::chrono::steady_clock::time_point start_time, DiagnoseResult* result) {
+Status Analyse(const DiagnoseOptions& o, const Setup& setup, DiagnoseCollection all,
+               ArtifactSet* out, std::chrono::steady_clock::time_point start_time,
+               DiagnoseResult* result) {
   DiagnoseResult& r = *result;
   const std::vector<std::string>& activations = setup.activations;
   const int64_t n = setup.samples, k = setup.chunk_size;
@@ -318,14 +334,16 @@ Status Analyse(const DiagnoseOptions& o, const Setup& setup, DiagnoseCollection 
   // (the histogram methods over the resamples dominate diagnose's run time).
   std::map<std::string, quant::TensorCollector> full;
   for (const std::string& a : activations) full.emplace(a, quant::TensorCollector());
-  std::vector<Result<TensorDiagnosis>> analysed(activations.size(), Status(StatusCode::kInternal, "not run"));
+  std::vector<Result<TensorDiagnosis>> analysed(activations.size(),
+                                                Status(StatusCode::kInternal, "not run"));
   std::atomic<size_t> next{0};
   auto worker = [&]() {
     for (size_t i = next++; i < activations.size(); i = next++) {
       const std::string& a = activations[i];
       std::vector<const quant::TensorCollector*> parts;
       for (const CollectorMap& c : all.chunks) parts.push_back(&c.at(a));
-      analysed[i] = AnalyzeTensor(a, parts, chunk_end, resampling, o.method, channel_amax(a), &full.at(a));
+      analysed[i] =
+          AnalyzeTensor(a, parts, chunk_end, resampling, o.method, channel_amax(a), &full.at(a));
     }
   };
   const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
@@ -341,18 +359,21 @@ Status Analyse(const DiagnoseOptions& o, const Setup& setup, DiagnoseCollection 
 
   // 3. Batch-size dependence, measured (a few samples, here alone).
   if (o.batch_check_samples > 0) {
-    QK_RETURN_IF_ERROR(MeasureBatchDependence(o, *setup.interp, *setup.model, activations, n, &r.batch));
+    QK_RETURN_IF_ERROR(
+        MeasureBatchDependence(o, *setup.interp, *setup.model, activations, n, &r.batch));
   }
 
   // 4. Reference data: clipping and divergence per tensor, input statistics.
   if (!o.reference_data.empty()) {
-    for (const auto& [name, acc] : all.reference_inputs) r.reference_inputs.push_back(acc.Finalize());
+    for (const auto& [name, acc] : all.reference_inputs)
+      r.reference_inputs.push_back(acc.Finalize());
     for (TensorDiagnosis& t : r.tensors) {
       const quant::TensorCollector& c = all.reference.at(t.name);
       const quant::TensorCollector& f = full.at(t.name);
       t.ref_amax = c.range().amax;
       t.ref_clip_share = t.amax > 0 ? ShareAbove(c.histogram(), t.amax) : 0.0;
-      t.ref_js_bits = JensenShannonBits(f.histogram(), f.range().amax, c.histogram(), c.range().amax);
+      t.ref_js_bits =
+          JensenShannonBits(f.histogram(), f.range().amax, c.histogram(), c.range().amax);
     }
   }
 
@@ -369,7 +390,8 @@ Status Analyse(const DiagnoseOptions& o, const Setup& setup, DiagnoseCollection 
     r.written.push_back(out->Target("report.json"));
     QK_RETURN_IF_ERROR(WriteFileAtomic(out->Stage("report.json"), DiagnoseJson(r)));
     QK_RETURN_IF_ERROR(out->Commit().status());
-    r.rank.write_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
+    r.rank.write_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
   }
   return Status::Ok();
 }
@@ -378,13 +400,15 @@ Status Analyse(const DiagnoseOptions& o, const Setup& setup, DiagnoseCollection 
 
 Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
   QK_RETURN_IF_NOT(!o.data.empty(), StatusCode::kInvalidArgument, "give calibration data (--data)");
-  QK_RETURN_IF_NOT(o.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be positive, got {}",
-                   o.batch_size);
+  QK_RETURN_IF_NOT(o.batch_size > 0, StatusCode::kInvalidArgument,
+                   "--batch-size must be positive, got {}", o.batch_size);
   QK_RETURN_IF_NOT(o.chunks >= 1 && o.chunks <= kMaxChunks, StatusCode::kInvalidArgument,
                    "--chunks must be in [1, {}], got {}", kMaxChunks, o.chunks);
-  QK_RETURN_IF_NOT(o.bootstrap >= 0 && o.bootstrap <= kMaxResamples && o.subsets >= 0 && o.subsets <= kMaxResamples,
-                   StatusCode::kInvalidArgument, "--bootstrap and --subsets must be in [0, {}], got {} and {}",
-                   kMaxResamples, o.bootstrap, o.subsets);
+  QK_RETURN_IF_NOT(o.bootstrap >= 0 && o.bootstrap <= kMaxResamples && o.subsets >= 0 &&
+                       o.subsets <= kMaxResamples,
+                   StatusCode::kInvalidArgument,
+                   "--bootstrap and --subsets must be in [0, {}], got {} and {}", kMaxResamples,
+                   o.bootstrap, o.subsets);
   QK_RETURN_IF_NOT(o.ci_tolerance > 0 && o.cv_tolerance > 0, StatusCode::kInvalidArgument,
                    "--tolerance values must be positive");
   QK_ASSIGN_OR_RETURN(std::unique_ptr<distributed::Communicator> comm,
@@ -402,7 +426,8 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
   std::unique_ptr<ArtifactSet> out;
   Status status = Status::Ok();
   if (!o.output_dir.empty() && comm->is_root()) {
-    Result<std::unique_ptr<ArtifactSet>> opened = ArtifactSet::Open(o.output_dir, {"report.txt", "report.json"});
+    Result<std::unique_ptr<ArtifactSet>> opened =
+        ArtifactSet::Open(o.output_dir, {"report.txt", "report.json"});
     if (opened.ok()) {
       out = std::move(*opened);
     } else {
@@ -416,12 +441,14 @@ Result<DiagnoseResult> Diagnose(const DiagnoseOptions& o) {
   QK_RETURN_IF_ERROR(comm->Agree(status, "diagnosing the data"));
   const auto merge_start = std::chrono::steady_clock::now();
   Result<DiagnoseCollection> all = GatherCollectionOnRoot(*comm, std::move(part));
-  r.rank.merge_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - merge_start).count();
+  r.rank.merge_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - merge_start).count();
   if (!comm->is_root()) {
     // Wait for rank 0's outcome: its failure to analyse or write fails this rank too.
     QK_RETURN_IF_ERROR(all.status());
     QK_RETURN_IF_ERROR(comm->Agree(Status::Ok(), "analysing and writing on rank 0"));
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+    r.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
     return r;
   }
   status = all.ok() ? Analyse(o, setup, std::move(*all), out.get(), start_time, &r) : all.status();

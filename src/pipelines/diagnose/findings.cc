@@ -17,7 +17,8 @@ void SampleOutliers(const std::vector<InputStats>& sets, const std::vector<Input
     const InputStats& s = sets[i];
     const std::vector<double>& bm = base ? (*base)[i].sample_mean : s.sample_mean;
     const std::vector<double>& bs = base ? (*base)[i].sample_std : s.sample_std;
-    const std::vector<double> zm = RobustZAgainst(s.sample_mean, bm), zs = RobustZAgainst(s.sample_std, bs);
+    const std::vector<double> zm = RobustZAgainst(s.sample_mean, bm),
+                              zs = RobustZAgainst(s.sample_std, bs);
     for (size_t k = 0; k < zm.size(); ++k) {
       if (std::fabs(zm[k]) > kSampleOutlierZ || std::fabs(zs[k]) > kSampleOutlierZ) {
         out->push_back({static_cast<int64_t>(k), s.input, zm[k], zs[k]});
@@ -52,7 +53,8 @@ void AddFindings(const DiagnoseOptions& o, DiagnoseResult* result) {
     const double ratio = std::isfinite(r.worst_ci_rel) ? r.worst_ci_rel / o.ci_tolerance : 4.0;
     // The interval narrows like 1/sqrt(N): N' = N (width / tolerance)^2, rounded up to 32.
     const double want = static_cast<double>(n) * ratio * ratio;
-    r.suggested_samples = std::max<int64_t>(k, (static_cast<int64_t>(std::ceil(want)) + 31) / 32 * 32);
+    r.suggested_samples =
+        std::max<int64_t>(k, (static_cast<int64_t>(std::ceil(want)) + 31) / 32 * 32);
     if (!r.enough) r.suggested_samples = std::max(r.suggested_samples, 2 * n);
   }
   auto moving_detail = [&]() {
@@ -72,16 +74,18 @@ void AddFindings(const DiagnoseOptions& o, DiagnoseResult* result) {
                              n, r.method, 100.0 * o.ci_tolerance, 100.0 * r.worst_ci_rel,
                              std::min(n, r.suggested_samples))});
   } else {
-    F.push_back({"too_few_samples", "warning", "data",
-                 fmt::format("add samples: with {} samples these tensors' {} scale still moves beyond "
-                             "+-{:.1f}% (95% interval): {}; suggested N >= {}",
-                             n, r.method, 100.0 * o.ci_tolerance, moving_detail(), r.suggested_samples)});
+    F.push_back(
+        {"too_few_samples", "warning", "data",
+         fmt::format("add samples: with {} samples these tensors' {} scale still moves beyond "
+                     "+-{:.1f}% (95% interval): {}; suggested N >= {}",
+                     n, r.method, 100.0 * o.ci_tolerance, moving_detail(), r.suggested_samples)});
   }
   if (!r.unstable.empty()) {
-    F.push_back({"unstable_scale", "warning", "data",
-                 fmt::format("{} scales change by more than {:.1f}% (coefficient of variation) between "
-                             "halves of the data: {}",
-                             r.method, 100.0 * o.cv_tolerance, Names(r.unstable))});
+    F.push_back(
+        {"unstable_scale", "warning", "data",
+         fmt::format("{} scales change by more than {:.1f}% (coefficient of variation) between "
+                     "halves of the data: {}",
+                     r.method, 100.0 * o.cv_tolerance, Names(r.unstable))});
   }
   if (o.method.method != quant::CalibMethod::kEntropy) {
     std::vector<std::string> ent;
@@ -99,14 +103,17 @@ void AddFindings(const DiagnoseOptions& o, DiagnoseResult* result) {
   if (!r.batch.graph_reasons.empty()) {
     F.push_back({"batch_dependent_graph", "warning", "model",
                  fmt::format("activations depend on the batch composition: {}; export the model in "
-                             "eval mode", Names(r.batch.graph_reasons, 3))});
+                             "eval mode",
+                             Names(r.batch.graph_reasons, 3))});
   }
-  if (r.batch.measured && (r.batch.max_rel_amax_diff > kBatchTolerance || r.batch.max_output_diff > kBatchTolerance)) {
-    F.push_back({"batch_dependent", "error", "model",
-                 fmt::format("statistics differ between batch 1 and batch {} on the same {} samples: "
-                             "amax of '{}' by {:.3g}%, outputs by {:.3g}% of their range",
-                             r.batch.batch, r.batch.samples, r.batch.worst_tensor,
-                             100.0 * r.batch.max_rel_amax_diff, 100.0 * r.batch.max_output_diff)});
+  if (r.batch.measured &&
+      (r.batch.max_rel_amax_diff > kBatchTolerance || r.batch.max_output_diff > kBatchTolerance)) {
+    F.push_back(
+        {"batch_dependent", "error", "model",
+         fmt::format("statistics differ between batch 1 and batch {} on the same {} samples: "
+                     "amax of '{}' by {:.3g}%, outputs by {:.3g}% of their range",
+                     r.batch.batch, r.batch.samples, r.batch.worst_tensor,
+                     100.0 * r.batch.max_rel_amax_diff, 100.0 * r.batch.max_output_diff)});
   }
 
   // Inputs: each set alone, calibration vs reference vs expectation, outlier samples.
@@ -124,11 +131,14 @@ void AddFindings(const DiagnoseOptions& o, DiagnoseResult* result) {
   SampleOutliers(r.inputs, nullptr, &r.outliers);
   if (!r.outliers.empty()) {
     std::string idx;
-    for (size_t i = 0; i < r.outliers.size() && i < 10; ++i) idx += fmt::format("{}{}", i ? ", " : "", r.outliers[i].index);
-    F.push_back({"outlier_samples", "warning", "data",
-                 fmt::format("{} calibration samples have input statistics far from the rest (robust "
-                             "z > {}): {}{}", r.outliers.size(), kSampleOutlierZ, idx,
-                             r.outliers.size() > 10 ? ", ..." : "")});
+    for (size_t i = 0; i < r.outliers.size() && i < 10; ++i)
+      idx += fmt::format("{}{}", i ? ", " : "", r.outliers[i].index);
+    F.push_back(
+        {"outlier_samples", "warning", "data",
+         fmt::format("{} calibration samples have input statistics far from the rest (robust "
+                     "z > {}): {}{}",
+                     r.outliers.size(), kSampleOutlierZ, idx,
+                     r.outliers.size() > 10 ? ", ..." : "")});
   }
   if (!r.reference_inputs.empty() && r.reference_inputs.size() == r.inputs.size()) {
     SampleOutliers(r.reference_inputs, &r.inputs, &r.reference_outliers);
@@ -153,21 +163,29 @@ void AddFindings(const DiagnoseOptions& o, DiagnoseResult* result) {
       if (t.ref_clip_share - t.clip_share > clip_limit) clip.push_back(&t);
       if (t.ref_js_bits > kShiftJsBits) shift.push_back(&t);
     }
-    std::sort(clip.begin(), clip.end(), [](auto* a, auto* b) { return a->ref_clip_share > b->ref_clip_share; });
-    std::sort(shift.begin(), shift.end(), [](auto* a, auto* b) { return a->ref_js_bits > b->ref_js_bits; });
+    std::sort(clip.begin(), clip.end(),
+              [](auto* a, auto* b) { return a->ref_clip_share > b->ref_clip_share; });
+    std::sort(shift.begin(), shift.end(),
+              [](auto* a, auto* b) { return a->ref_js_bits > b->ref_js_bits; });
     if (!clip.empty()) {
       std::vector<std::string> s;
-      for (auto* t : clip) s.push_back(fmt::format("{} ({:.2f}% beyond {:.4g})", t->name, 100 * t->ref_clip_share, t->amax));
-      F.push_back({"reference_clipping", "warning", clip.front()->name,
-                   fmt::format("the reference data would be clipped by the calibrated scales (beyond what "
-                               "calibration itself clips, > {:.2f}%): {}", 100.0 * clip_limit, Names(s))});
+      for (auto* t : clip)
+        s.push_back(
+            fmt::format("{} ({:.2f}% beyond {:.4g})", t->name, 100 * t->ref_clip_share, t->amax));
+      F.push_back(
+          {"reference_clipping", "warning", clip.front()->name,
+           fmt::format("the reference data would be clipped by the calibrated scales (beyond what "
+                       "calibration itself clips, > {:.2f}%): {}",
+                       100.0 * clip_limit, Names(s))});
     }
     if (!shift.empty()) {
       std::vector<std::string> s;
-      for (auto* t : shift) s.push_back(fmt::format("{} (JS {:.3f} bits)", t->name, t->ref_js_bits));
+      for (auto* t : shift)
+        s.push_back(fmt::format("{} (JS {:.3f} bits)", t->name, t->ref_js_bits));
       F.push_back({"distribution_shift", "warning", shift.front()->name,
                    fmt::format("activation distributions differ between calibration and reference "
-                               "data: {}", Names(s))});
+                               "data: {}",
+                               Names(s))});
     }
   }
   r.clean = std::none_of(F.begin(), F.end(), [](const Finding& f) { return f.severity != "info"; });

@@ -14,12 +14,12 @@ namespace quantkit::pipelines {
 namespace {
 
 // Thresholds, named once (docs/diagnose.md explains each).
-constexpr double kNoiseCorrelation = 0.2;     // natural images have adjacent-pixel corr >> 0.5
-constexpr double kLayoutLagRatio = 0.5;       // |x[w]-x[w+C]| < this * |x[w]-x[w+1]|: HWC order
+constexpr double kNoiseCorrelation = 0.2;  // natural images have adjacent-pixel corr >> 0.5
+constexpr double kLayoutLagRatio = 0.5;    // |x[w]-x[w+C]| < this * |x[w]-x[w+1]|: HWC order
 constexpr double kScaleRatioLow = 0.8, kScaleRatioHigh = 1.25;  // std ratio counted as "same"
-constexpr double kShiftInStd = 0.25;          // mean difference, in reference std, counted as shift
-constexpr double kChannelTolerance = 0.25;    // of the spread of the reference channel means
-constexpr double kDuplicateShare = 0.01;      // duplicated samples above this share: warning
+constexpr double kShiftInStd = 0.25;        // mean difference, in reference std, counted as shift
+constexpr double kChannelTolerance = 0.25;  // of the spread of the reference channel means
+constexpr double kDuplicateShare = 0.01;    // duplicated samples above this share: warning
 
 // Channel axis of one sample: CHW when the first dim is small (<= 4) and smaller than the last,
 // HWC when the last is; none for rank < 3.
@@ -91,8 +91,8 @@ Status InputStatsAccumulator::Add(const ir::Tensor& batch) {
     const double var = std::max(0.0, sumsq / static_cast<double>(per) - mean * mean);
     out.sample_mean.push_back(mean);
     out.sample_std.push_back(std::sqrt(var));
-    out.sample_hash.push_back(std::hash<std::string_view>()(
-        std::string_view(reinterpret_cast<const char*>(x), static_cast<size_t>(per) * sizeof(float))));
+    out.sample_hash.push_back(std::hash<std::string_view>()(std::string_view(
+        reinterpret_cast<const char*>(x), static_cast<size_t>(per) * sizeof(float))));
     if (lo == hi) {
       ++out.constant_samples;
       continue;
@@ -135,7 +135,8 @@ Status InputStatsAccumulator::Add(const ir::Tensor& batch) {
 
 Status InputStatsAccumulator::Append(InputStatsAccumulator&& later) {
   QK_RETURN_IF_NOT(later.input_ == input_, StatusCode::kInvalidArgument,
-                   "input statistics of '{}' cannot be appended to those of '{}'", later.input_, input_);
+                   "input statistics of '{}' cannot be appended to those of '{}'", later.input_,
+                   input_);
   for (Batch& b : later.batches_) batches_.push_back(std::move(b));
   later.batches_.clear();
   return Status::Ok();
@@ -159,7 +160,8 @@ InputStats InputStatsAccumulator::Finalize() const {
   for (const Batch& b : batches_) {
     // The samples of the first shape only (a decoded state was checked to have its channels).
     const int64_t n = static_cast<int64_t>(b.sample_mean.size());
-    if (b.sample_dims != s.sample_dims || b.ch_sum.size() != channels * static_cast<size_t>(n)) continue;
+    if (b.sample_dims != s.sample_dims || b.ch_sum.size() != channels * static_cast<size_t>(n))
+      continue;
     // Sample by sample in sample order: the same additions whatever the batching or sharding.
     for (size_t i = 0; i < b.ch_sum.size(); ++i) {
       ch_sum[i % channels] += b.ch_sum[i];
@@ -207,8 +209,9 @@ void InputStatsAccumulator::Encode(ByteWriter* out) const {
     out->PutVector(b.sample_dims);
     for (int64_t v : {b.channel_axis, b.per_channel_count, b.constant_samples}) out->Put(v);
     for (double v : {b.min, b.max}) out->Put(v);
-    for (const std::vector<double>* v : {&b.ch_sum, &b.ch_sumsq, &b.sample_mean, &b.sample_std, &b.kurtosis,
-                                         &b.lag1_corr, &b.lag1_absdiff, &b.lagc_absdiff}) {
+    for (const std::vector<double>* v :
+         {&b.ch_sum, &b.ch_sumsq, &b.sample_mean, &b.sample_std, &b.kurtosis, &b.lag1_corr,
+          &b.lag1_absdiff, &b.lagc_absdiff}) {
       out->PutVector(*v);
     }
     out->PutVector(b.sample_hash);
@@ -227,20 +230,20 @@ Result<InputStatsAccumulator> InputStatsAccumulator::Decode(ByteReader* in) {
     QK_ASSIGN_OR_RETURN(b.constant_samples, in->Get<int64_t>("constant samples"));
     QK_ASSIGN_OR_RETURN(b.min, in->Get<double>("min"));
     QK_ASSIGN_OR_RETURN(b.max, in->Get<double>("max"));
-    for (std::vector<double>* v : {&b.ch_sum, &b.ch_sumsq, &b.sample_mean, &b.sample_std, &b.kurtosis,
-                                   &b.lag1_corr, &b.lag1_absdiff, &b.lagc_absdiff}) {
+    for (std::vector<double>* v : {&b.ch_sum, &b.ch_sumsq, &b.sample_mean, &b.sample_std,
+                                   &b.kurtosis, &b.lag1_corr, &b.lag1_absdiff, &b.lagc_absdiff}) {
       QK_ASSIGN_OR_RETURN(*v, in->GetVector<double>("input statistics"));
     }
     QK_ASSIGN_OR_RETURN(b.sample_hash, in->GetVector<uint64_t>("sample hashes"));
     // What Finalize() indexes must agree, or a garbled state would read out of bounds.
     const size_t n = b.sample_mean.size();
     const bool consistent =
-        n > 0 && b.ch_sum.size() == b.ch_sumsq.size() && !b.ch_sum.empty() && b.ch_sum.size() % n == 0 &&
-        b.sample_std.size() == n &&
-        b.sample_hash.size() == n && b.constant_samples >= 0 && b.constant_samples <= static_cast<int64_t>(n) &&
+        n > 0 && b.ch_sum.size() == b.ch_sumsq.size() && !b.ch_sum.empty() &&
+        b.ch_sum.size() % n == 0 && b.sample_std.size() == n && b.sample_hash.size() == n &&
+        b.constant_samples >= 0 && b.constant_samples <= static_cast<int64_t>(n) &&
         b.kurtosis.size() <= n && b.lag1_corr.size() <= n && b.per_channel_count >= 0;
-    QK_RETURN_IF_NOT(consistent, StatusCode::kInvalidArgument, "{}: inconsistent statistics of input '{}'",
-                     in->source(), name);
+    QK_RETURN_IF_NOT(consistent, StatusCode::kInvalidArgument,
+                     "{}: inconsistent statistics of input '{}'", in->source(), name);
     acc.batches_.push_back(std::move(b));
   }
   return acc;
@@ -255,9 +258,10 @@ Result<InputExpectation> ParseExpectation(const std::string& text) {
     pos = comma + 1;
     if (item.empty()) continue;
     const size_t eq = item.find('=');
-    QK_RETURN_IF_NOT(eq != std::string::npos, StatusCode::kInvalidArgument,
-                     "--expect '{}': '{}' is not KEY=VALUE (range=LO:HI, mean=M[/M..], std=S[/S..])",
-                     text, item);
+    QK_RETURN_IF_NOT(
+        eq != std::string::npos, StatusCode::kInvalidArgument,
+        "--expect '{}': '{}' is not KEY=VALUE (range=LO:HI, mean=M[/M..], std=S[/S..])", text,
+        item);
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     auto parse_list = [&](char sep) -> Result<std::vector<double>> {
       std::vector<double> v;
@@ -268,7 +272,8 @@ Result<InputExpectation> ParseExpectation(const std::string& text) {
         char* end = nullptr;
         const double d = std::strtod(num.c_str(), &end);
         QK_RETURN_IF_NOT(!num.empty() && end && *end == '\0' && std::isfinite(d),
-                         StatusCode::kInvalidArgument, "--expect '{}': '{}' is not a number", text, num);
+                         StatusCode::kInvalidArgument, "--expect '{}': '{}' is not a number", text,
+                         num);
         v.push_back(d);
         p = q + 1;
       }
@@ -284,7 +289,8 @@ Result<InputExpectation> ParseExpectation(const std::string& text) {
     } else if (key == "std") {
       QK_ASSIGN_OR_RETURN(e.std, parse_list('/'));
       for (double d : e.std) {
-        QK_RETURN_IF_NOT(d > 0, StatusCode::kInvalidArgument, "--expect '{}': std must be > 0", text);
+        QK_RETURN_IF_NOT(d > 0, StatusCode::kInvalidArgument, "--expect '{}': std must be > 0",
+                         text);
       }
     } else {
       return Status(StatusCode::kInvalidArgument,
@@ -292,9 +298,10 @@ Result<InputExpectation> ParseExpectation(const std::string& text) {
     }
   }
   QK_RETURN_IF_NOT(e.mean.empty() || e.std.empty() || e.mean.size() == e.std.size(),
-                   StatusCode::kInvalidArgument, "--expect '{}': mean and std need as many channels",
+                   StatusCode::kInvalidArgument,
+                   "--expect '{}': mean and std need as many channels", text);
+  QK_RETURN_IF_NOT(!e.empty(), StatusCode::kInvalidArgument, "--expect '{}': nothing expected",
                    text);
-  QK_RETURN_IF_NOT(!e.empty(), StatusCode::kInvalidArgument, "--expect '{}': nothing expected", text);
   return e;
 }
 
@@ -306,15 +313,17 @@ void CheckInputSet(const InputStats& s, const std::string& label, std::vector<Fi
   const bool image_like = s.sample_dims.size() == 3;
   if (s.constant_samples > 0) {
     Add(out, "constant_samples", image_like ? "warning" : "info", s.input,
-        fmt::format("{} of {} {} samples of '{}' are constant (every value {}){}", s.constant_samples, s.samples,
-                    label, s.input, s.constant_samples == s.samples ? fmt::format("{:.4g}", s.min) : "the same",
+        fmt::format("{} of {} {} samples of '{}' are constant (every value {}){}",
+                    s.constant_samples, s.samples, label, s.input,
+                    s.constant_samples == s.samples ? fmt::format("{:.4g}", s.min) : "the same",
                     image_like ? ": blank or failed loads" : ""));
   }
   if (s.duplicate_samples > 0) {
     const bool many = static_cast<double>(s.duplicate_samples) > kDuplicateShare * n;
     Add(out, "duplicate_samples", many ? "warning" : "info", s.input,
-        fmt::format("{} of {} {} samples of '{}' are exact copies of another sample{}", s.duplicate_samples,
-                    s.samples, label, s.input, many ? ": the set is smaller than it looks" : ""));
+        fmt::format("{} of {} {} samples of '{}' are exact copies of another sample{}",
+                    s.duplicate_samples, s.samples, label, s.input,
+                    many ? ": the set is smaller than it looks" : ""));
   }
   const bool spatial = image_like && s.sample_dims.back() >= 4 && s.channel_axis != 2 &&
                        s.constant_samples < s.samples;
@@ -322,13 +331,15 @@ void CheckInputSet(const InputStats& s, const std::string& label, std::vector<Fi
   if (spatial && s.channel_axis == 0 && s.channel_mean.size() >= 2 && s.lag1_absdiff > 0 &&
       s.lagc_absdiff < kLayoutLagRatio * s.lag1_absdiff) {
     Add(out, "layout_swapped", "warning", s.input,
-        fmt::format("{} data for '{}' looks like NHWC (interleaved channels) reshaped to NCHW: values "
-                    "{} apart along a row agree better than neighbours (mean |diff| {:.4g} vs {:.4g}); "
-                    "transpose (0,3,1,2) instead of reshaping",
-                    label, s.input, s.channel_mean.size(), s.lagc_absdiff, s.lag1_absdiff));
+        fmt::format(
+            "{} data for '{}' looks like NHWC (interleaved channels) reshaped to NCHW: values "
+            "{} apart along a row agree better than neighbours (mean |diff| {:.4g} vs {:.4g}); "
+            "transpose (0,3,1,2) instead of reshaping",
+            label, s.input, s.channel_mean.size(), s.lagc_absdiff, s.lag1_absdiff));
   } else if (spatial && std::fabs(s.lag1_corr) < kNoiseCorrelation) {
-    const char* kind = s.kurtosis < -0.9 ? "uniform noise"
-                       : std::fabs(s.kurtosis) < 0.5 ? "gaussian noise" : "uncorrelated values";
+    const char* kind = s.kurtosis < -0.9             ? "uniform noise"
+                       : std::fabs(s.kurtosis) < 0.5 ? "gaussian noise"
+                                                     : "uncorrelated values";
     Add(out, "random_data", "warning", s.input,
         fmt::format("{} data for '{}' looks like {}: adjacent values are uncorrelated (median "
                     "correlation {:.3f}, excess kurtosis {:.2f}); real images correlate strongly",
@@ -341,15 +352,17 @@ void CompareInputSets(const InputStats& d, const std::string& dl, const InputSta
   if (d.samples == 0 || !(r.std > 0)) return;
   const bool known = d.scale != "other" && !r.scale.empty() && r.scale != "other";
   const double ratio = d.std / r.std;
-  const std::string stats = fmt::format("{}: mean {:.4g} std {:.4g} range [{:.4g}, {:.4g}]; {}: mean "
-                                        "{:.4g} std {:.4g}",
-                                        dl, d.mean, d.std, d.min, d.max, rl, r.mean, r.std);
+  const std::string stats = fmt::format(
+      "{}: mean {:.4g} std {:.4g} range [{:.4g}, {:.4g}]; {}: mean "
+      "{:.4g} std {:.4g}",
+      dl, d.mean, d.std, d.min, d.max, rl, r.mean, r.std);
   bool scale_found = false;
   if (known && d.scale != r.scale) {
     const bool norm = (d.scale == "normalized") != (r.scale == "normalized") &&
                       (d.scale == "0-1" || r.scale == "0-1");
     Add(out, norm ? "normalization_mismatch" : "scale_mismatch", "error", d.input,
-        fmt::format("'{}': {} data looks {} but {} looks {}{} ({})", d.input, dl, d.scale, rl, r.scale,
+        fmt::format("'{}': {} data looks {} but {} looks {}{} ({})", d.input, dl, d.scale, rl,
+                    r.scale,
                     norm ? ": mean/std normalization applied to one and not the other"
                          : " (0-255 vs 0-1: a missing or extra /255)",
                     stats));
@@ -359,8 +372,9 @@ void CompareInputSets(const InputStats& d, const std::string& dl, const InputSta
     const bool d255 = ratio < 1.0 / 200 && ratio > 1.0 / 300;
     Add(out, "scale_mismatch", "error", d.input,
         fmt::format("'{}': {} values are x{:.4g} the {} ones{} ({})", d.input, dl, ratio, rl,
-                    x255 ? " (looks like 0-255 vs 0-1: a missing /255)"
-                         : d255 ? " (looks like 0-1 vs 0-255: an extra /255)" : "",
+                    x255   ? " (looks like 0-255 vs 0-1: a missing /255)"
+                    : d255 ? " (looks like 0-1 vs 0-255: an extra /255)"
+                           : "",
                     stats));
     scale_found = true;
   }
@@ -377,7 +391,8 @@ void CompareInputSets(const InputStats& d, const std::string& dl, const InputSta
     const double spread = *hi - *lo;
     auto dist = [&](const std::vector<size_t>& p) {
       double m = 0;
-      for (size_t i = 0; i < c; ++i) m = std::max(m, std::fabs(d.channel_mean[p[i]] - r.channel_mean[i]));
+      for (size_t i = 0; i < c; ++i)
+        m = std::max(m, std::fabs(d.channel_mean[p[i]] - r.channel_mean[i]));
       return m;
     };
     std::vector<size_t> perm(c);
@@ -393,9 +408,10 @@ void CompareInputSets(const InputStats& d, const std::string& dl, const InputSta
         std::string order;
         for (size_t i = 0; i < c; ++i) order += fmt::format("{}{}", i ? "," : "", best_perm[i]);
         Add(out, "channel_order_swapped", "error", d.input,
-            fmt::format("'{}': {} channel means {} match the {} ones {} only in channel order ({}): "
-                        "RGB vs BGR?",
-                        d.input, dl, JoinDoubles(d.channel_mean), rl, JoinDoubles(r.channel_mean), order));
+            fmt::format(
+                "'{}': {} channel means {} match the {} ones {} only in channel order ({}): "
+                "RGB vs BGR?",
+                d.input, dl, JoinDoubles(d.channel_mean), rl, JoinDoubles(r.channel_mean), order));
       }
     }
   }
@@ -407,14 +423,15 @@ void CheckExpectation(const InputStats& d, const std::string& dl, const InputExp
   if (e.has_range) {
     const double tol = 0.01 * (e.hi - e.lo);
     if (d.min < e.lo - tol || d.max > e.hi + tol) {
-      const std::string expected = ClassifyScale(e.lo, e.hi, 0.5 * (e.lo + e.hi), 0.5 * (e.hi - e.lo));
+      const std::string expected =
+          ClassifyScale(e.lo, e.hi, 0.5 * (e.lo + e.hi), 0.5 * (e.hi - e.lo));
       std::string looks;
       if (d.scale != "other" && d.scale != expected) {
         looks = fmt::format(": looks like {} data for a {} model", d.scale, expected);
       }
       Add(out, "expectation_mismatch", "error", d.input,
-          fmt::format("'{}': {} values span [{:.4g}, {:.4g}], expected range [{:.4g}, {:.4g}]{}", d.input,
-                      dl, d.min, d.max, e.lo, e.hi, looks));
+          fmt::format("'{}': {} values span [{:.4g}, {:.4g}], expected range [{:.4g}, {:.4g}]{}",
+                      d.input, dl, d.min, d.max, e.lo, e.hi, looks));
     }
   }
   if (!e.mean.empty() || !e.std.empty()) {
@@ -429,7 +446,8 @@ void CheckExpectation(const InputStats& d, const std::string& dl, const InputExp
     double m = 0, v = 0;
     for (size_t i = 0; i < c; ++i) m += r.channel_mean[i] / static_cast<double>(c);
     for (size_t i = 0; i < c; ++i) {
-      v += (r.channel_std[i] * r.channel_std[i] + (r.channel_mean[i] - m) * (r.channel_mean[i] - m)) /
+      v += (r.channel_std[i] * r.channel_std[i] +
+            (r.channel_mean[i] - m) * (r.channel_mean[i] - m)) /
            static_cast<double>(c);
     }
     r.mean = m, r.std = std::sqrt(v);

@@ -10,9 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "pipelines/diagnose/stats.h"
 #include "common/byte_io.h"
 #include "ir/tensor.h"
+#include "pipelines/diagnose/stats.h"
 #include "quantkit/status.h"
 
 namespace quantkit::pipelines {
@@ -58,8 +58,8 @@ class InputStatsAccumulator {
   struct Batch {
     std::vector<int64_t> sample_dims;
     int64_t channel_axis = -1;
-    int64_t per_channel_count = 0;                // values per channel per sample
-    std::vector<double> ch_sum, ch_sumsq;         // per sample and channel (sample-major)
+    int64_t per_channel_count = 0;         // values per channel per sample
+    std::vector<double> ch_sum, ch_sumsq;  // per sample and channel (sample-major)
     double min = 0, max = 0;
     std::vector<double> sample_mean, sample_std;  // per sample
     std::vector<uint64_t> sample_hash;            // per sample (duplicates)

@@ -28,7 +28,8 @@ double CoefficientOfVariation(const std::vector<double>& v) {
   return std::sqrt(var / static_cast<double>(v.size())) / std::fabs(mean);
 }
 
-std::vector<double> RobustZAgainst(const std::vector<double>& values, const std::vector<double>& base) {
+std::vector<double> RobustZAgainst(const std::vector<double>& values,
+                                   const std::vector<double>& base) {
   std::vector<double> z(values.size(), 0.0);
   if (base.empty()) return z;
   const double med = Median(base);
@@ -44,7 +45,9 @@ std::vector<double> RobustZAgainst(const std::vector<double>& values, const std:
   if (scale == 0.0) {
     // The base never varies: any different value is infinitely far.
     for (size_t i = 0; i < values.size(); ++i) {
-      z[i] = values[i] == med ? 0.0 : std::copysign(std::numeric_limits<double>::infinity(), values[i] - med);
+      z[i] = values[i] == med
+                 ? 0.0
+                 : std::copysign(std::numeric_limits<double>::infinity(), values[i] - med);
     }
     return z;
   }
@@ -75,7 +78,8 @@ std::vector<double> SignedDistribution(const quant::StreamingHistogram& h, float
   std::vector<double> p(static_cast<size_t>(bins), 0.0);
   if (!h.empty_range()) {
     const quant::Histogram r = h.RebinSigned(bins, t);
-    for (size_t i = 0; i < p.size() && i < r.counts.size(); ++i) p[i] = static_cast<double>(r.counts[i]);
+    for (size_t i = 0; i < p.size() && i < r.counts.size(); ++i)
+      p[i] = static_cast<double>(r.counts[i]);
   }
   double sum = 0.0;
   for (double x : p) sum += x;
@@ -93,7 +97,8 @@ double JensenShannonBits(const quant::StreamingHistogram& a, float a_range,
   // Few values over many bins inflate the divergence (empty bins on one side only): use about
   // sqrt(values) bins, between 16 and `bins`.
   const double fewest = static_cast<double>(std::min(a.binned_count(), b.binned_count()));
-  bins = std::clamp<int64_t>(static_cast<int64_t>(std::sqrt(fewest)), std::min<int64_t>(16, bins), std::max<int64_t>(bins, 2));
+  bins = std::clamp<int64_t>(static_cast<int64_t>(std::sqrt(fewest)), std::min<int64_t>(16, bins),
+                             std::max<int64_t>(bins, 2));
   float t = std::max(a_range, b_range);
   if (!(t > 0.0f)) t = 1.0f;
   const std::vector<double> p = SignedDistribution(a, t, bins), q = SignedDistribution(b, t, bins);

@@ -29,7 +29,8 @@ double CoefficientOfVariation(const std::vector<double>& v);
 // deviation (x 1.2533, its normal-consistency factor); all zeros when the values are all equal.
 std::vector<double> RobustZ(const std::vector<double>& v);
 // Same, but measured against the median/MAD of `base` (how far new values lie from a set).
-std::vector<double> RobustZAgainst(const std::vector<double>& values, const std::vector<double>& base);
+std::vector<double> RobustZAgainst(const std::vector<double>& values,
+                                   const std::vector<double>& base);
 
 // Share of the finite values summarised by `h` whose |x| exceeds `threshold`, counting the fine
 // bins that lie wholly above it: the bin holding the threshold is left out, so values equal to

@@ -6,8 +6,8 @@
 #include <numeric>
 #include <random>
 
-#include "pipelines/diagnose/internal.h"
 #include "common/check.h"
+#include "pipelines/diagnose/internal.h"
 #include "quant/method_amax.h"
 
 namespace quantkit::pipelines::diagnose_internal {
@@ -54,7 +54,8 @@ Resampling MakeResampling(int chunks, int bootstrap, int subsets, uint64_t seed)
 Result<TensorDiagnosis> AnalyzeTensor(const std::string& name,
                                       const std::vector<const quant::TensorCollector*>& chunks,
                                       const std::vector<int64_t>& chunk_end_samples,
-                                      const Resampling& resampling, const quant::MethodRequest& method,
+                                      const Resampling& resampling,
+                                      const quant::MethodRequest& method,
                                       const std::vector<float>& channel_amax,
                                       quant::TensorCollector* full) {
   TensorDiagnosis t;
@@ -93,7 +94,8 @@ Result<TensorDiagnosis> AnalyzeTensor(const std::string& name,
   // Stability: CV of each method's amax over random half-subsets of the chunks.
   if (!resampling.subsets.empty() && t.amax > 0) {
     std::vector<quant::MethodRequest> cv_methods = methods;
-    if (std::find(methods.begin(), methods.end(), method) == methods.end()) cv_methods.push_back(method);
+    if (std::find(methods.begin(), methods.end(), method) == methods.end())
+      cv_methods.push_back(method);
     std::map<quant::MethodRequest, std::vector<double>> values;
     for (const std::vector<int>& s : resampling.subsets) {
       QK_ASSIGN_OR_RETURN(quant::TensorCollector m, MergeOf(chunks, s));
@@ -130,14 +132,16 @@ Result<TensorDiagnosis> AnalyzeTensor(const std::string& name,
     t.recommendation = "never varies: nothing to calibrate (calibrate keeps it in float)";
   } else if (t.outlier_ratio > kOutlierRatio) {
     t.recommended_method = "percentile:99.99";
-    t.recommendation = fmt::format("a few extreme values set max ({:.4g} = {:.3g}x the 99.99th "
-                                   "percentile): max would waste most of the int8 range",
-                                   t.range.amax, t.outlier_ratio);
+    t.recommendation = fmt::format(
+        "a few extreme values set max ({:.4g} = {:.3g}x the 99.99th "
+        "percentile): max would waste most of the int8 range",
+        t.range.amax, t.outlier_ratio);
   } else if (t.entropy_clip_share > kEntropyClipShare) {
     t.recommended_method = "max";
-    t.recommendation = fmt::format("entropy would clip {:.2f}% of the values at {:.4g} (max {:.4g}); "
-                                   "max or percentile keeps them",
-                                   100.0 * t.entropy_clip_share, entropy, t.range.amax);
+    t.recommendation = fmt::format(
+        "entropy would clip {:.2f}% of the values at {:.4g} (max {:.4g}); "
+        "max or percentile keeps them",
+        100.0 * t.entropy_clip_share, entropy, t.range.amax);
   } else {
     t.recommended_method = quant::MethodLabel(method);
     t.recommendation = "well-behaved";
@@ -158,16 +162,18 @@ void TensorFindings(const TensorDiagnosis& t, const quant::MethodRequest& method
                     r.posinf_count, r.neginf_count, r.count));
   }
   if (r.count > 0 && (r.finite_count() == 0 || r.zero_count == r.count)) {
-    add("all_zero", "warning", fmt::format("tensor '{}' is all zero over the calibration set", t.name));
+    add("all_zero", "warning",
+        fmt::format("tensor '{}' is all zero over the calibration set", t.name));
   } else if (r.finite_count() > 0 && r.min == r.max) {
     add("constant_tensor", "warning",
         fmt::format("tensor '{}' is constant ({:.6g}) over the calibration set", t.name, r.min));
   }
   if (t.channels >= 2 && t.dead_channels > 0) {
     add("dead_channels", "info",
-        fmt::format("tensor '{}': {} of {} channels (axis 1) are zero for every sample (dead); they "
-                    "cost nothing in int8 but say the data never exercises them",
-                    t.name, t.dead_channels, t.channels));
+        fmt::format(
+            "tensor '{}': {} of {} channels (axis 1) are zero for every sample (dead); they "
+            "cost nothing in int8 but say the data never exercises them",
+            t.name, t.dead_channels, t.channels));
   }
   const bool is_max = method.method == quant::CalibMethod::kMax;
   const bool is_entropy = method.method == quant::CalibMethod::kEntropy;
@@ -175,16 +181,18 @@ void TensorFindings(const TensorDiagnosis& t, const quant::MethodRequest& method
     add("outliers_dominate_max", is_max ? "warning" : "info",
         fmt::format("tensor '{}': max {:.4g} is {:.3g}x the 99.99th percentile {:.4g}; with max "
                     "calibration most int8 levels go unused; recommended: {}",
-                    t.name, r.amax, t.outlier_ratio, t.method_amax.at(quant::DefaultRequest(quant::CalibMethod::kPercentile)),
+                    t.name, r.amax, t.outlier_ratio,
+                    t.method_amax.at(quant::DefaultRequest(quant::CalibMethod::kPercentile)),
                     t.recommended_method));
   }
   if (t.entropy_clip_share > kEntropyClipShare) {
     add("entropy_clips", is_entropy ? "warning" : "info",
-        fmt::format("tensor '{}': entropy amax {:.4g} is {:.0f}% of max {:.4g} and clips {:.2f}% of the "
-                    "values (a dense spike below the max dominates the histogram); recommended: {}",
-                    t.name, t.method_amax.at(quant::DefaultRequest(quant::CalibMethod::kEntropy)),
-                    100.0 * t.method_amax.at(quant::DefaultRequest(quant::CalibMethod::kEntropy)) / r.amax,
-                    r.amax, 100.0 * t.entropy_clip_share, t.recommended_method));
+        fmt::format(
+            "tensor '{}': entropy amax {:.4g} is {:.0f}% of max {:.4g} and clips {:.2f}% of the "
+            "values (a dense spike below the max dominates the histogram); recommended: {}",
+            t.name, t.method_amax.at(quant::DefaultRequest(quant::CalibMethod::kEntropy)),
+            100.0 * t.method_amax.at(quant::DefaultRequest(quant::CalibMethod::kEntropy)) / r.amax,
+            r.amax, 100.0 * t.entropy_clip_share, t.recommended_method));
   }
 }
 

@@ -33,7 +33,8 @@ std::optional<double> Value(const std::map<std::string, double>& values, const c
   return it == values.end() ? std::nullopt : std::optional<double>(it->second);
 }
 
-std::optional<QatScore> ScoreOf(const std::map<std::string, double>& values, const char* metric, const char* tiebreak) {
+std::optional<QatScore> ScoreOf(const std::map<std::string, double>& values, const char* metric,
+                                const char* tiebreak) {
   std::optional<double> m = Value(values, metric);
   if (!m) return std::nullopt;
   return QatScore{*m, Value(values, tiebreak)};
@@ -73,29 +74,33 @@ Status CheckScore(const std::optional<QatScore>& score, bool share, const char* 
 
 }  // namespace
 
-Status Resume(const QatOptions& o, int64_t total_steps, const TrainingData& data, const Validation& validation,
-              train::QatTrainer& trainer, Best* best, QatResult* result) {
+Status Resume(const QatOptions& o, int64_t total_steps, const TrainingData& data,
+              const Validation& validation, train::QatTrainer& trainer, Best* best,
+              QatResult* result) {
   if (o.resume.empty()) return Status::Ok();
   QK_ASSIGN_OR_RETURN(train::CheckpointExtras extras, trainer.LoadCheckpoint(o.resume));
   const std::map<std::string, double>& v = extras.values;
   // The same training samples: a checkpoint trained with another hold-out saw other data.
   QK_ASSIGN_OR_RETURN(const int64_t holdout, CountValue(v, kHoldout, o.resume));
-  QK_RETURN_IF_NOT(holdout == data.holdout, StatusCode::kInvalidArgument,
-                   "{}: the checkpoint's run held out {} samples of --data, this one {} (continue it with "
-                   "--holdout {})",
-                   o.resume, holdout, data.holdout, holdout);
+  QK_RETURN_IF_NOT(
+      holdout == data.holdout, StatusCode::kInvalidArgument,
+      "{}: the checkpoint's run held out {} samples of --data, this one {} (continue it with "
+      "--holdout {})",
+      o.resume, holdout, data.holdout, holdout);
   if (!extras.best.empty() && !result->metric.empty()) {
     // The kept parameters were chosen by the checkpoint's metric: comparable only by the same one.
     const std::vector<std::string> names = analysis::BuiltinMetricNames();
     const std::optional<double> index = Value(v, kValMetric);
     QK_RETURN_IF_NOT(!index || (*index >= 0 && *index < static_cast<double>(names.size())),
-                     StatusCode::kInvalidArgument, "{}: '{}' is {}, not a metric", o.resume, kValMetric, *index);
-    const std::string theirs = index ? names[static_cast<size_t>(*index)]
-                                     : (validation.has_labels ? "top1" : "agreement");
-    QK_RETURN_IF_NOT(theirs == result->metric, StatusCode::kInvalidArgument,
-                     "{}: the checkpoint kept its best parameters by {}, this run validates by {} (continue it with "
-                     "--metric {})",
-                     o.resume, theirs, result->metric, theirs);
+                     StatusCode::kInvalidArgument, "{}: '{}' is {}, not a metric", o.resume,
+                     kValMetric, *index);
+    const std::string theirs =
+        index ? names[static_cast<size_t>(*index)] : (validation.has_labels ? "top1" : "agreement");
+    QK_RETURN_IF_NOT(
+        theirs == result->metric, StatusCode::kInvalidArgument,
+        "{}: the checkpoint kept its best parameters by {}, this run validates by {} (continue it with "
+        "--metric {})",
+        o.resume, theirs, result->metric, theirs);
   }
   best->parameters = extras.best;
   best->score = ScoreOf(v, kBestMetric, kBestTiebreak);
@@ -109,13 +114,13 @@ Status Resume(const QatOptions& o, int64_t total_steps, const TrainingData& data
   QK_RETURN_IF_ERROR(CheckScore(best->score, share, kBestMetric, o.resume));
   QK_RETURN_IF_ERROR(CheckScore(result->val_ptq, share, kValPtq, o.resume));
   QK_RETURN_IF_NOT(trainer.steps_done() <= total_steps, StatusCode::kInvalidArgument,
-                   "{}: the checkpoint is at step {}, past the {} steps asked for", o.resume, trainer.steps_done(),
-                   total_steps);
+                   "{}: the checkpoint is at step {}, past the {} steps asked for", o.resume,
+                   trainer.steps_done(), total_steps);
   return Status::Ok();
 }
 
-Status SaveCheckpoint(distributed::Communicator& comm, const train::QatTrainer& trainer, const std::string& path,
-                      const Best& best, const QatResult& result) {
+Status SaveCheckpoint(distributed::Communicator& comm, const train::QatTrainer& trainer,
+                      const std::string& path, const Best& best, const QatResult& result) {
   train::CheckpointExtras x;
   x.best = best.parameters;
   PutScore(best.score, kBestMetric, kBestTiebreak, &x.values);
@@ -126,7 +131,8 @@ Status SaveCheckpoint(distributed::Communicator& comm, const train::QatTrainer& 
   const std::vector<std::string> names = analysis::BuiltinMetricNames();
   const auto it = std::find(names.begin(), names.end(), result.metric);
   if (it != names.end()) x.values[kValMetric] = static_cast<double>(it - names.begin());
-  return comm.Agree(comm.is_root() ? trainer.SaveCheckpoint(path, x) : Status::Ok(), "saving the checkpoint");
+  return comm.Agree(comm.is_root() ? trainer.SaveCheckpoint(path, x) : Status::Ok(),
+                    "saving the checkpoint");
 }
 
 Result<train::StepResult> TrainStep(const QatOptions& o, Launch& launch, const TrainingData& data,
@@ -164,8 +170,9 @@ Result<train::StepResult> TrainStep(const QatOptions& o, Launch& launch, const T
   return stepped;
 }
 
-Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, const Validation& validation,
-             train::QatTrainer& trainer, const std::string& checkpoint, TrainingRun* run, QatResult* result) {
+Status Train(const QatOptions& o, Launch& launch, const TrainingData& data,
+             const Validation& validation, train::QatTrainer& trainer,
+             const std::string& checkpoint, TrainingRun* run, QatResult* result) {
   distributed::Communicator& comm = *launch.comm;
   const int64_t total = run->total_steps;
   // Keep-the-best, lexicographic (Better): a step replaces the kept parameters only when it beats
@@ -197,7 +204,8 @@ Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, cons
     const std::clock_t cpu_start = std::clock();
     QK_ASSIGN_OR_RETURN(train::StepResult r,
                         TrainStep(o, launch, data, trainer, s, result->steps_per_epoch, &order));
-    run->train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+    run->train_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
     run->cpu_seconds += static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
     if (s == run->first_step) result->first_loss = r.loss;
     result->final_loss = r.loss;

@@ -65,9 +65,10 @@ std::string TrainingSvg(const TrainingCurve& c) {
   if (!c.val.empty()) {
     for (int i = 0; i <= 4; ++i) {
       const double v = vlo + (vhi - vlo) * i / 4.0;
-      const std::string label = c.val_is_share ? fmt::format("{:.0f}%", 100 * v) : fmt::format("{:.3g}", v);
-      s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" fill=\"#d62728\">{}</text>\n", L + pw + 4, YV(v) + 4,
-                       label);
+      const std::string label =
+          c.val_is_share ? fmt::format("{:.0f}%", 100 * v) : fmt::format("{:.3g}", v);
+      s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" fill=\"#d62728\">{}</text>\n", L + pw + 4,
+                       YV(v) + 4, label);
     }
     s += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#d62728\">val {}</text>\n", L + pw - 20, T - 6,
                      XmlEscape(c.metric));
@@ -76,9 +77,10 @@ std::string TrainingSvg(const TrainingCurve& c) {
       if (!std::isfinite(v)) continue;
       vp += fmt::format("{:.1f},{:.1f} ", X(static_cast<double>(step)), YV(v));
       if (step == c.best_step) {
-        s += fmt::format("<circle class=\"best\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"none\" "
-                         "stroke=\"#d62728\"/>\n",
-                         X(static_cast<double>(step)), YV(v));
+        s += fmt::format(
+            "<circle class=\"best\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"none\" "
+            "stroke=\"#d62728\"/>\n",
+            X(static_cast<double>(step)), YV(v));
       }
     }
     s += fmt::format(

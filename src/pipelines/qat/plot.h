@@ -17,7 +17,7 @@ struct TrainingCurve {
   // A share in [0, 1] (top1, agreement: a 0-100% axis), else an error on an axis of its own
   // range (rel_mse).
   bool val_is_share = true;
-  int64_t best_step = -1;                        // marked on the val curve (the kept parameters)
+  int64_t best_step = -1;  // marked on the val curve (the kept parameters)
 };
 
 // A self-contained SVG document (no script, no external references). Empty curves give an

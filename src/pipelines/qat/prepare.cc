@@ -27,13 +27,15 @@ bool IsWeighted(const ir::Node& n) {
 // weighted ops, normalization scale and shift, and learned activation scales.
 std::vector<std::string> TrainableParameters(
     const ir::Graph& g, const std::map<std::string, std::string>& learned_scales) {
-  static const std::set<std::string> kNorms{"BatchNormalization", "LayerNormalization", "InstanceNormalization",
-                                            "GroupNormalization"};
+  static const std::set<std::string> kNorms{"BatchNormalization", "LayerNormalization",
+                                            "InstanceNormalization", "GroupNormalization"};
   std::vector<std::string> names;
   std::set<std::string> seen;
   auto add = [&](const ir::Value* v) {
-    if (v && v->producer() && v->producer()->op_type() == "FakeQuantize") v = v->producer()->input(0);
-    if (v && v->is_constant() && v->initializer->dtype() == ir::DType::kFloat && seen.insert(v->name()).second) {
+    if (v && v->producer() && v->producer()->op_type() == "FakeQuantize")
+      v = v->producer()->input(0);
+    if (v && v->is_constant() && v->initializer->dtype() == ir::DType::kFloat &&
+        seen.insert(v->name()).second) {
       names.push_back(v->name());
     }
   };
@@ -114,7 +116,8 @@ Result<StartPlan> MakeStartPlan(const QatOptions& o) {
     // A plan for another model is refused here as eval, analyze and fallback refuse it (it
     // trained nothing it named and still wrote a full output set).
     QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(o.model));
-    const Result<std::vector<std::string>> unmatched = analysis::UnmatchedPlanTensors(*model.graph, start.plan, o.model);
+    const Result<std::vector<std::string>> unmatched =
+        analysis::UnmatchedPlanTensors(*model.graph, start.plan, o.model);
     if (!unmatched.ok()) return unmatched.status().WithContext(o.plan);
     QK_RETURN_IF_ERROR(analysis::CheckPlanFloatModel(start.plan, o.model).WithContext(o.plan));
     if (o.floats) {
@@ -147,7 +150,8 @@ Result<StartPlan> MakeStartPlan(const QatOptions& o) {
   start.train.float_precision = quant::FloatPrecision{};
   if (o.recompute_weight_scales) {
     for (auto it = start.train.tensors.begin(); it != start.train.tensors.end();) {
-      it = it->second.role == quant::TensorRole::kWeight ? start.train.tensors.erase(it) : std::next(it);
+      it = it->second.role == quant::TensorRole::kWeight ? start.train.tensors.erase(it)
+                                                         : std::next(it);
     }
   }
   start.sim.placement = o.placement;
@@ -182,7 +186,8 @@ Result<Graphs> PrepareGraphs(const QatOptions& o, StartPlan* plan, QatResult* re
   QK_ASSIGN_OR_RETURN(g.student, LoadFolded(o.model, &result->folded_batch_norms));
   {
     quant::QuantPlan p = plan->train;
-    QK_ASSIGN_OR_RETURN(passes::PassReport inserted, passes::RunPass(g.student, passes::ApplyPlan(&p, plan->sim)));
+    QK_ASSIGN_OR_RETURN(passes::PassReport inserted,
+                        passes::RunPass(g.student, passes::ApplyPlan(&p, plan->sim)));
     QK_RETURN_IF_NOT(inserted.changed, StatusCode::kInvalidArgument,
                      "the plan quantizes nothing in '{}': nothing to fine-tune", o.model);
     // Frozen weight scales: keep those just filled for BN-folded weights too, so the export
@@ -192,7 +197,8 @@ Result<Graphs> PrepareGraphs(const QatOptions& o, StartPlan* plan, QatResult* re
   passes::FakeQuantOptions fq_options;
   fq_options.recompute_weight_scales = o.recompute_weight_scales;
   fq_options.learn_activation_scales = o.learn_activation_scales;
-  QK_ASSIGN_OR_RETURN(passes::PassReport fq, passes::RunPass(g.student, passes::QdqToFakeQuant(fq_options)));
+  QK_ASSIGN_OR_RETURN(passes::PassReport fq,
+                      passes::RunPass(g.student, passes::QdqToFakeQuant(fq_options)));
   result->weight_pairs = static_cast<int>(fq.Count(passes::counter::kWeightPairs));
   result->activation_pairs = static_cast<int>(fq.Count(passes::counter::kActivationPairs));
   g.learned_scales = passes::LearnedActivationScales(*g.student.graph);

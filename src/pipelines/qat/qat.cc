@@ -20,16 +20,23 @@ namespace quantkit::pipelines {
 namespace qat {
 
 Result<Launch> ValidateOptions(const QatOptions& o, QatResult* result) {
-  QK_RETURN_IF_NOT(o.batch_size > 0, StatusCode::kInvalidArgument, "--batch-size must be > 0, got {}", o.batch_size);
-  QK_RETURN_IF_NOT(!o.output_dir.empty(), StatusCode::kInvalidArgument, "an output directory (-o) is required");
-  QK_RETURN_IF_NOT(o.steps >= 0 && o.epochs >= 0, StatusCode::kInvalidArgument, "--steps/--epochs must be >= 0");
+  QK_RETURN_IF_NOT(o.batch_size > 0, StatusCode::kInvalidArgument,
+                   "--batch-size must be > 0, got {}", o.batch_size);
+  QK_RETURN_IF_NOT(!o.output_dir.empty(), StatusCode::kInvalidArgument,
+                   "an output directory (-o) is required");
+  QK_RETURN_IF_NOT(o.steps >= 0 && o.epochs >= 0, StatusCode::kInvalidArgument,
+                   "--steps/--epochs must be >= 0");
   // Every number before any work (the calibration pass of a run without --plan included).
   QK_RETURN_IF_NOT(o.samples >= 0 && o.val_samples >= 0 && o.eval_every >= 0 && o.stop_after >= 0,
-                   StatusCode::kInvalidArgument, "--samples, --val-samples, --eval-every and --stop-after must be >= 0");
-  QK_RETURN_IF_NOT(o.plan.empty() ? o.calib_samples > 0 : o.calib_samples >= 0, StatusCode::kInvalidArgument,
-                   "--calib-samples must be > 0, got {}", o.calib_samples);
-  QK_RETURN_IF_NOT(std::isfinite(o.warmup_fraction) && o.warmup_fraction >= 0 && o.warmup_fraction <= 1,
-                   StatusCode::kInvalidArgument, "the warm-up share must be in [0, 1], got {}", o.warmup_fraction);
+                   StatusCode::kInvalidArgument,
+                   "--samples, --val-samples, --eval-every and --stop-after must be >= 0");
+  QK_RETURN_IF_NOT(o.plan.empty() ? o.calib_samples > 0 : o.calib_samples >= 0,
+                   StatusCode::kInvalidArgument, "--calib-samples must be > 0, got {}",
+                   o.calib_samples);
+  QK_RETURN_IF_NOT(
+      std::isfinite(o.warmup_fraction) && o.warmup_fraction >= 0 && o.warmup_fraction <= 1,
+      StatusCode::kInvalidArgument, "the warm-up share must be in [0, 1], got {}",
+      o.warmup_fraction);
   QK_RETURN_IF_ERROR(train::CheckTrainerOptions(o.trainer));
   QK_RETURN_IF_NOT(o.holdout >= QatOptions::kAutoHoldout, StatusCode::kInvalidArgument,
                    "--holdout must be >= 0, got {}", o.holdout);
@@ -49,12 +56,13 @@ Result<Launch> ValidateOptions(const QatOptions& o, QatResult* result) {
   Launch launch;
   QK_ASSIGN_OR_RETURN(launch.comm, distributed::OpenCommunicator(o.distributed));
   launch.world = launch.comm->world_size();
-  QK_RETURN_IF_NOT(launch.world == 1 || !o.plan.empty(), StatusCode::kInvalidArgument,
-                   "qat under a distributed launch needs --plan (calibrate first, under the same launch: "
-                   "docs/distributed.md)");
+  QK_RETURN_IF_NOT(
+      launch.world == 1 || !o.plan.empty(), StatusCode::kInvalidArgument,
+      "qat under a distributed launch needs --plan (calibrate first, under the same launch: "
+      "docs/distributed.md)");
   QK_RETURN_IF_NOT(o.batch_size % launch.world == 0, StatusCode::kInvalidArgument,
-                   "--batch-size {} is the global batch: it must be a multiple of the {} ranks", o.batch_size,
-                   launch.world);
+                   "--batch-size {} is the global batch: it must be a multiple of the {} ranks",
+                   o.batch_size, launch.world);
   launch.local_batch = o.batch_size / launch.world;
   result->rank.rank = launch.comm->rank();
   result->rank.world_size = launch.world;
@@ -83,10 +91,12 @@ void AddWarnings(const QatOptions& o, const TrainingData& data, QatResult* resul
     result->warnings.push_back(fmt::format(
         "not validated ({}): nothing checked that the trained model beats its PTQ start; the last step's "
         "parameters were written",
-        o.holdout == 0 ? "no --val, --holdout 0"
-                       : fmt::format("no --val, and {} training samples are too few to hold out 10% and keep a "
-                                     "batch of {}",
-                                     data.samples, o.batch_size)));
+        o.holdout == 0
+            ? "no --val, --holdout 0"
+            : fmt::format(
+                  "no --val, and {} training samples are too few to hold out 10% and keep a "
+                  "batch of {}",
+                  data.samples, o.batch_size)));
     return;
   }
   if (result->val_best && result->best_step == 0 && result->steps > 0) {
@@ -158,13 +168,15 @@ Result<QatResult> RunQat(const QatOptions& o) {
     QK_ASSIGN_OR_RETURN(student_copy, ir::CloneModel(graphs.student));
     QK_ASSIGN_OR_RETURN(teacher_copy, ir::CloneModel(graphs.teacher));
   }
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<train::QatTrainer> trainer,
-                      train::QatTrainer::Create(std::move(graphs.student), std::move(graphs.teacher),
-                                                graphs.parameters, topts));
+  QK_ASSIGN_OR_RETURN(
+      std::unique_ptr<train::QatTrainer> trainer,
+      train::QatTrainer::Create(std::move(graphs.student), std::move(graphs.teacher),
+                                graphs.parameters, topts));
 
   const std::string checkpoint = (fs::path(o.output_dir) / "checkpoint.npz").string();
 
-  QK_ASSIGN_OR_RETURN(qat::Validation validation, qat::OpenValidation(o, data, *trainer, comm, &result));
+  QK_ASSIGN_OR_RETURN(qat::Validation validation,
+                      qat::OpenValidation(o, data, *trainer, comm, &result));
   if (choose_lr) {
     QK_ASSIGN_OR_RETURN(
         topts.lr, qat::ChooseLearningRate(o, launch, data, validation, *student_copy, *teacher_copy,
@@ -173,7 +185,8 @@ Result<QatResult> RunQat(const QatOptions& o) {
         trainer, train::QatTrainer::Create(std::move(*student_copy), std::move(*teacher_copy),
                                            graphs.parameters, topts));
   }
-  QK_RETURN_IF_ERROR(qat::Resume(o, run.total_steps, data, validation, *trainer, &run.best, &result));
+  QK_RETURN_IF_ERROR(
+      qat::Resume(o, run.total_steps, data, validation, *trainer, &run.best, &result));
   QK_RETURN_IF_ERROR(qat::Train(o, launch, data, validation, *trainer, checkpoint, &run, &result));
   result.steps = trainer->steps_done();
   // Its slice of every global batch (positions in the batch, not sample numbers), one pass a step.
@@ -181,8 +194,9 @@ Result<QatResult> RunQat(const QatOptions& o) {
   result.rank.passes = result.steps - run.first_step;
   result.rank.work_seconds = run.train_seconds;
   if (result.paused) {
-    result.summary = fmt::format("qat: stopped at step {} of {} (--stop-after); continue with --resume {}\n",
-                                 result.steps, run.total_steps, checkpoint);
+    result.summary =
+        fmt::format("qat: stopped at step {} of {} (--stop-after); continue with --resume {}\n",
+                    result.steps, run.total_steps, checkpoint);
     result.written.push_back(checkpoint);
     return result;
   }
@@ -195,9 +209,9 @@ Result<QatResult> RunQat(const QatOptions& o) {
   }
   qat::AddWarnings(o, data, &result);
   // Every rank holds the same parameters; rank 0 writes and the others wait for its outcome.
-  const Status written = comm.is_root()
-                             ? qat::WriteResults(o, plan, graphs, topts, data, *trainer, run, start, out.get(), &result)
-                             : Status::Ok();
+  const Status written = comm.is_root() ? qat::WriteResults(o, plan, graphs, topts, data, *trainer,
+                                                            run, start, out.get(), &result)
+                                        : Status::Ok();
   QK_RETURN_IF_ERROR(comm.Agree(written, "writing the results on rank 0"));
   return result;
 }

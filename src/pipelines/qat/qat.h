@@ -37,15 +37,15 @@ namespace quantkit::pipelines {
 
 struct QatOptions {
   std::string model;
-  std::string teacher;            // distilled from and validated against; empty: model
+  std::string teacher;  // distilled from and validated against; empty: model
   const std::string& teacher_path() const { return teacher.empty() ? model : teacher; }
-  std::string data;               // training data (data::OpenSource spec)
+  std::string data;  // training data (data::OpenSource spec)
   data::ImageOptions image;
-  std::string labels;             // optional labels .npy (int, [N]) for data that carries none
-  int64_t samples = 0;            // first N training samples (0: all)
-  std::string plan;               // plan in any hub format; empty: calibrate first
-  quant::MethodRequest method;    // calibrate-first method
-  std::string calib_data;         // calibrate-first data (default: the training data)
+  std::string labels;           // optional labels .npy (int, [N]) for data that carries none
+  int64_t samples = 0;          // first N training samples (0: all)
+  std::string plan;             // plan in any hub format; empty: calibrate first
+  quant::MethodRequest method;  // calibrate-first method
+  std::string calib_data;       // calibrate-first data (default: the training data)
   int64_t calib_samples = 1024;
   passes::PlacementOptions placement;
   // The exported model's float part (--float-dtype, --cast-io, --keep-fp32): these when given,
@@ -53,7 +53,7 @@ struct QatOptions {
   // calibrating first). Training itself runs in FP32 with fake quantization.
   std::optional<passes::FloatOptions> floats;
   passes::WeightStorage weight_storage = passes::WeightStorage::kInt8;  // of model.qdq.onnx
-  int64_t epochs = 0;             // used when steps == 0 (both 0: one epoch)
+  int64_t epochs = 0;  // used when steps == 0 (both 0: one epoch)
   int64_t steps = 0;
   int64_t batch_size = 64;
   uint64_t seed = 0;
@@ -70,13 +70,14 @@ struct QatOptions {
   // Tried in this order, after kLrCandidates, only when none of those beat the PTQ start; the
   // first that does is chosen, else the last.
   static constexpr double kLrCandidatesBelow[] = {3e-6, 1e-6};
-  double warmup_fraction = 0.05;    // share of the steps spent warming up (when trainer.warmup_steps == 0)
+  double warmup_fraction =
+      0.05;  // share of the steps spent warming up (when trainer.warmup_steps == 0)
   bool recompute_weight_scales = true;
   // LSQ by default: a frozen scale cannot undo a calibration that clips (an entropy plan clips
   // 28% of plain_cnn's input and costs 7.7 points; learned, QAT ends within 0.3 of FP32).
   bool learn_activation_scales = true;
   // Validation (docs/qat.md, "Validation"): scored on --val, else on a held-out tail of --data.
-  std::string val;                // validation data
+  std::string val;  // validation data
   int64_t val_samples = 0;
   // Without --val: the last N samples of the training data (after --samples) validate the run
   // and are not trained on. kAutoHoldout: 10% of them, at most kMaxAutoHoldout, as long as a
@@ -88,11 +89,11 @@ struct QatOptions {
   // on a [batch, classes] output, rel_mse vs FP32 on any other. Ties on top1/agreement are broken
   // by rel_mse vs the FP32 teacher.
   std::string metric;
-  int64_t eval_every = 0;         // steps between validations (0: once per epoch)
+  int64_t eval_every = 0;  // steps between validations (0: once per epoch)
   std::string output_dir;
-  std::string resume;             // checkpoint to continue from
-  int64_t stop_after = 0;         // > 0: stop after this many steps of this run, write only the
-                                  // checkpoint (time-sliced jobs; continue with `resume`)
+  std::string resume;      // checkpoint to continue from
+  int64_t stop_after = 0;  // > 0: stop after this many steps of this run, write only the
+                           // checkpoint (time-sliced jobs; continue with `resume`)
   bool progress = true;
   // Student, teacher and optimizer state live on runtime::DefaultDevice() (--device).
   // Under torchrun/srun/a PyTorchJob: data-parallel. batch_size is the global batch; each rank
@@ -139,13 +140,13 @@ struct QatResult {
   // The same for the cross-entropy (--loss ce, ce+kl): the logits of a [batch, classes] Softmax
   // output; empty: the first output.
   std::string label_on;
-  std::string metric;                 // "top1" | "agreement" | "rel_mse" ("" when not validated)
-  bool higher_is_better = true;       // of `metric`
-  std::string tiebreak;               // "rel_mse" beside top1/agreement, else ""
-  std::string val_data;               // what validated: "--val ...", or the held-out samples
-  int64_t holdout = 0;                // samples of --data held out (not trained on)
-  std::optional<QatScore> val_ptq;    // before training (the plan's PTQ result in simulation)
-  std::optional<QatScore> val_best;   // the kept parameters (FP32 fake quantization, as trained)
+  std::string metric;                // "top1" | "agreement" | "rel_mse" ("" when not validated)
+  bool higher_is_better = true;      // of `metric`
+  std::string tiebreak;              // "rel_mse" beside top1/agreement, else ""
+  std::string val_data;              // what validated: "--val ...", or the held-out samples
+  int64_t holdout = 0;               // samples of --data held out (not trained on)
+  std::optional<QatScore> val_ptq;   // before training (the plan's PTQ result in simulation)
+  std::optional<QatScore> val_best;  // the kept parameters (FP32 fake quantization, as trained)
   // The same validation of the written model.qdq.onnx as TensorRT computes it (its float part in
   // its float dtype, INT8 weights): what the deployed engine scores.
   std::optional<QatScore> val_exported;
@@ -160,10 +161,11 @@ struct QatResult {
   int64_t steps_per_epoch = 0;
   double first_loss = 0, final_loss = 0;
   double seconds = 0, seconds_per_step = 0;
-  double cpu_seconds_per_step = 0;  // process CPU time (user+sys, all threads): robust on a shared machine
+  double cpu_seconds_per_step =
+      0;  // process CPU time (user+sys, all threads): robust on a shared machine
   int64_t peak_rss_bytes = 0;
   int folded_batch_norms = 0, weight_pairs = 0, activation_pairs = 0, parameters = 0;
-  bool paused = false;                // stopped by stop_after before the last step
+  bool paused = false;  // stopped by stop_after before the last step
   std::vector<std::string> written;
   std::string summary;
   distributed::RankReport rank;  // this process's part (samples per step, time of the steps)

@@ -10,7 +10,8 @@
 
 namespace quantkit::pipelines::qat {
 
-std::vector<int64_t> RankSlice(const std::vector<int64_t>& perm, int64_t offset, int rank, int64_t local_batch) {
+std::vector<int64_t> RankSlice(const std::vector<int64_t>& perm, int64_t offset, int rank,
+                               int64_t local_batch) {
   const int64_t mine = offset + rank * local_batch;  // all of it in one process
   return std::vector<int64_t>(perm.begin() + mine, perm.begin() + mine + local_batch);
 }
@@ -19,7 +20,8 @@ std::vector<int64_t> RankSlice(const std::vector<int64_t>& perm, int64_t offset,
 // number of ranks. Each rank's loss is the mean over its equal share of the global batch, so the
 // average is the global batch's gradient; rank order makes the sum, and so the update, the same
 // bits on every rank.
-Status AverageOverRanks(distributed::Communicator& comm, std::vector<float>* gradients, train::StepResult* r) {
+Status AverageOverRanks(distributed::Communicator& comm, std::vector<float>* gradients,
+                        train::StepResult* r) {
   const double losses[4] = {r->loss, r->distill, r->label, r->feature};
   std::string bytes(reinterpret_cast<const char*>(losses), sizeof(losses));
   bytes.append(reinterpret_cast<const char*>(gradients->data()), gradients->size() * sizeof(float));
@@ -41,7 +43,8 @@ Status AverageOverRanks(distributed::Communicator& comm, std::vector<float>* gra
   }
   const double n = static_cast<double>(all.size());
   for (size_t i = 0; i < sum.size(); ++i) (*gradients)[i] = static_cast<float>(sum[i] / n);
-  r->loss = loss_sum[0] / n, r->distill = loss_sum[1] / n, r->label = loss_sum[2] / n, r->feature = loss_sum[3] / n;
+  r->loss = loss_sum[0] / n, r->distill = loss_sum[1] / n, r->label = loss_sum[2] / n,
+  r->feature = loss_sum[3] / n;
   return Status::Ok();
 }
 

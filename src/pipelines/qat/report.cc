@@ -31,20 +31,26 @@ namespace fs = std::filesystem;
 void SetInitializers(ir::Graph& g, const std::vector<runtime::NamedTensor>& values) {
   for (const runtime::NamedTensor& v : values) {
     ir::Value* target = g.FindValue(v.name);
-    if (target == nullptr || !target->initializer.has_value()) continue;  // learned scales: not in g
+    if (target == nullptr || !target->initializer.has_value())
+      continue;  // learned scales: not in g
     ir::Tensor t = v.tensor;
     t.name = v.name;
     target->initializer = std::move(t);
   }
 }
 
-nlohmann::json TrainingLog(const QatOptions& o, const StartPlan& plan, const train::TrainerOptions& topts,
-                           const TrainingData& data, const TrainingRun& run, const QatResult& result) {
+nlohmann::json TrainingLog(const QatOptions& o, const StartPlan& plan,
+                           const train::TrainerOptions& topts, const TrainingData& data,
+                           const TrainingRun& run, const QatResult& result) {
   nlohmann::json history = nlohmann::json::array();
   for (const StepLog& s : run.log) {
-    history.push_back({{"step", s.step}, {"epoch", s.epoch}, {"loss", s.result.loss},
-                       {"distill", s.result.distill}, {"label", s.result.label},
-                       {"feature", s.result.feature}, {"lr", s.result.lr}});
+    history.push_back({{"step", s.step},
+                       {"epoch", s.epoch},
+                       {"loss", s.result.loss},
+                       {"distill", s.result.distill},
+                       {"label", s.result.label},
+                       {"feature", s.result.feature},
+                       {"lr", s.result.lr}});
   }
   nlohmann::json log{
       {"model", o.model},
@@ -116,7 +122,8 @@ std::string MetricTitle(const std::string& metric) {
 // A score as the summary prints it: shares in percent, errors in 3 significant digits, the
 // tie-breaker beside.
 std::string FormatScore(const QatResult& r, const QatScore& s) {
-  std::string out = r.higher_is_better ? fmt::format("{:.2f}%", 100 * s.metric) : fmt::format("{:.3g}", s.metric);
+  std::string out =
+      r.higher_is_better ? fmt::format("{:.2f}%", 100 * s.metric) : fmt::format("{:.3g}", s.metric);
   if (s.tiebreak) out += fmt::format(" ({} {:.3g})", r.tiebreak, *s.tiebreak);
   return out;
 }
@@ -124,7 +131,8 @@ std::string FormatScore(const QatResult& r, const QatScore& s) {
 // What the kept parameters are against the PTQ start, in words.
 std::string Verdict(const QatResult& r) {
   if (r.best_step == 0) return "the PTQ start was kept";
-  if (r.val_best->metric != r.val_ptq->metric) return fmt::format("beats the PTQ start on {}", r.metric);
+  if (r.val_best->metric != r.val_ptq->metric)
+    return fmt::format("beats the PTQ start on {}", r.metric);
   return fmt::format("ties the PTQ start on {} and beats it on {}", r.metric, r.tiebreak);
 }
 
@@ -144,19 +152,24 @@ std::string Summary(const QatOptions& o, const TrainingData& data, const QatResu
                     quant::FloatDType float_dtype) {
   std::string sum = fmt::format(
       "qat: {} steps ({:.2f} epochs of {} samples, batch {}), loss {:.4g} -> {:.4g}, {:.3f} s/step ({:.3f} s CPU)\n",
-      result.steps, static_cast<double>(result.steps) / static_cast<double>(result.steps_per_epoch), data.samples,
-      o.batch_size, result.first_loss, result.final_loss, result.seconds_per_step, result.cpu_seconds_per_step);
-  sum += fmt::format("  {} BatchNormalization folded, {} weight and {} activation fake-quant pairs, {} parameters\n",
-                     result.folded_batch_norms, result.weight_pairs, result.activation_pairs, result.parameters);
+      result.steps, static_cast<double>(result.steps) / static_cast<double>(result.steps_per_epoch),
+      data.samples, o.batch_size, result.first_loss, result.final_loss, result.seconds_per_step,
+      result.cpu_seconds_per_step);
+  sum += fmt::format(
+      "  {} BatchNormalization folded, {} weight and {} activation fake-quant pairs, {} parameters\n",
+      result.folded_batch_norms, result.weight_pairs, result.activation_pairs, result.parameters);
   if (!result.distill_on.empty()) sum += fmt::format("  distillation: {}\n", result.distill_on);
   if (!result.label_on.empty()) sum += fmt::format("  cross-entropy: {}\n", result.label_on);
   if (!result.metric.empty()) {
     sum += fmt::format("  validation ({}, {} is better{}) on {}:", MetricTitle(result.metric),
                        result.higher_is_better ? "higher" : "lower",
-                       result.tiebreak.empty() ? "" : fmt::format("; ties broken by {}", MetricTitle(result.tiebreak)),
+                       result.tiebreak.empty()
+                           ? ""
+                           : fmt::format("; ties broken by {}", MetricTitle(result.tiebreak)),
                        result.val_data);
     if (result.val_ptq && result.val_best) {
-      sum += fmt::format(" PTQ {} -> QAT {}, best at step {}: {}", FormatScore(result, *result.val_ptq),
+      sum += fmt::format(" PTQ {} -> QAT {}, best at step {}: {}",
+                         FormatScore(result, *result.val_ptq),
                          FormatScore(result, *result.val_best), result.best_step, Verdict(result));
       // The kept step is not the last: what the last one scored, so the cost of writing it shows.
       if (!result.evals.empty() && result.evals.back().step != result.best_step) {
@@ -174,16 +187,18 @@ std::string Summary(const QatOptions& o, const TrainingData& data, const QatResu
   for (const std::string& w : result.warnings) sum += "  WARNING: " + w + "\n";
   sum += fmt::format("  model.qdq.onnx: {}\n", result.export_summary);
   if (result.val_exported) {
-    sum += fmt::format("  validation of model.qdq.onnx as TensorRT computes it (float part in {}): {} {}\n",
-                       quant::FloatDTypeName(float_dtype), result.metric, FormatScore(result, *result.val_exported));
+    sum += fmt::format(
+        "  validation of model.qdq.onnx as TensorRT computes it (float part in {}): {} {}\n",
+        quant::FloatDTypeName(float_dtype), result.metric,
+        FormatScore(result, *result.val_exported));
   }
   return sum;
 }
 
 // The validation score (metric and tie-breaker, on the same samples) of the written model, run by
 // the interpreter as TensorRT computes it. Rank 0 alone, one process.
-Result<QatScore> ValidateExported(const QatOptions& o, const TrainingData& data, const std::string& qdq_path,
-                                  const QatResult& result) {
+Result<QatScore> ValidateExported(const QatOptions& o, const TrainingData& data,
+                                  const std::string& qdq_path, const QatResult& result) {
   EvalOptions eval;
   eval.model = qdq_path;
   eval.reference_model = o.teacher_path();  // what training validated against
@@ -194,7 +209,8 @@ Result<QatScore> ValidateExported(const QatOptions& o, const TrainingData& data,
   eval.batch_size = o.batch_size;
   eval.progress = false;
   eval.single_process = true;
-  QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric, analysis::MakeMetric(result.metric));
+  QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::Metric> metric,
+                      analysis::MakeMetric(result.metric));
   std::unique_ptr<analysis::Metric> tiebreak;
   if (!result.tiebreak.empty()) {
     QK_ASSIGN_OR_RETURN(tiebreak, analysis::MakeMetric(result.tiebreak));
@@ -217,8 +233,9 @@ const char* LossName(const train::TrainerOptions& t) {
 }
 
 Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& graphs,
-                    const train::TrainerOptions& topts, const TrainingData& data, const train::QatTrainer& trainer,
-                    const TrainingRun& run, std::chrono::steady_clock::time_point start, ArtifactSet* out,
+                    const train::TrainerOptions& topts, const TrainingData& data,
+                    const train::QatTrainer& trainer, const TrainingRun& run,
+                    std::chrono::steady_clock::time_point start, ArtifactSet* out,
                     QatResult* result) {
   const fs::path dir(o.output_dir);
   QK_ASSIGN_OR_RETURN(std::vector<runtime::NamedTensor> final_params, trainer.Parameters());
@@ -231,14 +248,15 @@ Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& gr
       if (p.name != scale_name) continue;
       const float s = p.tensor.data_as<float>()[0];
       QK_RETURN_IF_NOT(std::isfinite(s) && s > 0, StatusCode::kInvalidArgument,
-                       "learned scale of '{}' ended at {}: not a usable scale (lower --lr)", tensor, s);
+                       "learned scale of '{}' ended at {}: not a usable scale (lower --lr)", tensor,
+                       s);
       final_plan.SetScale(tensor, {s}, -1, quant::TensorRole::kActivation, "qat-lsq");
     }
   }
   final_plan.provenance.method =
       fmt::format("qat(from={}, loss={}, steps={}, batch={}, final_loss={:.6g})",
-                  plan.plan.provenance.method.empty() ? "plan" : plan.plan.provenance.method, LossName(topts),
-                  result->steps, o.batch_size, result->final_loss);
+                  plan.plan.provenance.method.empty() ? "plan" : plan.plan.provenance.method,
+                  LossName(topts), result->steps, o.batch_size, result->final_loss);
   final_plan.provenance.data_description = data.train->Describe();
   final_plan.provenance.data_sha256 = data.train->Fingerprint();
   final_plan.provenance.num_samples = result->steps * o.batch_size;
@@ -276,7 +294,8 @@ Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& gr
   TrainingCurve curve;
   for (const StepLog& s : run.log) curve.loss.emplace_back(s.step, s.result.loss);
   for (const QatEval& e : result->evals) curve.val.emplace_back(e.step, e.score.metric);
-  curve.title = fmt::format("qat {}: {} loss per step", fs::path(o.model).filename().string(), LossName(topts));
+  curve.title = fmt::format("qat {}: {} loss per step", fs::path(o.model).filename().string(),
+                            LossName(topts));
   curve.metric = result->metric;
   curve.val_is_share = result->higher_is_better;
   if (result->val_best) curve.best_step = result->best_step;

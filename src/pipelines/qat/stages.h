@@ -53,7 +53,7 @@ Result<Launch> ValidateOptions(const QatOptions& o, QatResult* result);
 
 // 2. The start plan: --plan, or calibrated now on the calibration data.
 struct StartPlan {
-  quant::QuantPlan plan;   // as read or calibrated (its method names where training started)
+  quant::QuantPlan plan;  // as read or calibrated (its method names where training started)
   // What the training graph and the exported model are built from: the start plan without its
   // weight scales (ApplyPlan recomputes them from the weights it is given) unless they are frozen,
   // and with an FP32 float part (training computes in FP32; the export takes plan.float_precision).
@@ -135,9 +135,11 @@ struct Validation {
 };
 inline constexpr int64_t kTeacherCacheBytes = int64_t{1} << 30;
 // Null `data.val`: an empty Validation (metric null) and result->metric "".
-Result<Validation> OpenValidation(const QatOptions& o, const TrainingData& data, const train::QatTrainer& trainer,
-                                  distributed::Communicator& comm, QatResult* result);
-Result<QatScore> Validate(const train::QatTrainer& trainer, const Validation& v, distributed::Communicator& comm);
+Result<Validation> OpenValidation(const QatOptions& o, const TrainingData& data,
+                                  const train::QatTrainer& trainer, distributed::Communicator& comm,
+                                  QatResult* result);
+Result<QatScore> Validate(const train::QatTrainer& trainer, const Validation& v,
+                          distributed::Communicator& comm);
 // a better than b: the primary metric, then (on equal values) the tie-breaker, lower first; a
 // missing tie-breaker loses to a present one.
 bool Better(const QatScore& a, const QatScore& b, bool higher_is_better);
@@ -154,8 +156,9 @@ struct Best {
 // --resume: the trainer's state and the bookkeeping of the run that wrote the checkpoint. A
 // checkpoint whose hold-out or validation metric differs from this run's is refused (its kept
 // parameters were chosen on other data or by another measure), naming the option to continue it.
-Status Resume(const QatOptions& o, int64_t total_steps, const TrainingData& data, const Validation& validation,
-              train::QatTrainer& trainer, Best* best, QatResult* result);
+Status Resume(const QatOptions& o, int64_t total_steps, const TrainingData& data,
+              const Validation& validation, train::QatTrainer& trainer, Best* best,
+              QatResult* result);
 // Written by rank 0; every rank learns its outcome.
 Status SaveCheckpoint(distributed::Communicator& comm, const train::QatTrainer& trainer,
                       const std::string& path, const Best& best, const QatResult& result);
@@ -174,8 +177,9 @@ struct TrainingRun {
   // Time of the training steps alone (batch assembly included, validation and checkpoints not).
   double train_seconds = 0, cpu_seconds = 0;
 };
-Status Train(const QatOptions& o, Launch& launch, const TrainingData& data, const Validation& validation,
-             train::QatTrainer& trainer, const std::string& checkpoint, TrainingRun* run, QatResult* result);
+Status Train(const QatOptions& o, Launch& launch, const TrainingData& data,
+             const Validation& validation, train::QatTrainer& trainer,
+             const std::string& checkpoint, TrainingRun* run, QatResult* result);
 
 // The epoch's sample order, drawn once per epoch.
 struct EpochOrder {
@@ -216,7 +220,8 @@ inline const std::vector<std::string> kResultFiles{
 Status WriteResults(const QatOptions& o, const StartPlan& plan, const Graphs& graphs,
                     const train::TrainerOptions& trainer_options, const TrainingData& data,
                     const train::QatTrainer& trainer, const TrainingRun& run,
-                    std::chrono::steady_clock::time_point start, ArtifactSet* out, QatResult* result);
+                    std::chrono::steady_clock::time_point start, ArtifactSet* out,
+                    QatResult* result);
 
 // "cross-entropy+distillation", "cross-entropy", "distillation-mse" or "distillation-kl".
 const char* LossName(const train::TrainerOptions& t);

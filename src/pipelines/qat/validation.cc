@@ -16,7 +16,8 @@ namespace quantkit::pipelines::qat {
 namespace {
 
 Result<train::TrainingBatch> ReadBatch(const Validation& v, int64_t start) {
-  QK_ASSIGN_OR_RETURN(data::Batch b, v.source->Read(start, std::min(v.batch_size, v.shard.end - start)));
+  QK_ASSIGN_OR_RETURN(data::Batch b,
+                      v.source->Read(start, std::min(v.batch_size, v.shard.end - start)));
   return ToTraining(std::move(b));
 }
 
@@ -27,10 +28,13 @@ std::vector<analysis::Metric*> Metrics(const Validation& v) {
 }
 
 // Every rank's per-batch rows, in rank order: the batch order of one process.
-Result<std::vector<double>> GatherRows(distributed::Communicator& comm, const std::vector<double>& local) {
+Result<std::vector<double>> GatherRows(distributed::Communicator& comm,
+                                       const std::vector<double>& local) {
   if (comm.world_size() == 1) return local;
-  const std::string bytes(reinterpret_cast<const char*>(local.data()), local.size() * sizeof(double));
-  QK_ASSIGN_OR_RETURN(std::vector<std::string> parts, comm.AllGather(bytes, "gathering validation scores"));
+  const std::string bytes(reinterpret_cast<const char*>(local.data()),
+                          local.size() * sizeof(double));
+  QK_ASSIGN_OR_RETURN(std::vector<std::string> parts,
+                      comm.AllGather(bytes, "gathering validation scores"));
   std::vector<double> rows;
   for (const std::string& part : parts) {
     QK_RETURN_IF_NOT(part.size() % sizeof(double) == 0, StatusCode::kInternal,
@@ -44,14 +48,16 @@ Result<std::vector<double>> GatherRows(distributed::Communicator& comm, const st
 
 }  // namespace
 
-Result<Validation> OpenValidation(const QatOptions& o, const TrainingData& data, const train::QatTrainer& trainer,
-                                  distributed::Communicator& comm, QatResult* result) {
+Result<Validation> OpenValidation(const QatOptions& o, const TrainingData& data,
+                                  const train::QatTrainer& trainer, distributed::Communicator& comm,
+                                  QatResult* result) {
   Validation v;
   result->holdout = data.holdout;
   if (!data.val) {
-    QK_RETURN_IF_NOT(o.metric.empty(), StatusCode::kInvalidArgument,
-                     "--metric {}: nothing validates this run (give --val, or leave --holdout at its default)",
-                     o.metric);
+    QK_RETURN_IF_NOT(
+        o.metric.empty(), StatusCode::kInvalidArgument,
+        "--metric {}: nothing validates this run (give --val, or leave --holdout at its default)",
+        o.metric);
     return v;
   }
   v.source = data.val.get();
@@ -81,10 +87,11 @@ Result<Validation> OpenValidation(const QatOptions& o, const TrainingData& data,
   }();
   QK_RETURN_IF_ERROR(comm.Agree(local, "running the FP32 model on the validation data"));
   QK_RETURN_IF_ERROR(comm.AllReduceSum(&flags, "combining validation data properties"));
-  QK_RETURN_IF_NOT(flags[kSamples] > 0, StatusCode::kInvalidArgument, "validation data '{}' holds no samples",
-                   v.source->Describe());
+  QK_RETURN_IF_NOT(flags[kSamples] > 0, StatusCode::kInvalidArgument,
+                   "validation data '{}' holds no samples", v.source->Describe());
   v.has_labels = flags[kUnlabelled] == 0;
-  QK_ASSIGN_OR_RETURN(v.metric, analysis::MakeOutputAwareMetric(o.metric, v.has_labels, flags[kNotClass] == 0));
+  QK_ASSIGN_OR_RETURN(
+      v.metric, analysis::MakeOutputAwareMetric(o.metric, v.has_labels, flags[kNotClass] == 0));
   QK_RETURN_IF_NOT(!v.metric->needs_labels() || v.has_labels, StatusCode::kInvalidArgument,
                    "--metric {} needs labelled validation data; {} has none", v.metric->name(),
                    data.val_description);
@@ -98,7 +105,8 @@ Result<Validation> OpenValidation(const QatOptions& o, const TrainingData& data,
   return v;
 }
 
-Result<QatScore> Validate(const train::QatTrainer& trainer, const Validation& v, distributed::Communicator& comm) {
+Result<QatScore> Validate(const train::QatTrainer& trainer, const Validation& v,
+                          distributed::Communicator& comm) {
   const std::vector<analysis::Metric*> metrics = Metrics(v);
   // Each batch's row: every metric's state (Metric::State) after that batch alone.
   std::vector<double> rows;
@@ -119,7 +127,8 @@ Result<QatScore> Validate(const train::QatTrainer& trainer, const Validation& v,
       const int64_t* labels = nullptr;
       if (b.labels.has_value()) {
         QK_RETURN_IF_NOT(b.labels->dtype() == ir::DType::kInt64 && b.labels->numel() == n,
-                         StatusCode::kInvalidArgument, "{}: labels are not int64 [{}]", v.source->Describe(), n);
+                         StatusCode::kInvalidArgument, "{}: labels are not int64 [{}]",
+                         v.source->Describe(), n);
         labels = b.labels->data_as<int64_t>();
       }
       const analysis::MetricBatch mb{
@@ -155,7 +164,8 @@ Result<QatScore> Validate(const train::QatTrainer& trainer, const Validation& v,
 bool Better(const QatScore& a, const QatScore& b, bool higher_is_better) {
   // NaN (a diverged run) is never better, and anything beats it.
   if (std::isnan(a.metric) != std::isnan(b.metric)) return std::isnan(b.metric);
-  if (a.metric != b.metric && !std::isnan(a.metric)) return higher_is_better ? a.metric > b.metric : a.metric < b.metric;
+  if (a.metric != b.metric && !std::isnan(a.metric))
+    return higher_is_better ? a.metric > b.metric : a.metric < b.metric;
   const bool ta = a.tiebreak.has_value() && !std::isnan(*a.tiebreak);
   const bool tb = b.tiebreak.has_value() && !std::isnan(*b.tiebreak);
   if (!ta || !tb) return ta && !tb;

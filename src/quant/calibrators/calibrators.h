@@ -15,16 +15,16 @@
 
 namespace quantkit::quant {
 
-inline constexpr int64_t kDefaultNumBins = 2048;        // pytorch-quantization / TensorRT
-inline constexpr int64_t kEntropyStartBin = 128;        // first candidate of the 2048-bin search
+inline constexpr int64_t kDefaultNumBins = 2048;  // pytorch-quantization / TensorRT
+inline constexpr int64_t kEntropyStartBin = 128;  // first candidate of the 2048-bin search
 inline constexpr int kDefaultNumBits = 8;
-inline constexpr double kSmoothEps = 1e-4;              // onnxruntime / MXNet smooth_distribution
-inline constexpr int64_t kOrtDefaultNumBins = 128;      // onnxruntime create_calibrator(Entropy)
+inline constexpr double kSmoothEps = 1e-4;          // onnxruntime / MXNet smooth_distribution
+inline constexpr int64_t kOrtDefaultNumBins = 128;  // onnxruntime create_calibrator(Entropy)
 inline constexpr int64_t kOrtDefaultNumQuantizedBins = 128;
-inline constexpr int64_t kMinimizeKlNumBins = 8001;     // TVM / MXNet signed histogram
+inline constexpr int64_t kMinimizeKlNumBins = 8001;  // TVM / MXNet signed histogram
 inline constexpr int64_t kMinimizeKlNumQuantizedBins = 255;
-inline constexpr double kPqDefaultPercentile = 99.99;   // pytorch-quantization default
-inline constexpr double kOrtDefaultPercentile = 99.999; // onnxruntime create_calibrator default
+inline constexpr double kPqDefaultPercentile = 99.99;    // pytorch-quantization default
+inline constexpr double kOrtDefaultPercentile = 99.999;  // onnxruntime create_calibrator default
 
 struct CalibResult {
   float amax = 0.0f;  // symmetric threshold = max(|lo|, |hi|)
@@ -70,8 +70,8 @@ Result<CalibResult> OrtEntropyRange(const Histogram& hist, const OrtEntropyOptio
 
 // --- Entropy, MXNet / TVM `MinimizeKL` (spec §2.4, §2.5) --------------------------------------
 enum class MinimizeKlVariant {
-  kCpp,       // MXNet >= 1.6 calibrate.cc and TVM relay calibrate.cc (float32, first bin excluded)
-  kMxnet15,   // MXNet 1.4-1.5 python (float64 KL, Q[P==0] = 0)
+  kCpp,      // MXNet >= 1.6 calibrate.cc and TVM relay calibrate.cc (float32, first bin excluded)
+  kMxnet15,  // MXNet 1.4-1.5 python (float64 KL, Q[P==0] = 0)
 };
 
 struct MinimizeKlOptions {

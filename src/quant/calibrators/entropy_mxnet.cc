@@ -82,7 +82,8 @@ double DivergenceCpp(const std::vector<int64_t>& hist, int64_t s, int64_t e, int
     qb[static_cast<size_t>(j)] = static_cast<float>(
         std::accumulate(sliced.begin() + j * m, sliced.begin() + (j + 1) * m, int64_t{0}));
   }
-  qb.back() += static_cast<float>(std::accumulate(sliced.begin() + nq * m, sliced.end(), int64_t{0}));
+  qb.back() +=
+      static_cast<float>(std::accumulate(sliced.begin() + nq * m, sliced.end(), int64_t{0}));
   std::vector<float> q(static_cast<size_t>(len), 0.f);
   for (int64_t j = 0; j < nq; ++j) {
     const int64_t start = j * m, stop = (j == nq - 1) ? len : (j + 1) * m;
@@ -109,7 +110,8 @@ double DivergenceMxnet15(const std::vector<int64_t>& hist, const std::vector<int
   std::vector<float> q(static_cast<size_t>(len), 0.f);
   for (int64_t j = 0; j < nq; ++j) {
     const int64_t start = j * m, stop = (j == nq - 1) ? len : start + m;
-    int64_t qb = prefix[static_cast<size_t>(s + (j + 1) * m)] - prefix[static_cast<size_t>(s + start)];
+    int64_t qb =
+        prefix[static_cast<size_t>(s + (j + 1) * m)] - prefix[static_cast<size_t>(s + start)];
     if (j == nq - 1) qb += prefix[static_cast<size_t>(e)] - prefix[static_cast<size_t>(s + nq * m)];
     int64_t norm = 0;
     for (int64_t k = start; k < stop; ++k) norm += (p[static_cast<size_t>(k)] != 0);
@@ -139,7 +141,8 @@ Result<CalibResult> MinimizeKlThreshold(const Histogram& hist, const MinimizeKlO
                    "MinimizeKL: {} quantized bins do not fit {} histogram bins", nq, n);
   std::vector<int64_t> prefix(static_cast<size_t>(n) + 1, 0);
   for (int64_t j = 0; j < n; ++j) {
-    prefix[static_cast<size_t>(j) + 1] = prefix[static_cast<size_t>(j)] + hist.counts[static_cast<size_t>(j)];
+    prefix[static_cast<size_t>(j) + 1] =
+        prefix[static_cast<size_t>(j)] + hist.counts[static_cast<size_t>(j)];
   }
   const int64_t z = n / 2;
   CalibResult r;

@@ -27,7 +27,8 @@ Result<CalibResult> OrtEntropyRange(const Histogram& hist, const OrtEntropyOptio
   const int64_t z = n / 2, half = nq / 2;
 
   std::vector<int64_t> prefix(static_cast<size_t>(n) + 1, 0);
-  for (int64_t j = 0; j < n; ++j) prefix[static_cast<size_t>(j) + 1] = prefix[static_cast<size_t>(j)] + h[static_cast<size_t>(j)];
+  for (int64_t j = 0; j < n; ++j)
+    prefix[static_cast<size_t>(j) + 1] = prefix[static_cast<size_t>(j)] + h[static_cast<size_t>(j)];
 
   CalibResult r;
   std::vector<int64_t> p, q, qb(static_cast<size_t>(nq));
@@ -42,7 +43,8 @@ Result<CalibResult> OrtEntropyRange(const Histogram& hist, const OrtEntropyOptio
     const int64_t m = len / nq;
     std::fill(qb.begin(), qb.end(), 0);
     for (int64_t k = 0; k < nq; ++k) {
-      qb[static_cast<size_t>(k)] = prefix[static_cast<size_t>(s + (k + 1) * m)] - prefix[static_cast<size_t>(s + k * m)];
+      qb[static_cast<size_t>(k)] =
+          prefix[static_cast<size_t>(s + (k + 1) * m)] - prefix[static_cast<size_t>(s + k * m)];
     }
     qb.back() += prefix[static_cast<size_t>(e)] - prefix[static_cast<size_t>(s + nq * m)];
     q.assign(static_cast<size_t>(len), 0);
@@ -69,8 +71,10 @@ Result<CalibResult> OrtEntropyRange(const Histogram& hist, const OrtEntropyOptio
   const int64_t s = z - best_i, e = std::min(z + best_i + 1, n);
   float lo = static_cast<float>(hist.edges[static_cast<size_t>(s)]);
   float hi = static_cast<float>(hist.edges[static_cast<size_t>(e)]);
-  if (!std::isnan(hist.observed_min) && lo < hist.observed_min) lo = static_cast<float>(hist.observed_min);
-  if (!std::isnan(hist.observed_max) && hi > hist.observed_max) hi = static_cast<float>(hist.observed_max);
+  if (!std::isnan(hist.observed_min) && lo < hist.observed_min)
+    lo = static_cast<float>(hist.observed_min);
+  if (!std::isnan(hist.observed_max) && hi > hist.observed_max)
+    hi = static_cast<float>(hist.observed_max);
   r.lo = lo;
   r.hi = hi;
   r.amax = std::max(std::fabs(lo), std::fabs(hi));

@@ -10,10 +10,11 @@
 //   ΣP·D = Σ P log P - Σ_k S'_k log(S_k / nz_k) - ΣP log ΣP + ΣP log C_i
 // where Σ P log P comes from a prefix sum, and S'_k = S_k except the last level (+ outliers).
 // That is O(L) per candidate; the level terms are tabulated once and read through an offset
-// table (see PqEntropyState), so the hot loop is one load and one add per level. Since a different summation order could reorder near-equal
-// values (and TV1 has exact ties at D = 0), every candidate within kRefineTolerance of the
-// fast minimum is re-evaluated with the reference's float64 arithmetic and numpy's pairwise
-// summation, and the tie rule is applied to those exact values.
+// table (see PqEntropyState), so the hot loop is one load and one add per level. Since a different
+// summation order could reorder near-equal values (and TV1 has exact ties at D = 0), every
+// candidate within kRefineTolerance of the fast minimum is re-evaluated with the reference's
+// float64 arithmetic and numpy's pairwise summation, and the tie rule is applied to those exact
+// values.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -115,11 +116,11 @@ double FastDivergence(const PqEntropyState& s, int64_t i) {
   const int64_t outliers = s.total - s.prefix[static_cast<size_t>(i)];
   const int64_t last = s.bins[static_cast<size_t>(i - 1)];
   const int64_t q_total = s.prefix[static_cast<size_t>(i)];
-  if (q_total == 0) return kInf;                  // Q all zero
-  if (last == 0 && outliers > 0) return kInf;     // P > 0 where Q == 0
+  if (q_total == 0) return kInf;               // Q all zero
+  if (last == 0 && outliers > 0) return kInf;  // P > 0 where Q == 0
   const double p_last = static_cast<double>(last + outliers);
-  const double plogp = s.prefix_plogp[static_cast<size_t>(i - 1)] +
-                       (p_last > 0 ? p_last * std::log(p_last) : 0.0);
+  const double plogp =
+      s.prefix_plogp[static_cast<size_t>(i - 1)] + (p_last > 0 ? p_last * std::log(p_last) : 0.0);
   // Level k covers bins [ceil(k i / L), ceil((k+1) i / L)); L is a power of two (shift, no idiv).
   const int64_t round_up = s.levels - 1;
   const int64_t last_start = ((s.levels - 1) * i + round_up) >> s.level_shift;
@@ -204,9 +205,12 @@ double ExactDivergence(const PqEntropyState& s, int64_t i) {
   for (int64_t j = 0; j < i; ++j) {
     const double pk = p[static_cast<size_t>(j)] / sp, qk = q[static_cast<size_t>(j)] / sq;
     // scipy.special.rel_entr
-    if (pk > 0 && qk > 0) vec[static_cast<size_t>(j)] = pk * std::log(pk / qk);
-    else if (pk == 0 && qk >= 0) vec[static_cast<size_t>(j)] = 0.0;
-    else vec[static_cast<size_t>(j)] = kInf;
+    if (pk > 0 && qk > 0)
+      vec[static_cast<size_t>(j)] = pk * std::log(pk / qk);
+    else if (pk == 0 && qk >= 0)
+      vec[static_cast<size_t>(j)] = 0.0;
+    else
+      vec[static_cast<size_t>(j)] = kInf;
   }
   return PairwiseSum(vec.data(), i);
 }

@@ -20,7 +20,8 @@ Result<CalibResult> MseAmax(const Histogram& hist, const MseOptions& options) {
   QK_RETURN_IF_NOT(bad.empty(), StatusCode::kInvalidArgument, "mse calibration: {}", bad);
   QK_RETURN_IF_NOT(options.num_bits >= 2 && options.num_bits <= 16, StatusCode::kInvalidArgument,
                    "mse calibration: num_bits {} not in [2, 16]", options.num_bits);
-  QK_RETURN_IF_NOT(options.stride >= 1, StatusCode::kInvalidArgument, "mse calibration: stride < 1");
+  QK_RETURN_IF_NOT(options.stride >= 1, StatusCode::kInvalidArgument,
+                   "mse calibration: stride < 1");
   const int64_t n = hist.num_bins();
   QK_RETURN_IF_NOT(options.start_bin >= 0 && options.start_bin < n, StatusCode::kInvalidArgument,
                    "mse calibration: start bin {} not in [0, {})", options.start_bin, n);

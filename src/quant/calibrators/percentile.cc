@@ -64,8 +64,10 @@ Result<CalibResult> PercentileAmax(const Histogram& hist, const PercentileOption
   }
   if (options.flavor != PercentileFlavor::kPytorchQuantization) {
     // onnxruntime clips the range to the observed data range.
-    if (!std::isnan(hist.observed_min) && lo < hist.observed_min) lo = static_cast<float>(hist.observed_min);
-    if (!std::isnan(hist.observed_max) && hi > hist.observed_max) hi = static_cast<float>(hist.observed_max);
+    if (!std::isnan(hist.observed_min) && lo < hist.observed_min)
+      lo = static_cast<float>(hist.observed_min);
+    if (!std::isnan(hist.observed_max) && hi > hist.observed_max)
+      hi = static_cast<float>(hist.observed_max);
   }
   r.lo = lo;
   r.hi = hi;

@@ -46,8 +46,9 @@ double KlDivergenceIn(const std::vector<float>& p, const std::vector<float>& q) 
     if (pk != last_p || qk != last_q) {
       last_p = pk;
       last_q = qk;
-      last = (pk > 0 && qk > 0) ? pk * std::log(pk / qk)
-             : (pk == 0 && qk >= 0) ? T(0) : std::numeric_limits<T>::infinity();
+      last = (pk > 0 && qk > 0)     ? pk * std::log(pk / qk)
+             : (pk == 0 && qk >= 0) ? T(0)
+                                    : std::numeric_limits<T>::infinity();
     }
     vec[j] = last;
   }

@@ -11,7 +11,8 @@
 namespace quantkit::quant {
 namespace {
 
-// Exponent e of the smallest power of two strictly greater than a (a finite, >= 0), >= kMinRangeExp.
+// Exponent e of the smallest power of two strictly greater than a (a finite, >= 0), >=
+// kMinRangeExp.
 int RangeExpFor(float a) {
   int e = 0;
   std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1): a < 2^e <= 2a
@@ -78,7 +79,8 @@ scan::Summary StreamingHistogram::ObserveAndSummarize(FloatSpan values) {
   std::vector<FloatSpan> rest;
   scan::Summary s;
   if (has_range_) {
-    s = scan::SummarizeAndBin(values, log2_bins_, range_exp_, pos_.data(), neg_.data(), &zeros_, &rest);
+    s = scan::SummarizeAndBin(values, log2_bins_, range_exp_, pos_.data(), neg_.data(), &zeros_,
+                              &rest);
   } else {
     s = scan::Summarize(values);
     if (values.size > 0) rest.push_back(values);
@@ -106,9 +108,12 @@ void StreamingHistogram::BinWithNonFinite(FloatSpan values) {
       continue;
     }
     const int64_t k = static_cast<int64_t>(std::fabs(static_cast<double>(v)) * scale);
-    if (v > 0.0f) ++pos_[static_cast<size_t>(std::min(k, n - 1))];
-    else if (v < 0.0f) ++neg_[static_cast<size_t>(std::min(k, n - 1))];
-    else ++zeros_;
+    if (v > 0.0f)
+      ++pos_[static_cast<size_t>(std::min(k, n - 1))];
+    else if (v < 0.0f)
+      ++neg_[static_cast<size_t>(std::min(k, n - 1))];
+    else
+      ++zeros_;
   }
 }
 

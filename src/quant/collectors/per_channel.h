@@ -12,8 +12,8 @@
 namespace quantkit::quant {
 
 struct PerChannelStats {
-  int64_t axis = 0;             // normalised (>= 0)
-  std::vector<float> amax;      // one per channel; 0 where a channel had no finite value
+  int64_t axis = 0;         // normalised (>= 0)
+  std::vector<float> amax;  // one per channel; 0 where a channel had no finite value
   int64_t nonfinite_count = 0;
   bool operator==(const PerChannelStats& o) const {
     return axis == o.axis && amax == o.amax && nonfinite_count == o.nonfinite_count;

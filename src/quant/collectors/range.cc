@@ -37,9 +37,12 @@ void RangeCollector::Observe(FloatSpan values, const scan::Summary& batch) {
   s.count += static_cast<int64_t>(values.size);
   if (batch.nonfinite) {
     for (float v : values) {
-      if (std::isnan(v)) ++s.nan_count;
-      else if (v == std::numeric_limits<float>::infinity()) ++s.posinf_count;
-      else if (v == -std::numeric_limits<float>::infinity()) ++s.neginf_count;
+      if (std::isnan(v))
+        ++s.nan_count;
+      else if (v == std::numeric_limits<float>::infinity())
+        ++s.posinf_count;
+      else if (v == -std::numeric_limits<float>::infinity())
+        ++s.neginf_count;
     }
   }
   s.zero_count += batch.zeros;

@@ -12,7 +12,7 @@
 namespace quantkit::quant {
 
 struct RangeStats {
-  int64_t count = 0;       // all elements observed, NaN/Inf included
+  int64_t count = 0;  // all elements observed, NaN/Inf included
   int64_t nan_count = 0;
   int64_t posinf_count = 0;
   int64_t neginf_count = 0;

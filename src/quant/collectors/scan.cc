@@ -58,12 +58,14 @@ void Combine(Summary* total, const Summary& s) {
 constexpr size_t kBlock = 512;
 
 template <typename Real>
-QK_ALWAYS_INLINE int64_t BlockIndicesOf(const float* v, size_t n, Real scale, uint32_t half, uint32_t* idx) {
+QK_ALWAYS_INLINE int64_t BlockIndicesOf(const float* v, size_t n, Real scale, uint32_t half,
+                                        uint32_t* idx) {
   int32_t zeros = 0;  // n <= kBlock
 #pragma omp simd reduction(+ : zeros)
   for (size_t i = 0; i < n; ++i) {
     const float x = v[i];
-    const uint32_t k = static_cast<uint32_t>(static_cast<int32_t>(std::fabs(static_cast<Real>(x)) * scale));
+    const uint32_t k =
+        static_cast<uint32_t>(static_cast<int32_t>(std::fabs(static_cast<Real>(x)) * scale));
     idx[i] = x < 0.0f ? k + half : k;
     zeros += x == 0.0f;
   }
@@ -78,13 +80,15 @@ QK_ALWAYS_INLINE int64_t BlockIndicesOf(const float* v, size_t n, Real scale, ui
 constexpr uint32_t kZeroSlots = 8;
 
 template <typename Real>
-QK_ALWAYS_INLINE int64_t ScratchIndicesOf(const float* v, size_t n, Real scale, uint32_t half, uint32_t* idx) {
+QK_ALWAYS_INLINE int64_t ScratchIndicesOf(const float* v, size_t n, Real scale, uint32_t half,
+                                          uint32_t* idx) {
   const uint32_t spare = 2 * half;
   int32_t zeros = 0;  // n <= kBlock
 #pragma omp simd reduction(+ : zeros)
   for (size_t i = 0; i < n; ++i) {
     const float x = v[i];
-    const uint32_t k = static_cast<uint32_t>(static_cast<int32_t>(std::fabs(static_cast<Real>(x)) * scale));
+    const uint32_t k =
+        static_cast<uint32_t>(static_cast<int32_t>(std::fabs(static_cast<Real>(x)) * scale));
     const uint32_t bin = x < 0.0f ? k + half : k;
     idx[i] = x == 0.0f ? spare + static_cast<uint32_t>(i % kZeroSlots) : bin;
     zeros += x == 0.0f;
@@ -93,16 +97,20 @@ QK_ALWAYS_INLINE int64_t ScratchIndicesOf(const float* v, size_t n, Real scale, 
 }
 
 // One clone per vector width and precision (a product and a truncation per value).
-QK_VECTOR_CLONES int64_t BlockIndices(const float* v, size_t n, float scale, uint32_t half, uint32_t* idx) {
+QK_VECTOR_CLONES int64_t BlockIndices(const float* v, size_t n, float scale, uint32_t half,
+                                      uint32_t* idx) {
   return BlockIndicesOf(v, n, scale, half, idx);
 }
-QK_VECTOR_CLONES int64_t BlockIndices(const float* v, size_t n, double scale, uint32_t half, uint32_t* idx) {
+QK_VECTOR_CLONES int64_t BlockIndices(const float* v, size_t n, double scale, uint32_t half,
+                                      uint32_t* idx) {
   return BlockIndicesOf(v, n, scale, half, idx);
 }
-QK_VECTOR_CLONES int64_t ScratchIndices(const float* v, size_t n, float scale, uint32_t half, uint32_t* idx) {
+QK_VECTOR_CLONES int64_t ScratchIndices(const float* v, size_t n, float scale, uint32_t half,
+                                        uint32_t* idx) {
   return ScratchIndicesOf(v, n, scale, half, idx);
 }
-QK_VECTOR_CLONES int64_t ScratchIndices(const float* v, size_t n, double scale, uint32_t half, uint32_t* idx) {
+QK_VECTOR_CLONES int64_t ScratchIndices(const float* v, size_t n, double scale, uint32_t half,
+                                        uint32_t* idx) {
   return ScratchIndicesOf(v, n, scale, half, idx);
 }
 
@@ -142,8 +150,8 @@ void BinDirect(const float* v, size_t n, Real scale, uint32_t half, int64_t* pos
 // same bin, such as ReLU zeros, then alternate between two counters instead of serialising on
 // one), only the bins up to the batch's abs-max cleared and added back.
 template <typename Real>
-void BinLocal(const float* v, size_t n, Real scale, uint32_t half, uint32_t used, int64_t* pos, int64_t* neg,
-              int64_t* zeros) {
+void BinLocal(const float* v, size_t n, Real scale, uint32_t half, uint32_t used, int64_t* pos,
+              int64_t* neg, int64_t* zeros) {
   const auto [c0, c1] = ThreadScratch(half);
   uint32_t idx[kBlock];
   // Flush before a 32-bit counter could overflow.
@@ -199,8 +207,8 @@ bool Fits(const Summary& b, float limit) { return !b.nonfinite && std::max(-b.mi
 // values were binned (all of them, or up to the first block that does not fit); *total gets the
 // summary of all n.
 template <typename Real>
-size_t FusedDirect(const float* v, size_t n, Real scale, uint32_t half, float limit, int64_t* pos, int64_t* neg,
-                   int64_t* zeros, Summary* total) {
+size_t FusedDirect(const float* v, size_t n, Real scale, uint32_t half, float limit, int64_t* pos,
+                   int64_t* neg, int64_t* zeros, Summary* total) {
   uint32_t idx[kBlock];
   int64_t z = 0;
   size_t s = 0;
@@ -229,8 +237,8 @@ size_t FusedDirect(const float* v, size_t n, Real scale, uint32_t half, float li
 // the batch's abs-max is not known in advance: counters are cleared on demand, up to the highest
 // bin a block can reach.
 template <typename Real>
-size_t FusedLocal(const float* v, size_t n, Real scale, uint32_t half, float limit, int64_t* pos, int64_t* neg,
-                  int64_t* zeros, Summary* total) {
+size_t FusedLocal(const float* v, size_t n, Real scale, uint32_t half, float limit, int64_t* pos,
+                  int64_t* neg, int64_t* zeros, Summary* total) {
   const auto [c0, c1] = ThreadScratch(half);
   uint32_t idx[kBlock];
   constexpr size_t kMaxPiece = size_t{1} << 30;  // flush before a 32-bit counter could overflow
@@ -281,8 +289,8 @@ size_t FusedLocal(const float* v, size_t n, Real scale, uint32_t half, float lim
 }
 
 template <typename Real>
-Summary Fused(FloatSpan values, Real scale, uint32_t half, float limit, int64_t* pos, int64_t* neg, int64_t* zeros,
-              std::vector<FloatSpan>* unbinned) {
+Summary Fused(FloatSpan values, Real scale, uint32_t half, float limit, int64_t* pos, int64_t* neg,
+              int64_t* zeros, std::vector<FloatSpan>* unbinned) {
   const size_t n = values.size;
   Summary total{kInf, -kInf, 0, false};
   if (n < kParallelMinValues) {
@@ -296,7 +304,8 @@ Summary Fused(FloatSpan values, Real scale, uint32_t half, float limit, int64_t*
     const size_t threads = static_cast<size_t>(omp_get_num_threads());
     const size_t begin = n * t / threads, end = n * (t + 1) / threads;
     Summary mine{kInf, -kInf, 0, false};
-    const size_t done = FusedLocal(values.data + begin, end - begin, scale, half, limit, pos, neg, zeros, &mine);
+    const size_t done =
+        FusedLocal(values.data + begin, end - begin, scale, half, limit, pos, neg, zeros, &mine);
     // Spans and summaries combine in any order: integer sums, min and max.
 #pragma omp critical(quantkit_scan_summary)
     {
@@ -325,14 +334,15 @@ Summary Summarize(FloatSpan values) {
   return total;
 }
 
-void BinFinite(FloatSpan values, float amax, int log2_bins, int range_exp, int64_t* pos, int64_t* neg,
-               int64_t* zeros) {
+void BinFinite(FloatSpan values, float amax, int log2_bins, int range_exp, int64_t* pos,
+               int64_t* neg, int64_t* zeros) {
   if (values.size == 0) return;
   const uint32_t half = uint32_t{1} << log2_bins;
   const int shift = log2_bins - range_exp;
   // Bins 0..floor(amax * scale) can be hit (amax < 2^range_exp, so at most half - 1).
   const double dscale = std::ldexp(1.0, shift);
-  const uint32_t used = std::min<uint32_t>(half, static_cast<uint32_t>(static_cast<double>(amax) * dscale) + 1);
+  const uint32_t used =
+      std::min<uint32_t>(half, static_cast<uint32_t>(static_cast<double>(amax) * dscale) + 1);
   if (shift <= std::numeric_limits<float>::max_exponent - 1) {
     Bin(values, static_cast<float>(dscale), half, used, pos, neg, zeros);
   } else {

@@ -18,9 +18,9 @@ namespace quantkit::quant::scan {
 inline constexpr size_t kParallelMinValues = size_t{1} << 16;
 
 struct Summary {
-  float min = 0.0f;   // over finite values (+inf while none); -0.0 and +0.0 may both appear
-  float max = 0.0f;   // over finite values (-inf while none)
-  int64_t zeros = 0;  // +0.0 and -0.0
+  float min = 0.0f;        // over finite values (+inf while none); -0.0 and +0.0 may both appear
+  float max = 0.0f;        // over finite values (-inf while none)
+  int64_t zeros = 0;       // +0.0 and -0.0
   bool nonfinite = false;  // some NaN or ±Inf present
 };
 
@@ -29,8 +29,8 @@ Summary Summarize(FloatSpan values);
 // Counts every value x != 0 in bin floor(|x| * 2^(log2_bins - range_exp)) of pos (x > 0) or neg
 // (x < 0), and exact zeros (±0) in *zeros. Requires every value finite and |x| <= amax <
 // 2^range_exp (the caller grew the range first); pos/neg hold 2^log2_bins counters each.
-void BinFinite(FloatSpan values, float amax, int log2_bins, int range_exp, int64_t* pos, int64_t* neg,
-               int64_t* zeros);
+void BinFinite(FloatSpan values, float amax, int log2_bins, int range_exp, int64_t* pos,
+               int64_t* neg, int64_t* zeros);
 
 // Summarize and BinFinite in one pass over the data, for the steady state of calibration: after
 // the first samples a tensor's range rarely grows, so its values already fit the histogram's

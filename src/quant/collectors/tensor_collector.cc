@@ -78,8 +78,8 @@ Result<TensorCollector> TensorCollector::FromParts(const RangeStats& range,
 }
 
 bool TensorCollector::operator==(const TensorCollector& o) const {
-  return has_histogram_ == o.has_histogram_ && range_stats_ == o.range_stats_ && histogram_ == o.histogram_ &&
-         per_channel() == o.per_channel();
+  return has_histogram_ == o.has_histogram_ && range_stats_ == o.range_stats_ &&
+         histogram_ == o.histogram_ && per_channel() == o.per_channel();
 }
 
 }  // namespace quantkit::quant

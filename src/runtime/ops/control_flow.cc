@@ -38,7 +38,8 @@ Result<KernelPtr> MakeLoop(const KernelInit& init) {
   const ir::Graph& g = *init.node.attr("body")->graph();
   const size_t carried = init.node.num_inputs() >= 2 ? init.node.num_inputs() - 2 : 0;
   if (g.inputs().size() != carried + 2 || g.outputs().size() < carried + 1) {
-    return init.Error(StatusCode::kInvalidModel, "body has {} inputs and {} outputs for {} loop-carried values",
+    return init.Error(StatusCode::kInvalidModel,
+                      "body has {} inputs and {} outputs for {} loop-carried values",
                       g.inputs().size(), g.outputs().size(), carried);
   }
   // dtypes of the scan outputs, for an empty result when the loop runs zero times.
@@ -56,7 +57,8 @@ Result<KernelPtr> MakeLoop(const KernelInit& init) {
     for (size_t i = 0; i < carried; ++i) state.push_back(c.in(i + 2));
     std::vector<std::vector<at::Tensor>> scans(scan_types.size());
     for (int64_t it = 0; it < max_trips && cond; ++it) {
-      std::vector<at::Tensor> args = {at::scalar_tensor(it, at::kLong), at::scalar_tensor(cond, at::kBool)};
+      std::vector<at::Tensor> args = {at::scalar_tensor(it, at::kLong),
+                                      at::scalar_tensor(cond, at::kBool)};
       args.insert(args.end(), state.begin(), state.end());
       std::vector<at::Tensor> outs = c.RunSubgraph(*body, args);
       cond = outs[0].item<bool>();
@@ -79,7 +81,8 @@ Result<KernelPtr> MakeScan(const KernelInit& init) {
   const int64_t num_scan = init.node.GetInt("num_scan_inputs", -1);
   const int64_t num_inputs = static_cast<int64_t>(init.node.num_inputs());
   if (num_scan < 1 || num_scan > num_inputs) {
-    return init.Error(StatusCode::kInvalidModel, "num_scan_inputs={} for {} inputs", num_scan, num_inputs);
+    return init.Error(StatusCode::kInvalidModel, "num_scan_inputs={} for {} inputs", num_scan,
+                      num_inputs);
   }
   const size_t num_state = static_cast<size_t>(num_inputs - num_scan);
   const size_t num_scan_out = init.node.num_outputs() - num_state;
@@ -93,7 +96,8 @@ Result<KernelPtr> MakeScan(const KernelInit& init) {
   const std::vector<int64_t> out_axes = attr("scan_output_axes", num_scan_out);
   const std::vector<int64_t> out_dirs = attr("scan_output_directions", num_scan_out);
   if (in_axes.size() != static_cast<size_t>(num_scan) || out_axes.size() != num_scan_out) {
-    return init.Error(StatusCode::kInvalidModel, "scan axes/directions do not match the scan inputs/outputs");
+    return init.Error(StatusCode::kInvalidModel,
+                      "scan axes/directions do not match the scan inputs/outputs");
   }
   return MakeKernel([=](KernelContext& c) {
     std::vector<at::Tensor> state;
@@ -105,13 +109,15 @@ Result<KernelPtr> MakeScan(const KernelInit& init) {
       xs.push_back(c.in(num_state + j));
       axes.push_back(NormAxis(in_axes[j], xs.back().dim()));
       const int64_t len = xs.back().size(axes.back());
-      QK_KERNEL_CHECK(steps < 0 || steps == len, "scan inputs have different lengths {} and {}", steps, len);
+      QK_KERNEL_CHECK(steps < 0 || steps == len, "scan inputs have different lengths {} and {}",
+                      steps, len);
       steps = len;
     }
     std::vector<std::vector<at::Tensor>> outs(num_scan_out);
     for (int64_t t = 0; t < steps; ++t) {
       std::vector<at::Tensor> args = state;
-      for (int64_t j = 0; j < num_scan; ++j) args.push_back(xs[j].select(axes[j], in_dirs[j] ? steps - 1 - t : t));
+      for (int64_t j = 0; j < num_scan; ++j)
+        args.push_back(xs[j].select(axes[j], in_dirs[j] ? steps - 1 - t : t));
       std::vector<at::Tensor> r = c.RunSubgraph(*body, args);
       for (size_t i = 0; i < num_state; ++i) state[i] = r[i];
       for (size_t k = 0; k < num_scan_out; ++k) outs[k].push_back(r[num_state + k]);

@@ -66,13 +66,15 @@ struct Geometry {
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       for (size_t i = 0; i < n; ++i) {
         const int64_t out = ((in[i] + (*s)[i] - 1) / (*s)[i]);
-        const int64_t total = std::max<int64_t>(0, (out - 1) * (*s)[i] + ((k[i] - 1) * (*d)[i] + 1) - in[i]);
+        const int64_t total =
+            std::max<int64_t>(0, (out - 1) * (*s)[i] + ((k[i] - 1) * (*d)[i] + 1) - in[i]);
         const int64_t small = total / 2;
         p[i] = auto_pad == "SAME_UPPER" ? small : total - small;
         p[i + n] = total - p[i];
       }
     } else if (auto_pad == "NOTSET" && !pads.empty()) {
-      QK_KERNEL_CHECK(pads.size() == 2 * n, "pads has {} values for {} spatial dims", pads.size(), n);
+      QK_KERNEL_CHECK(pads.size() == 2 * n, "pads has {} values for {} spatial dims", pads.size(),
+                      n);
       p = pads;
     }
     return p;
@@ -80,7 +82,8 @@ struct Geometry {
 };
 
 std::vector<int64_t> Spatial(const at::Tensor& x) {
-  QK_KERNEL_CHECK(x.dim() >= 3, "expected an input of rank >= 3 (N, C, spatial...), got rank {}", x.dim());
+  QK_KERNEL_CHECK(x.dim() >= 3, "expected an input of rank >= 3 (N, C, spatial...), got rank {}",
+                  x.dim());
   return x.sizes().slice(2).vec();
 }
 
@@ -276,7 +279,8 @@ at::Tensor OnnxIndices(const at::Tensor& idx, const std::vector<int64_t>& padded
   int64_t plane = 1;
   for (int64_t v : in) plane *= v;
   const int64_t nbatch = idx.size(0);
-  at::Tensor base = at::arange(nbatch * channels, idx.options()).reshape({nbatch, channels}) * plane;
+  at::Tensor base =
+      at::arange(nbatch * channels, idx.options()).reshape({nbatch, channels}) * plane;
   std::vector<int64_t> shape = {nbatch, channels};
   shape.resize(idx.dim(), 1);
   return flat + base.reshape(shape);
@@ -299,7 +303,8 @@ bool UseMkldnnMaxPool2d(const at::Tensor& x, const std::vector<int64_t>& dilatio
 
 Result<KernelPtr> MakeMaxPool(const KernelInit& init) {
   QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
-  if (g.kernel.empty()) return init.Error(StatusCode::kInvalidModel, "missing attribute kernel_shape");
+  if (g.kernel.empty())
+    return init.Error(StatusCode::kInvalidModel, "missing attribute kernel_shape");
   const bool column_major = init.node.GetInt("storage_order", 0) != 0;
   return MakeKernel([g, column_major](KernelContext& c) {
     at::Tensor x = c.in(0);
@@ -318,7 +323,9 @@ Result<KernelPtr> MakeMaxPool(const KernelInit& init) {
     // A channels-last input has ATen's NHWC kernel, vectorised over channels (faster than
     // oneDNN's with its reorders); it propagates NaN as the NCHW kernel does.
     if (c.num_outputs() == 1 && !IsChannelsLast(x) && UseMkldnnMaxPool2d(x, d)) {
-      return Out{at::mkldnn_max_pool2d(x.to_mkldnn(), g.kernel, s, ap, d, g.ceil_mode).to_dense().to(dtype)};
+      return Out{at::mkldnn_max_pool2d(x.to_mkldnn(), g.kernel, s, ap, d, g.ceil_mode)
+                     .to_dense()
+                     .to(dtype)};
     }
     std::tuple<at::Tensor, at::Tensor> r;
     if (n == 1) {
@@ -342,13 +349,18 @@ Result<KernelPtr> MakeMaxPool(const KernelInit& init) {
   });
 }
 
-at::Tensor AvgPoolN(const at::Tensor& x, const std::vector<int64_t>& k, const std::vector<int64_t>& s,
-                    const std::vector<int64_t>& p, bool ceil, bool include_pad) {
+at::Tensor AvgPoolN(const at::Tensor& x, const std::vector<int64_t>& k,
+                    const std::vector<int64_t>& s, const std::vector<int64_t>& p, bool ceil,
+                    bool include_pad) {
   switch (k.size()) {
-    case 1: return at::avg_pool1d(x, k, s, p, ceil, include_pad);
-    case 2: return at::avg_pool2d(x, k, s, p, ceil, include_pad);
-    case 3: return at::avg_pool3d(x, k, s, p, ceil, include_pad);
-    default: throw KernelError(fmt::format("pooling over {} spatial dims is not supported", k.size()));
+    case 1:
+      return at::avg_pool1d(x, k, s, p, ceil, include_pad);
+    case 2:
+      return at::avg_pool2d(x, k, s, p, ceil, include_pad);
+    case 3:
+      return at::avg_pool3d(x, k, s, p, ceil, include_pad);
+    default:
+      throw KernelError(fmt::format("pooling over {} spatial dims is not supported", k.size()));
   }
 }
 
@@ -360,10 +372,12 @@ at::Tensor AveragePool(at::Tensor x, const Geometry& g, bool include_pad) {
   std::vector<int64_t> s, d;
   std::vector<int64_t> p = g.Resolve(in, g.kernel, &s, &d);
   if (Symmetric(p, g.kernel)) {
-    return AvgPoolN(x, g.kernel, s, std::vector<int64_t>(p.begin(), p.begin() + n), g.ceil_mode, include_pad);
+    return AvgPoolN(x, g.kernel, s, std::vector<int64_t>(p.begin(), p.begin() + n), g.ceil_mode,
+                    include_pad);
   }
   const std::vector<int64_t> zero(n, 0);
-  at::Tensor y = AvgPoolN(at::constant_pad_nd(x, AtenPadList(p), 0), g.kernel, s, zero, g.ceil_mode, true);
+  at::Tensor y =
+      AvgPoolN(at::constant_pad_nd(x, AtenPadList(p), 0), g.kernel, s, zero, g.ceil_mode, true);
   if (!include_pad) {
     std::vector<int64_t> ones_shape(x.dim(), 1);
     for (size_t i = 0; i < n; ++i) ones_shape[2 + i] = in[i];
@@ -397,7 +411,8 @@ at::Tensor DilatedWindowSum(const at::Tensor& x, const Geometry& g, at::Tensor* 
     return at::convolution(v, at::ones(ws, v.options()), {}, s, zero, d, false, zero, groups);
   };
   if (count != nullptr) {
-    *count = window_sum(at::constant_pad_nd(at::ones(ones_shape, x.options()), AtenPadList(full), 0), 1);
+    *count =
+        window_sum(at::constant_pad_nd(at::ones(ones_shape, x.options()), AtenPadList(full), 0), 1);
   }
   return window_sum(at::constant_pad_nd(x, AtenPadList(full), 0), x.size(1));
 }
@@ -414,24 +429,28 @@ at::Tensor DilatedAveragePool(const at::Tensor& x, const Geometry& g, bool inclu
 
 Result<KernelPtr> MakeAveragePool(const KernelInit& init) {
   QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
-  if (g.kernel.empty()) return init.Error(StatusCode::kInvalidModel, "missing attribute kernel_shape");
+  if (g.kernel.empty())
+    return init.Error(StatusCode::kInvalidModel, "missing attribute kernel_shape");
   bool dilated = false;
   for (int64_t d : g.dilations) dilated = dilated || d != 1;
   const bool include_pad = init.node.GetInt("count_include_pad", 0) != 0;
   return MakeKernel([g, include_pad, dilated](KernelContext& c) {
-    return Out{dilated ? DilatedAveragePool(c.in(0), g, include_pad) : AveragePool(c.in(0), g, include_pad)};
+    return Out{dilated ? DilatedAveragePool(c.in(0), g, include_pad)
+                       : AveragePool(c.in(0), g, include_pad)};
   });
 }
 
 // LpPool: (sum over the window of |x|^p)^(1/p) = (avg(|x|^p) * window)^(1/p), pads counted as 0.
 Result<KernelPtr> MakeLpPool(const KernelInit& init) {
   QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
-  if (g.kernel.empty()) return init.Error(StatusCode::kInvalidModel, "missing attribute kernel_shape");
+  if (g.kernel.empty())
+    return init.Error(StatusCode::kInvalidModel, "missing attribute kernel_shape");
   bool dilated = false;
   for (int64_t d : g.dilations) dilated = dilated || d != 1;
   const double p = static_cast<double>(init.node.GetInt("p", 2));
   return MakeKernel([g, p, dilated](KernelContext& c) {
-    if (dilated) return Out{at::pow(DilatedWindowSum(at::pow(at::abs(c.in(0)), p), g, nullptr), 1.0 / p)};
+    if (dilated)
+      return Out{at::pow(DilatedWindowSum(at::pow(at::abs(c.in(0)), p), g, nullptr), 1.0 / p)};
     int64_t window = 1;
     for (int64_t k : g.kernel) window *= k;
     at::Tensor y = AveragePool(at::pow(at::abs(c.in(0)), p), g, /*include_pad=*/true);
@@ -444,7 +463,8 @@ Result<KernelPtr> MakeCol2Im(const KernelInit& init) {
   const std::vector<int64_t> dil = init.node.GetInts("dilations", {1, 1});
   const std::vector<int64_t> pads = init.node.GetInts("pads", {0, 0, 0, 0});
   const std::vector<int64_t> strides = init.node.GetInts("strides", {1, 1});
-  if (dil.size() != 2 || strides.size() != 2 || pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3]) {
+  if (dil.size() != 2 || strides.size() != 2 || pads.size() != 4 || pads[0] != pads[2] ||
+      pads[1] != pads[3]) {
     return init.Error(StatusCode::kUnsupported, "only 2-D Col2Im with symmetric pads is supported");
   }
   return MakeKernel([=](KernelContext& c) {
@@ -461,7 +481,8 @@ Result<KernelPtr> MakeCol2Im(const KernelInit& init) {
 // end (as the reference does).
 Result<KernelPtr> MakeMaxUnpool(const KernelInit& init) {
   QK_ASSIGN_OR_RETURN(Geometry g, Geometry::Read(init));
-  if (g.kernel.empty()) return init.Error(StatusCode::kInvalidModel, "missing attribute kernel_shape");
+  if (g.kernel.empty())
+    return init.Error(StatusCode::kInvalidModel, "missing attribute kernel_shape");
   return MakeKernel([g](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     const std::vector<int64_t> in = Spatial(x);
@@ -479,7 +500,8 @@ Result<KernelPtr> MakeMaxUnpool(const KernelInit& init) {
     out = out.reshape(shape);
     if (c.has(2)) {
       const std::vector<int64_t> want = ToInt64Vector(c.in(2));
-      QK_KERNEL_CHECK(want.size() == shape.size(), "output_shape has {} dims, expected {}", want.size(), shape.size());
+      QK_KERNEL_CHECK(want.size() == shape.size(), "output_shape has {} dims, expected {}",
+                      want.size(), shape.size());
       std::vector<int64_t> pads(2 * n, 0);
       for (size_t i = 0; i < n; ++i) pads[i + n] = want[2 + i] - shape[2 + i];
       out = at::constant_pad_nd(out, AtenPadList(pads), 0);
@@ -498,9 +520,12 @@ Result<KernelPtr> MakeGlobalPool(const KernelInit& init) {
     std::vector<int64_t> dims;
     for (int64_t i = 2; i < x.dim(); ++i) dims.push_back(i);
     switch (kind) {
-      case GlobalKind::kAvg: return Out{at::mean(x, dims, /*keepdim=*/true)};
-      case GlobalKind::kMax: return Out{at::amax(x, dims, /*keepdim=*/true)};
-      case GlobalKind::kLp: return Out{at::pow(at::sum(at::pow(at::abs(x), p), dims, true), 1.0 / p)};
+      case GlobalKind::kAvg:
+        return Out{at::mean(x, dims, /*keepdim=*/true)};
+      case GlobalKind::kMax:
+        return Out{at::amax(x, dims, /*keepdim=*/true)};
+      case GlobalKind::kLp:
+        return Out{at::pow(at::sum(at::pow(at::abs(x), p), dims, true), 1.0 / p)};
     }
     return Out{};
   });

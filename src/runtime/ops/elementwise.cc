@@ -119,9 +119,8 @@ Result<KernelPtr> MakeThresholdedRelu(const KernelInit& init) {
 Result<KernelPtr> MakeHardSigmoid(const KernelInit& init) {
   const double alpha = init.node.GetFloat("alpha", 0.2f);
   const double beta = init.node.GetFloat("beta", 0.5f);
-  return MakeKernel([alpha, beta](KernelContext& c) {
-    return Out{at::clamp(c.in(0) * alpha + beta, 0, 1)};
-  });
+  return MakeKernel(
+      [alpha, beta](KernelContext& c) { return Out{at::clamp(c.in(0) * alpha + beta, 0, 1)}; });
 }
 
 Result<KernelPtr> MakeHardSwish(const KernelInit&) {
@@ -137,7 +136,8 @@ Result<KernelPtr> MakeGelu(const KernelInit& init) {
     return init.Error(StatusCode::kInvalidModel, "attribute approximate='{}' must be none or tanh",
                       approximate);
   }
-  return MakeKernel([approximate](KernelContext& c) { return Out{at::gelu(c.in(0), approximate)}; });
+  return MakeKernel(
+      [approximate](KernelContext& c) { return Out{at::gelu(c.in(0), approximate)}; });
 }
 
 // Clip: bounds are attributes before opset 11, optional inputs from 11.
@@ -152,9 +152,12 @@ Result<KernelPtr> MakeClip(const KernelInit& init) {
     // Both bounds given as scalars (ReLU6 and friends): one pass instead of two, same values
     // (clamp is max then min, NaN propagating, like maximum/minimum; a NaN bound differs, so
     // it takes the general path; at most the sign of a zero result may differ).
-    if (c.has(1) && c.has(2) && c.in(1).numel() == 1 && c.in(2).numel() == 1 && x.is_floating_point()) {
-      const at::Scalar lo = c.in(1).to(x.scalar_type()).item(), hi = c.in(2).to(x.scalar_type()).item();
-      if (!std::isnan(lo.toDouble()) && !std::isnan(hi.toDouble())) return Out{at::clamp(x, lo, hi)};
+    if (c.has(1) && c.has(2) && c.in(1).numel() == 1 && c.in(2).numel() == 1 &&
+        x.is_floating_point()) {
+      const at::Scalar lo = c.in(1).to(x.scalar_type()).item(),
+                       hi = c.in(2).to(x.scalar_type()).item();
+      if (!std::isnan(lo.toDouble()) && !std::isnan(hi.toDouble()))
+        return Out{at::clamp(x, lo, hi)};
     }
     if (c.has(1)) x = at::maximum(x, c.in(1).to(x.scalar_type()));
     if (c.has(2)) x = at::minimum(x, c.in(2).to(x.scalar_type()));
@@ -177,8 +180,24 @@ at::Tensor On(const at::Tensor& t, at::Device device) {
   return (!t.defined() || t.device() == device || t.dim() == 0) ? t : t.to(device);
 }
 
-enum class BinOp { kAdd, kSub, kMul, kDiv, kPow, kEq, kLt, kLe, kGt, kGe, kAnd, kOr, kXor,
-                   kBitAnd, kBitOr, kBitXor };
+enum class BinOp {
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kEq,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kAnd,
+  kOr,
+  kXor,
+  kBitAnd,
+  kBitOr,
+  kBitXor
+};
 
 // Before opset 7, broadcast=1 with `axis` aligns B's dims with A's starting at `axis` (instead
 // of numpy's trailing alignment).
@@ -193,16 +212,20 @@ at::Tensor LegacyAlign(const at::Tensor& a, const at::Tensor& b, int64_t axis) {
 
 template <BinOp op>
 Result<KernelPtr> Binary(const KernelInit& init) {
-  const bool legacy_axis = init.opset < 7 && init.node.GetInt("broadcast", 0) != 0 && init.node.has_attr("axis");
+  const bool legacy_axis =
+      init.opset < 7 && init.node.GetInt("broadcast", 0) != 0 && init.node.has_attr("axis");
   const int64_t axis = legacy_axis ? init.node.GetInt("axis", 0) : -1;
   return MakeKernel([axis](KernelContext& c) {
     const at::Device device = ElementwiseDevice({&c.in(0), &c.in(1)});
     const at::Tensor a = On(c.in(0), device);
     const at::Tensor b = On(LegacyAlign(a, c.in(1), axis), device);
     switch (op) {
-      case BinOp::kAdd: return Out{at::add(a, b)};
-      case BinOp::kSub: return Out{at::sub(a, b)};
-      case BinOp::kMul: return Out{at::mul(a, b)};
+      case BinOp::kAdd:
+        return Out{at::add(a, b)};
+      case BinOp::kSub:
+        return Out{at::sub(a, b)};
+      case BinOp::kMul:
+        return Out{at::mul(a, b)};
       case BinOp::kDiv:
         if (at::isIntegralType(a.scalar_type(), /*includeBool=*/true)) {
           return Out{at::div(a, b, "trunc")};
@@ -219,22 +242,34 @@ Result<KernelPtr> Binary(const KernelInit& init) {
         // x^2 (LayerNorm's variance in every exported transformer) as x * x: what onnxruntime
         // computes, correctly rounded, and one multiply instead of a vectorised powf (3% of a
         // vit_b_16 pass). Same result as pow(x, 2) for every x, inf, NaN and -0 included.
-        if (b.numel() == 1 && b.dim() <= a.dim() && b.is_cpu() && b.to(at::kDouble).item<double>() == 2.0) {
+        if (b.numel() == 1 && b.dim() <= a.dim() && b.is_cpu() &&
+            b.to(at::kDouble).item<double>() == 2.0) {
           return Out{at::mul(a, a)};
         }
         return Out{at::pow(a, b.to(a.scalar_type()))};
       }
-      case BinOp::kEq: return Out{at::eq(a, b)};
-      case BinOp::kLt: return Out{at::lt(a, b)};
-      case BinOp::kLe: return Out{at::le(a, b)};
-      case BinOp::kGt: return Out{at::gt(a, b)};
-      case BinOp::kGe: return Out{at::ge(a, b)};
-      case BinOp::kAnd: return Out{at::logical_and(a, b)};
-      case BinOp::kOr: return Out{at::logical_or(a, b)};
-      case BinOp::kXor: return Out{at::logical_xor(a, b)};
-      case BinOp::kBitAnd: return Out{at::bitwise_and(a, b)};
-      case BinOp::kBitOr: return Out{at::bitwise_or(a, b)};
-      case BinOp::kBitXor: return Out{at::bitwise_xor(a, b)};
+      case BinOp::kEq:
+        return Out{at::eq(a, b)};
+      case BinOp::kLt:
+        return Out{at::lt(a, b)};
+      case BinOp::kLe:
+        return Out{at::le(a, b)};
+      case BinOp::kGt:
+        return Out{at::gt(a, b)};
+      case BinOp::kGe:
+        return Out{at::ge(a, b)};
+      case BinOp::kAnd:
+        return Out{at::logical_and(a, b)};
+      case BinOp::kOr:
+        return Out{at::logical_or(a, b)};
+      case BinOp::kXor:
+        return Out{at::logical_xor(a, b)};
+      case BinOp::kBitAnd:
+        return Out{at::bitwise_and(a, b)};
+      case BinOp::kBitOr:
+        return Out{at::bitwise_or(a, b)};
+      case BinOp::kBitXor:
+        return Out{at::bitwise_xor(a, b)};
     }
     return Out{};
   });
@@ -254,7 +289,8 @@ Result<KernelPtr> MakeMod(const KernelInit& init) {
 Result<KernelPtr> MakeBitShift(const KernelInit& init) {
   const std::string dir = init.node.GetString("direction", "");
   if (dir != "LEFT" && dir != "RIGHT") {
-    return init.Error(StatusCode::kInvalidModel, "attribute direction='{}' must be LEFT or RIGHT", dir);
+    return init.Error(StatusCode::kInvalidModel, "attribute direction='{}' must be LEFT or RIGHT",
+                      dir);
   }
   const bool left = dir == "LEFT";
   return MakeKernel([left](KernelContext& c) {
@@ -276,10 +312,16 @@ Result<KernelPtr> Variadic(const KernelInit&) {
     for (size_t i = 1; i < c.num_inputs(); ++i) {
       const at::Tensor& x = c.in(i);
       switch (op) {
-        case VarOp::kMin: acc = at::minimum(acc, x); break;
-        case VarOp::kMax: acc = at::maximum(acc, x); break;
+        case VarOp::kMin:
+          acc = at::minimum(acc, x);
+          break;
+        case VarOp::kMax:
+          acc = at::maximum(acc, x);
+          break;
         case VarOp::kSum:
-        case VarOp::kMean: acc = at::add(acc, x); break;
+        case VarOp::kMean:
+          acc = at::add(acc, x);
+          break;
       }
     }
     if (op == VarOp::kMean) acc = acc / static_cast<double>(c.num_inputs());

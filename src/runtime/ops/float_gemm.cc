@@ -41,7 +41,8 @@ bool DnnlApplies(const at::Tensor& a, const at::Tensor& b) {
 #endif
 }
 
-// c = a x b into the row-major [M, N] buffer at c; false when oneDNN refused (the caller falls back).
+// c = a x b into the row-major [M, N] buffer at c; false when oneDNN refused (the caller falls
+// back).
 bool DnnlGemm(const at::Tensor& a_in, const at::Tensor& b_in, float* c) {
 #ifdef QUANTKIT_HAVE_DNNL
   at::Tensor a = a_in, b = b_in;
@@ -56,8 +57,8 @@ bool DnnlGemm(const at::Tensor& a_in, const at::Tensor& b_in, float* c) {
     GemmOperand(b, &tb, &ldb);
   }
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  return dnnl_sgemm(ta, tb, m, n, k, 1.0f, a.data_ptr<float>(), lda, b.data_ptr<float>(), ldb, 0.0f, c, n) ==
-         dnnl_success;
+  return dnnl_sgemm(ta, tb, m, n, k, 1.0f, a.data_ptr<float>(), lda, b.data_ptr<float>(), ldb, 0.0f,
+                    c, n) == dnnl_success;
 #else
   (void)a_in;
   (void)b_in;
@@ -77,7 +78,8 @@ at::Tensor MatMul2d(const at::Tensor& a, const at::Tensor& b) {
 }
 
 at::Tensor MatMul(const at::Tensor& a, const at::Tensor& b) {
-  if (!DnnlApplies(a, b) || a.dim() < 2 || b.dim() < 2 || a.size(-1) != b.size(-2)) return at::matmul(a, b);
+  if (!DnnlApplies(a, b) || a.dim() < 2 || b.dim() < 2 || a.size(-1) != b.size(-2))
+    return at::matmul(a, b);
   const int64_t k = a.size(-1), n = b.size(-1);
   std::vector<int64_t> out_shape(a.sizes().begin(), a.sizes().end() - 1);
   out_shape.push_back(n);

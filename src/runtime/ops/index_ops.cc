@@ -28,9 +28,12 @@ Result<KernelPtr> MakeSlice(const KernelInit& init) {
     at::Tensor x = c.in(0);
     std::vector<int64_t> starts = legacy ? a_starts : ToInt64Vector(c.in(1));
     std::vector<int64_t> ends = legacy ? a_ends : ToInt64Vector(c.in(2));
-    std::vector<int64_t> axes = legacy ? a_axes : (c.has(3) ? ToInt64Vector(c.in(3)) : std::vector<int64_t>{});
-    std::vector<int64_t> steps = !legacy && c.has(4) ? ToInt64Vector(c.in(4)) : std::vector<int64_t>{};
-    QK_KERNEL_CHECK(starts.size() == ends.size(), "starts has {} values, ends {}", starts.size(), ends.size());
+    std::vector<int64_t> axes =
+        legacy ? a_axes : (c.has(3) ? ToInt64Vector(c.in(3)) : std::vector<int64_t>{});
+    std::vector<int64_t> steps =
+        !legacy && c.has(4) ? ToInt64Vector(c.in(4)) : std::vector<int64_t>{};
+    QK_KERNEL_CHECK(starts.size() == ends.size(), "starts has {} values, ends {}", starts.size(),
+                    ends.size());
     if (axes.empty()) {
       for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
     }
@@ -67,7 +70,8 @@ Result<KernelPtr> MakeGather(const KernelInit& init) {
     const at::Tensor& x = c.in(0);
     const int64_t a = NormAxis(axis, x.dim());
     const at::Tensor& idx = c.in(1);
-    at::Tensor flat = WrapIndices(idx, x.size(a)).reshape({-1}).to(x.device());  // host shape indices too
+    at::Tensor flat =
+        WrapIndices(idx, x.size(a)).reshape({-1}).to(x.device());  // host shape indices too
     at::Tensor g = x.index_select(a, flat);
     std::vector<int64_t> shape = x.sizes().slice(0, a).vec();
     for (int64_t d : idx.sizes()) shape.push_back(d);
@@ -103,7 +107,8 @@ Result<KernelPtr> MakeGatherND(const KernelInit& init) {
     const at::Tensor& x = c.in(0);
     const at::Tensor& idx = c.in(1);
     const int64_t k = idx.size(-1);
-    QK_KERNEL_CHECK(b + k <= x.dim(), "batch_dims + index depth {} exceeds data rank {}", b + k, x.dim());
+    QK_KERNEL_CHECK(b + k <= x.dim(), "batch_dims + index depth {} exceeds data rank {}", b + k,
+                    x.dim());
     int64_t batch = 1;
     for (int64_t i = 0; i < b; ++i) batch *= x.size(i);
     std::vector<int64_t> tail = x.sizes().slice(b + k).vec();
@@ -126,11 +131,16 @@ Result<KernelPtr> MakeScatterElements(const KernelInit& init) {
   const int64_t axis = init.node.GetInt("axis", 0);
   const std::string reduction = init.node.GetString("reduction", "none");
   std::string aten_reduce;
-  if (reduction == "add") aten_reduce = "sum";
-  else if (reduction == "mul") aten_reduce = "prod";
-  else if (reduction == "max") aten_reduce = "amax";
-  else if (reduction == "min") aten_reduce = "amin";
-  else if (reduction != "none") return init.Error(StatusCode::kInvalidModel, "unknown reduction '{}'", reduction);
+  if (reduction == "add")
+    aten_reduce = "sum";
+  else if (reduction == "mul")
+    aten_reduce = "prod";
+  else if (reduction == "max")
+    aten_reduce = "amax";
+  else if (reduction == "min")
+    aten_reduce = "amin";
+  else if (reduction != "none")
+    return init.Error(StatusCode::kInvalidModel, "unknown reduction '{}'", reduction);
   return MakeKernel([axis, aten_reduce](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     const int64_t a = NormAxis(axis, x.dim());
@@ -168,7 +178,8 @@ Result<KernelPtr> MakeScatterND(const KernelInit& init) {
     } else if (reduction == "add") {
       view.index_put_({lin}, u, /*accumulate=*/true);
     } else {
-      view.index_reduce_(0, lin, u, reduction == "mul" ? "prod" : (reduction == "max" ? "amax" : "amin"));
+      view.index_reduce_(0, lin, u,
+                         reduction == "mul" ? "prod" : (reduction == "max" ? "amax" : "amin"));
     }
     return Out{out};
   });
@@ -203,11 +214,13 @@ Result<KernelPtr> MakeUnique(const KernelInit& init) {
   return MakeKernel([=](KernelContext& c) {
     at::Tensor x = has_axis ? c.in(0) : c.in(0).reshape({-1});
     const int64_t a = has_axis ? NormAxis(axis, x.dim()) : 0;
-    auto [y, inverse, counts] = at::unique_dim(x, a, /*sorted=*/true, /*return_inverse=*/true, /*return_counts=*/true);
+    auto [y, inverse, counts] =
+        at::unique_dim(x, a, /*sorted=*/true, /*return_inverse=*/true, /*return_counts=*/true);
     inverse = inverse.reshape({-1});
     const int64_t n = inverse.numel(), k = y.size(a);
     // First occurrence of each unique entry: the smallest position mapping to it.
-    at::Tensor first = at::full({k}, n, inverse.options()).scatter_reduce(0, inverse, at::arange(n, inverse.options()), "amin");
+    at::Tensor first = at::full({k}, n, inverse.options())
+                           .scatter_reduce(0, inverse, at::arange(n, inverse.options()), "amin");
     if (!sorted) {
       at::Tensor perm = at::argsort(first);
       at::Tensor rank = at::empty_like(perm).scatter_(0, perm, at::arange(k, perm.options()));

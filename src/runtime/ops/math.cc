@@ -60,14 +60,19 @@ Result<KernelPtr> MakeSoftmax(const KernelInit& init) {
     at::Tensor v = x;
     int64_t dim = a;
     if (legacy) {
-      const int64_t outer = x.sizes().slice(0, a).empty() ? 1 : c10::multiply_integers(x.sizes().slice(0, a));
+      const int64_t outer =
+          x.sizes().slice(0, a).empty() ? 1 : c10::multiply_integers(x.sizes().slice(0, a));
       v = x.reshape({outer, -1});
       dim = 1;
     }
     at::Tensor y;
     switch (kind) {
-      case SoftKind::kSoftmax: y = at::softmax(v, dim); break;
-      case SoftKind::kLogSoftmax: y = at::log_softmax(v, dim); break;
+      case SoftKind::kSoftmax:
+        y = at::softmax(v, dim);
+        break;
+      case SoftKind::kLogSoftmax:
+        y = at::log_softmax(v, dim);
+        break;
       case SoftKind::kHardmax: {
         // One-hot of the first maximum along dim.
         at::Tensor idx = at::argmax(v, dim, /*keepdim=*/true);
@@ -129,10 +134,12 @@ Result<KernelPtr> MakeRange(const KernelInit&) {
     const double limit = ToDoubleVector(c.in(1)).at(0);
     const double delta = ToDoubleVector(c.in(2)).at(0);
     QK_KERNEL_CHECK(delta != 0, "delta must not be 0");
-    const int64_t n = std::max<int64_t>(static_cast<int64_t>(std::ceil((limit - start) / delta)), 0);
+    const int64_t n =
+        std::max<int64_t>(static_cast<int64_t>(std::ceil((limit - start) / delta)), 0);
     if (at::isIntegralType(s.scalar_type(), false)) {
       return Out{(at::arange(n, s.options().dtype(at::kLong)) * static_cast<int64_t>(delta) +
-                  static_cast<int64_t>(start)).to(s.scalar_type())};
+                  static_cast<int64_t>(start))
+                     .to(s.scalar_type())};
     }
     // Accumulate like the reference (start + i*delta in the input dtype).
     return Out{at::arange(n, s.options()) * c.in(2).reshape({}) + s.reshape({})};

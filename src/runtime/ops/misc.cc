@@ -62,8 +62,8 @@ Result<KernelPtr> MakeDynamicQuantize(const KernelInit&) {
     const float safe = scale == 0 ? 1.0f : scale;
     const float zp = std::clamp(std::nearbyint(static_cast<float>(-lo) / safe), 0.0f, 255.0f);
     // Divided by a tensor on x's device, not a C++ float: CUDA turns division by a host scalar into
-    // a product with its reciprocal, which rounds differently (1 of 6 values of the ONNX node case on
-    // an H200).
+    // a product with its reciprocal, which rounds differently (1 of 6 values of the ONNX node case
+    // on an H200).
     const at::Tensor divisor = at::scalar_tensor(safe, x.options().dtype(at::kFloat));
     at::Tensor y = at::clamp(at::round(x.to(at::kFloat) / divisor) + zp, 0, 255).to(at::kByte);
     return Out{y, at::scalar_tensor(scale, x.options().dtype(at::kFloat)),
@@ -111,7 +111,8 @@ Result<KernelPtr> MakeShrink(const KernelInit& init) {
   return MakeKernel([=](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     at::Tensor xd = x.to(at::kDouble);
-    at::Tensor y = at::where(xd < -lambd, xd + bias, at::where(xd > lambd, xd - bias, at::zeros_like(xd)));
+    at::Tensor y =
+        at::where(xd < -lambd, xd + bias, at::where(xd > lambd, xd - bias, at::zeros_like(xd)));
     return Out{y.to(x.scalar_type())};
   });
 }
@@ -127,7 +128,8 @@ Result<KernelPtr> MakeCompress(const KernelInit& init) {
     at::Tensor x = has_axis ? c.in(0) : c.in(0).reshape({-1});
     const int64_t a = has_axis ? NormAxis(axis, x.dim()) : 0;
     at::Tensor cond = c.in(1).to(at::kBool).reshape({-1});
-    QK_KERNEL_CHECK(cond.numel() <= x.size(a), "condition has {} values for axis size {}", cond.numel(), x.size(a));
+    QK_KERNEL_CHECK(cond.numel() <= x.size(a), "condition has {} values for axis size {}",
+                    cond.numel(), x.size(a));
     return Out{x.index_select(a, at::nonzero(cond).reshape({-1}).to(x.device()))};
   });
 }
@@ -140,8 +142,8 @@ Result<KernelPtr> MakeReverseSequence(const KernelInit& init) {
     const int64_t bt = NormAxis(batch_axis, x.dim()), tt = NormAxis(time_axis, x.dim());
     const int64_t steps = x.size(tt);
     at::Tensor lens = c.in(1).to(x.device(), at::kLong).reshape({1, -1});  // [1, B]
-    at::Tensor t = at::arange(steps, lens.options()).reshape({-1, 1});       // [T, 1]
-    at::Tensor src = at::where(t < lens, lens - 1 - t, t);         // [T, B]
+    at::Tensor t = at::arange(steps, lens.options()).reshape({-1, 1});     // [T, 1]
+    at::Tensor src = at::where(t < lens, lens - 1 - t, t);                 // [T, B]
     std::vector<int64_t> shape(x.dim(), 1);
     shape[tt] = steps;
     shape[bt] = x.size(bt);
@@ -183,9 +185,15 @@ Result<KernelPtr> MakeWindow(const KernelInit& init) {
     at::Tensor k = at::arange(n, at::kDouble) * (2 * M_PI / denom);
     at::Tensor w;
     switch (kind) {
-      case Window::kHann: w = 0.5 - 0.5 * at::cos(k); break;
-      case Window::kHamming: w = 25.0 / 46 - 21.0 / 46 * at::cos(k); break;
-      case Window::kBlackman: w = 0.42 - 0.5 * at::cos(k) + 0.08 * at::cos(2 * k); break;
+      case Window::kHann:
+        w = 0.5 - 0.5 * at::cos(k);
+        break;
+      case Window::kHamming:
+        w = 25.0 / 46 - 21.0 / 46 * at::cos(k);
+        break;
+      case Window::kBlackman:
+        w = 0.42 - 0.5 * at::cos(k) + 0.08 * at::cos(2 * k);
+        break;
     }
     return Out{w.to(st)};
   });
@@ -203,7 +211,9 @@ Result<KernelPtr> MakeGridSample(const KernelInit& init) {
   if (padding == "zeros") p = 0;
   if (padding == "border") p = 1;
   if (padding == "reflection") p = 2;
-  if (m < 0 || p < 0) return init.Error(StatusCode::kInvalidModel, "unknown mode '{}' or padding_mode '{}'", mode, padding);
+  if (m < 0 || p < 0)
+    return init.Error(StatusCode::kInvalidModel, "unknown mode '{}' or padding_mode '{}'", mode,
+                      padding);
   return MakeKernel([=](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     return Out{at::grid_sampler(x, c.in(1).to(x.scalar_type()), m, p, align)};
@@ -221,20 +231,23 @@ Result<KernelPtr> MakeNonMaxSuppression(const KernelInit& init) {
     // Host copies: the selection below reads them through raw pointers.
     at::Tensor boxes = c.in(0).to(at::kCPU, at::kFloat).contiguous();
     at::Tensor scores = c.in(1).to(at::kCPU, at::kFloat).contiguous();
-    QK_KERNEL_CHECK(boxes.dim() == 3 && boxes.size(2) == 4 && scores.dim() == 3, "boxes must be [B, N, 4] and scores [B, C, N]");
+    QK_KERNEL_CHECK(boxes.dim() == 3 && boxes.size(2) == 4 && scores.dim() == 3,
+                    "boxes must be [B, N, 4] and scores [B, C, N]");
     const int64_t max_out = c.has(2) && c.in(2).numel() ? ToInt64Vector(c.in(2)).at(0) : 0;
     const double iou_max = c.has(3) && c.in(3).numel() ? ToDoubleVector(c.in(3)).at(0) : 0.0;
     const bool has_score_min = c.has(4) && c.in(4).numel();
     const double score_min = has_score_min ? ToDoubleVector(c.in(4)).at(0) : 0.0;
     const int64_t nb = boxes.size(0), n = boxes.size(1), nc = scores.size(1);
-    QK_KERNEL_CHECK(scores.size(0) == nb && scores.size(2) == n, "scores shape does not match boxes");
+    QK_KERNEL_CHECK(scores.size(0) == nb && scores.size(2) == n,
+                    "scores shape does not match boxes");
     // Corners (y0, x0, y1, x1) with y0 <= y1, x0 <= x1.
     auto corners = [&](const float* b) {
       std::array<float, 4> r;
       if (center) {
         r = {b[1] - b[3] / 2, b[0] - b[2] / 2, b[1] + b[3] / 2, b[0] + b[2] / 2};
       } else {
-        r = {std::min(b[0], b[2]), std::min(b[1], b[3]), std::max(b[0], b[2]), std::max(b[1], b[3])};
+        r = {std::min(b[0], b[2]), std::min(b[1], b[3]), std::max(b[0], b[2]),
+             std::max(b[1], b[3])};
       }
       return r;
     };
@@ -255,7 +268,8 @@ Result<KernelPtr> MakeNonMaxSuppression(const KernelInit& init) {
         for (int64_t i = 0; i < n; ++i) {
           if (!has_score_min || s[i] > score_min) order.push_back(i);
         }
-        std::stable_sort(order.begin(), order.end(), [s](int64_t x, int64_t y) { return s[x] > s[y]; });
+        std::stable_sort(order.begin(), order.end(),
+                         [s](int64_t x, int64_t y) { return s[x] > s[y]; });
         std::vector<std::array<float, 4>> kept;
         for (int64_t i : order) {
           if (static_cast<int64_t>(kept.size()) >= max_out) break;
@@ -292,7 +306,8 @@ Result<KernelPtr> MakeCenterCropPad(const KernelInit& init) {
     if (axes.empty()) {
       for (int64_t i = 0; i < x.dim(); ++i) axes.push_back(i);
     }
-    QK_KERNEL_CHECK(axes.size() == shape.size(), "shape has {} values for {} axes", shape.size(), axes.size());
+    QK_KERNEL_CHECK(axes.size() == shape.size(), "shape has {} values for {} axes", shape.size(),
+                    axes.size());
     for (size_t i = 0; i < axes.size(); ++i) {
       const int64_t a = NormAxis(axes[i], x.dim());
       const int64_t dim = x.size(a), want = shape[i];

@@ -48,7 +48,8 @@ Result<KernelPtr> MakeBatchNorm(const KernelInit& init) {
 Result<KernelPtr> MakeInstanceNorm(const KernelInit& init) {
   const double eps = init.node.GetFloat("epsilon", 1e-5f);
   return MakeKernel([eps](KernelContext& c) {
-    return Out{at::instance_norm(c.in(0), c.in(1), c.in(2), {}, {}, /*use_input_stats=*/true, 0.0, eps,
+    return Out{at::instance_norm(c.in(0), c.in(1), c.in(2), {}, {}, /*use_input_stats=*/true, 0.0,
+                                 eps,
                                  /*cudnn_enabled=*/false)};
   });
 }
@@ -62,7 +63,9 @@ Result<KernelPtr> MakeLayerNorm(const KernelInit& init) {
     const at::Tensor& x0 = c.in(0);
     const int64_t a = NormAxis(axis, x0.dim());
     // stash_type=1: statistics in float even for half inputs.
-    at::Tensor x = at::isFloatingType(x0.scalar_type()) && x0.scalar_type() != at::kDouble ? x0.to(at::kFloat) : x0;
+    at::Tensor x = at::isFloatingType(x0.scalar_type()) && x0.scalar_type() != at::kDouble
+                       ? x0.to(at::kFloat)
+                       : x0;
     std::vector<int64_t> dims;
     for (int64_t i = a; i < x.dim(); ++i) dims.push_back(i);
     at::Tensor mean = at::mean(x, dims, true);

@@ -18,7 +18,8 @@ using Out = std::vector<at::Tensor>;
 // Broadcasts a scale / zero-point tensor against x for per-tensor, per-axis or blocked layouts.
 at::Tensor Align(const at::Tensor& s_in, const at::Tensor& x, int64_t axis, int64_t block) {
   if (s_in.numel() == 1 && block == 0) return s_in.reshape({});
-  const at::Tensor s = s_in.to(x.device());  // small per-channel zero points stay on the host (KeepOnHost)
+  const at::Tensor s =
+      s_in.to(x.device());  // small per-channel zero points stay on the host (KeepOnHost)
   const int64_t a = NormAxis(axis, x.dim());
   if (s.dim() <= 1 && block == 0) {
     QK_KERNEL_CHECK(s.numel() == x.size(a), "per-axis scale has {} values, axis {} has size {}",
@@ -27,8 +28,8 @@ at::Tensor Align(const at::Tensor& s_in, const at::Tensor& x, int64_t axis, int6
     shape[a] = -1;
     return s.reshape(shape);
   }
-  QK_KERNEL_CHECK(block > 0 && s.dim() == x.dim(), "blocked scale of rank {} needs block_size > 0 and rank {}",
-                  s.dim(), x.dim());
+  QK_KERNEL_CHECK(block > 0 && s.dim() == x.dim(),
+                  "blocked scale of rank {} needs block_size > 0 and rank {}", s.dim(), x.dim());
   return s.repeat_interleave(block, a).narrow(a, 0, x.size(a));
 }
 
@@ -59,9 +60,11 @@ at::Tensor QuantizePerTensor(const at::Tensor& x_in, float scale, float zp, floa
   void* dst = q.data_ptr();
   at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
     if (qt == at::kChar) {
-      quant_loops::QuantizeToInt8(src + begin, static_cast<int8_t*>(dst) + begin, end - begin, scale, zp, lo, hi);
+      quant_loops::QuantizeToInt8(src + begin, static_cast<int8_t*>(dst) + begin, end - begin,
+                                  scale, zp, lo, hi);
     } else {
-      quant_loops::QuantizeToUint8(src + begin, static_cast<uint8_t*>(dst) + begin, end - begin, scale, zp, lo, hi);
+      quant_loops::QuantizeToUint8(src + begin, static_cast<uint8_t*>(dst) + begin, end - begin,
+                                   scale, zp, lo, hi);
     }
   });
   return q;
@@ -75,9 +78,11 @@ at::Tensor DequantizePerTensor(const at::Tensor& q_in, float scale, int32_t zp) 
   const bool int8 = q.scalar_type() == at::kChar;
   at::parallel_for(0, q.numel(), kGrain, [&](int64_t begin, int64_t end) {
     if (int8) {
-      quant_loops::DequantizeInt8(static_cast<const int8_t*>(src) + begin, dst + begin, end - begin, scale, zp);
+      quant_loops::DequantizeInt8(static_cast<const int8_t*>(src) + begin, dst + begin, end - begin,
+                                  scale, zp);
     } else {
-      quant_loops::DequantizeUint8(static_cast<const uint8_t*>(src) + begin, dst + begin, end - begin, scale, zp);
+      quant_loops::DequantizeUint8(static_cast<const uint8_t*>(src) + begin, dst + begin,
+                                   end - begin, scale, zp);
     }
   });
   return r;
@@ -91,7 +96,8 @@ bool MayOverwrite(const at::Tensor& x) {
          x.storage_offset() == 0 && x.storage().nbytes() == x.nbytes();
 }
 
-// Quantized type and range of a QuantizeLinear: the zero point's type, else output_dtype, else uint8.
+// Quantized type and range of a QuantizeLinear: the zero point's type, else output_dtype, else
+// uint8.
 struct QuantType {
   at::ScalarType type = at::kByte;
   double lo = 0, hi = 255;
@@ -99,7 +105,8 @@ struct QuantType {
 QuantType QuantTypeOf(const KernelContext& c, at::ScalarType output_dtype) {
   QuantType t;
   t.type = c.has(2) ? c.in(2).scalar_type() : output_dtype;
-  QK_KERNEL_CHECK(QuantRange(t.type, &t.lo, &t.hi), "unsupported quantized dtype {}", c10::toString(t.type));
+  QK_KERNEL_CHECK(QuantRange(t.type, &t.lo, &t.hi), "unsupported quantized dtype {}",
+                  c10::toString(t.type));
   return t;
 }
 
@@ -113,8 +120,8 @@ at::Tensor Quantize(const KernelContext& c, const QuantType& qt, int64_t axis, i
   const at::Tensor& x = c.in(0);
   if (x.scalar_type() == at::kFloat && PerTensor8Bit(c, qt.type, block)) {
     const float zp = c.has(2) ? c.in(2).to(at::kFloat).item<float>() : 0.0f;
-    return QuantizePerTensor(x, c.in(1).item<float>(), zp, static_cast<float>(qt.lo), static_cast<float>(qt.hi),
-                             qt.type);
+    return QuantizePerTensor(x, c.in(1).item<float>(), zp, static_cast<float>(qt.lo),
+                             static_cast<float>(qt.hi), qt.type);
   }
   at::Tensor scale = Align(c.in(1), x, axis, block);
   // Divide in the scale's precision (float), like the reference implementation.
@@ -125,7 +132,8 @@ at::Tensor Quantize(const KernelContext& c, const QuantType& qt, int64_t axis, i
 
 // Dequantizes `q` with the scale and zero point inputs (1, 2) of `c`.
 at::Tensor Dequantize(const at::Tensor& q, const KernelContext& c, int64_t axis, int64_t block) {
-  if ((q.scalar_type() == at::kChar || q.scalar_type() == at::kByte) && PerTensor8Bit(c, q.scalar_type(), block)) {
+  if ((q.scalar_type() == at::kChar || q.scalar_type() == at::kByte) &&
+      PerTensor8Bit(c, q.scalar_type(), block)) {
     const int32_t zp = c.has(2) ? c.in(2).to(at::kInt).item<int32_t>() : 0;
     return DequantizePerTensor(q, c.in(1).item<float>(), zp);
   }
@@ -136,10 +144,13 @@ at::Tensor Dequantize(const at::Tensor& q, const KernelContext& c, int64_t axis,
 }
 
 Status CheckZeroPointType(const KernelInit& init) {
-  if (const ir::Value* zp = init.node.input(2); zp && zp->type.is_tensor() &&
-      zp->type.dtype != ir::DType::kUndefined) {
+  if (const ir::Value* zp = init.node.input(2);
+      zp && zp->type.is_tensor() && zp->type.dtype != ir::DType::kUndefined) {
     switch (zp->type.dtype) {
-      case ir::DType::kUint8: case ir::DType::kInt8: case ir::DType::kInt16: break;
+      case ir::DType::kUint8:
+      case ir::DType::kInt8:
+      case ir::DType::kInt16:
+        break;
       default:
         return init.Error(StatusCode::kUnsupported, "zero point '{}' has unsupported dtype {}",
                           zp->name(), ir::DTypeName(zp->type.dtype));
@@ -157,7 +168,8 @@ Result<KernelPtr> MakeQuantize(const KernelInit& init) {
     return init.Error(StatusCode::kUnsupported, "output_dtype {} is not supported", output_dtype);
   }
   QK_RETURN_IF_ERROR(CheckZeroPointType(init));
-  return MakeKernel([=](KernelContext& c) { return Out{Quantize(c, QuantTypeOf(c, out_type), axis, block)}; });
+  return MakeKernel(
+      [=](KernelContext& c) { return Out{Quantize(c, QuantTypeOf(c, out_type), axis, block)}; });
 }
 
 Result<KernelPtr> MakeDequantize(const KernelInit& init) {
@@ -179,14 +191,15 @@ Result<KernelPtr> MakeFakeQuantizeLinear(const KernelInit& init) {
       const float scale = c.in(1).item<float>();
       const float zp = c.has(2) ? c.in(2).to(at::kFloat).item<float>() : 0.0f;
       // In place when allowed: one pass over memory already in use, no new activation buffer.
-      const bool overwrite = MayOverwrite(x) && (x.is_contiguous() || x.is_contiguous(at::MemoryFormat::ChannelsLast));
+      const bool overwrite =
+          MayOverwrite(x) && (x.is_contiguous() || x.is_contiguous(at::MemoryFormat::ChannelsLast));
       const at::Tensor src = DenseInEitherOrder(x);
       at::Tensor out = overwrite ? src : at::empty_like(src);  // same memory order as src
       const float* in = src.data_ptr<float>();
       float* dst = out.data_ptr<float>();
       at::parallel_for(0, src.numel(), kGrain, [&](int64_t begin, int64_t end) {
-        quant_loops::FakeQuantize(in + begin, dst + begin, end - begin, scale, zp, static_cast<float>(qt.lo),
-                                  static_cast<float>(qt.hi));
+        quant_loops::FakeQuantize(in + begin, dst + begin, end - begin, scale, zp,
+                                  static_cast<float>(qt.lo), static_cast<float>(qt.hi));
       });
       return Out{out};
     }

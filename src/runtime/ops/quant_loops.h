@@ -15,10 +15,13 @@
 
 namespace quantkit::runtime::quant_loops {
 
-void QuantizeToInt8(const float* x, int8_t* q, int64_t n, float scale, float zero_point, float lo, float hi);
-void QuantizeToUint8(const float* x, uint8_t* q, int64_t n, float scale, float zero_point, float lo, float hi);
+void QuantizeToInt8(const float* x, int8_t* q, int64_t n, float scale, float zero_point, float lo,
+                    float hi);
+void QuantizeToUint8(const float* x, uint8_t* q, int64_t n, float scale, float zero_point, float lo,
+                     float hi);
 void DequantizeInt8(const int8_t* q, float* r, int64_t n, float scale, int32_t zero_point);
 void DequantizeUint8(const uint8_t* q, float* r, int64_t n, float scale, int32_t zero_point);
-void FakeQuantize(const float* x, float* r, int64_t n, float scale, float zero_point, float lo, float hi);
+void FakeQuantize(const float* x, float* r, int64_t n, float scale, float zero_point, float lo,
+                  float hi);
 
 }  // namespace quantkit::runtime::quant_loops

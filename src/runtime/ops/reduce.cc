@@ -28,11 +28,22 @@ at::Tensor Reduce(Red op, const at::Tensor& x, std::vector<int64_t> dims, bool k
     double fill = 0;
     const double inf = std::numeric_limits<double>::infinity();
     switch (op) {
-      case Red::kProd: fill = 1; break;
-      case Red::kMax: case Red::kLogSumExp: case Red::kLogSum: fill = -inf; break;
-      case Red::kMin: fill = inf; break;
-      case Red::kMean: fill = std::nan(""); break;
-      default: break;
+      case Red::kProd:
+        fill = 1;
+        break;
+      case Red::kMax:
+      case Red::kLogSumExp:
+      case Red::kLogSum:
+        fill = -inf;
+        break;
+      case Red::kMin:
+        fill = inf;
+        break;
+      case Red::kMean:
+        fill = std::nan("");
+        break;
+      default:
+        break;
     }
     at::Tensor r = at::full(shape, fill, x.options());
     if (!keep) {
@@ -46,21 +57,28 @@ at::Tensor Reduce(Red op, const at::Tensor& x, std::vector<int64_t> dims, bool k
     case Red::kMean:
       if (integral) return at::mean(v.to(at::kDouble), dims, keep).to(dtype);
       return at::mean(v, dims, keep);
-    case Red::kSum: return at::sum(v, dims, keep).to(dtype);
-    case Red::kMax: return at::amax(v, dims, keep);
-    case Red::kMin: return at::amin(v, dims, keep);
+    case Red::kSum:
+      return at::sum(v, dims, keep).to(dtype);
+    case Red::kMax:
+      return at::amax(v, dims, keep);
+    case Red::kMin:
+      return at::amin(v, dims, keep);
     case Red::kProd: {
       std::sort(dims.rbegin(), dims.rend());  // reduce high dims first so indices stay valid
       for (int64_t d : dims) v = at::prod(v, d, keep);
       return v.to(dtype);
     }
-    case Red::kL1: return at::sum(at::abs(v), dims, keep).to(dtype);
+    case Red::kL1:
+      return at::sum(at::abs(v), dims, keep).to(dtype);
     case Red::kL2:
       if (integral) return at::sqrt(at::sum(v.to(at::kDouble).square(), dims, keep)).to(dtype);
       return at::sqrt(at::sum(v * v, dims, keep));
-    case Red::kLogSumExp: return at::logsumexp(v, dims, keep);
-    case Red::kSumSquare: return at::sum(v * v, dims, keep).to(dtype);
-    case Red::kLogSum: return at::log(at::sum(v, dims, keep));
+    case Red::kLogSumExp:
+      return at::logsumexp(v, dims, keep);
+    case Red::kSumSquare:
+      return at::sum(v * v, dims, keep).to(dtype);
+    case Red::kLogSum:
+      return at::log(at::sum(v, dims, keep));
   }
   return v;
 }

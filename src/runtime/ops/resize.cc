@@ -74,14 +74,15 @@ double Cubic(double x, double a) {
 }
 
 // Dense [out, in] interpolation matrix of one axis; `outside` marks rows to extrapolate.
-at::Tensor AxisWeights(const ResizeAttrs& a, int64_t in, int64_t out, double scale, double roi_start,
-                       double roi_end, std::vector<bool>* outside) {
+at::Tensor AxisWeights(const ResizeAttrs& a, int64_t in, int64_t out, double scale,
+                       double roi_start, double roi_end, std::vector<bool>* outside) {
   at::Tensor w = at::zeros({out, in}, at::kDouble);
   double* p = w.data_ptr<double>();
   outside->assign(out, false);
   const double s = a.antialias ? std::min(scale, 1.0) : 1.0;
   for (int64_t o = 0; o < out; ++o) {
-    const double x = Coordinate(a, static_cast<double>(o), in, scale * in, out, scale, roi_start, roi_end);
+    const double x =
+        Coordinate(a, static_cast<double>(o), in, scale * in, out, scale, roi_start, roi_end);
     if (a.coord == "tf_crop_and_resize" && (x < 0 || x > in - 1)) {
       (*outside)[o] = true;
       continue;
@@ -125,20 +126,23 @@ at::Tensor RunResize(const ResizeAttrs& a, KernelContext& c) {
   std::vector<double> scales(n, 1.0);
   std::vector<int64_t> out(n);
   std::vector<double> roi;
-  if (a.roi_input >= 0 && c.has(a.roi_input) && c.in(a.roi_input).numel() > 0) roi = ToDoubleVector(c.in(a.roi_input));
+  if (a.roi_input >= 0 && c.has(a.roi_input) && c.in(a.roi_input).numel() > 0)
+    roi = ToDoubleVector(c.in(a.roi_input));
   std::vector<double> given_scales;
   if (!a.attr_scales.empty()) given_scales.assign(a.attr_scales.begin(), a.attr_scales.end());
   if (a.scales_input >= 0 && c.has(a.scales_input) && c.in(a.scales_input).numel() > 0) {
     given_scales = ToDoubleVector(c.in(a.scales_input));
   }
   if (!given_scales.empty()) {
-    QK_KERNEL_CHECK(given_scales.size() == n, "scales has {} values for {} axes", given_scales.size(), n);
+    QK_KERNEL_CHECK(given_scales.size() == n, "scales has {} values for {} axes",
+                    given_scales.size(), n);
     for (size_t i = 0; i < n; ++i) {
       scales[i] = given_scales[i];
       out[i] = static_cast<int64_t>(std::floor(x.size(axes[i]) * scales[i]));
     }
   } else {
-    QK_KERNEL_CHECK(a.sizes_input >= 0 && c.has(a.sizes_input), "one of scales and sizes is required");
+    QK_KERNEL_CHECK(a.sizes_input >= 0 && c.has(a.sizes_input),
+                    "one of scales and sizes is required");
     std::vector<int64_t> sizes = ToInt64Vector(c.in(a.sizes_input));
     QK_KERNEL_CHECK(sizes.size() == n, "sizes has {} values for {} axes", sizes.size(), n);
     if (a.aspect == "stretch") {
@@ -167,14 +171,16 @@ at::Tensor RunResize(const ResizeAttrs& a, KernelContext& c) {
     QK_KERNEL_CHECK(in > 0 && out[i] >= 0, "cannot resize axis {} from {} to {}", d, in, out[i]);
     double rs = 0, re = 1;
     if (!roi.empty()) {
-      QK_KERNEL_CHECK(roi.size() == 2 * n || roi.size() == 2 * static_cast<size_t>(rank), "roi has {} values", roi.size());
+      QK_KERNEL_CHECK(roi.size() == 2 * n || roi.size() == 2 * static_cast<size_t>(rank),
+                      "roi has {} values", roi.size());
       const size_t k = roi.size() == 2 * n ? i : static_cast<size_t>(d);
       rs = roi[k];
       re = roi[k + roi.size() / 2];
     }
     std::vector<bool> outside;
     // Built on the host, used where y is (a host matrix in a device bmm fails on a GPU).
-    at::Tensor w = AxisWeights(a, in, out[i], scales[i], rs, re, &outside).to(y.device(), y.scalar_type());
+    at::Tensor w =
+        AxisWeights(a, in, out[i], scales[i], rs, re, &outside).to(y.device(), y.scalar_type());
     y = at::matmul(y.movedim(d, -1), w.t()).movedim(-1, d);
     if (std::find(outside.begin(), outside.end(), true) != outside.end()) {
       std::vector<uint8_t> m(outside.begin(), outside.end());
@@ -218,10 +224,12 @@ Result<ResizeAttrs> ReadAttrs(const KernelInit& init, bool upsample) {
   a.roi_input = 1;
   a.scales_input = 2;
   a.sizes_input = 3;
-  static const char* kCoords[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-                                  "tf_crop_and_resize", "half_pixel_symmetric", "tf_half_pixel_for_nn"};
+  static const char* kCoords[] = {
+      "half_pixel",         "pytorch_half_pixel",   "align_corners",       "asymmetric",
+      "tf_crop_and_resize", "half_pixel_symmetric", "tf_half_pixel_for_nn"};
   if (std::find(std::begin(kCoords), std::end(kCoords), a.coord) == std::end(kCoords)) {
-    return init.Error(StatusCode::kInvalidModel, "unknown coordinate_transformation_mode '{}'", a.coord);
+    return init.Error(StatusCode::kInvalidModel, "unknown coordinate_transformation_mode '{}'",
+                      a.coord);
   }
   if (a.aspect != "stretch" && a.aspect != "not_larger" && a.aspect != "not_smaller") {
     return init.Error(StatusCode::kInvalidModel, "unknown keep_aspect_ratio_policy '{}'", a.aspect);

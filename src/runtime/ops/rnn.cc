@@ -78,8 +78,9 @@ Result<RnnAttrs> ReadRnn(const KernelInit& init, Cell cell) {
   const std::vector<float> alphas = n.GetFloats("activation_alpha");
   const std::vector<float> betas = n.GetFloats("activation_beta");
   size_t ai = 0, bi = 0;
-  static const char* kKnown[] = {"Sigmoid", "Tanh", "Relu", "Affine", "LeakyRelu", "ThresholdedRelu",
-                                 "ScaledTanh", "HardSigmoid", "Elu", "Softsign", "Softplus"};
+  static const char* kKnown[] = {
+      "Sigmoid",    "Tanh",        "Relu", "Affine",   "LeakyRelu", "ThresholdedRelu",
+      "ScaledTanh", "HardSigmoid", "Elu",  "Softsign", "Softplus"};
   for (const std::string& name : names) {
     if (std::find(std::begin(kKnown), std::end(kKnown), name) == std::end(kKnown)) {
       return init.Error(StatusCode::kUnsupported, "activation '{}'", name);
@@ -110,7 +111,8 @@ Result<RnnAttrs> ReadRnn(const KernelInit& init, Cell cell) {
 at::Tensor ReverseValid(const at::Tensor& x, const at::Tensor& lens) {
   const int64_t steps = x.size(0);
   at::Tensor t = at::arange(steps, lens.options()).reshape({-1, 1});
-  at::Tensor src = at::where(t < lens.reshape({1, -1}), lens.reshape({1, -1}) - 1 - t, t);  // [T, B]
+  at::Tensor src =
+      at::where(t < lens.reshape({1, -1}), lens.reshape({1, -1}) - 1 - t, t);  // [T, B]
   std::vector<int64_t> shape = {steps, x.size(1)};
   shape.resize(x.dim(), 1);
   return at::gather(x, 0, src.reshape(shape).expand(x.sizes()).contiguous());
@@ -126,7 +128,8 @@ Out RunRnn(const RnnAttrs& a, KernelContext& c) {
   const int64_t gates = a.cell == Cell::kRnn ? 1 : (a.cell == Cell::kGru ? 3 : 4);
   const auto opts = x.options();
   // sequence_lens on x's device (a host shape tensor when it is a small constant).
-  at::Tensor lens = c.has(4) ? c.in(4).to(x.device(), at::kLong) : at::full({batch}, steps, opts.dtype(at::kLong));
+  at::Tensor lens = c.has(4) ? c.in(4).to(x.device(), at::kLong)
+                             : at::full({batch}, steps, opts.dtype(at::kLong));
   auto initial = [&](size_t idx) {
     if (!c.has(idx)) return at::zeros({a.directions, batch, hidden}, opts);
     return a.batch_first ? c.in(idx).transpose(0, 1) : c.in(idx);
@@ -158,7 +161,8 @@ Out RunRnn(const RnnAttrs& a, KernelContext& c) {
       } else if (a.cell == Cell::kGru) {
         auto xg = xw[t].chunk(3, 1);
         at::Tensor rw = r[d];
-        at::Tensor rzr = at::matmul(h, rw.narrow(0, 0, 2 * hidden).t()) + rb.narrow(0, 0, 2 * hidden);
+        at::Tensor rzr =
+            at::matmul(h, rw.narrow(0, 0, 2 * hidden).t()) + rb.narrow(0, 0, 2 * hidden);
         auto hz = rzr.chunk(2, 1);
         at::Tensor z = act[0](clip(xg[0] + hz[0]));
         at::Tensor rr = act[0](clip(xg[1] + hz[1]));

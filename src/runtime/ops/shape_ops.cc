@@ -32,14 +32,16 @@ Result<KernelPtr> MakeFlatten(const KernelInit& init) {
 // Reshape: 0 copies the input dim (unless allowzero=1), -1 is inferred.
 Result<KernelPtr> MakeReshape(const KernelInit& init) {
   const bool allow_zero = init.node.GetInt("allowzero", 0) != 0;
-  const std::vector<int64_t> attr_shape = init.opset < 5 ? init.node.GetInts("shape") : std::vector<int64_t>{};
+  const std::vector<int64_t> attr_shape =
+      init.opset < 5 ? init.node.GetInts("shape") : std::vector<int64_t>{};
   const bool legacy = init.opset < 5;
   return MakeKernel([=](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     std::vector<int64_t> shape = legacy ? attr_shape : ToInt64Vector(c.in(1));
     for (size_t i = 0; i < shape.size(); ++i) {
       if (shape[i] == 0 && !allow_zero) {
-        QK_KERNEL_CHECK(static_cast<int64_t>(i) < x.dim(), "shape[{}]=0 but input rank is {}", i, x.dim());
+        QK_KERNEL_CHECK(static_cast<int64_t>(i) < x.dim(), "shape[{}]=0 but input rank is {}", i,
+                        x.dim());
         shape[i] = x.size(static_cast<int64_t>(i));
       }
     }
@@ -62,7 +64,8 @@ Result<KernelPtr> MakeTranspose(const KernelInit& init) {
 }
 
 // Axes: attribute before opset 13, input from 13.
-std::vector<int64_t> AxesOf(KernelContext& c, bool from_input, const std::vector<int64_t>& attr, size_t index) {
+std::vector<int64_t> AxesOf(KernelContext& c, bool from_input, const std::vector<int64_t>& attr,
+                            size_t index) {
   if (!from_input) return attr;
   return c.has(index) ? ToInt64Vector(c.in(index)) : std::vector<int64_t>{};
 }
@@ -132,18 +135,21 @@ Result<KernelPtr> MakeSplit(const KernelInit& init) {
   return MakeKernel([=](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     const int64_t a = NormAxis(axis, x.dim());
-    std::vector<int64_t> sizes = from_input ? (c.has(1) ? ToInt64Vector(c.in(1)) : std::vector<int64_t>{}) : attr;
+    std::vector<int64_t> sizes =
+        from_input ? (c.has(1) ? ToInt64Vector(c.in(1)) : std::vector<int64_t>{}) : attr;
     const int64_t n = static_cast<int64_t>(c.num_outputs());
     const int64_t dim = x.size(a);
     if (sizes.empty()) {
       const int64_t chunk = num_outputs > 0 ? (dim + n - 1) / n : dim / n;
-      QK_KERNEL_CHECK(num_outputs > 0 || dim % n == 0, "axis size {} is not divisible into {} outputs", dim, n);
+      QK_KERNEL_CHECK(num_outputs > 0 || dim % n == 0,
+                      "axis size {} is not divisible into {} outputs", dim, n);
       for (int64_t i = 0, left = dim; i < n; ++i) {
         sizes.push_back(std::min(chunk, left));
         left -= sizes.back();
       }
     }
-    QK_KERNEL_CHECK(static_cast<int64_t>(sizes.size()) == n, "split has {} sizes for {} outputs", sizes.size(), n);
+    QK_KERNEL_CHECK(static_cast<int64_t>(sizes.size()) == n, "split has {} sizes for {} outputs",
+                    sizes.size(), n);
     Out out;
     int64_t start = 0;
     for (int64_t s : sizes) {
@@ -248,14 +254,16 @@ Result<KernelPtr> MakeShape(const KernelInit& init) {
 }
 
 Result<KernelPtr> MakeSize(const KernelInit&) {
-  return MakeKernel([](KernelContext& c) { return Out{at::scalar_tensor(c.in(0).numel(), at::kLong)}; });
+  return MakeKernel(
+      [](KernelContext& c) { return Out{at::scalar_tensor(c.in(0).numel(), at::kLong)}; });
 }
 
 Result<KernelPtr> MakeConstantOfShape(const KernelInit& init) {
   at::Tensor value = at::zeros({1}, at::kFloat);
   if (const ir::Attribute* a = init.node.attr("value")) {
     QK_ASSIGN_OR_RETURN(value, CopyToAten(a->t, init.Where() + ": attribute 'value'"));
-    if (value.numel() != 1) return init.Error(StatusCode::kInvalidModel, "attribute 'value' must hold one element");
+    if (value.numel() != 1)
+      return init.Error(StatusCode::kInvalidModel, "attribute 'value' must hold one element");
   }
   return MakeKernel([value](KernelContext& c) {
     const std::vector<int64_t> shape = ToInt64Vector(c.in(0));
@@ -281,7 +289,8 @@ Result<KernelPtr> MakeConstant(const KernelInit& init) {
     std::vector<int64_t> v = n.GetInts("value_ints");
     value = at::tensor(v, at::kLong).reshape({static_cast<int64_t>(v.size())});
   } else {
-    return init.Error(StatusCode::kUnsupported, "only tensor/float/int Constant values are supported");
+    return init.Error(StatusCode::kUnsupported,
+                      "only tensor/float/int Constant values are supported");
   }
   return MakeKernel([value](KernelContext&) { return Out{value}; });
 }
@@ -293,7 +302,8 @@ Result<KernelPtr> MakeDropout(const KernelInit&) {
     if (c.has(2) && ToInt64Vector(c.in(2)).at(0) != 0) {
       // Training mode is random unless the ratio is 0 (then it is the identity as well).
       const double ratio = c.has(1) ? ToDoubleVector(c.in(1)).at(0) : 0.5;
-      QK_KERNEL_CHECK(ratio == 0, "training_mode=true with ratio {} is not supported (inference only)", ratio);
+      QK_KERNEL_CHECK(ratio == 0,
+                      "training_mode=true with ratio {} is not supported (inference only)", ratio);
     }
     Out out{x};
     if (c.num_outputs() > 1) out.push_back(at::ones(x.sizes(), x.options().dtype(at::kBool)));
@@ -330,7 +340,8 @@ Result<KernelPtr> MakeSpaceToDepth(const KernelInit& init) {
 Result<KernelPtr> MakeNonZero(const KernelInit&) {
   return MakeKernel([](KernelContext& c) {
     const at::Tensor& x = c.in(0);
-    if (x.dim() == 0) return Out{at::zeros({0, x.item().toBool() ? 1 : 0}, x.options().dtype(at::kLong))};
+    if (x.dim() == 0)
+      return Out{at::zeros({0, x.item().toBool() ? 1 : 0}, x.options().dtype(at::kLong))};
     return Out{at::nonzero(x).t()};
   });
 }

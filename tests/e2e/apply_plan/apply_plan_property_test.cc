@@ -14,8 +14,8 @@
 #include <random>
 
 #include "analysis/model_loading.h"
-#include "common/check.h"
 #include "analysis/simulate.h"
+#include "common/check.h"
 #include "formats/trt_cache.h"
 #include "onnx/export.h"
 #include "onnx/import.h"
@@ -31,7 +31,9 @@ namespace fs = std::filesystem;
 constexpr uint32_t kSeed = 1414;
 constexpr int64_t kBatch = 2;
 
-std::string Zoo(const std::string& name) { return std::string(QK_SOURCE_DIR) + "/models/zoo/" + name + ".onnx"; }
+std::string Zoo(const std::string& name) {
+  return std::string(QK_SOURCE_DIR) + "/models/zoo/" + name + ".onnx";
+}
 
 // One batch of uniform [0, 1) inputs for every model input (the zoo takes images).
 data::Batch MakeBatch(const ir::Model& model, uint32_t seed) {
@@ -59,8 +61,8 @@ Result<std::vector<runtime::NamedTensor>> RunModel(ir::Model model, const data::
 }
 
 // The model a user exports: ApplyPlan on the float model, serialized and imported again.
-Result<ir::Model> Exported(const std::string& path, quant::QuantPlan plan, const passes::ApplyPlanOptions& options,
-                           passes::PassReport* report) {
+Result<ir::Model> Exported(const std::string& path, quant::QuantPlan plan,
+                           const passes::ApplyPlanOptions& options, passes::PassReport* report) {
   QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(path));
   QK_ASSIGN_OR_RETURN(*report, passes::RunPass(model, passes::ApplyPlan(&plan, options)));
   QK_ASSIGN_OR_RETURN(std::string bytes, onnx_io::ExportModelToBytes(model));
@@ -73,7 +75,8 @@ struct NamedPlan {
 };
 
 // Calibrated (max, one batch), extracted from the calibrated Q/DQ model, and read from a cache.
-std::vector<NamedPlan> PlansFor(const std::string& path, const data::Batch& batch, const fs::path& dir) {
+std::vector<NamedPlan> PlansFor(const std::string& path, const data::Batch& batch,
+                                const fs::path& dir) {
   std::vector<NamedPlan> plans;
   auto model = pipelines::LoadFloatModel(path);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
@@ -125,7 +128,8 @@ std::vector<std::string> TwoLayers(const std::string& path, const quant::QuantPl
   for (const passes::QdqSite& s : *sites) {
     const quant::TensorQuant* t = plan.Find(s.tensor);
     if (!t || !t->quantized || s.consumer->name.empty()) continue;
-    if (std::find(layers.begin(), layers.end(), s.consumer->name) == layers.end()) layers.push_back(s.consumer->name);
+    if (std::find(layers.begin(), layers.end(), s.consumer->name) == layers.end())
+      layers.push_back(s.consumer->name);
     if (layers.size() == 2) break;
   }
   return layers;
@@ -166,7 +170,8 @@ TEST_P(ApplyPlanProperty, ExportedAndSimulatedModelsAgree) {
         for (const ir::Node* n : exported->graph->nodes()) {
           if (!plan.float_nodes.count(n->name)) continue;
           for (const ir::Value* in : n->inputs()) {
-            const bool from_dq = in && in->producer() && in->producer()->op_type() == "DequantizeLinear";
+            const bool from_dq =
+                in && in->producer() && in->producer()->op_type() == "DequantizeLinear";
             EXPECT_FALSE(from_dq) << "float-kept node '" << n->name << "' reads " << in->name();
           }
         }
@@ -183,11 +188,12 @@ TEST_P(ApplyPlanProperty, ExportedAndSimulatedModelsAgree) {
           ASSERT_EQ(x.dims(), y.dims());
           ASSERT_EQ(x.dtype(), ir::DType::kFloat);
           int64_t differ = 0;
-          for (int64_t i = 0; i < x.numel(); ++i) differ += x.data_as<float>()[i] != y.data_as<float>()[i];
+          for (int64_t i = 0; i < x.numel(); ++i)
+            differ += x.data_as<float>()[i] != y.data_as<float>()[i];
           // Identical, not close: both are the same Q/DQ graph; folding computes the weights'
           // fake quantization with the same float32 formula the Q/DQ kernels use.
-          EXPECT_EQ(differ, 0) << "output '" << (*a)[o].name << "': " << differ << " of " << x.numel()
-                               << " values differ";
+          EXPECT_EQ(differ, 0) << "output '" << (*a)[o].name << "': " << differ << " of "
+                               << x.numel() << " values differ";
         }
         ++compared;
       }
@@ -198,8 +204,8 @@ TEST_P(ApplyPlanProperty, ExportedAndSimulatedModelsAgree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ApplyPlanProperty,
-                         testing::Values("plain_cnn", "resnet_small", "mobilenetv2_small", "efficientnet_small",
-                                         "vit_tiny"));
+                         testing::Values("plain_cnn", "resnet_small", "mobilenetv2_small",
+                                         "efficientnet_small", "vit_tiny"));
 
 }  // namespace
 }  // namespace quantkit

@@ -1,9 +1,9 @@
 // `quantkit inspect` end to end: good models print a summary (text or JSON); every kind of bad
 // input exits with code 2 and exactly one stderr line naming the file and the reason.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <fstream>
@@ -89,7 +89,8 @@ TEST_F(CliInspect, TextSummaryShowsSymbolicDims) {
   m.ir_version = 8;
   m.SetOpset("", 17);
   ir::Value* x = m.graph->CreateValue("x");
-  x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Symbolic("batch"), ir::Dim::Known(3)});
+  x->type =
+      ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Symbolic("batch"), ir::Dim::Known(3)});
   m.graph->AddInput(x);
   ir::Node* relu = m.graph->AddNode("Relu", {x}, {"y"}).value();
   relu->output(0)->type = x->type;
@@ -162,8 +163,9 @@ TEST_F(CliInspect, TorchvisionResnet18) {
   ASSERT_EQ(access(python.c_str(), X_OK), 0) << "no .venv: run scripts/setup.sh";
   const std::string cache = std::string(QK_BINARY_DIR) + "/test_cache";
   const std::string model = cache + "/models/resnet18.opset13.onnx";
-  const std::string cmd = "PYTHONPATH='" + std::string(QK_SOURCE_DIR) + "' QUANTKIT_CACHE='" + cache + "' '" +
-                          python + "' -m qkdev.export_torchvision --models resnet18 --opset 13 >/dev/null";
+  const std::string cmd = "PYTHONPATH='" + std::string(QK_SOURCE_DIR) + "' QUANTKIT_CACHE='" +
+                          cache + "' '" + python +
+                          "' -m qkdev.export_torchvision --models resnet18 --opset 13 >/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const CommandResult r = Run("inspect --json " + model);
   ASSERT_EQ(r.exit_code, 0) << r.err;

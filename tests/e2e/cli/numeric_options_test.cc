@@ -41,7 +41,7 @@ struct NumericOption {
   std::string type;     // INT, UINT, FLOAT
   double lo = 0, hi = 0;
   bool lo_exclusive = false;
-  std::string range;    // as --help prints it
+  std::string range;  // as --help prints it
 };
 
 std::vector<std::string> Words(const std::string& command) {
@@ -68,7 +68,8 @@ std::vector<std::string> Subcommands(const std::string& help) {
 }
 
 std::vector<NumericOption> NumericOptions(const std::string& help, const std::string& command) {
-  static const std::regex kLine(R"((--[A-Za-z0-9-]+)\s+(INT|UINT|FLOAT)(?::([\[(])([^,\]]+),([^\]\s]+)\])?(?=[\s=]|$))");
+  static const std::regex kLine(
+      R"((--[A-Za-z0-9-]+)\s+(INT|UINT|FLOAT)(?::([\[(])([^,\]]+),([^\]\s]+)\])?(?=[\s=]|$))");
   std::vector<NumericOption> out;
   std::istringstream in(help);
   for (std::string line; std::getline(in, line);) {
@@ -78,7 +79,8 @@ std::vector<NumericOption> NumericOptions(const std::string& help, const std::st
     o.command = command;
     o.name = m[1];
     o.type = m[2];
-    EXPECT_TRUE(m[3].matched) << "quantkit " << command << " " << o.name << " declares no range: " << line;
+    EXPECT_TRUE(m[3].matched) << "quantkit " << command << " " << o.name
+                              << " declares no range: " << line;
     if (!m[3].matched) continue;
     o.lo_exclusive = m[3] == "(";
     o.lo = std::stod(m[4]);
@@ -100,7 +102,8 @@ class NumericOptionsWalk : public Hostile {
  protected:
   void SetUp() override {
     Hostile::SetUp();
-    const RunResult cal = Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", File("cal"), "-q"});
+    const RunResult cal =
+        Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", File("cal"), "-q"});
     ASSERT_EQ(cal.exit_code, 0) << cal.err;
   }
 
@@ -115,7 +118,9 @@ class NumericOptionsWalk : public Hostile {
         {"eval", {"eval", m, "--data", x, "-q"}},
         {"analyze", {"analyze", m, "--plan", plan, "--data", x, "-q"}},
         {"fallback", {"fallback", m, "--plan", plan, "--data", x, "-q"}},
-        {"qat", {"qat", m, "--data", x, "-o", out, "--steps", "2", "--batch-size", "4", "--calib-samples", "8", "-q"}},
+        {"qat",
+         {"qat", m, "--data", x, "-o", out, "--steps", "2", "--batch-size", "4", "--calib-samples",
+          "8", "-q"}},
         {"data", {"data", m, "--data", x, "-o", out}},
         {"convert", {"convert", cache, out + ".txt"}},
         {"lint", {"lint", m}},
@@ -157,11 +162,11 @@ class NumericOptionsWalk : public Hostile {
         });
         if (!global) all.push_back(o);
       }
-      for (const std::string& sub : Subcommands(help)) todo.push_back(command.empty() ? sub : command + " " + sub);
+      for (const std::string& sub : Subcommands(help))
+        todo.push_back(command.empty() ? sub : command + " " + sub);
     }
     return all;
   }
-
 };
 
 // Options whose upper bound is the data's size (qat's held-out samples must leave a batch to
@@ -176,9 +181,10 @@ TEST_F(NumericOptionsWalk, EveryNumericOptionRefusesOrRunsCleanly) {
   // it pass by finding nothing.
   std::set<std::string> seen;
   for (const NumericOption& o : options) seen.insert(o.command + " " + o.name);
-  for (const char* must : {" --threads", " --max-tensor-mb", "calibrate --samples", "calibrate --batch-size",
-                           "diagnose --bootstrap", "analyze --top", "cache diff --rtol", "tensor-calib --bins",
-                           "qat --weight-decay", "qat --temperature", "qat --warmup", "calibrate --scale"}) {
+  for (const char* must :
+       {" --threads", " --max-tensor-mb", "calibrate --samples", "calibrate --batch-size",
+        "diagnose --bootstrap", "analyze --top", "cache diff --rtol", "tensor-calib --bins",
+        "qat --weight-decay", "qat --temperature", "qat --warmup", "calibrate --scale"}) {
     EXPECT_TRUE(seen.count(must)) << "the walk did not find `quantkit " << must << "`";
   }
 
@@ -235,15 +241,16 @@ TEST_F(NumericOptionsWalk, EveryNumericOptionRefusesOrRunsCleanly) {
         ExpectCleanFailure(r, {2}, {c.option.name}, what);
       } else {
         ++accepted_runs;
-        EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << "a value inside " << c.option.range
-                                                           << " was not taken: exit " << r.exit_code << "\n"
-                                                           << r.err;
+        EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1)
+            << "a value inside " << c.option.range << " was not taken: exit " << r.exit_code << "\n"
+            << r.err;
       }
     }
   }
   EXPECT_GT(accepted_runs, 0u);
-  std::printf("walked %zu numeric options of %zu commands: %zu runs, %zu inside the declared ranges\n",
-              options.size(), commands.size(), cases.size(), accepted_runs);
+  std::printf(
+      "walked %zu numeric options of %zu commands: %zu runs, %zu inside the declared ranges\n",
+      options.size(), commands.size(), cases.size(), accepted_runs);
 }
 
 }  // namespace

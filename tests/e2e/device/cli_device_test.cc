@@ -37,7 +37,8 @@ class CliDevice : public ::testing::Test {
 };
 
 TEST_F(CliDevice, CudaWithoutAGpuExits3OnEveryModelCommand) {
-  if (runtime::CudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is visible (tests/cuda covers it)";
+  if (runtime::CudaDeviceCount() > 0)
+    GTEST_SKIP() << "a CUDA device is visible (tests/cuda covers it)";
   const std::string data = " --data fashion-mnist:calib --samples 8";
   for (const std::string& args :
        {"calibrate " + kModel + data + " -o " + dir_ + "/out", "eval " + kModel + data,
@@ -62,10 +63,12 @@ TEST_F(CliDevice, CudaWithoutAGpuExits3OnEveryModelCommand) {
 // ordinal is kept. Without the mapping every rank of a node would share GPU 0. The device is
 // checked before the rendezvous, so no other rank (and no store at MASTER_PORT) is needed.
 TEST_F(CliDevice, DistributedLaunchPicksTheGpuOfLocalRank) {
-  if (runtime::CudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is visible (tests/cuda covers it)";
+  if (runtime::CudaDeviceCount() > 0)
+    GTEST_SKIP() << "a CUDA device is visible (tests/cuda covers it)";
   const std::string launch =
       "RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1";
-  const std::string eval = "eval " + kModel + " --data fashion-mnist:calib --samples 8 --dist-timeout 5";
+  const std::string eval =
+      "eval " + kModel + " --data fashion-mnist:calib --samples 8 --dist-timeout 5";
   const testing::CommandResult plain = Run(eval + " --device cuda", launch);
   EXPECT_EQ(plain.exit_code, 3) << plain.err;
   EXPECT_NE(plain.err.find("--device cuda:1"), std::string::npos) << plain.err;
@@ -78,7 +81,8 @@ TEST_F(CliDevice, DistributedLaunchPicksTheGpuOfLocalRank) {
 }
 
 TEST_F(CliDevice, MalformedDeviceExits2AndOtherCommandsRejectTheOption) {
-  const testing::CommandResult bad = Run("eval " + kModel + " --data fashion-mnist:calib --device gpu0");
+  const testing::CommandResult bad =
+      Run("eval " + kModel + " --data fashion-mnist:calib --device gpu0");
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("'gpu0' is not a device"), std::string::npos) << bad.err;
   ExpectOneLine(bad);
@@ -92,7 +96,8 @@ TEST_F(CliDevice, DeviceStatisticsAlgorithmWritesTheSameQkstats) {
                              " --data fashion-mnist:calib --samples 80 --batch-size 32 -q --stats ";
   const testing::CommandResult host = Run(common + dir_ + "/host.qkstats --device cpu");
   ASSERT_EQ(host.exit_code, 0) << host.err;
-  const testing::CommandResult dev = Run(common + dir_ + "/device.qkstats", "QUANTKIT_DEVICE_STATS=1");
+  const testing::CommandResult dev =
+      Run(common + dir_ + "/device.qkstats", "QUANTKIT_DEVICE_STATS=1");
   ASSERT_EQ(dev.exit_code, 0) << dev.err;
   auto a = ReadFileToString(dir_ + "/host.qkstats");
   auto b = ReadFileToString(dir_ + "/device.qkstats");
@@ -106,7 +111,8 @@ TEST_F(CliDevice, DeviceStatisticsAlgorithmWritesTheSameQkstats) {
 // range-only statistics with statistics that have a histogram").
 TEST_F(CliDevice, DeviceStatisticsAlgorithmOnTheMaxOnlyPathWritesTheSameCache) {
   const std::string common =
-      "calibrate " + kModel + " --data fashion-mnist:calib --samples 80 --batch-size 32 -q --method max -o ";
+      "calibrate " + kModel +
+      " --data fashion-mnist:calib --samples 80 --batch-size 32 -q --method max -o ";
   const testing::CommandResult host = Run(common + dir_ + "/host --device cpu");
   ASSERT_EQ(host.exit_code, 0) << host.err;
   const testing::CommandResult dev = Run(common + dir_ + "/device", "QUANTKIT_DEVICE_STATS=1");
@@ -116,7 +122,8 @@ TEST_F(CliDevice, DeviceStatisticsAlgorithmOnTheMaxOnlyPathWritesTheSameCache) {
     auto b = ReadFileToString(dir_ + "/device" + file);
     ASSERT_TRUE(a.ok() && b.ok()) << file;
     ASSERT_GT(a->size(), 100u) << file;
-    EXPECT_TRUE(*a == *b) << file << " differs between the device algorithm and the host collectors";
+    EXPECT_TRUE(*a == *b) << file
+                          << " differs between the device algorithm and the host collectors";
   }
 }
 

@@ -39,23 +39,26 @@ class CliProfile : public ::testing::Test {
 };
 
 TEST_F(CliProfile, TraceHoldsTheNodesOpsAndObserversAndChangesNoResult) {
-  const testing::CommandResult plain = Run("calibrate " + kModel + kData + " -o " + dir_ + "/plain");
+  const testing::CommandResult plain =
+      Run("calibrate " + kModel + kData + " -o " + dir_ + "/plain");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  const testing::CommandResult r =
-      Run("calibrate " + kModel + kData + " -o " + dir_ + "/profiled --profile " + dir_ + "/trace.json");
+  const testing::CommandResult r = Run("calibrate " + kModel + kData + " -o " + dir_ +
+                                       "/profiled --profile " + dir_ + "/trace.json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("profile written to " + dir_ + "/trace.json"), std::string::npos) << r.err;
   EXPECT_EQ(Read("profiled/calib.cache"), Read("plain/calib.cache"));
   EXPECT_EQ(Read("profiled/model.qdq.onnx"), Read("plain/model.qdq.onnx"));
 
-  const nlohmann::json trace = nlohmann::json::parse(Read("trace.json"), nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json trace =
+      nlohmann::json::parse(Read("trace.json"), nullptr, /*allow_exceptions=*/false);
   ASSERT_TRUE(trace.is_object() && trace.contains("traceEvents")) << "not a Chrome trace";
   std::set<std::string> nodes;
   int observe = 0, aten = 0;
   for (const nlohmann::json& e : trace["traceEvents"]) {
     if (!e.contains("name") || !e["name"].is_string()) continue;
     const std::string name = e["name"];
-    if (name.find("(Conv, opset") != std::string::npos || name.find("(Gemm, opset") != std::string::npos) {
+    if (name.find("(Conv, opset") != std::string::npos ||
+        name.find("(Gemm, opset") != std::string::npos) {
       nodes.insert(name);
     }
     observe += name == "qk::observe";
@@ -68,19 +71,20 @@ TEST_F(CliProfile, TraceHoldsTheNodesOpsAndObserversAndChangesNoResult) {
 }
 
 TEST_F(CliProfile, EnvironmentVariableIsTheSameOption) {
-  const testing::CommandResult r =
-      Run("eval " + kModel + " --data fashion-mnist:calib --samples 8", "QUANTKIT_PROFILE=" + dir_ + "/env.json");
+  const testing::CommandResult r = Run("eval " + kModel + " --data fashion-mnist:calib --samples 8",
+                                       "QUANTKIT_PROFILE=" + dir_ + "/env.json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(nlohmann::json::parse(Read("env.json"), nullptr, false).contains("traceEvents"));
 }
 
 TEST_F(CliProfile, UnwritablePathIsBadInputBeforeAnyWork) {
-  const testing::CommandResult r =
-      Run("calibrate " + kModel + kData + " -o " + dir_ + "/out --profile " + dir_ + "/no/such/dir/trace.json");
+  const testing::CommandResult r = Run("calibrate " + kModel + kData + " -o " + dir_ +
+                                       "/out --profile " + dir_ + "/no/such/dir/trace.json");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find(dir_ + "/no/such/dir/trace.json"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
-  EXPECT_NE(access((dir_ + "/out").c_str(), F_OK), 0) << "outputs written although the profile path is bad";
+  EXPECT_NE(access((dir_ + "/out").c_str(), F_OK), 0)
+      << "outputs written although the profile path is bad";
 }
 
 }  // namespace

@@ -2,10 +2,10 @@
 // pytorch-quantization numbers of tv2_expected.json (and fail cleanly on bad input).
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <cstdio>
 #include <map>
 #include <string>
-#include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
 
@@ -48,7 +48,8 @@ TEST(TensorCalibCli, ReproducesThePytorchQuantizationNumbersForTv2) {
   ASSERT_FALSE(expected.is_discarded());
   const nlohmann::json& pq = expected["one_shot"]["pytorch_quantization"];
   const std::string path = WriteTv2(dir, {250, 400}, "tv2_cli.npy");
-  const CliRun r = Quantkit("tensor-calib " + path + " --json --method all,percentile:99.9,percentile:99.999");
+  const CliRun r =
+      Quantkit("tensor-calib " + path + " --json --method all,percentile:99.9,percentile:99.999");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.out;

@@ -79,7 +79,8 @@ ir::Tensor Ramp(std::vector<int64_t> dims, float start, float step) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = start + step * static_cast<float>(i % 13);
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = start + step * static_cast<float>(i % 13);
   return ir::Tensor::FromVector<float>(ir::DType::kFloat, dims, v);
 }
 
@@ -88,14 +89,17 @@ using Feeds = std::vector<std::vector<runtime::NamedTensor>>;
 // Records how often each watched tensor is reported and the first value of each.
 class CountingObserver final : public runtime::Observer {
  public:
-  CountingObserver(std::vector<std::string> names, bool bodies) : names_(std::move(names)), bodies_(bodies) {}
+  CountingObserver(std::vector<std::string> names, bool bodies)
+      : names_(std::move(names)), bodies_(bodies) {}
   bool Wants(const std::string& name) const override {
     return std::find(names_.begin(), names_.end(), name) != names_.end();
   }
   bool WantsFloat() const override { return true; }
   bool WantsSubgraphTensors() const override { return bodies_; }
-  Status OnTensor(const std::string& name, const ir::Node*, const runtime::TensorView& view) override {
-    if (count[name]++ == 0) first[name].assign(view.data_as<float>(), view.data_as<float>() + view.numel());
+  Status OnTensor(const std::string& name, const ir::Node*,
+                  const runtime::TensorView& view) override {
+    if (count[name]++ == 0)
+      first[name].assign(view.data_as<float>(), view.data_as<float>() + view.numel());
     return Status::Ok();
   }
   std::map<std::string, int> count;
@@ -124,7 +128,8 @@ Quantized Quantize(const std::string& path, const Feeds& feeds) {
   EXPECT_TRUE(sites.ok()) << sites.status().ToString();
   q.sites = *sites;
   analysis::CollectorMap collectors;
-  for (const std::string& t : passes::ActivationTensors(q.sites)) collectors.emplace(t, quant::TensorCollector::RangeOnly());
+  for (const std::string& t : passes::ActivationTensors(q.sites))
+    collectors.emplace(t, quant::TensorCollector::RangeOnly());
   analysis::CollectingObserver observer(&collectors);
   auto interp = runtime::Interpreter::Create(shared);
   EXPECT_TRUE(interp.ok()) << interp.status().ToString();
@@ -181,7 +186,8 @@ double RelativeMaxError(const std::string& float_path, ir::Model int8, const Fee
       const ir::Tensor& y = (*b)[o].tensor;
       EXPECT_EQ(x.dims(), y.dims());
       for (int64_t i = 0; i < x.numel(); ++i) {
-        err = std::max(err, static_cast<double>(std::fabs(x.data_as<float>()[i] - y.data_as<float>()[i])));
+        err = std::max(
+            err, static_cast<double>(std::fabs(x.data_as<float>()[i] - y.data_as<float>()[i])));
         ref = std::max(ref, static_cast<double>(std::fabs(x.data_as<float>()[i])));
       }
     }
@@ -206,7 +212,8 @@ TEST(Scopes, BodyTensorsHaveQualifiedNamesAndCapturesTheirDefiningName) {
   ASSERT_TRUE(sites.ok()) << sites.status().ToString();
   std::map<std::string, std::string> role_of;  // plan key -> role, for the sites inside bodies
   for (const passes::QdqSite& s : *sites) {
-    EXPECT_NE(s.consumer->owner(), model->graph.get()) << "no weighted op in the main graph: " << s.tensor;
+    EXPECT_NE(s.consumer->owner(), model->graph.get())
+        << "no weighted op in the main graph: " << s.tensor;
     role_of[s.tensor] = quant::TensorRoleName(s.role);
   }
   // The If is unnamed: its scope key is its output "<y>". A capture keeps its main-graph name.
@@ -254,7 +261,8 @@ TEST(BodyObservation, OnlyObserversThatAskSeeBodyTensorsEveryLoopIteration) {
   EXPECT_EQ(bodies.count["y"], 1);
   // The first iteration's state is the loop's initial value x.
   ASSERT_EQ(bodies.first["<y>.body::s"].size(), 8u);
-  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(bodies.first["<y>.body::s"][i], x.data_as<float>()[i]) << i;
+  for (int64_t i = 0; i < 8; ++i)
+    EXPECT_EQ(bodies.first["<y>.body::s"][i], x.data_as<float>()[i]) << i;
   // An observer that did not ask sees the main graph only (run --dump, diagnose unchanged).
   EXPECT_EQ(top.count["<y>.body::s"], 0);
   EXPECT_EQ(top.count["y"], 1);
@@ -265,7 +273,8 @@ TEST(BodyQuantization, IfOnDataBothBranchesQuantizedAndCloseToFp32) {
   const std::string path = WriteModel(dir, "if.onnx", kIfOnData);
   // Samples take both branches, so both are calibrated.
   Feeds feeds;
-  for (int k = 0; k < 4; ++k) feeds.push_back({{"x", Ramp({2, 3, 6}, -1.0f + 0.2f * k, 0.15f)}, Bool("flag", k % 2 == 0)});
+  for (int k = 0; k < 4; ++k)
+    feeds.push_back({{"x", Ramp({2, 3, 6}, -1.0f + 0.2f * k, 0.15f)}, Bool("flag", k % 2 == 0)});
   Quantized q = Quantize(path, feeds);
   const std::map<std::string, int> counts = QuantizeNodesByScope(q.model);
   // then: x (captured input) and wa; else: r and wb. The main graph has no weighted op.
@@ -279,7 +288,8 @@ TEST(BodyQuantization, LoopBodyStatisticsCoverEveryIteration) {
   TempDir dir;
   const std::string path = WriteModel(dir, "loop.onnx", kLoop);
   Feeds feeds;
-  for (int k = 0; k < 3; ++k) feeds.push_back({{"x", Ramp({2, 4}, -0.6f + 0.3f * k, 0.1f)}, Int64("n", 4)});
+  for (int k = 0; k < 3; ++k)
+    feeds.push_back({{"x", Ramp({2, 4}, -0.6f + 0.3f * k, 0.1f)}, Int64("n", 4)});
   Quantized q = Quantize(path, feeds);
   const std::map<std::string, int> counts = QuantizeNodesByScope(q.model);
   EXPECT_EQ(counts.at("<y>.body"), 2);  // the state s and the captured weight w
@@ -301,7 +311,7 @@ TEST(BodyQuantization, ScanBodyWithItsOwnWeightIsQuantized) {
   Quantized q = Quantize(path, feeds);
   const std::map<std::string, int> counts = QuantizeNodesByScope(q.model);
   // Scan outputs are named "last" first: the scope key is "<last>".
-  EXPECT_EQ(counts.at("<last>.body"), 2);  // a and wk
+  EXPECT_EQ(counts.at("<last>.body"), 2);                 // a and wk
   EXPECT_EQ(q.observed.at("<last>.body::a"), 3 * 5 * 4);  // samples x steps x values
   const quant::TensorQuant* w = q.plan.Find("<last>.body::wk");
   ASSERT_NE(w, nullptr);

@@ -43,12 +43,22 @@ std::vector<Batch> MakeBatches(uint32_t seed) {
     batches.push_back(std::move(batch));
   }
   auto& s = batches[0].values;
-  s[0] = kNaN; s[1] = kInf; s[2] = -kInf; s[3] = 0.0f; s[4] = -0.0f; s[5] = 4.0f; s[6] = -8.0f;
-  s[7] = std::numeric_limits<float>::denorm_min(); s[8] = -1e-40f;
+  s[0] = kNaN;
+  s[1] = kInf;
+  s[2] = -kInf;
+  s[3] = 0.0f;
+  s[4] = -0.0f;
+  s[5] = 4.0f;
+  s[6] = -8.0f;
+  s[7] = std::numeric_limits<float>::denorm_min();
+  s[8] = -1e-40f;
   auto& t = batches[2].values;
-  t[0] = std::numeric_limits<float>::max(); t[1] = -0.0f; t[2] = std::ldexp(1.0f, -100);
+  t[0] = std::numeric_limits<float>::max();
+  t[1] = -0.0f;
+  t[2] = std::ldexp(1.0f, -100);
   auto& u = batches[3].values;  // the range shrinks: all tiny values after a huge one
-  u[0] = std::numeric_limits<float>::min(); u[1] = kNaN;
+  u[0] = std::numeric_limits<float>::min();
+  u[1] = kNaN;
   return batches;
 }
 

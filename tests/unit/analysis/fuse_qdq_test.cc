@@ -31,10 +31,10 @@ Tensor Input(float spread) {
 }
 
 struct Shape {
-  bool relu = true;           // x -> Relu -> Q/DQ, else the fed x itself is quantized
+  bool relu = true;              // x -> Relu -> Q/DQ, else the fed x itself is quantized
   bool relu_read_again = false;  // Add(DQ output, Relu output): the Relu output outlives the pair
   DType zp_type = DType::kInt8;
-  bool per_channel = false;   // scale [3] along axis 1
+  bool per_channel = false;  // scale [3] along axis 1
 };
 
 ir::Model PairModel(const Shape& s) {
@@ -42,18 +42,24 @@ ir::Model PairModel(const Shape& s) {
   m.SetOpset("", 13);
   ir::Graph& g = *m.graph;
   ir::Value* x = g.CreateValue("x");
-  x->type = ir::TypeInfo::Tensor(DType::kFloat, {Dim::Known(2), Dim::Known(3), Dim::Known(17), Dim::Known(19)});
+  x->type = ir::TypeInfo::Tensor(DType::kFloat,
+                                 {Dim::Known(2), Dim::Known(3), Dim::Known(17), Dim::Known(19)});
   g.AddInput(x);
   ir::Value* a = x;
   if (s.relu) a = (*g.AddNode("Relu", {x}, {"r"}, "", "relu"))->output(0);
-  ir::Value* scale = s.per_channel
-                         ? g.AddInitializer("s", Tensor::FromVector<float>(DType::kFloat, {3}, {0.02f, 0.03f, 0.05f}))
-                         : g.AddInitializer("s", Tensor::FromVector<float>(DType::kFloat, {}, {0.0237f}));
-  ir::Value* zp = s.zp_type == DType::kInt8
-                      ? g.AddInitializer("z", Tensor::FromVector<int8_t>(DType::kInt8, s.per_channel ? std::vector<int64_t>{3}
-                                                                                                       : std::vector<int64_t>{},
-                                                                         std::vector<int8_t>(s.per_channel ? 3 : 1, -5)))
-                      : g.AddInitializer("z", Tensor::FromVector<uint8_t>(DType::kUint8, {}, {117}));
+  ir::Value* scale =
+      s.per_channel
+          ? g.AddInitializer("s",
+                             Tensor::FromVector<float>(DType::kFloat, {3}, {0.02f, 0.03f, 0.05f}))
+          : g.AddInitializer("s", Tensor::FromVector<float>(DType::kFloat, {}, {0.0237f}));
+  ir::Value* zp =
+      s.zp_type == DType::kInt8
+          ? g.AddInitializer(
+                "z",
+                Tensor::FromVector<int8_t>(
+                    DType::kInt8, s.per_channel ? std::vector<int64_t>{3} : std::vector<int64_t>{},
+                    std::vector<int8_t>(s.per_channel ? 3 : 1, -5)))
+          : g.AddInitializer("z", Tensor::FromVector<uint8_t>(DType::kUint8, {}, {117}));
   ir::Node* q = *g.AddNode("QuantizeLinear", {a, scale, zp}, {"a_q"}, "", "q");
   ir::Node* dq = *g.AddNode("DequantizeLinear", {q->output(0), scale, zp}, {"a_dq"}, "", "dq");
   ir::Value* y = dq->output(0);
@@ -92,10 +98,12 @@ TEST(FuseActivationQdq, FusedModelsComputeTheSameBitsAndNeverWriteAFedOrStillRea
     EXPECT_EQ(report->Count(counter::kActivationPairs), 1);
     EXPECT_EQ(Count(fused, "QuantizeLinear") + Count(fused, "DequantizeLinear"), 0);
     ASSERT_EQ(Count(fused, "FakeQuantizeLinear"), 1);
-    EXPECT_NE(fused.graph->FindValue("a_dq"), nullptr) << "the output keeps DequantizeLinear's name";
+    EXPECT_NE(fused.graph->FindValue("a_dq"), nullptr)
+        << "the output keeps DequantizeLinear's name";
 
     const std::vector<float> expected = RunOn(PairModel(s), x);
-    EXPECT_TRUE(SameBits(RunOn(std::move(fused), x), expected)) << "relu " << s.relu << " read again " << s.relu_read_again;
+    EXPECT_TRUE(SameBits(RunOn(std::move(fused), x), expected))
+        << "relu " << s.relu << " read again " << s.relu_read_again;
     EXPECT_TRUE(x.ContentEquals(x_copy)) << "the fed tensor was modified";
     // The runs quantized (the comparison is not between two copies of x): 1e30 saturates.
     if (!s.relu_read_again) {

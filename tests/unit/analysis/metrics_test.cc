@@ -168,7 +168,8 @@ TEST(Metrics, ErrorStatsStateRoundTripsAndMergesInOrder) {
   for (const ErrorStats* e : {&merged, &from_rows}) {
     EXPECT_EQ(e->count, 6);
     EXPECT_EQ(e->max_abs, 0.5);  // |6.5 - 7| and |-2 - -2.5|: the max, not a sum
-    EXPECT_EQ(e->err2, (parts[0].err2 + parts[1].err2) + parts[2].err2);  // batch order, bit for bit
+    EXPECT_EQ(e->err2,
+              (parts[0].err2 + parts[1].err2) + parts[2].err2);  // batch order, bit for bit
   }
   EXPECT_EQ(merged.dot, from_rows.dot);
   EXPECT_EQ(merged.ref2, from_rows.ref2);
@@ -196,7 +197,7 @@ TEST(Metrics, UserMetricUsesTheDefaultLoss) {
   MeanLogitMetric m;
   m.Reset();
   ASSERT_TRUE(m.Update(Batch()).ok());
-  EXPECT_DOUBLE_EQ(m.Value(), 8.0 / 9.0);  // sum of kOut / 9
+  EXPECT_DOUBLE_EQ(m.Value(), 8.0 / 9.0);    // sum of kOut / 9
   EXPECT_DOUBLE_EQ(m.Loss(0.5, 1.0), 50.0);  // higher is better by default: points
 }
 

@@ -30,16 +30,23 @@ ir::Model Build(const Knobs& k) {
   m.SetOpset("", k.opset);
   ir::Graph& g = *m.graph;
   ir::Value* x = g.CreateValue("x");
-  x->type = ir::TypeInfo::Tensor(DType::kFloat, {ir::Dim::Known(1), ir::Dim::Known(2), ir::Dim::Known(4), ir::Dim::Known(4)});
+  x->type = ir::TypeInfo::Tensor(
+      DType::kFloat, {ir::Dim::Known(1), ir::Dim::Known(2), ir::Dim::Known(4), ir::Dim::Known(4)});
   g.AddInput(x);
   auto zp = [&](const std::string& name, std::vector<int64_t> dims) {
     Tensor t(k.zp_type, dims);
-    for (int64_t i = 0; i < t.numel(); ++i) static_cast<uint8_t*>(t.mutable_data())[i] = static_cast<uint8_t>(k.zp_value);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      static_cast<uint8_t*>(t.mutable_data())[i] = static_cast<uint8_t>(k.zp_value);
     return g.AddInitializer(name, std::move(t));
   };
-  ir::Value* s = k.act_per_channel ? g.AddInitializer("x_s", Tensor::FromVector<float>(DType::kFloat, {2}, {k.act_scale, k.act_scale}))
-                                   : g.AddInitializer("x_s", Tensor::FromVector<float>(DType::kFloat, {}, {k.act_scale}));
-  ir::Value* z = k.omit_zero_point ? nullptr : zp("x_z", k.act_per_channel ? std::vector<int64_t>{2} : std::vector<int64_t>{});
+  ir::Value* s =
+      k.act_per_channel
+          ? g.AddInitializer(
+                "x_s", Tensor::FromVector<float>(DType::kFloat, {2}, {k.act_scale, k.act_scale}))
+          : g.AddInitializer("x_s", Tensor::FromVector<float>(DType::kFloat, {}, {k.act_scale}));
+  ir::Value* z = k.omit_zero_point ? nullptr
+                                   : zp("x_z", k.act_per_channel ? std::vector<int64_t>{2}
+                                                                 : std::vector<int64_t>{});
   std::vector<ir::Value*> qin{x, s};
   if (z) qin.push_back(z);
   ir::Node* q = g.AddNode("QuantizeLinear", qin, {"x_q"}, "", "x_Q").value();
@@ -53,11 +60,13 @@ ir::Model Build(const Knobs& k) {
   ir::Value* w = g.AddInitializer("W", Tensor(DType::kFloat, {3, 2, 1, 1}));
   ir::Value* conv_w = w;
   if (k.weight_qdq) {
-    ir::Value* ws = g.AddInitializer("W_s", Tensor::FromVector<float>(DType::kFloat, {3}, {0.1f, 0.2f, 0.3f}));
+    ir::Value* ws =
+        g.AddInitializer("W_s", Tensor::FromVector<float>(DType::kFloat, {3}, {0.1f, 0.2f, 0.3f}));
     Tensor wz(DType::kInt8, {3});
     ir::Value* wzv = g.AddInitializer("W_z", std::move(wz));
     ir::Node* wq = g.AddNode("QuantizeLinear", {w, ws, wzv}, {"W_q"}, "", "W_Q").value();
-    ir::Node* wdq = g.AddNode("DequantizeLinear", {wq->output(0), ws, wzv}, {"W_dq"}, "", "W_DQ").value();
+    ir::Node* wdq =
+        g.AddNode("DequantizeLinear", {wq->output(0), ws, wzv}, {"W_dq"}, "", "W_DQ").value();
     if (k.weight_axis) {
       wq->SetAttr(Attribute::Int("axis", 0));
       wdq->SetAttr(Attribute::Int("axis", 0));
@@ -107,10 +116,10 @@ TEST(QdqLint, EachDefectIsNamed) {
   Knobs default_zp;
   default_zp.omit_zero_point = true;
   const std::vector<Case> cases{
-      {nonzero, "QK001", Severity::kError},        {uint8, "QK002", Severity::kError},
-      {bad_scale, "QK003", Severity::kError},      {nan_scale, "QK003", Severity::kError},
+      {nonzero, "QK001", Severity::kError},         {uint8, "QK002", Severity::kError},
+      {bad_scale, "QK003", Severity::kError},       {nan_scale, "QK003", Severity::kError},
       {per_channel_act, "QK005", Severity::kError}, {no_axis, "QK006", Severity::kError},
-      {old_opset, "QK007", Severity::kError},      {float_weight, "QK012", Severity::kWarning},
+      {old_opset, "QK007", Severity::kError},       {float_weight, "QK012", Severity::kWarning},
       {default_zp, "QK002", Severity::kError},
   };
   for (const Case& c : cases) {
@@ -132,16 +141,28 @@ TEST(QdqLint, ResidualAddAndConcatScales) {
   ir::Value* x = g.CreateValue("x");
   g.AddInput(x);
   auto qdq = [&](ir::Value* v, float scale, const std::string& tag) {
-    ir::Value* s = g.AddInitializer(tag + "_s", Tensor::FromVector<float>(DType::kFloat, {}, {scale}));
+    ir::Value* s =
+        g.AddInitializer(tag + "_s", Tensor::FromVector<float>(DType::kFloat, {}, {scale}));
     ir::Value* z = g.AddInitializer(tag + "_z", Tensor(DType::kInt8, {}));
     ir::Node* q = g.AddNode("QuantizeLinear", {v, s, z}, {tag + "_q"}, "", tag + "_Q").value();
-    return g.AddNode("DequantizeLinear", {q->output(0), s, z}, {tag + "_dq"}, "", tag + "_DQ").value()->output(0);
+    return g.AddNode("DequantizeLinear", {q->output(0), s, z}, {tag + "_dq"}, "", tag + "_DQ")
+        .value()
+        ->output(0);
   };
-  ir::Node* conv = g.AddNode("Conv", {qdq(x, 0.1f, "x"), g.AddInitializer("W", Tensor(DType::kFloat, {1, 1, 1, 1}))}, {"c"}, "", "conv").value();
-  ir::Node* add = g.AddNode("Add", {qdq(conv->output(0), 0.2f, "c"), qdq(x, 0.3f, "skip")}, {"a"}, "", "add").value();
-  ir::Node* cat = g.AddNode("Concat", {qdq(add->output(0), 0.4f, "a"), qdq(x, 0.5f, "x2")}, {"o"}, "", "cat").value();
+  ir::Node* conv =
+      g.AddNode("Conv",
+                {qdq(x, 0.1f, "x"), g.AddInitializer("W", Tensor(DType::kFloat, {1, 1, 1, 1}))},
+                {"c"}, "", "conv")
+          .value();
+  ir::Node* add =
+      g.AddNode("Add", {qdq(conv->output(0), 0.2f, "c"), qdq(x, 0.3f, "skip")}, {"a"}, "", "add")
+          .value();
+  ir::Node* cat =
+      g.AddNode("Concat", {qdq(add->output(0), 0.4f, "a"), qdq(x, 0.5f, "x2")}, {"o"}, "", "cat")
+          .value();
   cat->SetAttr(Attribute::Int("axis", 1));
-  ir::Node* sm = g.AddNode("Softmax", {qdq(cat->output(0), 0.6f, "o")}, {"y"}, "", "softmax").value();
+  ir::Node* sm =
+      g.AddNode("Softmax", {qdq(cat->output(0), 0.6f, "o")}, {"y"}, "", "softmax").value();
   g.AddOutput(sm->output(0));
   LintReport r = LintQdqModel(m);
   auto rules = Rules(r);
@@ -162,8 +183,10 @@ TEST(QdqLint, QuantkitsOwnOutputLintsClean) {
   ir::Value* x = g.CreateValue("x");
   g.AddInput(x);
   Tensor w(DType::kFloat, {4, 2, 3, 3});
-  for (int64_t i = 0; i < w.numel(); ++i) w.mutable_data_as<float>()[i] = 0.01f * static_cast<float>(i % 11);
-  ir::Node* c1 = g.AddNode("Conv", {x, g.AddInitializer("W1", std::move(w))}, {"c1"}, "", "conv1").value();
+  for (int64_t i = 0; i < w.numel(); ++i)
+    w.mutable_data_as<float>()[i] = 0.01f * static_cast<float>(i % 11);
+  ir::Node* c1 =
+      g.AddNode("Conv", {x, g.AddInitializer("W1", std::move(w))}, {"c1"}, "", "conv1").value();
   ir::Node* r = g.AddNode("Relu", {c1->output(0)}, {"r"}, "", "relu").value();
   ir::Node* gap = g.AddNode("GlobalAveragePool", {r->output(0)}, {"p"}, "", "gap").value();
   g.AddOutput(gap->output(0));

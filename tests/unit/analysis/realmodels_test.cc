@@ -37,7 +37,8 @@ std::string ReadAll(const std::string& path) {
 
 void WritePb(const std::string& path, const ir::Tensor& t) {
   ::onnx::TensorProto p;
-  p.set_data_type(t.dtype() == ir::DType::kInt64 ? ::onnx::TensorProto::INT64 : ::onnx::TensorProto::FLOAT);
+  p.set_data_type(t.dtype() == ir::DType::kInt64 ? ::onnx::TensorProto::INT64
+                                                 : ::onnx::TensorProto::FLOAT);
   for (int64_t d : t.dims()) p.add_dims(d);
   p.set_raw_data(std::string(static_cast<const char*>(t.data()), t.nbytes()));
   std::ofstream(path, std::ios::binary) << p.SerializeAsString();
@@ -47,7 +48,8 @@ ir::Tensor Iota(std::vector<int64_t> dims, float start) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = start + 0.01f * static_cast<float>(i % 97);
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = start + 0.01f * static_cast<float>(i % 97);
   return ir::Tensor::FromVector<float>(ir::DType::kFloat, dims, v);
 }
 
@@ -116,7 +118,8 @@ TEST(OpsetUpgrade, RefusedUpgradeIsUnsupportedAndNamesTheFileAndTensor) {
   ::onnx::ModelProto model;
   ASSERT_TRUE(::onnx::OnnxParser::Parse(model, R"(
     <ir_version: 6, opset_import: ["" : 11]>
-    g (float[4] x) => (float[4] y) { y = Add(x, w) })").IsOK());
+    g (float[4] x) => (float[4] y) { y = Add(x, w) })")
+                  .IsOK());
   testing::AddExternalFloatInitializer(model.mutable_graph(), "w", 4, "w.bin");
   std::ofstream(dir.File("w.bin"), std::ios::binary) << std::string(16, '\0');
   const std::string path = dir.File("external.onnx");
@@ -187,7 +190,10 @@ TEST(BatchAxes, DataConfigOverridesAndRejectsBadAxes) {
   // Per-input arrays, samples on the leading axis: state.npy holds [N, 2, 4] per-sample states.
   ASSERT_TRUE(data::WriteNpy(dir.File("audio.npy"), Iota({5, 8}, 0)).ok());
   ASSERT_TRUE(data::WriteNpy(dir.File("state.npy"), Iota({5, 2, 4}, 0)).ok());
-  ASSERT_TRUE(data::WriteNpy(dir.File("sr.npy"), ir::Tensor::FromVector<int64_t>(ir::DType::kInt64, {5}, {8000, 8000, 16000, 16000, 16000})).ok());
+  ASSERT_TRUE(data::WriteNpy(dir.File("sr.npy"),
+                             ir::Tensor::FromVector<int64_t>(ir::DType::kInt64, {5},
+                                                             {8000, 8000, 16000, 16000, 16000}))
+                  .ok());
   ASSERT_TRUE(data::WriteNpy(dir.File("h2.npy"), Iota({5, 2, 3}, 0)).ok());
   auto source = data::OpenSource(dir.path(), data::ModelInputs(*model));
   ASSERT_TRUE(source.ok()) << source.status().ToString();
@@ -235,7 +241,9 @@ TEST(Shapes, FixedBatchCapsTheBatchAndVaryingWidthsRunInGroups) {
   ASSERT_EQ(std::system(("mkdir -p '" + samples + "'").c_str()), 0);
   const int64_t widths[] = {6, 6, 9, 9, 9, 6};
   for (int i = 0; i < 6; ++i) {
-    ASSERT_TRUE(data::WriteNpy(samples + "/s" + std::to_string(i) + ".npy", Iota({1, 4, widths[i]}, static_cast<float>(i))).ok());
+    ASSERT_TRUE(data::WriteNpy(samples + "/s" + std::to_string(i) + ".npy",
+                               Iota({1, 4, widths[i]}, static_cast<float>(i)))
+                    .ok());
   }
   auto src = data::OpenSource(samples, data::ModelInputs(*lines));
   ASSERT_TRUE(src.ok()) << src.status().ToString();
@@ -259,8 +267,11 @@ TEST(Holdout, TakeAndSliceSplitTheSamplesWithoutOverlap) {
     g (float[N, 3] x) => (float[N, 3] y) { y = Relu(x) })"));
   ASSERT_TRUE(model.ok());
   std::vector<float> values;
-  for (int i = 0; i < 8; ++i) values.insert(values.end(), 3, static_cast<float>(i));  // sample i holds i
-  ASSERT_TRUE(data::WriteNpy(dir.File("x.npy"), ir::Tensor::FromVector<float>(ir::DType::kFloat, {8, 3}, values)).ok());
+  for (int i = 0; i < 8; ++i)
+    values.insert(values.end(), 3, static_cast<float>(i));  // sample i holds i
+  ASSERT_TRUE(data::WriteNpy(dir.File("x.npy"),
+                             ir::Tensor::FromVector<float>(ir::DType::kFloat, {8, 3}, values))
+                  .ok());
   auto open = [&] {
     auto s = data::OpenSource(dir.File("x.npy"), data::ModelInputs(*model));
     EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -363,7 +374,8 @@ TEST(FoldConstantIf, IfOnDataStaysAnIf) {
   ASSERT_NE(ifs, nullptr);
   EXPECT_EQ(ifs->Count(passes::counter::kFolded), 0);
   EXPECT_FALSE(ifs->changed);
-  EXPECT_EQ(CountOp(*loaded->graph, "If"), 1);  // without the check, a folded If would fix the branch for every input
+  EXPECT_EQ(CountOp(*loaded->graph, "If"),
+            1);  // without the check, a folded If would fix the branch for every input
 }
 
 TEST(DefaultMetric, ArgmaxOnlyForAClassVector) {

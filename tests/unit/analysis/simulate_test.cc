@@ -22,10 +22,12 @@ ir::Model GemmModel() {
   ir::Value* x = g.CreateValue("x");
   x->type = ir::TypeInfo::Tensor(DType::kFloat, {Dim::Known(2), Dim::Known(3)});
   g.AddInput(x);
-  ir::Value* w = g.AddInitializer("W", Tensor::FromVector<float>(DType::kFloat, {4, 3},
-                                                                 {0.31f, -1.7f, 0.05f, 2.5f, 0.013f, -0.9f, -0.2f, 0.21f,
-                                                                  0.199f, 1e-3f, -3e-3f, 2e-3f}));
-  ir::Value* b = g.AddInitializer("B", Tensor::FromVector<float>(DType::kFloat, {4}, {0.1f, -0.2f, 0.3f, 0.0f}));
+  ir::Value* w = g.AddInitializer(
+      "W", Tensor::FromVector<float>(DType::kFloat, {4, 3},
+                                     {0.31f, -1.7f, 0.05f, 2.5f, 0.013f, -0.9f, -0.2f, 0.21f,
+                                      0.199f, 1e-3f, -3e-3f, 2e-3f}));
+  ir::Value* b = g.AddInitializer(
+      "B", Tensor::FromVector<float>(DType::kFloat, {4}, {0.1f, -0.2f, 0.3f, 0.0f}));
   auto n = g.AddNode("Gemm", {x, w, b}, {"y"}, "", "gemm");
   EXPECT_TRUE(n.ok());
   (*n)->SetAttr(ir::Attribute::Int("transB", 1));
@@ -42,7 +44,9 @@ quant::QuantPlan Plan() {
 std::vector<float> RunModel(ir::Model m) {
   auto it = runtime::Interpreter::Create(std::move(m));
   EXPECT_TRUE(it.ok()) << it.status().ToString();
-  auto out = (*it)->Run({{"x", Tensor::FromVector<float>(DType::kFloat, {2, 3}, {0.5f, -1.0f, 3.0f, 1.234f, 0.0f, -0.77f})}});
+  auto out =
+      (*it)->Run({{"x", Tensor::FromVector<float>(DType::kFloat, {2, 3},
+                                                  {0.5f, -1.0f, 3.0f, 1.234f, 0.0f, -0.77f})}});
   EXPECT_TRUE(out.ok()) << out.status().ToString();
   const float* y = (*out)[0].tensor.data_as<float>();
   return std::vector<float>(y, y + (*out)[0].tensor.numel());
@@ -86,7 +90,8 @@ TEST(Simulate, FoldedWeightsGiveTheSameOutputsAsTheQdqModel) {
   const float* orig = original.graph->FindValue("W")->initializer->data_as<float>();
   for (int i = 0; i < 12; ++i) {
     const float s = w.scale[i / 3];
-    EXPECT_EQ(fq[i], quant::Dequantize(quant::QuantizeValue(orig[i], s, 0, {-128, 127}), s, 0)) << i;
+    EXPECT_EQ(fq[i], quant::Dequantize(quant::QuantizeValue(orig[i], s, 0, {-128, 127}), s, 0))
+        << i;
   }
   // Same float operations on both sides: bit-identical outputs.
   EXPECT_EQ(RunModel(std::move(qdq)), RunModel(std::move(folded)));
@@ -98,7 +103,9 @@ TEST(Simulate, FloatNodesGetNoQdq) {
   plan.float_nodes["gemm"] = "kept in float";
   auto report = passes::RunPass(m, passes::ApplyPlan(&plan, {}));
   ASSERT_TRUE(report.ok());
-  EXPECT_EQ(report->Count(passes::counter::kActivationPairs) + report->Count(passes::counter::kWeightPairs), 0);
+  EXPECT_EQ(report->Count(passes::counter::kActivationPairs) +
+                report->Count(passes::counter::kWeightPairs),
+            0);
   EXPECT_EQ(CountOps(m, "QuantizeLinear"), 0);
   // And the simulation then equals the float model.
   EXPECT_EQ(RunModel(std::move(m)), RunModel(GemmModel()));

@@ -45,7 +45,8 @@ class VectorStream final : public BatchStream {
 };
 
 // Deterministic pseudo-images: batches of the given sizes, seed printed on failure.
-std::vector<std::shared_ptr<std::vector<float>>> MakeBatches(const std::vector<int>& sizes, uint32_t seed) {
+std::vector<std::shared_ptr<std::vector<float>>> MakeBatches(const std::vector<int>& sizes,
+                                                             uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
   std::vector<std::shared_ptr<std::vector<float>>> out;
@@ -127,8 +128,9 @@ TEST(PublicApi, StreamStatisticsDoNotDependOnTheCallersBatching) {
   std::vector<std::shared_ptr<std::vector<float>>> singles;
   for (const auto& b : uneven) {
     for (size_t at = 0; at < b->size(); at += 28 * 28) {
-      singles.push_back(std::make_shared<std::vector<float>>(b->begin() + static_cast<std::ptrdiff_t>(at),
-                                                             b->begin() + static_cast<std::ptrdiff_t>(at + 28 * 28)));
+      singles.push_back(std::make_shared<std::vector<float>>(
+          b->begin() + static_cast<std::ptrdiff_t>(at),
+          b->begin() + static_cast<std::ptrdiff_t>(at + 28 * 28)));
     }
   }
   ASSERT_EQ(singles.size(), 17u);
@@ -298,7 +300,8 @@ TEST(PublicApi, BuildPlanWarnsWhenAMethodClipsWhatMaxKeeps) {
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   auto count_clipping = [](const std::vector<std::string>& warnings) {
     int n = 0;
-    for (const std::string& w : warnings) n += w.find("clip more than 1% of their values") != std::string::npos;
+    for (const std::string& w : warnings)
+      n += w.find("clip more than 1% of their values") != std::string::npos;
     return n;
   };
   auto max = BuildPlan(*stats, c.sites, {"max", {}});
@@ -310,7 +313,8 @@ TEST(PublicApi, BuildPlanWarnsWhenAMethodClipsWhatMaxKeeps) {
   bool names_a_site = false;
   for (const std::string& w : clipping->warnings) {
     for (const std::string& a : c.sites.activations) {
-      names_a_site = names_a_site || w.find("worst '" + a + "' with percentile:90") != std::string::npos;
+      names_a_site =
+          names_a_site || w.find("worst '" + a + "' with percentile:90") != std::string::npos;
     }
   }
   EXPECT_TRUE(names_a_site);

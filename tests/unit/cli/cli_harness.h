@@ -74,7 +74,8 @@ inline pid_t SpawnQuantkit(const std::vector<std::string>& args, const std::stri
     ::dup2(e, 2);
     if (options.file_size_limit > 0) {
       ::signal(SIGXFSZ, SIG_IGN);
-      const rlimit limit{static_cast<rlim_t>(options.file_size_limit), static_cast<rlim_t>(options.file_size_limit)};
+      const rlimit limit{static_cast<rlim_t>(options.file_size_limit),
+                         static_cast<rlim_t>(options.file_size_limit)};
       ::setrlimit(RLIMIT_FSIZE, &limit);
     }
     std::vector<char*> argv;
@@ -90,7 +91,8 @@ inline pid_t SpawnQuantkit(const std::vector<std::string>& args, const std::stri
 }
 
 // Waits for a child of SpawnQuantkit (SIGKILL after `timeout_s`) and collects what it did.
-inline RunResult WaitQuantkit(pid_t pid, const std::string& scratch, int timeout_s = kRunTimeoutSeconds) {
+inline RunResult WaitQuantkit(pid_t pid, const std::string& scratch,
+                              int timeout_s = kRunTimeoutSeconds) {
   RunResult r;
   int status = 0;
   struct rusage usage {};
@@ -137,14 +139,15 @@ inline std::map<std::string, std::string> Snapshot(const std::string& dir) {
     if (ec) break;
     const std::string name = it->path().filename().string();
     if (name == ".stdout" || name == ".stderr") continue;
-    files[it->path().string()] = it->is_regular_file() ? ReadAll(it->path().string()) : std::string("<non-file>");
+    files[it->path().string()] =
+        it->is_regular_file() ? ReadAll(it->path().string()) : std::string("<non-file>");
   }
   return files;
 }
 
 // The properties every failing run must have. `names` must all appear in the one stderr line.
-inline void ExpectCleanFailure(const RunResult& r, const std::set<int>& codes, const std::vector<std::string>& names,
-                               const std::string& what) {
+inline void ExpectCleanFailure(const RunResult& r, const std::set<int>& codes,
+                               const std::vector<std::string>& names, const std::string& what) {
   SCOPED_TRACE(what);
   EXPECT_FALSE(r.timed_out) << "hung (killed after the time limit)";
   EXPECT_EQ(r.signal, 0) << "killed by signal " << r.signal << "\n" << r.err;
@@ -155,7 +158,8 @@ inline void ExpectCleanFailure(const RunResult& r, const std::set<int>& codes, c
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not exactly one line: " << r.err;
   EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << "raw escape character reached the terminal";
   EXPECT_EQ(r.err.rfind("quantkit: ", 0), 0u) << r.err;
-  for (const std::string& n : names) EXPECT_NE(r.err.find(n), std::string::npos) << "'" << n << "' not named: " << r.err;
+  for (const std::string& n : names)
+    EXPECT_NE(r.err.find(n), std::string::npos) << "'" << n << "' not named: " << r.err;
 }
 
 inline std::string ParseModelBytes(const char* text) {
@@ -166,11 +170,13 @@ inline std::string ParseModelBytes(const char* text) {
 }
 
 // A .npy (version 1.0) of float32 or float64 values with the given shape.
-inline std::string NpyBytes(const std::vector<int64_t>& shape, const std::vector<double>& values, bool f64 = false) {
+inline std::string NpyBytes(const std::vector<int64_t>& shape, const std::vector<double>& values,
+                            bool f64 = false) {
   std::string dims;
-  for (size_t i = 0; i < shape.size(); ++i) dims += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
-  std::string header = std::string("{'descr': '") + (f64 ? "<f8" : "<f4") + "', 'fortran_order': False, 'shape': (" +
-                       dims + "), }";
+  for (size_t i = 0; i < shape.size(); ++i)
+    dims += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
+  std::string header = std::string("{'descr': '") + (f64 ? "<f8" : "<f4") +
+                       "', 'fortran_order': False, 'shape': (" + dims + "), }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::string out("\x93NUMPY\x01\x00", 8);

@@ -48,7 +48,8 @@ class Hostile : public ::testing::Test {
   // Runs `args`, expecting a clean failure that names `names`, and that `out_dir` (when given)
   // is byte-for-byte what it was.
   RunResult ExpectFails(const std::vector<std::string>& args, const std::set<int>& codes,
-                        const std::vector<std::string>& names, const std::string& out_dir = "") const {
+                        const std::vector<std::string>& names,
+                        const std::string& out_dir = "") const {
     const auto before = out_dir.empty() ? std::map<std::string, std::string>() : Snapshot(out_dir);
     const RunResult r = Run(args);
     std::string what;

@@ -22,9 +22,11 @@ TEST_F(Hostile, Item1_EvalModelWithoutOutputsIsAnError) {
   WriteAll(File("no_out.onnx"), ParseModelBytes(R"(
     <ir_version: 8, opset_import: ["" : 13]>
     g (float[N,1,4,4] x) => () { y = Relu(x) })"));
-  ExpectFails({"eval", File("no_out.onnx"), "--data", File("x.npy")}, {2}, {"no_out.onnx", "no graph outputs"});
-  ExpectFails({"eval", File("model.onnx"), "--reference", File("no_out.onnx"), "--data", File("x.npy")}, {2},
+  ExpectFails({"eval", File("no_out.onnx"), "--data", File("x.npy")}, {2},
               {"no_out.onnx", "no graph outputs"});
+  ExpectFails(
+      {"eval", File("model.onnx"), "--reference", File("no_out.onnx"), "--data", File("x.npy")},
+      {2}, {"no_out.onnx", "no graph outputs"});
 }
 
 // ---------------------------------------------------------------- item 2: hangs
@@ -127,8 +129,8 @@ TEST_F(Hostile, Item3_ThreadsAreCappedAtTheCpuCount) {
 // ---------------------------------------------------------------- item 4: exit 70 for bad input
 TEST_F(Hostile, Item4_PlanVersionOfTheWrongTypeIsBadInput) {
   WriteAll(File("plan.json"), R"({"format": "quantkit.plan", "version": "1", "tensors": {}})");
-  ExpectFails({"eval", File("model.onnx"), "--plan", File("plan.json"), "--data", File("x.npy")}, {2},
-              {"plan.json", "version", "expected an integer, got string"});
+  ExpectFails({"eval", File("model.onnx"), "--plan", File("plan.json"), "--data", File("x.npy")},
+              {2}, {"plan.json", "version", "expected an integer, got string"});
 }
 
 TEST_F(Hostile, Item4_ImpossibleReshapeNamesTheNode) {
@@ -147,7 +149,8 @@ TEST_F(Hostile, Item5_NonFileTargetFailsBeforeAnythingIsReplaced) {
   const std::string out = File("out");
   std::filesystem::create_directories(out + "/plan.json");
   WriteAll(out + "/calib.cache", "TRT-8601-EntropyCalibration2\nold: 3c010a14\n");
-  ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "-q"}, {2}, {"plan.json"}, out);
+  ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "-q"}, {2},
+              {"plan.json"}, out);
 }
 
 TEST_F(Hostile, Item5_ALockedOutputDirectoryIsRefusedNotMixed) {
@@ -162,7 +165,8 @@ TEST_F(Hostile, Item5_ALockedOutputDirectoryIsRefusedNotMixed) {
               {out, "another quantkit run"}, out);
   ::close(fd);
   // Unlocked, the whole set appears at once and no staging directory is left behind.
-  const RunResult r = Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "-q"});
+  const RunResult r =
+      Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "-q"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   size_t entries = 0;
   for (const auto& e : std::filesystem::directory_iterator(out)) {
@@ -178,7 +182,8 @@ TEST_F(Hostile, Item5_ALockedOutputDirectoryIsRefusedNotMixed) {
 // of analysis). calibrate and fallback (rank 0 locks when it writes) and data are refused too.
 // Nothing in the directory changes.
 TEST_F(Hostile, Item5_EveryWriterLocksItsOutputDirectoryFirst) {
-  const RunResult plan = Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", File("cal"), "-q"});
+  const RunResult plan =
+      Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", File("cal"), "-q"});
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
   const std::string out = File("out");
   std::filesystem::create_directories(out);
@@ -188,11 +193,13 @@ TEST_F(Hostile, Item5_EveryWriterLocksItsOutputDirectoryFirst) {
   ASSERT_EQ(::flock(fd, LOCK_EX), 0);
   const std::string missing = File("missing.npy");
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"diagnose", File("model.onnx"), "--data", missing, "-o", out, "-q"},
+       {std::vector<std::string>{"diagnose", File("model.onnx"), "--data", missing, "-o", out,
+                                 "-q"},
         // Missing data: the lock error (not the data's) shows the lock is taken before the pass.
-        std::vector<std::string>{"calibrate", File("model.onnx"), "--data", missing, "-o", out, "-q"},
-        std::vector<std::string>{"fallback", File("model.onnx"), "--plan", File("cal/plan.json"), "--data",
-                                 File("x.npy"), "-o", out, "-q"},
+        std::vector<std::string>{"calibrate", File("model.onnx"), "--data", missing, "-o", out,
+                                 "-q"},
+        std::vector<std::string>{"fallback", File("model.onnx"), "--plan", File("cal/plan.json"),
+                                 "--data", File("x.npy"), "-o", out, "-q"},
         std::vector<std::string>{"data", File("model.onnx"), "--data", File("x.npy"), "-o", out}}) {
     ExpectFails(args, {4}, {out, "another quantkit run"}, out);
   }
@@ -204,13 +211,16 @@ TEST_F(Hostile, Item5_DiagnoseAndDataWriteOneSetOrNothing) {
   const std::string out = File("diag");
   std::filesystem::create_directories(out + "/report.json");
   WriteAll(out + "/report.txt", "old\n");
-  ExpectFails({"diagnose", File("model.onnx"), "--data", File("x.npy"), "-o", out, "-q"}, {2}, {"report.json"}, out);
+  ExpectFails({"diagnose", File("model.onnx"), "--data", File("x.npy"), "-o", out, "-q"}, {2},
+              {"report.json"}, out);
   // A run that fails after taking the lock leaves no new directory behind.
-  ExpectFails({"diagnose", File("model.onnx"), "--data", File("missing.npy"), "-o", File("new_dir"), "-q"}, {2, 4},
-              {"missing.npy"});
+  ExpectFails(
+      {"diagnose", File("model.onnx"), "--data", File("missing.npy"), "-o", File("new_dir"), "-q"},
+      {2, 4}, {"missing.npy"});
   EXPECT_FALSE(std::filesystem::exists(File("new_dir")));
   std::filesystem::remove(out + "/report.json");
-  const RunResult d = Run({"diagnose", File("model.onnx"), "--data", File("x.npy"), "-o", out, "-q"});
+  const RunResult d =
+      Run({"diagnose", File("model.onnx"), "--data", File("x.npy"), "-o", out, "-q"});
   ASSERT_EQ(d.exit_code, 0) << d.err;
   EXPECT_NE(ReadAll(out + "/report.txt"), "old\n");
   EXPECT_TRUE(std::filesystem::is_regular_file(out + "/report.json"));
@@ -221,9 +231,11 @@ TEST_F(Hostile, Item5_DiagnoseAndDataWriteOneSetOrNothing) {
   // `quantkit data`: the same rule for the .npy it writes; a new directory is not left behind.
   const std::string samples = File("samples");
   std::filesystem::create_directories(samples + "/x.npy");
-  ExpectFails({"data", File("model.onnx"), "--data", File("x.npy"), "-o", samples}, {2}, {"x.npy"}, samples);
+  ExpectFails({"data", File("model.onnx"), "--data", File("x.npy"), "-o", samples}, {2}, {"x.npy"},
+              samples);
   std::filesystem::remove(samples + "/x.npy");
-  const RunResult ok = Run({"data", File("model.onnx"), "--data", File("x.npy"), "-o", samples, "--samples", "3"});
+  const RunResult ok =
+      Run({"data", File("model.onnx"), "--data", File("x.npy"), "-o", samples, "--samples", "3"});
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_EQ(ReadAll(samples + "/x.npy").substr(0, 6), "\x93NUMPY");
 }
@@ -231,33 +243,42 @@ TEST_F(Hostile, Item5_DiagnoseAndDataWriteOneSetOrNothing) {
 // ---------------------------------------------------------------- item 6: silent no-ops
 TEST_F(Hostile, Item6_NamesThatMatchNothingAreErrorsWithCloseMatches) {
   const std::string out = File("out6");
-  ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "--exclude", "Rellu"}, {2},
-              {"Rellu", "did you mean", "Relu"});
+  ExpectFails(
+      {"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "--exclude", "Rellu"},
+      {2}, {"Rellu", "did you mean", "Relu"});
   EXPECT_FALSE(std::filesystem::exists(out + "/plan.json"));
   // No close match: the message lists what the model has instead of nothing.
-  ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "--exclude", "zzzzzzzz"}, {2},
-              {"zzzzzzzz", "no names", "'Conv', 'Relu'"});
+  ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "--exclude",
+               "zzzzzzzz"},
+              {2}, {"zzzzzzzz", "no names", "'Conv', 'Relu'"});
   ::onnx::ModelProto named;
   ASSERT_TRUE(named.ParseFromString(ParseModelBytes(kConvModel)));
   named.mutable_graph()->mutable_node(0)->set_name("first_conv");
   named.mutable_graph()->mutable_node(1)->set_name("last_relu");
   WriteAll(File("named.onnx"), named.SerializeAsString());
-  ExpectFails({"calibrate", File("named.onnx"), "--data", File("x.npy"), "-o", out, "--exclude", "zzzzzzzz"}, {2},
-              {"zzzzzzzz", "2 named nodes ('first_conv', 'last_relu')", "'Conv', 'Relu'"});
-  ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "--override", "nosuchtensor=max"},
+  ExpectFails({"calibrate", File("named.onnx"), "--data", File("x.npy"), "-o", out, "--exclude",
+               "zzzzzzzz"},
+              {2}, {"zzzzzzzz", "2 named nodes ('first_conv', 'last_relu')", "'Conv', 'Relu'"});
+  ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "--override",
+               "nosuchtensor=max"},
               {2}, {"nosuchtensor", "no close match among", "'x'", "'Conv'"});
-  ExpectFails({"run", File("model.onnx"), "--input", "x=" + File("x.npy"), "-o", File("run_out"), "--dump", "zzzzzz"},
+  ExpectFails({"run", File("model.onnx"), "--input", "x=" + File("x.npy"), "-o", File("run_out"),
+               "--dump", "zzzzzz"},
               {2}, {"'zzzzzz'", "no close match among the 3 tensors of the model: 'x', 'c', 'y'"});
-  ExpectFails({"run", File("model.onnx"), "--input", "x=" + File("x.npy"), "-o", File("run_out"), "--dump", "cc"},
+  ExpectFails({"run", File("model.onnx"), "--input", "x=" + File("x.npy"), "-o", File("run_out"),
+               "--dump", "cc"},
               {2}, {"'cc'", "did you mean", "'c'"});
-  WriteAll(File("float_nodes.json"),
-           R"({"format": "quantkit.plan", "version": 1, "float_nodes": {"NoSuchConv": "x"}, "tensors": {}})");
-  ExpectFails({"eval", File("model.onnx"), "--plan", File("float_nodes.json"), "--data", File("x.npy")}, {2},
-              {"NoSuchConv"});
+  WriteAll(
+      File("float_nodes.json"),
+      R"({"format": "quantkit.plan", "version": 1, "float_nodes": {"NoSuchConv": "x"}, "tensors": {}})");
+  ExpectFails(
+      {"eval", File("model.onnx"), "--plan", File("float_nodes.json"), "--data", File("x.npy")},
+      {2}, {"NoSuchConv"});
   ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy")}, {2}, {"-o"});
   for (const char* n : {"0", "-8"}) {
-    ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "--run-batch", n}, {2},
-                {"--run-batch", "out of range", "[1,65536]"}, out);
+    ExpectFails(
+        {"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "--run-batch", n},
+        {2}, {"--run-batch", "out of range", "[1,65536]"}, out);
   }
   ExpectFails({"nosuchcmd", "--help"}, {2}, {"nosuchcmd", "subcommands: '"});
   ExpectFails({"quantise", "--help"}, {2}, {"unknown subcommand 'quantise'"});
@@ -274,8 +295,9 @@ TEST_F(Hostile, Item7_ControlCharactersInNamesAreEscaped) {
   m.mutable_graph()->mutable_node(0)->set_op_type("Evil\x1b[2J\nquantkit: forged line");
   WriteAll(File("evil.onnx"), m.SerializeAsString());
   WriteAll(File("x4.npy"), NpyBytes({4}, {1, 2, 3, 4}));
-  const RunResult r = ExpectFails({"run", File("evil.onnx"), "--input", "x=" + File("x4.npy"), "-o", File("o7")},
-                                  {3}, {"\\x1b[2J\\nquantkit: forged line"});
+  const RunResult r =
+      ExpectFails({"run", File("evil.onnx"), "--input", "x=" + File("x4.npy"), "-o", File("o7")},
+                  {3}, {"\\x1b[2J\\nquantkit: forged line"});
   // Cache listings: a tensor name with an escape sequence.
   WriteAll(File("evil.cache"), "TRT-8601-EntropyCalibration2\nt\x1b]0;pwned\x07: 3c010a14\n");
   const RunResult c = Run({"cache", "inspect", File("evil.cache")});
@@ -287,9 +309,10 @@ TEST_F(Hostile, Item7_ControlCharactersInNamesAreEscaped) {
 // ---------------------------------------------------------------- item 8: caches and plans
 TEST_F(Hostile, Item8_CacheScalesThatTensorRtCannotUseAreFlagged) {
   // 0x00000001 = 1.4e-45 (denormal), 0x7fc00000 NaN, 0x7f800000 Inf, 0xbf800000 -1, 0 zero.
-  WriteAll(File("bad.cache"),
-           "TRT-8601-EntropyCalibration2\ndn: 00000001\nnan: 7fc00000\ninf: 7f800000\nneg: bf800000\nzero: 0\nok: "
-           "3c010a14\n");
+  WriteAll(
+      File("bad.cache"),
+      "TRT-8601-EntropyCalibration2\ndn: 00000001\nnan: 7fc00000\ninf: 7f800000\nneg: bf800000\nzero: 0\nok: "
+      "3c010a14\n");
   const RunResult r = Run({"cache", "inspect", File("bad.cache")});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   for (const char* p : {"denormal", "NaN", "infinite", "negative", "zero"}) {
@@ -307,18 +330,26 @@ TEST_F(Hostile, Item8_CacheScalesThatTensorRtCannotUseAreFlagged) {
 }
 
 TEST_F(Hostile, Item8_DuplicateCacheLinesAreAnError) {
-  WriteAll(File("dup.cache"), "TRT-8601-EntropyCalibration2\nx: 3c010a14\ny: 3c010a14\nx: 3d010a14\n");
+  WriteAll(File("dup.cache"),
+           "TRT-8601-EntropyCalibration2\nx: 3c010a14\ny: 3c010a14\nx: 3d010a14\n");
   ExpectFails({"cache", "inspect", File("dup.cache")}, {2}, {"dup.cache:4", "'x'", "line 2"});
 }
 
 TEST_F(Hostile, Item8_PlanErrorsNameTheKeyPathAndType) {
-  WriteAll(File("p1.json"),
-           R"({"format": "quantkit.plan", "version": 1, "tensors": {"c": {"scale": [0.1, "big"], "amax": [1, 2]}}})");
-  ExpectFails({"convert", File("p1.json"), File("p1.cache")}, {2}, {"p1.json", "tensors.c.scale[1]", "expected a number, got string"});
-  WriteAll(File("p2.json"), R"({"format": "quantkit.plan", "version": 1, "tensors": {"c": {"scale": [0.1], "amax": [12.7], "zero_point": [3]}}})");
-  ExpectFails({"convert", File("p2.json"), File("p2.cache")}, {3}, {"tensors.c.zero_point[0]", "not 0"});
+  WriteAll(
+      File("p1.json"),
+      R"({"format": "quantkit.plan", "version": 1, "tensors": {"c": {"scale": [0.1, "big"], "amax": [1, 2]}}})");
+  ExpectFails({"convert", File("p1.json"), File("p1.cache")}, {2},
+              {"p1.json", "tensors.c.scale[1]", "expected a number, got string"});
+  WriteAll(
+      File("p2.json"),
+      R"({"format": "quantkit.plan", "version": 1, "tensors": {"c": {"scale": [0.1], "amax": [12.7], "zero_point": [3]}}})");
+  ExpectFails({"convert", File("p2.json"), File("p2.cache")}, {3},
+              {"tensors.c.zero_point[0]", "not 0"});
   EXPECT_FALSE(std::filesystem::exists(File("p2.cache")));
-  WriteAll(File("p3.json"), R"({"format": "quantkit.plan", "version": 1, "tensors": {"c": {"scale": [0.1], "amax": [12.7], "zero_point": [0], "dtype": "uint8"}}})");
+  WriteAll(
+      File("p3.json"),
+      R"({"format": "quantkit.plan", "version": 1, "tensors": {"c": {"scale": [0.1], "amax": [12.7], "zero_point": [0], "dtype": "uint8"}}})");
   ExpectFails({"convert", File("p3.json"), File("p3.cache")}, {3}, {"tensors.c.dtype", "uint8"});
 }
 
@@ -336,9 +367,12 @@ TEST_F(Hostile, Item9_MismatchedDtypeIsRefusedByEveryCommand) {
   std::vector<double> values(8 * 16, 0.5);
   WriteAll(File("x64.npy"), NpyBytes({8, 1, 4, 4}, values, /*f64=*/true));
   ExpectFails({"eval", File("model.onnx"), "--data", File("x64.npy")}, {2}, {"x64.npy", "double"});
-  ExpectFails({"calibrate", File("model.onnx"), "--data", File("x64.npy"), "-o", File("o9")}, {2}, {"x64.npy", "double"});
-  ExpectFails({"diagnose", File("model.onnx"), "--data", File("x64.npy")}, {2}, {"x64.npy", "double"});
-  ExpectFails({"run", File("model.onnx"), "--input", "x=" + File("x64.npy"), "-o", File("o9r")}, {2}, {"double"});
+  ExpectFails({"calibrate", File("model.onnx"), "--data", File("x64.npy"), "-o", File("o9")}, {2},
+              {"x64.npy", "double"});
+  ExpectFails({"diagnose", File("model.onnx"), "--data", File("x64.npy")}, {2},
+              {"x64.npy", "double"});
+  ExpectFails({"run", File("model.onnx"), "--input", "x=" + File("x64.npy"), "-o", File("o9r")},
+              {2}, {"double"});
 }
 
 // ---------------------------------------------------------------- item 12: lint says so
@@ -391,7 +425,8 @@ TEST_F(Hostile, EveryCommandFailsCleanlyOnEveryHostileFile) {
   };
   for (const auto& [name, bytes] : data) {
     WriteAll(File(name), bytes);
-    ExpectFails({"calibrate", File("model.onnx"), "--data", File(name), "-o", out, "-q"}, {2, 5}, {name}, out);
+    ExpectFails({"calibrate", File("model.onnx"), "--data", File(name), "-o", out, "-q"}, {2, 5},
+                {name}, out);
   }
   // Bad caches and ranges.
   std::map<std::string, std::string> caches{

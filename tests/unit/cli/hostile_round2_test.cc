@@ -47,12 +47,14 @@ constexpr const char* kPngHex =
 
 std::string FromHex(const std::string& hex) {
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
   return out;
 }
 
 void PutBigEndian(std::string* bytes, size_t at, uint32_t value, int width) {
-  for (int i = 0; i < width; ++i) (*bytes)[at + i] = static_cast<char>(value >> (8 * (width - 1 - i)));
+  for (int i = 0; i < width; ++i)
+    (*bytes)[at + i] = static_cast<char>(value >> (8 * (width - 1 - i)));
 }
 
 uint32_t Crc32(const std::string& bytes) {  // PNG's CRC (ISO 3309), bitwise
@@ -92,8 +94,8 @@ TEST_F(Hostile, Item1_DataConfigsThatIncludeThemselvesAreRefused) {
   fs::create_directories(out);
   WriteAll(out + "/keep.txt", "user file");
   WriteAll(File("cfg_self.json"), R"({"data": "cfg_self.json"})");
-  ExpectFails({"calibrate", File("model.onnx"), "--data", File("cfg_self.json"), "-o", out, "-q"}, {2},
-              {"cfg_self.json", "includes itself"}, out);
+  ExpectFails({"calibrate", File("model.onnx"), "--data", File("cfg_self.json"), "-o", out, "-q"},
+              {2}, {"cfg_self.json", "includes itself"}, out);
   WriteAll(File("cfg_a.json"), R"({"inputs": {"x": {"data": "cfg_b.json"}}})");
   WriteAll(File("cfg_b.json"), R"({"data": "cfg_a.json"})");
   ExpectFails({"eval", File("model.onnx"), "--data", File("cfg_a.json"), "-q"}, {2},
@@ -103,8 +105,8 @@ TEST_F(Hostile, Item1_DataConfigsThatIncludeThemselvesAreRefused) {
     WriteAll(File("chain" + std::to_string(i) + ".json"),
              R"({"data": "chain)" + std::to_string(i + 1) + R"(.json"})");
   }
-  ExpectFails({"calibrate", File("model.onnx"), "--data", File("chain0.json"), "-o", out, "-q"}, {2},
-              {"nested more than 16 deep", "kMaxDataConfigNesting"}, out);
+  ExpectFails({"calibrate", File("model.onnx"), "--data", File("chain0.json"), "-o", out, "-q"},
+              {2}, {"nested more than 16 deep", "kMaxDataConfigNesting"}, out);
   // The end of a legal chain still works: 3 configs then the data.
   WriteAll(File("c1.json"), R"({"data": "c2.json"})");
   WriteAll(File("c2.json"), R"({"data": "x.npy"})");
@@ -114,8 +116,8 @@ TEST_F(Hostile, Item1_DataConfigsThatIncludeThemselvesAreRefused) {
 
 // ---------------------------------------------------------------- item 3: resamples
 TEST_F(Hostile, Item3_DiagnoseBootstrapIsBoundedBeforeAnyWork) {
-  const RunResult r = ExpectFails({"diagnose", File("model.onnx"), "--data", File("x.npy"), "--bootstrap",
-                                   "1000000000", "-o", File("diag"), "-q"},
+  const RunResult r = ExpectFails({"diagnose", File("model.onnx"), "--data", File("x.npy"),
+                                   "--bootstrap", "1000000000", "-o", File("diag"), "-q"},
                                   {2}, {"--bootstrap", "out of range", "100000"});
   EXPECT_FALSE(fs::exists(File("diag")));
   EXPECT_LT(r.max_rss_kb, StartupRssKb(dir_) + kRssAboveStartupKb);
@@ -141,18 +143,22 @@ TEST_F(Hostile, Item4_ATinyModelCannotAllocateGigabytes) {
   fs::create_directories(out);
   WriteAll(out + "/keep.txt", "user file");
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"run", File("cos.onnx"), "--input", "x=" + File("x.npy"), "-o", out},
-        std::vector<std::string>{"calibrate", File("cos.onnx"), "--data", File("x.npy"), "-o", out, "-q"},
+       {std::vector<std::string>{"run", File("cos.onnx"), "--input", "x=" + File("x.npy"), "-o",
+                                 out},
+        std::vector<std::string>{"calibrate", File("cos.onnx"), "--data", File("x.npy"), "-o", out,
+                                 "-q"},
         std::vector<std::string>{"eval", File("cos.onnx"), "--data", File("x.npy"), "-q"}}) {
-    const RunResult r = ExpectFails(args, {5}, {"ConstantOfShape", "exceeds the per-tensor budget", "--max-tensor-mb"},
-                                    out);
-    EXPECT_LT(r.max_rss_kb, StartupRssKb(dir_) + kRssAboveStartupKb) << "the budget must act before the allocation";
+    const RunResult r = ExpectFails(
+        args, {5}, {"ConstantOfShape", "exceeds the per-tensor budget", "--max-tensor-mb"}, out);
+    EXPECT_LT(r.max_rss_kb, StartupRssKb(dir_) + kRssAboveStartupKb)
+        << "the budget must act before the allocation";
   }
   // lint runs the float model once on zeros when every input shape is declared.
   std::string fixed = kGiantConstantOfShape;
   fixed.replace(fixed.find("float[N,1,4,4]"), 14, "float[1,1,4,4]");
   WriteAll(File("cos_fixed.onnx"), ParseModelBytes(fixed.c_str()));
-  const RunResult lint = ExpectFails({"lint", File("cos_fixed.onnx")}, {5}, {"cos_fixed.onnx", "ConstantOfShape"});
+  const RunResult lint =
+      ExpectFails({"lint", File("cos_fixed.onnx")}, {5}, {"cos_fixed.onnx", "ConstantOfShape"});
   EXPECT_LT(lint.max_rss_kb, StartupRssKb(dir_) + kRssAboveStartupKb);
 }
 
@@ -181,7 +187,8 @@ TEST_F(Hostile, Item4_TheBudgetIsAnOptionAndAnEnvironmentVariable) {
   const RunResult bad_env = Run(eval);
   ::unsetenv("QUANTKIT_MAX_TENSOR_MB");
   ExpectCleanFailure(env, {5}, {"ConstantOfShape"}, "QUANTKIT_MAX_TENSOR_MB=1");
-  ExpectCleanFailure(bad_env, {2}, {"QUANTKIT_MAX_TENSOR_MB", "nonsense"}, "QUANTKIT_MAX_TENSOR_MB=nonsense");
+  ExpectCleanFailure(bad_env, {2}, {"QUANTKIT_MAX_TENSOR_MB", "nonsense"},
+                     "QUANTKIT_MAX_TENSOR_MB=nonsense");
   for (const char* v : {"0", "-1", "nan", "1e12"}) {
     ExpectFails({"--max-tensor-mb", v, "inspect", File("model.onnx")}, {2}, {"--max-tensor-mb"});
   }
@@ -206,8 +213,8 @@ TEST_F(Hostile, Item7_SymbolicLinkLoopsInDataDirectoriesAreNamed) {
   fs::create_directories(File("npys"));
   WriteAll(File("npys/s0.npy"), NpyBytes({1, 4, 4}, std::vector<double>(16, 0.5)));
   fs::create_symlink("loop.npy", File("npys/loop.npy"));
-  ExpectFails({"calibrate", File("model.onnx"), "--data", File("npys"), "-o", File("o7"), "-q"}, {2},
-              {"loop.npy", "symbolic link loop"});
+  ExpectFails({"calibrate", File("model.onnx"), "--data", File("npys"), "-o", File("o7"), "-q"},
+              {2}, {"loop.npy", "symbolic link loop"});
   EXPECT_FALSE(fs::exists(File("o7")));
   // Deep but finite nesting past the limit.
   std::string deep = File("deep/c");
@@ -226,18 +233,18 @@ TEST_F(Hostile, Item9_BudgetChecksTheHoldoutBeforeWritingAnything) {
   WriteAll(File("wrong_shape.npy"), NpyBytes({4, 1, 5, 5}, std::vector<double>(100, 0.5)));
   WriteAll(File("empty.npy"), NpyBytes({0, 1, 4, 4}, {}));
   for (const char* holdout : {"missing.npy", "wrong_shape.npy", "empty.npy"}) {
-    ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "--budget", "0.05", "--holdout",
-                 File(holdout), "-o", out, "-q"},
+    ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "--budget", "0.05",
+                 "--holdout", File(holdout), "-o", out, "-q"},
                 {2}, {holdout}, out);
   }
   // Into a new directory: nothing is left behind either.
-  ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "--budget", "0.05", "--holdout",
-               File("missing.npy"), "-o", File("new9"), "-q"},
+  ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "--budget", "0.05",
+               "--holdout", File("missing.npy"), "-o", File("new9"), "-q"},
               {2}, {"missing.npy"});
   EXPECT_FALSE(fs::exists(File("new9")));
   // With good held-out data the whole set lands at once, no staging left.
-  const RunResult ok = Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "--budget", "0.05",
-                            "--holdout", File("x.npy"), "-o", out, "-q"});
+  const RunResult ok = Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "--budget",
+                            "0.05", "--holdout", File("x.npy"), "-o", out, "-q"});
   ASSERT_TRUE(ok.exit_code == 0 || ok.exit_code == 1) << ok.err;
   for (const char* f : {"model.qdq.onnx", "calib.cache", "ranges.txt", "plan.json", "summary.txt",
                         "layer_precisions.txt", "fallback.json"}) {
@@ -258,8 +265,19 @@ class HostileSignals : public Hostile {
     WriteAll(File("many.npy"), NpyBytes({kSamples, 1, 4, 4}, values));
   }
   std::vector<std::string> SlowCalibrate(const std::string& out) const {
-    return {"calibrate", File("model.onnx"), "--data", File("many.npy"), "--run-batch", "1", "--batch-size", "1",
-            "--method", "entropy", "-o", out, "-q"};
+    return {"calibrate",
+            File("model.onnx"),
+            "--data",
+            File("many.npy"),
+            "--run-batch",
+            "1",
+            "--batch-size",
+            "1",
+            "--method",
+            "entropy",
+            "-o",
+            out,
+            "-q"};
   }
   // Starts the slow run, waits until its staging directory exists (the long pass has begun), lets
   // it work a little, then sends `sig`.
@@ -285,7 +303,8 @@ TEST_F(HostileSignals, Item10_SigintAndSigtermRemoveTheStagingDirectory) {
     WriteAll(out + "/calib.cache", "TRT-8601-EntropyCalibration2\nold: 3c010a14\n");
     const auto before = Snapshot(out);
     const RunResult r = InterruptMidRun(out, sig);
-    EXPECT_EQ(r.signal, sig) << "exit " << r.exit_code << " (the run finished before the signal?)\n" << r.err;
+    EXPECT_EQ(r.signal, sig) << "exit " << r.exit_code << " (the run finished before the signal?)\n"
+                             << r.err;
     EXPECT_FALSE(HasStaging(out));
     EXPECT_EQ(Snapshot(out), before);
   }
@@ -301,7 +320,8 @@ TEST_F(HostileSignals, Item10_ALaterRunRemovesStagingLeftByAKilledRun) {
   const RunResult killed = InterruptMidRun(out, SIGKILL);  // what `timeout -s KILL` does
   EXPECT_EQ(killed.signal, SIGKILL);
   ASSERT_TRUE(HasStaging(out)) << "SIGKILL cannot be caught: the staging directory stays";
-  const RunResult next = Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "-q"});
+  const RunResult next =
+      Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", out, "-q"});
   ASSERT_EQ(next.exit_code, 0) << next.err;
   EXPECT_FALSE(HasStaging(out)) << "the next run holds the lock: the dead run's staging is stale";
   EXPECT_TRUE(fs::is_regular_file(out + "/calib.cache"));
@@ -333,7 +353,8 @@ TEST_F(Hostile, Item12_ConvertRefusesScalesNoRuntimeCanUse) {
   }
   // Ranges text: NaN and negative amax are a broken file; only-zero ranges give nothing to write.
   WriteAll(File("nan.txt"), "x:nan\n");
-  ExpectFails({"convert", File("nan.txt"), File("r.cache")}, {2}, {"nan.txt:1", "'x'", "not negative"});
+  ExpectFails({"convert", File("nan.txt"), File("r.cache")}, {2},
+              {"nan.txt:1", "'x'", "not negative"});
   WriteAll(File("neg.txt"), "x:0.5\ny:-2\n");
   ExpectFails({"convert", File("neg.txt"), File("r.cache")}, {2}, {"neg.txt:2", "'y'"});
   WriteAll(File("zero.txt"), "x:0\n");
@@ -370,11 +391,14 @@ TEST_F(Hostile, Item15_ConvertSaysWhatIsWrongWithEachQdq) {
     const char* says;
   };
   const Case cases[] = {
-      {"zp_float.onnx", "<float s = {0.1}, float z = {0}> { q = QuantizeLinear(x, s, z) y = DequantizeLinear(q, s) }",
+      {"zp_float.onnx",
+       "<float s = {0.1}, float z = {0}> { q = QuantizeLinear(x, s, z) y = DequantizeLinear(q, s) }",
        "zero point 'z' is float"},
-      {"zp_int32.onnx", "<float s = {0.1}, int32 z = {0}> { q = QuantizeLinear(x, s, z) y = DequantizeLinear(q, s) }",
+      {"zp_int32.onnx",
+       "<float s = {0.1}, int32 z = {0}> { q = QuantizeLinear(x, s, z) y = DequantizeLinear(q, s) }",
        "zero point 'z' is int32"},
-      {"scale_int.onnx", "<int64 s = {1}, int8 z = {0}> { q = QuantizeLinear(x, s, z) y = DequantizeLinear(q, s, z) }",
+      {"scale_int.onnx",
+       "<int64 s = {1}, int8 z = {0}> { q = QuantizeLinear(x, s, z) y = DequantizeLinear(q, s, z) }",
        "scale 's' is int64"},
       {"scale_empty.onnx",
        "<float[0] s = {}, int8[0] z = {}> { q = QuantizeLinear(x, s, z) y = DequantizeLinear(q, s, z) }",
@@ -384,10 +408,11 @@ TEST_F(Hostile, Item15_ConvertSaysWhatIsWrongWithEachQdq) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    WriteAll(File(c.name), ParseModelBytes((std::string("<ir_version: 8, opset_import: [\"\" : 13]>\n"
-                                                         "g (float[4] x) => (float[4] y) ") +
-                                            c.text)
-                                               .c_str()));
+    WriteAll(File(c.name),
+             ParseModelBytes((std::string("<ir_version: 8, opset_import: [\"\" : 13]>\n"
+                                          "g (float[4] x) => (float[4] y) ") +
+                              c.text)
+                                 .c_str()));
     ExpectFails({"convert", File(c.name), File("o15.cache")}, {2}, {c.name, c.says});
   }
   // Valid Q/DQ that give no scale (an int32 bias DQ) say so instead of "no Q/DQ".
@@ -395,25 +420,32 @@ TEST_F(Hostile, Item15_ConvertSaysWhatIsWrongWithEachQdq) {
     <ir_version: 8, opset_import: ["" : 13]>
     g (float[4] x) => (float[4] y) <int32[4] b = {1, 2, 3, 4}, float s = {0.1}>
     { d = DequantizeLinear(b, s)  y = Add(x, d) })"));
-  ExpectFails({"convert", File("bias_only.onnx"), File("o15.cache")}, {2}, {"bias_only.onnx", "int32 (bias)"});
+  ExpectFails({"convert", File("bias_only.onnx"), File("o15.cache")}, {2},
+              {"bias_only.onnx", "int32 (bias)"});
   EXPECT_FALSE(fs::exists(File("o15.cache")));
 }
 
 // ---------------------------------------------------------------- item 14: numbers
 TEST_F(Hostile, Item14_NegativeAndNanNumbersAreRefusedNamingTheOption) {
-  const RunResult cal = Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", File("c14"), "-q"});
+  const RunResult cal =
+      Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", File("c14"), "-q"});
   ASSERT_EQ(cal.exit_code, 0) << cal.err;
   const std::string cache = File("c14/calib.cache"), plan = File("c14/plan.json");
-  ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", File("o14"), "--samples", "-1"}, {2},
-              {"--samples", "-1"});
-  ExpectFails({"eval", File("model.onnx"), "--data", File("x.npy"), "--samples", "nan"}, {2}, {"--samples", "nan"});
-  ExpectFails({"analyze", File("model.onnx"), "--plan", plan, "--data", File("x.npy"), "--top", "-1"}, {2},
-              {"--top"});
+  ExpectFails({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", File("o14"),
+               "--samples", "-1"},
+              {2}, {"--samples", "-1"});
+  ExpectFails({"eval", File("model.onnx"), "--data", File("x.npy"), "--samples", "nan"}, {2},
+              {"--samples", "nan"});
+  ExpectFails(
+      {"analyze", File("model.onnx"), "--plan", plan, "--data", File("x.npy"), "--top", "-1"}, {2},
+      {"--top"});
   for (const char* rtol : {"nan", "-1", "inf"}) {
     ExpectFails({"cache", "diff", cache, cache, "--rtol", rtol}, {2}, {"--rtol", rtol});
   }
-  ExpectFails({"tensor-calib", File("x.npy"), "--bins", "1e10"}, {2}, {"--bins", "65536"});  // item 19
-  ExpectFails({"eval", File("model.onnx"), "--data", File("x.npy"), "--scale", "0"}, {2}, {"--scale"});
+  ExpectFails({"tensor-calib", File("x.npy"), "--bins", "1e10"}, {2},
+              {"--bins", "65536"});  // item 19
+  ExpectFails({"eval", File("model.onnx"), "--data", File("x.npy"), "--scale", "0"}, {2},
+              {"--scale"});
   EXPECT_FALSE(fs::exists(File("o14")));
 }
 
@@ -441,11 +473,13 @@ TEST_F(Hostile, Item16_TooLargeImagesAreExit5WhateverTheFormat) {
 TEST_F(Hostile, Item17_ADirectoryAtStatsIsRefusedBeforeThePass) {
   fs::create_directories(File("stats_dir"));
   // The data is missing too: an error about --stats shows the check comes before the data is read.
-  ExpectFails({"calibrate", File("model.onnx"), "--data", File("missing.npy"), "--stats", File("stats_dir"), "-q"},
+  ExpectFails({"calibrate", File("model.onnx"), "--data", File("missing.npy"), "--stats",
+               File("stats_dir"), "-q"},
               {2}, {"--stats", "stats_dir", "directory"});
   for (const char* option : {"--save-predictions", "--save-outputs"}) {
-    ExpectFails({"eval", File("model.onnx"), "--data", File("missing.npy"), option, File("stats_dir"), "-q"}, {2},
-                {option, "stats_dir", "directory"});
+    ExpectFails({"eval", File("model.onnx"), "--data", File("missing.npy"), option,
+                 File("stats_dir"), "-q"},
+                {2}, {option, "stats_dir", "directory"});
   }
 }
 
@@ -474,7 +508,8 @@ TEST_F(Hostile, Item18_DeeplyNestedSubgraphsNameTheNestingLimit) {
   }
   WriteAll(File("deep_if.onnx"), m.SerializeAsString());
   for (const char* cmd : {"inspect", "lint"}) {
-    ExpectFails({cmd, File("deep_if.onnx")}, {3}, {"deep_if.onnx", "1000 levels of subgraphs", "kMaxProtoRecursion"});
+    ExpectFails({cmd, File("deep_if.onnx")}, {3},
+                {"deep_if.onnx", "1000 levels of subgraphs", "kMaxProtoRecursion"});
   }
   // Corrupt bytes are still "not a valid ONNX protobuf".
   WriteAll(File("corrupt.onnx"), std::string("\x3a\x80\x80\x80\x80\x10", 6));
@@ -508,7 +543,8 @@ TEST_F(Hostile, Item20_BinaryCachesAreEscapedInEveryMessage) {
   WriteAll(File("good.cache"), good);
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"cache", "inspect", File("binary.cache")},
-        std::vector<std::string>{"cache", "check", File("binary.cache"), "--model", File("model.onnx")},
+        std::vector<std::string>{"cache", "check", File("binary.cache"), "--model",
+                                 File("model.onnx")},
         std::vector<std::string>{"cache", "diff", File("good.cache"), File("binary.cache")},
         std::vector<std::string>{"convert", File("binary.cache"), File("o20.txt")}}) {
     const RunResult r = ExpectFails(args, {2}, {"binary.cache", "\\x"});
@@ -521,20 +557,33 @@ class HostileQat : public Hostile {
  protected:
   void SetUp() override {
     Hostile::SetUp();
-    const RunResult cal = Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", File("cal"), "-q"});
+    const RunResult cal =
+        Run({"calibrate", File("model.onnx"), "--data", File("x.npy"), "-o", File("cal"), "-q"});
     ASSERT_EQ(cal.exit_code, 0) << cal.err;
   }
   // A short qat run from the calibrated plan (no calibration pass of its own).
   std::vector<std::string> Qat(const std::string& out, std::vector<std::string> extra = {}) const {
-    std::vector<std::string> args{"qat",    File("model.onnx"), "--data",       File("x.npy"), "--plan",
-                                  File("cal/plan.json"), "-o",  out,     "--steps", "2",  "--batch-size", "4", "-q"};
+    std::vector<std::string> args{"qat",
+                                  File("model.onnx"),
+                                  "--data",
+                                  File("x.npy"),
+                                  "--plan",
+                                  File("cal/plan.json"),
+                                  "-o",
+                                  out,
+                                  "--steps",
+                                  "2",
+                                  "--batch-size",
+                                  "4",
+                                  "-q"};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
   static std::vector<std::string> Entries(const std::string& dir) {
     std::vector<std::string> names;
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir, ec)) names.push_back(e.path().filename().string());
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      names.push_back(e.path().filename().string());
     std::sort(names.begin(), names.end());
     return names;
   }
@@ -549,9 +598,11 @@ TEST_F(HostileQat, Item2_AFullDiskIsAnIoErrorAndLeavesNothingHalfWritten) {
   // checkpoint is the first file qat writes.
   const RunResult r = RunQuantkit(Qat(out), dir_, kRunTimeoutSeconds, SpawnOptions{1024});
   ExpectCleanFailure(r, {4}, {"checkpoint.npz"}, "qat on a full disk");
-  EXPECT_EQ(Snapshot(out), before) << "a failed qat leaves the directory as it was (no checkpoint.npz.tmp)";
+  EXPECT_EQ(Snapshot(out), before)
+      << "a failed qat leaves the directory as it was (no checkpoint.npz.tmp)";
   // Into a new directory: nothing at all.
-  const RunResult fresh = RunQuantkit(Qat(File("q2_new")), dir_, kRunTimeoutSeconds, SpawnOptions{1024});
+  const RunResult fresh =
+      RunQuantkit(Qat(File("q2_new")), dir_, kRunTimeoutSeconds, SpawnOptions{1024});
   ExpectCleanFailure(fresh, {4}, {"checkpoint.npz"}, "qat on a full disk, new directory");
   EXPECT_FALSE(fs::exists(File("q2_new")));
 }
@@ -579,7 +630,8 @@ TEST_F(HostileQat, Item5_ABadResumeCheckpointIsBadInputNamingIt) {
     { c = Conv <pads = [1,1,1,1], kernel_shape = [3,3]> (x, W)  y = Relu(c) })"));
   std::vector<std::string> other = Qat(File("q5_other"), {"--resume", File("q5/checkpoint.npz")});
   other[1] = File("wide.onnx");
-  other.erase(other.begin() + 4, other.begin() + 6);  // no plan for it: drop --plan, calibrate first
+  other.erase(other.begin() + 4,
+              other.begin() + 6);  // no plan for it: drop --plan, calibrate first
   ExpectFails(other, {2}, {"checkpoint.npz", "another model"});
   // The good checkpoint resumes.
   const RunResult resumed = Run(Qat(File("q5"), {"--resume", File("q5/checkpoint.npz")}));
@@ -613,7 +665,8 @@ TEST_F(HostileQat, Item11_APlanForAnotherModelIsRefused) {
   ExpectFails(args, {2}, {"plan.json", "another model"});
   EXPECT_FALSE(fs::exists(File("q11")));
   // eval refuses the same plan the same way.
-  ExpectFails({"eval", File("other.onnx"), "--plan", File("cal/plan.json"), "--data", "a=" + File("a.npy"), "-q"},
+  ExpectFails({"eval", File("other.onnx"), "--plan", File("cal/plan.json"), "--data",
+               "a=" + File("a.npy"), "-q"},
               {2}, {"another model"});
 }
 

@@ -35,14 +35,17 @@ class HostilePaths : public ::testing::Test {
 };
 
 TEST(EscapeControlUtf8, BytesThatAreNotUtf8AreEscapedWellFormedTextIsKept) {
-  EXPECT_EQ(EscapeControl("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
-  EXPECT_EQ(EscapeControl("\x80\xff"), "\\x80\\xff");                 // stray bytes of a binary file
-  EXPECT_EQ(EscapeControl("ab\xc3"), "ab\\xc3");                      // a sequence cut at the end
-  EXPECT_EQ(EscapeControl("\xc0\xaf"), "\\xc0\\xaf");                 // overlong '/'
-  EXPECT_EQ(EscapeControl("\xed\xa0\x80"), "\\xed\\xa0\\x80");        // a UTF-16 surrogate
+  EXPECT_EQ(EscapeControl("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(EscapeControl("\x80\xff"), "\\x80\\xff");           // stray bytes of a binary file
+  EXPECT_EQ(EscapeControl("ab\xc3"), "ab\\xc3");                // a sequence cut at the end
+  EXPECT_EQ(EscapeControl("\xc0\xaf"), "\\xc0\\xaf");           // overlong '/'
+  EXPECT_EQ(EscapeControl("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a UTF-16 surrogate
   EXPECT_EQ(EscapeControl("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // above U+10FFFF
-  EXPECT_EQ(EscapeControl("a\xc2\x9b" "2J"), "a\\xc2\\x9b2J");          // C1 CSI: a terminal control
-  EXPECT_EQ(EscapeControl("\xc2\xa0"), "\xc2\xa0");                   // U+00A0 is printable
+  EXPECT_EQ(EscapeControl("a\xc2\x9b"
+                          "2J"),
+            "a\\xc2\\x9b2J");                        // C1 CSI: a terminal control
+  EXPECT_EQ(EscapeControl("\xc2\xa0"), "\xc2\xa0");  // U+00A0 is printable
 }
 
 TEST_F(HostilePaths, ListingsFollowLinksButNameLoops) {
@@ -80,7 +83,8 @@ TEST_F(HostilePaths, NestingIsBoundedWithTheLimitNamed) {
   fs::create_directories(deep);
   auto r = ListFilesRecursive(Path("n"), [](const std::string&) { return true; });
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("deeper than 64 levels (kMaxDirectoryDepth)"), std::string::npos)
+  EXPECT_NE(r.status().message().find("deeper than 64 levels (kMaxDirectoryDepth)"),
+            std::string::npos)
       << r.status().message();
 }
 
@@ -91,17 +95,20 @@ TEST_F(HostilePaths, OutputTargetsAreCheckedBeforeAnyWork) {
   fs::create_directories(Path("dir.qkstats"));
   const Status st = CheckOutputFile(Path("dir.qkstats"), "--stats");
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("--stats " + Path("dir.qkstats") + ": is a directory"), std::string::npos)
+  EXPECT_NE(st.message().find("--stats " + Path("dir.qkstats") + ": is a directory"),
+            std::string::npos)
       << st.message();
   fs::create_symlink("old.qkstats", Path("link.qkstats"));
-  EXPECT_NE(CheckOutputFile(Path("link.qkstats"), "--stats").message().find("a symbolic link"), std::string::npos);
+  EXPECT_NE(CheckOutputFile(Path("link.qkstats"), "--stats").message().find("a symbolic link"),
+            std::string::npos);
 }
 
 // In a child: registers what a run would (a staging directory with files, a temp file, a created
 // directory), installs the handler and raises `sig`; the parent checks the child died of it and
 // that everything registered is gone while the rest is kept.
 void ExpectCleanedOnSignal(const std::string& dir, int sig) {
-  const std::string staging = dir + "/.quantkit-staging-test", created = dir + "/created", temp = dir + "/x.tmp.1";
+  const std::string staging = dir + "/.quantkit-staging-test", created = dir + "/created",
+                    temp = dir + "/x.tmp.1";
   const pid_t pid = fork();
   if (pid == 0) {
     fs::create_directories(staging);

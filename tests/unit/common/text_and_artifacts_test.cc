@@ -44,7 +44,8 @@ TEST(ClosestNames, TyposAndSubstringsMatchUnrelatedNamesDoNot) {
 // nothing): distinct names in their order, the first five, and the count.
 TEST(ClosestNames, NothingCloseListsWhatExists) {
   const std::vector<std::string> ops{"Conv", "Relu", "Conv", "Relu", "Gemm"};
-  EXPECT_EQ(DidYouMean("zzzzzzzzzzzz", ops, "op types"), "; no close match among the 3 op types: 'Conv', 'Relu', 'Gemm'");
+  EXPECT_EQ(DidYouMean("zzzzzzzzzzzz", ops, "op types"),
+            "; no close match among the 3 op types: 'Conv', 'Relu', 'Gemm'");
   const std::vector<std::string> many{"a1", "b2", "c3", "d4", "e5", "f6", "g7"};
   EXPECT_EQ(DidYouMean("zzzzzzzzzzzz", many, "tensors"),
             "; no close match among the 7 tensors: 'a1', 'b2', 'c3', 'd4', 'e5', ... (7 in all)");
@@ -132,7 +133,8 @@ TEST_F(ArtifactSetTest, ANonFileTargetFailsBeforeAnythingIsWritten) {
   auto set = ArtifactSet::Open(dir_, {"model.onnx", "plan.json"});
   ASSERT_FALSE(set.ok());
   EXPECT_EQ(set.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(set.status().message().find("plan.json: is a directory"), std::string::npos) << set.status().message();
+  EXPECT_NE(set.status().message().find("plan.json: is a directory"), std::string::npos)
+      << set.status().message();
   EXPECT_EQ(Entries(), 1u);
 }
 

@@ -39,7 +39,8 @@ class IdxFiles : public ::testing::Test {
 
   std::string WriteRaw(const std::string& name, const std::vector<uint8_t>& bytes) {
     const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     return path;
   }
   std::string WriteGz(const std::string& name, const std::vector<uint8_t>& bytes) {
@@ -66,7 +67,8 @@ std::vector<uint8_t> MakeIdx(const std::vector<uint32_t>& dims) {
 }
 
 // Every failure is one line that starts with the file path.
-void ExpectFileError(const Status& status, StatusCode code, const std::string& path, const std::string& needle) {
+void ExpectFileError(const Status& status, StatusCode code, const std::string& path,
+                     const std::string& needle) {
   EXPECT_EQ(status.code(), code) << status.ToString();
   EXPECT_EQ(status.message().rfind(path + ": ", 0), 0u) << status.message();
   EXPECT_EQ(status.message().find('\n'), std::string::npos) << status.message();
@@ -91,8 +93,9 @@ TEST(IdxReal, ReadsFashionMnistTrainAndTest) {
 
 TEST(IdxReal, DatasetBatchesAreNchwFloatWithDeclaredPreprocessing) {
   if (!HaveDataset()) GTEST_SKIP() << "dataset-fashion-mnist not installed";
-  auto ds = IdxImageDataset::Open(FashionMnistImagesPath(kDir, "train"), FashionMnistLabelsPath(kDir, "train"),
-                                  FashionMnistPreprocessing());
+  auto ds =
+      IdxImageDataset::Open(FashionMnistImagesPath(kDir, "train"),
+                            FashionMnistLabelsPath(kDir, "train"), FashionMnistPreprocessing());
   ASSERT_TRUE(ds.ok()) << ds.status().ToString();
   EXPECT_EQ(ds->size(), 60000);
   EXPECT_EQ(ds->labels()[0], 9);
@@ -103,7 +106,11 @@ TEST(IdxReal, DatasetBatchesAreNchwFloatWithDeclaredPreprocessing) {
   EXPECT_EQ(images->dims(), (std::vector<int64_t>{2, 1, 28, 28}));
   // Bit patterns of float32 values computed by qkdev/zoo/data.py: same ops, same order.
   const float* x = images->data_as<float>();
-  auto bits = [](float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; };
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
   EXPECT_EQ(bits(x[14 * 28 + 14]), 1070390668u);  // pixel 217
   EXPECT_EQ(bits(x[5 * 28 + 20]), 3205365725u);   // pixel 23
   EXPECT_EQ(bits(x[0]), 3209652521u);             // pixel 0
@@ -172,7 +179,8 @@ TEST_F(IdxFiles, DimsLargerThanRawFile) {
   auto bytes = MakeIdx({2, 3, 4});
   bytes.resize(bytes.size() - 5);  // without the size check we would read past the data
   const auto path = WriteRaw("short", bytes);
-  ExpectFileError(ReadIdx(path).status(), StatusCode::kInvalidModel, path, "dims [2, 3, 4] need 40 bytes");
+  ExpectFileError(ReadIdx(path).status(), StatusCode::kInvalidModel, path,
+                  "dims [2, 3, 4] need 40 bytes");
 }
 
 TEST_F(IdxFiles, ForgedHugeDimsAreRejectedBeforeAllocating) {
@@ -202,7 +210,8 @@ TEST_F(IdxFiles, TrailingBytes) {
   auto bytes = MakeIdx({5});
   bytes.push_back(42);
   const auto raw = WriteRaw("trailing", bytes);
-  ExpectFileError(ReadIdx(raw).status(), StatusCode::kInvalidModel, raw, "need 13 bytes, the file has 14");
+  ExpectFileError(ReadIdx(raw).status(), StatusCode::kInvalidModel, raw,
+                  "need 13 bytes, the file has 14");
   const auto gz = WriteGz("trailing.gz", bytes);
   ExpectFileError(ReadIdx(gz).status(), StatusCode::kInvalidModel, gz, "trailing bytes");
 }
@@ -218,7 +227,8 @@ TEST_F(IdxFiles, TruncatedRealGzip) {
 TEST_F(IdxFiles, CorruptGzipCrc) {
   const auto good = WriteGz("good.gz", MakeIdx({64}));
   auto bytes = ReadBytes(good);
-  bytes[bytes.size() - 8] ^= 0xff;  // first byte of the CRC-32 trailer: caught only by reading to the end
+  bytes[bytes.size() - 8] ^=
+      0xff;  // first byte of the CRC-32 trailer: caught only by reading to the end
   const auto path = WriteRaw("crc.gz", bytes);
   ExpectFileError(ReadIdx(path).status(), StatusCode::kInvalidModel, path, "corrupt gzip stream");
 }
@@ -239,9 +249,11 @@ TEST_F(IdxFiles, GzipCutAtEveryOffset) {
 TEST_F(IdxFiles, DatasetRejectsMismatchedFiles) {
   const auto img = WriteRaw("img", MakeIdx({3, 2, 2}));
   const auto lab = WriteRaw("lab", MakeIdx({4}));
-  ExpectFileError(IdxImageDataset::Open(img, lab).status(), StatusCode::kInvalidModel, lab, "4 labels for 3 images");
+  ExpectFileError(IdxImageDataset::Open(img, lab).status(), StatusCode::kInvalidModel, lab,
+                  "4 labels for 3 images");
   // Swapped files: ranks are checked, so labels are never read as pixels.
-  ExpectFileError(IdxImageDataset::Open(lab, img).status(), StatusCode::kInvalidModel, lab, "expected rank 3");
+  ExpectFileError(IdxImageDataset::Open(lab, img).status(), StatusCode::kInvalidModel, lab,
+                  "expected rank 3");
 }
 
 TEST_F(IdxFiles, DatasetRejectsBadPreprocessing) {
@@ -249,7 +261,9 @@ TEST_F(IdxFiles, DatasetRejectsBadPreprocessing) {
   const auto lab = WriteRaw("lab", MakeIdx({1}));
   EXPECT_EQ(IdxImageDataset::Open(img, lab, Preprocessing{255.0f, {0.5f}, {0.0f}}).status().code(),
             StatusCode::kInvalidArgument);  // std 0 would divide by zero
-  EXPECT_EQ(IdxImageDataset::Open(img, lab, Preprocessing{255.0f, {0.5f, 0.5f}, {1.0f, 1.0f}}).status().code(),
+  EXPECT_EQ(IdxImageDataset::Open(img, lab, Preprocessing{255.0f, {0.5f, 0.5f}, {1.0f, 1.0f}})
+                .status()
+                .code(),
             StatusCode::kInvalidArgument);  // two channels of statistics for one channel
   EXPECT_EQ(IdxImageDataset::Open(img, lab, Preprocessing{0.0f, {}, {}}).status().code(),
             StatusCode::kInvalidArgument);

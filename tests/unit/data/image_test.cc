@@ -31,10 +31,12 @@ TEST(Image, RejectsNonImagesAndCorruptFilesNamingThem) {
   const std::string png_sig("\x89PNG\r\n\x1a\n\0\0\0\0garbage", 20);
   r = DecodeImageBytes(png_sig, "b.png");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("b.png: unreadable PNG"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("b.png: unreadable PNG"), std::string::npos)
+      << r.status().message();
   r = DecodeImageBytes(std::string("\xff\xd8\xff\xe0\0\x10JFIF\0", 11), "c.jpg");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("c.jpg: corrupt JPEG"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("c.jpg: corrupt JPEG"), std::string::npos)
+      << r.status().message();
 }
 
 TEST(Image, ResizeKeepsConstantImagesAndIdentity) {
@@ -70,7 +72,8 @@ TEST(Image, CenterCropRoundsHalfToEvenLikePython) {
 TEST(Image, GrayIsPilLuma) {
   Image rgb = Make(1, 2, 3, {255, 0, 0, 10, 200, 30});
   // (R*19595 + G*38470 + B*7471 + 0x8000) >> 16
-  EXPECT_EQ(ToGray(rgb).pixels, (std::vector<uint8_t>{76, (10 * 19595 + 200 * 38470 + 30 * 7471 + 0x8000) >> 16}));
+  EXPECT_EQ(ToGray(rgb).pixels,
+            (std::vector<uint8_t>{76, (10 * 19595 + 200 * 38470 + 30 * 7471 + 0x8000) >> 16}));
 }
 
 TEST(Image, ShorterSideMatchesTorchvision) {
@@ -144,7 +147,8 @@ TEST_F(MappedNpy, ViewsTheFileAndReadsTheSameBatches) {
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   ASSERT_NE(mapping, nullptr);
   const auto* p = static_cast<const uint8_t*>(t->data());
-  EXPECT_TRUE(p >= mapping->data() && p + t->nbytes() <= mapping->data() + mapping->size()) << "no copy";
+  EXPECT_TRUE(p >= mapping->data() && p + t->nbytes() <= mapping->data() + mapping->size())
+      << "no copy";
   EXPECT_TRUE(t->ContentEquals(*ReadNpy(path)));
 
   auto source = OpenSource(path, {InputSpec{"x", ir::DType::kFloat, {-1, 2, 3}}});
@@ -167,7 +171,8 @@ TEST_F(ImageFolder, EmptyFolderAndMultiInputModelsAreClearErrors) {
   auto r = OpenSource(dir_.string(), {spec}, o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(ExitCodeFor(r.status().code()), 2);
-  EXPECT_NE(r.status().message().find("empty data directory"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("empty data directory"), std::string::npos)
+      << r.status().message();
 
   fs::create_directories(dir_ / "cls");
   std::ofstream(dir_ / "cls" / "a.png") << "not a png";

@@ -36,7 +36,8 @@ Result<ir::Tensor> Parse(const std::string& s) {
 TEST(Npy, ReadsFloat32COrderAllVersions) {
   const std::vector<float> v = {1.5f, -2.0f, 3.25f, 0.0f, 5.0f, -6.5f};
   for (int major : {1, 2, 3}) {
-    auto t = Parse(MakeNpy(major, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", Bytes(v)));
+    auto t = Parse(
+        MakeNpy(major, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", Bytes(v)));
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     EXPECT_EQ(t->dtype(), ir::DType::kFloat);
     EXPECT_EQ(t->dims(), (std::vector<int64_t>{2, 3}));
@@ -47,7 +48,8 @@ TEST(Npy, ReadsFloat32COrderAllVersions) {
 TEST(Npy, TransposesFortranOrder) {
   // Column-major 2x3 [[1,2,3],[4,5,6]] is stored as 1,4,2,5,3,6.
   const std::vector<float> f = {1, 4, 2, 5, 3, 6};
-  auto t = Parse(MakeNpy(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", Bytes(f)));
+  auto t =
+      Parse(MakeNpy(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", Bytes(f)));
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   auto values = ToFloat32(*t);
   EXPECT_EQ(*values, (std::vector<float>{1, 2, 3, 4, 5, 6}));
@@ -55,14 +57,16 @@ TEST(Npy, TransposesFortranOrder) {
   std::vector<float> g(8);
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 2; ++j)
-      for (int k = 0; k < 2; ++k) g[static_cast<size_t>(i + 2 * j + 4 * k)] = static_cast<float>(100 * i + 10 * j + k);
+      for (int k = 0; k < 2; ++k)
+        g[static_cast<size_t>(i + 2 * j + 4 * k)] = static_cast<float>(100 * i + 10 * j + k);
   t = Parse(MakeNpy(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2, 2), }", Bytes(g)));
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(*ToFloat32(*t), (std::vector<float>{0, 1, 10, 11, 100, 101, 110, 111}));
 }
 
 TEST(Npy, ConvertsOtherDtypesAndByteOrders) {
-  auto t = Parse(MakeNpy(1, "{'descr': '>i2', 'fortran_order': False, 'shape': (2,), }", std::string("\x01\x02\xff\xfe", 4)));
+  auto t = Parse(MakeNpy(1, "{'descr': '>i2', 'fortran_order': False, 'shape': (2,), }",
+                         std::string("\x01\x02\xff\xfe", 4)));
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(*ToFloat32(*t), (std::vector<float>{258, -2}));
   // float16: 1.0 = 0x3c00, -2.0 = 0xc000, 65504 = 0x7bff, smallest subnormal 0x0001.
@@ -71,7 +75,8 @@ TEST(Npy, ConvertsOtherDtypesAndByteOrders) {
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(*ToFloat32(*t), (std::vector<float>{1.0f, -2.0f, 65504.0f, std::ldexp(1.0f, -24)}));
   const std::vector<double> d = {0.1, -1e300};
-  t = Parse(MakeNpy(1, "{\"descr\": \"<f8\", \"fortran_order\": False, \"shape\": (2,)}", Bytes(d)));
+  t = Parse(
+      MakeNpy(1, "{\"descr\": \"<f8\", \"fortran_order\": False, \"shape\": (2,)}", Bytes(d)));
   ASSERT_TRUE(t.ok());
   EXPECT_EQ((*ToFloat32(*t))[0], 0.1f);
   EXPECT_TRUE(std::isinf((*ToFloat32(*t))[1]));
@@ -85,7 +90,8 @@ TEST(Npy, ConvertsOtherDtypesAndByteOrders) {
 }
 
 TEST(Npy, RejectsHostileFilesWithOneLineErrors) {
-  const std::string good = MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", std::string(8, '\0'));
+  const std::string good =
+      MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", std::string(8, '\0'));
   auto expect_error = [](const std::string& bytes, const std::string& needle) {
     auto t = Parse(bytes);
     ASSERT_FALSE(t.ok()) << needle;
@@ -101,14 +107,29 @@ TEST(Npy, RejectsHostileFilesWithOneLineErrors) {
   huge[8] = '\xff';
   huge[9] = '\xff';
   expect_error(huge, "exceeds the file size");
-  expect_error(MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", std::string(8, '\0')), "needs 12 data bytes");
-  expect_error(MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999, 99999999999), }", std::string(8, '\0')), "larger than the file");
-  expect_error(MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", ""), "shape");
-  expect_error(MakeNpy(1, "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", std::string(8, '\0')), "unsupported dtype");
-  expect_error(MakeNpy(1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", std::string(4, '\0')), "structured");
-  expect_error(MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}", std::string(4, '\0')), "unknown header key 'x'");
+  expect_error(
+      MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", std::string(8, '\0')),
+      "needs 12 data bytes");
+  expect_error(
+      MakeNpy(
+          1,
+          "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999, 99999999999), }",
+          std::string(8, '\0')),
+      "larger than the file");
+  expect_error(MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", ""),
+               "shape");
+  expect_error(
+      MakeNpy(1, "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", std::string(8, '\0')),
+      "unsupported dtype");
+  expect_error(MakeNpy(1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }",
+                       std::string(4, '\0')),
+               "structured");
+  expect_error(MakeNpy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}",
+                       std::string(4, '\0')),
+               "unknown header key 'x'");
   expect_error(MakeNpy(1, "{'descr': '<f4', 'shape': (1,), }", std::string(4, '\0')), "lacks");
-  expect_error(MakeNpy(1, "{'descr': '|b1', 'fortran_order': False, 'shape': (1,), }", "\x07"), "bool");
+  expect_error(MakeNpy(1, "{'descr': '|b1', 'fortran_order': False, 'shape': (1,), }", "\x07"),
+               "bool");
   // Every truncation of a valid file is rejected.
   for (size_t cut = 0; cut < good.size(); ++cut) {
     EXPECT_FALSE(Parse(good.substr(0, cut)).ok()) << "cut at " << cut;

@@ -59,7 +59,8 @@ class NpzArchiveTest : public ::testing::Test {
 ir::Tensor Floats(std::vector<int64_t> dims, float first) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
-  if (n == 0) return ir::Tensor(ir::DType::kFloat, std::move(dims));  // FromVector would memcpy from nullptr
+  if (n == 0)
+    return ir::Tensor(ir::DType::kFloat, std::move(dims));  // FromVector would memcpy from nullptr
   std::vector<float> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) v[i] = first + static_cast<float>(i) * 0.25f;
   return ir::Tensor::FromVector(ir::DType::kFloat, std::move(dims), v);
@@ -81,7 +82,8 @@ TEST_F(NpzArchiveTest, WhatIsWrittenReadsBackBitForBit) {
     EXPECT_EQ((*read)[i].tensor.dims(), arrays[i].tensor.dims());
     ASSERT_EQ((*read)[i].tensor.nbytes(), arrays[i].tensor.nbytes());
     if (arrays[i].tensor.nbytes() == 0) continue;  // an empty tensor has no data pointer to compare
-    EXPECT_EQ(0, std::memcmp((*read)[i].tensor.data(), arrays[i].tensor.data(), arrays[i].tensor.nbytes()));
+    EXPECT_EQ(0, std::memcmp((*read)[i].tensor.data(), arrays[i].tensor.data(),
+                             arrays[i].tensor.nbytes()));
   }
   // Every member is stored (np.savez's layout), so the file is the data plus small headers.
   EXPECT_LT(Read(Path("a.npz")).size(), 2048u);
@@ -111,11 +113,13 @@ TEST_F(NpzArchiveTest, RefusesMembersThatAreNotNpyOrNamedTwice) {
   // header and central directory).
   const std::string npy = NpyBytes(Floats({4}, 0));
   std::string bytes = Read(Archive({{"x.npy", npy}, {"y.npy", npy}}, ZIP_CM_STORE));
-  for (size_t at = bytes.find("y.npy"); at != std::string::npos; at = bytes.find("y.npy", at)) bytes[at] = 'x';
+  for (size_t at = bytes.find("y.npy"); at != std::string::npos; at = bytes.find("y.npy", at))
+    bytes[at] = 'x';
   Write(Path("twice.npz"), bytes);
   auto twice = ReadNpz(Path("twice.npz"));
   ASSERT_FALSE(twice.ok());
-  EXPECT_NE(twice.status().message().find("twice.npz"), std::string::npos) << twice.status().ToString();
+  EXPECT_NE(twice.status().message().find("twice.npz"), std::string::npos)
+      << twice.status().ToString();
 }
 
 TEST_F(NpzArchiveTest, RefusesABadChecksumAndABadNpy) {
@@ -128,11 +132,13 @@ TEST_F(NpzArchiveTest, RefusesABadChecksumAndABadNpy) {
   Write(Path("crc.npz"), bytes);
   auto crc = ReadNpz(Path("crc.npz"));
   ASSERT_FALSE(crc.ok());
-  EXPECT_NE(crc.status().message().find("crc.npz:x.npy"), std::string::npos) << crc.status().ToString();
+  EXPECT_NE(crc.status().message().find("crc.npz:x.npy"), std::string::npos)
+      << crc.status().ToString();
 
   auto garbage = ReadNpz(Archive({{"x.npy", "not an npy file at all"}}, ZIP_CM_STORE));
   ASSERT_FALSE(garbage.ok());
-  EXPECT_NE(garbage.status().message().find("made.npz:x.npy"), std::string::npos) << garbage.status().ToString();
+  EXPECT_NE(garbage.status().message().find("made.npz:x.npy"), std::string::npos)
+      << garbage.status().ToString();
 }
 
 TEST_F(NpzArchiveTest, RefusesWhatIsNotAnArchive) {

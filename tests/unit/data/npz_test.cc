@@ -19,7 +19,8 @@ namespace {
 // A version-1.0 .npy image of float32 (or float64) rows [n, 1, 2, 2] with value = index.
 std::string Npy(int64_t n, bool f64 = false) {
   std::string header = std::string("{'descr': '") + (f64 ? "<f8" : "<f4") +
-                       "', 'fortran_order': False, 'shape': (" + std::to_string(n) + ", 1, 2, 2), }";
+                       "', 'fortran_order': False, 'shape': (" + std::to_string(n) +
+                       ", 1, 2, 2), }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::string out("\x93NUMPY\x01\x00", 8);
@@ -58,7 +59,8 @@ class NpzTest : public ::testing::Test {
       zip_source_t* src = zip_source_buffer(z, keep_.back().data(), keep_.back().size(), 0);
       const zip_int64_t idx = zip_file_add(z, name.c_str(), src, ZIP_FL_OVERWRITE);
       EXPECT_GE(idx, 0);
-      zip_set_file_compression(z, static_cast<zip_uint64_t>(idx), store ? ZIP_CM_STORE : ZIP_CM_DEFLATE, 1);
+      zip_set_file_compression(z, static_cast<zip_uint64_t>(idx),
+                               store ? ZIP_CM_STORE : ZIP_CM_DEFLATE, 1);
     }
     EXPECT_EQ(zip_close(z), 0);
     return path;
@@ -77,7 +79,8 @@ TEST_F(NpzTest, RowsComeOutRightInAnyOrder) {
     ASSERT_TRUE(source.ok()) << source.status().ToString();
     ASSERT_EQ((*source)->num_samples(), 50);
     // Forward, then backwards (reopens the member), then a skip ahead.
-    for (const auto& [start, count] : std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 7}, {1, 2}, {40, 10}}) {
+    for (const auto& [start, count] :
+         std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 7}, {1, 2}, {40, 10}}) {
       auto batch = (*source)->Read(start, count);
       ASSERT_TRUE(batch.ok()) << batch.status().ToString();
       const ir::Tensor& t = batch->inputs.front().second;
@@ -94,7 +97,8 @@ TEST_F(NpzTest, HeadersThatLieAndWrongDtypesAreRefused) {
   lying.resize(lying.size() - 4);  // the header declares 10 rows, the member holds less
   auto bad = OpenSource(Archive({{"x.npy", lying}}, /*store=*/false), {kInput});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("data.npz:x.npy"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("data.npz:x.npy"), std::string::npos)
+      << bad.status().message();
   auto f64 = OpenSource(Archive({{"x.npy", Npy(4, /*f64=*/true)}}, /*store=*/true), {kInput});
   ASSERT_FALSE(f64.ok());
   EXPECT_NE(f64.status().message().find("expects float but the data is double"), std::string::npos)

@@ -1,6 +1,6 @@
-// BatchPrefetcher: the batches it returns are exactly ReadStackable(source, start, count) of each range,
-// in order, whatever the read-ahead; a failed read comes back at its own batch and nothing is
-// read after it; BatchRanges never straddles a chunk boundary.
+// BatchPrefetcher: the batches it returns are exactly ReadStackable(source, start, count) of each
+// range, in order, whatever the read-ahead; a failed read comes back at its own batch and nothing
+// is read after it; BatchRanges never straddles a chunk boundary.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -19,7 +19,8 @@ class CountingSource : public Source {
   std::vector<std::string> input_names() const override { return {"x"}; }
   Result<Batch> Read(int64_t start, int64_t count) const override {
     ++reads_;
-    if (start == fail_at_) return Status(StatusCode::kIoError, "disk on fire at " + std::to_string(start));
+    if (start == fail_at_)
+      return Status(StatusCode::kIoError, "disk on fire at " + std::to_string(start));
     std::vector<float> v;
     for (int64_t i = 0; i < count; ++i) v.push_back(static_cast<float>(start + i));
     Batch b;

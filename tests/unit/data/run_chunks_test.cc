@@ -89,13 +89,15 @@ TEST(RunChunker, RunsDependOnTheSampleIndexOnly) {
 // diagnose: runs restart at every chunk (statistics per chunk), and a rank whose shard starts at
 // a chunk boundary cuts its chunks exactly as one process does.
 TEST(RunChunker, RunsRestartAtEveryChunk) {
-  const std::vector<std::vector<int64_t>> expected = {Range(0, 4),   Range(4, 8),   Range(8, 10), Range(10, 14),
-                                                      Range(14, 18), Range(18, 20), Range(20, 23)};
+  const std::vector<std::vector<int64_t>> expected = {Range(0, 4),   Range(4, 8),   Range(8, 10),
+                                                      Range(10, 14), Range(14, 18), Range(18, 20),
+                                                      Range(20, 23)};
   EXPECT_EQ(Cut(4, {7, 9, 7}, 10), expected);
   EXPECT_EQ(Cut(4, {23}, 10), expected);
   EXPECT_EQ(Cut(4, {1, 2, 20}, 10), expected);
   EXPECT_EQ(Cut(4, {5, 8}, 10, /*first=*/10),
-            (std::vector<std::vector<int64_t>>{Range(10, 14), Range(14, 18), Range(18, 20), Range(20, 23)}));
+            (std::vector<std::vector<int64_t>>{Range(10, 14), Range(14, 18), Range(18, 20),
+                                               Range(20, 23)}));
 }
 
 TEST(RunChunker, RunsInsideOneBatchAreViewsAndStraddlingRunsAreCopies) {

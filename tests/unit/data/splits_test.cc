@@ -24,7 +24,8 @@ std::vector<int64_t> TrainLabels() {
   return ds.ok() ? ds->labels() : std::vector<int64_t>{};
 }
 
-std::vector<int64_t> CountPerClass(const std::vector<int64_t>& indices, const std::vector<int64_t>& labels) {
+std::vector<int64_t> CountPerClass(const std::vector<int64_t>& indices,
+                                   const std::vector<int64_t>& labels) {
   std::vector<int64_t> counts(10, 0);
   for (int64_t i : indices) ++counts[labels[i]];
   return counts;
@@ -69,7 +70,8 @@ TEST(FashionMnistSplits, SizesBalanceAndDisjointness) {
   }
   std::sort(all.begin(), all.end());
   EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()) << "splits overlap";
-  EXPECT_EQ(static_cast<int64_t>(all.size()), kFashionMnistTrainCount);  // and together cover all 60,000
+  EXPECT_EQ(static_cast<int64_t>(all.size()),
+            kFashionMnistTrainCount);  // and together cover all 60,000
 }
 
 TEST(ComputeSplits, RejectsLabelsOutsideTheSpec) {
@@ -110,14 +112,20 @@ TEST_F(SplitsJsonFiles, HostileContent) {
   };
   const Case cases[] = {
       {"not json", StatusCode::kInvalidModel, "not a JSON object"},
-      {R"({"version":2,"source_count":5,"calib":[],"val":[]})", StatusCode::kUnsupported, "version 2"},
+      {R"({"version":2,"source_count":5,"calib":[],"val":[]})", StatusCode::kUnsupported,
+       "version 2"},
       {R"({"version":1,"source_count":5,"calib":[],"val":[],"extra":1})", StatusCode::kInvalidModel,
        "unknown key 'extra'"},
-      {R"({"version":1,"source_count":5,"calib":[5],"val":[]})", StatusCode::kInvalidModel, "out of range"},
-      {R"({"version":1,"source_count":5,"calib":[2,1],"val":[]})", StatusCode::kInvalidModel, "not strictly ascending"},
-      {R"({"version":1,"source_count":5,"calib":[1,1],"val":[]})", StatusCode::kInvalidModel, "not strictly ascending"},
-      {R"({"version":1,"source_count":5,"calib":[1,2],"val":[2]})", StatusCode::kInvalidModel, "in both"},
-      {R"({"version":1,"source_count":5,"calib":["1"],"val":[]})", StatusCode::kInvalidModel, "non-integer"},
+      {R"({"version":1,"source_count":5,"calib":[5],"val":[]})", StatusCode::kInvalidModel,
+       "out of range"},
+      {R"({"version":1,"source_count":5,"calib":[2,1],"val":[]})", StatusCode::kInvalidModel,
+       "not strictly ascending"},
+      {R"({"version":1,"source_count":5,"calib":[1,1],"val":[]})", StatusCode::kInvalidModel,
+       "not strictly ascending"},
+      {R"({"version":1,"source_count":5,"calib":[1,2],"val":[2]})", StatusCode::kInvalidModel,
+       "in both"},
+      {R"({"version":1,"source_count":5,"calib":["1"],"val":[]})", StatusCode::kInvalidModel,
+       "non-integer"},
       {R"({"version":1,"calib":[],"val":[]})", StatusCode::kInvalidModel, "source_count"},
   };
   for (const Case& c : cases) {

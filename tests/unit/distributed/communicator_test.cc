@@ -80,7 +80,8 @@ std::map<int, RankOutcome> RunRanks(const std::vector<int>& ranks,
     RankOutcome& o = out[rank];
     char buf[4096];
     ssize_t n;
-    while ((n = read(child.second, buf, sizeof(buf))) > 0) o.report.append(buf, static_cast<size_t>(n));
+    while ((n = read(child.second, buf, sizeof(buf))) > 0)
+      o.report.append(buf, static_cast<size_t>(n));
     close(child.second);
     int status = 0;
     waitpid(child.first, &status, 0);
@@ -98,10 +99,15 @@ TEST(DistributedEnvTest, NotLaunchedWhenNeitherRankNorWorldSize) {
 }
 
 TEST(DistributedEnvTest, ReadsTorchrunEnvironment) {
-  const std::map<std::string, std::string> vars = {
-      {"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
-      {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-      {"TORCHELASTIC_RUN_ID", "job7"}, {"TORCHELASTIC_RESTART_COUNT", "1"}};
+  const std::map<std::string, std::string> vars = {{"RANK", "3"},
+                                                   {"WORLD_SIZE", "4"},
+                                                   {"LOCAL_RANK", "1"},
+                                                   {"LOCAL_WORLD_SIZE", "2"},
+                                                   {"MASTER_ADDR", "node0"},
+                                                   {"MASTER_PORT", "29500"},
+                                                   {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                                   {"TORCHELASTIC_RUN_ID", "job7"},
+                                                   {"TORCHELASTIC_RESTART_COUNT", "1"}};
   auto env = ReadDistributedEnv([&](const char* n) -> const char* {
     auto it = vars.find(n);
     return it == vars.end() ? nullptr : it->second.c_str();
@@ -124,7 +130,8 @@ TEST(DistributedEnvTest, RejectsPartialOrInconsistentEnvironment) {
   const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
       {{{"RANK", "0"}}, "WORLD_SIZE"},
       {{{"WORLD_SIZE", "2"}}, "RANK"},
-      {{{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}, "RANK='2'"},
+      {{{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}},
+       "RANK='2'"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "x"}}, "WORLD_SIZE='x'"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}, "MASTER_ADDR"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}, "MASTER_PORT"},
@@ -156,8 +163,8 @@ TEST(DistributedEnvTest, PlainCudaPicksTheLocalRanksGpu) {
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {"cuda", env, "cuda:1"},       {"cuda:0", env, "cuda:0"},         {"cuda:3", env, "cuda:3"},
-      {"cpu", env, "cpu"},           {"cuda", std::nullopt, "cuda:0"},  {"cuda:2", std::nullopt, "cuda:2"},
+      {"cuda", env, "cuda:1"}, {"cuda:0", env, "cuda:0"},        {"cuda:3", env, "cuda:3"},
+      {"cpu", env, "cpu"},     {"cuda", std::nullopt, "cuda:0"}, {"cuda:2", std::nullopt, "cuda:2"},
   };
   for (const Case& c : cases) {
     Result<runtime::Device> device = ParseDeviceForRank(c.text, c.env);
@@ -196,7 +203,8 @@ TEST(GlooCommunicatorTest, CollectivesAreExactAndInRankOrder) {
     std::vector<int64_t> v{(int64_t{1} << 60) + rank, -rank};
     if (Status s = (*comm)->AllReduceSum(&v, "sum"); !s.ok()) return "sum: " + s.message();
     std::string r = std::to_string(v[0]) + "," + std::to_string(v[1]) + ";";
-    auto all = (*comm)->AllGather(std::string(static_cast<size_t>(rank) * 2, static_cast<char>('a' + rank)), "ag");
+    auto all = (*comm)->AllGather(
+        std::string(static_cast<size_t>(rank) * 2, static_cast<char>('a' + rank)), "ag");
     if (!all.ok()) return "allgather: " + all.status().message();
     for (const std::string& s : *all) r += "[" + s + "]";
     auto root = (*comm)->GatherToRoot("r" + std::to_string(rank), "gather");
@@ -223,7 +231,8 @@ TEST(GlooCommunicatorTest, AgreeNamesTheFailingRankEverywhere) {
   auto out = RunRanks({0, 1, 2}, [&](int rank) -> std::string {
     auto comm = Connect(EnvFor(rank, world, port), {kTestTimeout});
     if (!comm.ok()) return "connect: " + comm.status().message();
-    const Status local = rank == 1 ? Status(StatusCode::kInvalidModel, "shard.npy: truncated") : Status::Ok();
+    const Status local =
+        rank == 1 ? Status(StatusCode::kInvalidModel, "shard.npy: truncated") : Status::Ok();
     const Status s = (*comm)->Agree(local, "reading data");
     return std::to_string(static_cast<int>(s.code())) + ":" + StatusText(s);
   });
@@ -250,7 +259,8 @@ TEST(GlooCommunicatorTest, KilledRankIsNamedWithinBoundedTime) {
     auto all = (*comm)->AllGather("x", "gathering statistics");
     return all.ok() ? std::string("unexpectedly OK") : all.status().message();
   });
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(out[1].exit_code, -1);
   EXPECT_NE(out[0].report.find("rank 1 never reached gathering statistics"), std::string::npos)
       << out[0].report << " (rank 0 exit " << out[0].exit_code << ")";
@@ -265,8 +275,10 @@ TEST(GlooCommunicatorTest, IncompleteRendezvousTimesOutNamingTheMissingRank) {
     auto comm = Connect(EnvFor(rank, 2, port), {milliseconds(2000)});
     return comm.ok() ? std::string("unexpectedly OK") : comm.status().message();
   });
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_NE(out[0].report.find("did not complete within 2 s: rank 1 never joined"), std::string::npos)
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(out[0].report.find("did not complete within 2 s: rank 1 never joined"),
+            std::string::npos)
       << out[0].report;
   EXPECT_LT(seconds, kFaultBoundSeconds);
 }
@@ -278,8 +290,9 @@ TEST(GlooCommunicatorTest, UnreachableStoreTimesOut) {
     auto comm = Connect(EnvFor(rank, 2, port), {milliseconds(2000)});
     return comm.ok() ? std::string("unexpectedly OK") : comm.status().message();
   });
-  EXPECT_NE(out[1].report.find("cannot reach the rendezvous store at 127.0.0.1:" + std::to_string(port)),
-            std::string::npos)
+  EXPECT_NE(
+      out[1].report.find("cannot reach the rendezvous store at 127.0.0.1:" + std::to_string(port)),
+      std::string::npos)
       << out[1].report;
 }
 

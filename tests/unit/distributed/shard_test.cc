@@ -72,7 +72,8 @@ TEST(ShardTest, SliceRenumbersAndRejectsReadsOutsideTheShard) {
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(b->inputs[0].second.data_as<float>()[0], 5.0f);
   EXPECT_EQ(b->inputs[0].second.data_as<float>()[1], 6.0f);
-  EXPECT_FALSE(s->Read(2, 2).ok()) << "a read past the shard must not reach the next rank's samples";
+  EXPECT_FALSE(s->Read(2, 2).ok())
+      << "a read past the shard must not reach the next rank's samples";
   EXPECT_EQ(s->Describe(), "samples 4-6 of counting");
   EXPECT_NE(s->Fingerprint(), "c");
 }

@@ -85,7 +85,8 @@ TEST(QkStats, MergingFilesEqualsOnePassOverAllData) {
   // And the calibrators see identical inputs.
   const auto& t = merged->tensors.at("act");
   const auto h = t.histogram().RebinAbs(quant::kDefaultNumBins, t.range().amax);
-  const auto h1 = one.tensors.at("act").histogram().RebinAbs(quant::kDefaultNumBins, t.range().amax);
+  const auto h1 =
+      one.tensors.at("act").histogram().RebinAbs(quant::kDefaultNumBins, t.range().amax);
   EXPECT_EQ(quant::EntropyAmax(h, {})->amax, quant::EntropyAmax(h1, {})->amax);
   for (const auto& p : paths) std::remove(p.c_str());
 }
@@ -95,7 +96,8 @@ TEST(QkStats, RejectsMismatchedAndCorruptFilesNamingTheFile) {
   s.model_sha256 = kHashA;
   Collect(&s, Data(3, 400));
   const std::string text = SerializeStats(s);
-  auto reject = [&](const std::string& bad, const std::string& needle, const std::string& hash = "") {
+  auto reject = [&](const std::string& bad, const std::string& needle,
+                    const std::string& hash = "") {
     auto r = ParseStats(bad, "x.qkstats", hash);
     ASSERT_FALSE(r.ok()) << needle;
     EXPECT_EQ(r.status().message().rfind("x.qkstats: ", 0), 0u) << r.status().message();

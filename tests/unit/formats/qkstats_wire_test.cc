@@ -131,7 +131,8 @@ TEST(QkStatsWire, CorruptBytesFailCleanly) {
     }
     for (const auto& [name, t] : r->tensors) {
       if (!t.has_histogram()) continue;  // a flipped histogram flag: range-only statistics
-      EXPECT_EQ(t.histogram().binned_count() + t.histogram().nonfinite_count(), t.range().count) << name;
+      EXPECT_EQ(t.histogram().binned_count() + t.histogram().nonfinite_count(), t.range().count)
+          << name;
     }
   }
   EXPECT_GT(refused, 100);  // most flips break an invariant (a flipped float may not)

@@ -83,14 +83,17 @@ TEST(PlanJson, WrongTypesNameTheKeyPath) {
   EXPECT_EQ(version.status().code(), StatusCode::kInvalidModel);
   EXPECT_EQ(version.status().message(), "p.json: version: expected an integer, got string");
   auto scale = ParsePlanJson(
-      R"({"format":"quantkit.plan","version":1,"tensors":{"t":{"scale":[0.1,true],"amax":[1,2]}}})", "p.json");
+      R"({"format":"quantkit.plan","version":1,"tensors":{"t":{"scale":[0.1,true],"amax":[1,2]}}})",
+      "p.json");
   ASSERT_FALSE(scale.ok());
   EXPECT_EQ(scale.status().message(), "p.json: tensors.t.scale[1]: expected a number, got boolean");
-  auto nodes = ParsePlanJson(R"({"format":"quantkit.plan","version":1,"float_nodes":{"n":3}})", "p.json");
+  auto nodes =
+      ParsePlanJson(R"({"format":"quantkit.plan","version":1,"float_nodes":{"n":3}})", "p.json");
   ASSERT_FALSE(nodes.ok());
   EXPECT_EQ(nodes.status().message(), "p.json: float_nodes.n: expected a string, got number");
   auto huge = ParsePlanJson(
-      R"({"format":"quantkit.plan","version":1,"tensors":{"t":{"scale":[1e300],"amax":[1]}}})", "p.json");
+      R"({"format":"quantkit.plan","version":1,"tensors":{"t":{"scale":[1e300],"amax":[1]}}})",
+      "p.json");
   ASSERT_FALSE(huge.ok());
   EXPECT_NE(huge.status().message().find("outside the float32 range"), std::string::npos);
 }
@@ -103,7 +106,8 @@ TEST(PlanJson, FloatPrecisionRoundTripsAndOldPlansAreFp32) {
   plan.float_precision.dtype = quant::FloatDType::kFloat16;
   plan.float_precision.cast_io = true;
   plan.float_precision.fp32_nodes["/ln"] = "kept in FP32 by request (--keep-fp32)";
-  plan.float_precision.fp32_op_types["Softmax"] = "op type Softmax kept in FP32 by request (--keep-fp32)";
+  plan.float_precision.fp32_op_types["Softmax"] =
+      "op type Softmax kept in FP32 by request (--keep-fp32)";
   plan.float_precision.fp32_tensors["big"] = "calibrated |values| reach 1e+05";
   auto back = ParsePlanJson(FormatPlanJson(plan), "p.json");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
@@ -112,10 +116,13 @@ TEST(PlanJson, FloatPrecisionRoundTripsAndOldPlansAreFp32) {
   auto old = ParsePlanJson(R"({"format":"quantkit.plan","version":1})", "p.json");
   ASSERT_TRUE(old.ok());
   EXPECT_EQ(old->float_precision.dtype, quant::FloatDType::kFloat32);
-  auto bad = ParsePlanJson(R"({"format":"quantkit.plan","version":1,"float_precision":{"dtype":"fp8"}})", "p.json");
+  auto bad = ParsePlanJson(
+      R"({"format":"quantkit.plan","version":1,"float_precision":{"dtype":"fp8"}})", "p.json");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("float_precision.dtype"), std::string::npos) << bad.status().message();
-  auto typo = ParsePlanJson(R"({"format":"quantkit.plan","version":1,"float_precision":{"fp32_node":{}}})", "p.json");
+  EXPECT_NE(bad.status().message().find("float_precision.dtype"), std::string::npos)
+      << bad.status().message();
+  auto typo = ParsePlanJson(
+      R"({"format":"quantkit.plan","version":1,"float_precision":{"fp32_node":{}}})", "p.json");
   ASSERT_FALSE(typo.ok());
   EXPECT_NE(typo.status().message().find("fp32_node"), std::string::npos);
 }

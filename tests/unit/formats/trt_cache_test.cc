@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <limits>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
@@ -30,10 +30,12 @@ float FloatFromHex(const std::string& hex) { return DecodeScaleHex(hex).value();
 // Issue #13 item 8: a tensor listed twice is an error naming both lines; unusable scales are
 // named and never become quantized plan entries.
 TEST(TrtCache, DuplicateTensorLinesAreAnError) {
-  auto cache = ParseTrtCache("TRT-8601-EntropyCalibration2\nx: 3c010a14\ny: 3c010a14\nx: 3d010a14\n", "c.cache");
+  auto cache = ParseTrtCache(
+      "TRT-8601-EntropyCalibration2\nx: 3c010a14\ny: 3c010a14\nx: 3d010a14\n", "c.cache");
   ASSERT_FALSE(cache.ok());
   EXPECT_EQ(cache.status().code(), StatusCode::kInvalidModel);
-  EXPECT_NE(cache.status().message().find("c.cache:4: tensor 'x' already has a scale on line 2"), std::string::npos)
+  EXPECT_NE(cache.status().message().find("c.cache:4: tensor 'x' already has a scale on line 2"),
+            std::string::npos)
       << cache.status().message();
 }
 
@@ -44,7 +46,8 @@ TEST(TrtCache, UnusableScalesAreNamedAndKeptFloat) {
   EXPECT_STREQ(ScaleProblem(-1.0f), "negative");
   EXPECT_STREQ(ScaleProblem(std::numeric_limits<float>::infinity()), "infinite");
   EXPECT_STREQ(ScaleProblem(std::numeric_limits<float>::quiet_NaN()), "NaN");
-  auto cache = ParseTrtCache("TRT-8601-EntropyCalibration2\ndn: 00000001\nok: 3c010a14\n", "c.cache");
+  auto cache =
+      ParseTrtCache("TRT-8601-EntropyCalibration2\ndn: 00000001\nok: 3c010a14\n", "c.cache");
   ASSERT_TRUE(cache.ok());
   const quant::QuantPlan plan = PlanFromTrtCache(*cache);
   EXPECT_FALSE(plan.Find("dn")->quantized);
@@ -68,7 +71,8 @@ TEST(TrtCacheVectors, DecodeRealCacheLines) {
   for (const json& d : v["decode"]) {
     const float scale = FloatFromHex(d["hex"].get<std::string>());
     EXPECT_FLOAT_EQ(scale, d["scale"].get<float>()) << d["hex"];
-    EXPECT_NEAR(scale * 127.0, d["amax_float64"].get<double>(), 1e-9 * d["amax_float64"].get<double>());
+    EXPECT_NEAR(scale * 127.0, d["amax_float64"].get<double>(),
+                1e-9 * d["amax_float64"].get<double>());
   }
 }
 
@@ -175,7 +179,8 @@ TEST(TrtVersion, ParsesAndRejects) {
 TEST(WriteFileAtomic, LeavesNoPartialFileOnFailure) {
   const std::string dir = ::testing::TempDir() + "/ro_dir_qk";
   std::filesystem::create_directories(dir);
-  std::filesystem::permissions(dir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  std::filesystem::permissions(
+      dir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
   Status st = WriteFileAtomic(dir + "/out.cache", "x");
   std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
   if (::geteuid() != 0) {  // root ignores directory permissions

@@ -54,7 +54,9 @@ TEST_P(CloneZoo, SameBytesSameRewriteAndIndependent) {
   EXPECT_EQ(Bytes(*original), before) << "rewriting the clone changed the original";
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, CloneZoo, testing::Values("plain_cnn", "resnet_small", "vit_tiny", "resnet_small_qat"));
+INSTANTIATE_TEST_SUITE_P(Zoo, CloneZoo,
+                         testing::Values("plain_cnn", "resnet_small", "vit_tiny",
+                                         "resnet_small_qat"));
 
 TEST(CloneModel, KeepsUseOrderSubgraphsAndCaptures) {
   ::onnx::ModelProto proto;
@@ -68,7 +70,8 @@ TEST(CloneModel, KeepsUseOrderSubgraphsAndCaptures) {
         else_branch = else_g () => (float[2] b) { b = Identity(x) }
       >
       z = Add(t, u)
-    })").IsOK());
+    })")
+                  .IsOK());
   auto model = onnx_io::ImportModelFromBytes(proto.SerializeAsString());
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   Graph& g = *model->graph;

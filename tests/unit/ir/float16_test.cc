@@ -46,7 +46,8 @@ TEST(Float16Conversion, BFloat16KeepsTheTopSixteenBitsRoundedToEven) {
 }
 
 TEST(Float16Conversion, TensorsConvertBothWaysAndOtherTypesAreRefused) {
-  const Tensor f = Tensor::FromVector(DType::kFloat, {3}, std::vector<float>{0.1f, -2.5f, 70000.0f});
+  const Tensor f =
+      Tensor::FromVector(DType::kFloat, {3}, std::vector<float>{0.1f, -2.5f, 70000.0f});
   Result<Tensor> h = ConvertFloatTensor(f, DType::kFloat16);
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   EXPECT_EQ(h->dtype(), DType::kFloat16);

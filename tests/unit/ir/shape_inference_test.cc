@@ -2,8 +2,8 @@
 // are hidden before inference and compared after), plus hand-written cases for symbolic dims.
 #include "ir/shape_inference.h"
 
-#include <gtest/gtest.h>
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -71,8 +71,8 @@ TEST(ShapeInference, AgreesWithEveryNodeTestItCovers) {
       }
     }
   }
-  std::printf("node tests: %d node outputs, %d shapes inferred, %d mismatches\n", outputs,
-              shaped, mismatches);
+  std::printf("node tests: %d node outputs, %d shapes inferred, %d mismatches\n", outputs, shaped,
+              mismatches);
   EXPECT_EQ(mismatches, 0);
   // Coverage floor: many node tests feed shape operands as graph inputs (not constant), which
   // leaves those outputs rank-unknown by design; about half get a full shape.
@@ -84,8 +84,8 @@ TEST(ShapeInference, SymbolicDimsFlowThroughACnnHead) {
   m.SetOpset("", 17);
   Graph& g = *m.graph;
   Value* x = g.CreateValue("x");
-  x->type = TypeInfo::Tensor(DType::kFloat, {Dim::Symbolic("N"), Dim::Known(3), Dim::Known(32),
-                                             Dim::Known(32)});
+  x->type = TypeInfo::Tensor(DType::kFloat,
+                             {Dim::Symbolic("N"), Dim::Known(3), Dim::Known(32), Dim::Known(32)});
   g.AddInput(x);
   Value* w = g.AddInitializer("w", Tensor(DType::kFloat, {8, 3, 3, 3}));
   Node* conv = g.AddNode("Conv", {x, w}, {"c"}).value();
@@ -100,9 +100,11 @@ TEST(ShapeInference, SymbolicDimsFlowThroughACnnHead) {
   b->type = TypeInfo::Tensor(DType::kFloat, {Dim::Known(10)});
   g.AddInput(b);
   Node* add = g.AddNode("Add", {gemm->output(0), b}, {"z"}).value();
-  Node* q = g.AddNode("QuantizeLinear", {add->output(0), g.AddInitializer("s", Tensor(DType::kFloat, {})),
-                                         g.AddInitializer("zp", Tensor(DType::kInt8, {}))},
-                      {"q"}).value();
+  Node* q = g.AddNode("QuantizeLinear",
+                      {add->output(0), g.AddInitializer("s", Tensor(DType::kFloat, {})),
+                       g.AddInitializer("zp", Tensor(DType::kInt8, {}))},
+                      {"q"})
+                .value();
   ShapeInferenceStats stats;
   ASSERT_TRUE(InferShapes(m, &stats).ok());
   EXPECT_EQ(conv->output(0)->type.ToString(), "float[N,8,16,16]");
@@ -190,7 +192,8 @@ TEST(ShapeInference, IfOutputsComeFromBothBranches) {
                           : sub.AddNode("Transpose", {cap}, {"rank" + k}).value();
     sub.AddOutput(second->output(0));
     Node* third = sub.AddNode("Cast", {cap}, {"mixed" + k}).value();
-    third->SetAttr(Attribute::Int("to", static_cast<int64_t>(i == 0 ? DType::kFloat : DType::kInt64)));
+    third->SetAttr(
+        Attribute::Int("to", static_cast<int64_t>(i == 0 ? DType::kFloat : DType::kInt64)));
     sub.AddOutput(third->output(0));
     n->SetAttr(std::move(a));
   }

@@ -173,15 +173,18 @@ TEST(BadInput, DeeplyNestedSubgraphsAreRefusedByTheParser) {
   auto model = ImportModelFromBytes(NestedIfBytes(200), {}, "deep.onnx");
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(model.status().message().find("deep.onnx: the model nests 602 protobuf messages deep (200 levels of "
-                                          "subgraphs"),
+  EXPECT_NE(model.status().message().find(
+                "deep.onnx: the model nests 602 protobuf messages deep (200 levels of "
+                "subgraphs"),
             std::string::npos)
       << model.status().message();
-  EXPECT_NE(model.status().message().find("at most 100 levels (kMaxProtoRecursion"), std::string::npos);
+  EXPECT_NE(model.status().message().find("at most 100 levels (kMaxProtoRecursion"),
+            std::string::npos);
   // Within the limit the nesting is not what fails (these Ifs lack their inputs).
   auto shallow = ImportModelFromBytes(NestedIfBytes(kMaxSubgraphNesting - 2), {}, "shallow.onnx");
   if (!shallow.ok()) {
-    EXPECT_EQ(shallow.status().message().find("protobuf"), std::string::npos) << shallow.status().message();
+    EXPECT_EQ(shallow.status().message().find("protobuf"), std::string::npos)
+        << shallow.status().message();
   }
 }
 

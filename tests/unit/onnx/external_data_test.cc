@@ -94,8 +94,9 @@ TEST(ExternalData, MissingFileIsNotFound) {
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), StatusCode::kNotFound);
   const std::string& msg = model.status().message();
-  EXPECT_EQ(msg.rfind(dir.File("m.onnx") + ": initializer 'big': external data file 'm.onnx.data'", 0),
-            0u)
+  EXPECT_EQ(
+      msg.rfind(dir.File("m.onnx") + ": initializer 'big': external data file 'm.onnx.data'", 0),
+      0u)
       << msg;
 }
 

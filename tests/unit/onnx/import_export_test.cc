@@ -29,7 +29,8 @@ std::string DiffAfterRoundTrip(::onnx::ModelProto original, const ir::Model& mod
   if (!bytes.ok()) return bytes.status().ToString();
   ::onnx::ModelProto exported;
   if (!exported.ParseFromString(*bytes)) return "does not parse";
-  std::string norm = testing::NormalizeModel(&original, ".") + testing::NormalizeModel(&exported, ".");
+  std::string norm =
+      testing::NormalizeModel(&original, ".") + testing::NormalizeModel(&exported, ".");
   return norm.empty() ? testing::FirstDifference(original, exported) : norm;
 }
 
@@ -71,8 +72,8 @@ TEST(Import, TypedFieldsBecomeRawBytes) {
     return t;
   };
   auto* f16 = add("f16", ::onnx::TensorProto::FLOAT16, {2});
-  f16->add_int32_data(0x3C00);  // 1.0
-  f16->add_int32_data(0xC000);  // -2.0
+  f16->add_int32_data(0x3C00);    // 1.0
+  f16->add_int32_data(0xC000);    // -2.0
   auto* i4 = add("i4", 22, {3});  // int4: one byte (two nibbles) per int32_data entry
   i4->add_int32_data(0x21);
   i4->add_int32_data(0x03);
@@ -126,7 +127,8 @@ TEST(Import, Ir10FieldsSurviveAsUnknownFields) {
   auto* node = proto.mutable_graph()->mutable_node(0);
   node->mutable_unknown_fields()->AddLengthDelimited(8, "my_overload");
   node->mutable_unknown_fields()->AddLengthDelimited(9, entry.SerializeAsString());
-  proto.mutable_graph()->mutable_unknown_fields()->AddLengthDelimited(16, entry.SerializeAsString());
+  proto.mutable_graph()->mutable_unknown_fields()->AddLengthDelimited(16,
+                                                                      entry.SerializeAsString());
   proto.mutable_graph()->mutable_input(0)->mutable_unknown_fields()->AddLengthDelimited(
       4, entry.SerializeAsString());
   proto.mutable_graph()->mutable_initializer(0)->mutable_unknown_fields()->AddLengthDelimited(

@@ -1,8 +1,8 @@
 // Models over protobuf's 2 GB limit: a 2.2 GB initializer in a sparse (hole-filled) external
 // file, generated on the fly. Import maps it without copying; export streams it to a new external
 // file; an all-inline export is refused before any copy is made.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
 

@@ -70,7 +70,8 @@ TEST(AutoPerTensor, StopsAtTheTrialBound) {
     ++calls;
     return PlanScore{1.0, 1.0};  // nothing helps
   };
-  auto r = ChoosePerTensor(f.sites, f.methods, f.plans, {kMax, {}}, {1.0, 1.0}, score, /*max_trials=*/3);
+  auto r =
+      ChoosePerTensor(f.sites, f.methods, f.plans, {kMax, {}}, {1.0, 1.0}, score, /*max_trials=*/3);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(calls, 3);
   EXPECT_EQ(r->trials, 3);

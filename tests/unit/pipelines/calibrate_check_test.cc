@@ -49,7 +49,9 @@ TEST(CheckSampleCount, OneInSixteenWithinAFloorAndACap) {
 TEST(ChooseCheckData, TheSamplesAfterTheCalibratedOnesAreHeldOut) {
   analysis::PlanEvalOptions eval;
   CheckResult r;
-  ASSERT_TRUE(ChooseCheckData({}, {kModel, "d.npy", /*calibrated=*/512, /*data_total=*/2048}, &eval, &r).ok());
+  ASSERT_TRUE(
+      ChooseCheckData({}, {kModel, "d.npy", /*calibrated=*/512, /*data_total=*/2048}, &eval, &r)
+          .ok());
   EXPECT_EQ(eval.data, "d.npy");
   EXPECT_EQ(eval.first_sample, 512);  // disjoint from [0, 512)
   EXPECT_EQ(eval.samples, 32);
@@ -162,7 +164,8 @@ TEST(CalibrateCheck, AGoodPlanPassesAndBlownRangesWarn) {
   analysis::PlanEvalOptions eval;
   eval.simulation.placement = options.placement;
   CheckResult judged;
-  ASSERT_TRUE(ChooseCheckData(options.check, {kModel, options.data, 64, 2048}, &eval, &judged).ok());
+  ASSERT_TRUE(
+      ChooseCheckData(options.check, {kModel, options.data, 64, 2048}, &eval, &judged).ok());
   auto evaluator = analysis::PlanEvaluator::Create(eval);
   ASSERT_TRUE(evaluator.ok()) << evaluator.status().ToString();
   ASSERT_TRUE(JudgePlan(**evaluator, blown, "out/plan.json", /*own_evaluator=*/true, &judged).ok());

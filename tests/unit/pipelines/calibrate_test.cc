@@ -50,7 +50,8 @@ TEST(PrepareCalibration, AnOverrideNamingNothingFailsBeforeTheDataIsRead) {
   auto prepared = PrepareCalibration(options);
   ASSERT_FALSE(prepared.ok());
   EXPECT_EQ(prepared.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(prepared.status().message().find("'no_such_tensor'"), std::string::npos) << prepared.status().message();
+  EXPECT_NE(prepared.status().message().find("'no_such_tensor'"), std::string::npos)
+      << prepared.status().message();
 }
 
 }  // namespace

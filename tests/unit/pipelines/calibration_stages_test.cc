@@ -16,7 +16,8 @@ namespace {
 // |x| uniform on [0, 1): 10,000 evenly spaced values, so a method's clipped share is known.
 quant::TensorCollector Uniform(quant::TensorCollector c = quant::TensorCollector()) {
   std::vector<float> v(10000);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = (i % 2 ? 1.0f : -1.0f) * static_cast<float>(i) / 10000.0f;
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = (i % 2 ? 1.0f : -1.0f) * static_cast<float>(i) / 10000.0f;
   EXPECT_TRUE(c.Observe({quant::FloatSpan(v), {static_cast<int64_t>(v.size())}}).ok());
   return c;
 }
@@ -32,7 +33,8 @@ TEST(BuildActivationEntry, MaxClipsNothingAndWarnsOfNothing) {
   EXPECT_EQ(a->clipped_share, 0.0);
   EXPECT_TRUE(a->warnings.empty());
   // The range-only collector (calibrate's max fast path) gives the same entry.
-  auto fast = BuildActivationEntry("t", Uniform(quant::TensorCollector::RangeOnly()), {quant::CalibMethod::kMax});
+  auto fast = BuildActivationEntry("t", Uniform(quant::TensorCollector::RangeOnly()),
+                                   {quant::CalibMethod::kMax});
   ASSERT_TRUE(fast.ok()) << fast.status().ToString();
   EXPECT_EQ(fast->entry.amax, a->entry.amax);
 }
@@ -69,7 +71,8 @@ TEST(BuildActivationEntry, NonFiniteValuesAndConstantTensorsAreReported) {
 }
 
 TEST(BuildActivationEntry, HistogramMethodOnARangeOnlyCollectorFails) {
-  auto a = BuildActivationEntry("t", Uniform(quant::TensorCollector::RangeOnly()), {quant::CalibMethod::kEntropy});
+  auto a = BuildActivationEntry("t", Uniform(quant::TensorCollector::RangeOnly()),
+                                {quant::CalibMethod::kEntropy});
   EXPECT_FALSE(a.ok());
 }
 

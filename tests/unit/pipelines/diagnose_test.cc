@@ -6,10 +6,10 @@
 #include <cmath>
 #include <random>
 
+#include "common/byte_io.h"
 #include "pipelines/diagnose/collection.h"
 #include "pipelines/diagnose/inputs.h"
 #include "pipelines/diagnose/stats.h"
-#include "common/byte_io.h"
 #include "testing/tolerances.h"
 
 namespace quantkit::pipelines {
@@ -21,7 +21,8 @@ bool Has(const std::vector<Finding>& f, const std::string& code) {
 
 // Smooth "images" [n, c, h, w]: a per-channel offset plus a random low-frequency pattern, so
 // adjacent pixels correlate like natural images and channel means differ.
-std::vector<float> SmoothImages(int n, int c, int h, int w, uint32_t seed, std::vector<float> offsets) {
+std::vector<float> SmoothImages(int n, int c, int h, int w, uint32_t seed,
+                                std::vector<float> offsets) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
   std::vector<float> v(static_cast<size_t>(n * c * h * w));
@@ -96,7 +97,7 @@ TEST(DiagnoseInputs, RandomConstantDuplicatedSamples) {
   EXPECT_NE(f.front().message.find("uniform noise"), std::string::npos) << f.front().message;
 
   std::vector<float> imgs = SmoothImages(8, 1, 16, 16, 2, {0.5f});
-  std::fill(imgs.begin(), imgs.begin() + 256, 0.25f);             // sample 0 constant
+  std::fill(imgs.begin(), imgs.begin() + 256, 0.25f);                     // sample 0 constant
   std::copy(imgs.begin() + 256, imgs.begin() + 512, imgs.begin() + 512);  // sample 2 = sample 1
   f.clear();
   const InputStats s = StatsOf(imgs, {8, 1, 16, 16});
@@ -135,7 +136,9 @@ TEST(DiagnoseInputs, LayoutSwapped) {
   std::vector<float> nhwc(nchw.size());
   for (int s = 0; s < 8; ++s)
     for (int c = 0; c < 3; ++c)
-      for (int p = 0; p < 256; ++p) nhwc[static_cast<size_t>((s * 256 + p) * 3 + c)] = nchw[static_cast<size_t>((s * 3 + c) * 256 + p)];
+      for (int p = 0; p < 256; ++p)
+        nhwc[static_cast<size_t>((s * 256 + p) * 3 + c)] =
+            nchw[static_cast<size_t>((s * 3 + c) * 256 + p)];
   std::vector<Finding> f;
   CheckInputSet(StatsOf(nhwc, {8, 3, 16, 16}), "calibration", &f);
   EXPECT_TRUE(Has(f, "layout_swapped"));
@@ -173,12 +176,13 @@ TEST(DiagnoseInputs, Expectation) {
   std::vector<Finding> f;
   CheckExpectation(StatsOf(x, {8, 1, 16, 16}), "calibration", *e, &f);
   ASSERT_TRUE(Has(f, "expectation_mismatch"));
-  EXPECT_NE(f.front().message.find("0-255 data for a 0-1 model"), std::string::npos) << f.front().message;
+  EXPECT_NE(f.front().message.find("0-255 data for a 0-1 model"), std::string::npos)
+      << f.front().message;
   auto ms = ParseExpectation("mean=0.2/0.5/0.8,std=0.07/0.07/0.07");
   ASSERT_TRUE(ms.ok());
   f.clear();
-  CheckExpectation(StatsOf(SmoothImages(16, 3, 16, 16, 8, {0.8f, 0.5f, 0.2f}), {16, 3, 16, 16}), "calibration",
-                   *ms, &f);
+  CheckExpectation(StatsOf(SmoothImages(16, 3, 16, 16, 8, {0.8f, 0.5f, 0.2f}), {16, 3, 16, 16}),
+                   "calibration", *ms, &f);
   EXPECT_TRUE(Has(f, "channel_order_swapped"));
   EXPECT_FALSE(ParseExpectation("range=1:0").ok());
   EXPECT_FALSE(ParseExpectation("mean=a").ok());
@@ -195,8 +199,13 @@ void ExpectSameInputStats(const InputStats& a, const InputStats& b) {
   EXPECT_EQ(a.samples, b.samples);
   EXPECT_EQ(a.sample_dims, b.sample_dims);
   EXPECT_EQ(a.channel_axis, b.channel_axis);
-  for (auto [x, y] : {std::pair{a.mean, b.mean}, {a.std, b.std}, {a.min, b.min}, {a.max, b.max},
-                      {a.lag1_corr, b.lag1_corr}, {a.kurtosis, b.kurtosis}, {a.lag1_absdiff, b.lag1_absdiff},
+  for (auto [x, y] : {std::pair{a.mean, b.mean},
+                      {a.std, b.std},
+                      {a.min, b.min},
+                      {a.max, b.max},
+                      {a.lag1_corr, b.lag1_corr},
+                      {a.kurtosis, b.kurtosis},
+                      {a.lag1_absdiff, b.lag1_absdiff},
                       {a.lagc_absdiff, b.lagc_absdiff}}) {
     EXPECT_EQ(x, y);
   }
@@ -218,8 +227,10 @@ ir::Tensor Images(int n, uint32_t seed, float offset = 0.3f) {
 // give one accumulator's statistics exactly — duplicates across the split and batches of
 // another shape included (that shape is left out in both).
 TEST(DiagnoseExchange, InputStatisticsAppendedInOrderEqualOneAccumulator) {
-  const ir::Tensor b1 = Images(4, 1), b2 = Images(3, 2), b3 = Images(5, 1);  // b3 repeats b1's samples
-  const ir::Tensor other = ir::Tensor::FromVector(ir::DType::kFloat, {2, 3, 4, 4}, std::vector<float>(96, 0.5f));
+  const ir::Tensor b1 = Images(4, 1), b2 = Images(3, 2),
+                   b3 = Images(5, 1);  // b3 repeats b1's samples
+  const ir::Tensor other =
+      ir::Tensor::FromVector(ir::DType::kFloat, {2, 3, 4, 4}, std::vector<float>(96, 0.5f));
   InputStatsAccumulator one("x");
   for (const ir::Tensor* t : {&b1, &b2, &other, &b3}) ASSERT_TRUE(one.Add(*t).ok());
   InputStatsAccumulator rank0("x"), rank1("x");
@@ -236,7 +247,7 @@ TEST(DiagnoseExchange, InputStatisticsAppendedInOrderEqualOneAccumulator) {
   EXPECT_TRUE(r.ExpectEnd().ok());
   ASSERT_TRUE(rank0.Append(std::move(*decoded)).ok());
   const InputStats expected = one.Finalize();
-  EXPECT_EQ(expected.samples, 12);          // the 2 samples of the other shape are left out
+  EXPECT_EQ(expected.samples, 12);           // the 2 samples of the other shape are left out
   EXPECT_EQ(expected.duplicate_samples, 4);  // b3's first 4 repeat b1
   ExpectSameInputStats(rank0.Finalize(), expected);
   // Appending another input's statistics is refused.
@@ -251,8 +262,9 @@ TEST(DiagnoseExchange, InputStatisticsDoNotDependOnTheBatching) {
   ASSERT_TRUE(whole.Add(ir::Tensor::FromVector(ir::DType::kFloat, {12, 3, 8, 8}, v)).ok());
   const size_t per = 3 * 8 * 8;
   for (auto [begin, n] : {std::pair<size_t, int64_t>{0, 5}, {5, 1}, {6, 6}}) {
-    std::vector<float> batch(v.begin() + static_cast<int64_t>(begin * per),
-                             v.begin() + static_cast<int64_t>((begin + static_cast<size_t>(n)) * per));
+    std::vector<float> batch(
+        v.begin() + static_cast<int64_t>(begin * per),
+        v.begin() + static_cast<int64_t>((begin + static_cast<size_t>(n)) * per));
     ASSERT_TRUE(parts.Add(ir::Tensor::FromVector(ir::DType::kFloat, {n, 3, 8, 8}, batch)).ok());
   }
   ExpectSameInputStats(parts.Finalize(), whole.Finalize());

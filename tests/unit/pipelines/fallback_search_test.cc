@@ -42,8 +42,9 @@ TEST(FallbackSearch, AdditiveLossesPickTheBiggestOffendersOnly) {
 
 TEST(FallbackSearch, RefineDropsAGreedyPickThatInteractionsMadeUnneeded) {
   TableLoss t;
-  t.table = {{{}, 10},           {{"p"}, 4},           {{"q"}, 5},          {{"r"}, 9},
-             {{"p", "q"}, 1},    {{"p", "q", "r"}, 0.3}, {{"p", "r"}, 0.4}, {{"q", "r"}, 3}};
+  t.table = {{{}, 10},          {{"p"}, 4},      {{"q"}, 5},
+             {{"r"}, 9},        {{"p", "q"}, 1}, {{"p", "q", "r"}, 0.3},
+             {{"p", "r"}, 0.4}, {{"q", "r"}, 3}};
   auto r = SearchFallback({"r", "q", "p"}, t.fn(), {0.5, 0, {}});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->ranking[0].layer, "p");
@@ -52,7 +53,8 @@ TEST(FallbackSearch, RefineDropsAGreedyPickThatInteractionsMadeUnneeded) {
   EXPECT_EQ(r->float_layers, (FloatSet{"p", "r"}));
   EXPECT_DOUBLE_EQ(r->loss, 0.4);
   bool refined_q = false;
-  for (const SearchStep& s : r->steps) refined_q |= s.phase == "refine" && s.layer == "q" && s.accepted;
+  for (const SearchStep& s : r->steps)
+    refined_q |= s.phase == "refine" && s.layer == "q" && s.accepted;
   EXPECT_TRUE(refined_q);
   // Memoized: {p} is evaluated in the ranking and again as the first greedy step.
   EXPECT_EQ(r->evaluations, t.calls);

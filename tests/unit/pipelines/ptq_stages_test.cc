@@ -5,19 +5,19 @@
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
 #include <cmath>
 #include <filesystem>
-#include <stdlib.h>
 
 #include "analysis/layer_cache.h"
 #include "analysis/model_loading.h"
 #include "analysis/simulate.h"
-#include "passes/apply_plan.h"
 #include "common/file_util.h"
 #include "common/sha256.h"
 #include "formats/ranges.h"
 #include "ir/float16.h"
 #include "onnx/import.h"
+#include "passes/apply_plan.h"
 #include "pipelines/calibrate.h"
 #include "runtime/interpreter.h"
 #include "testing/tolerances.h"
@@ -54,7 +54,8 @@ TEST(ParsePtqStages, DefaultsOrderAndLabels) {
   EXPECT_EQ((*s)[1].Get("reg"), 0.02);
   EXPECT_EQ((*s)[1].Get("beta_start"), 20);  // a default kept
   EXPECT_EQ((*s)[0].Label(), "seqmse(candidates=20)");
-  EXPECT_EQ((*s)[1].Label(), "adaround(iterations=500,reg=0.02,beta_start=20,beta_end=2,warm_start=0.2,lr=0.001)");
+  EXPECT_EQ((*s)[1].Label(),
+            "adaround(iterations=500,reg=0.02,beta_start=20,beta_end=2,warm_start=0.2,lr=0.001)");
   EXPECT_EQ(PtqStagesText(*s), "seqmse,adaround");
   auto all = ParsePtqStages("seqmse,adaround,bias-correction");
   ASSERT_TRUE(all.ok()) << all.status().ToString();
@@ -121,7 +122,8 @@ TEST(PtqOptions, RangeChecked) {
 }
 
 // The FP32 model's value of `name` on `batch`, from a full run that also outputs it.
-ir::Tensor FullRunValue(const std::string& path, const data::Batch& batch, const std::string& name) {
+ir::Tensor FullRunValue(const std::string& path, const data::Batch& batch,
+                        const std::string& name) {
   auto m = analysis::LoadModelForQuantization(path);
   EXPECT_TRUE(m.ok());
   m->graph->AddOutput(m->graph->FindValue(name));
@@ -148,7 +150,8 @@ TEST(LayerInputCache, InputsEqualFullRunsAndTheQuantizedSideIsOnItsGrid) {
   auto built = BuildPlan(prepared->statistics, prepared->model, prepared->sites, {c.method, {}});
   ASSERT_TRUE(built.ok());
   std::vector<analysis::SkippedLayer> skipped;
-  auto layers = analysis::FindPtqLayers(*prepared->model.model, built->plan, prepared->sites.sites, &skipped);
+  auto layers =
+      analysis::FindPtqLayers(*prepared->model.model, built->plan, prepared->sites.sites, &skipped);
   ASSERT_TRUE(layers.ok()) << layers.status().ToString();
   ASSERT_GE(layers->size(), 3u);
   EXPECT_TRUE(skipped.empty());
@@ -188,7 +191,8 @@ TEST(LayerInputCache, InputsEqualFullRunsAndTheQuantizedSideIsOnItsGrid) {
       const float s = act->scale[0];
       const float* q = in->quantized[0].data_as<float>();
       int off_grid = 0;
-      for (int64_t i = 0; i < in->quantized[0].numel(); ++i) off_grid += std::fabs(q[i] / s - std::nearbyint(q[i] / s)) > 1e-3f;
+      for (int64_t i = 0; i < in->quantized[0].numel(); ++i)
+        off_grid += std::fabs(q[i] / s - std::nearbyint(q[i] / s)) > 1e-3f;
       EXPECT_EQ(off_grid, 0) << "the simulated input is fake-quantized with the plan's scale " << s;
     }
   }
@@ -257,7 +261,8 @@ TEST(CalibratePtq, StagesReachEveryArtifactAndAreDeterministic) {
   EXPECT_EQ(r->ptq.samples, 16);
   ASSERT_FALSE(r->plan.initializers.empty());
   ASSERT_EQ(r->plan.provenance.stages.size(), 2u);
-  EXPECT_EQ(r->plan.provenance.stages[0].rfind("seqmse(candidates=8)", 0), 0u) << r->plan.provenance.stages[0];
+  EXPECT_EQ(r->plan.provenance.stages[0].rfind("seqmse(candidates=8)", 0), 0u)
+      << r->plan.provenance.stages[0];
   EXPECT_NE(r->summary.find("ptq adaround("), std::string::npos) << r->summary;
   // The float model for the cache holds the stages' weights; the plan names it by its hash.
   const std::string float_model = dir.File("a/model.float.onnx");
@@ -380,13 +385,15 @@ TEST(CalibratePtq, SmoothQuantKeepsTheFloatFunctionAndIsDeterministic) {
   auto r = Calibrate(c);
   if (!r.ok() && r.status().code() == StatusCode::kNotFound) GTEST_SKIP() << r.status().message();
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_NE(r->summary.find("ptq smoothquant: alpha 0.5 (given); "), std::string::npos) << r->summary;
+  EXPECT_NE(r->summary.find("ptq smoothquant: alpha 0.5 (given); "), std::string::npos)
+      << r->summary;
   ASSERT_EQ(r->plan.provenance.stages.size(), 1u);
   EXPECT_EQ(r->plan.provenance.stages[0].rfind("smoothquant(alpha=0.5) samples=16", 0), 0u);
   ASSERT_FALSE(r->plan.initializers.empty());
   for (const auto& [name, o] : r->plan.initializers) EXPECT_EQ(o.stage, "smoothquant") << name;
   // The smoothed float model against the original on 8 calibration samples.
-  auto source = data::OpenSource(c.data, data::ModelInputs(*analysis::LoadModelForQuantization(kModel)));
+  auto source =
+      data::OpenSource(c.data, data::ModelInputs(*analysis::LoadModelForQuantization(kModel)));
   ASSERT_TRUE(source.ok());
   auto batch = (*source)->Read(0, 8);
   ASSERT_TRUE(batch.ok());
@@ -404,12 +411,15 @@ TEST(CalibratePtq, SmoothQuantKeepsTheFloatFunctionAndIsDeterministic) {
   const ir::Tensor before = run(kModel), after = run(dir.File("fixed/model.float.onnx"));
   ASSERT_EQ(before.numel(), after.numel());
   float peak = 0;
-  for (int64_t i = 0; i < before.numel(); ++i) peak = std::max(peak, std::fabs(before.data_as<float>()[i]));
+  for (int64_t i = 0; i < before.numel(); ++i)
+    peak = std::max(peak, std::fabs(before.data_as<float>()[i]));
   int64_t off = 0;
   for (int64_t i = 0; i < before.numel(); ++i) {
-    off += std::fabs(after.data_as<float>()[i] - before.data_as<float>()[i]) > testing::kSmoothFoldRtol * peak;
+    off += std::fabs(after.data_as<float>()[i] - before.data_as<float>()[i]) >
+           testing::kSmoothFoldRtol * peak;
   }
-  EXPECT_EQ(off, 0) << "logits of the smoothed float model off the original's by more than kSmoothFoldRtol";
+  EXPECT_EQ(off, 0)
+      << "logits of the smoothed float model off the original's by more than kSmoothFoldRtol";
 
   // alpha chosen: every trial listed, the same bytes twice.
   c.ptq.stages = *ParsePtqStages("smoothquant");

@@ -16,7 +16,9 @@
 namespace quantkit::pipelines::qat {
 namespace {
 
-QatScore Score(double metric, std::optional<double> tiebreak = std::nullopt) { return {metric, tiebreak}; }
+QatScore Score(double metric, std::optional<double> tiebreak = std::nullopt) {
+  return {metric, tiebreak};
+}
 
 TEST(QatValidationTest, TheMetricDecidesWhenItDiffers) {
   // Higher is better (top1, agreement): a better share wins whatever its output error.
@@ -54,7 +56,9 @@ TEST(QatValidationTest, TheMetricFollowsTheOutputShapeAsInAnalyzeAndFallback) {
   // The one rule (analysis::MakeOutputAwareMetric) that OpenValidation applies to the FP32
   // teacher's first output: argmax metrics only for a [batch, classes] vector.
   auto chosen = [](const std::vector<int64_t>& dims, bool has_labels) {
-    return analysis::MakeOutputAwareMetric("", has_labels, analysis::IsClassOutput(dims)).value()->name();
+    return analysis::MakeOutputAwareMetric("", has_labels, analysis::IsClassOutput(dims))
+        .value()
+        ->name();
   };
   EXPECT_EQ(chosen({8, 10}, /*has_labels=*/true), "top1");
   EXPECT_EQ(chosen({8, 10}, /*has_labels=*/false), "agreement");
@@ -62,11 +66,12 @@ TEST(QatValidationTest, TheMetricFollowsTheOutputShapeAsInAnalyzeAndFallback) {
   // every step (issue 31); the output error is what moves.
   EXPECT_EQ(chosen({8, 40, 6625}, /*has_labels=*/false), "rel_mse");
   EXPECT_EQ(chosen({8, 40, 6625}, /*has_labels=*/true), "rel_mse");
-  EXPECT_EQ(chosen({8, 1}, /*has_labels=*/false), "rel_mse");         // a score
+  EXPECT_EQ(chosen({8, 1}, /*has_labels=*/false), "rel_mse");          // a score
   EXPECT_EQ(chosen({8, 1, 64, 64}, /*has_labels=*/false), "rel_mse");  // a map
   EXPECT_EQ(chosen({8}, /*has_labels=*/false), "rel_mse");
   // --metric overrides the rule; an unknown name is an error, not a silent default.
-  EXPECT_EQ(analysis::MakeOutputAwareMetric("agreement", false, false).value()->name(), "agreement");
+  EXPECT_EQ(analysis::MakeOutputAwareMetric("agreement", false, false).value()->name(),
+            "agreement");
   EXPECT_FALSE(analysis::MakeOutputAwareMetric("bogus", false, true).ok());
   // Lower is better for rel_mse, so keep-the-best must not compare it with `>`.
   EXPECT_FALSE(analysis::MakeMetric("rel_mse").value()->higher_is_better());
@@ -84,8 +89,10 @@ TEST(QatValidationTest, KeepingThePtqStartIsNeverSilent) {
   r.best_step = 0;
   AddWarnings(o, data, &r);
   ASSERT_EQ(r.warnings.size(), 1u);
-  EXPECT_NE(r.warnings[0].find("no step beat the PTQ start on agreement (then rel_mse vs FP32): wrote the PTQ model"),
-            std::string::npos)
+  EXPECT_NE(
+      r.warnings[0].find(
+          "no step beat the PTQ start on agreement (then rel_mse vs FP32): wrote the PTQ model"),
+      std::string::npos)
       << r.warnings[0];
   // A later step kept: nothing to warn about.
   QatResult later = r;
@@ -98,7 +105,8 @@ TEST(QatValidationTest, KeepingThePtqStartIsNeverSilent) {
   o.holdout = 0;
   AddWarnings(o, data, &none);
   ASSERT_EQ(none.warnings.size(), 1u);
-  EXPECT_NE(none.warnings[0].find("not validated (no --val, --holdout 0)"), std::string::npos) << none.warnings[0];
+  EXPECT_NE(none.warnings[0].find("not validated (no --val, --holdout 0)"), std::string::npos)
+      << none.warnings[0];
 }
 
 TEST(QatValidationTest, HoldoutSize) {
@@ -107,7 +115,8 @@ TEST(QatValidationTest, HoldoutSize) {
   EXPECT_FALSE(HoldoutSize(100, 1000, 64, /*has_val=*/true).ok());
   // Automatic: 10%, at most kMaxAutoHoldout, only while a batch is left to train on.
   EXPECT_EQ(*HoldoutSize(QatOptions::kAutoHoldout, 1000, 64, /*has_val=*/false), 100);
-  EXPECT_EQ(*HoldoutSize(QatOptions::kAutoHoldout, 128, 8, /*has_val=*/false), 12);  // the issue's 128 text lines
+  EXPECT_EQ(*HoldoutSize(QatOptions::kAutoHoldout, 128, 8, /*has_val=*/false),
+            12);  // the issue's 128 text lines
   EXPECT_EQ(*HoldoutSize(QatOptions::kAutoHoldout, 50000, 64, /*has_val=*/false), kMaxAutoHoldout);
   EXPECT_EQ(*HoldoutSize(QatOptions::kAutoHoldout, 128, 128, /*has_val=*/false), 0);
   // Explicit: as asked, or an error when no batch would be left.

@@ -20,7 +20,9 @@ TEST(RunModelFiles, WritesOutputsAndDumpsAndSummarizes) {
   fs::create_directories(dir);
   std::vector<float> x(3 * 4 * 5, -1.0f);
   x[7] = 2.5f;
-  ASSERT_TRUE(data::WriteNpy((dir / "x.npy").string(), ir::Tensor::FromVector(ir::DType::kFloat, {3, 4, 5}, x)).ok());
+  ASSERT_TRUE(data::WriteNpy((dir / "x.npy").string(),
+                             ir::Tensor::FromVector(ir::DType::kFloat, {3, 4, 5}, x))
+                  .ok());
   RunModelOptions opt;
   opt.model_path = kReluModel;
   opt.inputs = {{"x", (dir / "x.npy").string()}};
@@ -32,7 +34,8 @@ TEST(RunModelFiles, WritesOutputsAndDumpsAndSummarizes) {
   EXPECT_EQ((*r)[0].name, "y");
   EXPECT_EQ((*r)[0].max, 2.5);
   EXPECT_EQ((*r)[0].min, 0.0);
-  EXPECT_NE((*r)[0].ToString().find("y: float[3,4,5] min=0 max=2.5"), std::string::npos) << (*r)[0].ToString();
+  EXPECT_NE((*r)[0].ToString().find("y: float[3,4,5] min=0 max=2.5"), std::string::npos)
+      << (*r)[0].ToString();
   auto y = data::ReadNpy((dir / "out" / "y.npy").string());
   ASSERT_TRUE(y.ok()) << y.status().ToString();
   EXPECT_EQ(y->data_as<float>()[7], 2.5f);
@@ -43,7 +46,8 @@ TEST(RunModelFiles, WrongInputNameIsInvalidArgument) {
   if (!fs::exists(kReluModel)) GTEST_SKIP() << "libonnx-testdata not installed";
   const fs::path dir = fs::path(testing::TempDir()) / "qk_run_model_test2";
   fs::create_directories(dir);
-  ASSERT_TRUE(data::WriteNpy((dir / "x.npy").string(), ir::Tensor(ir::DType::kFloat, {3, 4, 5})).ok());
+  ASSERT_TRUE(
+      data::WriteNpy((dir / "x.npy").string(), ir::Tensor(ir::DType::kFloat, {3, 4, 5})).ok());
   RunModelOptions opt;
   opt.model_path = kReluModel;
   opt.inputs = {{"nope", (dir / "x.npy").string()}};

@@ -34,12 +34,14 @@ ir::Model LayerNormMatMul(const std::string& y_also_feeds = "") {
   m.SetOpset("", 17);
   ir::Graph& g = *m.graph;
   ir::Value* x = g.CreateValue("x");
-  x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Known(kRows), ir::Dim::Known(kChannels)});
+  x->type =
+      ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Known(kRows), ir::Dim::Known(kChannels)});
   g.AddInput(x);
   ir::Value* scale = g.AddInitializer("g", Floats({kChannels}, {1.0f, 0.5f, 30.0f, 1.5f}));
   ir::Value* bias = g.AddInitializer("b", Floats({kChannels}, {0.1f, -0.2f, 0.3f, 0.0f}));
   std::vector<float> w(kChannels * kOut);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.1f * static_cast<float>(static_cast<int>(i * 5 % 7) - 3) + 0.05f;
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = 0.1f * static_cast<float>(static_cast<int>(i * 5 % 7) - 3) + 0.05f;
   ir::Value* weight = g.AddInitializer("W", Floats({kChannels, kOut}, w));
   auto ln = g.AddNode("LayerNormalization", {x, scale, bias}, {"y"}, "", "ln");
   EXPECT_TRUE(ln.ok());
@@ -59,23 +61,28 @@ ir::Tensor Input() {
   std::vector<float> x(kRows * kChannels);
   for (int64_t n = 0; n < kRows; ++n) {
     for (int64_t j = 0; j < kChannels; ++j) {
-      x[static_cast<size_t>(n * kChannels + j)] = std::sin(1.3f * static_cast<float>(n) + 0.7f * static_cast<float>(j)) *
-                                                 static_cast<float>(j + 1);
+      x[static_cast<size_t>(n * kChannels + j)] =
+          std::sin(1.3f * static_cast<float>(n) + 0.7f * static_cast<float>(j)) *
+          static_cast<float>(j + 1);
     }
   }
   return Floats({kRows, kChannels}, x);
 }
 
 // The plan entries FindSmoothGroups looks for: y and W quantized.
-quant::QuantPlan PlanFor(const std::vector<std::string>& activations, const std::vector<std::string>& weights) {
+quant::QuantPlan PlanFor(const std::vector<std::string>& activations,
+                         const std::vector<std::string>& weights) {
   quant::QuantPlan plan;
-  for (const std::string& a : activations) plan.SetScale(a, {0.1f}, -1, quant::TensorRole::kActivation, "max");
-  for (const std::string& w : weights) plan.SetScale(w, {0.01f}, -1, quant::TensorRole::kWeight, "max");
+  for (const std::string& a : activations)
+    plan.SetScale(a, {0.1f}, -1, quant::TensorRole::kActivation, "max");
+  for (const std::string& w : weights)
+    plan.SetScale(w, {0.01f}, -1, quant::TensorRole::kWeight, "max");
   return plan;
 }
 
 // The model's outputs, then the value `also` (an inner tensor, made an output of a copy).
-std::vector<ir::Tensor> RunModel(const ir::Model& model, const std::vector<runtime::NamedTensor>& feeds,
+std::vector<ir::Tensor> RunModel(const ir::Model& model,
+                                 const std::vector<runtime::NamedTensor>& feeds,
                                  const std::string& also) {
   auto copy = ir::CloneModel(model);
   EXPECT_TRUE(copy.ok());
@@ -108,11 +115,14 @@ float MaxAbs(const ir::Tensor& t) {
 // symmetric, the scales TensorRT's recipe uses): sum (Xq Wq - X W)^2 / sum (X W)^2.
 double QuantizedMatMulError(const ir::Tensor& x, const ir::Tensor& w) {
   const int64_t rows = x.dims()[0], k = x.dims()[1], n = w.dims()[1];
-  auto fake = [](float v, float s) { return std::clamp(std::nearbyint(v / s), -127.0f, 127.0f) * s; };
+  auto fake = [](float v, float s) {
+    return std::clamp(std::nearbyint(v / s), -127.0f, 127.0f) * s;
+  };
   const float sx = MaxAbs(x) / 127.0f;
   std::vector<float> sw(static_cast<size_t>(n), 0.0f);
   for (int64_t j = 0; j < k; ++j) {
-    for (int64_t c = 0; c < n; ++c) sw[c] = std::max(sw[c], std::fabs(w.data_as<float>()[j * n + c]) / 127.0f);
+    for (int64_t c = 0; c < n; ++c)
+      sw[c] = std::max(sw[c], std::fabs(w.data_as<float>()[j * n + c]) / 127.0f);
   }
   double err = 0, ref = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -131,14 +141,15 @@ double QuantizedMatMulError(const ir::Tensor& x, const ir::Tensor& w) {
 }
 
 TEST(SmoothQuant, ScalesHandChecked) {
-  const std::vector<float> s = SmoothingScales({4.0f, 9.0f, 0.0f, 1.0f}, {1.0f, 4.0f, 2.0f, 0.0f}, 0.5);
+  const std::vector<float> s =
+      SmoothingScales({4.0f, 9.0f, 0.0f, 1.0f}, {1.0f, 4.0f, 2.0f, 0.0f}, 0.5);
   ASSERT_EQ(s.size(), 4u);
-  EXPECT_FLOAT_EQ(s[0], 2.0f);         // sqrt(4) / sqrt(1)
-  EXPECT_FLOAT_EQ(s[1], 1.5f);         // sqrt(9) / sqrt(4)
-  EXPECT_EQ(s[2], 1.0f);               // no activation: left alone
-  EXPECT_EQ(s[3], 1.0f);               // no weight: left alone
-  EXPECT_FLOAT_EQ(SmoothingScales({8.0f}, {2.0f}, 1.0)[0], 8.0f);   // alpha 1: all of max|X|
-  EXPECT_FLOAT_EQ(SmoothingScales({8.0f}, {2.0f}, 0.0)[0], 0.5f);   // alpha 0: 1 / max|W|
+  EXPECT_FLOAT_EQ(s[0], 2.0f);                                     // sqrt(4) / sqrt(1)
+  EXPECT_FLOAT_EQ(s[1], 1.5f);                                     // sqrt(9) / sqrt(4)
+  EXPECT_EQ(s[2], 1.0f);                                           // no activation: left alone
+  EXPECT_EQ(s[3], 1.0f);                                           // no weight: left alone
+  EXPECT_FLOAT_EQ(SmoothingScales({8.0f}, {2.0f}, 1.0)[0], 8.0f);  // alpha 1: all of max|X|
+  EXPECT_FLOAT_EQ(SmoothingScales({8.0f}, {2.0f}, 0.0)[0], 0.5f);  // alpha 0: 1 / max|W|
   EXPECT_EQ(SmoothingScales({1e-20f}, {1.0f}, 1.0)[0], kMinSmoothScale);  // clamped
 }
 
@@ -183,7 +194,8 @@ TEST(SmoothQuant, LayerNormMatMulFoldsAndKeepsTheFunction) {
     EXPECT_FLOAT_EQ(edits.at("g").data_as<float>()[j], g0[j] / s[j]);
     EXPECT_FLOAT_EQ(edits.at("b").data_as<float>()[j], b0[j] / s[j]);
     for (int64_t c = 0; c < kOut; ++c) {
-      EXPECT_FLOAT_EQ(edits.at("W").data_as<float>()[j * kOut + c], w.data_as<float>()[j * kOut + c] * s[j]);
+      EXPECT_FLOAT_EQ(edits.at("W").data_as<float>()[j * kOut + c],
+                      w.data_as<float>()[j * kOut + c] * s[j]);
     }
   }
 
@@ -195,7 +207,8 @@ TEST(SmoothQuant, LayerNormMatMulFoldsAndKeepsTheFunction) {
     EXPECT_NEAR(after[0].data_as<float>()[i], before[0].data_as<float>()[i], tol) << "output " << i;
   }
   const std::vector<float> smoothed_max = ChannelAbsMax(after[1], -1);
-  for (int64_t j = 0; j < kChannels; ++j) EXPECT_NEAR(smoothed_max[j], act_max[j] / s[j], 1e-5 * act_max[j] / s[j]);
+  for (int64_t j = 0; j < kChannels; ++j)
+    EXPECT_NEAR(smoothed_max[j], act_max[j] / s[j], 1e-5 * act_max[j] / s[j]);
 
   // INT8 with y per tensor and W per output channel: the outlier channel no longer sets y's scale.
   const double error_before = QuantizedMatMulError(before[1], w);
@@ -208,11 +221,14 @@ TEST(SmoothQuant, ConvReluConvFoldsIntoTheFirstConv) {
   m.SetOpset("", 13);
   ir::Graph& g = *m.graph;
   ir::Value* x = g.CreateValue("x");
-  x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Known(2), ir::Dim::Known(1), ir::Dim::Known(5), ir::Dim::Known(5)});
+  x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Known(2), ir::Dim::Known(1),
+                                                     ir::Dim::Known(5), ir::Dim::Known(5)});
   g.AddInput(x);
   std::vector<float> w1(3 * 1 * 3 * 3), w2(2 * 3 * 1 * 1);
-  for (size_t i = 0; i < w1.size(); ++i) w1[i] = static_cast<float>(static_cast<int>(i % 5) - 2) * (i < 9 ? 10.0f : 1.0f);
-  for (size_t i = 0; i < w2.size(); ++i) w2[i] = 0.25f * static_cast<float>(static_cast<int>(i % 3) - 1) + 0.1f;
+  for (size_t i = 0; i < w1.size(); ++i)
+    w1[i] = static_cast<float>(static_cast<int>(i % 5) - 2) * (i < 9 ? 10.0f : 1.0f);
+  for (size_t i = 0; i < w2.size(); ++i)
+    w2[i] = 0.25f * static_cast<float>(static_cast<int>(i % 3) - 1) + 0.1f;
   ir::Value* c1w = g.AddInitializer("W1", Floats({3, 1, 3, 3}, w1));
   ir::Value* c1b = g.AddInitializer("B1", Floats({3}, {1.0f, -0.5f, 0.25f}));
   ir::Value* c2w = g.AddInitializer("W2", Floats({2, 3, 1, 1}, w2));

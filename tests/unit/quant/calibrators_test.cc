@@ -50,8 +50,10 @@ int64_t BruteForcePqEntropy(const Histogram& hist, int64_t start, int64_t levels
     for (int64_t j = 0; j < i; ++j) {
       const double pk = p[static_cast<size_t>(j)] / static_cast<double>(total);
       const double qk = q[static_cast<size_t>(j)] / sq;
-      if (pk > 0 && qk > 0) d += pk * std::log(pk / qk);
-      else if (pk > 0) d = INFINITY;
+      if (pk > 0 && qk > 0)
+        d += pk * std::log(pk / qk);
+      else if (pk > 0)
+        d = INFINITY;
     }
     if (d <= best) {
       best = d;
@@ -71,7 +73,8 @@ TEST(EntropyAmax, FastSearchMatchesTheLiteralLoopOnRandomHistograms) {
     const double decay = 0.01 + 0.1 * (rng() % 100) / 100.0;
     for (int64_t k = 0; k < n; ++k) {
       const double mean = 1000.0 * std::exp(-decay * static_cast<double>(k));
-      c[static_cast<size_t>(k)] = (rng() % 4 == 0) ? 0 : static_cast<int64_t>(mean * (rng() % 100) / 50.0);
+      c[static_cast<size_t>(k)] =
+          (rng() % 4 == 0) ? 0 : static_cast<int64_t>(mean * (rng() % 100) / 50.0);
     }
     c.back() += 1 + rng() % 5;  // outliers at the end
     const Histogram h = Uniform(c, 0.125);
@@ -97,17 +100,18 @@ TEST(EntropyAmax, EveryCodePathMatchesTheLiteralLoop) {
     int64_t bins, start;
   };
   const Case cases[] = {
-      {8, false, 300, 128},   // offset table, q in {1, 2}
-      {5, false, 200, 3},     // candidates below L: zero-width levels
-      {11, true, 2100, 2048}, // 2048 levels: boundary arithmetic
-      {2, false, 3000, 2},    // 2 levels, 3000 bins: the table would exceed its cap
+      {8, false, 300, 128},    // offset table, q in {1, 2}
+      {5, false, 200, 3},      // candidates below L: zero-width levels
+      {11, true, 2100, 2048},  // 2048 levels: boundary arithmetic
+      {2, false, 3000, 2},     // 2 levels, 3000 bins: the table would exceed its cap
   };
   std::mt19937 rng(7);
   for (const Case& c : cases) {
     std::vector<int64_t> counts(static_cast<size_t>(c.bins));
     for (int64_t k = 0; k < c.bins; ++k) {
       counts[static_cast<size_t>(k)] =
-          (rng() % 5 == 0) ? 0 : static_cast<int64_t>(5000.0 / (1.0 + 0.02 * k) * (rng() % 100) / 50.0);
+          (rng() % 5 == 0) ? 0
+                           : static_cast<int64_t>(5000.0 / (1.0 + 0.02 * k) * (rng() % 100) / 50.0);
     }
     counts.back() += 3;
     const Histogram h = Uniform(counts, 0.01);
@@ -182,7 +186,7 @@ TEST(Percentile, OrtFlavoursClipToTheObservedRange) {
   o.flavor = PercentileFlavor::kOrtSymmetric;
   auto r = PercentileAmax(abs_h, o);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->lo, -1.0f);  // -E[idx] clipped to the observed minimum
+  EXPECT_EQ(r->lo, -1.0f);    // -E[idx] clipped to the observed minimum
   EXPECT_EQ(r->hi, 2.6875f);  // |x| edges 0.5 + k·0.3125: the last bin starts at 2.6875
   Histogram signed_h = SignedSymmetricHistogram(FloatSpan(v), 8);
   o.flavor = PercentileFlavor::kOrtAsymmetric;

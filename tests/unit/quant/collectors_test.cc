@@ -89,7 +89,8 @@ TEST(StreamingHistogram, PowerOfTwoMaximumOpensTheNextRange) {
 TEST(StreamingHistogram, SubnormalsAndHugeValuesAreBinned) {
   StreamingHistogram h(6);
   const std::vector<float> v = {std::numeric_limits<float>::denorm_min(),
-                                std::numeric_limits<float>::max(), -std::numeric_limits<float>::min()};
+                                std::numeric_limits<float>::max(),
+                                -std::numeric_limits<float>::min()};
   h.Observe(FloatSpan(v));
   EXPECT_EQ(h.range_exp(), kMaxRangeExp);
   EXPECT_EQ(h.binned_count(), 3);
@@ -100,12 +101,18 @@ TEST(StreamingHistogram, SubnormalsAndHugeValuesAreBinned) {
 
 TEST(StreamingHistogram, FromPartsRejectsInconsistentParts) {
   EXPECT_FALSE(StreamingHistogram::FromParts(2, true, 0, {}, {}, 0, 0).ok());
-  EXPECT_FALSE(StreamingHistogram::FromParts(4, true, 0, std::vector<int64_t>(15), std::vector<int64_t>(16), 0, 0).ok());
-  EXPECT_FALSE(StreamingHistogram::FromParts(4, true, 999, std::vector<int64_t>(16), std::vector<int64_t>(16), 0, 0).ok());
+  EXPECT_FALSE(StreamingHistogram::FromParts(4, true, 0, std::vector<int64_t>(15),
+                                             std::vector<int64_t>(16), 0, 0)
+                   .ok());
+  EXPECT_FALSE(StreamingHistogram::FromParts(4, true, 999, std::vector<int64_t>(16),
+                                             std::vector<int64_t>(16), 0, 0)
+                   .ok());
   std::vector<int64_t> neg(16, 0);
   neg[3] = -1;
   EXPECT_FALSE(StreamingHistogram::FromParts(4, true, 0, std::vector<int64_t>(16), neg, 0, 0).ok());
-  EXPECT_TRUE(StreamingHistogram::FromParts(4, true, 0, std::vector<int64_t>(16), std::vector<int64_t>(16), 0, 0).ok());
+  EXPECT_TRUE(StreamingHistogram::FromParts(4, true, 0, std::vector<int64_t>(16),
+                                            std::vector<int64_t>(16), 0, 0)
+                  .ok());
 }
 
 std::vector<float> RandomData(std::mt19937* rng, size_t n) {
@@ -114,12 +121,18 @@ std::vector<float> RandomData(std::mt19937* rng, size_t n) {
   std::vector<float> v(n);
   for (float& x : v) {
     const int k = kind(*rng);
-    if (k == 0) x = 0.0f;
-    else if (k == 1) x = -0.0f;
-    else if (k == 2) x = kNaN;
-    else if (k == 3) x = (*rng)() % 2 ? kInf : -kInf;
-    else if (k == 4) x = std::numeric_limits<float>::denorm_min() * static_cast<float>((*rng)() % 1000);
-    else x = std::ldexp(normal(*rng), k < 10 ? expo(*rng) : 0);
+    if (k == 0)
+      x = 0.0f;
+    else if (k == 1)
+      x = -0.0f;
+    else if (k == 2)
+      x = kNaN;
+    else if (k == 3)
+      x = (*rng)() % 2 ? kInf : -kInf;
+    else if (k == 4)
+      x = std::numeric_limits<float>::denorm_min() * static_cast<float>((*rng)() % 1000);
+    else
+      x = std::ldexp(normal(*rng), k < 10 ? expo(*rng) : 0);
   }
   return v;
 }
@@ -164,7 +177,8 @@ TEST(StreamingHistogram, PartitionInvariantUnderSplitsOrdersAndShardMerges) {
     std::shuffle(batches.begin(), batches.end(), rng);
     Collected streamed;
     for (auto [off, len] : batches) streamed.Observe(all.subspan(off, len));
-    ASSERT_TRUE(streamed == one_shot) << "trial " << trial << ": batch order/size changed the result";
+    ASSERT_TRUE(streamed == one_shot)
+        << "trial " << trial << ": batch order/size changed the result";
 
     // Shards observe disjoint batches, then merge in a random order (a random merge tree).
     const size_t shards = 1 + rng() % 6;
@@ -225,7 +239,8 @@ TEST_P(Rebin, Tv2ResultsAreCloseToTheReferenceHistogramResults) {
   compare("entropy", EntropyAmax(rebinned, {})->amax, EntropyAmax(reference, {})->amax);
   PercentileOptions p;
   p.percentile = 99.99;
-  compare("percentile 99.99", PercentileAmax(rebinned, p)->amax, PercentileAmax(reference, p)->amax);
+  compare("percentile 99.99", PercentileAmax(rebinned, p)->amax,
+          PercentileAmax(reference, p)->amax);
   p.percentile = 99.9;
   compare("percentile 99.9", PercentileAmax(rebinned, p)->amax, PercentileAmax(reference, p)->amax);
   compare("mse", MseAmax(rebinned, {})->amax, MseAmax(reference, {})->amax);
@@ -270,7 +285,6 @@ TEST(PerChannelAbsMax, MergeAndErrors) {
   EXPECT_FALSE(x.Observe({FloatSpan(a), {2, 3}}).ok());  // 6 != 4 values
 }
 
-
 // --- the vectorised, threaded scans (quant/collectors/scan.h) against a scalar oracle ---
 
 // Finite data of several shapes: mixed magnitudes with ±0 and subnormals, ReLU output (half
@@ -284,7 +298,8 @@ std::vector<float> FiniteData(std::mt19937* rng, size_t n, int kind) {
     if (kind == 1) {
       x = std::max(normal(*rng), 0.0f);
     } else if (kind == 2) {
-      x = std::numeric_limits<float>::denorm_min() * static_cast<float>(static_cast<int>((*rng)() % 2001) - 1000);
+      x = std::numeric_limits<float>::denorm_min() *
+          static_cast<float>(static_cast<int>((*rng)() % 2001) - 1000);
     } else if (k == 0) {
       x = 0.0f;
     } else if (k == 1) {
@@ -322,13 +337,15 @@ struct Oracle {
         ++nonfinite;
         continue;
       }
-      const auto k = static_cast<size_t>(std::floor(std::fabs(static_cast<double>(x)) * std::ldexp(1.0, log2_bins - range_exp)));
+      const auto k = static_cast<size_t>(
+          std::floor(std::fabs(static_cast<double>(x)) * std::ldexp(1.0, log2_bins - range_exp)));
       if (x > 0) ++pos[k];
       if (x < 0) ++neg[k];
     }
   }
 
-  void Expect(const StreamingHistogram& h, const RangeStats& s, size_t count, const std::string& where) const {
+  void Expect(const StreamingHistogram& h, const RangeStats& s, size_t count,
+              const std::string& where) const {
     if (amax > 0) {
       EXPECT_EQ(h.range_exp(), range_exp) << where;
     }
@@ -381,17 +398,18 @@ TEST(CollectorScans, OnePassCollectorMatchesTheOracleWhenABatchWidensTheRange) {
     std::vector<std::vector<float>> batches;
     for (int b = 0; b < 6; ++b) {
       std::vector<float> v(n);
-      for (float& x : v) x = rng() % 10 == 0 ? 0.0f : std::ldexp(normal(rng), -8);  // |x| < 2^-4 or so
+      for (float& x : v)
+        x = rng() % 10 == 0 ? 0.0f : std::ldexp(normal(rng), -8);  // |x| < 2^-4 or so
       batches.push_back(std::move(v));
     }
-    batches[1][0] = 1e3f;                  // first block
-    batches[2][n / 2 + 7] = -3e4f;         // the middle: inside the second thread's share
-    batches[3][n - 1] = 7e5f;              // the last block
-    batches[3][n / 3] = -6e5f;             // and inside the first (or second of three) share
+    batches[1][0] = 1e3f;           // first block
+    batches[2][n / 2 + 7] = -3e4f;  // the middle: inside the second thread's share
+    batches[3][n - 1] = 7e5f;       // the last block
+    batches[3][n / 3] = -6e5f;      // and inside the first (or second of three) share
     batches[4][n / 4] = kNaN;
     batches[4][n - 3] = kInf;
     batches[4][1] = -kInf;
-    batches[4][n / 2] = 2e6f;              // widens the range in the same batch as the NaN
+    batches[4][n / 2] = 2e6f;  // widens the range in the same batch as the NaN
     batches.push_back(std::vector<float>(n, 0.0f));
     batches.back()[n / 5] = std::numeric_limits<float>::denorm_min();
     std::vector<float> all;
@@ -400,8 +418,10 @@ TEST(CollectorScans, OnePassCollectorMatchesTheOracleWhenABatchWidensTheRange) {
     for (int threads : {1, 2, 3}) {
       omp_set_num_threads(threads);
       TensorCollector c(kLog2Bins);
-      for (const auto& b : batches) ASSERT_TRUE(c.Observe({FloatSpan(b), {static_cast<int64_t>(n)}}).ok());
-      oracle.Expect(c.histogram(), c.range(), all.size(), fmt::format("n {} threads {}", n, threads));
+      for (const auto& b : batches)
+        ASSERT_TRUE(c.Observe({FloatSpan(b), {static_cast<int64_t>(n)}}).ok());
+      oracle.Expect(c.histogram(), c.range(), all.size(),
+                    fmt::format("n {} threads {}", n, threads));
       // And the two-pass path (range and histogram scanning separately) agrees bit for bit.
       Collected separate;
       for (const auto& b : batches) separate.Observe(FloatSpan(b));
@@ -420,7 +440,8 @@ TEST(CollectorScans, ThreadedOneShotEqualsSingleThreadedBatches) {
   one_shot.Observe(FloatSpan(data));
   omp_set_num_threads(1);
   Collected streamed;
-  for (auto [off, len] : RandomBatches(&rng, data.size())) streamed.Observe(FloatSpan(data).subspan(off, len));
+  for (auto [off, len] : RandomBatches(&rng, data.size()))
+    streamed.Observe(FloatSpan(data).subspan(off, len));
   EXPECT_TRUE(streamed == one_shot);
   omp_set_num_threads(omp_get_num_procs());
 }

@@ -10,7 +10,8 @@ namespace quantkit::quant {
 namespace {
 
 TEST(Method, ParseAndLabelRoundTrip) {
-  for (const char* text : {"max", "entropy", "mse", "percentile:99.99", "percentile:99.9", "percentile:100"}) {
+  for (const char* text :
+       {"max", "entropy", "mse", "percentile:99.99", "percentile:99.9", "percentile:100"}) {
     auto m = ParseMethod(text);
     ASSERT_TRUE(m.ok()) << text << ": " << m.status().ToString();
     EXPECT_EQ(MethodLabel(*m), text);
@@ -28,7 +29,8 @@ TEST(Method, RejectsUnknownNamesAndPercentilesOutsideZeroToHundred) {
     ASSERT_FALSE(m.ok()) << text;
     EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument) << text;
   }
-  EXPECT_NE(ParseMethod("percentile:abc").status().message().find("bad percentile"), std::string::npos);
+  EXPECT_NE(ParseMethod("percentile:abc").status().message().find("bad percentile"),
+            std::string::npos);
   EXPECT_NE(ParseMethod("kl").status().message().find("'kl'"), std::string::npos);
 }
 
@@ -39,15 +41,18 @@ TEST(Method, AllMethodsInReportOrderAndKeyedByWhatTheyCompute) {
   EXPECT_EQ(labels, (std::vector<std::string>{"max", "entropy", "percentile:99.99", "mse"}));
   // The percentile parameter matters only for percentile (a map keyed by method is safe).
   EXPECT_EQ((MethodRequest{CalibMethod::kMax, 1.0}), (MethodRequest{CalibMethod::kMax, 50.0}));
-  EXPECT_FALSE((MethodRequest{CalibMethod::kPercentile, 99.9}) == DefaultRequest(CalibMethod::kPercentile));
-  EXPECT_TRUE((MethodRequest{CalibMethod::kPercentile, 99.9}) < DefaultRequest(CalibMethod::kPercentile));
+  EXPECT_FALSE((MethodRequest{CalibMethod::kPercentile, 99.9}) ==
+               DefaultRequest(CalibMethod::kPercentile));
+  EXPECT_TRUE((MethodRequest{CalibMethod::kPercentile, 99.9}) <
+              DefaultRequest(CalibMethod::kPercentile));
 }
 
 TEST(Method, TheOneSwitchGivesTheExactAmaxForMaxAndRoutesEveryOtherMethodToItsCalibrator) {
   // |x| histogram of 2048 bins over [0, 4]: most mass below 1, a thin tail to 4.
   Histogram hist;
   hist.edges.resize(2049);
-  for (size_t i = 0; i < hist.edges.size(); ++i) hist.edges[i] = 4.0 * static_cast<double>(i) / 2048.0;
+  for (size_t i = 0; i < hist.edges.size(); ++i)
+    hist.edges[i] = 4.0 * static_cast<double>(i) / 2048.0;
   hist.counts.assign(2048, 0);
   for (int i = 0; i < 512; ++i) hist.counts[i] = 1000;
   hist.counts[2047] = 1;

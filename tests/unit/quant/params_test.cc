@@ -27,18 +27,24 @@ TEST(Params, RangeForIntegerTypes) {
 
 TEST(Params, QuantizeRoundsHalfToEvenAndSaturates) {
   const QuantRange i8{-128, 127}, u8{0, 255};
-  struct Row { float x, scale; int32_t zp; QuantRange r; int32_t q; };
+  struct Row {
+    float x, scale;
+    int32_t zp;
+    QuantRange r;
+    int32_t q;
+  };
   const Row rows[] = {
-      {0.5f, 1, 0, i8, 0},     {1.5f, 1, 0, i8, 2},      {2.5f, 1, 0, i8, 2},
-      {-0.5f, 1, 0, i8, 0},    {-1.5f, 1, 0, i8, -2},    {-2.5f, 1, 0, i8, -2},
-      {3.0f, 2, 0, i8, 2},     {5.0f, 2, 0, i8, 2},      {7.0f, 2, 0, i8, 4},
-      {127.5f, 1, 0, i8, 127}, {-128.5f, 1, 0, i8, -128}, {1e30f, 1, 0, i8, 127},
-      {-1e30f, 1, 0, i8, -128}, {kInf, 1, 0, i8, 127},   {-kInf, 1, 0, i8, -128},
-      {kNaN, 1, 3, i8, 3},     {0.5f, 1, 128, u8, 128},  {1.5f, 1, 128, u8, 130},
-      {-200.f, 1, 128, u8, 0}, {200.f, 1, 128, u8, 255}, {0.1f, 0.1f, 0, i8, 1},
+      {0.5f, 1, 0, i8, 0},      {1.5f, 1, 0, i8, 2},       {2.5f, 1, 0, i8, 2},
+      {-0.5f, 1, 0, i8, 0},     {-1.5f, 1, 0, i8, -2},     {-2.5f, 1, 0, i8, -2},
+      {3.0f, 2, 0, i8, 2},      {5.0f, 2, 0, i8, 2},       {7.0f, 2, 0, i8, 4},
+      {127.5f, 1, 0, i8, 127},  {-128.5f, 1, 0, i8, -128}, {1e30f, 1, 0, i8, 127},
+      {-1e30f, 1, 0, i8, -128}, {kInf, 1, 0, i8, 127},     {-kInf, 1, 0, i8, -128},
+      {kNaN, 1, 3, i8, 3},      {0.5f, 1, 128, u8, 128},   {1.5f, 1, 128, u8, 130},
+      {-200.f, 1, 128, u8, 0},  {200.f, 1, 128, u8, 255},  {0.1f, 0.1f, 0, i8, 1},
   };
   for (const Row& r : rows) {
-    EXPECT_EQ(QuantizeValue(r.x, r.scale, r.zp, r.r), r.q) << r.x << " / " << r.scale << " + " << r.zp;
+    EXPECT_EQ(QuantizeValue(r.x, r.scale, r.zp, r.r), r.q)
+        << r.x << " / " << r.scale << " + " << r.zp;
   }
   EXPECT_EQ(Dequantize(130, 0.5f, 128), 1.0f);
   EXPECT_EQ(Dequantize(-127, 2.0f, 0), -254.0f);
@@ -52,7 +58,11 @@ TEST(Params, SymmetricInt8IsAmaxOver127) {
 }
 
 TEST(Params, DegenerateRangesGiveDefinedFiniteScales) {
-  struct Row { float amax; float scale; ScaleDiagnostic d; };
+  struct Row {
+    float amax;
+    float scale;
+    ScaleDiagnostic d;
+  };
   const Row rows[] = {
       {0.0f, 1.0f, ScaleDiagnostic::kZeroRange},
       {kNaN, 1.0f, ScaleDiagnostic::kNaNRange},

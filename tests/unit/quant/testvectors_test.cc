@@ -45,7 +45,8 @@ double ParsePercentile(const std::string& key, const std::string& prefix) {
 bool StartsWith(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
 const Histogram* Find(const Vector& v, const json& entry, const std::string& fallback) {
-  const std::string id = entry.contains("histogram") ? entry["histogram"].get<std::string>() : fallback;
+  const std::string id =
+      entry.contains("histogram") ? entry["histogram"].get<std::string>() : fallback;
   auto it = v.hists.find(id);
   return it == v.hists.end() ? nullptr : &it->second;
 }
@@ -107,7 +108,8 @@ Outcome Run(const Vector& v, const std::string& impl, const std::string& key, co
     if (StartsWith(key, "entropy")) {
       OrtEntropyOptions eo;
       eo.num_quantized_bins = params.value("num_quantized_bins", kOrtDefaultNumQuantizedBins);
-      eo.kl = key.find("scipy_f64") != std::string::npos ? KlPrecision::kFloat64 : KlPrecision::kFloat32;
+      eo.kl = key.find("scipy_f64") != std::string::npos ? KlPrecision::kFloat64
+                                                         : KlPrecision::kFloat32;
       finish(OrtEntropyRange(*h, eo));
     } else if (StartsWith(key, "percentile_")) {
       PercentileOptions po;
@@ -139,7 +141,9 @@ Outcome Run(const Vector& v, const std::string& impl, const std::string& key, co
   return o;
 }
 
-bool IsResult(const json& j) { return j.is_object() && (j.contains("amax") || j.contains("range")); }
+bool IsResult(const json& j) {
+  return j.is_object() && (j.contains("amax") || j.contains("range"));
+}
 
 // TV2's streaming variant: 4 consecutive batches of 25 000 (tv2_input.json), one Observe each.
 constexpr size_t kTv2BatchSize = 25000;
@@ -179,7 +183,8 @@ void CheckEntry(const Vector& v, const std::string& section, const std::string& 
     EXPECT_NEAR(sc[got], sc[want], testing::kMseNearTieRelative * std::fabs(sc[want]));
     return;
   }
-  EXPECT_EQ(HexOfFloat(o.result.amax), HexOfFloat(want_amax)) << o.result.amax << " vs " << want_amax;
+  EXPECT_EQ(HexOfFloat(o.result.amax), HexOfFloat(want_amax))
+      << o.result.amax << " vs " << want_amax;
   if (entry.contains("range")) {
     EXPECT_EQ(HexOfFloat(o.result.lo), entry["range"][0]["f32_hex"].get<std::string>());
     EXPECT_EQ(HexOfFloat(o.result.hi), entry["range"][1]["f32_hex"].get<std::string>());
@@ -203,15 +208,16 @@ Vector LoadVector(const std::string& dir, int id) {
   v.hists["tv" + std::to_string(id) + ".pq_abs_2048"] = PqAbsHistogram(FloatSpan(v.data), 2048);
   v.hists["tv" + std::to_string(id) + ".ort_abs_2048"] = PqAbsHistogram(FloatSpan(v.data), 2048);
   for (int64_t n : {128, 2048, 8001}) {
-    const std::string id_s = n == 8001 ? "tv" + std::to_string(id) + ".signed_8001"
-                                       : "tv" + std::to_string(id) + ".ort_signed_" + std::to_string(n);
+    const std::string id_s = n == 8001
+                                 ? "tv" + std::to_string(id) + ".signed_8001"
+                                 : "tv" + std::to_string(id) + ".ort_signed_" + std::to_string(n);
     v.hists[id_s] = SignedSymmetricHistogram(FloatSpan(v.data), n);
   }
   if (id == 2) {
     // The stream histograms are rebuilt from the 4 batches too (onnxruntime merge_histogram,
     // MXNet combine_histogram, pytorch-quantization / onnxruntime |x| growth).
-    for (const auto& [name, bins] : std::map<std::string, int64_t>{{"tv2.stream.ort_signed", 2048},
-                                                                   {"tv2.stream.mxnet_signed", 8001}}) {
+    for (const auto& [name, bins] : std::map<std::string, int64_t>{
+             {"tv2.stream.ort_signed", 2048}, {"tv2.stream.mxnet_signed", 8001}}) {
       v.hists[name] = FeedTv2Batches(OrtSignedStreamHistogram(bins), v.data);
     }
     for (const auto& [name, flavor] : std::map<std::string, AbsStreamFlavor>{
@@ -266,7 +272,8 @@ TEST(ReferenceHistograms, MatchTheOneShotReferenceHistograms) {
   const std::string dir = tv::Dir();
   ASSERT_FALSE(dir.empty());
   for (int id : {1, 2}) {
-    const std::vector<float> data = testing::LoadF32(dir + "/tv" + std::to_string(id) + ".f32le.bin");
+    const std::vector<float> data =
+        testing::LoadF32(dir + "/tv" + std::to_string(id) + ".f32le.bin");
     ASSERT_FALSE(data.empty());
     auto ref = tv::LoadHistograms(dir, id);
     const std::string p = "tv" + std::to_string(id);

@@ -40,7 +40,8 @@ inline std::map<std::string, Histogram> LoadHistograms(const std::string& dir, i
   const nlohmann::json j =
       testing::LoadJson(dir + "/tv" + std::to_string(vector) + "_histograms.json");
   if (j.is_discarded()) return out;
-  for (const auto& h : j.at("histograms")) out[h.at("id").get<std::string>()] = HistogramFromJson(h);
+  for (const auto& h : j.at("histograms"))
+    out[h.at("id").get<std::string>()] = HistogramFromJson(h);
   return out;
 }
 

@@ -10,10 +10,10 @@
 #include "runtime/aten_bridge.h"
 #include "runtime/device.h"
 #include "runtime/interpreter.h"
-#include "train/qat_trainer.h"
 #include "testing/conv_reference.h"
 #include "testing/emulated_device.h"
 #include "testing/tolerances.h"
+#include "train/qat_trainer.h"
 
 namespace quantkit::runtime {
 namespace {
@@ -27,7 +27,8 @@ void AllowReducedPrecision() {
   for (at::Float32Op op : {at::Float32Op::CONV, at::Float32Op::RNN, at::Float32Op::MATMUL}) {
     ctx.setFloat32Precision(at::Float32Backend::CUDA, op, at::Float32Precision::TF32);
   }
-  ctx.setFloat32Precision(at::Float32Backend::MKLDNN, at::Float32Op::CONV, at::Float32Precision::BF16);
+  ctx.setFloat32Precision(at::Float32Backend::MKLDNN, at::Float32Op::CONV,
+                          at::Float32Precision::BF16);
 #endif
 }
 
@@ -37,11 +38,11 @@ ir::Model ConvModel() {
   m.SetOpset("", 17);
   ir::Graph& g = *m.graph;
   ir::Value* x = g.CreateValue("x");
-  x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Known(1), ir::Dim::Known(2), ir::Dim::Known(4),
-                                                     ir::Dim::Known(4)});
+  x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Known(1), ir::Dim::Known(2),
+                                                     ir::Dim::Known(4), ir::Dim::Known(4)});
   g.AddInput(x);
-  ir::Value* w = g.AddInitializer("w", ir::Tensor::FromVector(ir::DType::kFloat, {2, 2, 1, 1},
-                                                              std::vector<float>{1, 2, 3, 4}));
+  ir::Value* w = g.AddInitializer(
+      "w", ir::Tensor::FromVector(ir::DType::kFloat, {2, 2, 1, 1}, std::vector<float>{1, 2, 3, 4}));
   auto conv = g.AddNode("Conv", {x, w}, {"y"}, "", "conv");
   EXPECT_TRUE(conv.ok());
   g.AddOutput((*conv)->output(0));
@@ -60,14 +61,17 @@ TEST(DeviceNumerics, Float32IsIeeeAfterEveryInterpreterAndTrainerIsCreated) {
 
   // Interpreter::Create on the default device, on an explicit CPU, on a non-CPU device.
   std::vector<std::pair<std::string, std::optional<Device>>> devices = {
-      {"default device", std::nullopt}, {"cpu", Device{}}, {"emulated device", testing::EmulatedDevice()}};
+      {"default device", std::nullopt},
+      {"cpu", Device{}},
+      {"emulated device", testing::EmulatedDevice()}};
   for (const auto& [what, device] : devices) {
     AllowReducedPrecision();
     InterpreterOptions options;
     options.device = device;
     auto interp = Interpreter::Create(ConvModel(), options);
     ASSERT_TRUE(interp.ok()) << interp.status().ToString();
-    EXPECT_TRUE(Float32IsIeee()) << "after Interpreter::Create on the " << what << ": " << Settings();
+    EXPECT_TRUE(Float32IsIeee()) << "after Interpreter::Create on the " << what << ": "
+                                 << Settings();
   }
   // The shared_ptr overload (pipelines share one model between interpreters).
   AllowReducedPrecision();
@@ -88,7 +92,8 @@ TEST(DeviceNumerics, ReportNamesEverySetting) {
   UseIeeeFloat32();
   std::string report;
   ASSERT_TRUE(Float32IsIeee(&report)) << report;
-  for (const char* name : {"allow_tf32_cudnn=false", "allow_tf32_cublas=false", "float32_matmul_precision=highest"}) {
+  for (const char* name :
+       {"allow_tf32_cudnn=false", "allow_tf32_cublas=false", "float32_matmul_precision=highest"}) {
     EXPECT_NE(report.find(name), std::string::npos) << report;
   }
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
@@ -104,14 +109,17 @@ TEST(DeviceNumerics, ReportNamesEverySetting) {
 TEST(DeviceNumerics, Tf32BoundSeparatesFloat32FromTf32) {
   const testing::ConvCase c = testing::MakeConvCase();
   const at::Tensor fp32 = at::conv2d(c.x, c.w, {}, 1, 1);
-  const at::Tensor tf32 = at::conv2d(testing::RoundToTf32(c.x), testing::RoundToTf32(c.w), {}, 1, 1);
+  const at::Tensor tf32 =
+      at::conv2d(testing::RoundToTf32(c.x), testing::RoundToTf32(c.w), {}, 1, 1);
   const double e32 = testing::ConvRelativeError(c, fp32);
   const double etf = testing::ConvRelativeError(c, tf32);
-  std::printf("float32 %.3g, TF32 inputs %.3g, bound %.3g\n", e32, etf, testing::kTf32SeparatingRelError);
+  std::printf("float32 %.3g, TF32 inputs %.3g, bound %.3g\n", e32, etf,
+              testing::kTf32SeparatingRelError);
   EXPECT_LT(e32, testing::kTf32SeparatingRelError);
   EXPECT_GT(etf, testing::kTf32SeparatingRelError);
   // Round-to-nearest-even on the 13 dropped bits.
-  const at::Tensor ties = at::tensor({1.0f + 0x1p-11f, 1.0f + 0x1p-10f + 0x1p-11f, -1.0f - 0x1p-12f, 3.0f});
+  const at::Tensor ties =
+      at::tensor({1.0f + 0x1p-11f, 1.0f + 0x1p-10f + 0x1p-11f, -1.0f - 0x1p-12f, 3.0f});
   const at::Tensor want = at::tensor({1.0f, 1.0f + 0x1p-9f, -1.0f, 3.0f});
   EXPECT_TRUE(at::equal(testing::RoundToTf32(ties), want)) << testing::RoundToTf32(ties);
 }

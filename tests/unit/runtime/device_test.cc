@@ -87,7 +87,8 @@ class StatsObserver : public Observer {
 TEST(Device, HostTensorsGoToOnTensorEvenWhenStatisticsAreOffered) {
   // On the CPU the host collectors stay in charge (their speed and results are unchanged);
   // only tensors on a GPU are summarised where they live.
-  if (std::getenv("QUANTKIT_DEVICE_STATS") != nullptr) GTEST_SKIP() << "QUANTKIT_DEVICE_STATS is set";
+  if (std::getenv("QUANTKIT_DEVICE_STATS") != nullptr)
+    GTEST_SKIP() << "QUANTKIT_DEVICE_STATS is set";
   ir::Model m;
   m.SetOpset("", 17);
   ir::Graph& g = *m.graph;
@@ -102,7 +103,8 @@ TEST(Device, HostTensorsGoToOnTensorEvenWhenStatisticsAreOffered) {
   StatsObserver obs;
   RunOptions opts;
   opts.observers = {&obs};
-  auto out = (*interp)->Run({{"x", ir::Tensor::FromVector(ir::DType::kFloat, {2}, std::vector<float>{-1, 2})}}, opts);
+  auto out = (*interp)->Run(
+      {{"x", ir::Tensor::FromVector(ir::DType::kFloat, {2}, std::vector<float>{-1, 2})}}, opts);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(obs.views, 2);  // x and y
   EXPECT_EQ(obs.summaries, 0);

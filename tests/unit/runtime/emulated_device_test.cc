@@ -30,7 +30,8 @@ TEST(EmulatedDevice, ComputesWithAtenOnItsOwnDevice) {
   // In place and views write through to the same memory.
   at::Tensor row = x.select(0, 1);
   row.mul_(2);
-  EXPECT_TRUE(at::equal(x.cpu(), at::tensor({0.0f, 1.0f, 2.0f, 6.0f, 8.0f, 10.0f}).reshape({2, 3})));
+  EXPECT_TRUE(
+      at::equal(x.cpu(), at::tensor({0.0f, 1.0f, 2.0f, 6.0f, 8.0f, 10.0f}).reshape({2, 3})));
   // Host reads of values (shape arguments) work, as a synchronising copy does on a GPU.
   EXPECT_EQ(x.sum().item<float>(), 27.0f);
 }
@@ -44,7 +45,8 @@ TEST(EmulatedDevice, RejectsHostTensorsInDeviceMathAsCudaDoes) {
     at::Tensor y = at::matmul(x, host);
     FAIL() << "a host matrix in device math was accepted";
   } catch (const c10::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Expected all tensors to be on the same device"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("Expected all tensors to be on the same device"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_EQ(EmulatedDeviceMixedCalls(), before + 1);
@@ -67,12 +69,13 @@ TEST(EmulatedDevice, ResizeRunsWhereItsInputIs) {
     m.SetOpset("", 13);
     ir::Graph& g = *m.graph;
     ir::Value* x = g.CreateValue("x");
-    x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Known(1), ir::Dim::Known(2), ir::Dim::Known(5),
-                                                       ir::Dim::Known(7)});
+    x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Known(1), ir::Dim::Known(2),
+                                                       ir::Dim::Known(5), ir::Dim::Known(7)});
     g.AddInput(x);
     ir::Value* roi = g.AddInitializer("roi", ir::Tensor(ir::DType::kFloat, {0}));
-    ir::Value* scales = g.AddInitializer("scales", ir::Tensor::FromVector(ir::DType::kFloat, {4},
-                                                                          std::vector<float>{1, 1, 2, 0.5f}));
+    ir::Value* scales = g.AddInitializer(
+        "scales",
+        ir::Tensor::FromVector(ir::DType::kFloat, {4}, std::vector<float>{1, 1, 2, 0.5f}));
     auto node = g.AddNode("Resize", {x, roi, scales}, {"y"}, "", "p2o.Resize.0");
     ASSERT_TRUE(node.ok());
     (*node)->SetAttr(ir::Attribute::String("mode", mode));

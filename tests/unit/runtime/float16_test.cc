@@ -16,13 +16,15 @@
 namespace quantkit::runtime {
 namespace {
 
-using ir::DType;
 using ir::Dim;
+using ir::DType;
 
-ir::Tensor Halves(std::vector<int64_t> dims, const std::vector<float>& v, DType dtype = DType::kFloat16) {
+ir::Tensor Halves(std::vector<int64_t> dims, const std::vector<float>& v,
+                  DType dtype = DType::kFloat16) {
   ir::Tensor t(dtype, std::move(dims));
   uint16_t* p = t.mutable_data_as<uint16_t>();
-  for (size_t i = 0; i < v.size(); ++i) p[i] = dtype == DType::kFloat16 ? ir::FloatToHalf(v[i]) : ir::FloatToBFloat16(v[i]);
+  for (size_t i = 0; i < v.size(); ++i)
+    p[i] = dtype == DType::kFloat16 ? ir::FloatToHalf(v[i]) : ir::FloatToBFloat16(v[i]);
   return t;
 }
 std::vector<float> ValuesOf(const ir::Tensor& t) {
@@ -32,13 +34,15 @@ std::vector<float> ValuesOf(const ir::Tensor& t) {
 }
 float H(float v) { return ir::RoundToFloatType(v, DType::kFloat16); }
 
-ir::Value* AddInput(ir::Graph& g, const std::string& name, std::vector<Dim> dims, DType dtype = DType::kFloat16) {
+ir::Value* AddInput(ir::Graph& g, const std::string& name, std::vector<Dim> dims,
+                    DType dtype = DType::kFloat16) {
   ir::Value* v = g.CreateValue(name);
   v->type = ir::TypeInfo::Tensor(dtype, std::move(dims));
   g.AddInput(v);
   return v;
 }
-ir::Node* Add(ir::Graph& g, const std::string& op, std::vector<ir::Value*> in, std::vector<std::string> out) {
+ir::Node* Add(ir::Graph& g, const std::string& op, std::vector<ir::Value*> in,
+              std::vector<std::string> out) {
   auto n = g.AddNode(op, in, out, "", op + "_" + out.front());
   EXPECT_TRUE(n.ok()) << n.status().ToString();
   return *n;
@@ -110,22 +114,24 @@ TEST(Float16, QuantizeLinearDividesInFloat32AndRoundsHalfToEven) {
   // ties (to even: 0, 2); 0.5003 steps is 1 (onnxruntime's CPU float16 kernel truncates it to 0,
   // onnxruntime #18576 / #22741); 300 steps saturate to 127.
   const float s = 0.0711669921875f;
-  const ir::Tensor q = RunOne(QuantizeModel(s, 21, false),
-                              Halves({4}, {5.37109375f, 0.5f * s, 1.5f * s, 300 * s}));
+  const ir::Tensor q =
+      RunOne(QuantizeModel(s, 21, false), Halves({4}, {5.37109375f, 0.5f * s, 1.5f * s, 300 * s}));
   ASSERT_EQ(q.dtype(), DType::kInt8);
   const int8_t* v = q.data_as<int8_t>();
   EXPECT_EQ(v[0], 75);
   EXPECT_EQ(v[1], std::nearbyint(H(0.5f * s) / s));
   EXPECT_EQ(v[2], std::nearbyint(H(1.5f * s) / s));
   EXPECT_EQ(v[3], 127);
-  const ir::Tensor t = RunOne(QuantizeModel(0.0999755859375f, 21, false), Halves({4}, {0.050018310546875f, -0.050018310546875f, 0, 0}));
+  const ir::Tensor t = RunOne(QuantizeModel(0.0999755859375f, 21, false),
+                              Halves({4}, {0.050018310546875f, -0.050018310546875f, 0, 0}));
   EXPECT_EQ(t.data_as<int8_t>()[0], 1);
   EXPECT_EQ(t.data_as<int8_t>()[1], -1);
 }
 
 TEST(Float16, DequantizeLinearRoundsTheProductOnceToTheScaleType) {
   const float s = 0.0711669921875f;
-  const ir::Tensor y = RunOne(QuantizeModel(s, 21, true), Halves({4}, {5.37109375f, -1.0f, 2.5f, 300 * s}));
+  const ir::Tensor y =
+      RunOne(QuantizeModel(s, 21, true), Halves({4}, {5.37109375f, -1.0f, 2.5f, 300 * s}));
   ASSERT_EQ(y.dtype(), DType::kFloat16);
   const std::vector<float> v = ValuesOf(y);
   EXPECT_EQ(v[0], H(75 * s));
@@ -200,7 +206,8 @@ TEST(Float16, CastsConvertAndFloat32GraphOutputsStayFloat32) {
   ir::Value* x = AddInput(g, "x", {Dim::Known(1)});
   ir::Node* up = Add(g, "Cast", {x}, {"up"});
   up->SetAttr(ir::Attribute::Int("to", static_cast<int64_t>(DType::kFloat)));
-  ir::Value* c = g.AddInitializer("c", ir::Tensor::FromVector(DType::kFloat, {1}, std::vector<float>{0.1f}));
+  ir::Value* c =
+      g.AddInitializer("c", ir::Tensor::FromVector(DType::kFloat, {1}, std::vector<float>{0.1f}));
   ir::Node* mul = Add(g, "Mul", {up->output(0), c}, {"y"});
   ir::Node* down = Add(g, "Cast", {mul->output(0)}, {"z"});
   down->SetAttr(ir::Attribute::Int("to", static_cast<int64_t>(DType::kFloat16)));
@@ -237,7 +244,8 @@ TEST(Float16, Float16WeightsOfAFloat32GraphInputComputeInFloat32AndRoundAsTheWei
   auto out = (*interp)->Run({{"x", Halves({2}, {1.0f, 65504.0f})}});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(ValuesOf((*out)[0].tensor)[0], H(1.0f + H(0.1f)));
-  EXPECT_TRUE(std::isinf(ValuesOf((*out)[0].tensor)[1])) << "65504 + 65504 overflows float16 to inf";
+  EXPECT_TRUE(std::isinf(ValuesOf((*out)[0].tensor)[1]))
+      << "65504 + 65504 overflows float16 to inf";
   ASSERT_EQ((*out)[1].tensor.dtype(), DType::kFloat16);
   EXPECT_EQ((*out)[1].tensor.data_as<uint16_t>()[1], ir::FloatToHalf(65504.0f));
 }

@@ -14,22 +14,23 @@
 namespace quantkit::runtime {
 namespace {
 
-using ir::DType;
 using ir::Dim;
+using ir::DType;
 
 ir::Tensor Floats(std::vector<int64_t> dims, std::vector<float> v) {
   return ir::Tensor::FromVector(DType::kFloat, std::move(dims), v);
 }
 
-ir::Value* AddInput(ir::Graph& g, const std::string& name, std::vector<Dim> dims, DType dtype = DType::kFloat) {
+ir::Value* AddInput(ir::Graph& g, const std::string& name, std::vector<Dim> dims,
+                    DType dtype = DType::kFloat) {
   ir::Value* v = g.CreateValue(name);
   v->type = ir::TypeInfo::Tensor(dtype, std::move(dims));
   g.AddInput(v);
   return v;
 }
 
-ir::Node* Add(ir::Graph& g, const std::string& op, std::vector<ir::Value*> in, std::vector<std::string> out,
-              const std::string& name) {
+ir::Node* Add(ir::Graph& g, const std::string& op, std::vector<ir::Value*> in,
+              std::vector<std::string> out, const std::string& name) {
   auto n = g.AddNode(op, in, out, "", name);
   EXPECT_TRUE(n.ok()) << n.status().ToString();
   return *n;
@@ -82,7 +83,8 @@ TEST(Interpreter, UnsupportedOpFailsAtCreateNamingOpDomainOpsetNode) {
   auto r = Interpreter::Create(std::move(m));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
-  EXPECT_EQ(r.status().message(), "unsupported op 'FrobnicateTensor' (domain 'ai.onnx', opset 17) at node 'frob7'");
+  EXPECT_EQ(r.status().message(),
+            "unsupported op 'FrobnicateTensor' (domain 'ai.onnx', opset 17) at node 'frob7'");
 }
 
 TEST(Interpreter, UnsupportedOpInsideSubgraphFailsBeforeCompute) {
@@ -104,7 +106,8 @@ TEST(Interpreter, UnsupportedOpInsideSubgraphFailsBeforeCompute) {
   g.AddOutput(n->output(0));
   auto r = Interpreter::Create(std::move(m));
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("unsupported op 'NoSuchOp'"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("unsupported op 'NoSuchOp'"), std::string::npos)
+      << r.status().message();
 }
 
 TEST(Interpreter, IfBodyReadsOuterScopeValue) {
@@ -151,9 +154,12 @@ TEST(Interpreter, RejectsBadInputsWithNamedMessages) {
   EXPECT_NE(missing.status().message().find("missing input 'x'"), std::string::npos);
   auto shape = it->Run({{"x", Floats({1, 3}, {0, 0, 0})}});
   EXPECT_EQ(shape.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(shape.status().message().find("input 'x' has shape [1,3]"), std::string::npos) << shape.status().message();
-  auto dtype = it->Run({{"x", ir::Tensor::FromVector(DType::kInt64, {1, 2}, std::vector<int64_t>{1, 2})}});
-  EXPECT_NE(dtype.status().message().find("input 'x' has dtype int64"), std::string::npos) << dtype.status().message();
+  EXPECT_NE(shape.status().message().find("input 'x' has shape [1,3]"), std::string::npos)
+      << shape.status().message();
+  auto dtype =
+      it->Run({{"x", ir::Tensor::FromVector(DType::kInt64, {1, 2}, std::vector<int64_t>{1, 2})}});
+  EXPECT_NE(dtype.status().message().find("input 'x' has dtype int64"), std::string::npos)
+      << dtype.status().message();
 }
 
 TEST(Interpreter, WarnsAboutNanAndInfButRuns) {
@@ -162,18 +168,21 @@ TEST(Interpreter, WarnsAboutNanAndInfButRuns) {
   opts.warn = [&](const std::string& w) { warnings.push_back(w); };
   auto it = Make(ReluAddModel(), opts);
   ASSERT_TRUE(it);
-  auto out = it->Run({{"x", Floats({1, 2}, {std::nanf(""), std::numeric_limits<float>::infinity()})}});
+  auto out =
+      it->Run({{"x", Floats({1, 2}, {std::nanf(""), std::numeric_limits<float>::infinity()})}});
   ASSERT_TRUE(out.ok());
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("input 'x' contains 1 NaN and 1 Inf"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("input 'x' contains 1 NaN and 1 Inf"), std::string::npos)
+      << warnings[0];
 }
 
 TEST(Interpreter, HugeShapeIsResourceExhaustedNotACrash) {
   ir::Model m;
   m.SetOpset("", 17);
   ir::Graph& g = *m.graph;
-  ir::Value* shape = g.AddInitializer("shape", ir::Tensor::FromVector(DType::kInt64, {3},
-                                                                      std::vector<int64_t>{1 << 20, 1 << 20, 1 << 20}));
+  ir::Value* shape = g.AddInitializer(
+      "shape",
+      ir::Tensor::FromVector(DType::kInt64, {3}, std::vector<int64_t>{1 << 20, 1 << 20, 1 << 20}));
   ir::Node* n = Add(g, "ConstantOfShape", {shape}, {"y"}, "huge");
   g.AddOutput(n->output(0));
   auto it = Make(std::move(m));
@@ -181,7 +190,8 @@ TEST(Interpreter, HugeShapeIsResourceExhaustedNotACrash) {
   auto out = it->Run({});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kResourceExhausted) << out.status().ToString();
-  EXPECT_NE(out.status().message().find("node 'huge' (ConstantOfShape, opset 17)"), std::string::npos);
+  EXPECT_NE(out.status().message().find("node 'huge' (ConstantOfShape, opset 17)"),
+            std::string::npos);
 }
 
 TEST(Interpreter, ComputeErrorNamesNodeAndOp) {
@@ -193,15 +203,18 @@ TEST(Interpreter, ComputeErrorNamesNodeAndOp) {
   ir::Node* n = Add(g, "MatMul", {a, b}, {"y"}, "mm1");
   g.AddOutput(n->output(0));
   auto it = Make(std::move(m));
-  auto out = it->Run({{"a", Floats({2, 3}, std::vector<float>(6))}, {"b", Floats({2, 2}, std::vector<float>(4))}});
+  auto out = it->Run(
+      {{"a", Floats({2, 3}, std::vector<float>(6))}, {"b", Floats({2, 2}, std::vector<float>(4))}});
   ASSERT_FALSE(out.ok());
-  EXPECT_EQ(out.status().message().rfind("node 'mm1' (MatMul, opset 17): ", 0), 0u) << out.status().message();
+  EXPECT_EQ(out.status().message().rfind("node 'mm1' (MatMul, opset 17): ", 0), 0u)
+      << out.status().message();
 }
 
 // Counts and checks the tensors an observer sees.
 class Recorder : public Observer {
  public:
-  Status OnTensor(const std::string& name, const ir::Node* producer, const TensorView& view) override {
+  Status OnTensor(const std::string& name, const ir::Node* producer,
+                  const TensorView& view) override {
     names.push_back(name);
     producers.push_back(producer ? producer->name : "");
     if (name == "r") r0 = view.data_as<float>()[0];
@@ -351,7 +364,8 @@ TEST(Interpreter, PeakMemoryFollowsLivenessNotGraphSize) {
   m.SetOpset("", 17);
   ir::Graph& g = *m.graph;
   ir::Value* v = AddInput(g, "x", {Dim::Known(256), Dim::Known(1024)});
-  for (int i = 0; i < 40; ++i) v = Add(g, "Neg", {v}, {"t" + std::to_string(i)}, "n" + std::to_string(i))->output(0);
+  for (int i = 0; i < 40; ++i)
+    v = Add(g, "Neg", {v}, {"t" + std::to_string(i)}, "n" + std::to_string(i))->output(0);
   g.AddOutput(v);
   auto it = Make(std::move(m));
   RunStats stats;

@@ -1,5 +1,5 @@
-// AdaRound, SeqMSE and bias correction (runtime/layer_reconstruction.h) on one Gemm where the answer is known by
-// hand or by enumerating every choice.
+// AdaRound, SeqMSE and bias correction (runtime/layer_reconstruction.h) on one Gemm where the
+// answer is known by hand or by enumerating every choice.
 #include "runtime/layer_reconstruction.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +12,8 @@ namespace {
 
 // y = x W^T (+ b) (Gemm, transB = 1): W [out, in] as an initializer "W", x [batch, in] the graph
 // input; with `b`, the bias "B" (`out` values, or fewer that broadcast).
-std::shared_ptr<const ir::Model> GemmBiasBlock(const std::vector<float>& w, const std::vector<float>& b, int64_t out,
+std::shared_ptr<const ir::Model> GemmBiasBlock(const std::vector<float>& w,
+                                               const std::vector<float>& b, int64_t out,
                                                int64_t in) {
   ir::Model m;
   m.SetOpset("", 17);
@@ -20,10 +21,11 @@ std::shared_ptr<const ir::Model> GemmBiasBlock(const std::vector<float>& w, cons
   ir::Value* x = g.CreateValue("x");
   x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Symbolic("N"), ir::Dim::Known(in)});
   g.AddInput(x);
-  std::vector<ir::Value*> inputs = {x, g.AddInitializer("W", ir::Tensor::FromVector(ir::DType::kFloat, {out, in}, w))};
+  std::vector<ir::Value*> inputs = {
+      x, g.AddInitializer("W", ir::Tensor::FromVector(ir::DType::kFloat, {out, in}, w))};
   if (!b.empty()) {
-    inputs.push_back(
-        g.AddInitializer("B", ir::Tensor::FromVector(ir::DType::kFloat, {static_cast<int64_t>(b.size())}, b)));
+    inputs.push_back(g.AddInitializer(
+        "B", ir::Tensor::FromVector(ir::DType::kFloat, {static_cast<int64_t>(b.size())}, b)));
   }
   auto node = g.AddNode("Gemm", inputs, {"y"}, "", "gemm");
   EXPECT_TRUE(node.ok());
@@ -36,7 +38,8 @@ std::shared_ptr<const ir::Model> GemmBlock(const std::vector<float>& w, int64_t 
   return GemmBiasBlock(w, {}, out, in);
 }
 
-std::vector<ir::Tensor> Batches(const std::vector<std::vector<float>>& rows, int64_t in, int64_t per_batch) {
+std::vector<ir::Tensor> Batches(const std::vector<std::vector<float>>& rows, int64_t in,
+                                int64_t per_batch) {
   std::vector<ir::Tensor> out;
   for (size_t s = 0; s < rows.size(); s += static_cast<size_t>(per_batch)) {
     std::vector<float> v;
@@ -50,8 +53,8 @@ std::vector<ir::Tensor> Batches(const std::vector<std::vector<float>>& rows, int
 }
 
 // The FP32 outputs x W^T of one output channel, batch by batch.
-std::vector<ir::Tensor> Targets(const std::vector<std::vector<float>>& rows, const std::vector<float>& w,
-                                int64_t per_batch) {
+std::vector<ir::Tensor> Targets(const std::vector<std::vector<float>>& rows,
+                                const std::vector<float>& w, int64_t per_batch) {
   std::vector<std::vector<float>> ys;
   for (const auto& r : rows) {
     double y = 0;
@@ -73,13 +76,15 @@ TEST(AdaRound, FindsTheRoundingTheSumOfTheRestsProvesBest) {
   for (int64_t i = 0; i < k; ++i) {
     const float r = 0.075f + 0.04f * static_cast<float>(i);
     rests += r;
-    w[static_cast<size_t>(i)] = (static_cast<float>(i % 3) - 1.0f) * 3.0f * s + r * s;  // floors -3, 0, 3 steps
+    w[static_cast<size_t>(i)] =
+        (static_cast<float>(i % 3) - 1.0f) * 3.0f * s + r * s;  // floors -3, 0, 3 steps
   }
   ASSERT_NEAR(rests, 6.0, 1e-5);
   std::mt19937 rng(7);
   std::normal_distribution<float> n01(0.0f, 1.0f);
   std::vector<std::vector<float>> rows;
-  for (int j = 0; j < 256; ++j) rows.push_back(std::vector<float>(static_cast<size_t>(k), n01(rng)));
+  for (int j = 0; j < 256; ++j)
+    rows.push_back(std::vector<float>(static_cast<size_t>(k), n01(rng)));
   LayerBlock block;
   block.model = GemmBlock(w, 1, k);
   block.input = "x";
@@ -97,7 +102,8 @@ TEST(AdaRound, FindsTheRoundingTheSumOfTheRestsProvesBest) {
   int up = 0;
   for (int64_t i = 0; i < k; ++i) {
     const float q = got[i] / s, floor = std::floor(w[static_cast<size_t>(i)] / s);
-    ASSERT_TRUE(q == floor || q == floor + 1) << "weight " << i << " left its two grid points: " << q;
+    ASSERT_TRUE(q == floor || q == floor + 1)
+        << "weight " << i << " left its two grid points: " << q;
     up += q == floor + 1;
   }
   EXPECT_EQ(up, 6) << "the optimum rounds exactly sum(r_i) = 6 weights up; nearest rounds 5";
@@ -140,10 +146,12 @@ TEST(SeqMse, ClipsTheOutlierAnInputNeverReadsAndKeepsTheRangeThatMatters) {
   const int64_t in = 8;
   std::vector<float> w(2 * in);
   w[0] = 10.0f;  // channel 0's outlier, read by input 0, which is always 0
-  for (int64_t i = 1; i < in; ++i) w[static_cast<size_t>(i)] = 0.013f * static_cast<float>(i) - 0.05f;
-  w[static_cast<size_t>(in)] = 0.2f;  // channel 1 reads input 0 too: no signal either way
+  for (int64_t i = 1; i < in; ++i)
+    w[static_cast<size_t>(i)] = 0.013f * static_cast<float>(i) - 0.05f;
+  w[static_cast<size_t>(in)] = 0.2f;      // channel 1 reads input 0 too: no signal either way
   w[static_cast<size_t>(in + 1)] = 1.0f;  // channel 1's largest weight, on a live input
-  for (int64_t i = 2; i < in; ++i) w[static_cast<size_t>(in + i)] = 0.3f - 0.07f * static_cast<float>(i);
+  for (int64_t i = 2; i < in; ++i)
+    w[static_cast<size_t>(in + i)] = 0.3f - 0.07f * static_cast<float>(i);
   std::mt19937 rng(11);
   std::normal_distribution<float> n01(0.0f, 1.0f);
   std::vector<std::vector<float>> rows;
@@ -187,7 +195,8 @@ TEST(BiasCorrection, AddsTheMeanShiftTheQuantizedWeightsAndInputsCauseByHand) {
   std::vector<float> w(static_cast<size_t>(out * in));
   for (int64_t c = 0; c < out; ++c) {
     for (int64_t i = 0; i < in; ++i) {
-      w[static_cast<size_t>(c * in + i)] = (static_cast<float>(i) - 1.0f + 0.3f) * scale[static_cast<size_t>(c)];
+      w[static_cast<size_t>(c * in + i)] =
+          (static_cast<float>(i) - 1.0f + 0.3f) * scale[static_cast<size_t>(c)];
     }
   }
   const std::vector<float> bias = {0.25f, -1.0f};
@@ -208,7 +217,8 @@ TEST(BiasCorrection, AddsTheMeanShiftTheQuantizedWeightsAndInputsCauseByHand) {
       for (int64_t i = 0; i < in; ++i) {
         const double wi = w[static_cast<size_t>(c * in + i)];
         const double qi = std::nearbyint(wi / s) * s;
-        expect[static_cast<size_t>(c)] += rows[j][static_cast<size_t>(i)] * wi - shifted[j][static_cast<size_t>(i)] * qi;
+        expect[static_cast<size_t>(c)] +=
+            rows[j][static_cast<size_t>(i)] * wi - shifted[j][static_cast<size_t>(i)] * qi;
       }
     }
     expect[static_cast<size_t>(c)] /= static_cast<double>(rows.size());
@@ -226,8 +236,10 @@ TEST(BiasCorrection, AddsTheMeanShiftTheQuantizedWeightsAndInputsCauseByHand) {
   ASSERT_EQ(o->bias.numel(), 2);
   constexpr double kShiftTolerance = 1e-5;  // float32 layer outputs summed in double
   for (size_t c = 0; c < 2; ++c) {
-    EXPECT_NEAR(o->shift[c], expect[c], kShiftTolerance * (1 + std::fabs(expect[c]))) << "channel " << c;
-    EXPECT_NEAR(o->bias.data_as<float>()[c], bias[c] + expect[c], kShiftTolerance * (1 + std::fabs(expect[c])));
+    EXPECT_NEAR(o->shift[c], expect[c], kShiftTolerance * (1 + std::fabs(expect[c])))
+        << "channel " << c;
+    EXPECT_NEAR(o->bias.data_as<float>()[c], bias[c] + expect[c],
+                kShiftTolerance * (1 + std::fabs(expect[c])));
   }
   EXPECT_GT(std::fabs(expect[0]), 0.1) << "the case must have a shift worth correcting";
   // The mean part of the error is gone; what is left is the variance part only.
@@ -243,7 +255,8 @@ TEST(BiasCorrection, AddsTheMeanShiftTheQuantizedWeightsAndInputsCauseByHand) {
   LayerBlock grid_block = block;
   grid_block.model = GemmBiasBlock(on_grid, bias, out, in);
   const ir::Tensor given = ir::Tensor::FromVector(ir::DType::kFloat, {out, in}, on_grid);
-  auto none = BiasCorrectionLayer(grid_block, "B", Batches(rows, in, 32), Batches(rows, in, 32), &given);
+  auto none =
+      BiasCorrectionLayer(grid_block, "B", Batches(rows, in, 32), Batches(rows, in, 32), &given);
   ASSERT_TRUE(none.ok()) << none.status().ToString();
   for (float v : none->shift) EXPECT_EQ(v, 0.0f);
   EXPECT_EQ(none->error_before, 0.0);

@@ -27,10 +27,22 @@ float ReferenceCode(float x, float scale, float zp, float lo, float hi) {
 
 std::vector<float> StressValues(float scale) {
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> v = {0.0f, -0.0f, std::numeric_limits<float>::denorm_min(), -1e-40f, inf, -inf,
-                          std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
-                          3e38f, -3e38f, 4194303.5f * scale, -4194303.5f * scale, 4194304.0f * scale,
-                          6291456.5f * scale, -8388607.0f * scale, 1e9f * scale};
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          std::numeric_limits<float>::denorm_min(),
+                          -1e-40f,
+                          inf,
+                          -inf,
+                          std::numeric_limits<float>::quiet_NaN(),
+                          -std::numeric_limits<float>::quiet_NaN(),
+                          3e38f,
+                          -3e38f,
+                          4194303.5f * scale,
+                          -4194303.5f * scale,
+                          4194304.0f * scale,
+                          6291456.5f * scale,
+                          -8388607.0f * scale,
+                          1e9f * scale};
   for (int k = -300; k <= 300; ++k) v.push_back((static_cast<float>(k) + 0.5f) * scale);  // ties
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 80.0f * scale);
@@ -43,20 +55,24 @@ struct Params {
 };
 
 TEST(QuantLoops, QuantizeMatchesTheScalarReferenceBitForBit) {
-  for (const Params p : {Params{0.05f, 0.0f, -128.0f, 127.0f}, Params{0.0173f, -7.0f, -128.0f, 127.0f},
-                         Params{0.05f, 128.0f, 0.0f, 255.0f}, Params{1.0f, 3.0f, 0.0f, 255.0f}}) {
+  for (const Params p :
+       {Params{0.05f, 0.0f, -128.0f, 127.0f}, Params{0.0173f, -7.0f, -128.0f, 127.0f},
+        Params{0.05f, 128.0f, 0.0f, 255.0f}, Params{1.0f, 3.0f, 0.0f, 255.0f}}) {
     const std::vector<float> x = StressValues(p.scale);
     std::vector<int8_t> q8(x.size());
     std::vector<uint8_t> u8(x.size());
     if (p.lo < 0) {
-      QuantizeToInt8(x.data(), q8.data(), static_cast<int64_t>(x.size()), p.scale, p.zp, p.lo, p.hi);
+      QuantizeToInt8(x.data(), q8.data(), static_cast<int64_t>(x.size()), p.scale, p.zp, p.lo,
+                     p.hi);
     } else {
-      QuantizeToUint8(x.data(), u8.data(), static_cast<int64_t>(x.size()), p.scale, p.zp, p.lo, p.hi);
+      QuantizeToUint8(x.data(), u8.data(), static_cast<int64_t>(x.size()), p.scale, p.zp, p.lo,
+                      p.hi);
     }
     for (size_t i = 0; i < x.size(); ++i) {
       const int expected = static_cast<int>(ReferenceCode(x[i], p.scale, p.zp, p.lo, p.hi));
       const int got = p.lo < 0 ? q8[i] : u8[i];
-      ASSERT_EQ(got, expected) << "x=" << x[i] << " scale=" << p.scale << " zp=" << p.zp << " at " << i;
+      ASSERT_EQ(got, expected) << "x=" << x[i] << " scale=" << p.scale << " zp=" << p.zp << " at "
+                               << i;
     }
   }
 }
@@ -76,7 +92,8 @@ TEST(QuantLoops, DequantizeAndFakeQuantizeComposeExactlyAtEveryLengthAndOffset) 
       EXPECT_EQ(fused[n], 42.0f) << "wrote past the end, n=" << n;
       for (size_t i = 0; i < n; ++i) {
         const float expected = (static_cast<float>(q[i]) - zp) * scale;
-        ASSERT_EQ(std::memcmp(&r[i], &expected, sizeof(float)), 0) << "dequantize, n=" << n << " i=" << i;
+        ASSERT_EQ(std::memcmp(&r[i], &expected, sizeof(float)), 0)
+            << "dequantize, n=" << n << " i=" << i;
         ASSERT_EQ(std::memcmp(&fused[i], &r[i], sizeof(float)), 0)
             << "fake quantize of " << x[i] << " vs Q then DQ, n=" << n << " i=" << i;
       }
@@ -87,7 +104,8 @@ TEST(QuantLoops, DequantizeAndFakeQuantizeComposeExactlyAtEveryLengthAndOffset) 
 TEST(QuantLoops, FakeQuantizeMayWriteOverItsInput) {
   const float scale = 0.1f;
   std::vector<float> x = StressValues(scale), expected(x.size());
-  FakeQuantize(x.data(), expected.data(), static_cast<int64_t>(x.size()), scale, 0.0f, -128.0f, 127.0f);
+  FakeQuantize(x.data(), expected.data(), static_cast<int64_t>(x.size()), scale, 0.0f, -128.0f,
+               127.0f);
   FakeQuantize(x.data(), x.data(), static_cast<int64_t>(x.size()), scale, 0.0f, -128.0f, 127.0f);
   EXPECT_EQ(std::memcmp(x.data(), expected.data(), x.size() * sizeof(float)), 0);
 }

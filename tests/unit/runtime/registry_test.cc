@@ -28,7 +28,7 @@ TEST(Registry, RangesOfOneOpDoNotOverlap) {
 TEST(Registry, ResolvesByOpsetRange) {
   EXPECT_NE(FindKernel("", "Conv", 17), nullptr);
   EXPECT_NE(FindKernel("", "Scatter", 9), nullptr);
-  EXPECT_EQ(FindKernel("", "Scatter", 11), nullptr);  // renamed ScatterElements at 11
+  EXPECT_EQ(FindKernel("", "Scatter", 11), nullptr);   // renamed ScatterElements at 11
   EXPECT_EQ(FindKernel("", "Upsample", 10), nullptr);  // removed at opset 10
   EXPECT_EQ(FindKernel("com.example", "Conv", 17), nullptr);
   EXPECT_EQ(FindKernel("", "NoSuchOp", 17), nullptr);

@@ -12,8 +12,8 @@
 namespace quantkit::runtime {
 namespace {
 
-using ir::DType;
 using ir::Dim;
+using ir::DType;
 
 long PeakRssKb() {
   rusage u{};
@@ -29,7 +29,8 @@ ir::Model ConstantOfShapeModel(int64_t count) {
   ir::Value* x = g.CreateValue("x");
   x->type = ir::TypeInfo::Tensor(DType::kFloat, {Dim::Known(1)});
   g.AddInput(x);
-  ir::Value* shape = g.AddInitializer("shape", ir::Tensor::FromVector<int64_t>(DType::kInt64, {1}, {count}));
+  ir::Value* shape =
+      g.AddInitializer("shape", ir::Tensor::FromVector<int64_t>(DType::kInt64, {1}, {count}));
   auto c = g.AddNode("ConstantOfShape", {shape}, {"c"}, "", "giant");
   EXPECT_TRUE(c.ok());
   auto y = g.AddNode("Add", {(*c)->output(0), x}, {"y"}, "", "add");
@@ -53,7 +54,8 @@ TEST(TensorBudget, ATinyModelCannotAskForGigabytes) {
   const std::string& msg = r.status().message();
   EXPECT_NE(msg.find("'giant'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("ConstantOfShape"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("2861.0 MiB exceeds the per-tensor budget of 1024.0 MiB"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("2861.0 MiB exceeds the per-tensor budget of 1024.0 MiB"), std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("--max-tensor-mb"), std::string::npos) << msg;
   EXPECT_LT(PeakRssKb() - before, 512 * 1024) << "refused before the allocation";
   // Within the budget the same model runs.
@@ -65,8 +67,9 @@ TEST(TensorBudget, ATinyModelCannotAskForGigabytes) {
 TEST(TensorBudget, TheBudgetFollowsTheModelAndTheUserLimit) {
   ASSERT_TRUE(SetMaxTensorMb(0).ok());
   EXPECT_EQ(TensorBudgetBytes(0).value(), kTensorBudgetFloorBytes);
-  EXPECT_EQ(TensorBudgetBytes(100 << 20).value(), kTensorBudgetFactor * (100 << 20));  // 6.4 GB for 100 MB in
-  EXPECT_EQ(TensorBudgetBytes(INT64_MAX / 2).value(), INT64_MAX);                     // no overflow
+  EXPECT_EQ(TensorBudgetBytes(100 << 20).value(),
+            kTensorBudgetFactor * (100 << 20));                    // 6.4 GB for 100 MB in
+  EXPECT_EQ(TensorBudgetBytes(INT64_MAX / 2).value(), INT64_MAX);  // no overflow
   ASSERT_TRUE(SetMaxTensorMb(1).ok());
   EXPECT_EQ(TensorBudgetBytes(100 << 20).value(), 1 << 20);
   auto r = RunOnce(1 << 20);  // 4 MiB > 1 MiB
@@ -84,7 +87,7 @@ TEST(TensorBudget, OnlyRunsAreChecked) {
     TensorBudgetScope outer(1 << 20);
     {
       TensorBudgetScope inner(int64_t{1} << 40);  // a subgraph's run keeps the outer budget
-      auto r = RunOnce(1 << 19);                   // 2 MiB > 1 MiB: refused under the outer scope
+      auto r = RunOnce(1 << 19);                  // 2 MiB > 1 MiB: refused under the outer scope
       EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
     }
   }

@@ -59,9 +59,11 @@ std::unique_ptr<Interpreter> Build(const OpCase& c) {
 }
 
 // sum(out * weights): a scalar whose gradient reaches every output element differently.
-at::Tensor Loss(const Interpreter& interp, const std::vector<at::Tensor>& values, const at::Tensor& weights) {
+at::Tensor Loss(const Interpreter& interp, const std::vector<at::Tensor>& values,
+                const at::Tensor& weights) {
   std::vector<std::pair<std::string, at::Tensor>> feeds;
-  for (size_t i = 0; i < values.size(); ++i) feeds.emplace_back("in" + std::to_string(i), values[i]);
+  for (size_t i = 0; i < values.size(); ++i)
+    feeds.emplace_back("in" + std::to_string(i), values[i]);
   auto out = RunAten(interp, feeds);
   EXPECT_TRUE(out.ok()) << out.status().ToString();
   return (out->at(0) * weights).sum();
@@ -79,7 +81,8 @@ void CheckGradients(const OpCase& c) {
   {
     at::NoGradGuard g;
     std::vector<std::pair<std::string, at::Tensor>> feeds;
-    for (size_t i = 0; i < values.size(); ++i) feeds.emplace_back("in" + std::to_string(i), values[i]);
+    for (size_t i = 0; i < values.size(); ++i)
+      feeds.emplace_back("in" + std::to_string(i), values[i]);
     auto out = RunAten(*interp, feeds);
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     at::manual_seed(7);
@@ -103,10 +106,12 @@ void CheckGradients(const OpCase& c) {
       for (size_t j = 0; j < values.size(); ++j) {
         if (j != i) plus[j] = minus[j] = values[j].detach();
       }
-      const double numeric = (Loss(*interp, plus, probe).item<double>() - Loss(*interp, minus, probe).item<double>()) /
-                             (2 * testing::kFiniteDifferenceStep);
+      const double numeric =
+          (Loss(*interp, plus, probe).item<double>() - Loss(*interp, minus, probe).item<double>()) /
+          (2 * testing::kFiniteDifferenceStep);
       const double a = analytic.reshape(-1)[k].item<double>();
-      const double err = std::abs(a - numeric) / (testing::kGradCheckAtol + testing::kGradCheckRtol * std::abs(numeric));
+      const double err = std::abs(a - numeric) /
+                         (testing::kGradCheckAtol + testing::kGradCheckRtol * std::abs(numeric));
       worst = std::max(worst, err);
       EXPECT_NEAR(a, numeric, testing::kGradCheckAtol + testing::kGradCheckRtol * std::abs(numeric))
           << "input " << i << " element " << k;
@@ -125,21 +130,49 @@ std::vector<ir::Attribute> None() { return {}; }
 
 TEST(TrainingGradients, EveryOpFamilyMatchesFiniteDifferences) {
   const std::vector<OpCase> cases = {
-      {"Conv strided padded", "Conv", {{R({1, 2, 5, 5}, 1)}, {R({3, 2, 3, 3}, 2)}, {R({3}, 3)}},
-       [] { std::vector<ir::Attribute> a; a.push_back(ir::Attribute::Ints("pads", {1, 1, 1, 1}));
-            a.push_back(ir::Attribute::Ints("strides", {2, 2})); return a; }},
-      {"Conv depthwise", "Conv", {{R({1, 3, 4, 4}, 4)}, {R({3, 1, 3, 3}, 5)}},
-       [] { std::vector<ir::Attribute> a; a.push_back(ir::Attribute::Int("group", 3)); return a; }},
-      {"ConvTranspose", "ConvTranspose", {{R({1, 2, 3, 3}, 6)}, {R({2, 3, 3, 3}, 7)}, {R({3}, 8)}},
-       [] { std::vector<ir::Attribute> a; a.push_back(ir::Attribute::Ints("strides", {2, 2})); return a; }},
-      {"Gemm transB alpha beta", "Gemm", {{R({2, 4}, 9)}, {R({3, 4}, 10)}, {R({3}, 11)}},
-       [] { std::vector<ir::Attribute> a; a.push_back(ir::Attribute::Int("transB", 1));
-            a.push_back(ir::Attribute::Float("alpha", 0.5f)); a.push_back(ir::Attribute::Float("beta", 2.0f));
-            return a; }},
+      {"Conv strided padded",
+       "Conv",
+       {{R({1, 2, 5, 5}, 1)}, {R({3, 2, 3, 3}, 2)}, {R({3}, 3)}},
+       [] {
+         std::vector<ir::Attribute> a;
+         a.push_back(ir::Attribute::Ints("pads", {1, 1, 1, 1}));
+         a.push_back(ir::Attribute::Ints("strides", {2, 2}));
+         return a;
+       }},
+      {"Conv depthwise",
+       "Conv",
+       {{R({1, 3, 4, 4}, 4)}, {R({3, 1, 3, 3}, 5)}},
+       [] {
+         std::vector<ir::Attribute> a;
+         a.push_back(ir::Attribute::Int("group", 3));
+         return a;
+       }},
+      {"ConvTranspose",
+       "ConvTranspose",
+       {{R({1, 2, 3, 3}, 6)}, {R({2, 3, 3, 3}, 7)}, {R({3}, 8)}},
+       [] {
+         std::vector<ir::Attribute> a;
+         a.push_back(ir::Attribute::Ints("strides", {2, 2}));
+         return a;
+       }},
+      {"Gemm transB alpha beta",
+       "Gemm",
+       {{R({2, 4}, 9)}, {R({3, 4}, 10)}, {R({3}, 11)}},
+       [] {
+         std::vector<ir::Attribute> a;
+         a.push_back(ir::Attribute::Int("transB", 1));
+         a.push_back(ir::Attribute::Float("alpha", 0.5f));
+         a.push_back(ir::Attribute::Float("beta", 2.0f));
+         return a;
+       }},
       {"MatMul batched", "MatMul", {{R({2, 3, 4}, 12)}, {R({4, 5}, 13)}}, &None},
       {"Relu", "Relu", {{R({3, 4}, 14)}}, &None},
-      {"Clip (ReLU6)", "Clip", {{R({3, 4}, 15, -3, 9)}, {at::tensor(0.0, at::kDouble), false},
-                                {at::tensor(6.0, at::kDouble), false}}, &None},
+      {"Clip (ReLU6)",
+       "Clip",
+       {{R({3, 4}, 15, -3, 9)},
+        {at::tensor(0.0, at::kDouble), false},
+        {at::tensor(6.0, at::kDouble), false}},
+       &None},
       {"Sigmoid", "Sigmoid", {{R({3, 4}, 16, -4, 4)}}, &None},
       {"Tanh", "Tanh", {{R({3, 4}, 17)}}, &None},
       {"Erf (GELU)", "Erf", {{R({3, 4}, 18)}}, &None},
@@ -149,31 +182,80 @@ TEST(TrainingGradients, EveryOpFamilyMatchesFiniteDifferences) {
       {"Mul broadcast (SE)", "Mul", {{R({1, 3, 2, 2}, 24)}, {R({1, 3, 1, 1}, 25)}}, &None},
       {"Div", "Div", {{R({2, 3}, 26)}, {R({2, 3}, 27, 1, 2)}}, &None},
       {"Pow", "Pow", {{R({2, 3}, 28, 0.5, 2)}, {at::tensor(2.0, at::kDouble), false}}, &None},
-      {"MaxPool", "MaxPool", {{R({1, 2, 4, 4}, 29)}},
-       [] { std::vector<ir::Attribute> a; a.push_back(ir::Attribute::Ints("kernel_shape", {2, 2}));
-            a.push_back(ir::Attribute::Ints("strides", {2, 2})); return a; }},
-      {"AveragePool padded", "AveragePool", {{R({1, 2, 4, 4}, 30)}},
-       [] { std::vector<ir::Attribute> a; a.push_back(ir::Attribute::Ints("kernel_shape", {3, 3}));
-            a.push_back(ir::Attribute::Ints("pads", {1, 1, 1, 1})); return a; }},
+      {"MaxPool",
+       "MaxPool",
+       {{R({1, 2, 4, 4}, 29)}},
+       [] {
+         std::vector<ir::Attribute> a;
+         a.push_back(ir::Attribute::Ints("kernel_shape", {2, 2}));
+         a.push_back(ir::Attribute::Ints("strides", {2, 2}));
+         return a;
+       }},
+      {"AveragePool padded",
+       "AveragePool",
+       {{R({1, 2, 4, 4}, 30)}},
+       [] {
+         std::vector<ir::Attribute> a;
+         a.push_back(ir::Attribute::Ints("kernel_shape", {3, 3}));
+         a.push_back(ir::Attribute::Ints("pads", {1, 1, 1, 1}));
+         return a;
+       }},
       {"GlobalAveragePool", "GlobalAveragePool", {{R({2, 3, 3, 3}, 31)}}, &None},
       {"Flatten", "Flatten", {{R({2, 3, 2}, 32)}}, &None},
       {"Reshape", "Reshape", {{R({2, 6}, 33)}, {I64({3, -1}), false}}, &None},
-      {"Transpose", "Transpose", {{R({2, 3, 4}, 34)}},
-       [] { std::vector<ir::Attribute> a; a.push_back(ir::Attribute::Ints("perm", {2, 0, 1})); return a; }},
-      {"Concat", "Concat", {{R({2, 3}, 35)}, {R({2, 2}, 36)}},
-       [] { std::vector<ir::Attribute> a; a.push_back(ir::Attribute::Int("axis", 1)); return a; }},
-      {"Slice", "Slice", {{R({4, 5}, 37)}, {I64({1}), false}, {I64({4}), false}, {I64({1}), false}}, &None},
+      {"Transpose",
+       "Transpose",
+       {{R({2, 3, 4}, 34)}},
+       [] {
+         std::vector<ir::Attribute> a;
+         a.push_back(ir::Attribute::Ints("perm", {2, 0, 1}));
+         return a;
+       }},
+      {"Concat",
+       "Concat",
+       {{R({2, 3}, 35)}, {R({2, 2}, 36)}},
+       [] {
+         std::vector<ir::Attribute> a;
+         a.push_back(ir::Attribute::Int("axis", 1));
+         return a;
+       }},
+      {"Slice",
+       "Slice",
+       {{R({4, 5}, 37)}, {I64({1}), false}, {I64({4}), false}, {I64({1}), false}},
+       &None},
       {"Gather (class token)", "Gather", {{R({4, 3}, 38)}, {I64({0, 2}), false}}, &None},
       {"Softmax", "Softmax", {{R({2, 5}, 39)}}, &None},
-      {"LayerNormalization", "LayerNormalization", {{R({2, 3, 4}, 40)}, {R({4}, 41)}, {R({4}, 42)}},
-       [] { std::vector<ir::Attribute> a; a.push_back(ir::Attribute::Int("axis", -1)); return a; }},
-      {"BatchNormalization (inference)", "BatchNormalization",
-       {{R({2, 3, 2, 2}, 43)}, {R({3}, 44)}, {R({3}, 45)}, {R({3}, 46), false}, {R({3}, 47, 0.5, 1.5), false}},
+      {"LayerNormalization",
+       "LayerNormalization",
+       {{R({2, 3, 4}, 40)}, {R({4}, 41)}, {R({4}, 42)}},
+       [] {
+         std::vector<ir::Attribute> a;
+         a.push_back(ir::Attribute::Int("axis", -1));
+         return a;
+       }},
+      {"BatchNormalization (inference)",
+       "BatchNormalization",
+       {{R({2, 3, 2, 2}, 43)},
+        {R({3}, 44)},
+        {R({3}, 45)},
+        {R({3}, 46), false},
+        {R({3}, 47, 0.5, 1.5), false}},
        &None},
       {"Expand", "Expand", {{R({1, 3}, 48)}, {I64({2, 3}), false}}, &None},
-      {"Where", "Where", {{at::tensor(std::vector<int64_t>{1, 0, 1}, at::kLong).to(at::kBool), false}, {R({3}, 49)}, {R({3}, 50)}}, &None},
-      {"ReduceMean", "ReduceMean", {{R({2, 3, 4}, 51)}},
-       [] { std::vector<ir::Attribute> a; a.push_back(ir::Attribute::Ints("axes", {-1})); return a; }},
+      {"Where",
+       "Where",
+       {{at::tensor(std::vector<int64_t>{1, 0, 1}, at::kLong).to(at::kBool), false},
+        {R({3}, 49)},
+        {R({3}, 50)}},
+       &None},
+      {"ReduceMean",
+       "ReduceMean",
+       {{R({2, 3, 4}, 51)}},
+       [] {
+         std::vector<ir::Attribute> a;
+         a.push_back(ir::Attribute::Ints("axes", {-1}));
+         return a;
+       }},
       {"Unsqueeze", "Unsqueeze", {{R({2, 3}, 52)}, {I64({0}), false}}, &None},
       {"Squeeze", "Squeeze", {{R({1, 3}, 53)}, {I64({0}), false}}, &None},
       {"HardSigmoid", "HardSigmoid", {{R({3, 4}, 54, -2, 2)}}, &None},
@@ -192,7 +274,8 @@ TEST(TrainingParameters, OverridesReachAutogradAndAreChecked) {
   ir::Value* x = g.CreateValue("x");
   x->type = ir::TypeInfo::Tensor(ir::DType::kFloat, {ir::Dim::Known(1), ir::Dim::Known(2)});
   g.AddInput(x);
-  ir::Value* w = g.AddInitializer("w", ir::Tensor::FromVector<float>(ir::DType::kFloat, {3, 2}, {1, 2, 3, 4, 5, 6}));
+  ir::Value* w = g.AddInitializer(
+      "w", ir::Tensor::FromVector<float>(ir::DType::kFloat, {3, 2}, {1, 2, 3, 4, 5, 6}));
   auto node = g.AddNode("Gemm", {x, w}, {"y"});
   ASSERT_TRUE(node.ok());
   (*node)->SetAttr(ir::Attribute::Int("transB", 1));
@@ -206,7 +289,8 @@ TEST(TrainingParameters, OverridesReachAutogradAndAreChecked) {
   o.parameters = &params;
   auto out = RunAten(**interp, {{"x", xin}}, o);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
-  EXPECT_EQ(out->at(0).abs().sum().item<float>(), 0.0f) << "the override must replace the initializer";
+  EXPECT_EQ(out->at(0).abs().sum().item<float>(), 0.0f)
+      << "the override must replace the initializer";
   out->at(0).sum().backward();
   ASSERT_TRUE(param.grad().defined());
   EXPECT_TRUE(at::equal(param.grad(), at::tensor({1.0f, -1.0f}).repeat({3, 1})));
@@ -225,10 +309,12 @@ TEST(TrainingParameters, OverridesReachAutogradAndAreChecked) {
 // and saturation included.
 TEST(FakeQuantize, ForwardIsTheExportMathBitForBit) {
   const float scale = 0.5f;
-  const std::vector<float> x{-70.f, -64.25f, -0.25f, 0.25f, 0.75f, 1.25f, 63.5f, 63.75f, 64.0f, 0.0f};
+  const std::vector<float> x{-70.f, -64.25f, -0.25f, 0.25f, 0.75f,
+                             1.25f, 63.5f,   63.75f, 64.0f, 0.0f};
   const std::vector<float> expected{-64.f, -64.f, -0.f, 0.f, 1.f, 1.f, 63.5f, 63.5f, 63.5f, 0.f};
   at::Tensor y = FakeQuantizeSymmetricInt8(at::tensor(x), at::tensor(scale), -1, false);
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[static_cast<int64_t>(i)].item<float>(), expected[i]) << x[i];
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_EQ(y[static_cast<int64_t>(i)].item<float>(), expected[i]) << x[i];
 
   std::mt19937 rng(11);
   std::normal_distribution<float> dist(0.f, 3.f);
@@ -246,7 +332,7 @@ TEST(FakeQuantize, ForwardIsTheExportMathBitForBit) {
 TEST(FakeQuantize, PerChannelScalesAreRecomputedLikeCalibrate) {
   at::manual_seed(3);
   at::Tensor w = at::randn({4, 3, 2, 2});
-  w[2].zero_();  // an all-zero channel takes kZeroChannelScale
+  w[2].zero_();        // an all-zero channel takes kZeroChannelScale
   w[1].fill_(3e-40f);  // so does a denormal one (PP-OCRv4 recognition ships such a channel)
   at::Tensor s = WeightScalesFrom(w, 0);
   std::vector<float> data(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
@@ -264,7 +350,8 @@ TEST(FakeQuantize, StraightThroughInsideTheRangeZeroOutside) {
   y.sum().backward();
   // round(x/0.5): -130 (out), -128 (in), 1 (in), 127 (in), 128 (out), 140 (out)
   const std::vector<float> expected{0, 1, 1, 1, 0, 0};
-  for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(x.grad()[static_cast<int64_t>(i)].item<float>(), expected[i]);
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(x.grad()[static_cast<int64_t>(i)].item<float>(), expected[i]);
 }
 
 TEST(FakeQuantize, LsqScaleGradient) {

@@ -22,7 +22,8 @@ namespace {
 
 TrainingBatch Batch(int seed) {
   std::vector<float> x(2 * 16);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7 + seed * 3) % 11) / 5.0f - 1.0f;
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>((i * 7 + seed * 3) % 11) / 5.0f - 1.0f;
   return {{{"x", ir::Tensor::FromVector(ir::DType::kFloat, {2, 1, 4, 4}, x)}}, std::nullopt};
 }
 
@@ -31,7 +32,8 @@ std::unique_ptr<QatTrainer> Trainer(OptimizerKind kind, float shift = 0.5f) {
   o.optimizer = kind;
   o.lr = 1e-2;
   o.total_steps = 4;
-  auto t = QatTrainer::Create(testing::TinyConvModel(shift), testing::TinyConvModel(0.0f), {"W"}, o);
+  auto t =
+      QatTrainer::Create(testing::TinyConvModel(shift), testing::TinyConvModel(0.0f), {"W"}, o);
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return std::move(*t);
 }
@@ -76,8 +78,10 @@ TEST_P(CheckpointTest, AResumedRunEqualsOneThatNeverStopped) {
   for (int s = 2; s < 4; ++s) ASSERT_TRUE(resumed->Step(Batch(s)).ok());
   const std::vector<float> a = Weights(*straight), b = Weights(*resumed);
   ASSERT_EQ(a.size(), b.size());
-  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "the optimizer state did not carry over";
-  EXPECT_NE(Weights(*Trainer(GetParam())), a) << "training moved nothing: the test would prove nothing";
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+      << "the optimizer state did not carry over";
+  EXPECT_NE(Weights(*Trainer(GetParam())), a)
+      << "training moved nothing: the test would prove nothing";
 }
 
 TEST_P(CheckpointTest, EveryOneByteEditLoadsOrFailsCleanly) {
@@ -100,7 +104,8 @@ TEST_P(CheckpointTest, EveryOneByteEditLoadsOrFailsCleanly) {
       target = Trainer(GetParam());  // back to the state `before` describes
       continue;
     }
-    ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument) << "byte " << at << ": " << r.status().ToString();
+    ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument)
+        << "byte " << at << ": " << r.status().ToString();
     ASSERT_NE(r.status().message().find("edited.npz"), std::string::npos) << r.status().ToString();
     ASSERT_EQ(Weights(*target), before) << "a failed load changed the trainer (byte " << at << ")";
   }
@@ -108,8 +113,11 @@ TEST_P(CheckpointTest, EveryOneByteEditLoadsOrFailsCleanly) {
   EXPECT_LT(loaded, static_cast<int>(good.size() / 2));
 }
 
-INSTANTIATE_TEST_SUITE_P(Optimizers, CheckpointTest, ::testing::Values(OptimizerKind::kAdamW, OptimizerKind::kSgd),
-                         [](const auto& info) { return info.param == OptimizerKind::kSgd ? "Sgd" : "AdamW"; });
+INSTANTIATE_TEST_SUITE_P(Optimizers, CheckpointTest,
+                         ::testing::Values(OptimizerKind::kAdamW, OptimizerKind::kSgd),
+                         [](const auto& info) {
+                           return info.param == OptimizerKind::kSgd ? "Sgd" : "AdamW";
+                         });
 
 class CheckpointRefusalTest : public CheckpointTest {};
 
@@ -120,19 +128,22 @@ TEST_F(CheckpointRefusalTest, AnotherOptimizerOrModelIsRefusedNamingTheFile) {
   auto adamw = Trainer(OptimizerKind::kAdamW);
   auto r = adamw->LoadCheckpoint(Path("sgd.npz"));
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("sgd.npz: the checkpoint holds sgd state, this run uses adamw"),
-            std::string::npos)
+  EXPECT_NE(
+      r.status().message().find("sgd.npz: the checkpoint holds sgd state, this run uses adamw"),
+      std::string::npos)
       << r.status().ToString();
 
   // Another model: W of another shape.
-  auto wider = QatTrainer::Create(testing::TinyConvModel(0.5f, 3), testing::TinyConvModel(0.0f, 3), {"W"}, TrainerOptions{});
+  auto wider = QatTrainer::Create(testing::TinyConvModel(0.5f, 3), testing::TinyConvModel(0.0f, 3),
+                                  {"W"}, TrainerOptions{});
   ASSERT_TRUE(wider.ok());
   const std::vector<float> before = Weights(**wider);
   ASSERT_TRUE(Trainer(OptimizerKind::kAdamW)->SaveCheckpoint(Path("narrow.npz"), {}).ok());
   auto other = (*wider)->LoadCheckpoint(Path("narrow.npz"));
   ASSERT_FALSE(other.ok());
-  EXPECT_NE(other.status().message().find("narrow.npz: 'param/W' is float [2,1,3,3], expected float [3,1,3,3] "
-                                          "(another model or plan?)"),
+  EXPECT_NE(other.status().message().find(
+                "narrow.npz: 'param/W' is float [2,1,3,3], expected float [3,1,3,3] "
+                "(another model or plan?)"),
             std::string::npos)
       << other.status().ToString();
   EXPECT_EQ(Weights(**wider), before);
@@ -149,7 +160,8 @@ TEST_F(CheckpointRefusalTest, ATorchScriptArchiveOfEarlierReleasesIsNamedNotPars
   ASSERT_EQ(zip_close(z), 0);
   const Status s = CheckCheckpointFile(path);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("old.pt:archive/data.pkl: not an .npy member"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("old.pt:archive/data.pkl: not an .npy member"), std::string::npos)
+      << s.ToString();
 }
 
 }  // namespace
