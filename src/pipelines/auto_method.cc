@@ -11,7 +11,8 @@ Result<PerTensorChoice> ChoosePerTensor(const CalibrationSites& sites,
                                         const std::vector<quant::MethodRequest>& methods,
                                         const std::vector<quant::QuantPlan>& plans,
                                         const MethodChoice& start, PlanScore start_score,
-                                        const PlanScorer& score, int max_trials) {
+                                        const PlanScorer& score, int max_trials,
+                                        const std::function<bool()>& out_of_time) {
   QK_RETURN_IF_NOT(plans.size() == methods.size(), StatusCode::kInternal, "{} plans for {} methods",
                    plans.size(), methods.size());
   PerTensorChoice choice;
@@ -42,6 +43,10 @@ Result<PerTensorChoice> ChoosePerTensor(const CalibrationSites& sites,
     for (const quant::MethodRequest& m : methods) {
       if (m == current) continue;
       if (choice.trials >= max_trials) return choice;
+      if (out_of_time && out_of_time()) {
+        choice.stopped = true;
+        return choice;
+      }
       MethodChoice trial = choice.methods;
       trial.overrides[tensor] = m;
       QK_ASSIGN_OR_RETURN(PlanScore s, score(trial));

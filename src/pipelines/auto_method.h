@@ -49,17 +49,21 @@ struct PerTensorChoice {
   std::vector<TensorMethodChange> changes;
   int trials = 0;
   int candidates = 0;
+  bool stopped = false;  // out_of_time ended the pass early (the best set so far is kept)
 };
 
 using PlanScorer = std::function<Result<PlanScore>(const MethodChoice&)>;
 
 // Greedy per-tensor refinement from `start` (already scored `start_score`). `plans` holds one plan
 // per method of `methods` (the same statistics), to rank the candidates by their amax spread.
+// `out_of_time`, when given, is asked before each trial: true ends the pass with the best choice
+// so far (the repair ladder's time cap).
 Result<PerTensorChoice> ChoosePerTensor(const CalibrationSites& sites,
                                         const std::vector<quant::MethodRequest>& methods,
                                         const std::vector<quant::QuantPlan>& plans,
                                         const MethodChoice& start, PlanScore start_score,
                                         const PlanScorer& score,
-                                        int max_trials = kAutoMaxTensorTrials);
+                                        int max_trials = kAutoMaxTensorTrials,
+                                        const std::function<bool()>& out_of_time = {});
 
 }  // namespace quantkit::pipelines

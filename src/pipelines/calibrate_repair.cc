@@ -206,7 +206,9 @@ Status Ladder::TryAuto() {
   QK_ASSIGN_OR_RETURN(
       MethodSearch search,
       SearchMethods(prepared_, evaluator_, metric.get(), fp32.metrics.at(metric->name()),
-                    quant::AllMethods(), {c_.method, c_.method_overrides}, /*per_tensor=*/true));
+                    quant::AllMethods(), {c_.method, c_.method_overrides}, /*per_tensor=*/true,
+                    // Rungs 1-3 have the first half of the cap (see Run).
+                    [this] { return SecondsSince(start_) > cap_ / 2; }));
   std::string detail = search.scores[search.best].method;
   // A tensor the greedy pass changed twice is named once, with its last method.
   std::map<std::string, std::string> changed;
@@ -214,6 +216,10 @@ Status Ladder::TryAuto() {
   if (!changed.empty()) {
     detail += fmt::format(", {} tensor(s) on another method:", changed.size());
     for (const auto& [tensor, method] : changed) detail += fmt::format(" {}->{}", tensor, method);
+  }
+  if (search.stopped) {
+    detail += " (the search was cut by the time cap)";
+    cut_ = true;
   }
   return Try("auto", detail, search.choice, c_.ptq.stages, rung_start);
 }

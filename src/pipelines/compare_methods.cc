@@ -126,7 +126,8 @@ Result<MethodSearch> SearchMethods(const PreparedCalibration& prepared,
                                    const analysis::PlanEvaluator& evaluator,
                                    analysis::Metric* metric, double fp32_value,
                                    const std::vector<quant::MethodRequest>& methods,
-                                   const MethodChoice& asked, bool per_tensor) {
+                                   const MethodChoice& asked, bool per_tensor,
+                                   const std::function<bool()>& out_of_time) {
   QK_RETURN_IF_NOT(!methods.empty(), StatusCode::kInternal, "no method to choose from");
   MethodSearch search;
   analysis::AgreementMetric agreement;
@@ -148,11 +149,15 @@ Result<MethodSearch> SearchMethods(const PreparedCalibration& prepared,
     search.scores.push_back(s);
     const MethodScore& b = search.scores[search.best];
     if (s.loss < b.loss || (s.loss == b.loss && s.rel_mse < b.rel_mse)) search.best = i;
+    if (i + 1 < methods.size() && out_of_time && out_of_time()) {
+      search.stopped = true;
+      break;
+    }
   }
   search.choice = {methods[search.best], asked.overrides};
   search.method_score =
       search.score = {search.scores[search.best].loss, search.scores[search.best].rel_mse};
-  if (!per_tensor) return search;
+  if (!per_tensor || search.stopped) return search;
   // Each trial: the plan of one method choice over the same statistics, simulated on the holdout.
   PlanScorer score = [&](const MethodChoice& choice) -> Result<PlanScore> {
     QK_ASSIGN_OR_RETURN(BuiltPlan built,
@@ -161,8 +166,10 @@ Result<MethodSearch> SearchMethods(const PreparedCalibration& prepared,
     return PlanScore{metric->Loss(t.metrics.at(metric->name()), fp32_value),
                      t.output.relative_mse()};
   };
-  QK_ASSIGN_OR_RETURN(search.per_tensor, ChoosePerTensor(prepared.sites, methods, plans,
-                                                         search.choice, search.score, score));
+  QK_ASSIGN_OR_RETURN(search.per_tensor,
+                      ChoosePerTensor(prepared.sites, methods, plans, search.choice, search.score,
+                                      score, kAutoMaxTensorTrials, out_of_time));
+  search.stopped = search.per_tensor.stopped;
   search.choice = search.per_tensor.methods;
   search.score = search.per_tensor.score;
   return search;

@@ -8,6 +8,7 @@
 // artifacts written to the output directory, as a plain `calibrate` with that method would.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -75,12 +76,16 @@ struct MethodSearch {
   PlanScore method_score;      // of the best method before the per-tensor pass
   PlanScore score;             // of `choice`
   PerTensorChoice per_tensor;  // trials 0 without per_tensor
+  bool stopped = false;        // out_of_time cut the search (methods or tensors left untried)
 };
+// `out_of_time`, when given, is asked after each method's plan and before each per-tensor trial:
+// true ends the search with the best found so far (the repair ladder's time cap).
 Result<MethodSearch> SearchMethods(const PreparedCalibration& prepared,
                                    const analysis::PlanEvaluator& evaluator,
                                    analysis::Metric* metric, double fp32_value,
                                    const std::vector<quant::MethodRequest>& methods,
-                                   const MethodChoice& asked, bool per_tensor);
+                                   const MethodChoice& asked, bool per_tensor,
+                                   const std::function<bool()>& out_of_time = {});
 std::string FormatCompareMethods(const CompareMethodsResult& r);
 std::string CompareMethodsJson(const CompareMethodsResult& r);
 

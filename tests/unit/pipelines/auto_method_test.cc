@@ -79,6 +79,35 @@ TEST(AutoPerTensor, StopsAtTheTrialBound) {
   EXPECT_TRUE(r->methods.overrides.empty());
 }
 
+// The repair ladder's time cap: out_of_time is asked before each trial, and the pass ends with the
+// best choice so far (here the first trial's improvement), marked stopped.
+TEST(AutoPerTensor, OutOfTimeEndsThePassWithTheBestSoFar) {
+  Fixture f;
+  int calls = 0;
+  PlanScorer score = [&](const MethodChoice& c) -> Result<PlanScore> {
+    ++calls;
+    const double loss = c.overrides.count("a") && c.overrides.at("a") == kMse ? 0.2 : 0.5;
+    return PlanScore{loss, loss / 10};
+  };
+  const MethodChoice start{kMax, {{"u", kEntropy}}};  // so a (x2) is the first candidate
+  auto r = ChoosePerTensor(f.sites, f.methods, f.plans, start, {0.5, 0.05}, score,
+                           kAutoMaxTensorTrials, [&] { return calls >= 1; });
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(r->trials, 1);
+  EXPECT_TRUE(r->stopped);
+  ASSERT_EQ(r->changes.size(), 1u);
+  EXPECT_TRUE(r->methods.overrides.at("a") == kMse);
+  EXPECT_DOUBLE_EQ(r->score.loss, 0.2);
+  // Never out of time: every trial runs and the pass is not marked stopped.
+  calls = 0;
+  auto full = ChoosePerTensor(f.sites, f.methods, f.plans, start, {0.5, 0.05}, score,
+                              kAutoMaxTensorTrials, [] { return false; });
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->trials, 4);
+  EXPECT_FALSE(full->stopped);
+}
+
 TEST(AutoPerTensor, AScorerFailureIsReturned) {
   Fixture f;
   PlanScorer score = [](const MethodChoice&) -> Result<PlanScore> {
