@@ -11,17 +11,56 @@ namespace {
 
 int64_t Argmax(const float* row, int64_t width) { return std::max_element(row, row + width) - row; }
 
+Status CheckLabels(const MetricBatch& b, const char* metric) {
+  QK_RETURN_IF_NOT(b.labels != nullptr, StatusCode::kInvalidArgument,
+                   "metric '{}' needs labelled data (use 'agreement' or 'rel_mse' without labels)",
+                   metric);
+  for (int64_t i = 0; i < b.batch; ++i) {
+    QK_RETURN_IF_NOT(b.labels[i] >= 0 && b.labels[i] < b.width, StatusCode::kInvalidArgument,
+                     "label {} is outside the model's {} classes", b.labels[i], b.width);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Top1Metric::Update(const MetricBatch& b) {
-  QK_RETURN_IF_NOT(
-      b.labels != nullptr, StatusCode::kInvalidArgument,
-      "metric 'top1' needs labelled data (use 'agreement' or 'rel_mse' without labels)");
+  QK_RETURN_IF_ERROR(CheckLabels(b, "top1"));
   for (int64_t i = 0; i < b.batch; ++i) {
     hits_ += Argmax(b.output + i * b.width, b.width) == b.labels[i] ? 1 : 0;
   }
   total_ += b.batch;
   return Status::Ok();
+}
+
+Status Top5Metric::Update(const MetricBatch& b) {
+  QK_RETURN_IF_ERROR(CheckLabels(b, "top5"));
+  for (int64_t i = 0; i < b.batch; ++i) {
+    const float* row = b.output + i * b.width;
+    const float at_label = row[b.labels[i]];
+    int64_t better = 0;
+    for (int64_t c = 0; c < b.width; ++c) better += row[c] > at_label ? 1 : 0;
+    hits_ += better < 5 ? 1 : 0;
+  }
+  total_ += b.batch;
+  return Status::Ok();
+}
+
+Status OutputErrorMetric::Update(const MetricBatch& b) {
+  QK_RETURN_IF_NOT(b.reference != nullptr, StatusCode::kInvalidArgument,
+                   "metric 'output_error' compares with a reference");
+  stats_.Add(b.output, b.reference, b.batch * b.width);
+  return Status::Ok();
+}
+
+std::vector<double> OutputErrorMetric::State() const {
+  std::vector<double> s;
+  stats_.AppendState(&s);
+  return s;
+}
+
+void OutputErrorMetric::AddState(const std::vector<double>& s) {
+  stats_.Merge(ErrorStats::FromState(s.data()));
 }
 
 Status AgreementMetric::Update(const MetricBatch& b) {

@@ -69,15 +69,26 @@ class ShareMetric : public Metric {
   double Value() const override {
     return total_ ? static_cast<double>(hits_) / static_cast<double>(total_) : 0.0;
   }
+  int64_t total() const { return total_; }  // the items counted (0: none, e.g. no labels)
 
  protected:
   int64_t hits_ = 0, total_ = 0;
 };
 
-// Share of samples whose argmax equals the label (needs labels).
+// Share of samples whose argmax equals the label (needs labels; a label outside the output's
+// classes is an error).
 class Top1Metric final : public ShareMetric {
  public:
   std::string name() const override { return "top1"; }
+  bool needs_labels() const override { return true; }
+  Status Update(const MetricBatch& b) override;
+};
+
+// Share of samples whose label is among the 5 highest outputs: fewer than 5 outputs beat the
+// label's (ties count in the label's favour, as argmax takes the first maximum). Needs labels.
+class Top5Metric final : public ShareMetric {
+ public:
+  std::string name() const override { return "top5"; }
   bool needs_labels() const override { return true; }
   Status Update(const MetricBatch& b) override;
 };
@@ -171,6 +182,24 @@ struct ErrorStats {
   double sqnr_db() const;       // 10 log10(sum ref^2 / sum err^2); +inf when exact
   double cosine() const;        // 1 when both are all zero
   double relative_mse() const;  // sum err^2 / sum ref^2
+};
+
+// ErrorStats of the outputs against the reference, as a metric (eval's cosine, SQNR and max
+// |error|): Value() is the relative MSE; stats() has the rest. Its state adds exactly (sums, and
+// the max of max |error|).
+class OutputErrorMetric final : public Metric {
+ public:
+  std::string name() const override { return "output_error"; }
+  bool higher_is_better() const override { return false; }
+  void Reset() override { stats_ = ErrorStats(); }
+  Status Update(const MetricBatch& b) override;
+  std::vector<double> State() const override;
+  void AddState(const std::vector<double>& s) override;
+  double Value() const override { return stats_.relative_mse(); }
+  const ErrorStats& stats() const { return stats_; }
+
+ private:
+  ErrorStats stats_;
 };
 
 }  // namespace quantkit::analysis

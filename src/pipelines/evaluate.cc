@@ -78,8 +78,23 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Counts that combine by integer sums across ranks.
-enum Count : size_t { kSamples, kLabelled, kCorrect1, kCorrect5, kAgree, kNumCounts };
+// Every figure eval reports, as analysis metrics (one metric path): top-1/top-5 with labels,
+// argmax agreement and the output error with a reference, then the caller's metrics. Each keeps
+// its state per batch, added in sample order at the end, whichever process ran which batch.
+struct Figures {
+  analysis::Top1Metric top1;
+  analysis::Top5Metric top5;
+  analysis::AgreementMetric agreement;
+  analysis::OutputErrorMetric error;
+  std::vector<analysis::Metric*> labelled;   // top1, top5: batches with labels
+  std::vector<analysis::Metric*> reference;  // agreement, error, then the caller's metrics
+
+  Figures(bool with_reference, const std::vector<analysis::Metric*>& extra)
+      : labelled{&top1, &top5} {
+    if (with_reference) reference = {&agreement, &error};
+    reference.insert(reference.end(), extra.begin(), extra.end());
+  }
+};
 
 }  // namespace
 
@@ -96,9 +111,8 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     QK_ASSIGN_OR_RETURN(comm, distributed::OpenCommunicator(options.distributed));
   }
   EvalResult result;
-  std::vector<int64_t> counts(kNumCounts, 0);
   BatchSums sums;
-  double max_err = 0;
+  std::unique_ptr<Figures> figures;
   bool with_reference = false;
   const bool keep_outputs = options.keep_outputs || !options.save_outputs.empty();
   // Every rank evaluates its shard; a failure on any rank stops them all.
@@ -135,16 +149,19 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     with_reference = reference != nullptr;
     QK_RETURN_IF_NOT(options.metrics.empty() || reference, StatusCode::kInvalidArgument,
                      "metrics compare with a reference: give --reference or --plan");
-    // Metrics with an exact state are kept per batch (see Metric::State); others run through.
+    figures = std::make_unique<Figures>(with_reference, options.metrics);
+    // Metrics with an exact state are kept per batch (see Metric::State); others (a caller's)
+    // run through.
     bool all_have_state = true;
-    for (analysis::Metric* m : options.metrics) {
-      m->Reset();
-      all_have_state = all_have_state && !m->State().empty();
-      sums.stride += m->State().size();
+    for (auto* group : {&figures->labelled, &figures->reference}) {
+      for (analysis::Metric* m : *group) {
+        m->Reset();
+        all_have_state = all_have_state && !m->State().empty();
+        sums.stride += m->State().size();
+      }
     }
     QK_RETURN_IF_NOT(all_have_state || comm->world_size() == 1, StatusCode::kUnsupported,
                      "a metric without Metric::State() cannot be combined across processes");
-    sums.stride += 4;  // dot, |out|^2, |ref|^2, |err|^2
     QK_ASSIGN_OR_RETURN(
         std::unique_ptr<data::Source> source,
         data::OpenSource(options.data, data::ModelInputs(interpreter->model()), options.image));
@@ -176,27 +193,29 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
         result.output_width = rows.width;
         if (keep_outputs)
           result.outputs.insert(result.outputs.end(), rows.data, rows.data + count * rows.width);
-        counts[kSamples] += count;
         for (int64_t b = 0; b < count; ++b) {
           const float* row = rows.data + b * rows.width;
-          const int64_t pred = std::max_element(row, row + rows.width) - row;
-          result.predictions.push_back(pred);
-          // Labels name classes: an output of one value per sample (a score) has none, and the
-          // labels of its data do not apply (a QAT run on labelled data failed here after
-          // training).
-          if (batch.labels && rows.width >= 2) {
-            const int64_t label = batch.labels->data_as<int64_t>()[b];
-            QK_RETURN_IF_NOT(label >= 0 && label < rows.width, StatusCode::kInvalidArgument,
-                             "label {} is outside the model's {} classes", label, rows.width);
-            ++counts[kLabelled];
-            counts[kCorrect1] += pred == label ? 1 : 0;
-            // Rank of the label: how many logits beat it (ties count in the label's favour, as
-            // argmax picks the first maximum).
-            int64_t better = 0;
-            for (int64_t c = 0; c < rows.width; ++c) better += row[c] > row[label] ? 1 : 0;
-            counts[kCorrect5] += better < 5 ? 1 : 0;
-          }
+          result.predictions.push_back(std::max_element(row, row + rows.width) - row);
         }
+        // Each stateful metric's part of this batch, in a fixed order (stride per batch).
+        auto update = [&](analysis::Metric* m, const analysis::MetricBatch& mb,
+                          bool applies) -> Status {
+          const bool has_state = !m->State().empty();
+          if (has_state) m->Reset();
+          if (applies) QK_RETURN_IF_ERROR(m->Update(mb));
+          if (has_state) {
+            const std::vector<double> state = m->State();
+            sums.values.insert(sums.values.end(), state.begin(), state.end());
+          }
+          return Status::Ok();
+        };
+        const int64_t* labels = batch.labels ? batch.labels->data_as<int64_t>() : nullptr;
+        // Labels name classes: an output of one value per sample (a score) has none, and the
+        // labels of its data do not apply (a QAT run on labelled data failed here after
+        // training).
+        const bool labelled = labels != nullptr && rows.width >= 2;
+        const analysis::MetricBatch own{rows.data, nullptr, count, rows.width, labels, rows.last};
+        for (analysis::Metric* m : figures->labelled) QK_RETURN_IF_ERROR(update(m, own, labelled));
         if (reference) {
           const auto reference_start = std::chrono::steady_clock::now();
           QK_ASSIGN_OR_RETURN(auto ref_outs, reference->Run(feeds));
@@ -208,40 +227,11 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
               ref.width == rows.width, StatusCode::kInvalidArgument,
               "the reference model's first output has {} values per sample, the model's {}",
               ref.width, rows.width);
-          double dot = 0, norm_out = 0, norm_ref = 0, err2 = 0;
-          for (int64_t b = 0; b < count; ++b) {
-            const float* r = ref.data + b * ref.width;
-            const float* o = rows.data + b * rows.width;
-            counts[kAgree] += (std::max_element(r, r + ref.width) - r) ==
-                                      (std::max_element(o, o + rows.width) - o)
-                                  ? 1
-                                  : 0;
-            for (int64_t c = 0; c < rows.width; ++c) {
-              const double e = static_cast<double>(o[c]) - r[c];
-              dot += static_cast<double>(o[c]) * r[c];
-              norm_out += static_cast<double>(o[c]) * o[c];
-              norm_ref += static_cast<double>(r[c]) * r[c];
-              err2 += e * e;
-              max_err = std::max(max_err, std::fabs(e));
-            }
-          }
-          sums.values.insert(sums.values.end(), {dot, norm_out, norm_ref, err2});
-          const analysis::MetricBatch mb{rows.data,
-                                         ref.data,
-                                         count,
-                                         rows.width,
-                                         batch.labels ? batch.labels->data_as<int64_t>() : nullptr,
-                                         rows.last};
-          for (analysis::Metric* m : options.metrics) {
+          const analysis::MetricBatch mb{rows.data, ref.data, count, rows.width, labels, rows.last};
+          for (analysis::Metric* m : figures->reference) {
             QK_RETURN_IF_NOT(!m->needs_labels() || mb.labels, StatusCode::kInvalidArgument,
                              "metric '{}' needs labelled data", m->name());
-            const bool has_state = !m->State().empty();
-            if (has_state) m->Reset();
-            QK_RETURN_IF_ERROR(m->Update(mb));
-            if (has_state) {
-              const std::vector<double> state = m->State();
-              sums.values.insert(sums.values.end(), state.begin(), state.end());
-            }
+            QK_RETURN_IF_ERROR(update(m, mb, true));
           }
         }
         progress.Advance(count);
@@ -261,14 +251,12 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
   }();
   QK_RETURN_IF_ERROR(comm->Agree(evaluated, "evaluating"));
 
-  // Combine on rank 0: integer sums, then per-batch sums / predictions / outputs in rank order
-  // (= sample order). Nothing is combined in one process.
+  // Combine on rank 0: per-batch metric states / predictions / outputs in rank order (= sample
+  // order). Nothing is combined in one process.
   const auto merge_start = std::chrono::steady_clock::now();
-  QK_RETURN_IF_ERROR(comm->AllReduceSum(&counts, "summing counts"));
   if (comm->world_size() > 1) {
-    std::vector<double> local_sums = std::move(sums.values);
-    local_sums.push_back(max_err);
-    QK_ASSIGN_OR_RETURN(auto all_sums, comm->GatherToRoot(ToBytes(local_sums), "gathering sums"));
+    QK_ASSIGN_OR_RETURN(auto all_sums,
+                        comm->GatherToRoot(ToBytes(sums.values), "gathering metric states"));
     QK_ASSIGN_OR_RETURN(auto all_preds,
                         comm->GatherToRoot(ToBytes(result.predictions), "gathering predictions"));
     std::vector<std::string> all_outputs;
@@ -285,11 +273,7 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     result.predictions.clear();
     result.outputs.clear();
     for (size_t r = 0; r < all_sums.size(); ++r) {
-      std::vector<double> part;
-      AppendFromBytes(all_sums[r], &part);
-      if (part.empty()) continue;
-      max_err = std::max(max_err, part.back());
-      sums.values.insert(sums.values.end(), part.begin(), part.end() - 1);
+      AppendFromBytes(all_sums[r], &sums.values);
       AppendFromBytes(all_preds[r], &result.predictions);
       if (keep_outputs) AppendFromBytes(all_outputs[r], &result.outputs);
     }
@@ -304,36 +288,38 @@ Result<EvalResult> Evaluate(const EvalOptions& options) {
     return result;
   }
   result.seconds = result.rank.work_seconds + result.rank.merge_seconds;
-  if (counts[kLabelled] > 0) {
-    result.top1 = static_cast<double>(counts[kCorrect1]) / static_cast<double>(counts[kLabelled]);
-    result.top5 = static_cast<double>(counts[kCorrect5]) / static_cast<double>(counts[kLabelled]);
-  }
-  if (with_reference) {
-    // The same statistics and definitions as analyze's (all-zero outputs: cosine 1, not 0).
-    analysis::ErrorStats error;
-    const size_t stride = sums.stride;
-    const size_t batches = stride ? sums.values.size() / stride : 0;
-    for (analysis::Metric* m : options.metrics) {
+  // The batches' states added in sample order, per metric.
+  const size_t stride = sums.stride;
+  const size_t batches = stride ? sums.values.size() / stride : 0;
+  for (auto* group : {&figures->labelled, &figures->reference}) {
+    for (analysis::Metric* m : *group) {
       if (!m->State().empty()) m->Reset();
     }
-    for (size_t b = 0; b < batches; ++b) {
-      const double* v = sums.values.data() + b * stride;
-      error.dot += v[0], error.out2 += v[1], error.ref2 += v[2], error.err2 += v[3];
-      size_t offset = 4;
-      for (analysis::Metric* m : options.metrics) {
+  }
+  for (size_t b = 0; b < batches; ++b) {
+    const double* v = sums.values.data() + b * stride;
+    size_t offset = 0;
+    for (auto* group : {&figures->labelled, &figures->reference}) {
+      for (analysis::Metric* m : *group) {
         const size_t k = m->State().size();
         if (k == 0) continue;
         m->AddState(std::vector<double>(v + offset, v + offset + k));
         offset += k;
       }
     }
+  }
+  if (figures->top1.total() > 0) {
+    result.top1 = figures->top1.Value();
+    result.top5 = figures->top5.Value();
+  }
+  if (with_reference) {
+    // The same statistics and definitions as analyze's (all-zero outputs: cosine 1, not 0).
+    const analysis::ErrorStats& error = figures->error.stats();
     Agreement a;
-    a.argmax_agreement = counts[kSamples] ? static_cast<double>(counts[kAgree]) /
-                                                static_cast<double>(counts[kSamples])
-                                          : 0;
+    a.argmax_agreement = figures->agreement.Value();
     a.cosine = error.cosine();
     a.sqnr_db = error.sqnr_db();
-    a.max_abs_error = max_err;
+    a.max_abs_error = error.max_abs;
     result.agreement = a;
   }
   for (analysis::Metric* m : options.metrics) result.metrics[m->name()] = m->Value();

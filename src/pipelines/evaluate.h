@@ -7,7 +7,10 @@
 // fake quantization (round half to even, saturation), i.e. INT8 simulation. With a plan
 // (--plan plan.json | cache | ranges | Q/DQ .onnx) the float model runs with that plan's Q/DQ
 // (analysis/simulate.h) and is compared with itself in FP32 unless --reference says otherwise.
-// Extra metrics (analysis/metrics.h) see every batch of outputs, FP32 reference and labels.
+// Every figure is an analysis metric (analysis/metrics.h: Top1Metric, Top5Metric,
+// AgreementMetric, OutputErrorMetric), the caller's extra metrics beside them: each sees every
+// batch of outputs, FP32 reference and labels, and its per-batch state is added in sample order,
+// so the figures do not depend on batching or on how many processes ran.
 #pragma once
 
 #include <cstdint>

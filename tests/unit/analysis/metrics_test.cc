@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <vector>
 
 namespace quantkit::analysis {
@@ -29,6 +30,51 @@ TEST(Metrics, Top1WithoutLabelsIsAClearError) {
   Status s = m.Update(Batch(nullptr));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.ToString().find("labelled"), std::string::npos) << s.ToString();
+}
+
+// 7 classes: the label's output is beaten by 4 (in the top 5), by 5 (not), or tied with the
+// highest (in: ties count in the label's favour).
+TEST(Metrics, Top5CountsLabelsAmongTheFiveHighest) {
+  const float out[] = {6, 5, 4, 3, 2, 1, 0, /**/ 6, 5, 4, 3, 2, 1, 0, /**/ 6, 6, 0, 0, 0, 0, 0};
+  const int64_t labels[] = {4, 5, 1};
+  Top5Metric m;
+  m.Reset();
+  ASSERT_TRUE(m.Update({out, nullptr, 3, 7, labels, 7}).ok());
+  EXPECT_DOUBLE_EQ(m.Value(), 2.0 / 3.0);
+  EXPECT_EQ(m.total(), 3);
+}
+
+// eval used to say this itself; now the metrics do, for every command that scores labels.
+TEST(Metrics, ALabelOutsideTheClassesIsAnError) {
+  const int64_t labels[] = {0, 3, 1};
+  for (Metric* m : std::vector<Metric*>{new Top1Metric(), new Top5Metric()}) {
+    std::unique_ptr<Metric> owned(m);
+    Status s = m->Update(Batch(labels));
+    ASSERT_FALSE(s.ok()) << m->name();
+    EXPECT_NE(s.ToString().find("label 3 is outside the model's 3 classes"), std::string::npos)
+        << s.ToString();
+  }
+}
+
+// eval's cosine, SQNR and max |error| through one metric: per-batch states added in order give
+// the statistics of one pass over both batches, max |error| included.
+TEST(Metrics, OutputErrorStatesAddToTheWholePass) {
+  OutputErrorMetric whole, part, total;
+  whole.Reset();
+  ASSERT_TRUE(whole.Update(Batch()).ok());
+  const MetricBatch first{kOut, kRef, 1, 3, nullptr, 3}, rest{kOut + 3, kRef + 3, 2, 3, nullptr, 3};
+  total.Reset();
+  for (const MetricBatch& b : {first, rest}) {
+    part.Reset();
+    ASSERT_TRUE(part.Update(b).ok());
+    total.AddState(part.State());
+  }
+  EXPECT_DOUBLE_EQ(total.stats().cosine(), whole.stats().cosine());
+  EXPECT_DOUBLE_EQ(total.stats().sqnr_db(), whole.stats().sqnr_db());
+  EXPECT_DOUBLE_EQ(total.Value(), whole.Value());
+  EXPECT_DOUBLE_EQ(total.stats().max_abs, 1.0);  // |1 - 2| in sample 1
+  EXPECT_EQ(total.stats().count, 9);
+  EXPECT_FALSE(total.Update({kOut, nullptr, 3, 3, nullptr, 3}).ok());  // needs a reference
 }
 
 TEST(Metrics, AgreementComparesArgmaxWithReferenceAcrossBatches) {
