@@ -25,6 +25,18 @@ const std::set<std::string>& ShapeOps() {
 // wrong.
 Result<bool> AddUnit(const QdqUnit& u, quant::QuantPlan* plan, ExtractReport* report) {
   const std::string name = u.q ? u.x->name() : u.y->name();
+  // An FP8 pair (ModelOpt's --quantize_mode fp8): its zero point is float8, which the INT8 reading
+  // of the parameters does not take; say what it is rather than "not a constant".
+  const ir::Node& unit_node = u.q ? *u.q : *u.dq;
+  const ir::Value* zp = unit_node.num_inputs() > 2 ? unit_node.input(2) : nullptr;
+  if (zp != nullptr && zp->initializer &&
+      (zp->initializer->dtype() == ir::DType::kFloat8E4M3FN ||
+       zp->initializer->dtype() == ir::DType::kFloat8E5M2)) {
+    report->notes.push_back(
+        fmt::format("{}: {} (FP8) quantization; convert extracts INT8 scales only, not extracted",
+                    name, ir::DTypeName(zp->initializer->dtype())));
+    return false;
+  }
   if (!u.constant_params || u.scale.empty()) {
     report->notes.push_back(name + ": scale or zero point is not a constant; not extracted");
     return false;

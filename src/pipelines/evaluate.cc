@@ -17,6 +17,7 @@
 #include "formats/plan_files.h"
 #include "ir/float16.h"
 #include "onnx/import.h"
+#include "passes/lower_float8.h"
 #include "runtime/interpreter.h"
 
 namespace quantkit::pipelines {
@@ -27,6 +28,11 @@ Result<std::unique_ptr<runtime::Interpreter>> Load(const std::string& path) {
   QK_ASSIGN_OR_RETURN(ir::Model model, onnx_io::ImportModel(path));
   QK_RETURN_IF_NOT(!model.graph->outputs().empty(), StatusCode::kInvalidModel,
                    "{}: the model has no graph outputs, nothing to evaluate", path);
+  // An FP8 Q/DQ model (ModelOpt's --quantize_mode fp8): its pairs run as E4M3 fake quantization.
+  if (passes::HasFloat8(model)) {
+    Result<passes::Float8Lowering> lowered = passes::LowerFloat8ForSimulation(model);
+    if (!lowered.ok()) return lowered.status().WithContext(path);
+  }
   return runtime::Interpreter::Create(std::move(model));
 }
 

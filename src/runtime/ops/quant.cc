@@ -6,6 +6,7 @@
 // float8 have no ATen 1.13 dtype).
 #include <ATen/Parallel.h>
 
+#include "ir/float8.h"
 #include "runtime/kernel.h"
 #include "runtime/ops/ops.h"
 #include "runtime/ops/quant_loops.h"
@@ -207,12 +208,36 @@ Result<KernelPtr> MakeFakeQuantizeLinear(const KernelInit& init) {
   });
 }
 
+// com.quantkit::FakeQuantizeE4M3(x, scale_q, scale_dq; axis) = DequantizeLinear(QuantizeLinear(x,
+// scale_q, float8e4m3fn 0), scale_dq): decode(encode(x / scale_q)) * scale_dq with ir/float8.h's
+// encode (round to nearest even, saturation to +-448) and decode, per tensor or along `axis`,
+// in float32, the result in scale_dq's dtype (DequantizeLinear's output type). Written by
+// passes/lower_float8.h for FP8 Q/DQ models: the interpreter has no FP8 dtype.
+Result<KernelPtr> MakeFakeQuantizeE4M3(const KernelInit& init) {
+  const int64_t axis = init.node.GetInt("axis", 1);
+  return MakeKernel([=](KernelContext& c) {
+    const at::Tensor x = c.in(0).to(at::kFloat);
+    // The division on the input's device, the 8-bit rounding on the host.
+    at::Tensor q = at::div(x, Align(c.in(1).to(at::kFloat), x, axis, 0)).to(at::kCPU).contiguous();
+    float* p = q.data_ptr<float>();
+    at::parallel_for(0, q.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        p[i] = ir::Float8E4M3FNToFloat(ir::FloatToFloat8E4M3FN(p[i]));
+      }
+    });
+    const at::Tensor decoded = q.to(x.device());
+    const at::Tensor out = at::mul(decoded, Align(c.in(2).to(at::kFloat), decoded, axis, 0));
+    return Out{out.to(c.in(2).scalar_type())};
+  });
+}
+
 }  // namespace
 
 void AppendQuantKernels(KernelTable& t) {
   t.push_back({"", "QuantizeLinear", 10, kLatestOpset, MakeQuantize});
   t.push_back({"", "DequantizeLinear", 10, kLatestOpset, MakeDequantize});
   t.push_back({"com.quantkit", "FakeQuantizeLinear", 1, kLatestOpset, MakeFakeQuantizeLinear});
+  t.push_back({"com.quantkit", "FakeQuantizeE4M3", 1, kLatestOpset, MakeFakeQuantizeE4M3});
 }
 
 }  // namespace quantkit::runtime
