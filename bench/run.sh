@@ -9,9 +9,12 @@
 #      interpreter vs onnxruntime (batch 1 and 8)
 #   4. strongly typed INT8 + FP16 models: quantkit vs ModelOpt 0.47's ONNX INT8 mode side by side
 #      (bench/modelopt_side_by_side.py; ModelOpt in .venv-peers, scripts/setup_peers.sh)
+#   5. a big model in bounded memory (bench/big_model_memory.py): peak RSS of calibrating a 2.5 GB
+#      ViT-H/14 (external data) with quantkit, onnxruntime's quantize_static and ModelOpt
 # Environment: BENCH_QUICK=1 (resnet18 + a zoo model, 64 samples: a few minutes), BENCH_MODELS,
 # BENCH_SAMPLES narrow the engine table; BENCH_LATENCY=0 skips part 3, BENCH_MODELOPT=0 part 4
-# (BENCH_MODELOPT_MODELS narrows it; BENCH_QUICK runs it on two zoo models). The default run takes about
+# (BENCH_MODELOPT_MODELS narrows it; BENCH_QUICK runs it on two zoo models); BENCH_BIG=0 or
+# BENCH_QUICK=1 skips part 5 (its first run exports the model: ~10 minutes, ~12 GB of memory). The default run takes about
 # 60-70 minutes on a dedicated 2-core machine (docs/performance.md).
 set -euo pipefail
 BUILD_DIR=${1:-build/dev}
@@ -40,4 +43,9 @@ if [ "${BENCH_MODELOPT:-1}" = 1 ]; then
   [ -z "$models" ] && [ "${BENCH_QUICK:-0}" = 1 ] && models=plain_cnn,resnet_small
   .venv/bin/python bench/modelopt_side_by_side.py --quantkit "$BUILD_DIR/tools/quantkit/quantkit" \
     ${models:+--models "$models"} --markdown docs/strongly-typed-bench.md --json docs/strongly-typed-bench.json
+fi
+if [ "${BENCH_BIG:-1}" = 1 ] && [ "${BENCH_QUICK:-0}" != 1 ]; then
+  echo "== a big model in bounded memory: ViT-H/14, 2.5 GB of weights (bench/big_model_memory.py)"
+  bash scripts/setup_peers.sh
+  .venv/bin/python bench/big_model_memory.py --quantkit "$BUILD_DIR/tools/quantkit/quantkit"
 fi
