@@ -19,11 +19,19 @@ function(quantkit_target_defaults target)
   endif()
 endfunction()
 
+# The internal headers (src/: "<layer>/x.h"): every library, and the targets that test or measure
+# the internals (unit tests, benches, fuzzers), name them themselves; a library exports only
+# include/ (quantkit/...), so the CLI and the Python bindings see the public headers alone.
+function(quantkit_internal_includes target)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+endfunction()
+
 # quantkit_add_library(name SOURCES ... DEPS ... [PRIVATE_DEPS ...])
 function(quantkit_add_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(${name} STATIC ${ARG_SOURCES})
-  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/include)
+  quantkit_internal_includes(${name})
   target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   quantkit_target_defaults(${name})
   if(QUANTKIT_PYTHON)
@@ -40,6 +48,7 @@ function(quantkit_add_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  quantkit_internal_includes(${name})
   target_compile_definitions(${name} PRIVATE
     QK_SOURCE_DIR="${PROJECT_SOURCE_DIR}" QK_BINARY_DIR="${PROJECT_BINARY_DIR}"
     QK_TESTVECTORS_DIR="${PROJECT_SOURCE_DIR}/../shared/testvectors")
@@ -57,10 +66,16 @@ function(quantkit_add_test name)
   gtest_discover_tests(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} DISCOVERY_TIMEOUT 60)
 endfunction()
 
-# quantkit_add_tool(name SOURCES ... DEPS ...)
+# quantkit_add_tool(name SOURCES ... DEPS ...): a program over the public headers (include/ only).
 function(quantkit_add_tool name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
   quantkit_target_defaults(${name})
+endfunction()
+
+# quantkit_add_bench(name SOURCES ... DEPS ...): a benchmark program, which measures internals.
+function(quantkit_add_bench name)
+  quantkit_add_tool(${name} ${ARGN})
+  quantkit_internal_includes(${name})
 endfunction()

@@ -1,4 +1,4 @@
-// quantkit's public calibration API: calibration in stages, each usable on its own.
+// quantkit's public calibration API: calibration in steps, each usable on its own.
 //
 //   Model model     = LoadModel("model.onnx")
 //   Sites sites     = FindSites(model, placement)              where TensorRT wants Q/DQ

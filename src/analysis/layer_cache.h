@@ -1,4 +1,4 @@
-// The per-layer input cache of the PTQ stages (pipelines/ptq_stages.h): for each weighted layer,
+// The per-layer input cache of the PTQ stages (pipelines/ptq/stages.h): for each weighted layer,
 // in topological order, the activation it reads in the FP32 model and in the simulation of the
 // plan as it is at that moment (the quantized prefix: every layer before it already carries what
 // the stage chose), from the same samples.
@@ -11,7 +11,7 @@
 // the layers after.
 //
 // Memory: the values live at a cut for every cached sample, twice (FP32 and simulation), plus the
-// layer's own inputs: bounded by the caller's choice of samples (pipelines/ptq_stages.h sizes them
+// layer's own inputs: bounded by the caller's choice of samples (pipelines/ptq/stages.h sizes them
 // from the FP32 model's peak live bytes per sample). Deterministic: no randomness, batches in
 // order.
 #pragma once

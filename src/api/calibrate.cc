@@ -12,12 +12,12 @@
 #include "api/internal.h"
 #include "common/check.h"
 #include "distributed/launch.h"
-#include "pipelines/calibrate.h"
-#include "pipelines/calibrate_budget.h"
-#include "pipelines/calibrate_check.h"
-#include "pipelines/calibrate_repair.h"
-#include "pipelines/compare_methods.h"
-#include "pipelines/ptq_stages.h"
+#include "pipelines/calibrate/budget.h"
+#include "pipelines/calibrate/calibrate.h"
+#include "pipelines/calibrate/check.h"
+#include "pipelines/calibrate/compare_methods.h"
+#include "pipelines/calibrate/repair.h"
+#include "pipelines/ptq/stages.h"
 #include "quantkit/calibration.h"
 
 namespace quantkit {

@@ -1,4 +1,4 @@
-// include/quantkit/calibration.h over the internal stages (pipelines/calibration_stages.h). The
+// include/quantkit/calibration.h over the internal steps (pipelines/calibration_steps.h). The
 // handles hold the internal types (api/internal.h); this file and that header are
 // the only places that convert between them and the public, std-only structs (the data path,
 // OpenDataSpec and the statistics collectors: collector.cc).
@@ -21,7 +21,7 @@
 #include "formats/ranges.h"
 #include "onnx/export.h"
 #include "passes/apply_plan.h"
-#include "pipelines/calibration_stages.h"
+#include "pipelines/calibration_steps.h"
 #include "pipelines/quantized_artifacts.h"
 #include "quant/method_amax.h"
 

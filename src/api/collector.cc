@@ -10,7 +10,7 @@
 #include "api/internal.h"
 #include "common/check.h"
 #include "data/image_options.h"
-#include "pipelines/calibration_stages.h"
+#include "pipelines/calibration_steps.h"
 #include "pipelines/push_collection.h"
 #include "quantkit/calibration.h"
 

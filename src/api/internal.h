@@ -9,7 +9,7 @@
 #include "formats/trt_cache.h"
 #include "passes/float_precision.h"
 #include "passes/qdq_placement.h"
-#include "pipelines/calibration_stages.h"
+#include "pipelines/calibration_steps.h"
 #include "quant/plan.h"
 #include "quantkit/calibration.h"
 #include "quantkit/data_source.h"

@@ -47,7 +47,7 @@ Result<std::vector<QdqSite>> PlanSites(const ir::Graph& graph, const quant::Quan
 
 namespace {
 
-// SmoothQuant's fold into an affine (pipelines/smoothquant.h): a one-value operand of Mul / Add
+// SmoothQuant's fold into an affine (passes/smoothquant.h): a one-value operand of Mul / Add
 // made one value per channel, of rank at most the other operand's, so every reader's output keeps
 // its shape. Any other change of dims is a plan for another model.
 bool ScalarMadePerChannel(const ir::Value& v, const ir::Tensor& value) {

@@ -143,7 +143,7 @@ Status PushCollection::ObserveSource(const data::Source& source, int64_t batch_s
   pass.run_batch = s.chunker->run_batch();
   pass.progress = s.show_progress;  // RunBatches draws the bar of a spec; ours stays silent
   s.progress->set_enabled(false);
-  // The CLI's reads and runs (pipelines/calibrate.cc CollectShard).
+  // The CLI's reads and runs (pipelines/calibrate/calibrate.cc CollectShard).
   const analysis::BatchReader runs = analysis::ReadRuns(source, pass, s.inputs);
   QK_ASSIGN_OR_RETURN(
       s.result.samples,

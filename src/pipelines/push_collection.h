@@ -1,6 +1,6 @@
 // The statistics pass over batches a caller pushes one at a time (the public
 // StatisticsCollector: Python's numpy arrays, a DataLoader, a BatchStream), beside the pull pass
-// of calibration_stages.h that `quantkit calibrate` runs. Both cut the data into the same model
+// of calibration_steps.h that `quantkit calibrate` runs. Both cut the data into the same model
 // runs (data/run_chunks.h: --run-batch samples, cut at multiples of it in sample order), so the
 // statistics of a data set do not depend on how the caller batches it.
 #pragma once
@@ -12,7 +12,7 @@
 
 #include "data/source.h"
 #include "passes/qdq_placement.h"
-#include "pipelines/calibration_stages.h"
+#include "pipelines/calibration_steps.h"
 #include "quantkit/status.h"
 
 namespace quantkit::pipelines {

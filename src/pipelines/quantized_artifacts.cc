@@ -1,5 +1,6 @@
 #include "pipelines/quantized_artifacts.h"
 
+#include <set>
 #include <utility>
 
 #include "analysis/model_loading.h"
@@ -58,6 +59,36 @@ Status StagePlanFiles(const quant::QuantPlan& plan, const QuantizedFiles& files,
     QK_RETURN_IF_ERROR(formats::WriteRangesText(set->Stage(files.ranges_name), plan));
   }
   return files.plan_json ? formats::WritePlanJson(set->Stage(files.plan_name), plan) : Status::Ok();
+}
+
+// Weighted ops none of whose activation inputs are quantized, plus the plan's float-kept nodes:
+// the layers TensorRT should keep in higher precision. An input counts as quantized when the plan
+// quantizes it (a float graph) or when a DequantizeLinear of a non-constant produces it (a Q/DQ
+// graph, where the op reads the DQ output, a name the plan does not hold; a DQ of a constant is
+// a weight).
+std::string LayerPrecisions(const ir::Graph& graph, const quant::QuantPlan& plan,
+                            const std::string& precision) {
+  auto quantized_activation = [&](const ir::Value* in) {
+    if (!in) return false;
+    const quant::TensorQuant* t = plan.Find(in->name());
+    if (t && t->quantized && t->role == quant::TensorRole::kActivation) return true;
+    const ir::Node* p = in->producer();
+    if (!p || p->op_type() != "DequantizeLinear" || p->inputs().empty()) return false;
+    const ir::Value* x = p->inputs()[0];
+    return x != nullptr && !x->is_constant();
+  };
+  std::set<std::string> layers;
+  for (const auto& [node, reason] : plan.float_nodes) layers.insert(node);
+  for (const ir::Node* n : graph.nodes()) {
+    const std::string& op = n->op_type();
+    if (op != "Conv" && op != "ConvTranspose" && op != "Gemm" && op != "MatMul") continue;
+    bool quantized = false;
+    for (const ir::Value* in : n->inputs()) quantized |= quantized_activation(in);
+    if (!quantized && !n->name.empty()) layers.insert(n->name);
+  }
+  std::string out;
+  for (const std::string& l : layers) out += (out.empty() ? "" : ",") + l + ":" + precision;
+  return out;
 }
 
 }  // namespace quantkit::pipelines

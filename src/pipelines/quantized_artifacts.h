@@ -62,4 +62,11 @@ Status StageBuiltModel(const ir::Model& qdq_model, const quant::QuantPlan& plan,
 // calib.cache and ranges.txt (files.implicit_int8), then plan.json (files.plan_json).
 Status StagePlanFiles(const quant::QuantPlan& plan, const QuantizedFiles& files, ArtifactSet* set);
 
+// trtexec --layerPrecisions value ("node:precision,..."): the plan's float_nodes plus the
+// weighted ops (Conv, ConvTranspose, Gemm, MatMul) none of whose activation inputs the plan
+// quantizes. `graph` is the float model (before Q/DQ insertion: inputs keep the plan's names). What
+// convert and fallback report and layer_precisions.txt holds.
+std::string LayerPrecisions(const ir::Graph& graph, const quant::QuantPlan& plan,
+                            const std::string& precision);
+
 }  // namespace quantkit::pipelines

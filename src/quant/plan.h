@@ -66,7 +66,7 @@ struct Provenance {
   std::string method;
   std::string quantkit_version;
   int64_t num_samples = 0;
-  // The PTQ stages that edited this plan after the range choice (pipelines/ptq_stages.h), in the
+  // The PTQ stages that edited this plan after the range choice (pipelines/ptq/stages.h), in the
   // order they ran, each with its parameters: "adaround(iterations=2000, reg=0.01, ...)".
   std::vector<std::string> stages;
   // When a stage changed weights: the SHA-256 of the float model holding them (calibrate's

@@ -1,5 +1,5 @@
 // Per-layer weight optimisation from cached activations, label-free (ATen-free header): the
-// numerics of the PTQ stages AdaRound and SeqMSE (pipelines/ptq_stages.h drives them layer by
+// numerics of the PTQ stages AdaRound and SeqMSE (pipelines/ptq/stages.h drives them layer by
 // layer). Until src/train/ exists (issue 28) the ATen loops live here, beside the QAT trainer.
 //
 // A layer block is a small model: its one graph input `input` feeds a weighted node (Conv,
@@ -49,7 +49,7 @@ struct LayerBlock {
   int64_t output_channel_dim = 1;  // the block output's channel dim (Conv: 1, Gemm/MatMul: -1)
 };
 
-// AdaRound's hyper-parameters (defaults: AIMET's, but 2000 iterations; pipelines/ptq_stages.h
+// AdaRound's hyper-parameters (defaults: AIMET's, but 2000 iterations; pipelines/ptq/stages.h
 // range-checks them).
 struct AdaRoundParams {
   int64_t iterations = 2000;

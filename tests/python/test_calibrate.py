@@ -189,7 +189,7 @@ def test_clipping_method_is_warned_about_whatever_the_data_path(model, calib_arr
     assert from_spec == from_arrays
 
 
-# The accuracy check's thresholds (pipelines/calibrate_check.h: kCheckMinAgreement,
+# The accuracy check's thresholds (pipelines/calibrate/check.h: kCheckMinAgreement,
 # kCheckMaxRelMse): max on 64 samples of plain_cnn is within both (entropy on so few is not:
 # 69% agreement, and the check warns).
 CHECK_MIN_AGREEMENT = 0.97

@@ -371,7 +371,7 @@ Status Analyse(const DiagnoseOptions& o, const Setup& setup, DiagnoseCollection 
       const quant::TensorCollector& c = all.reference.at(t.name);
       const quant::TensorCollector& f = full.at(t.name);
       t.ref_amax = c.range().amax;
-      t.ref_clip_share = t.amax > 0 ? ShareAbove(c.histogram(), t.amax) : 0.0;
+      t.ref_clip_share = t.amax > 0 ? quant::ShareAbove(c.histogram(), t.amax) : 0.0;
       t.ref_js_bits =
           JensenShannonBits(f.histogram(), f.range().amax, c.histogram(), c.range().amax);
     }

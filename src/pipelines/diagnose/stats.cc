@@ -57,20 +57,6 @@ std::vector<double> RobustZAgainst(const std::vector<double>& values,
 
 std::vector<double> RobustZ(const std::vector<double>& v) { return RobustZAgainst(v, v); }
 
-double ShareAbove(const quant::StreamingHistogram& h, double threshold) {
-  const int64_t total = h.binned_count();
-  if (total == 0 || h.empty_range()) return 0.0;
-  const double w = h.bin_width();
-  double above = 0.0;
-  const int64_t bins = h.bins_per_sign();
-  for (int64_t k = 0; k < bins; ++k) {
-    if (static_cast<double>(k) * w < threshold) continue;
-    above += static_cast<double>(h.positive()[static_cast<size_t>(k)] +
-                                 h.negative()[static_cast<size_t>(k)]);
-  }
-  return above / static_cast<double>(total);
-}
-
 namespace {
 
 // Signed histogram over (-t, t) (zeros included, extremes clamped into the end bins), sum 1.

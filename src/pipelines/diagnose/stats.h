@@ -1,6 +1,7 @@
 // Small statistics used by `quantkit diagnose` (pure functions, no model, no ATen): quantiles,
-// coefficient of variation, robust z-scores, the share of values a threshold clips and a
-// Jensen-Shannon divergence between two tensors' histograms on a common binning.
+// coefficient of variation, robust z-scores and a Jensen-Shannon divergence between two tensors'
+// histograms on a common binning (the share of values a threshold clips is quant::ShareAbove,
+// quant/collectors/histogram.h, which calibration reports too).
 #pragma once
 
 #include <cstdint>
@@ -31,12 +32,6 @@ std::vector<double> RobustZ(const std::vector<double>& v);
 // Same, but measured against the median/MAD of `base` (how far new values lie from a set).
 std::vector<double> RobustZAgainst(const std::vector<double>& values,
                                    const std::vector<double>& base);
-
-// Share of the finite values summarised by `h` whose |x| exceeds `threshold`, counting the fine
-// bins that lie wholly above it: the bin holding the threshold is left out, so values equal to
-// the threshold (a spike at the max, e.g. saturated pixels) are never counted as clipped; the
-// share is low by at most that one fine bin (1/2^14 of the range).
-double ShareAbove(const quant::StreamingHistogram& h, double threshold);
 
 // Jensen-Shannon divergence in bits (0 = identical, 1 = disjoint) between the signed value
 // distributions of two histograms, both re-binned over (-t, t), t = the larger of the two

@@ -115,9 +115,9 @@ Result<TensorDiagnosis> AnalyzeTensor(const std::string& name,
   const float entropy = t.method_amax[quant::DefaultRequest(quant::CalibMethod::kEntropy)];
   // Only a real cut counts: entropy a little below max clipping a thin tail is its design.
   t.entropy_clip_share = entropy > 0 && entropy < kEntropyClipAmaxRatio * t.range.amax
-                             ? ShareAbove(full->histogram(), entropy)
+                             ? quant::ShareAbove(full->histogram(), entropy)
                              : 0.0;
-  t.clip_share = t.amax > 0 ? ShareAbove(full->histogram(), t.amax) : 0.0;
+  t.clip_share = t.amax > 0 ? quant::ShareAbove(full->histogram(), t.amax) : 0.0;
   if (!full->histogram().empty_range() && t.range.amax > 0) {
     t.abs_hist = full->histogram().RebinAbs(kHistogramBins, t.range.amax).counts;
   }

@@ -1,4 +1,4 @@
-// QAT stage 4: the training data, its labels and the validation data; batches as the trainer
+// QAT step 4: the training data, its labels and the validation data; batches as the trainer
 // takes them.
 #include <fmt/ranges.h>
 
@@ -10,7 +10,7 @@
 #include "common/check.h"
 #include "data/npy.h"
 #include "data/shard.h"
-#include "pipelines/qat/stages.h"
+#include "pipelines/qat/steps.h"
 
 namespace quantkit::pipelines::qat {
 

@@ -1,4 +1,4 @@
-// QAT stages 6 and 7: checkpoints (--resume, a checkpoint after each validation and at a pause)
+// QAT steps 6 and 7: checkpoints (--resume, a checkpoint after each validation and at a pause)
 // and the training loop with validation and keep-the-best.
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 
 #include "common/check.h"
 #include "common/progress.h"
-#include "pipelines/qat/stages.h"
+#include "pipelines/qat/steps.h"
 
 namespace quantkit::pipelines::qat {
 

@@ -17,7 +17,7 @@
 #include "common/check.h"
 #include "common/progress.h"
 #include "ir/clone.h"
-#include "pipelines/qat/stages.h"
+#include "pipelines/qat/steps.h"
 #include "quantkit/qat.h"
 
 namespace quantkit::pipelines::qat {

@@ -1,4 +1,4 @@
-// QAT stages 2 and 3: the start plan, and the student's training graph built from it.
+// QAT steps 2 and 3: the start plan, and the student's training graph built from it.
 #include <fmt/ranges.h>
 
 #include <iterator>
@@ -10,8 +10,8 @@
 #include "passes/apply_plan.h"
 #include "passes/fake_quant.h"
 #include "passes/float_precision.h"
-#include "pipelines/calibrate.h"
-#include "pipelines/qat/stages.h"
+#include "pipelines/calibrate/calibrate.h"
+#include "pipelines/qat/steps.h"
 
 namespace quantkit::pipelines::qat {
 

@@ -1,4 +1,4 @@
-// RunQat: the stages of pipelines/qat/stages.h in order, and the validation of the options.
+// RunQat: the steps of pipelines/qat/steps.h in order, and the validation of the options.
 #include "pipelines/qat/qat.h"
 
 #include <fmt/format.h>
@@ -13,7 +13,7 @@
 #include "common/check.h"
 #include "distributed/launch.h"
 #include "ir/clone.h"
-#include "pipelines/qat/stages.h"
+#include "pipelines/qat/steps.h"
 
 namespace quantkit::pipelines {
 

@@ -1,4 +1,4 @@
-// QAT stage 5, sharding (docs/distributed.md): under torchrun/srun/a PyTorchJob the global batch
+// QAT step 5, sharding (docs/distributed.md): under torchrun/srun/a PyTorchJob the global batch
 // is split over the ranks, the gradients are averaged in rank order before each optimizer step
 // (the same bits on every rank); validation.cc sums its scores over the ranks. One process is
 // the one-rank case of the same code.
@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "common/check.h"
-#include "pipelines/qat/stages.h"
+#include "pipelines/qat/steps.h"
 
 namespace quantkit::pipelines::qat {
 

@@ -1,4 +1,4 @@
-// QAT stage 8, on rank 0: the fine-tuned float model, then the plan and Q/DQ model built from
+// QAT step 8, on rank 0: the fine-tuned float model, then the plan and Q/DQ model built from
 // it, and the reports (training_log.json, training.svg, summary.txt).
 #include <fmt/format.h>
 
@@ -17,9 +17,9 @@
 #include "formats/trt_cache.h"
 #include "onnx/export.h"
 #include "passes/apply_plan.h"
-#include "pipelines/evaluate.h"
+#include "pipelines/evaluate/evaluate.h"
 #include "pipelines/qat/plot.h"
-#include "pipelines/qat/stages.h"
+#include "pipelines/qat/steps.h"
 #include "pipelines/quantized_artifacts.h"
 
 namespace quantkit::pipelines::qat {

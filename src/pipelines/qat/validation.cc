@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "common/check.h"
-#include "pipelines/qat/stages.h"
+#include "pipelines/qat/steps.h"
 
 namespace quantkit::pipelines::qat {
 

@@ -247,4 +247,18 @@ bool StreamingHistogram::operator==(const StreamingHistogram& o) const {
          zeros_ == o.zeros_ && nonfinite_ == o.nonfinite_;
 }
 
+double ShareAbove(const StreamingHistogram& h, double threshold) {
+  const int64_t total = h.binned_count();
+  if (total == 0 || h.empty_range()) return 0.0;
+  const double w = h.bin_width();
+  double above = 0.0;
+  const int64_t bins = h.bins_per_sign();
+  for (int64_t k = 0; k < bins; ++k) {
+    if (static_cast<double>(k) * w < threshold) continue;
+    above += static_cast<double>(h.positive()[static_cast<size_t>(k)] +
+                                 h.negative()[static_cast<size_t>(k)]);
+  }
+  return above / static_cast<double>(total);
+}
+
 }  // namespace quantkit::quant

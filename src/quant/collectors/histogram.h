@@ -83,4 +83,11 @@ class StreamingHistogram {
   int64_t nonfinite_ = 0;
 };
 
+// Share of the finite values summarised by `h` whose |x| exceeds `threshold`, counting the fine
+// bins that lie wholly above it: the bin holding the threshold is left out, so values equal to
+// the threshold (a spike at the max, e.g. saturated pixels) are never counted as clipped; the
+// share is low by at most that one fine bin (1/2^14 of the range). Calibration reports it per
+// tensor (the clipped share) and `quantkit diagnose` judges ranges by it.
+double ShareAbove(const StreamingHistogram& h, double threshold);
+
 }  // namespace quantkit::quant

@@ -20,7 +20,7 @@
 #include "onnx/export.h"
 #include "onnx/import.h"
 #include "passes/apply_plan.h"
-#include "pipelines/calibration_stages.h"
+#include "pipelines/calibration_steps.h"
 #include "runtime/interpreter.h"
 
 namespace quantkit {

@@ -1,4 +1,4 @@
-"""calibrate's repair ladder (issue 47; pipelines/calibrate_repair.h, docs/accuracy.md).
+"""calibrate's repair ladder (issue 47; pipelines/calibrate/repair.h, docs/accuracy.md).
 
 One small model per rung, each built so that the rungs before it cannot meet the check's target
 and that rung can, run through the default command (no option but -o):

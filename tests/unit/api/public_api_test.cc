@@ -1,5 +1,5 @@
 // The public API (include/quantkit/) as an outside caller uses it: only quantkit/ headers are
-// included here. Calibration in stages from an external batch stream, exact merging of shards,
+// included here. Calibration in steps from an external batch stream, exact merging of shards,
 // several methods from one collection, artifacts, and the errors a caller can provoke.
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// --method auto per tensor (pipelines/auto_method.h): the greedy pass over the tensors whose
-// ranges differ across methods, with a scorer standing in for the held-out simulation.
-#include "pipelines/auto_method.h"
+// --method auto per tensor (pipelines/calibrate/auto_method.h): the greedy pass over the tensors
+// whose ranges differ across methods, with a scorer standing in for the held-out simulation.
+#include "pipelines/calibrate/auto_method.h"
 
 #include <gtest/gtest.h>
 

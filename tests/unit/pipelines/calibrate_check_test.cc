@@ -1,7 +1,7 @@
-// The accuracy check every calibration ends with (pipelines/calibrate_check.h): its size, where
+// The accuracy check every calibration ends with (pipelines/calibrate/check.h): its size, where
 // its samples come from (held out after the calibrated ones, --holdout, or in-sample), and its
 // verdict on plain_cnn: a good plan passes, a plan with blown-up ranges warns and names the fixes.
-#include "pipelines/calibrate_check.h"
+#include "pipelines/calibrate/check.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "analysis/model_loading.h"
 #include "analysis/simulate.h"
 #include "data/source.h"
-#include "pipelines/calibrate.h"
+#include "pipelines/calibrate/calibrate.h"
 #include "runtime/interpreter.h"
 
 namespace quantkit::pipelines {

@@ -1,6 +1,6 @@
 // calibrate's stages kept for many plans (--compare-methods): one preparation (load, hash, sites,
 // one statistics pass) finished with any method gives exactly the plan of a plain calibration.
-#include "pipelines/calibrate.h"
+#include "pipelines/calibrate/calibrate.h"
 
 #include <gtest/gtest.h>
 

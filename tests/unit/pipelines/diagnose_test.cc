@@ -64,8 +64,8 @@ TEST(DiagnoseStats, ShareAboveAndJensenShannon) {
   for (int i = 0; i < 10000; ++i) x.push_back(static_cast<float>(i) / 10000.0f);
   quant::StreamingHistogram h;
   h.Observe(quant::FloatSpan(x));
-  EXPECT_NEAR(ShareAbove(h, 0.9), 0.1, testing::kShareAboveAbs);
-  EXPECT_NEAR(ShareAbove(h, 2.0), 0.0, 0.0);
+  EXPECT_NEAR(quant::ShareAbove(h, 0.9), 0.1, testing::kShareAboveAbs);
+  EXPECT_NEAR(quant::ShareAbove(h, 2.0), 0.0, 0.0);
   EXPECT_NEAR(JensenShannonBits(h, 1.0f, h, 1.0f), 0.0, testing::kJsIdenticalAbs);
   std::vector<float> neg(x.size());
   std::transform(x.begin(), x.end(), neg.begin(), [](float v) { return -v - 0.5f; });

@@ -1,4 +1,4 @@
-#include "pipelines/fallback_search.h"
+#include "pipelines/evaluate/fallback_search.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// The PTQ stage framework (pipelines/ptq_stages.h): the --ptq syntax and its checks, the per-layer
+// The PTQ stage framework (pipelines/ptq/stages.h): the --ptq syntax and its checks, the per-layer
 // input cache against full model runs, and calibrate --ptq writing what the stages chose into every
 // artifact (Q/DQ model, float model for the cache, plan provenance), deterministically.
-#include "pipelines/ptq_stages.h"
+#include "pipelines/ptq/stages.h"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@
 #include "ir/float16.h"
 #include "onnx/import.h"
 #include "passes/apply_plan.h"
-#include "pipelines/calibrate.h"
+#include "pipelines/calibrate/calibrate.h"
 #include "runtime/interpreter.h"
 #include "testing/tolerances.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "ir/graph.h"
-#include "pipelines/qat/stages.h"
+#include "pipelines/qat/steps.h"
 
 namespace quantkit::pipelines::qat {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "analysis/metrics.h"
 
-#include "pipelines/qat/stages.h"
+#include "pipelines/qat/steps.h"
 
 namespace quantkit::pipelines::qat {
 namespace {

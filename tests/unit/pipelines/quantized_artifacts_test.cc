@@ -13,9 +13,9 @@
 
 #include "analysis/model_loading.h"
 #include "formats/ranges.h"
-#include "pipelines/calibrate.h"
-#include "pipelines/calibration_stages.h"
-#include "pipelines/ptq_stages.h"
+#include "pipelines/calibrate/calibrate.h"
+#include "pipelines/calibration_steps.h"
+#include "pipelines/ptq/stages.h"
 
 namespace quantkit::pipelines {
 namespace {
