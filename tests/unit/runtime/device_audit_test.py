@@ -34,6 +34,8 @@ HOST_READS = {
     ("quant.cc", "float* dst = r.data_ptr<float>()"): "PerTensor8Bit: empty_like(q) of a CPU q",
     ("quant.cc", "const float* in = src.data_ptr<float>()"): "PerTensor8Bit: x on the CPU",
     ("quant.cc", "float* dst = out.data_ptr<float>()"): "PerTensor8Bit: x on the CPU",
+    ("quant.cc", "float* p = q.data_ptr<float>()"):
+        "FakeQuantizeE4M3: q copied to the host (.to(at::kCPU)) for the FP8 rounding, then back",
     ("resize.cc", "double* p = w.data_ptr<double>()"): "AxisWeights builds w on the host (see below)",
     ("misc.cc", "const float* bp = boxes.data_ptr<float>()"): "NonMaxSuppression copies boxes to the host",
     ("misc.cc", "const float* sp = scores.data_ptr<float>()"): "NonMaxSuppression copies scores to the host",
