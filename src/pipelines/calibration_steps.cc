@@ -373,8 +373,8 @@ Result<ArtifactReport> WriteArtifacts(const LoadedModel& model, const quant::Qua
   QuantizedFiles files;
   files.cache = cache;
   ArtifactReport report;
-  QK_ASSIGN_OR_RETURN(report.inserted, StagePlanArtifacts(model.path, placement, weights, &written,
-                                                          files, out.get()));
+  QK_ASSIGN_OR_RETURN(report.inserted, StagePlanArtifacts(model.path, *model.model, placement,
+                                                          weights, &written, files, out.get()));
   QK_ASSIGN_OR_RETURN(report.written, out->Commit());
   return report;
 }

@@ -7,6 +7,7 @@
 #include "common/check.h"
 #include "common/sha256.h"
 #include "formats/ranges.h"
+#include "ir/clone.h"
 #include "onnx/export.h"
 
 namespace quantkit::pipelines {
@@ -34,12 +35,13 @@ Result<passes::PassReport> StageQuantizedModel(ir::Model float_model,
 }
 
 Result<passes::PassReport> StagePlanArtifacts(const std::string& model_path,
+                                              const ir::Model& loaded,
                                               const passes::PlacementOptions& placement,
                                               passes::WeightStorage weight_storage,
                                               quant::QuantPlan* plan, const QuantizedFiles& files,
                                               ArtifactSet* set) {
   QK_RETURN_IF_ERROR(StageFloatModel(model_path, plan, set));
-  QK_ASSIGN_OR_RETURN(ir::Model float_model, analysis::LoadModelForQuantization(model_path));
+  QK_ASSIGN_OR_RETURN(ir::Model float_model, ir::CloneModel(loaded));
   passes::ApplyPlanOptions apply;
   apply.placement = placement;
   apply.mode = passes::PlacementPolicy::kTensorRT;

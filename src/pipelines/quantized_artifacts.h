@@ -46,9 +46,12 @@ Result<passes::PassReport> StageQuantizedModel(ir::Model float_model,
                                                ArtifactSet* set);
 
 // The whole set for a plan of the float model file `model_path` (calibrate, the public
-// WriteArtifacts): StageFloatModel, then StageQuantizedModel on a fresh load of the file (the
-// caller's loaded model is shared and immutable) with TensorRT's placement.
+// WriteArtifacts): StageFloatModel, then StageQuantizedModel with TensorRT's placement on a clone
+// of `loaded`, the caller's model as loaded for quantization from that file (shared and immutable;
+// the clone shares its weights copy-on-write, so writing holds no second copy of them: reading
+// the file again did, 2.35 GiB more on a ViT-H/14, bench/big_model_memory.py).
 Result<passes::PassReport> StagePlanArtifacts(const std::string& model_path,
+                                              const ir::Model& loaded,
                                               const passes::PlacementOptions& placement,
                                               passes::WeightStorage weight_storage,
                                               quant::QuantPlan* plan, const QuantizedFiles& files,

@@ -306,9 +306,10 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
   files.model_name = WrittenModelName(options);
   files.implicit_int8 = options.int8;
   files.cache = options.cache;
-  QK_ASSIGN_OR_RETURN(passes::PassReport inserted,
-                      StagePlanArtifacts(options.model, PlacementFor(options),
-                                         options.weight_storage, &plan, files, set));
+  QK_ASSIGN_OR_RETURN(
+      passes::PassReport inserted,
+      StagePlanArtifacts(options.model, *prepared.model.model, PlacementFor(options),
+                         options.weight_storage, &plan, files, set));
   result.summary = Summarize(options, result, &inserted);
   QK_RETURN_IF_ERROR(WriteFileAtomic(set->Stage("summary.txt"), result.summary));
   if (ready_plan && !ready_plan->layer_precisions.empty()) {
