@@ -52,8 +52,12 @@ Result<std::unique_ptr<PlanEvaluator>> PlanEvaluator::Create(const PlanEvalOptio
   bool local_class_output = true;
   // Every rank loads the model and its shard; one rank's failure stops them all.
   const Status loaded = [&]() -> Status {
-    QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
-    e->float_model_ = std::make_shared<const ir::Model>(std::move(model));
+    if (options.loaded) {
+      e->float_model_ = options.loaded;
+    } else {
+      QK_ASSIGN_OR_RETURN(ir::Model model, LoadModelForQuantization(options.model));
+      e->float_model_ = std::make_shared<const ir::Model>(std::move(model));
+    }
     QK_ASSIGN_OR_RETURN(
         std::unique_ptr<data::Source> source,
         data::OpenSource(options.data, data::ModelInputs(*e->float_model_), options.image));

@@ -45,6 +45,9 @@ struct PlanEvalOptions {
   int64_t batch_size = 64;
   SimulationOptions simulation;
   distributed::Communicator* comm = nullptr;  // not owned; nullptr: one process
+  // `model` as LoadModelForQuantization loaded it already (shared, immutable): used instead of
+  // reading the file again, so a calibration and its check hold one copy of the weights.
+  std::shared_ptr<const ir::Model> loaded;
 };
 
 struct TrialResult {

@@ -173,8 +173,8 @@ std::string Summarize(const CalibrateOptions& options, const CalibrateResult& r,
 // The accuracy check of the plan written (pipelines/calibrate/check.h), into result->check and,
 // beyond its thresholds, result->warnings. A check that cannot run is a warning: the calibration
 // it would judge is kept.
-void CheckPlan(const CalibrateOptions& options, const quant::QuantPlan& plan,
-               CalibrateResult* result) {
+void CheckPlan(const CalibrateOptions& options, const LoadedModel& loaded,
+               const quant::QuantPlan& plan, CalibrateResult* result) {
   CheckResult& check = result->check;
   check.calibration_seconds = result->seconds;
   if (options.check.samples == 0) return;
@@ -200,6 +200,7 @@ void CheckPlan(const CalibrateOptions& options, const quant::QuantPlan& plan,
         options.check, {options.model, options.data, result->samples, result->data_samples}, &eval,
         &check));
     if (eval.data == options.data) eval.image = options.image;
+    eval.loaded = loaded.model;  // the calibrated model: no second copy of its weights
     QK_ASSIGN_OR_RETURN(std::unique_ptr<analysis::PlanEvaluator> evaluator,
                         analysis::PlanEvaluator::Create(eval));
     return JudgePlan(*evaluator, plan, plan_path, /*own_evaluator=*/true, &check);
@@ -288,7 +289,7 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
     result.check.calibration_seconds = result.seconds;
     if (!result.check.warning.empty()) result.warnings.push_back(result.check.warning);
   } else {
-    CheckPlan(options, plan, &result);
+    CheckPlan(options, prepared.model, plan, &result);
   }
 
   if (options.output_dir.empty() && !options.artifacts) {
@@ -330,7 +331,11 @@ Status WriteOutputs(const CalibrateOptions& options, const PreparedCalibration& 
 Status Prepare(const CalibrateOptions& options, const distributed::Communicator& comm,
                CollectorKind kind, PreparedCalibration* prepared) {
   CalibrateResult& result = prepared->report;
-  QK_ASSIGN_OR_RETURN(prepared->model, LoadFloatModel(options.model));
+  if (options.loaded_model) {
+    prepared->model = *options.loaded_model;
+  } else {
+    QK_ASSIGN_OR_RETURN(prepared->model, LoadFloatModel(options.model));
+  }
   const LoadedModel& loaded = prepared->model;
   if (loaded.upgrade.upgraded()) {
     result.notes.push_back(

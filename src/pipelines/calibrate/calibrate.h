@@ -109,6 +109,9 @@ struct CalibrateOptions {
   // choice was made on, FP32 outputs cached already), labelled `check_origin`. Not owned.
   const analysis::PlanEvaluator* check_evaluator = nullptr;
   std::string check_origin;
+  // `model` loaded already (LoadFloatModel; the repair ladder loads it once for its evaluator and
+  // the calibration): used instead of reading the file again. Not owned.
+  const LoadedModel* loaded_model = nullptr;
   // The repair ladder's report (pipelines/calibrate/repair.h), for the summary; and its notes
   // (why it did not run, how the held-out samples were taken).
   const RepairReport* repair = nullptr;

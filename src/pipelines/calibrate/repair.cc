@@ -438,6 +438,11 @@ Result<CalibrateResult> CalibrateRepaired(const CalibrateOptions& options,
   CheckResult origin;
   std::string too_small;
   QK_RETURN_IF_ERROR(ChooseHeldOut(&c, &eval, &origin, &c.notes, &too_small));
+  // One copy of the weights for the ladder's evaluator and the calibration (a 2.35 GiB ViT-H/14
+  // was held twice, docs/performance.md section 14).
+  QK_ASSIGN_OR_RETURN(const LoadedModel loaded, LoadFloatModel(c.model));
+  c.loaded_model = &loaded;
+  eval.loaded = loaded.model;
   RepairReport report;
   report.not_run = too_small;
   c.repair = &report;
