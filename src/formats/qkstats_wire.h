@@ -1,6 +1,6 @@
 // The statistics of a .qkstats file as compact bytes, for the processes of one distributed job
-// to exchange (pipelines/distributed.h). Not a file format: .qkstats files stay JSON, readable
-// and versioned (formats/qkstats.h); this encoding only travels between ranks of one run.
+// to exchange (distributed/launch.h: the merge). Not a file format: .qkstats files stay JSON,
+// readable and versioned (formats/qkstats.h); this encoding only travels between ranks of one run.
 //
 // Why: the JSON text of resnet_small's statistics is 3.9 MB per rank, and printing and parsing
 // it was most of the merge (docs/distributed.md "Merge cost"). Here every number is copied as
