@@ -10,9 +10,15 @@
 namespace quantkit::pipelines {
 
 Result<CalibrationDataSize> MeasureCalibrationData(const CalibrateOptions& calibrate) {
-  QK_ASSIGN_OR_RETURN(ir::Model model, analysis::LoadModelForQuantization(calibrate.model));
+  std::shared_ptr<const ir::Model> model;
+  if (calibrate.loaded_model) {
+    model = calibrate.loaded_model->model;  // loaded once already (the repair ladder)
+  } else {
+    QK_ASSIGN_OR_RETURN(ir::Model loaded, analysis::LoadModelForQuantization(calibrate.model));
+    model = std::make_shared<const ir::Model>(std::move(loaded));
+  }
   QK_ASSIGN_OR_RETURN(std::unique_ptr<data::Source> source,
-                      data::OpenSource(calibrate.data, data::ModelInputs(model), calibrate.image));
+                      data::OpenSource(calibrate.data, data::ModelInputs(*model), calibrate.image));
   return CalibrationDataSize{source->num_samples(), source->Describe()};
 }
 

@@ -435,14 +435,14 @@ Result<CalibrateResult> CalibrateRepaired(const CalibrateOptions& options,
     QK_ASSIGN_OR_RETURN(out, ArtifactSet::Open(c.output_dir, CalibrationArtifactNames(c)));
     c.artifacts = out.get();
   }
-  CheckResult origin;
-  std::string too_small;
-  QK_RETURN_IF_ERROR(ChooseHeldOut(&c, &eval, &origin, &c.notes, &too_small));
-  // One copy of the weights for the ladder's evaluator and the calibration (a 2.35 GiB ViT-H/14
-  // was held twice, docs/performance.md section 14).
+  // The model is read once for the held-out split, the ladder's evaluator and the calibration (a
+  // 2.35 GiB ViT-H/14 was read three times, docs/performance.md section 14).
   QK_ASSIGN_OR_RETURN(const LoadedModel loaded, LoadFloatModel(c.model));
   c.loaded_model = &loaded;
   eval.loaded = loaded.model;
+  CheckResult origin;
+  std::string too_small;
+  QK_RETURN_IF_ERROR(ChooseHeldOut(&c, &eval, &origin, &c.notes, &too_small));
   RepairReport report;
   report.not_run = too_small;
   c.repair = &report;
