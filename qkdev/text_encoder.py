@@ -163,21 +163,12 @@ def check_paraphrases(model, tokenizer_json):
 
 
 def embed(model_path, val_dir):
-    """The model's embeddings of the val sentences, in onnxruntime (an independent runtime)."""
-    import glob as _glob
+    """The model's embeddings of the val sentences, in onnxruntime (an independent runtime), with
+    the real-model set's own feeds and session (qkdev/realmodels_table.py: unfused Q/DQ)."""
     import numpy as np
-    import onnx.numpy_helper
-    import onnxruntime as ort
-    sess = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
-    names = [i.name for i in sess.get_inputs()]
-    out = []
-    for d in sorted(_glob.glob(os.path.join(val_dir, "test_data_set_*")), key=lambda p: int(p.rsplit("_", 1)[1])):
-        feeds = {}
-        for k, name in enumerate(names):
-            with open(os.path.join(d, f"input_{k}.pb"), "rb") as f:
-                feeds[name] = onnx.numpy_helper.to_array(onnx.TensorProto.FromString(f.read()))
-        out.append(sess.run(None, feeds)[0].astype(np.float32))
-    return np.concatenate(out)
+    from qkdev import realmodels_table as table
+    outputs = table.run_outputs(model_path, table.load_feeds(model_path, val_dir))
+    return np.concatenate(outputs).astype(np.float32)
 
 
 def score(reference, candidate):
