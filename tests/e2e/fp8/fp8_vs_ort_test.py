@@ -19,9 +19,8 @@ import tempfile
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper
-from qktest import QK  # tests/e2e/qktest.py
+from qktest import QK, ort_session  # tests/e2e/qktest.py
 
 FP8 = TensorProto.FLOAT8E4M3FN
 OPSET = [helper.make_opsetid("", 19)]
@@ -50,11 +49,9 @@ def save(model, path):
 
 
 def ort_run(path, x):
-    # Graph optimizations off: onnxruntime 1.19 fuses DequantizeLinear -> MatMul into
-    # MatMulIntegerToFloat, which refuses FP8 inputs (an error of the fusion, not of the model).
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    # qktest's session has graph optimizations off: onnxruntime 1.19 fuses DequantizeLinear ->
+    # MatMul into MatMulIntegerToFloat, which refuses FP8 inputs (an error of the fusion).
+    sess = ort_session(path)
     return sess.run(None, {sess.get_inputs()[0].name: x})[0]
 
 
